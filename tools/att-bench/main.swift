@@ -1,0 +1,3 @@
+// att-bench: the ATT codec benchmark.
+import ATTStack
+print("att-bench: under construction")

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what the project needs on Debian 12 (idempotent; needs root or sudo for apt-get),
+# then builds the package. Usage: tools/setup.sh [--no-build]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# Debian packages the build and the tests use. Keep this list the one place they are named.
+PACKAGES=(libbluetooth-dev libcap-dev libcap2-bin libmicrohttpd-dev tshark)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [ "${1:-}" != "--no-build" ]; then
+  swift build 2>&1 | tail -n 20
+fi
