@@ -18,10 +18,14 @@ let package = Package(
         ),
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack"]),
+        // The CLI's parsing, formatting and error table, as a library so that tests can import it.
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack"]),
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
+        // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets.
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "ATTStack"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,52 @@
+// mirror listen TARGET [HANDLE...]: subscribe and print notifications and indications.
+import MirrorCommandLine
+
+let listenCommand = Command(CommandSpec(
+    name: "listen",
+    summary: "subscribe and print notifications and indications with timestamps",
+    discussion: """
+        Subscribes to each HANDLE (a characteristic's value handle; its CCCD is found by discovery) or, with no \
+        HANDLE, to every characteristic that can notify or indicate, then prints each notification and \
+        indication (confirmed) with a UTC timestamp, until interrupted (Ctrl-C) or --count arrived. \
+        A characteristic that both notifies and indicates is subscribed for notifications unless --indicate.
+
+        --json prints one JSON object per line: {"time", "handle", "kind", "value", "text"}.
+        """,
+    positionals: [
+        PositionalSpec("TARGET", help: "the device address or unix:PATH"),
+        PositionalSpec("HANDLE", optional: true, variadic: true, help: "value handles to subscribe to (default: all)"),
+    ],
+    options: [
+        .value("--count", "N", help: "stop after N notifications and indications"),
+        .flag("--indicate", help: "prefer indications where a characteristic offers both"),
+    ],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror listen unix:/tmp/mirror-sim.sock", "everything the simulator notifies, until Ctrl-C"),
+        ("mirror listen unix:/tmp/mirror-sim.sock 0x0016 --count 10", "ten notifications of one value"),
+        ("mirror listen 00:AA:01:01:00:01 --json", "one JSON object per line"),
+    ]
+)) { inv in
+    let target = try inv.target()
+    var handles: [UInt16] = []
+    for i in 1..<max(1, inv.arguments.positionals.count) {
+        handles.append(try inv.positional(i, parseHandle)!)
+    }
+    let count = try inv.option("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") }
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    let received = try await session.listen(handles: handles, preferIndications: inv.arguments.has("--indicate"),
+                                            count: count) { event in
+        if inv.global.json {
+            inv.console.out(JSONValue.object([
+                ("time", .double(event.time)), ("handle", .int(Int(event.handle))),
+                ("kind", .string(event.indication ? "indication" : "notification")),
+                ("value", .string(hexString(event.value))), ("text", .string(printableText(event.value))),
+            ]).compact)
+        } else {
+            inv.console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(hex16(event.handle)): \(valueText(event.value))")
+        }
+    }
+    if !inv.global.json { inv.console.err("received \(received) notification\(received == 1 ? "" : "s") and indication\(received == 1 ? "" : "s")") }
+    return .success
+}
