@@ -1,6 +1,8 @@
 // The one table from an error to what `mirror` prints and how it exits: (message, JSON object, exit status).
 // Every error any command can end with passes through `ErrorReport.init(_:)`.
 
+import ATTStack
+
 /// How `mirror` exits. Scripts can tell a peer's ATT error from a local refusal, a timeout, a connection
 /// failure and bad usage.
 public enum ExitStatus: Int32, Sendable, CaseIterable {
@@ -95,6 +97,15 @@ public struct ATTErrorFacts: Sendable, Equatable {
         self.valueLength = valueLength
         self.budget = budget
         self.mtu = mtu
+    }
+
+    /// The facts with the spec's names for the code and the request (Core Spec Vol 3 Part F §3.4.1.1, §3.4.8).
+    public init(code: ATTErrorCode?, request: ATTOpcode, handle: UInt16, handleLabel: String? = nil,
+                rejectedBy: RejectedBy, valueLength: Int? = nil, budget: Int? = nil, mtu: Int? = nil,
+                localReason: String = "refused locally") {
+        self.init(code: code?.rawValue, name: code?.name ?? localReason, requestOpcode: request.rawValue,
+                  requestName: request.name, handle: handle, handleLabel: handleLabel, rejectedBy: rejectedBy,
+                  valueLength: valueLength, budget: budget, mtu: mtu)
     }
 
     /// Whether the code is an application error (0x80-0x9F), defined by the peripheral's application.

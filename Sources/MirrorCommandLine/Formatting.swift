@@ -1,6 +1,8 @@
 // Output formatting: the GATT database (text and the `--json` shape other tools rely on), values as hex
 // and printable text, characteristic properties, timestamps.
 
+import ATTStack
+
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -220,7 +222,7 @@ public enum PropertyBit {
 /// Names of well-known 16-bit UUIDs (Bluetooth Assigned Numbers): declarations, services, characteristics,
 /// descriptors. `uuid` is the canonical lowercase form.
 public func wellKnownName(_ uuid: String) -> String? {
-    wellKnownNames[uuid]
+    BluetoothUUID(string: uuid)?.name ?? wellKnownNames[uuid]
 }
 
 let wellKnownNames: [String: String] = [

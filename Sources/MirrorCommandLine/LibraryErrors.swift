@@ -1,5 +1,5 @@
-// The library errors' rows in the error table: transport and socket errors (ATTStack), and the GATT
-// client's errors once they are merged. Kept next to ErrorTable.swift's `ErrorReport.init(_:)`.
+// The library errors' rows in the error table: transport, socket and target errors (ATTStack), and the
+// GATT client's errors. Kept next to ErrorTable.swift's `ErrorReport.init(_:)`.
 
 import ATTStack
 
@@ -15,6 +15,8 @@ extension ErrorReport {
             return transportReport(e)
         case let e as SocketError:
             return socketReport(e)
+        case let e as BearerTargetError:
+            return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:
             return nil
         }
@@ -32,53 +34,43 @@ extension ErrorReport {
         case .truncated(let received, let size):
             return ErrorReport(status: .protocolViolation, message: e.description,
                                fields: [("received", .int(received)), ("bufferSize", .int(size))])
+        case .noSuchAdapter(let name, let available):
+            return ErrorReport(status: .connection, message: e.description,
+                               fields: [("adapter", .string(name)), ("available", .array(available.map { .string($0) }))])
+        case .adapterDown(let name):
+            return ErrorReport(status: .connection, message: e.description, fields: [("adapter", .string(name))])
+        case .connectTimedOut(let peer, let seconds):
+            return ErrorReport(status: .timeout, message: e.description,
+                               fields: [("waitingFor", .string("a connection to \(peer)")), ("seconds", .double(seconds))])
+        case .invalidTarget(let t):
+            return ErrorReport(status: .usage, message: t.description, fields: [("token", .string(t.input))])
+        case .hciCommandFailed(let command, let adapter, let status, _):
+            return ErrorReport(status: .connection, message: e.description,
+                               fields: [("command", .string(command)), ("adapter", .string(adapter)),
+                                        ("hciStatus", status.map { .int(Int($0)) } ?? .null)])
         }
     }
 
     static func socketReport(_ e: SocketError) -> ErrorReport {
-        let name = errnoName(e.errno)
         var fields: [(String, JSONValue)] = [
-            ("syscall", .string(e.syscall)), ("errno", .int(Int(e.errno))), ("errnoName", .string(name)),
+            ("syscall", .string(e.syscall)), ("errno", .int(Int(e.errno))), ("errnoName", .string(e.errnoName)),
             ("context", .string(e.context)),
         ]
-        let base = "\(e.context): \(e.syscall) failed with \(name) (\(errnoMeaning(e.errno)))"
+        if !e.advice.isEmpty { fields.append(("advice", .string(e.advice))) }
         switch e.errno {
         case EAFNOSUPPORT:
             fields.append(("needs", "a kernel with Bluetooth (AF_BLUETOOTH)"))
-            return ErrorReport(status: .unsupported, message: base,
-                               hint: "this kernel has no Bluetooth support (AF_BLUETOOTH); use a unix:PATH target with the simulator, or run on a machine with an adapter",
+            return ErrorReport(status: .unsupported, message: e.description,
+                               hint: "a unix:PATH target (the simulator mirror-sim) works without Bluetooth",
                                fields: fields)
         case EPERM, EACCES:
             fields.append(("needs", "CAP_NET_RAW and CAP_NET_ADMIN"))
-            return ErrorReport(status: .unsupported, message: base + "; this needs CAP_NET_RAW and CAP_NET_ADMIN",
-                               hint: "run as root, or: sudo setcap cap_net_raw,cap_net_admin+eip $(command -v mirror)",
-                               fields: fields)
+            let message = e.advice.isEmpty ? e.description + ": this needs CAP_NET_RAW and CAP_NET_ADMIN" : e.description
+            return ErrorReport(status: .unsupported, message: message, fields: fields)
         case ETIMEDOUT:
-            return ErrorReport(status: .timeout, message: base, fields: fields)
+            return ErrorReport(status: .timeout, message: e.description, fields: fields)
         default:
-            return ErrorReport(status: .connection, message: base, fields: fields)
+            return ErrorReport(status: .connection, message: e.description, fields: fields)
         }
     }
-}
-
-/// The symbolic name of an errno value ("EAFNOSUPPORT").
-public func errnoName(_ code: Int32) -> String {
-    let names: [Int32: String] = [
-        EPERM: "EPERM", ENOENT: "ENOENT", EINTR: "EINTR", EIO: "EIO", EBADF: "EBADF", EAGAIN: "EAGAIN",
-        ENOMEM: "ENOMEM", EACCES: "EACCES", EBUSY: "EBUSY", EEXIST: "EEXIST", ENODEV: "ENODEV",
-        EINVAL: "EINVAL", EPIPE: "EPIPE", ENOTSOCK: "ENOTSOCK", EPROTOTYPE: "EPROTOTYPE",
-        EPROTONOSUPPORT: "EPROTONOSUPPORT", EOPNOTSUPP: "EOPNOTSUPP", EAFNOSUPPORT: "EAFNOSUPPORT",
-        EADDRINUSE: "EADDRINUSE", EADDRNOTAVAIL: "EADDRNOTAVAIL", ENETDOWN: "ENETDOWN",
-        ENETUNREACH: "ENETUNREACH", ECONNABORTED: "ECONNABORTED", ECONNRESET: "ECONNRESET",
-        ENOBUFS: "ENOBUFS", EISCONN: "EISCONN", ENOTCONN: "ENOTCONN", ETIMEDOUT: "ETIMEDOUT",
-        ECONNREFUSED: "ECONNREFUSED", EHOSTDOWN: "EHOSTDOWN", EHOSTUNREACH: "EHOSTUNREACH",
-        EINPROGRESS: "EINPROGRESS", EALREADY: "EALREADY", EMSGSIZE: "EMSGSIZE", ERFKILL: "ERFKILL",
-    ]
-    return names[code] ?? "errno \(code)"
-}
-
-/// The C library's one-line meaning of an errno value.
-public func errnoMeaning(_ code: Int32) -> String {
-    guard let s = strerror(code) else { return "unknown error" }
-    return String(cString: s)
 }

@@ -1,50 +1,65 @@
 // Parsers for the values on a command line. Each refuses with the exact token that was wrong.
 
+import ATTStack
+
 /// A TARGET: a Bluetooth device address with its type, or `unix:PATH` (a simulator's AF_UNIX SOCK_SEQPACKET socket).
-public enum TargetArgument: Sendable, Equatable, CustomStringConvertible {
-    /// An LE device address in printed form ("00:AA:01:01:00:01", uppercase), with its type.
-    case address(String, AddressType)
-    /// A unix socket path.
-    case unix(String)
+public struct TargetArgument: Sendable, Equatable, CustomStringConvertible {
+    /// Where to connect (parsed by the bearer's own `BearerTarget`).
+    public var target: BearerTarget
+    /// The LE address type for a device address (`--type`, default public).
+    public var addressType: LEAddressType
+
+    public init(target: BearerTarget, addressType: LEAddressType = .public) {
+        self.target = target
+        self.addressType = addressType
+    }
 
     public var description: String {
-        switch self {
-        case .address(let a, let t): return "\(a) (LE \(t.rawValue))"
+        switch target {
+        case .bluetooth(let a): return "\(a) (LE \(addressType))"
         case .unix(let p): return "unix:\(p)"
         }
+    }
+
+    /// Whether this is a unix: socket target.
+    public var isUnix: Bool {
+        if case .unix = target { return true }
+        return false
     }
 }
 
 /// Parses a TARGET: "unix:/tmp/sim.sock" or "AA:BB:CC:DD:EE:FF" (the type comes from `--type`, default public).
 public func parseTarget(_ token: String, type: AddressType?) throws(UsageError) -> TargetArgument {
-    if token.hasPrefix("unix:") {
-        let path = String(token.dropFirst(5))
-        guard !path.isEmpty else { throw UsageError("invalid target \"\(token)\": unix: needs a socket path, as in unix:/tmp/mirror-sim.sock", token: token) }
-        // sun_path holds 108 bytes including the terminating NUL.
-        guard path.utf8.count <= 107 else {
-            throw UsageError("invalid target \"\(token)\": the socket path is \(path.utf8.count) bytes, longer than the 107 a unix socket address holds", token: token)
-        }
+    let target: BearerTarget
+    do {
+        target = try BearerTarget(parsing: token)
+    } catch {
+        throw UsageError(error.description, token: token)
+    }
+    switch target {
+    case .unix:
         if type != nil {
             throw UsageError("--type applies to a device address, not to the unix socket target \"\(token)\"", token: token)
         }
-        return .unix(path)
+        return TargetArgument(target: target)
+    case .bluetooth:
+        return TargetArgument(target: target, addressType: type == .random ? .random : .public)
     }
-    return .address(try parseAddress(token), type ?? .public)
 }
 
-/// Parses a device address "AA:BB:CC:DD:EE:FF" (also with "-" separators) into its uppercase printed form.
-public func parseAddress(_ token: String) throws(UsageError) -> String {
-    let separator: Character = token.contains("-") ? "-" : ":"
-    let parts = token.split(separator: separator, omittingEmptySubsequences: false)
-    guard parts.count == 6 else {
-        throw UsageError("invalid address \"\(token)\": expected six hex bytes as in 00:AA:01:01:00:01, or unix:PATH", token: token)
+/// Parses a device address "AA:BB:CC:DD:EE:FF" into its uppercase printed form.
+public func parseAddress(_ token: String) throws(UsageError) -> BluetoothAddress {
+    do {
+        return try BluetoothAddress(parsing: token)
+    } catch {
+        throw UsageError(error.description.replacingPrefix("invalid target", with: "invalid address"), token: token)
     }
-    for (i, part) in parts.enumerated() {
-        guard part.count == 2, part.allSatisfy(\.isHexDigit) else {
-            throw UsageError("invalid address \"\(token)\": byte \(i + 1) \"\(part)\" is not two hex digits", token: token)
-        }
+}
+
+extension String {
+    func replacingPrefix(_ prefix: String, with replacement: String) -> String {
+        hasPrefix(prefix) ? replacement + dropFirst(prefix.count) : self
     }
-    return parts.map { $0.uppercased() }.joined(separator: ":")
 }
 
 /// Parses an attribute handle: decimal ("18") or hex with 0x ("0x0012"), 0x0001-0xFFFF.
@@ -159,37 +174,19 @@ public func parseHexValue(_ token: String) throws(UsageError) -> [UInt8] {
     return bytes
 }
 
-/// A UUID typed on the command line, in canonical lowercase form: 4 hex digits for a 16-bit UUID on the
-/// Bluetooth Base UUID, 8 for 32-bit, else the 36-character form.
-public struct UUIDArgument: Sendable, Equatable, CustomStringConvertible {
-    /// The canonical lowercase form.
-    public var text: String
-    public var description: String { text }
-}
-
-/// Parses a UUID: "2a00", "0x2A00", "uuid:1234", "12345678", or "0000180a-0000-1000-8000-00805f9b34fb".
-public func parseUUID(_ token: String) throws(UsageError) -> UUIDArgument {
-    var text = Substring(token)
-    if text.hasPrefix("uuid:") { text = text.dropFirst(5) }
-    if text.hasPrefix("0x") || text.hasPrefix("0X") { text = text.dropFirst(2) }
-    let lower = text.lowercased()
-    if (lower.count == 4 || lower.count == 8) && lower.allSatisfy(\.isHexDigit) {
-        return UUIDArgument(text: lower)
+/// Parses a UUID: "2a00", "0x2A00", "uuid:1234", "0000180d" (32-bit), or the 36-character form.
+public func parseUUID(_ token: String) throws(UsageError) -> BluetoothUUID {
+    let text = token.hasPrefix("uuid:") ? String(token.dropFirst(5)) : token
+    guard let uuid = BluetoothUUID(string: text) else {
+        throw UsageError("invalid UUID \"\(token)\": expected 4 or 8 hex digits (2a00) or the 36-character form (0000180a-0000-1000-8000-00805f9b34fb)", token: token)
     }
-    let groups = lower.split(separator: "-", omittingEmptySubsequences: false)
-    if lower.count == 36, groups.map(\.count) == [8, 4, 4, 4, 12], groups.allSatisfy({ $0.allSatisfy(\.isHexDigit) }) {
-        if lower.hasPrefix("0000"), lower.hasSuffix("-0000-1000-8000-00805f9b34fb") {
-            return UUIDArgument(text: String(lower.dropFirst(4).prefix(4)))
-        }
-        return UUIDArgument(text: lower)
-    }
-    throw UsageError("invalid UUID \"\(token)\": expected 4 or 8 hex digits (2a00) or the 36-character form (0000180a-0000-1000-8000-00805f9b34fb)", token: token)
+    return uuid.shortest
 }
 
 /// What `mirror read` reads: one handle, or every attribute of a characteristic type.
 public enum AttributeSelector: Sendable, Equatable {
     case handle(UInt16)
-    case uuid(UUIDArgument)
+    case uuid(BluetoothUUID)
 }
 
 /// Parses HANDLE|UUID: digits or 0x-hex is a handle; 4 or 8 hex digits with a letter, "uuid:..." or the

@@ -1,6 +1,7 @@
 // The JSON writer, the error table and the output formats, called directly.
 import XCTest
 @testable import MirrorCommandLine
+import ATTStack
 
 final class OutputTests: XCTestCase {
     func testJSONKeepsKeyOrderAndEscapes() throws {
@@ -14,9 +15,8 @@ final class OutputTests: XCTestCase {
         XCTAssertThrowsError(try parseJSON("{\"a\":1,}"))
     }
 
-    let peerError = ATTErrorFacts(code: 0x0D, name: "Invalid Attribute Value Length", requestOpcode: 0x12,
-                                  requestName: "Write Request", handle: 0x12, handleLabel: "cloudToken",
-                                  rejectedBy: .peer, valueLength: 41, budget: 244, mtu: 247)
+    let peerError = ATTErrorFacts(code: .invalidAttributeValueLength, request: .writeRequest, handle: 0x12,
+                                  handleLabel: "cloudToken", rejectedBy: .peer, valueLength: 41, budget: 244, mtu: 247)
 
     func testPeerATTErrorSentence() {
         XCTAssertEqual(peerError.message,
@@ -48,8 +48,7 @@ final class OutputTests: XCTestCase {
     }
 
     func testApplicationErrorShowsRawValue() {
-        let app = ATTErrorFacts(code: 0x85, name: "Application Error", requestOpcode: 0x0A, requestName: "Read Request",
-                                handle: 0x16, rejectedBy: .peer)
+        let app = ATTErrorFacts(code: ATTErrorCode(0x85), request: .readRequest, handle: 0x16, rejectedBy: .peer)
         XCTAssertEqual(app.message, "ATT error 0x85 application error (raw value 0x85, defined by the peripheral's application) from the peer, on Read Request to handle 0x0016")
         XCTAssertEqual(app.jsonFields.first { $0.0 == "code" }?.1, 0x85)
         XCTAssertEqual(app.jsonFields.first { $0.0 == "name" }?.1, "application error")

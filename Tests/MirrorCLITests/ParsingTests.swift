@@ -1,6 +1,7 @@
 // The command-line parsers and the argument parser, called directly.
 import XCTest
 @testable import MirrorCommandLine
+import ATTStack
 
 final class ParsingTests: XCTestCase {
     func usage<T>(_ body: () throws -> T, file: StaticString = #filePath, line: UInt = #line) -> UsageError? {
@@ -29,15 +30,17 @@ final class ParsingTests: XCTestCase {
     }
 
     func testAddressesAndTargets() throws {
-        XCTAssertEqual(try parseAddress("00:aa:01:01:00:01"), "00:AA:01:01:00:01")
-        XCTAssertEqual(try parseAddress("00-AA-01-01-00-01"), "00:AA:01:01:00:01")
-        XCTAssertEqual(try parseTarget("c0:11:22:33:44:55", type: .random), .address("C0:11:22:33:44:55", .random))
-        XCTAssertEqual(try parseTarget("00:AA:01:01:00:01", type: nil), .address("00:AA:01:01:00:01", .public))
-        XCTAssertEqual(try parseTarget("unix:/tmp/sim.sock", type: nil), .unix("/tmp/sim.sock"))
-        XCTAssertEqual(usage { try parseAddress("00:AA:01:01:00") }?.message,
-                       "invalid address \"00:AA:01:01:00\": expected six hex bytes as in 00:AA:01:01:00:01, or unix:PATH")
-        XCTAssertEqual(usage { try parseAddress("00:AA:01:01:0:01") }?.message,
-                       "invalid address \"00:AA:01:01:0:01\": byte 5 \"0\" is not two hex digits")
+        XCTAssertEqual(try parseAddress("00:aa:01:01:00:01").description, "00:AA:01:01:00:01")
+        let random = try parseTarget("c0:11:22:33:44:55", type: .random)
+        XCTAssertEqual(random.description, "C0:11:22:33:44:55 (LE random)")
+        XCTAssertEqual(random.addressType, .random)
+        XCTAssertEqual(try parseTarget("00:AA:01:01:00:01", type: nil).addressType, .public)
+        XCTAssertEqual(try parseTarget("unix:/tmp/sim.sock", type: nil).target, .unix(path: "/tmp/sim.sock"))
+        XCTAssertTrue(try parseTarget("unix:/tmp/sim.sock", type: nil).isUnix)
+        XCTAssertEqual(usage { try parseAddress("00:AA:01:01:00") }?.token, "00:AA:01:01:00")
+        XCTAssertEqual(usage { try parseAddress("00:AA:01:01:0:01") }?.message.hasPrefix("invalid address \"00:AA:01:01:0:01\": character 14"), true)
+        XCTAssertEqual(usage { try parseTarget("00:AA:01:01:00:0G", type: nil) }?.message,
+                       "invalid target \"00:AA:01:01:00:0G\": character 17: 'G' is not a hexadecimal digit")
         XCTAssertEqual(usage { try parseTarget("unix:", type: nil) }?.token, "unix:")
         XCTAssertEqual(usage { try parseTarget("unix:/tmp/x", type: .random) }?.token, "unix:/tmp/x")
         let long = "unix:/" + String(repeating: "a", count: 120)
@@ -58,15 +61,15 @@ final class ParsingTests: XCTestCase {
     }
 
     func testUUIDsAndSelectors() throws {
-        XCTAssertEqual(try parseUUID("2A00").text, "2a00")
-        XCTAssertEqual(try parseUUID("0x2a00").text, "2a00")
-        XCTAssertEqual(try parseUUID("0000180A-0000-1000-8000-00805F9B34FB").text, "180a")
-        XCTAssertEqual(try parseUUID("6e400001-b5a3-f393-e0a9-e50e24dcca9e").text, "6e400001-b5a3-f393-e0a9-e50e24dcca9e")
+        XCTAssertEqual(try parseUUID("2A00").description, "2a00")
+        XCTAssertEqual(try parseUUID("0x2a00").description, "2a00")
+        XCTAssertEqual(try parseUUID("0000180A-0000-1000-8000-00805F9B34FB").description, "180a")
+        XCTAssertEqual(try parseUUID("6e400001-b5a3-f393-e0a9-e50e24dcca9e").description, "6e400001-b5a3-f393-e0a9-e50e24dcca9e")
         XCTAssertEqual(usage { try parseUUID("2a0") }?.token, "2a0")
         XCTAssertEqual(try parseHandleOrUUID("18"), .handle(18))
         XCTAssertEqual(try parseHandleOrUUID("0x0012"), .handle(0x12))
-        XCTAssertEqual(try parseHandleOrUUID("2a00"), .uuid(UUIDArgument(text: "2a00")))
-        XCTAssertEqual(try parseHandleOrUUID("uuid:1234"), .uuid(UUIDArgument(text: "1234")))
+        XCTAssertEqual(try parseHandleOrUUID("2a00"), .uuid(.bit16(0x2A00)))
+        XCTAssertEqual(try parseHandleOrUUID("uuid:1234"), .uuid(.bit16(0x1234)))
         XCTAssertEqual(usage { try parseHandleOrUUID("zz") }?.token, "zz")
     }
 
