@@ -251,15 +251,18 @@ let wellKnownNames: [String: String] = [
     "2906": "Valid Range", "2907": "External Report Reference", "2908": "Report Reference",
 ]
 
-/// "22:41:07.123" in UTC, for notification timestamps in text.
-public func clockTime(unixSeconds: Double) -> String {
-    var t = time_t(unixSeconds.rounded(.down))
+/// "22:41:07.123" in UTC (`digits` decimals of the second, 3 or 6), for timestamps in text.
+public func clockTime(unixSeconds: Double, digits: Int = 3) -> String {
+    let whole = unixSeconds.rounded(.down)
+    var t = time_t(whole)
     var parts = tm()
     gmtime_r(&t, &parts)
-    let ms = Int((unixSeconds - unixSeconds.rounded(.down)) * 1000)
+    let scale = digits >= 6 ? 1_000_000 : 1000
+    let fraction = min(Int((unixSeconds - whole) * Double(scale)), scale - 1)
     func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-    let msText = ms < 10 ? "00\(ms)" : ms < 100 ? "0\(ms)" : "\(ms)"
-    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(msText)"
+    let f = String(fraction)
+    let width = digits >= 6 ? 6 : 3
+    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(String(repeating: "0", count: width - f.count))\(f)"
 }
 
 /// Now, in seconds since the Unix epoch (CLOCK_REALTIME).

@@ -2,6 +2,7 @@
 // GATT client's errors. Kept next to ErrorTable.swift's `ErrorReport.init(_:)`.
 
 import ATTStack
+import GATTClient
 
 #if canImport(Glibc)
 import Glibc
@@ -15,10 +16,50 @@ extension ErrorReport {
             return transportReport(e)
         case let e as SocketError:
             return socketReport(e)
+        case let e as GATTError:
+            return gattReport(e)
+        case let e as GATTAttributeError:
+            return ErrorReport(cliError: .att(ATTErrorFacts(e)))
+        case let e as GATTTimeoutError:
+            return gattReport(.timeout(e))
+        case let e as GATTDisconnectedError:
+            return gattReport(.disconnected(e))
+        case let e as GATTProtocolViolation:
+            return gattReport(.protocolViolation(e))
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:
             return nil
+        }
+    }
+
+    static func gattReport(_ e: GATTError) -> ErrorReport {
+        switch e {
+        case .attribute(let a):
+            return ErrorReport(cliError: .att(ATTErrorFacts(a)))
+        case .timeout(let t):
+            let seconds = Double(t.after.components.seconds) + Double(t.after.components.attoseconds) / 1e18
+            return ErrorReport(status: .timeout, message: t.description, fields: [
+                ("waitingFor", .string(t.waitingFor)), ("handle", t.handle.map { .int(Int($0)) } ?? .null),
+                ("handleName", t.handleName.map { .string($0) } ?? .null), ("seconds", .double(seconds)),
+            ])
+        case .disconnected(let d):
+            return ErrorReport(status: .connection, message: d.description,
+                               fields: [("reason", .string(d.reason)), ("during", .string(d.during))])
+        case .protocolViolation(let p):
+            return ErrorReport(status: .protocolViolation, message: p.description, fields: [
+                ("received", .string(hexString(p.received))), ("expected", .string(p.expected)),
+                ("problem", .string(p.problem)),
+            ])
+        case .cancelled(let operation):
+            return ErrorReport(status: .failure, message: e.description, fields: [("operation", .string(operation))])
+        case .transport(let t, let operation):
+            var report = transportReport(t)
+            report.message = "\(operation): \(report.message)"
+            report.fields.insert(("operation", .string(operation)), at: 0)
+            return report
+        case .unsupported(let s):
+            return ErrorReport(status: .failure, message: s)
         }
     }
 
@@ -72,5 +113,15 @@ extension ErrorReport {
         default:
             return ErrorReport(status: .connection, message: e.description, fields: fields)
         }
+    }
+}
+
+extension ATTErrorFacts {
+    /// The facts of a GATT client's attribute error (Core Spec Vol 3 Part F §3.4.1.1).
+    public init(_ e: GATTAttributeError) {
+        self.init(code: e.code.rawValue, name: e.code.name, requestOpcode: e.requestOpcode.rawValue,
+                  requestName: e.requestOpcode.name, handle: e.handle, handleLabel: e.handleName,
+                  rejectedBy: e.rejectedBy == .peer ? .peer : .local, valueLength: e.valueLength,
+                  budget: e.budget, mtu: e.mtu)
     }
 }
