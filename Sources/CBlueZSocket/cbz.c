@@ -497,3 +497,11 @@ int cbz_cap_name(int cap, char *buf, size_t len) {
     cap_free(n);
     return 0;
 }
+
+// MARK: - Threads
+
+int cbz_set_thread_name(const char *name) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%s", name);
+    return prctl(PR_SET_NAME, buf, 0, 0, 0);
+}

@@ -175,6 +175,11 @@ int cbz_write_all(int fd, const void *buf, size_t len);
 /// readlink("/proc/self/exe") into buf (NUL-terminated). Returns the length or -1.
 ssize_t cbz_self_exe(char *buf, size_t len);
 
+// MARK: - Threads
+
+/// Names the calling thread (PR_SET_NAME; cut to 15 bytes).
+int cbz_set_thread_name(const char *name);
+
 // MARK: - Capabilities (libcap)
 
 /// Capability numbers used by the project.
