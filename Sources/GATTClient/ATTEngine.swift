@@ -564,6 +564,9 @@ final class ATTEngine: ATTTransportSink {
         if let next { sendSlot(id: next.id, pdu: next.pdu) }
     }
 
+    /// Counts and reports a violation a procedure found in a response (a malformed or unexpected PDU).
+    func recordViolation(_ v: GATTProtocolViolation, failed: String?) { report(v, failed: failed) }
+
     private func report(_ v: GATTProtocolViolation, failed: String?) {
         state.withLock { $0.stats.protocolViolations += 1 }
         events?(.protocolViolation(v, failed: failed))
@@ -613,6 +616,12 @@ final class ATTEngine: ATTTransportSink {
             s.subscribers[handle]?.removeAll { $0 === sink }
             if s.subscribers[handle]?.isEmpty == true { s.subscribers[handle] = nil }
         }
+    }
+
+    /// Ends every stream of `handle` (after an unsubscribe).
+    func finishSubscribers(handle: UInt16) {
+        let sinks: [NotificationSink] = state.withLock { s in s.subscribers.removeValue(forKey: handle) ?? [] }
+        for sink in sinks { sink.continuation.finish() }
     }
 
     func subscriberCount(handle: UInt16) -> Int { state.withLock { $0.subscribers[handle]?.count ?? 0 } }
@@ -712,32 +721,37 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: write without response (permits)
 
-    /// Sends one Write Command PDU with flow control: at once when nobody waits and the socket has room,
-    /// otherwise in FIFO order as POLLOUT grants room. Never drops or cuts a PDU.
-    func sendCommand(_ pdu: UnsafeRawBufferPointer, handle: UInt16, limit: Duration?) async throws(GATTError) {
+    /// What the fast path of a write without response did.
+    enum FastCommand {
+        /// The PDU went out.
+        case sent
+        /// The caller must queue for a permit (`blocked`: the socket said `.wouldBlock`).
+        case mustWait(blocked: Bool)
+    }
+
+    /// The fast path of a write without response: when nobody waits for a permit and the socket has room, one
+    /// state check and one send. Otherwise the caller queues with `waitForPermit`.
+    func trySendCommandFast(_ pdu: UnsafeRawBufferPointer, handle: UInt16) throws(GATTError) -> FastCommand {
         let fast: Result<Bool, GATTError> = state.withLock { s in
             if let r = s.closedReason {
                 return .failure(.disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: handle))))
             }
             return .success(s.permits.isEmpty && !s.draining && !s.blocked)
         }
-        var wouldBlock = false
         switch fast {
         case .failure(let e): throw e
+        case .success(false): return .mustWait(blocked: false)
         case .success(true):
             do throws(TransportError) {
-                if try transport.trySend(pdu) == .sent { return }
-                wouldBlock = true
+                return try transport.trySend(pdu) == .sent ? .sent : .mustWait(blocked: true)
             } catch {
                 throw .transport(error, operation: describe(.writeCommand, handle: handle))
             }
-        case .success(false):
-            break
         }
-        try await waitForPermit(Array(pdu), handle: handle, limit: limit, blocked: wouldBlock)
     }
 
-    private func waitForPermit(_ pdu: [UInt8], handle: UInt16, limit: Duration?, blocked: Bool) async throws(GATTError) {
+    /// Queues one Write Command PDU for a permit (FIFO) and returns once it has been sent; `limit` bounds the wait.
+    func waitForPermit(_ pdu: [UInt8], handle: UInt16, limit: Duration?, blocked: Bool) async throws(GATTError) {
         let id = makeID()
         do {
             try await withTaskCancellationHandler {
