@@ -39,6 +39,12 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         return fields.first { $0.0 == key }?.1
     }
 
+    /// The element at `index` of an array; nil out of range or for a non-array.
+    public subscript(index: Int) -> JSONValue? {
+        guard case .array(let items) = self, items.indices.contains(index) else { return nil }
+        return items[index]
+    }
+
     /// Compact form on one line (for streams: one object per line).
     public var compact: String {
         var out = ""
