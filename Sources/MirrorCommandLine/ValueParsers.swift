@@ -139,8 +139,9 @@ where T.RawValue == String {
     return value
 }
 
-/// Parses a hex value: "0102ff", "0x0102ff", "01:02:ff", "01 02 ff"; "" is the empty value.
-/// At most 512 bytes (the largest attribute value, Core Spec Vol 3 Part F §3.2.9).
+/// Parses a hex value: "0102ff", "0x0102ff", "01:02:ff", "01 02 ff"; "" is the empty value. Values longer than
+/// an attribute can hold (512 bytes) or than the MTU allows are not refused here: the GATT client refuses them
+/// locally with the exact budget. At most 65535 bytes.
 public func parseHexValue(_ token: String) throws(UsageError) -> [UInt8] {
     var digits: [UInt8] = []
     var text = Substring(token)
@@ -168,8 +169,8 @@ public func parseHexValue(_ token: String) throws(UsageError) -> [UInt8] {
     guard digits.isEmpty else {
         throw UsageError("invalid hex value \"\(token)\": odd number of hex digits (each byte is two digits)", token: token)
     }
-    guard bytes.count <= 512 else {
-        throw UsageError("invalid hex value \"\(token.prefix(16))...\": \(bytes.count) bytes, more than the 512 an attribute value can hold", token: token)
+    guard bytes.count <= 65535 else {
+        throw UsageError("invalid hex value \"\(token.prefix(16))...\": \(bytes.count) bytes, more than an ATT value can ever be", token: token)
     }
     return bytes
 }
