@@ -486,3 +486,11 @@ int cbz_set_thread_name(const char *name) {
     snprintf(buf, sizeof buf, "%s", name);
     return prctl(PR_SET_NAME, buf, 0, 0, 0);
 }
+
+// MARK: - Address printing (for tests: our byte order against BlueZ's ba2str)
+
+int cbz_ba2str(const uint8_t *printed, char *out) {
+    bdaddr_t b;
+    to_bdaddr(&b, printed);
+    return ba2str(&b, out);
+}

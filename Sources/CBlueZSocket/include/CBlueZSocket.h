@@ -109,6 +109,10 @@ int cbz_bt_sndmtu(int fd, uint16_t *mtu);
 int cbz_bt_rcvmtu(int fd, uint16_t *mtu);
 int cbz_bt_set_rcvmtu(int fd, uint16_t mtu);
 
+/// Converts `printed` to a bdaddr_t as the socket calls do, then prints it with BlueZ's ba2str into out
+/// (18 bytes): a check that the shim's byte order is BlueZ's.
+int cbz_ba2str(const uint8_t *printed, char *out);
+
 // MARK: - HCI devices
 
 /// What the shim reports about one controller (filled from struct hci_dev_info, HCIGETDEVINFO).
