@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "mirror", targets: ["MirrorCLI"]),
         .executable(name: "att-bench", targets: ["ATTBench"]),
+        .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
     ],
@@ -22,6 +23,8 @@ let package = Package(
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack"]),
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
+        // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets.

@@ -21,14 +21,40 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
     /// How it is attached: "virtual", "usb", "uart", ...
     public var bus: String
 
+    public init(index: Int, name: String, address: BluetoothAddress, isUp: Bool, supportsLE: Bool, supportsBREDR: Bool,
+                aclMTU: Int, aclPackets: Int, bus: String) {
+        self.index = index
+        self.name = name
+        self.address = address
+        self.isUp = isUp
+        self.supportsLE = supportsLE
+        self.supportsBREDR = supportsBREDR
+        self.aclMTU = aclMTU
+        self.aclPackets = aclPackets
+        self.bus = bus
+    }
+
+    /// Runs `body` with an HCI control socket (AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI; no capability needed).
+    static func withControlSocket<T>(_ context: String, _ adapter: String,
+                                     _ body: (Int32) throws(TransportError) -> T) throws(TransportError) -> T {
+        let ctl = cbz_hci_control_socket()
+        if ctl < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI)", context, .hci(adapter: adapter))) }
+        defer { _ = cbz_close(ctl) }
+        return try body(ctl)
+    }
+
     /// Every controller the kernel knows, in index order.
     public static func list() throws(TransportError) -> [HCIAdapter] {
+        try withControlSocket("listing Bluetooth adapters", "any") { ctl throws(TransportError) in try list(ctl) }
+    }
+
+    static func list(_ ctl: Int32) throws(TransportError) -> [HCIAdapter] {
         var ids = [UInt16](repeating: 0, count: 16)
-        let n = cbz_hci_device_list(&ids, Int32(ids.count))
+        let n = cbz_hci_device_list(ctl, &ids, Int32(ids.count))
         if n < 0 { throw .socket(lastSocketError("ioctl(HCIGETDEVLIST)", "listing Bluetooth adapters", .hci(adapter: "any"))) }
         var out: [HCIAdapter] = []
         for id in ids.prefix(min(Int(n), ids.count)).sorted() {
-            do { out.append(try info(index: Int(id))) } catch {
+            do { out.append(try info(ctl, index: Int(id))) } catch {
                 // A controller removed between the list and the info call is simply gone.
                 if case .socket(let e) = error, e.errno == ENODEV { continue }
                 throw error
@@ -39,8 +65,12 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
 
     /// One controller by index.
     public static func info(index: Int) throws(TransportError) -> HCIAdapter {
+        try withControlSocket("reading adapter hci\(index)", "hci\(index)") { ctl throws(TransportError) in try info(ctl, index: index) }
+    }
+
+    static func info(_ ctl: Int32, index: Int) throws(TransportError) -> HCIAdapter {
         var raw = cbz_hci_info()
-        if cbz_hci_device_info(Int32(index), &raw) < 0 {
+        if cbz_hci_device_info(ctl, Int32(index), &raw) < 0 {
             throw .socket(lastSocketError("ioctl(HCIGETDEVINFO)", "reading adapter hci\(index)", .hci(adapter: "hci\(index)")))
         }
         return HCIAdapter(raw)
@@ -92,17 +122,21 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
 
     /// Powers the controller on (HCIDEVUP; needs CAP_NET_ADMIN). Already up is not an error.
     public func up() throws(TransportError) {
-        if cbz_hci_device_up(Int32(index)) < 0 {
-            let code = cbz_errno()
-            if code == EALREADY { return }
-            throw .socket(socketError("ioctl(HCIDEVUP)", code, "powering on \(name)", .hci(adapter: name)))
+        try Self.withControlSocket("powering on \(name)", name) { ctl throws(TransportError) in
+            if cbz_hci_device_up(ctl, Int32(index)) < 0 {
+                let code = cbz_errno()
+                if code == EALREADY { return }
+                throw .socket(socketError("ioctl(HCIDEVUP)", code, "powering on \(name)", .hci(adapter: name)))
+            }
         }
     }
 
     /// Powers the controller off (HCIDEVDOWN; needs CAP_NET_ADMIN).
     public func down() throws(TransportError) {
-        if cbz_hci_device_down(Int32(index)) < 0 {
-            throw .socket(lastSocketError("ioctl(HCIDEVDOWN)", "powering off \(name)", .hci(adapter: name)))
+        try Self.withControlSocket("powering off \(name)", name) { ctl throws(TransportError) in
+            if cbz_hci_device_down(ctl, Int32(index)) < 0 {
+                throw .socket(lastSocketError("ioctl(HCIDEVDOWN)", "powering off \(name)", .hci(adapter: name)))
+            }
         }
     }
 

@@ -109,6 +109,10 @@ int cbz_bt_sndmtu(int fd, uint16_t *mtu);
 int cbz_bt_rcvmtu(int fd, uint16_t *mtu);
 int cbz_bt_set_rcvmtu(int fd, uint16_t mtu);
 
+/// Converts `printed` to a bdaddr_t as the socket calls do, then prints it with BlueZ's ba2str into out
+/// (18 bytes): a check that the shim's byte order is BlueZ's.
+int cbz_ba2str(const uint8_t *printed, char *out);
+
 // MARK: - HCI devices
 
 /// What the shim reports about one controller (filled from struct hci_dev_info, HCIGETDEVINFO).
@@ -129,13 +133,16 @@ typedef struct {
     bool bredr;              ///< not "BR/EDR not supported" (features[4] bit 5)
 } cbz_hci_info;
 
+/// socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI), unbound: the control socket the device
+/// ioctls below take (opening it needs no capability).
+int cbz_hci_control_socket(void);
 /// Lists controller ids with HCIGETDEVLIST: stores at most `max` in ids, returns how many exist.
-int cbz_hci_device_list(uint16_t *ids, int max);
+int cbz_hci_device_list(int ctl, uint16_t *ids, int max);
 /// HCIGETDEVINFO for dev_id (ENODEV when there is none).
-int cbz_hci_device_info(int dev_id, cbz_hci_info *info);
+int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info);
 /// HCIDEVUP / HCIDEVDOWN (need CAP_NET_ADMIN; EALREADY when already up).
-int cbz_hci_device_up(int dev_id);
-int cbz_hci_device_down(int dev_id);
+int cbz_hci_device_up(int ctl, int dev_id);
+int cbz_hci_device_down(int ctl, int dev_id);
 /// A raw HCI socket bound to dev_id (HCI_CHANNEL_RAW), non-blocking, with a filter that passes every
 /// HCI event packet. Binding needs CAP_NET_RAW.
 int cbz_hci_open_raw(int dev_id);
