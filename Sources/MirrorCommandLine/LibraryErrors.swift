@@ -76,10 +76,10 @@ extension ErrorReport {
             return ErrorReport(status: .protocolViolation, message: e.description,
                                fields: [("received", .int(received)), ("bufferSize", .int(size))])
         case .noSuchAdapter(let name, let available):
-            return ErrorReport(status: .connection, message: e.description,
+            return ErrorReport(status: .unsupported, message: e.description,
                                fields: [("adapter", .string(name)), ("available", .array(available.map { .string($0) }))])
         case .adapterDown(let name):
-            return ErrorReport(status: .connection, message: e.description, fields: [("adapter", .string(name))])
+            return ErrorReport(status: .unsupported, message: e.description, fields: [("adapter", .string(name))])
         case .connectTimedOut(let peer, let seconds):
             return ErrorReport(status: .timeout, message: e.description,
                                fields: [("waitingFor", .string("a connection to \(peer)")), ("seconds", .double(seconds))])
@@ -102,7 +102,7 @@ extension ErrorReport {
         case EAFNOSUPPORT:
             fields.append(("needs", "a kernel with Bluetooth (AF_BLUETOOTH)"))
             return ErrorReport(status: .unsupported, message: e.description,
-                               hint: "a unix:PATH target (the simulator mirror-sim) works without Bluetooth",
+                               hint: "without Bluetooth, the GATT commands still work against the simulator on a unix:PATH target",
                                fields: fields)
         case EPERM, EACCES:
             fields.append(("needs", "CAP_NET_RAW and CAP_NET_ADMIN"))

@@ -5,7 +5,7 @@ let discoverCommand = Command(CommandSpec(
     name: "discover",
     summary: "scan for LE devices through raw HCI: address, type, RSSI, name, services",
     discussion: """
-        Runs an LE active scan on the adapter (--adapter, default hci0) for --duration seconds and prints \
+        Runs an LE active scan on the adapter (--adapter, default: the first adapter that is up) for --duration seconds and prints \
         each advertiser once: address, address type, the strongest RSSI, the name and the advertised \
         service UUIDs. Raw HCI sockets need CAP_NET_RAW and CAP_NET_ADMIN: run as root or give the binary \
         the capabilities (setcap cap_net_raw,cap_net_admin+eip). A machine without Bluetooth in its \
@@ -19,7 +19,7 @@ let discoverCommand = Command(CommandSpec(
     ]
 )) { inv in
     let duration = try inv.option("--duration") { (s: String) throws(UsageError) in try parseSeconds(s) } ?? 5
-    let devices = try await Discovery.scan(adapter: inv.global.adapter, duration: duration)
+    let devices = try Discovery.scan(adapter: inv.global.adapter, duration: duration)
     if inv.global.json {
         inv.console.out(JSONValue.object([("devices", .array(devices.map(\.json)))]).pretty)
     } else {
