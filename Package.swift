@@ -21,7 +21,7 @@ let package = Package(
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
         // The CLI's parsing, formatting and error table, as a library so that tests can import it.
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack"]),
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "CBlueZSocket"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),

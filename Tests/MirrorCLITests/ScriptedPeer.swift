@@ -89,6 +89,8 @@ struct PeerDatabase: Sendable {
                           properties: 0x0A, value: (0..<300).map { UInt8($0 & 0xFF) })
         db.characteristic("sink", BluetoothUUID(string: "6e400006-b5a3-f393-e0a9-e50e24dcca9e")!,
                           properties: 0x0E, value: [])
+        db.characteristic("writeCount", BluetoothUUID(string: "6e400008-b5a3-f393-e0a9-e50e24dcca9e")!,
+                          properties: 0x02, value: [0, 0, 0, 0])
         db.characteristic("counter", BluetoothUUID(string: "6e400007-b5a3-f393-e0a9-e50e24dcca9e")!,
                           properties: 0x32, value: [0])
         db.descriptor("counterCCCD", .clientCharacteristicConfiguration, value: [0, 0], writable: true)
@@ -122,6 +124,8 @@ final class ScriptedPeer: Sendable {
         var writeCommandBytes = 0
         var confirmations = 0
         var executedWrites = 0
+        /// Write Requests and Write Commands to the "sink" characteristic (read through "writeCount").
+        var sinkWrites = 0
     }
 
     let path: String
@@ -273,6 +277,10 @@ final class PeerConnection: ATTTransportSink {
             guard !entries.isEmpty else { return error(.findByTypeValueRequest, range.start, .attributeNotFound) }
             send(.findByTypeValueResponse(try! ATTHandlesInformationList(entries)))
 
+        case .readRequest(let handle) where handle == peer.handles["writeCount"]:
+            let n = peer.state.withLock { $0.counters.sinkWrites }
+            send(.readResponse(value: [UInt8(n & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 24 & 0xFF)][...]))
+
         case .readRequest(let handle):
             guard let a = attribute(handle) else { return error(.readRequest, handle, .invalidHandle) }
             if let e = a.readError { return error(.readRequest, handle, e) }
@@ -285,7 +293,11 @@ final class PeerConnection: ATTTransportSink {
             send(.readBlobResponse(value: a.value[Int(offset)...].prefix(mtu - 1)))
 
         case .writeRequest(let handle, let value):
-            peer.state.withLock { $0.counters.writeRequests += 1 }
+            let sink = peer.handles["sink"]
+            peer.state.withLock {
+                $0.counters.writeRequests += 1
+                if handle == sink { $0.counters.sinkWrites += 1 }
+            }
             guard let a = attribute(handle) else { return error(.writeRequest, handle, .invalidHandle) }
             if let e = a.writeError { return error(.writeRequest, handle, e) }
             guard a.writable else { return error(.writeRequest, handle, .writeNotPermitted) }
@@ -294,7 +306,9 @@ final class PeerConnection: ATTTransportSink {
             if a.type == .clientCharacteristicConfiguration { subscribed(cccd: handle, value: Array(value)) }
 
         case .writeCommand(let handle, let value):
+            let sink = peer.handles["sink"]
             peer.state.withLock {
+                if handle == sink { $0.counters.sinkWrites += 1 }
                 $0.counters.writeCommands += 1
                 $0.counters.writeCommandBytes += value.count
             }

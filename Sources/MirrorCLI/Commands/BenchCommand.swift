@@ -9,9 +9,12 @@ let benchCommand = Command(CommandSpec(
         (default 2000) or for --duration seconds, as Write Requests and as Write Commands (--mode both, the \
         default), and prints for each: bytes/s, writes/s, MTU; for Write Requests the round-trip latency \
         p50/p90/p99/max; for Write Commands the time spent waiting on backpressure (the socket's send \
-        buffer full, EAGAIN then POLLOUT). Where the peer counts what it received (the simulator, or a \
-        counting characteristic), the count it confirmed. For unix: targets it also runs a bare socket \
-        loop (the same PDUs, no ATT engine) over the same socket type and prints the ratio.
+        buffer full, EAGAIN then POLLOUT). Write Commands are timed until the peer answers a request sent \
+        after the last one, so the figure is what the peer took in, not what the kernel buffered. The peer \
+        confirms each Write Request with its Write Response; with --counter H (a characteristic whose value \
+        is the peer's little-endian count of writes received), the count read before and after says how many \
+        Write Commands arrived. For unix: targets it also runs a bare socket loop (the same PDUs, no ATT \
+        engine) over the same socket type and prints the ratio mirror/bare.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
     options: [
@@ -21,6 +24,7 @@ let benchCommand = Command(CommandSpec(
         .value("--duration", "S", help: "run each mode for S seconds instead of a count"),
         .value("--mode", "MODE", help: "with-response, without-response or both (default both)"),
         .value("--warmup", "N", help: "writes per mode before measuring (default 100)"),
+        .value("--counter", "H", help: "a characteristic holding the peer's little-endian count of writes received"),
     ],
     globals: GlobalOptionName.connection,
     examples: [
@@ -39,8 +43,9 @@ let benchCommand = Command(CommandSpec(
     let duration = try inv.option("--duration") { (s: String) throws(UsageError) in try parseSeconds(s) }
     let warmup = try inv.option("--warmup") { (s: String) throws(UsageError) in try parseCount(s, in: 0...1_000_000, what: "warm-up count") } ?? 100
     let mode = try inv.option("--mode") { (s: String) throws(UsageError) in try parseChoice(s, BenchMode.self, what: "mode") } ?? .both
+    let counter = try inv.option("--counter", parseHandle)
     let plan = BenchPlan(handle: handle, size: size, count: duration == nil ? (count ?? 2000) : nil,
-                         duration: duration, warmup: warmup, mode: mode)
+                         duration: duration, warmup: warmup, mode: mode, counter: counter)
     let result = try await Bench.run(target: target, plan: plan, inv: inv)
     if inv.global.json {
         inv.console.out(result.json.pretty)
