@@ -9,6 +9,8 @@ let package = Package(
         .executable(name: "att-bench", targets: ["ATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
+        .library(name: "Mirror", targets: ["Mirror"]),
+        .executable(name: "mirror-sim", targets: ["MirrorSim"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -18,10 +20,18 @@ let package = Package(
         ),
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack"]),
+        .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack", "Mirror"]),
+        // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
+        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
+        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD"]),
+        // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "Mirror"], path: "tools/MirrorSimulator"),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "ATTStack"], path: "tools/mirror-sim"),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
+        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
     ],
     swiftLanguageModes: [.v6]
 )
