@@ -228,6 +228,12 @@ public final class SimulatedMirror: Sendable {
 
     // MARK: - the ATT server
 
+    /// What a write did: accepted (the answer after an optional delay in ms) or refused with an ATT error.
+    enum WriteOutcome {
+        case ok(Int?)
+        case rejected(ATTErrorCode)
+    }
+
     /// What answering a request takes: an answer now, an answer later, or none.
     enum Reply {
         case none
@@ -403,8 +409,8 @@ public final class SimulatedMirror: Sendable {
             guard a.writable else { return isCommand ? .none : error(.writeNotPermitted, handle) }
             guard value.count <= ATTMTU.maximumAttributeValue else { return isCommand ? .none : error(.invalidAttributeValueLength, handle) }
             switch write(&s, &fx, id, a, Array(value)) {
-            case .failure(let code): return isCommand ? .none : error(code, handle)
-            case .success(let delay):
+            case .rejected(let code): return isCommand ? .none : error(code, handle)
+            case .ok(let delay):
                 if isCommand { return .none }
                 return delay.map { .later(milliseconds: $0, .writeResponse) } ?? .now(.writeResponse)
             }
@@ -433,8 +439,8 @@ public final class SimulatedMirror: Sendable {
             for handle in order {
                 guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
                 switch write(&s, &fx, id, a, values[handle]!) {
-                case .failure(let code): return error(code, handle)
-                case .success(let d): if let d { delay = max(delay ?? 0, d) }
+                case .rejected(let code): return error(code, handle)
+                case .ok(let d): if let d { delay = max(delay ?? 0, d) }
                 }
             }
             return delay.map { .later(milliseconds: $0, .executeWriteResponse) } ?? .now(.executeWriteResponse)
@@ -476,21 +482,21 @@ public final class SimulatedMirror: Sendable {
     }
 
     /// A write to an attribute: success with an optional delay before the answer, or an ATT error.
-    private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ a: SimAttribute, _ value: [UInt8]) -> Result<Int?, ATTErrorCode> {
+    private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ a: SimAttribute, _ value: [UInt8]) -> WriteOutcome {
         switch a.role {
-        case .service, .declaration, .fixed: return .failure(.writeNotPermitted)
+        case .service, .declaration, .fixed: return .rejected(.writeNotPermitted)
         case .cccd(let valueHandle):
-            guard value.count == 2 else { return .failure(.invalidAttributeValueLength) }
+            guard value.count == 2 else { return .rejected(.invalidAttributeValueLength) }
             let v = UInt16(value[0]) | UInt16(value[1]) << 8
             s.connections[id]?.cccd[valueHandle] = v
             fx.logs.append("conn \(id): CCCD of \(database.names[valueHandle] ?? "0x\(String(valueHandle, radix: 16))") = 0x\(String(v, radix: 16))")
-            return .success(nil)
+            return .ok(nil)
         case .value(let name):
             return writeMirror(&s, &fx, name, value)
         }
     }
 
-    private func writeMirror(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) -> Result<Int?, ATTErrorCode> {
+    private func writeMirror(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) -> WriteOutcome {
         let t = options.timings
         let profile = options.profile
         let online = s.wifiStatus == (profile.wifiStatusByte("connected") ?? 2)
@@ -499,7 +505,7 @@ public final class SimulatedMirror: Sendable {
             // The mirror's own limit, whatever the MTU allows (seed 000: "two errors with the same code").
             guard value.count <= options.effectiveTokenLimit else {
                 fx.logs.append("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
-                return .failure(.invalidAttributeValueLength)
+                return .rejected(.invalidAttributeValueLength)
             }
             s.cloudToken = value
             fx.logs.append("cloudToken = \(String(decoding: value, as: UTF8.self))")
@@ -510,41 +516,41 @@ public final class SimulatedMirror: Sendable {
                     setScanState(&s, &fx, error)
                     setScanError(&s, &fx, busy)
                 }
-                return .success(t.latchResponseMilliseconds)
+                return .ok(t.latchResponseMilliseconds)
             }
-            return .success(nil)
+            return .ok(nil)
 
         case "scannerAction":
-            guard value.count == 1 else { return .failure(.invalidAttributeValueLength) }
+            guard value.count == 1 else { return .rejected(.invalidAttributeValueLength) }
             let command = value[0]
             switch command {
             case profile.wifiScanCommand:
                 s.wifiScanned = true
                 s.enumCursor = 0
                 fx.logs.append("wifiScan: \(options.networks.count) networks")
-                return .success(t.wifiScanMilliseconds)
+                return .ok(t.wifiScanMilliseconds)
             case profile.initDeviceForScanCommand:
                 return initDeviceForScan(&s, &fx, online: online)
             case profile.rebootCommand:
                 fx.logs.append("reboot: dropping every connection in \(t.rebootMilliseconds) ms")
                 after(t.rebootMilliseconds) { [self] s, fx in reboot(&s, &fx) }
-                return .success(nil)
+                return .ok(nil)
             case profile.cancelScanCommand:
                 guard options.cancelResets else {
                     fx.logs.append("cancelScan ignored (--cancel-resets no)")
-                    return .success(nil)
+                    return .ok(nil)
                 }
                 s.scanGeneration += 1
                 setScanState(&s, &fx, byte(state: "invalid"))
                 setScanError(&s, &fx, byte(error: "invalid"))
-                return .success(nil)
+                return .ok(nil)
             default:
                 fx.logs.append("scannerAction: unknown command 0x\(String(command, radix: 16))")
-                return .failure(.valueNotAllowed)
+                return .rejected(.valueNotAllowed)
             }
 
         case "wifiSetSSID":
-            guard !value.isEmpty, value.count <= 32 else { return .failure(.invalidAttributeValueLength) }
+            guard !value.isEmpty, value.count <= 32 else { return .rejected(.invalidAttributeValueLength) }
             s.ssid = value
             s.wifiGeneration += 1
             let generation = s.wifiGeneration
@@ -555,18 +561,18 @@ public final class SimulatedMirror: Sendable {
                 guard s.wifiGeneration == generation else { return }
                 setWiFiStatus(&s, &fx, known ? (profile.wifiStatusByte("connected") ?? 2) : (profile.wifiStatusByte("failed") ?? 3))
             }
-            return .success(nil)
+            return .ok(nil)
 
         case "wifiNumNetworks", "wifiNetworkSSIDEnum", "scanState", "scanError", "wifiConnectionStatus":
-            return .failure(.writeNotPermitted)
+            return .rejected(.writeNotPermitted)
 
         default:
             s.extras[name] = value
-            return .success(nil)
+            return .ok(nil)
         }
     }
 
-    private func initDeviceForScan(_ s: inout DeviceState, _ fx: inout Effects, online: Bool) -> Result<Int?, ATTErrorCode> {
+    private func initDeviceForScan(_ s: inout DeviceState, _ fx: inout Effects, online: Bool) -> WriteOutcome {
         let t = options.timings
         let errorState = byte(state: "error")
         if !options.scaleAligned {
@@ -577,7 +583,7 @@ public final class SimulatedMirror: Sendable {
                 setScanError(&s, &fx, alignment)
                 setScanState(&s, &fx, errorState)
             }
-            return .success(delay + t.alignmentResponseAfterNotifyMilliseconds)
+            return .ok(delay + t.alignmentResponseAfterNotifyMilliseconds)
         }
         let busy = byte(error: "processorBusy")
         let idle = [byte(state: "invalid"), byte(state: "complete")]
@@ -585,7 +591,7 @@ public final class SimulatedMirror: Sendable {
             // A latched ERROR (or a scan in progress) must be cancelled first: the mirror stays busy.
             fx.logs.append("initDeviceForScan refused: scanState is \(options.profile.scanStateName(s.scanState))")
             setScanError(&s, &fx, busy)
-            return .success(nil)
+            return .ok(nil)
         }
         guard online, !s.cloudToken.isEmpty else {
             fx.logs.append("initDeviceForScan refused: \(online ? "no cloudToken" : "Wi-Fi not connected")")
@@ -593,7 +599,7 @@ public final class SimulatedMirror: Sendable {
                 setScanState(&s, &fx, errorState)
                 setScanError(&s, &fx, busy)
             }
-            return .success(t.latchResponseMilliseconds)
+            return .ok(t.latchResponseMilliseconds)
         }
         s.scanGeneration += 1
         let generation = s.scanGeneration
@@ -607,7 +613,7 @@ public final class SimulatedMirror: Sendable {
                 if step == "complete" { upload(&s, &fx, generation) }
             }
         }
-        return .success(nil)
+        return .ok(nil)
     }
 
     private func reboot(_ s: inout DeviceState, _ fx: inout Effects) {
