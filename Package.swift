@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "mirror", targets: ["MirrorCLI"]),
         .executable(name: "att-bench", targets: ["ATTBench"]),
+        .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "Mirror", targets: ["Mirror"]),
@@ -29,6 +30,8 @@ let package = Package(
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "Mirror"], path: "tools/MirrorSimulator"),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "ATTStack"], path: "tools/mirror-sim"),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
+        // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
         .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),

@@ -110,8 +110,10 @@ public final class ATTBearer: ATTTransport {
             return !s.started
         }
         guard first else { return } // start is documented as call-once; later calls have no effect
-        let thread = Thread { [self] in self.readLoop(sink) }
-        thread.name = "att-bearer \(label)"
+        let thread = Thread { [self] in
+            _ = cbz_set_thread_name("att-bearer")
+            self.readLoop(sink)
+        }
         thread.start()
     }
 

@@ -233,41 +233,32 @@ int cbz_bt_set_rcvmtu(int fd, uint16_t mtu) { return setsockopt(fd, SOL_BLUETOOT
 
 // MARK: - HCI devices
 
-static int hci_ctl_socket(void) {
+int cbz_hci_control_socket(void) {
     return socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI);
 }
 
-int cbz_hci_device_list(uint16_t *ids, int max) {
-    int s = hci_ctl_socket();
-    if (s < 0) return -1;
+int cbz_hci_device_list(int ctl, uint16_t *ids, int max) {
     size_t size = sizeof(struct hci_dev_list_req) + HCI_MAX_DEV * sizeof(struct hci_dev_req);
     struct hci_dev_list_req *req = calloc(1, size);
-    if (!req) { close(s); errno = ENOMEM; return -1; }
+    if (!req) { errno = ENOMEM; return -1; }
     req->dev_num = HCI_MAX_DEV;
-    if (ioctl(s, HCIGETDEVLIST, req) < 0) {
+    if (ioctl(ctl, HCIGETDEVLIST, req) < 0) {
         int e = errno;
-        free(req); close(s); errno = e;
+        free(req);
+        errno = e;
         return -1;
     }
     int n = req->dev_num;
     for (int i = 0; i < n && i < max; i++) ids[i] = req->dev_req[i].dev_id;
     free(req);
-    close(s);
     return n;
 }
 
-int cbz_hci_device_info(int dev_id, cbz_hci_info *info) {
-    int s = hci_ctl_socket();
-    if (s < 0) return -1;
+int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info) {
     struct hci_dev_info di;
     memset(&di, 0, sizeof di);
     di.dev_id = (uint16_t)dev_id;
-    if (ioctl(s, HCIGETDEVINFO, &di) < 0) {
-        int e = errno;
-        close(s); errno = e;
-        return -1;
-    }
-    close(s);
+    if (ioctl(ctl, HCIGETDEVINFO, &di) < 0) return -1;
     memset(info, 0, sizeof *info);
     info->dev_id = di.dev_id;
     memcpy(info->name, di.name, 8);
@@ -287,18 +278,8 @@ int cbz_hci_device_info(int dev_id, cbz_hci_info *info) {
     return 0;
 }
 
-static int dev_ioctl(int dev_id, unsigned long req) {
-    int s = hci_ctl_socket();
-    if (s < 0) return -1;
-    int r = ioctl(s, req, dev_id);
-    int e = errno;
-    close(s);
-    errno = e;
-    return r;
-}
-
-int cbz_hci_device_up(int dev_id) { return dev_ioctl(dev_id, HCIDEVUP); }
-int cbz_hci_device_down(int dev_id) { return dev_ioctl(dev_id, HCIDEVDOWN); }
+int cbz_hci_device_up(int ctl, int dev_id) { return ioctl(ctl, HCIDEVUP, dev_id); }
+int cbz_hci_device_down(int ctl, int dev_id) { return ioctl(ctl, HCIDEVDOWN, dev_id); }
 
 int cbz_hci_open_raw(int dev_id) {
     int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_HCI);
@@ -496,4 +477,12 @@ int cbz_cap_name(int cap, char *buf, size_t len) {
     snprintf(buf, len, "%s", n);
     cap_free(n);
     return 0;
+}
+
+// MARK: - Threads
+
+int cbz_set_thread_name(const char *name) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%s", name);
+    return prctl(PR_SET_NAME, buf, 0, 0, 0);
 }

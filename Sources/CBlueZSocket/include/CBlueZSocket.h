@@ -129,13 +129,16 @@ typedef struct {
     bool bredr;              ///< not "BR/EDR not supported" (features[4] bit 5)
 } cbz_hci_info;
 
+/// socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI), unbound: the control socket the device
+/// ioctls below take (opening it needs no capability).
+int cbz_hci_control_socket(void);
 /// Lists controller ids with HCIGETDEVLIST: stores at most `max` in ids, returns how many exist.
-int cbz_hci_device_list(uint16_t *ids, int max);
+int cbz_hci_device_list(int ctl, uint16_t *ids, int max);
 /// HCIGETDEVINFO for dev_id (ENODEV when there is none).
-int cbz_hci_device_info(int dev_id, cbz_hci_info *info);
+int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info);
 /// HCIDEVUP / HCIDEVDOWN (need CAP_NET_ADMIN; EALREADY when already up).
-int cbz_hci_device_up(int dev_id);
-int cbz_hci_device_down(int dev_id);
+int cbz_hci_device_up(int ctl, int dev_id);
+int cbz_hci_device_down(int ctl, int dev_id);
 /// A raw HCI socket bound to dev_id (HCI_CHANNEL_RAW), non-blocking, with a filter that passes every
 /// HCI event packet. Binding needs CAP_NET_RAW.
 int cbz_hci_open_raw(int dev_id);
@@ -174,6 +177,11 @@ int cbz_create_file(const char *path);
 int cbz_write_all(int fd, const void *buf, size_t len);
 /// readlink("/proc/self/exe") into buf (NUL-terminated). Returns the length or -1.
 ssize_t cbz_self_exe(char *buf, size_t len);
+
+// MARK: - Threads
+
+/// Names the calling thread (PR_SET_NAME; cut to 15 bytes).
+int cbz_set_thread_name(const char *name);
 
 // MARK: - Capabilities (libcap)
 
