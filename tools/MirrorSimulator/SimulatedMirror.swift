@@ -67,8 +67,14 @@ public final class SimulatedMirror: Sendable {
         var logs: [String] = []
     }
 
-    public init(options: SimOptions, log: @escaping @Sendable (String) -> Void = { _ in }) {
+    private let connectionClosed: @Sendable (_ remaining: Int) -> Void
+
+    /// `log` gets one line per event; `connectionClosed` runs after a connection ends (an LE listener
+    /// re-enables advertising there, as a peripheral does after a disconnect).
+    public init(options: SimOptions, log: @escaping @Sendable (String) -> Void = { _ in },
+                connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
         self.options = options
+        self.connectionClosed = connectionClosed
         self.database = GATTDatabase(profile: options.profile, deviceName: options.deviceName)
         self.logSink = log
         self.started = ContinuousClock.now
@@ -118,8 +124,12 @@ public final class SimulatedMirror: Sendable {
     }
 
     fileprivate func closed(_ id: Int, _ reason: TransportError) {
-        state.withLock { s in _ = s.connections.removeValue(forKey: id) }
+        let remaining = state.withLock { s in
+            s.connections.removeValue(forKey: id)
+            return s.connections.count
+        }
         log("connection \(id) closed: \(reason)")
+        connectionClosed(remaining)
     }
 
     private func flush(_ id: Int) {
