@@ -3,6 +3,7 @@
 // every procedure is the GATT client's.
 import ATTStack
 import GATTClient
+import Mirror
 import MirrorCommandLine
 
 /// How `mirror write` writes (Core Spec Vol 3 Part G §4.9).
@@ -51,9 +52,13 @@ final class Session: Sendable {
     let snoop: BTSnoopWriter?
     /// The ATT transaction timeout (--timeout).
     let timeout: Duration
+    /// Names the mirror's characteristics (--profile, or the bundled profile).
+    let profile: MirrorProfile
 
-    private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?, timeout: Duration) {
+    private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
+                 timeout: Duration, profile: MirrorProfile) {
         self.client = client
+        self.profile = profile
         self.timeout = timeout
         self.transport = transport
         self.clientRxMTU = clientRxMTU
@@ -71,6 +76,7 @@ final class Session: Sendable {
     /// exchanges the MTU (--mtu, default 517).
     static func open(_ target: TargetArgument, _ inv: Invocation) async throws -> Session {
         let g = inv.global
+        let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
         let security = g.security.map { level -> BTSecurityLevel in
             switch level {
             case .low: return .low
@@ -106,7 +112,7 @@ final class Session: Sendable {
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, snoop: snoop,
-                              timeout: configuration.transactionTimeout)
+                              timeout: configuration.transactionTimeout, profile: profile)
         do {
             _ = try await client.exchangeMTU()
         } catch {
@@ -122,7 +128,11 @@ final class Session: Sendable {
         let services = try await discoverServices()
         var model = DatabaseModel(services: services, mtu: mtu)
         for c in services.flatMap(\.characteristics) {
-            if let name = c.uuid.name ?? wellKnownName(c.uuid.description) { client.setName(name, for: c.valueHandle) }
+            if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
+            if let name = profile.characteristicName(c.uuid) { model.names[c.uuid.description] = name }
+        }
+        if services.contains(where: { $0.uuid == profile.service }) {
+            model.names[profile.service.description] = "mirror service"
         }
         guard readValues else { return model }
         for s in model.services.indices {
@@ -220,13 +230,19 @@ final class Session: Sendable {
         let window = ATTHandleRange(start: handle - 1, end: handle + 6)
         guard let chars = try? await client.discoverCharacteristics(in: window),
               let c = chars.first(where: { $0.valueHandle == handle }) else { return nil }
+        if let name = profile.characteristicName(c.uuid) { return name }
         let end = chars.first { $0.declarationHandle > handle }.map { $0.declarationHandle - 1 } ?? window.end
         if end > handle, let descriptions = try? await client.read(uuid: .characteristicUserDescription,
                                                                  in: ATTHandleRange(start: handle + 1, end: end)),
            let text = descriptions.first.flatMap({ String(validating: $0.value, as: UTF8.self) }), !text.isEmpty {
             return text
         }
-        return c.uuid.name ?? wellKnownName(c.uuid.description)
+        return name(of: c.uuid)
+    }
+
+    /// A characteristic's name: the mirror profile's, else the well-known one.
+    func name(of uuid: BluetoothUUID) -> String? {
+        profile.characteristicName(uuid) ?? uuid.name ?? wellKnownName(uuid.description)
     }
 
     /// Subscribes to `handles` (value handles; all that notify or indicate when empty) and calls `handler` for

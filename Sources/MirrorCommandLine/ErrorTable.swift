@@ -233,7 +233,8 @@ public struct ErrorReport: Sendable {
         switch e {
         case .att(let facts):
             var hint: String?
-            if facts.rejectedBy == .local, facts.valueLength != nil, facts.budget != nil {
+            if facts.rejectedBy == .local, let length = facts.valueLength, facts.budget != nil, length <= 512,
+               facts.requestOpcode == 0x12 || facts.requestOpcode == 0x52 {
                 hint = "a value longer than the budget needs a long write: mirror write TARGET HANDLE HEX --long"
             } else if facts.isApplicationError {
                 hint = "application errors 0x80-0x9F are defined by the peripheral's own profile"

@@ -12,10 +12,13 @@ import Glibc
 public struct DatabaseModel: Sendable, Equatable {
     public var mtu: Int
     public var services: [Service]
+    /// Names for UUIDs that are not well known (the mirror profile's), by canonical UUID; text output only.
+    public var names: [String: String]
 
-    public init(mtu: Int, services: [Service]) {
+    public init(mtu: Int, services: [Service], names: [String: String] = [:]) {
         self.mtu = mtu
         self.services = services
+        self.names = names
     }
 
     /// A service and what it contains.
@@ -136,6 +139,9 @@ public struct DatabaseModel: Sendable, Equatable {
 
     /// The text form, one line per attribute, indented by level.
     public var text: [String] {
+        func nameSuffix(_ uuid: String) -> String {
+            (names[uuid] ?? wellKnownName(uuid)).map { " \($0)" } ?? ""
+        }
         var lines = ["MTU \(mtu)"]
         for s in services {
             lines.append("\(s.primary ? "Primary" : "Secondary") service \(s.uuid)\(nameSuffix(s.uuid))  handles \(hex16(s.start))-\(hex16(s.end))")
@@ -153,10 +159,6 @@ public struct DatabaseModel: Sendable, Equatable {
         }
         return lines
     }
-}
-
-func nameSuffix(_ uuid: String) -> String {
-    wellKnownName(uuid).map { " \($0)" } ?? ""
 }
 
 func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome) -> [(String, JSONValue)] {

@@ -12,8 +12,8 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case json = "--json"
     case profile = "--profile"
 
-    /// What a command that connects to a GATT server honours.
-    public static let connection: Set<GlobalOptionName> = [.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json]
+    /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
+    public static let connection: Set<GlobalOptionName> = [.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile]
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -70,7 +70,7 @@ public struct GlobalOptions: Sendable, Equatable {
         .flag("--trace", help: "print every ATT PDU, decoded, with direction and timestamp, on stderr"),
         .value("--btsnoop", "FILE", help: "record every ATT PDU to FILE in btsnoop format (Wireshark, btmon -r)"),
         .flag("--json", help: "print JSON instead of text (errors too)"),
-        .value("--profile", "FILE", help: "the mirror profile file (scan and wifi)"),
+        .value("--profile", "FILE", help: "the mirror profile file (scan, wifi; names the mirror's characteristics elsewhere; default: the bundled one)"),
     ]
 
     init(values: [String: [String]], flags: Set<String>, command: String) throws(UsageError) {

@@ -3,6 +3,7 @@
 
 import ATTStack
 import GATTClient
+import Mirror
 
 #if canImport(Glibc)
 import Glibc
@@ -26,6 +27,9 @@ extension ErrorReport {
             return gattReport(.disconnected(e))
         case let e as GATTProtocolViolation:
             return gattReport(.protocolViolation(e))
+        case let e as MirrorProfileError:
+            return ErrorReport(status: .usage, message: e.description,
+                               fields: [("file", .string(e.source)), ("problem", .string(e.problem))])
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:

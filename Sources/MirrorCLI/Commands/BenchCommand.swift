@@ -20,7 +20,7 @@ let benchCommand = Command(CommandSpec(
     options: [
         .value("--handle", "H", help: "the value handle to write to (required)"),
         .value("--size", "N", help: "value bytes per write, 1-512 (default MTU-3)"),
-        .value("--count", "N", help: "writes per mode (default 2000)"),
+        .value("--count", "N", help: "writes per mode (default 5000)"),
         .value("--duration", "S", help: "run each mode for S seconds instead of a count"),
         .value("--mode", "MODE", help: "with-response, without-response or both (default both)"),
         .value("--warmup", "N", help: "writes per mode before measuring (default 100)"),
@@ -28,7 +28,7 @@ let benchCommand = Command(CommandSpec(
     ],
     globals: GlobalOptionName.connection,
     examples: [
-        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012", "both modes, 2000 writes each"),
+        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012", "both modes, 5000 writes each"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
     ]
@@ -44,7 +44,7 @@ let benchCommand = Command(CommandSpec(
     let warmup = try inv.option("--warmup") { (s: String) throws(UsageError) in try parseCount(s, in: 0...1_000_000, what: "warm-up count") } ?? 100
     let mode = try inv.option("--mode") { (s: String) throws(UsageError) in try parseChoice(s, BenchMode.self, what: "mode") } ?? .both
     let counter = try inv.option("--counter", parseHandle)
-    let plan = BenchPlan(handle: handle, size: size, count: duration == nil ? (count ?? 2000) : nil,
+    let plan = BenchPlan(handle: handle, size: size, count: duration == nil ? (count ?? 5000) : nil,
                          duration: duration, warmup: warmup, mode: mode, counter: counter)
     let result = try await Bench.run(target: target, plan: plan, inv: inv)
     if inv.global.json {
