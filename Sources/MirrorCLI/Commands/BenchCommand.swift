@@ -6,7 +6,7 @@ let benchCommand = Command(CommandSpec(
     summary: "measure write throughput with and without response, against a bare socket loop",
     discussion: """
         After a warm-up, writes --size bytes (default: the MTU's budget, MTU-3) to --handle, --count times \
-        (default 2000) or for --duration seconds, as Write Requests and as Write Commands (--mode both, the \
+        (default 5000) or for --duration seconds, as Write Requests and as Write Commands (--mode both, the \
         default), and prints for each: bytes/s, writes/s, MTU; for Write Requests the round-trip latency \
         p50/p90/p99/max; for Write Commands the time spent waiting on backpressure (the socket's send \
         buffer full, EAGAIN then POLLOUT). Write Commands are timed until the peer answers a request sent \
