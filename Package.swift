@@ -19,7 +19,10 @@ let package = Package(
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
         .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack"]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
+                          exclude: ["CAllocCounter"]),
+        // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
+        .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
     ],
