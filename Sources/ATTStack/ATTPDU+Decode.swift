@@ -6,6 +6,19 @@ extension ATTPDU {
     /// Throws for an empty input, an unknown opcode, a PDU of the wrong length for its format, an odd
     /// list length, an invalid format or flags byte, or a zero handle where the spec forbids one.
     public static func decode(_ bytes: ArraySlice<UInt8>) throws(ATTDecodeError) -> ATTPDU {
+        try decodeBuffer(bytes)
+    }
+
+    /// Decodes one whole ATT PDU from an array; variable parts are slices of it (no copy).
+    public static func decode(_ bytes: [UInt8]) throws(ATTDecodeError) -> ATTPDU {
+        try decodeBuffer(bytes)
+    }
+
+    /// The decoder, specialized for arrays and slices (an array is decoded without first making a slice of
+    /// the whole of it, which would cost a retain and a release).
+    @inline(__always)
+    static func decodeBuffer<B: RandomAccessCollection>(_ bytes: B) throws(ATTDecodeError) -> ATTPDU
+    where B.Element == UInt8, B.Index == Int, B.SubSequence == ArraySlice<UInt8> {
         guard let first = bytes.first else {
             throw ATTDecodeError(opcode: nil, field: .opcode, problem: .empty)
         }
@@ -123,12 +136,6 @@ extension ATTPDU {
         }
     }
 
-    /// Decodes one whole ATT PDU from an array; variable parts are slices of it (no copy).
-    @inlinable
-    public static func decode(_ bytes: [UInt8]) throws(ATTDecodeError) -> ATTPDU {
-        try decode(bytes[...])
-    }
-
     /// Field-by-field length checks for one PDU. It holds only the opcode: the bytes are passed to each
     /// check (borrowed), so that no check retains the buffer.
     struct Decoder {
@@ -139,12 +146,14 @@ extension ATTPDU {
         }
 
         /// The PDU must be at least `n` bytes long to hold `field`.
-        @inline(__always) func need(_ bytes: ArraySlice<UInt8>, _ n: Int, _ field: ATTPDUField) throws(ATTDecodeError) {
+        @inline(__always) func need<B: RandomAccessCollection>(_ bytes: B, _ n: Int, _ field: ATTPDUField) throws(ATTDecodeError)
+        where B.Element == UInt8, B.Index == Int {
             guard bytes.count >= n else { throw error(field, .truncated(needed: n, actual: bytes.count)) }
         }
 
         /// The PDU must be exactly `n` bytes long (no trailing bytes).
-        @inline(__always) func exact(_ bytes: ArraySlice<UInt8>, _ n: Int) throws(ATTDecodeError) {
+        @inline(__always) func exact<B: RandomAccessCollection>(_ bytes: B, _ n: Int) throws(ATTDecodeError)
+        where B.Element == UInt8, B.Index == Int {
             guard bytes.count == n else {
                 throw bytes.count < n ? error(.pdu, .truncated(needed: n, actual: bytes.count))
                                       : error(.pdu, .wrongLength(expected: n, actual: bytes.count))
@@ -152,7 +161,8 @@ extension ATTPDU {
         }
 
         /// A non-zero Attribute Handle at byte `offset`.
-        @inline(__always) func handle(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(ATTDecodeError) -> UInt16 {
+        @inline(__always) func handle<B: RandomAccessCollection>(_ bytes: B, at offset: Int) throws(ATTDecodeError) -> UInt16
+        where B.Element == UInt8, B.Index == Int {
             try need(bytes, offset + 2, .attributeHandle)
             let h = bytes.attLE16(at: bytes.startIndex + offset)
             guard h != 0 else { throw error(.attributeHandle, .zeroHandle) }
@@ -160,7 +170,8 @@ extension ATTPDU {
         }
 
         /// Starting Handle (non-zero) and Ending Handle at bytes 1-4.
-        @inline(__always) func range(_ bytes: ArraySlice<UInt8>) throws(ATTDecodeError) -> ATTHandleRange {
+        @inline(__always) func range<B: RandomAccessCollection>(_ bytes: B) throws(ATTDecodeError) -> ATTHandleRange
+        where B.Element == UInt8, B.Index == Int {
             try need(bytes, 3, .startingHandle)
             try need(bytes, 5, .endingHandle)
             let s = bytes.startIndex
@@ -170,7 +181,8 @@ extension ATTPDU {
         }
 
         /// A 2- or 16-byte Attribute Type from `offset` to the end of the PDU.
-        @inline(__always) func uuid(_ bytes: ArraySlice<UInt8>, at offset: Int) throws(ATTDecodeError) -> BluetoothUUID {
+        @inline(__always) func uuid<B: RandomAccessCollection>(_ bytes: B, at offset: Int) throws(ATTDecodeError) -> BluetoothUUID
+        where B.Element == UInt8, B.Index == Int {
             let n = bytes.count - offset
             let s = bytes.startIndex + offset
             switch n {
