@@ -20,7 +20,10 @@ let package = Package(
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
         .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack"]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
+                          exclude: ["CAllocCounter"]),
+        // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
+        .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds, then runs the unit and integration tests.
+# Runs every test: installs what is missing, builds, then runs the unit and integration tests and a
+# bounded fuzz run of the ATT decoder (FUZZ_SECONDS, default 30).
 # Ends with one line "tests: N passed, N failed" over every stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,5 +16,15 @@ summary=$(grep -E "Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail 
 ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
 failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$summary")
 [ -n "$ran" ] || { echo "tests: swift test printed no summary (exit $status)"; exit 1; }
-echo "tests: $((ran - failed)) passed, $failed failed"
+passed=$((ran - failed))
+
+# A bounded fuzz run of the ATT decoder (about 30 s): one more item, failed on any crash.
+if tools/fuzz/run.sh fuzz-att-decode "${FUZZ_SECONDS:-30}"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    status=1
+fi
+
+echo "tests: $passed passed, $failed failed"
 exit "$status"

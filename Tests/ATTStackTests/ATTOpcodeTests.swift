@@ -74,4 +74,31 @@ final class ATTOpcodeTests: XCTestCase {
         XCTAssertNil(ATTOpcode.errorResponse.requestOpcode)
         XCTAssertNil(ATTOpcode.readRequest.requestOpcode)
     }
+
+    /// The values agree with BlueZ's src/shared/att-types.h (BT_ATT_OP_*, BT_ATT_ERROR_*, limits).
+    func testAgreesWithBlueZAttTypes() {
+        let bluez: [(UInt8, ATTOpcode)] = [
+            (0x01, .errorResponse), (0x02, .exchangeMTURequest), (0x03, .exchangeMTUResponse),
+            (0x04, .findInformationRequest), (0x05, .findInformationResponse), (0x06, .findByTypeValueRequest),
+            (0x07, .findByTypeValueResponse), (0x08, .readByTypeRequest), (0x09, .readByTypeResponse),
+            (0x0a, .readRequest), (0x0b, .readResponse), (0x0c, .readBlobRequest), (0x0d, .readBlobResponse),
+            (0x0e, .readMultipleRequest), (0x0f, .readMultipleResponse), (0x10, .readByGroupTypeRequest),
+            (0x11, .readByGroupTypeResponse), (0x12, .writeRequest), (0x13, .writeResponse), (0x52, .writeCommand),
+            (0xD2, .signedWriteCommand), (0x16, .prepareWriteRequest), (0x17, .prepareWriteResponse),
+            (0x18, .executeWriteRequest), (0x19, .executeWriteResponse), (0x1B, .handleValueNotification),
+            (0x1D, .handleValueIndication), (0x1E, .handleValueConfirmation), (0x20, .readMultipleVariableRequest),
+            (0x21, .readMultipleVariableResponse), (0x23, .multipleHandleValueNotification),
+        ]
+        XCTAssertEqual(bluez.count, ATTOpcode.allDefined.count)
+        for (raw, op) in bluez { XCTAssertEqual(op.rawValue, raw, op.name) }
+        XCTAssertEqual(ATTErrorCode.encryptionKeySizeTooShort.rawValue, 0x0C)
+        XCTAssertEqual(ATTErrorCode.databaseOutOfSync.rawValue, 0x12)
+        XCTAssertEqual(ATTErrorCode.valueNotAllowed.rawValue, 0x13)
+        XCTAssertEqual(ATTErrorCode.cccdImproperlyConfigured.rawValue, 0xFD)
+        XCTAssertEqual(ATTErrorCode.procedureAlreadyInProgress.rawValue, 0xFE)
+        XCTAssertEqual(ATTErrorCode.outOfRange.rawValue, 0xFF)
+        XCTAssertEqual(ATTMTU.minimumLE, 23)  // BT_ATT_DEFAULT_LE_MTU
+        XCTAssertEqual(ATTMTU.maximum, 517)   // BT_ATT_MAX_LE_MTU
+        XCTAssertEqual(ATTMTU.maximumAttributeValue, 512)  // BT_ATT_MAX_VALUE_LEN
+    }
 }

@@ -27,6 +27,8 @@ final class ATTPDUMalformedTests: XCTestCase {
         // A server answers an unknown request with Request Not Supported, and drops an unknown command.
         XCTAssertEqual(e.serverErrorCode, .requestNotSupported)
         XCTAssertNil(err(ATTOpcode(0x7f), .opcode, .unknownOpcode).serverErrorCode)
+        XCTAssertNil(err(ATTOpcode(0x7f), .opcode, .unknownOpcode).serverErrorResponse)
+        XCTAssertEqual(e.serverErrorResponse, .errorResponse(requestOpcode: ATTOpcode(0x3f), handle: 0, error: .requestNotSupported))
     }
 
     func testTruncated() {
@@ -125,6 +127,7 @@ final class ATTPDUMalformedTests: XCTestCase {
         XCTAssertEqual(err(.findInformationResponse, .format, .invalidFormat(3)).description,
                        "Find Information Response: format: invalid format 0x03 (expected 0x01 or 0x02)")
         XCTAssertEqual(err(.executeWriteRequest, .flags, .invalidFlags(2)).serverErrorCode, .invalidPDU)
+        XCTAssertEqual(err(.executeWriteRequest, .flags, .invalidFlags(2)).serverErrorResponse?.bytes, hex("01 18 00 00 04"))
     }
 
     func testZeroHandles() {
@@ -133,6 +136,7 @@ final class ATTPDUMalformedTests: XCTestCase {
         assertDecodeError(hex("12 00 00 01 02 03"), write)
         XCTAssertEqual(write.description, "Write Request: handle: zero handle (the spec forbids handle 0x0000)")
         XCTAssertEqual(write.serverErrorCode, .invalidHandle)
+        XCTAssertEqual(write.serverErrorResponse?.bytes, hex("01 12 00 00 01"))
         // /TP/GAR/SR/BI-02-C/small.
         assertDecodeError(hex("0a 00 00"), err(.readRequest, .attributeHandle, .zeroHandle))
         assertDecodeError(hex("0c 00 00 00 00"), err(.readBlobRequest, .attributeHandle, .zeroHandle))
@@ -169,6 +173,10 @@ final class ATTPDUMalformedTests: XCTestCase {
         XCTAssertFalse(ATTHandleRange(start: 2, end: 1).isValid)
         XCTAssertTrue(ATTHandleRange.all.isValid)
         XCTAssertFalse(ATTHandleRange(start: 0, end: 5).isValid)
+        XCTAssertTrue(ATTHandleRange(start: 3, end: 5).contains(3))
+        XCTAssertTrue(ATTHandleRange(start: 3, end: 5).contains(5))
+        XCTAssertFalse(ATTHandleRange(start: 3, end: 5).contains(6))
+        XCTAssertFalse(ATTHandleRange(start: 3, end: 5).contains(2))
     }
 
     func testValueOverrun() {
