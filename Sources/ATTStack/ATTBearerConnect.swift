@@ -89,6 +89,17 @@ extension ATTBearer {
         return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
     }
 
+    /// Takes ownership of a connected SOCK_SEQPACKET socket made elsewhere (inherited, or from another API).
+    /// The socket is switched to non-blocking; on failure it is closed.
+    public convenience init(adoptingConnected socket: Int32, label: String) throws(TransportError) {
+        if cbz_set_nonblocking(socket) < 0 {
+            let e = lastSocketError("fcntl(O_NONBLOCK)", "adopting the socket for \(label)", .local)
+            _ = cbz_close(socket)
+            throw .socket(e)
+        }
+        try self.init(adopting: socket, endpoint: .socketPair, label: label)
+    }
+
     /// Two connected bearers over a socketpair (in-process tests and loopback).
     public static func pair(labels: (String, String) = ("socketpair:a", "socketpair:b"),
                             receiveBufferSize: Int = 1024) throws(TransportError) -> (ATTBearer, ATTBearer) {

@@ -89,6 +89,12 @@ int cbz_set_buffer_size(int fd, int which, int bytes) {
 
 int cbz_shutdown(int fd) { return shutdown(fd, SHUT_RDWR); }
 
+int cbz_set_nonblocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
 int cbz_pending_bytes(int fd, int *bytes) { return ioctl(fd, FIONREAD, bytes); }
 
 // MARK: - AF_UNIX

@@ -58,6 +58,8 @@ int cbz_socket_error(int fd, int *err);
 /// getsockopt(SO_SNDBUF / SO_RCVBUF) and setsockopt; `which` is 0 for send, 1 for receive.
 int cbz_get_buffer_size(int fd, int which, int *bytes);
 int cbz_set_buffer_size(int fd, int which, int bytes);
+/// fcntl(F_SETFL, O_NONBLOCK) added to the current flags.
+int cbz_set_nonblocking(int fd);
 /// shutdown(fd, SHUT_RDWR).
 int cbz_shutdown(int fd);
 /// Number of bytes queued for receive (FIONREAD / SIOCINQ).
