@@ -2,7 +2,6 @@
 
 import CBlueZSocket
 import Foundation
-import Synchronization
 
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
@@ -28,7 +27,7 @@ public final class ATTBearer: ATTTransport {
     private let fd: Int32
     private let epfd: Int32
     private let wakefd: Int32
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
@@ -76,7 +75,7 @@ public final class ATTBearer: ATTTransport {
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
-        self.state = Mutex(State())
+        self.state = LockedValue(State())
     }
 
     deinit {

@@ -2,7 +2,6 @@
 
 import CBlueZSocket
 import Glibc
-import Synchronization
 
 extension ATTBearer {
     /// The default connect timeout, in seconds.
@@ -138,7 +137,7 @@ public final class ATTBearerListener: Sendable {
         var released = false
     }
     // Guards the two fds' lifetime: they are closed once closed is set and no accept is running.
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     private init(fd: Int32, wakefd: Int32, kind: Kind, label: String) {
         self.fd = fd

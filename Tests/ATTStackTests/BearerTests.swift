@@ -134,7 +134,7 @@ final class BearerTests: XCTestCase {
         let path = temporarySocketPath("echo")
         let listener = try ATTBearerListener.unix(path: path)
         XCTAssertEqual(listener.label, "unix:\(path)")
-        let accepted = Mutex<ATTBearer?>(nil)
+        let accepted = LockedValue<ATTBearer?>(nil)
         let acceptedSignal = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             if let b = try? listener.accept(timeout: 10) {
@@ -204,7 +204,7 @@ final class BearerTests: XCTestCase {
             guard case .connectTimedOut? = error as? TransportError else { return XCTFail("\(error)") }
         }
         let done = DispatchSemaphore(value: 0)
-        let result = Mutex<TransportError?>(nil)
+        let result = LockedValue<TransportError?>(nil)
         DispatchQueue.global().async {
             do { _ = try listener.accept() } catch { result.withLock { $0 = error as? TransportError } }
             done.signal()

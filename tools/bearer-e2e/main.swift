@@ -17,7 +17,6 @@
 import ATTStack
 import Dispatch
 import Foundation
-import Synchronization
 
 // MARK: Output
 
@@ -113,9 +112,9 @@ final class EchoSink: ATTTransportSink {
         var count = 0
     }
     // Guards the echo queue and the bearer reference (set once after accept).
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     let closed = DispatchSemaphore(value: 0)
-    let reason = Mutex<TransportError?>(nil)
+    let reason = LockedValue<TransportError?>(nil)
 
     func attach(_ b: ATTBearer) { state.withLock { $0.bearer = b } }
 
@@ -211,7 +210,7 @@ func listen(_ o: Options) -> Int32 {
 /// Collects echoes for the connecting side.
 final class CheckSink: ATTTransportSink {
     // Guards the received echoes and the close reason.
-    let state = Mutex<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
+    let state = LockedValue<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
     let signal = DispatchSemaphore(value: 0)
     func transport(didReceive pdu: [UInt8]) {
         state.withLock { $0.pdus.append(pdu) }
@@ -390,7 +389,7 @@ func bench(_ o: Options) -> Int32 {
 
     // Through the bearer.
     final class Echo: ATTTransportSink {
-        let peer = Mutex<ATTBearer?>(nil)
+        let peer = LockedValue<ATTBearer?>(nil)
         func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
         func transport(didCloseWith reason: TransportError) {}
     }
@@ -416,11 +415,11 @@ func bench(_ o: Options) -> Int32 {
 
     // Chained: the client's sink sends the next PDU from the reader thread (no hop to a waiting thread).
     final class Chain: ATTTransportSink {
-        let left: Mutex<Int>
+        let left: LockedValue<Int>
         let done = DispatchSemaphore(value: 0)
-        let bearer: Mutex<ATTBearer?> = Mutex(nil)
+        let bearer: LockedValue<ATTBearer?> = LockedValue(nil)
         let pdu: [UInt8]
-        init(count: Int, pdu: [UInt8]) { left = Mutex(count); self.pdu = pdu }
+        init(count: Int, pdu: [UInt8]) { left = LockedValue(count); self.pdu = pdu }
         func transport(didReceive _: [UInt8]) {
             let more = left.withLock { n -> Bool in n -= 1; return n > 0 }
             if more, let b = bearer.withLock({ $0 }) { _ = try? sendBytes(b, pdu) } else if !more { done.signal() }
