@@ -8,6 +8,8 @@ import Foundation
 ///
 /// Readiness comes from epoll on one reader thread per bearer; an eventfd wakes it for `close`. The sink is
 /// called on that thread, in arrival order. `trySend` is one non-blocking `send` under an uncontended lock.
+/// The reader thread keeps the bearer alive until it ends: call `close(reason:)` when done (its fds are
+/// released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
     /// What the socket is connected to.
     public enum Endpoint: Sendable, Equatable {
@@ -270,9 +272,10 @@ public final class ATTBearer: ATTTransport {
                     if got > 0 {
                         if truncated != 0 { return .truncated(received: got, bufferSize: size) }
                         let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
-                        if let snoop = state.withLock({ $0.snoop }) {
-                            snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
-                        }
+                        // After close(reason:) no PDU is delivered, even one already read.
+                        let (closing, snoop) = state.withLock { ($0.closeRequested, $0.snoop) }
+                        if let closing { return .closedLocally(reason: closing) }
+                        if let snoop { snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu) }
                         sink.transport(didReceive: Array(pdu))
                     } else if got == 0 {
                         if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {

@@ -262,3 +262,36 @@ final class BearerTests: XCTestCase {
         XCTAssertEqual(openFDCount(), before)
     }
 }
+
+/// Closing from inside the sink, and adopting a socket made elsewhere.
+final class BearerLifecycleTests: XCTestCase {
+    func testCloseFromInsideTheSinkStopsDeliveryAtOnce() throws {
+        let (a, b) = try ATTBearer.pair()
+        for i in 0..<20 { XCTAssertEqual(try send(a, [0x1B, UInt8(i), 0x00]), .sent) }
+        let sink = RecordingSink(onPDU: { pdu in if pdu[1] == 2 { b.close(reason: "seen enough") } })
+        b.start(sink)
+        XCTAssertEqual(sink.waitForClose(), .closedLocally(reason: "seen enough"))
+        XCTAssertEqual(sink.pdus.map { $0[1] }, [0, 1, 2], "nothing is delivered after close(reason:)")
+        a.close(reason: "done")
+    }
+
+    func testAdoptingAConnectedSocket() throws {
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
+        let bearer = try ATTBearer(adoptingConnected: fds[1], label: "adopted")
+        XCTAssertEqual(bearer.label, "adopted")
+        XCTAssertEqual(bearer.endpoint, .socketPair)
+        let sink = RecordingSink()
+        bearer.start(sink)
+        let pdu: [UInt8] = [0x0A, 0x03, 0x00]
+        XCTAssertEqual(Glibc.send(fds[0], pdu, pdu.count, 0), 3)
+        sink.waitForPDUs(1)
+        XCTAssertEqual(sink.pdus, [pdu])
+        Glibc.close(fds[0])
+        XCTAssertEqual(sink.waitForClose(), .closedByPeer)
+        XCTAssertThrowsError(try ATTBearer(adoptingConnected: 987_654, label: "bad fd")) { error in
+            guard case .socket(let e)? = error as? TransportError else { return XCTFail("\(error)") }
+            XCTAssertEqual(e.errnoName, "EBADF")
+        }
+    }
+}
