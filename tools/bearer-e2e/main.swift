@@ -2,7 +2,8 @@
 //
 //   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S] [--snoop FILE]
 //       accepts one connection (LE CID 4 on the adapter, or the unix path), echoes every PDU back unchanged,
-//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed.
+//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed. Exits 0 when the peer ends
+//       the link (EOF, or ECONNRESET: how a central's disconnect reaches an LE peripheral).
 //   bearer-e2e connect ADDRESS|unix:/path [--adapter hci0] [--type public|random] [--timeout S] [--count N]
 //       [--size B] [--echo-timeout S] [--security low|medium|high] [--snoop FILE]
 //       connects, sends N PDUs (Write Command 0x52, handle = sequence number), checks each echo, prints one
@@ -199,8 +200,10 @@ func listen(_ o: Options) -> Int32 {
     bearer.start(sink)
     sink.closed.wait()
     snoop?.close()
+    // Over LE, a central's normal disconnect (Remote User Terminated) reaches the peripheral as ECONNRESET.
     switch sink.reason.withLock({ $0 }) {
     case .closedByPeer?, .closedLocally?: return 0
+    case .socket(let e)? where e.errnoName == "ECONNRESET": return 0
     default: return 1
     }
 }
