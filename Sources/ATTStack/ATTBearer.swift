@@ -120,17 +120,17 @@ public final class ATTBearer: ATTTransport {
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         // The lock keeps the fd open for the duration of the send (the reader closes it under the same lock).
-        let outcome: (n: Int, errno: Int32, snoop: (writer: BTSnoopWriter, index: UInt16)?) = try state.withLock {
-            s throws(TransportError) in
+        // A capture records the PDU before the lock is released, so that its answer, which the reader records
+        // under the same lock, always follows it in the file.
+        let outcome: (n: Int, errno: Int32) = try state.withLock { s throws(TransportError) in
             if let reason = s.finalReason { throw reason }
             if let reason = s.closeRequested { throw TransportError.closedLocally(reason: reason) }
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
-            return (n, n < 0 ? cbz_errno() : 0, s.snoop)
+            if n < 0 { return (n, cbz_errno()) }
+            if let snoop = s.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
+            return (n, 0)
         }
-        if outcome.n >= 0 {
-            if let snoop = outcome.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
-            return .sent
-        }
+        if outcome.n >= 0 { return .sent }
         switch outcome.errno {
         case EAGAIN, ENOBUFS:
             return .wouldBlock
@@ -273,9 +273,13 @@ public final class ATTBearer: ATTTransport {
                         if truncated != 0 { return .truncated(received: got, bufferSize: size) }
                         let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
                         // After close(reason:) no PDU is delivered, even one already read.
-                        let (closing, snoop) = state.withLock { ($0.closeRequested, $0.snoop) }
+                        let closing = state.withLock { s -> String? in
+                            if s.closeRequested == nil, let snoop = s.snoop {
+                                snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                            }
+                            return s.closeRequested
+                        }
                         if let closing { return .closedLocally(reason: closing) }
-                        if let snoop { snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu) }
                         sink.transport(didReceive: Array(pdu))
                     } else if got == 0 {
                         if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {
