@@ -188,6 +188,18 @@ final class BearerTests: XCTestCase {
         second.close()
     }
 
+    func testListenerNeverRemovesAFileThatIsNotASocket() throws {
+        let path = temporarySocketPath("regular")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("keep me".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertThrowsError(try ATTBearerListener.unix(path: path)) { error in
+            guard case .socket(let e)? = error as? TransportError else { return XCTFail("\(error)") }
+            XCTAssertEqual(e.errnoName, "EADDRINUSE")
+            XCTAssertEqual(e.advice, "\(path) exists and is not a socket: choose another path (it is left untouched)")
+        }
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "keep me")
+    }
+
     func testConnectToMissingPathSaysWhatToDo() {
         let path = temporarySocketPath("missing")
         XCTAssertThrowsError(try ATTBearer.connect(to: .unix(path: path))) { error in
