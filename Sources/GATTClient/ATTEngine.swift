@@ -160,7 +160,7 @@ final class ATTEngine: ATTTransportSink {
     /// "Write Request to handle 0x0012 (cloudToken)"
     func describe(_ opcode: ATTOpcode, handle: UInt16?) -> String {
         guard let handle else { return opcode.name }
-        let prep = opcode == .writeRequest || opcode == .writeCommand || opcode == .prepareWriteRequest ? "to" : "of"
+        let prep = opcode.preposition
         if let n = name(of: handle) { return "\(opcode.name) \(prep) handle \(hex4(handle)) (\(n))" }
         return "\(opcode.name) \(prep) handle \(hex4(handle))"
     }
