@@ -267,7 +267,7 @@ final class ATTEngine: ATTTransportSink {
                     guard let slot = s.slot, slot.id == nextID else { return (nil, nil) }
                     s.slot = nil
                     let op = describe(slot.opcode, handle: slot.handle)
-                    let r = slot.continuation.map { Resumption.request($0, .failure(.transport(error, operation: op))) }
+                    let r = slot.continuation.map { Resumption.request($0, .failure(GATTError.sendFailure(error, operation: op))) }
                     return (r, promoteNext(&s))
                 }
                 resume?.run()
@@ -745,7 +745,7 @@ final class ATTEngine: ATTTransportSink {
             do throws(TransportError) {
                 return try transport.trySend(pdu) == .sent ? .sent : .mustWait(blocked: true)
             } catch {
-                throw .transport(error, operation: describe(.writeCommand, handle: handle))
+                throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
             }
         }
     }
@@ -822,7 +822,7 @@ final class ATTEngine: ATTTransportSink {
                     return (nil, armWritable(&s), true)
                 case .failure(let error):
                     guard s.permits.first?.id == head.id, let w = s.permits.popFirst() else { return (nil, false, false) }
-                    return (.permit(w.continuation, .failure(.transport(error, operation: describe(.writeCommand, handle: w.handle)))), false, false)
+                    return (.permit(w.continuation, .failure(GATTError.sendFailure(error, operation: describe(.writeCommand, handle: w.handle)))), false, false)
                 }
             }
             resume?.run()

@@ -37,6 +37,16 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
+    /// A send that failed in the transport: a closed transport is a disconnect, anything else a transport error.
+    static func sendFailure(_ e: TransportError, operation: String) -> GATTError {
+        switch e {
+        case .closedByPeer, .closedLocally:
+            return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
+        default:
+            return .transport(e, operation: operation)
+        }
+    }
+
     /// Maps whatever a continuation threw to a `GATTError` (a `CancellationError` becomes `.cancelled`).
     static func from(_ error: any Error, operation: @autoclosure () -> String) -> GATTError {
         if let e = error as? GATTError { return e }

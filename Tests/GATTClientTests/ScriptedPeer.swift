@@ -120,7 +120,9 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let bytes = [UInt8](pdu)
         let outcome: Result<(ATTSendResult, [Step], [[UInt8]], [OnceBox<Void>]), TransportError> = state.withLock { s in
-            if s.closed { return .failure(.closedLocally(reason: s.closeReason ?? "closed")) }
+            if s.closed {
+                return .failure(s.closeReason == "peer" ? .closedByPeer : .closedLocally(reason: s.closeReason ?? "closed"))
+            }
             if let c = s.capacity {
                 if c == 0 { return .success((.wouldBlock, [], [], [])) }
                 s.capacity = c - 1
@@ -264,4 +266,12 @@ func makeClient(_ peer: ScriptedPeer, clock: ManualClock = ManualClock(), log: E
 func within<T: Sendable>(_ seconds: Double = 10, _ what: String = "the test",
                          _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withDeadline(.milliseconds(Int64(seconds * 1000)), waitingFor: what, body)
+}
+
+/// A shareable atomic integer for test closures.
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+    /// Adds one and returns the new value.
+    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    var current: Int { value.load(ordering: .relaxed) }
 }
