@@ -6,7 +6,7 @@ import XCTest
 /// Write without response with flow control (seed 004): FIFO permits, backpressure, cancellation, deadlines.
 final class FlowControlTests: XCTestCase {
     func responder() -> ScriptedPeer {
-        let p = ScriptedPeer(label: "sink") { _ in [] }
+        let p = ScriptedPeer(label: "sink", responder: { (_: [UInt8]) -> [[UInt8]] in [] })
         return p
     }
 

@@ -24,6 +24,10 @@ enum Step: Sendable {
     case serverClose
     /// The peer holds the following replies until the test calls `grantScriptStep()`.
     case pause
+    /// (Responder mode) the following replies go out after this many microseconds (network latency).
+    case delay(Int)
+    /// Runs an action on the reader queue, in order with the replies.
+    case run(@Sendable () -> Void)
 }
 
 /// Builds a script from BlueZ-style pairs: `raw(client, server...)`.
@@ -48,7 +52,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         var writableCallbacks: [@Sendable () -> Void] = []
         var sentWaiters: [(count: Int, once: OnceBox<Void>)] = []
         /// Replies the client triggers without a script (a responder).
-        var responder: (@Sendable ([UInt8]) -> [[UInt8]])?
+        var responder: (@Sendable ([UInt8]) -> [Step])?
         var strict = true
     }
     let state: Mutex<State>
@@ -64,7 +68,16 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     init(label: String = "responder", responder: @escaping @Sendable ([UInt8]) -> [[UInt8]]) {
         self.label = label
         var s = State(steps: [])
-        s.responder = responder
+        s.responder = { pdu in responder(pdu).map { Step.server($0) } }
+        s.strict = false
+        state = Mutex(s)
+    }
+
+    /// A peer that answers every client PDU with steps: replies, `.delay`, `.serverClose`.
+    init(label: String = "responder", stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
+        self.label = label
+        var s = State(steps: [])
+        s.responder = stepResponder
         s.strict = false
         state = Mutex(s)
     }
@@ -104,6 +117,11 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
 
     private func deliver(_ steps: [Step]) {
         guard !steps.isEmpty else { return }
+        if case .delay(let us) = steps[0] {
+            let rest = Array(steps.dropFirst())
+            queue.asyncAfter(deadline: .now() + .microseconds(us)) { [self] in deliver(rest) }
+            return
+        }
         queue.async { [self] in
             for step in steps {
                 let sink: (any ATTTransportSink)? = state.withLock { s in s.closed ? nil : s.sink }
@@ -111,7 +129,8 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
                 switch step {
                 case .server(let pdu): sink.transport(didReceive: pdu)
                 case .serverClose: closeFromPeer()
-                case .client, .pause: break
+                case .run(let action): action()
+                case .client, .pause, .delay: break
                 }
             }
         }
@@ -119,7 +138,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
 
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let bytes = [UInt8](pdu)
-        let outcome: Result<(ATTSendResult, [Step], [[UInt8]], [OnceBox<Void>]), TransportError> = state.withLock { s in
+        let outcome: Result<(ATTSendResult, [Step], [Step], [OnceBox<Void>]), TransportError> = state.withLock { s in
             if s.closed {
                 return .failure(s.closeReason == "peer" ? .closedByPeer : .closedLocally(reason: s.closeReason ?? "closed"))
             }
@@ -155,7 +174,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         case .success(let (result, steps, replies, ready)):
             for r in ready { r.finish(.success(())) }
             deliver(steps)
-            deliver(replies.map { .server($0) })
+            deliver(replies)
             return result
         }
     }

@@ -57,8 +57,25 @@ final class StressTests: XCTestCase {
     }
 
     func testThousandsOfOperationsWithCancellationsLateResponsesAndADisconnect() async throws {
-        let peer = ScriptedPeer(responder: Self.answer)
+        let seen = Counter()
+        let clientBox = Mutex<GATTClient?>(nil)
+        let peer = ScriptedPeer(label: "stress", stepResponder: { pdu in
+            // Every 5th response comes late; every 10th request is cancelled while in flight first (what its
+            // caller's task cancellation does), so its response arrives late and must be dropped. The peer
+            // closes the connection after 1500 PDUs.
+            let n = seen.increment()
+            if n == 1500 { return [.serverClose] }
+            let replies = Self.answer(pdu).map { Step.server($0) }
+            guard pdu[0] & 0x40 == 0, n % 5 == 0 else { return replies }
+            let cancelInFlight = Step.run {
+                guard n % 10 == 0, let engine = clientBox.withLock({ $0?.engine }),
+                      let id = engine.state.withLock({ $0.slot?.id }) else { return }
+                engine.cancel(id)
+            }
+            return [.delay(200), cancelInFlight] + replies
+        })
         let client = try await makeClient(peer, clock: ManualClock())
+        clientBox.withLock { $0 = client }
         let total = 4000
         let finished = Counter()
         let stream = try client.engine.addSubscriber(handle: 0x0005).0
@@ -80,7 +97,7 @@ final class StressTests: XCTestCase {
                             op.cancel()
                         }
                         let r = await op.value
-                        if finished.increment() == total / 2 { peer.closeFromPeer() }
+                        _ = finished.increment()
                         return r
                     }
                 }
@@ -90,6 +107,8 @@ final class StressTests: XCTestCase {
             }
         }
         XCTAssertEqual(outcomes.count, total, "an operation did not end")
+        print("stress outcomes: ok \(outcomes.filter { $0 == .ok }.count), cancelled \(outcomes.filter { $0 == .cancelled }.count), "
+              + "disconnected \(outcomes.filter { $0 == .disconnected }.count), finished counter \(finished.current), dropped \(client.statistics.droppedEvents)")
         let wrong = outcomes.compactMap { if case .wrong(let s) = $0 { return s }; return nil }
         XCTAssertEqual(wrong, [], "operations ended with somebody else's result")
         XCTAssertGreaterThan(outcomes.filter { $0 == .ok }.count, 0)
@@ -106,7 +125,7 @@ final class StressTests: XCTestCase {
     func testALostResponseTimesOutOnlyItsOwnRequestAndEveryOtherOperationEnds() async throws {
         let clock = ManualClock()
         let lost = Counter()
-        let peer = ScriptedPeer(label: "lossy") { pdu in
+        let peer = ScriptedPeer(label: "lossy") { (pdu: [UInt8]) -> [[UInt8]] in
             // The 300th request's response is lost.
             if pdu[0] & 0x40 == 0, lost.increment() == 300 { return [] }
             return Self.answer(pdu)
