@@ -2,7 +2,7 @@
 // owner, the FIFO of waiting requests, the deadline of the request in flight, the permit FIFO of write without
 // response, the notification fan-out, and the answers to the peer's own requests and indications.
 //
-// Every event is one function that changes the state under one Mutex: submit, inbound PDU, timer, cancel,
+// Every event is one function that changes the state under one lock: submit, inbound PDU, timer, cancel,
 // writable, close. Each checks the operation ID against the slot before it acts, and a continuation is resumed
 // only after it has left the state, outside the lock: so a stale timer, a late response or a second cancel can
 // never resume an operation twice or resume somebody else's.
@@ -126,10 +126,10 @@ final class ATTEngine: ATTTransportSink {
     let streamLimit: Int
     let events: (@Sendable (GATTClientEvent) -> Void)?
     /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
-    let state: Mutex<State>
+    let state: Lock<State>
     let nextID = Atomic<UInt64>(1)
     /// Guards the names callers gave to handles (used only when building error messages).
-    let names = Mutex<[UInt16: String]>([:])
+    let names = Lock<[UInt16: String]>([:])
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
 
@@ -145,7 +145,7 @@ final class ATTEngine: ATTTransportSink {
         self.catchAllStream = stream
         var s = State()
         s.catchAll = sink
-        self.state = Mutex(s)
+        self.state = Lock(s)
     }
 
     func start() { transport.start(self) }

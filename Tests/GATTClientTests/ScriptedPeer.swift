@@ -39,7 +39,7 @@ func raw(_ client: String, _ server: String...) -> [Step] {
 /// `sendCapacity` simulates a full socket: each send uses one unit; at zero, sends report `.wouldBlock` until
 /// `grantWritable(_:)` adds room and fires the POLLOUT callbacks.
 final class ScriptedPeer: ATTTransport, @unchecked Sendable {
-    // @unchecked: every mutable property lives in `state`, guarded by its Mutex.
+    // @unchecked: every mutable property lives in `state`, guarded by its lock.
     struct State {
         var steps: [Step]
         var next = 0
@@ -55,13 +55,13 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         var responder: (@Sendable ([UInt8]) -> [Step])?
         var strict = true
     }
-    let state: Mutex<State>
+    let state: Lock<State>
     let queue = DispatchQueue(label: "scripted-peer.reader")
     let label: String
 
     init(_ steps: [Step], label: String = "scripted", capacity: Int? = nil) {
         self.label = label
-        state = Mutex(State(steps: steps, capacity: capacity))
+        state = Lock(State(steps: steps, capacity: capacity))
     }
 
     /// A peer that answers every client PDU with `responder` (no script).
@@ -70,7 +70,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         var s = State(steps: [])
         s.responder = { pdu in responder(pdu).map { Step.server($0) } }
         s.strict = false
-        state = Mutex(s)
+        state = Lock(s)
     }
 
     /// A peer that answers every client PDU with steps: replies, `.delay`, `.serverClose`.
@@ -79,7 +79,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         var s = State(steps: [])
         s.responder = stepResponder
         s.strict = false
-        state = Mutex(s)
+        state = Lock(s)
     }
 
     func start(_ sink: any ATTTransportSink) {
@@ -266,7 +266,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
 
 /// Events collected from a client.
 final class EventLog: Sendable {
-    let events = Mutex<[GATTClientEvent]>([])
+    let events = Lock<[GATTClientEvent]>([])
     var all: [GATTClientEvent] { events.withLock { $0 } }
     var handler: @Sendable (GATTClientEvent) -> Void { { [self] e in events.withLock { $0.append(e) } } }
 }

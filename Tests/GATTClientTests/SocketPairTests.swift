@@ -18,14 +18,14 @@ final class SocketScriptPeer: ATTTransportSink {
         var receivedWaiters: [(Int, OnceBox<Void>)] = []
     }
     let bearer: ATTBearer
-    let state: Mutex<State>
+    let state: Lock<State>
     /// When set, the reader thread waits on it before handling each PDU (a slow peer that lets the socket fill).
     let gate: DispatchSemaphore?
     let gateOpen = Atomic<Bool>(true)
 
     init(bearer: ATTBearer, steps: [Step], gated: Bool = false) {
         self.bearer = bearer
-        self.state = Mutex(State(steps: steps))
+        self.state = Lock(State(steps: steps))
         self.gate = gated ? DispatchSemaphore(value: 0) : nil
         if gated { gateOpen.store(false, ordering: .sequentiallyConsistent) }
     }

@@ -58,7 +58,7 @@ final class StressTests: XCTestCase {
 
     func testThousandsOfOperationsWithCancellationsLateResponsesAndADisconnect() async throws {
         let seen = Counter()
-        let clientBox = Mutex<GATTClient?>(nil)
+        let clientBox = Lock<GATTClient?>(nil)
         let peer = ScriptedPeer(label: "stress", stepResponder: { pdu in
             // Every 5th response comes late; every 10th request is cancelled while in flight first (what its
             // caller's task cancellation does), so its response arrives late and must be dropped. The peer
