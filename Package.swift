@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "mirror", targets: ["MirrorCLI"]),
         .executable(name: "att-bench", targets: ["ATTBench"]),
         .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
+        .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
     ],
@@ -26,6 +27,8 @@ let package = Package(
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
+        // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
+        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
     ],
