@@ -330,3 +330,14 @@ final class ScanTracker: Sendable {
         throw CancellationError()
     }
 }
+
+extension MirrorScan {
+    /// The address a mirror on the local network can post to: this machine's first IPv4 address that is not
+    /// loopback (nil when it has none: then `--upload-host` must say it).
+    public static func defaultUploadHost() -> String? {
+        Host.current().addresses.first { a in
+            let parts = a.split(separator: ".")
+            return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil } && !a.hasPrefix("127.")
+        }
+    }
+}
