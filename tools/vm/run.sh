@@ -2,11 +2,13 @@
 # The end-to-end rig: boots Debian's kernel (Bluetooth as modules) under qemu (TCG), chroots into the
 # host's root shared read-only over 9p, starts BlueZ's linked virtual controllers (btvirt) and runs one
 # scenario script (tools/vm/scenarios/NAME.sh) per VM boot against the project's release build.
-# Usage: tools/vm/run.sh [--list] SCENARIO...   (needs root; builds nothing: run `swift build -c release` first)
+# Usage: tools/vm/run.sh [--list | --all | SCENARIO...]
+#   (needs root; builds nothing: run `swift build -c release` first; --all runs every scenario, by name)
 # Prints "vm: NAME passed|failed (N.N s)" per scenario and "vm: N passed, N failed" last;
 # exits 0 only when every named scenario passed. Logs: tools/vm/cache/runs/NAME/ (console.log, guest.log,
-# scenario.log and each step's own log). Environment: VM_CACHE (cache directory), VM_TIMEOUT_SCALE
-# (multiplies every scenario's time limit, default 1), VM_KEEP_GOING=0 (stop at the first failure).
+# each step's own STEP.log, hci.btsnoop). Environment: VM_CACHE (cache directory), VM_TIMEOUT_SCALE
+# (multiplies every scenario's time limit, default 1), VM_KEEP_GOING=0 (stop at the first failure),
+# VM_QEMU_EXTRA (more qemu options).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -20,7 +22,15 @@ if [ "${1:-}" = "--list" ]; then
   done
   exit 0
 fi
-[ $# -gt 0 ] || { echo "usage: tools/vm/run.sh [--list] SCENARIO..." >&2; exit 2; }
+if [ "${1:-}" = "--all" ]; then
+  set -- $(for f in "$here"/scenarios/*.sh; do basename "$f" .sh; done)
+fi
+[ $# -gt 0 ] || { echo "usage: tools/vm/run.sh [--list | --all | SCENARIO...]" >&2; exit 2; }
+
+# One run at a time per cache directory (the kernel fetch and runs/NAME are shared).
+mkdir -p "$cache"
+exec 9>"$cache/.lock"
+flock -w 1800 9 || { echo "vm: another run holds $cache/.lock for more than 1800 s"; exit 1; }
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
@@ -37,6 +47,10 @@ fi
 kernel=$(awk '$1=="kernel"{print $2}' <<<"$boot")
 initrd=$(awk '$1=="initrd"{print $2}' <<<"$boot")
 echo "vm: prepared in $(elapsed "$t0" "$(now)") s ($(basename "$(dirname "$kernel")"))" >&2
+
+# qboot (qemu-system-data) reaches the kernel about a second sooner than SeaBIOS under TCG.
+bios=""
+[ -f /usr/share/qemu/qboot.rom ] && bios="-bios /usr/share/qemu/qboot.rom"
 
 passed=0 failed=0
 for name in "$@"; do
@@ -57,8 +71,9 @@ for name in "$@"; do
     printf 'VM_LIMIT=%q\n' "$limit"
   } > "$out/env"
   start=$(now)
+  # shellcheck disable=SC2086
   timeout -k 5 "$limit" qemu-system-x86_64 \
-    -accel tcg -cpu max -m 1024 -smp 2 \
+    -accel tcg -cpu max -m 1024 -smp 2 $bios ${VM_QEMU_EXTRA:-} \
     -nodefaults -no-user-config -display none -no-reboot \
     -serial "file:$out/console.log" \
     -kernel "$kernel" -initrd "$initrd" \
