@@ -193,3 +193,23 @@ vm_count() {
   else sed 's/^/    | /' "$1" | tail -n 20; vm_fail "${4:-lines matching '$2'}: $n, expected $3"
   fi
 }
+
+# vm_gatt_peer: BlueZ's own GATT server on hci1, as a peer nobody here wrote: the system D-Bus, bluetoothd,
+# and hci1 powered, connectable and advertising through bluetoothd (btmgmt); hci0 powered for the central.
+# Serves GAP 0x0001-0x0007 (Device Name value 0x0003 "BlueZ 5.66"), GATT 0x0008-0x0011, Device
+# Information 0x0012-0x0014. Larger socket buffers first, so that bluetoothd keeps every Write Command.
+vm_gatt_peer() {
+  vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608
+  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
+  vm_bg btvirt btvirt -l2 -L
+  vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
+  mkdir -p /run/dbus
+  vm_bg dbus dbus-daemon --system --nofork --nopidfile
+  vm_wait "the system bus" 15 test -S /run/dbus/system_bus_socket
+  vm_bg bluetoothd /usr/sbin/bluetoothd -n
+  vm_wait "bluetoothd on the bus" 20 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Introspectable.Introspect
+  vm_ok hci1-power 20 btmgmt -i hci1 power on
+  vm_ok hci1-connectable 20 btmgmt -i hci1 connectable on
+  vm_ok hci1-advertising 20 btmgmt -i hci1 advertising on
+  vm_ok hci0-power 20 btmgmt -i hci0 power on
+}
