@@ -11,8 +11,10 @@ cd "$OUT" || exit 1
 exec >>"$OUT/guest.log" 2>&1
 echo "guest: $SCENARIO starting at $(cut -d' ' -f1 /proc/uptime) s (uptime), kernel $(uname -r)"
 ip link set lo up || echo "guest: ip link set lo up failed"
-# Leave 15 s of the VM's limit for boot and power-off, so that a stuck step still leaves its logs.
-inner=$(( VM_LIMIT > 40 ? VM_LIMIT - 15 : 25 ))
+# Leave a quarter of the VM's limit (at least 20 s) for boot and power-off, so that a stuck step is
+# stopped here and still leaves its logs, before the host kills qemu.
+margin=$(( VM_LIMIT / 4 > 20 ? VM_LIMIT / 4 : 20 ))
+inner=$(( VM_LIMIT - margin > 10 ? VM_LIMIT - margin : 10 ))
 timeout -k 5 "$inner" /bin/bash -c '
   . "$REPO/tools/vm/lib.sh"
   trap vm_cleanup EXIT
