@@ -7,6 +7,7 @@ let package = Package(
     products: [
         .executable(name: "mirror", targets: ["MirrorCLI"]),
         .executable(name: "att-bench", targets: ["ATTBench"]),
+        .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
     ],
@@ -20,6 +21,8 @@ let package = Package(
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
         .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
+        // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
     ],
