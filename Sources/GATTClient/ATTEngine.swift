@@ -2,7 +2,7 @@
 // owner, the FIFO of waiting requests, the deadline of the request in flight, the permit FIFO of write without
 // response, the notification fan-out, and the answers to the peer's own requests and indications.
 //
-// Every event is one function that changes the state under one Mutex: submit, inbound PDU, timer, cancel,
+// Every event is one function that changes the state under one lock: submit, inbound PDU, timer, cancel,
 // writable, close. Each checks the operation ID against the slot before it acts, and a continuation is resumed
 // only after it has left the state, outside the lock: so a stale timer, a late response or a second cancel can
 // never resume an operation twice or resume somebody else's.
@@ -126,10 +126,10 @@ final class ATTEngine: ATTTransportSink {
     let streamLimit: Int
     let events: (@Sendable (GATTClientEvent) -> Void)?
     /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
-    let state: Mutex<State>
+    let state: Lock<State>
     let nextID = Atomic<UInt64>(1)
     /// Guards the names callers gave to handles (used only when building error messages).
-    let names = Mutex<[UInt16: String]>([:])
+    let names = Lock<[UInt16: String]>([:])
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
 
@@ -145,7 +145,7 @@ final class ATTEngine: ATTTransportSink {
         self.catchAllStream = stream
         var s = State()
         s.catchAll = sink
-        self.state = Mutex(s)
+        self.state = Lock(s)
     }
 
     func start() { transport.start(self) }
@@ -160,7 +160,7 @@ final class ATTEngine: ATTTransportSink {
     /// "Write Request to handle 0x0012 (cloudToken)"
     func describe(_ opcode: ATTOpcode, handle: UInt16?) -> String {
         guard let handle else { return opcode.name }
-        let prep = opcode == .writeRequest || opcode == .writeCommand || opcode == .prepareWriteRequest ? "to" : "of"
+        let prep = opcode.preposition
         if let n = name(of: handle) { return "\(opcode.name) \(prep) handle \(hex4(handle)) (\(n))" }
         return "\(opcode.name) \(prep) handle \(hex4(handle))"
     }
@@ -267,7 +267,7 @@ final class ATTEngine: ATTTransportSink {
                     guard let slot = s.slot, slot.id == nextID else { return (nil, nil) }
                     s.slot = nil
                     let op = describe(slot.opcode, handle: slot.handle)
-                    let r = slot.continuation.map { Resumption.request($0, .failure(.transport(error, operation: op))) }
+                    let r = slot.continuation.map { Resumption.request($0, .failure(GATTError.sendFailure(error, operation: op))) }
                     return (r, promoteNext(&s))
                 }
                 resume?.run()
@@ -745,7 +745,7 @@ final class ATTEngine: ATTTransportSink {
             do throws(TransportError) {
                 return try transport.trySend(pdu) == .sent ? .sent : .mustWait(blocked: true)
             } catch {
-                throw .transport(error, operation: describe(.writeCommand, handle: handle))
+                throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
             }
         }
     }
@@ -822,7 +822,7 @@ final class ATTEngine: ATTTransportSink {
                     return (nil, armWritable(&s), true)
                 case .failure(let error):
                     guard s.permits.first?.id == head.id, let w = s.permits.popFirst() else { return (nil, false, false) }
-                    return (.permit(w.continuation, .failure(.transport(error, operation: describe(.writeCommand, handle: w.handle)))), false, false)
+                    return (.permit(w.continuation, .failure(GATTError.sendFailure(error, operation: describe(.writeCommand, handle: w.handle)))), false, false)
                 }
             }
             resume?.run()

@@ -99,10 +99,10 @@ public final class ManualClock: GATTClock {
         var scheduleWaiters: [(count: Int, once: OnceBox<Void>)] = []
     }
     /// Guards the current time, the pending wake-ups and the tests waiting for a wake-up to be scheduled.
-    private let state: Mutex<State>
+    private let state: Lock<State>
 
     public init(start: ClockInstant = ClockInstant(nanoseconds: 1_000_000_000)) {
-        state = Mutex(State(now: start))
+        state = Lock(State(now: start))
     }
 
     public func now() -> ClockInstant { state.withLock { $0.now } }

@@ -37,6 +37,16 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
+    /// A send that failed in the transport: a closed transport is a disconnect, anything else a transport error.
+    static func sendFailure(_ e: TransportError, operation: String) -> GATTError {
+        switch e {
+        case .closedByPeer, .closedLocally:
+            return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
+        default:
+            return .transport(e, operation: operation)
+        }
+    }
+
     /// Maps whatever a continuation threw to a `GATTError` (a `CancellationError` becomes `.cancelled`).
     static func from(_ error: any Error, operation: @autoclosure () -> String) -> GATTError {
         if let e = error as? GATTError { return e }
@@ -87,9 +97,10 @@ public struct GATTAttributeError: Error, Sendable, Equatable, CustomStringConver
     /// The code's name in the spec's words ("Invalid Attribute Value Length").
     public var name: String { code.name }
 
-    /// "handle 0x0012 (cloudToken)"
+    /// "to handle 0x0012 (cloudToken)" for writes, "of handle 0x0021" otherwise.
     var handleText: String {
-        handleName.map { "handle \(hex4(handle)) (\($0))" } ?? "handle \(hex4(handle))"
+        let h = handleName.map { "handle \(hex4(handle)) (\($0))" } ?? "handle \(hex4(handle))"
+        return "\(requestOpcode.preposition) \(h)"
     }
 
     /// The peer's words:
@@ -102,9 +113,9 @@ public struct GATTAttributeError: Error, Sendable, Equatable, CustomStringConver
             let len = valueLength ?? 0
             let b = budget ?? 0
             return "not sent: \(len)-byte value exceeds the \(b)-byte budget of MTU \(mtu) (local limit), "
-                + "\(requestOpcode.name) to \(handleText)"
+                + "\(requestOpcode.name) \(handleText)"
         case .peer:
-            var s = "ATT error \(hex2(code.rawValue)) \(code.name) from the peer, on \(requestOpcode.name) to \(handleText)"
+            var s = "ATT error \(hex2(code.rawValue)) \(code.name) from the peer, on \(requestOpcode.name) \(handleText)"
             if let valueLength, let budget {
                 if code == .invalidAttributeValueLength && valueLength <= budget {
                     s += ": \(valueLength)-byte value, within the \(budget)-byte budget of MTU \(mtu), "
@@ -151,5 +162,15 @@ public struct GATTProtocolViolation: Error, Sendable, Equatable, CustomStringCon
 
     public var description: String {
         "protocol violation by the peer: \(problem); received [\(hexBytes(received))], expected \(expected)"
+    }
+}
+
+extension ATTOpcode {
+    /// "to" for the PDUs that write a handle, "of" for the others: "Write Request to handle", "Read Request of handle".
+    var preposition: String {
+        switch self {
+        case .writeRequest, .writeCommand, .signedWriteCommand, .prepareWriteRequest: return "to"
+        default: return "of"
+        }
     }
 }

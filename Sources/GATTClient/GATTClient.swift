@@ -35,7 +35,7 @@ public final class GATTClient: Sendable {
     let engine: ATTEngine
     let configuration: Configuration
     /// Guards the link's current security level.
-    let security: Mutex<GATTSecurityLevel>
+    let security: Lock<GATTSecurityLevel>
 
     init(transport: any ATTTransport, configuration: Configuration) {
         self.configuration = configuration
@@ -43,7 +43,7 @@ public final class GATTClient: Sendable {
             transport: transport, clock: configuration.clock, timeout: configuration.transactionTimeout,
             clientRxMTU: min(max(configuration.clientRxMTU, ATTMTU.minimumLE), ATTMTU.maximum),
             streamLimit: configuration.notificationBufferLimit, events: configuration.events)
-        self.security = Mutex(configuration.initialSecurityLevel)
+        self.security = Lock(configuration.initialSecurityLevel)
     }
 
     /// Starts a client on `transport` (which must not have been started): from this moment every notification and

@@ -12,7 +12,7 @@ public final class OnceBox<T: Sendable>: Sendable {
         case done
     }
     /// Guards the continuation or the early result; a continuation leaves the state before it is resumed.
-    private let state = Mutex<State>(.empty)
+    private let state = Lock<State>(.empty)
 
     public init() {}
 

@@ -6,7 +6,7 @@ import XCTest
 final class ClockAndOnceTests: XCTestCase {
     func testManualClockWakesSleepersInDeadlineOrderWhenAdvanced() async throws {
         let clock = ManualClock()
-        let order = Mutex<[Int]>([])
+        let order = Lock<[Int]>([])
         let start = clock.now()
         _ = clock.schedule(at: start.advanced(by: .seconds(2))) { order.withLock { $0.append(2) } }
         _ = clock.schedule(at: start.advanced(by: .seconds(1))) { order.withLock { $0.append(1) } }

@@ -24,6 +24,10 @@ enum Step: Sendable {
     case serverClose
     /// The peer holds the following replies until the test calls `grantScriptStep()`.
     case pause
+    /// (Responder mode) the following replies go out after this many microseconds (network latency).
+    case delay(Int)
+    /// Runs an action on the reader queue, in order with the replies.
+    case run(@Sendable () -> Void)
 }
 
 /// Builds a script from BlueZ-style pairs: `raw(client, server...)`.
@@ -35,7 +39,7 @@ func raw(_ client: String, _ server: String...) -> [Step] {
 /// `sendCapacity` simulates a full socket: each send uses one unit; at zero, sends report `.wouldBlock` until
 /// `grantWritable(_:)` adds room and fires the POLLOUT callbacks.
 final class ScriptedPeer: ATTTransport, @unchecked Sendable {
-    // @unchecked: every mutable property lives in `state`, guarded by its Mutex.
+    // @unchecked: every mutable property lives in `state`, guarded by its lock.
     struct State {
         var steps: [Step]
         var next = 0
@@ -48,25 +52,34 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         var writableCallbacks: [@Sendable () -> Void] = []
         var sentWaiters: [(count: Int, once: OnceBox<Void>)] = []
         /// Replies the client triggers without a script (a responder).
-        var responder: (@Sendable ([UInt8]) -> [[UInt8]])?
+        var responder: (@Sendable ([UInt8]) -> [Step])?
         var strict = true
     }
-    let state: Mutex<State>
+    let state: Lock<State>
     let queue = DispatchQueue(label: "scripted-peer.reader")
     let label: String
 
     init(_ steps: [Step], label: String = "scripted", capacity: Int? = nil) {
         self.label = label
-        state = Mutex(State(steps: steps, capacity: capacity))
+        state = Lock(State(steps: steps, capacity: capacity))
     }
 
     /// A peer that answers every client PDU with `responder` (no script).
     init(label: String = "responder", responder: @escaping @Sendable ([UInt8]) -> [[UInt8]]) {
         self.label = label
         var s = State(steps: [])
-        s.responder = responder
+        s.responder = { pdu in responder(pdu).map { Step.server($0) } }
         s.strict = false
-        state = Mutex(s)
+        state = Lock(s)
+    }
+
+    /// A peer that answers every client PDU with steps: replies, `.delay`, `.serverClose`.
+    init(label: String = "responder", stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
+        self.label = label
+        var s = State(steps: [])
+        s.responder = stepResponder
+        s.strict = false
+        state = Lock(s)
     }
 
     func start(_ sink: any ATTTransportSink) {
@@ -104,6 +117,11 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
 
     private func deliver(_ steps: [Step]) {
         guard !steps.isEmpty else { return }
+        if case .delay(let us) = steps[0] {
+            let rest = Array(steps.dropFirst())
+            queue.asyncAfter(deadline: .now() + .microseconds(us)) { [self] in deliver(rest) }
+            return
+        }
         queue.async { [self] in
             for step in steps {
                 let sink: (any ATTTransportSink)? = state.withLock { s in s.closed ? nil : s.sink }
@@ -111,7 +129,8 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
                 switch step {
                 case .server(let pdu): sink.transport(didReceive: pdu)
                 case .serverClose: closeFromPeer()
-                case .client, .pause: break
+                case .run(let action): action()
+                case .client, .pause, .delay: break
                 }
             }
         }
@@ -119,8 +138,10 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
 
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let bytes = [UInt8](pdu)
-        let outcome: Result<(ATTSendResult, [Step], [[UInt8]], [OnceBox<Void>]), TransportError> = state.withLock { s in
-            if s.closed { return .failure(.closedLocally(reason: s.closeReason ?? "closed")) }
+        let outcome: Result<(ATTSendResult, [Step], [Step], [OnceBox<Void>]), TransportError> = state.withLock { s in
+            if s.closed {
+                return .failure(s.closeReason == "peer" ? .closedByPeer : .closedLocally(reason: s.closeReason ?? "closed"))
+            }
             if let c = s.capacity {
                 if c == 0 { return .success((.wouldBlock, [], [], [])) }
                 s.capacity = c - 1
@@ -153,7 +174,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         case .success(let (result, steps, replies, ready)):
             for r in ready { r.finish(.success(())) }
             deliver(steps)
-            deliver(replies.map { .server($0) })
+            deliver(replies)
             return result
         }
     }
@@ -245,7 +266,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
 
 /// Events collected from a client.
 final class EventLog: Sendable {
-    let events = Mutex<[GATTClientEvent]>([])
+    let events = Lock<[GATTClientEvent]>([])
     var all: [GATTClientEvent] { events.withLock { $0 } }
     var handler: @Sendable (GATTClientEvent) -> Void { { [self] e in events.withLock { $0.append(e) } } }
 }
@@ -264,4 +285,12 @@ func makeClient(_ peer: ScriptedPeer, clock: ManualClock = ManualClock(), log: E
 func within<T: Sendable>(_ seconds: Double = 10, _ what: String = "the test",
                          _ body: @escaping @Sendable () async throws -> T) async throws -> T {
     try await withDeadline(.milliseconds(Int64(seconds * 1000)), waitingFor: what, body)
+}
+
+/// A shareable atomic integer for test closures.
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+    /// Adds one and returns the new value.
+    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    var current: Int { value.load(ordering: .relaxed) }
 }

@@ -267,8 +267,12 @@ public final class SimulatedMirror: Sendable {
         var fault: SimFault?
         if let target = targetHandle(pdu), let name = database.names[target],
            let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
-            fault = s.faults.remove(at: index)
-            fx.logs.append("conn \(id): fault \(fault!) on \(pdu.opcode.name)")
+            if s.faults[index].occurrence > 1 {
+                s.faults[index].occurrence -= 1
+            } else {
+                fault = s.faults.remove(at: index)
+                fx.logs.append("conn \(id): fault \(fault!) on \(pdu.opcode.name)")
+            }
         }
         if case .disconnect = fault?.kind {
             if let c = s.connections[id] { fx.closes.append((c.transport, "fault: disconnect during \(pdu.opcode.name)")) }

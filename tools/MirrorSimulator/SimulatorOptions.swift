@@ -18,9 +18,20 @@ public struct SimFault: Sendable, Equatable, CustomStringConvertible {
     public var kind: Kind
     /// The profile's name of the characteristic whose value handle the request targets.
     public var characteristic: String
-    /// Parses "drop:cloudToken", "delay:scannerAction:1500", "disconnect:scannerAction", "notify-first:cloudToken".
+    /// Which matching request it hits: 1 is the next one (the default), 2 the one after, ...
+    public var occurrence = 1
+    /// Parses "drop:cloudToken", "delay:scannerAction:1500", "disconnect:scannerAction", "notify-first:cloudToken";
+    /// a suffix "@N" picks the Nth matching request ("delay:scannerAction:900@2").
     public init(parsing text: String) throws(SimOptionsError) {
-        let parts = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        var body = text
+        if let at = text.lastIndex(of: "@") {
+            guard let n = Int(text[text.index(after: at)...]), n >= 1 else {
+                throw SimOptionsError(problem: "fault \"\(text)\": @N needs a count from 1")
+            }
+            occurrence = n
+            body = String(text[..<at])
+        }
+        let parts = body.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 2, !parts[1].isEmpty else {
             throw SimOptionsError(problem: "fault \"\(text)\": expected KIND:CHARACTERISTIC[:MS] (drop, delay, disconnect, notify-first)")
         }
@@ -40,11 +51,12 @@ public struct SimFault: Sendable, Equatable, CustomStringConvertible {
     }
     public init(_ kind: Kind, _ characteristic: String) { self.kind = kind; self.characteristic = characteristic }
     public var description: String {
+        let suffix = occurrence == 1 ? "" : "@\(occurrence)"
         switch kind {
-        case .drop: return "drop:\(characteristic)"
-        case .delay(let ms): return "delay:\(characteristic):\(ms)"
-        case .disconnect: return "disconnect:\(characteristic)"
-        case .notifyFirst: return "notify-first:\(characteristic)"
+        case .drop: return "drop:\(characteristic)\(suffix)"
+        case .delay(let ms): return "delay:\(characteristic):\(ms)\(suffix)"
+        case .disconnect: return "disconnect:\(characteristic)\(suffix)"
+        case .notifyFirst: return "notify-first:\(characteristic)\(suffix)"
         }
     }
 }
