@@ -1,6 +1,7 @@
 // Ctrl-C (SIGINT) and SIGTERM for `mirror`: a command that streams (`mirror listen`) ends cleanly on the first
 // one; every other command (or a second signal) ends at once with the shell's status, 128 + the signal number.
 
+import ATTStack
 import CBlueZSocket
 import Synchronization
 
@@ -16,7 +17,7 @@ public enum Interrupts {
     /// The eventfd the handler signals; -1 until installed.
     static let wakeFD = Atomic<Int32>(-1)
     /// Guards the running command's handler.
-    private static let handler = Mutex<(@Sendable () -> Void)?>(nil)
+    private static let handler = LockedValue<(@Sendable () -> Void)?>(nil)
 
     /// Installs the SIGINT and SIGTERM handler and starts the thread that acts on it. Idempotent.
     public static func install() {
