@@ -4,7 +4,6 @@ import Foundation
 import GATTClient
 import Mirror
 import MirrorCommandLine
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -113,10 +112,10 @@ final class StatusLine: Sendable {
         var shown = false
     }
     private let enabled: Bool
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let started = ContinuousClock.now
     private let deadline: Double
-    private let ticker = Mutex<Task<Void, Never>?>(nil)
+    private let ticker = Lock<Task<Void, Never>?>(nil)
 
     init(enabled: Bool, deadline: Double) {
         self.enabled = enabled
