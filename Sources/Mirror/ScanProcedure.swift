@@ -245,6 +245,8 @@ final class ScanTracker: Sendable {
         var upload: ReceivedUpload?
         var ended: String?
         var notifications = 0
+        /// scanError when the handlers were armed: a read that still shows it is old news, not this scan's error.
+        var scanErrorAtArming: UInt8?
     }
     let profile: MirrorProfile
     private let state = Lock(State())
@@ -259,7 +261,10 @@ final class ScanTracker: Sendable {
     var snapshot: State { state.withLock { $0 } }
 
     func arm() {
-        state.withLock { $0.armed = true }
+        state.withLock { s in
+            s.armed = true
+            s.scanErrorAtArming = s.scanError
+        }
         poke.yield()
     }
 
@@ -292,6 +297,7 @@ final class ScanTracker: Sendable {
                 s.scanError = b
                 let n = profile.scanErrorName(b)
                 guard s.armed, n != "invalid", n != "noError" else { return }
+                if !notification && b == s.scanErrorAtArming { return }
                 if s.errorSeen == nil { s.errorSeen = "scanError \(n) (0x\(String(b, radix: 16)))" }
             default: return
             }
