@@ -1,6 +1,8 @@
 // The seam between the ATT transaction engine (GATTClient) and whatever moves whole ATT PDUs:
 // the socket bearer (L2CAP CID 4, AF_UNIX SOCK_SEQPACKET, a socketpair) or a test double.
 
+import CBlueZSocket
+
 /// Receives what a transport reads, on the transport's one reader thread, in arrival order.
 /// Core Spec 5.4 Vol 3 Part F §3.3: every PDU arrives whole; the engine above decides what it answers.
 public protocol ATTTransportSink: AnyObject, Sendable {
@@ -43,6 +45,16 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case closedLocally(reason: String)
     /// A datagram was longer than the receive buffer (MSG_TRUNC): reported, never passed on cut.
     case truncated(received: Int, bufferSize: Int)
+    /// The named adapter ("hci3", or an address) does not exist; `available` lists the ones that do.
+    case noSuchAdapter(String, available: [String])
+    /// The adapter exists but is powered off (HCI_UP not set).
+    case adapterDown(String)
+    /// A connection attempt got no answer within the connect timeout (the socket was closed, which cancels it).
+    case connectTimedOut(peer: String, seconds: Double)
+    /// A target ("unix:/path" or "AA:BB:CC:DD:EE:FF") could not be parsed.
+    case invalidTarget(BearerTargetError)
+    /// A raw HCI command failed: the controller's status code (Core Spec 5.4 Vol 1 Part F) or no answer in time.
+    case hciCommandFailed(command: String, adapter: String, status: UInt8?, detail: String)
 
     public var description: String {
         switch self {
@@ -51,6 +63,19 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
         case .closedLocally(let reason): return "closed by this host: \(reason)"
         case .truncated(let received, let size):
             return "received a \(received)-byte PDU, larger than the \(size)-byte receive buffer (dropped as truncated)"
+        case .noSuchAdapter(let name, let available):
+            let list = available.isEmpty ? "this machine has no Bluetooth adapter" : "adapters here: " + available.joined(separator: ", ")
+            return "no such adapter \(name): \(list) (see `mirror adapters`)"
+        case .adapterDown(let name):
+            return "adapter \(name) is down: power it on with `sudo btmgmt -i \(name) power on` (or `sudo hciconfig \(name) up`)"
+        case .connectTimedOut(let peer, let seconds):
+            return "connecting to \(peer) got no answer in \(bearerSeconds(seconds)) s: the peer is not reachable; check that it is advertising as connectable, in range, and not already connected to another central"
+        case .invalidTarget(let e): return e.description
+        case .hciCommandFailed(let command, let adapter, let status, let detail):
+            if let status {
+                return "\(command) on \(adapter) failed with HCI status 0x\(bearerHex2(status)): \(detail)"
+            }
+            return "\(command) on \(adapter) failed: \(detail)"
         }
     }
 }
@@ -60,10 +85,38 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
     public var syscall: String
     public var errno: Int32
     public var context: String
-    public init(syscall: String, errno: Int32, context: String) {
+    /// What the user can do about it, one sentence ("this kernel has no Bluetooth support: ..."); may be empty.
+    public var advice: String
+    public init(syscall: String, errno: Int32, context: String, advice: String = "") {
         self.syscall = syscall
         self.errno = errno
         self.context = context
+        self.advice = advice
     }
-    public var description: String { "\(context): \(syscall) failed with errno \(errno)" }
+    /// errno's symbolic name: "ECONNREFUSED" (or "errno 1234" for a number glibc does not know).
+    public var errnoName: String { errnoSymbol(errno) }
+    /// errno's meaning as the C library words it: "Connection refused".
+    public var errnoMeaning: String { String(cString: cbz_errno_description(errno)) }
+    public var description: String {
+        let base = "\(context): \(syscall) failed with \(errnoName) (\(errnoMeaning))"
+        return advice.isEmpty ? base : "\(base): \(advice)"
+    }
+}
+
+/// errno's symbolic name through glibc's strerrorname_np.
+func errnoSymbol(_ code: Int32) -> String {
+    if let p = cbz_errno_name(code) { return String(cString: p) }
+    return "errno \(code)"
+}
+
+/// "5" for 5.0 s, "2.5" for 2.5 s (one decimal at most).
+func bearerSeconds(_ s: Double) -> String {
+    let tenths = (s * 10).rounded() / 10
+    return tenths == tenths.rounded() ? String(Int(tenths)) : String(tenths)
+}
+
+/// Two uppercase hex digits.
+func bearerHex2(_ b: UInt8) -> String {
+    let digits = Array("0123456789ABCDEF")
+    return String([digits[Int(b >> 4)], digits[Int(b & 0x0F)]])
 }

@@ -1,3 +1,508 @@
+// The shim's implementation: thin wrappers that keep every kernel struct in C.
+#define _GNU_SOURCE
 #include "CBlueZSocket.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/capability.h>
+
+// MARK: - Layouts
+
 size_t cbz_sizeof_sockaddr_l2(void) { return sizeof(struct sockaddr_l2); }
+size_t cbz_sizeof_sockaddr_hci(void) { return sizeof(struct sockaddr_hci); }
+size_t cbz_sizeof_bt_security(void) { return sizeof(struct bt_security); }
+size_t cbz_sizeof_hci_dev_info(void) { return sizeof(struct hci_dev_info); }
+
+size_t cbz_offsetof_hci_dev_info(const char *field) {
+    if (!strcmp(field, "bdaddr")) return offsetof(struct hci_dev_info, bdaddr);
+    if (!strcmp(field, "flags")) return offsetof(struct hci_dev_info, flags);
+    if (!strcmp(field, "type")) return offsetof(struct hci_dev_info, type);
+    if (!strcmp(field, "features")) return offsetof(struct hci_dev_info, features);
+    if (!strcmp(field, "acl_mtu")) return offsetof(struct hci_dev_info, acl_mtu);
+    if (!strcmp(field, "acl_pkts")) return offsetof(struct hci_dev_info, acl_pkts);
+    return (size_t)-1;
+}
+
+size_t cbz_offsetof_sockaddr_l2(const char *field) {
+    if (!strcmp(field, "l2_psm")) return offsetof(struct sockaddr_l2, l2_psm);
+    if (!strcmp(field, "l2_bdaddr")) return offsetof(struct sockaddr_l2, l2_bdaddr);
+    if (!strcmp(field, "l2_cid")) return offsetof(struct sockaddr_l2, l2_cid);
+    if (!strcmp(field, "l2_bdaddr_type")) return offsetof(struct sockaddr_l2, l2_bdaddr_type);
+    return (size_t)-1;
+}
+
+// MARK: - Errors
+
+const char *cbz_errno_name(int err) { return strerrorname_np(err); }
+const char *cbz_errno_description(int err) {
+    const char *d = strerrordesc_np(err);
+    return d ? d : "Unknown error";
+}
+int cbz_errno(void) { return errno; }
+
+// MARK: - Generic descriptors
+
+int cbz_close(int fd) { return close(fd); }
+
+ssize_t cbz_send(int fd, const void *buf, size_t len) {
+    return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated) {
+    struct iovec iov = { .iov_base = buf, .iov_len = len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_TRUNC);
+    } while (n < 0 && errno == EINTR);
+    *truncated = (n >= 0 && ((msg.msg_flags & MSG_TRUNC) || (size_t)n > len)) ? 1 : 0;
+    return n;
+}
+
+int cbz_socket_error(int fd, int *err) {
+    socklen_t len = sizeof *err;
+    return getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &len);
+}
+
+int cbz_get_buffer_size(int fd, int which, int *bytes) {
+    socklen_t len = sizeof *bytes;
+    return getsockopt(fd, SOL_SOCKET, which ? SO_RCVBUF : SO_SNDBUF, bytes, &len);
+}
+
+int cbz_set_buffer_size(int fd, int which, int bytes) {
+    return setsockopt(fd, SOL_SOCKET, which ? SO_RCVBUF : SO_SNDBUF, &bytes, sizeof bytes);
+}
+
+int cbz_shutdown(int fd) { return shutdown(fd, SHUT_RDWR); }
+
+int cbz_set_nonblocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+int cbz_pending_bytes(int fd, int *bytes) { return ioctl(fd, FIONREAD, bytes); }
+
+// MARK: - AF_UNIX
+
+int cbz_unix_socketpair(int fds[2]) {
+    return socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds);
+}
+
+int cbz_unix_socket(void) {
+    return socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+}
+
+static int fill_sun(struct sockaddr_un *sun, const char *path) {
+    memset(sun, 0, sizeof *sun);
+    sun->sun_family = AF_UNIX;
+    size_t n = strlen(path);
+    if (n == 0) { errno = EINVAL; return -1; }
+    if (n >= sizeof sun->sun_path) { errno = ENAMETOOLONG; return -1; }
+    memcpy(sun->sun_path, path, n);
+    return 0;
+}
+
+int cbz_unix_bind(int fd, const char *path) {
+    struct sockaddr_un sun;
+    if (fill_sun(&sun, path) < 0) return -1;
+    return bind(fd, (struct sockaddr *)&sun, sizeof sun);
+}
+
+int cbz_unix_connect(int fd, const char *path) {
+    struct sockaddr_un sun;
+    if (fill_sun(&sun, path) < 0) return -1;
+    int r;
+    do { r = connect(fd, (struct sockaddr *)&sun, sizeof sun); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+size_t cbz_unix_path_max(void) {
+    struct sockaddr_un sun;
+    return sizeof sun.sun_path - 1;
+}
+
+int cbz_listen(int fd, int backlog) { return listen(fd, backlog); }
+
+int cbz_accept(int fd) {
+    int r;
+    do { r = accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_unlink(const char *path) { return unlink(path); }
+
+int cbz_is_socket_file(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) < 0) return -1;
+    return S_ISSOCK(st.st_mode) ? 1 : 0;
+}
+
+// MARK: - L2CAP LE
+
+static void to_bdaddr(bdaddr_t *out, const uint8_t *printed) {
+    for (int i = 0; i < 6; i++) out->b[i] = printed[5 - i];
+}
+
+static void from_bdaddr(uint8_t *printed, const bdaddr_t *in) {
+    for (int i = 0; i < 6; i++) printed[i] = in->b[5 - i];
+}
+
+int cbz_l2cap_socket(void) {
+    return socket(AF_BLUETOOTH, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_L2CAP);
+}
+
+int cbz_l2cap_bind_le(int fd, const uint8_t *addr, uint8_t addr_type) {
+    struct sockaddr_l2 a;
+    memset(&a, 0, sizeof a);
+    a.l2_family = AF_BLUETOOTH;
+    if (addr) to_bdaddr(&a.l2_bdaddr, addr); // else BDADDR_ANY (all zero)
+    a.l2_cid = htobs(CBZ_ATT_CID);
+    a.l2_bdaddr_type = addr_type;
+    return bind(fd, (struct sockaddr *)&a, sizeof a);
+}
+
+int cbz_l2cap_connect_le(int fd, const uint8_t *addr, uint8_t addr_type) {
+    struct sockaddr_l2 a;
+    memset(&a, 0, sizeof a);
+    a.l2_family = AF_BLUETOOTH;
+    a.l2_psm = 0;
+    to_bdaddr(&a.l2_bdaddr, addr);
+    a.l2_cid = htobs(CBZ_ATT_CID);
+    a.l2_bdaddr_type = addr_type;
+    int r;
+    do { r = connect(fd, (struct sockaddr *)&a, sizeof a); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_l2cap_accept(int fd, uint8_t *peer_addr, uint8_t *peer_type) {
+    struct sockaddr_l2 a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    int r;
+    do { r = accept4(fd, (struct sockaddr *)&a, &len, SOCK_NONBLOCK | SOCK_CLOEXEC); } while (r < 0 && errno == EINTR);
+    if (r >= 0) {
+        from_bdaddr(peer_addr, &a.l2_bdaddr);
+        *peer_type = a.l2_bdaddr_type;
+    }
+    return r;
+}
+
+static int l2_name(int fd, int peer, uint8_t *addr, uint8_t *addr_type, uint16_t *cid) {
+    struct sockaddr_l2 a;
+    socklen_t len = sizeof a;
+    memset(&a, 0, sizeof a);
+    int r = peer ? getpeername(fd, (struct sockaddr *)&a, &len) : getsockname(fd, (struct sockaddr *)&a, &len);
+    if (r < 0) return -1;
+    from_bdaddr(addr, &a.l2_bdaddr);
+    *addr_type = a.l2_bdaddr_type;
+    *cid = btohs(a.l2_cid);
+    return 0;
+}
+
+int cbz_l2cap_local(int fd, uint8_t *addr, uint8_t *addr_type, uint16_t *cid) { return l2_name(fd, 0, addr, addr_type, cid); }
+int cbz_l2cap_peer(int fd, uint8_t *addr, uint8_t *addr_type, uint16_t *cid) { return l2_name(fd, 1, addr, addr_type, cid); }
+
+int cbz_bt_security_get(int fd, uint8_t *level, uint8_t *key_size) {
+    struct bt_security s;
+    socklen_t len = sizeof s;
+    memset(&s, 0, sizeof s);
+    if (getsockopt(fd, SOL_BLUETOOTH, BT_SECURITY, &s, &len) < 0) return -1;
+    *level = s.level;
+    *key_size = s.key_size;
+    return 0;
+}
+
+int cbz_bt_security_set(int fd, uint8_t level) {
+    struct bt_security s;
+    memset(&s, 0, sizeof s);
+    s.level = level;
+    return setsockopt(fd, SOL_BLUETOOTH, BT_SECURITY, &s, sizeof s);
+}
+
+static int get_u16(int fd, int opt, uint16_t *v) {
+    socklen_t len = sizeof *v;
+    return getsockopt(fd, SOL_BLUETOOTH, opt, v, &len);
+}
+
+int cbz_bt_sndmtu(int fd, uint16_t *mtu) { return get_u16(fd, BT_SNDMTU, mtu); }
+int cbz_bt_rcvmtu(int fd, uint16_t *mtu) { return get_u16(fd, BT_RCVMTU, mtu); }
+int cbz_bt_set_rcvmtu(int fd, uint16_t mtu) { return setsockopt(fd, SOL_BLUETOOTH, BT_RCVMTU, &mtu, sizeof mtu); }
+
+// MARK: - HCI devices
+
+int cbz_hci_control_socket(void) {
+    return socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI);
+}
+
+int cbz_hci_device_list(int ctl, uint16_t *ids, int max) {
+    size_t size = sizeof(struct hci_dev_list_req) + HCI_MAX_DEV * sizeof(struct hci_dev_req);
+    struct hci_dev_list_req *req = calloc(1, size);
+    if (!req) { errno = ENOMEM; return -1; }
+    req->dev_num = HCI_MAX_DEV;
+    if (ioctl(ctl, HCIGETDEVLIST, req) < 0) {
+        int e = errno;
+        free(req);
+        errno = e;
+        return -1;
+    }
+    int n = req->dev_num;
+    for (int i = 0; i < n && i < max; i++) ids[i] = req->dev_req[i].dev_id;
+    free(req);
+    return n;
+}
+
+int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info) {
+    struct hci_dev_info di;
+    memset(&di, 0, sizeof di);
+    di.dev_id = (uint16_t)dev_id;
+    if (ioctl(ctl, HCIGETDEVINFO, &di) < 0) return -1;
+    memset(info, 0, sizeof *info);
+    info->dev_id = di.dev_id;
+    memcpy(info->name, di.name, 8);
+    info->name[8] = 0;
+    from_bdaddr(info->addr, &di.bdaddr);
+    info->flags = di.flags;
+    info->bus = di.type & 0x0f;
+    info->dev_type = (di.type & 0x30) >> 4;
+    memcpy(info->features, di.features, 8);
+    info->acl_mtu = di.acl_mtu;
+    info->acl_pkts = di.acl_pkts;
+    info->up = (di.flags & (1u << HCI_UP)) != 0;
+    info->running = (di.flags & (1u << HCI_RUNNING)) != 0;
+    info->raw = (di.flags & (1u << HCI_RAW)) != 0;
+    info->le = (di.features[4] & LMP_LE) != 0;
+    info->bredr = (di.features[4] & LMP_NO_BREDR) == 0;
+    return 0;
+}
+
+int cbz_hci_device_up(int ctl, int dev_id) { return ioctl(ctl, HCIDEVUP, dev_id); }
+int cbz_hci_device_down(int ctl, int dev_id) { return ioctl(ctl, HCIDEVDOWN, dev_id); }
+
+int cbz_hci_open_raw(int dev_id) {
+    int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (s < 0) return -1;
+    struct hci_filter f;
+    hci_filter_clear(&f);
+    hci_filter_set_ptype(HCI_EVENT_PKT, &f);
+    hci_filter_all_events(&f);
+    if (setsockopt(s, SOL_HCI, HCI_FILTER, &f, sizeof f) < 0) goto fail;
+    struct sockaddr_hci a;
+    memset(&a, 0, sizeof a);
+    a.hci_family = AF_BLUETOOTH;
+    a.hci_dev = (unsigned short)dev_id;
+    a.hci_channel = HCI_CHANNEL_RAW;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) goto fail;
+    return s;
+fail:;
+    int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+}
+
+int cbz_hci_send_command(int fd, uint16_t ogf, uint16_t ocf, const uint8_t *params, uint8_t len) {
+    uint8_t pkt[4 + 255];
+    uint16_t opcode = (uint16_t)((ogf << 10) | (ocf & 0x03ff));
+    pkt[0] = HCI_COMMAND_PKT;
+    pkt[1] = opcode & 0xff;
+    pkt[2] = opcode >> 8;
+    pkt[3] = len;
+    if (len) memcpy(pkt + 4, params, len);
+    return cbz_write_all(fd, pkt, 4 + (size_t)len);
+}
+
+// MARK: - poll / epoll / eventfd
+
+const uint32_t CBZ_EPOLLIN = EPOLLIN, CBZ_EPOLLOUT = EPOLLOUT, CBZ_EPOLLERR = EPOLLERR,
+               CBZ_EPOLLHUP = EPOLLHUP, CBZ_EPOLLRDHUP = EPOLLRDHUP;
+const short CBZ_POLLIN = POLLIN, CBZ_POLLOUT = POLLOUT, CBZ_POLLERR = POLLERR, CBZ_POLLHUP = POLLHUP;
+
+int cbz_poll_one(int fd, short events, int timeout_ms, short *revents) {
+    struct pollfd p = { .fd = fd, .events = events, .revents = 0 };
+    int r = poll(&p, 1, timeout_ms);
+    *revents = p.revents;
+    return r;
+}
+
+int cbz_poll_two(int fd1, short events1, int fd2, short events2, int timeout_ms, short *revents1, short *revents2) {
+    struct pollfd p[2] = { { .fd = fd1, .events = events1 }, { .fd = fd2, .events = events2 } };
+    int r = poll(p, 2, timeout_ms);
+    *revents1 = p[0].revents;
+    *revents2 = p[1].revents;
+    return r;
+}
+
+int cbz_epoll_create(void) { return epoll_create1(EPOLL_CLOEXEC); }
+
+static int ep_ctl(int epfd, int op, int fd, uint32_t events, uint64_t data) {
+    struct epoll_event e;
+    memset(&e, 0, sizeof e);
+    e.events = events;
+    e.data.u64 = data;
+    return epoll_ctl(epfd, op, fd, &e);
+}
+
+int cbz_epoll_add(int epfd, int fd, uint32_t events, uint64_t data) { return ep_ctl(epfd, EPOLL_CTL_ADD, fd, events, data); }
+int cbz_epoll_mod(int epfd, int fd, uint32_t events, uint64_t data) { return ep_ctl(epfd, EPOLL_CTL_MOD, fd, events, data); }
+int cbz_epoll_del(int epfd, int fd) { return epoll_ctl(epfd, EPOLL_CTL_DEL, fd, NULL); }
+
+int cbz_epoll_wait(int epfd, cbz_epoll_event *out, int max, int timeout_ms) {
+    struct epoll_event ev[16];
+    if (max > 16) max = 16;
+    int n;
+    do { n = epoll_wait(epfd, ev, max, timeout_ms); } while (n < 0 && errno == EINTR);
+    for (int i = 0; i < n; i++) {
+        out[i].events = ev[i].events;
+        out[i].data = ev[i].data.u64;
+    }
+    return n;
+}
+
+int cbz_eventfd(void) { return eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); }
+
+int cbz_eventfd_signal(int fd) {
+    uint64_t one = 1;
+    ssize_t r;
+    do { r = write(fd, &one, sizeof one); } while (r < 0 && errno == EINTR);
+    return r == sizeof one ? 0 : -1;
+}
+
+int cbz_eventfd_drain(int fd) {
+    uint64_t v;
+    ssize_t r;
+    do { r = read(fd, &v, sizeof v); } while (r < 0 && errno == EINTR);
+    if (r < 0 && errno == EAGAIN) return 0;
+    return r == sizeof v ? 0 : -1;
+}
+
+// MARK: - Files
+
+int cbz_create_file(const char *path) {
+    return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+}
+
+int cbz_write_all(int fd, const void *buf, size_t len) {
+    const uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+ssize_t cbz_self_exe(char *buf, size_t len) {
+    if (len == 0) { errno = EINVAL; return -1; }
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n < 0) return -1;
+    buf[n] = 0;
+    return n;
+}
+
+// MARK: - Capabilities
+
+int cbz_cap_last(void) {
+    return (int)cap_max_bits() - 1;
+}
+
+static void masks(cap_t c, uint64_t *e, uint64_t *p, uint64_t *i) {
+    *e = *p = *i = 0;
+    int last = cbz_cap_last();
+    for (int n = 0; n <= last && n < 64; n++) {
+        cap_flag_value_t v;
+        if (cap_get_flag(c, n, CAP_EFFECTIVE, &v) == 0 && v == CAP_SET) *e |= 1ull << n;
+        if (cap_get_flag(c, n, CAP_PERMITTED, &v) == 0 && v == CAP_SET) *p |= 1ull << n;
+        if (cap_get_flag(c, n, CAP_INHERITABLE, &v) == 0 && v == CAP_SET) *i |= 1ull << n;
+    }
+}
+
+int cbz_cap_process(uint64_t *effective, uint64_t *permitted, uint64_t *inheritable) {
+    cap_t c = cap_get_proc();
+    if (!c) return -1;
+    masks(c, effective, permitted, inheritable);
+    cap_free(c);
+    return 0;
+}
+
+int cbz_cap_file(const char *path, uint64_t *effective, uint64_t *permitted, uint64_t *inheritable, int *present) {
+    *effective = *permitted = *inheritable = 0;
+    *present = 0;
+    cap_t c = cap_get_file(path);
+    if (!c) {
+        if (errno == ENODATA) return 0;
+        return -1;
+    }
+    masks(c, effective, permitted, inheritable);
+    *present = 1;
+    cap_free(c);
+    return 0;
+}
+
+int cbz_cap_drop_all(void) {
+    // Ambient first (needs no privilege), then the bounding set while CAP_SETPCAP is still effective.
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
+    if (CAP_IS_SUPPORTED(CAP_SETPCAP)) {
+        cap_flag_value_t v = CAP_CLEAR;
+        cap_t cur = cap_get_proc();
+        if (cur) {
+            cap_get_flag(cur, CAP_SETPCAP, CAP_EFFECTIVE, &v);
+            cap_free(cur);
+        }
+        if (v == CAP_SET) {
+            int last = cbz_cap_last();
+            for (int n = 0; n <= last; n++) {
+                if (cap_drop_bound(n) < 0 && errno != EINVAL) return -1;
+            }
+        }
+    }
+    cap_t empty = cap_init();
+    if (!empty) return -1;
+    int r = cap_set_proc(empty);
+    int e = errno;
+    cap_free(empty);
+    errno = e;
+    return r;
+}
+
+int cbz_cap_name(int cap, char *buf, size_t len) {
+    char *n = cap_to_name(cap);
+    if (!n) return -1;
+    snprintf(buf, len, "%s", n);
+    cap_free(n);
+    return 0;
+}
+
+// MARK: - Threads
+
+int cbz_set_thread_name(const char *name) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "%s", name);
+    return prctl(PR_SET_NAME, buf, 0, 0, 0);
+}
+
+// MARK: - Address printing (for tests: our byte order against BlueZ's ba2str)
+
+int cbz_ba2str(const uint8_t *printed, char *out) {
+    bdaddr_t b;
+    to_bdaddr(&b, printed);
+    return ba2str(&b, out);
+}

@@ -1,12 +1,16 @@
 // CBlueZSocket: the project's only door to the kernel. Every syscall, ioctl and libcap call the
 // Swift code makes goes through a `cbz_` function here, over BlueZ's own headers (libbluetooth-dev),
 // so that kernel structs such as `struct sockaddr_l2` keep C's layout (14 bytes) and never get
-// redeclared in Swift. Each function returns -1 and leaves errno set on failure, like the syscall.
+// redeclared in Swift. Each function returns -1 and leaves errno set on failure, like the syscall,
+// unless its comment says otherwise. Bluetooth addresses cross this boundary as 6 bytes in the
+// printed order (most significant first, "AA:BB:CC:DD:EE:FF" is {0xAA, ..., 0xFF}); the shim
+// reverses them into the kernel's little-endian bdaddr_t.
 #ifndef CBLUEZSOCKET_H
 #define CBLUEZSOCKET_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <sys/types.h>
 #include <sys/socket.h>
 #include <bluetooth/bluetooth.h>
@@ -14,7 +18,194 @@
 #include <bluetooth/hci.h>
 #include <bluetooth/hci_lib.h>
 
+// MARK: - Layouts (pinned by tests)
+
 /// sizeof(struct sockaddr_l2): 14 on Linux.
 size_t cbz_sizeof_sockaddr_l2(void);
+/// sizeof(struct sockaddr_hci): 6.
+size_t cbz_sizeof_sockaddr_hci(void);
+/// sizeof(struct bt_security): 2.
+size_t cbz_sizeof_bt_security(void);
+/// sizeof(struct hci_dev_info): 92 on Linux.
+size_t cbz_sizeof_hci_dev_info(void);
+/// offsetof(struct hci_dev_info, FIELD) for "bdaddr", "flags", "type", "features", "acl_mtu", "acl_pkts";
+/// (size_t)-1 for any other name.
+size_t cbz_offsetof_hci_dev_info(const char *field);
+/// offsetof(struct sockaddr_l2, FIELD) for "l2_psm", "l2_bdaddr", "l2_cid", "l2_bdaddr_type".
+size_t cbz_offsetof_sockaddr_l2(const char *field);
+
+// MARK: - Errors
+
+/// errno's symbolic name ("ECONNREFUSED"), or NULL if glibc does not know it.
+const char *cbz_errno_name(int err);
+/// errno's description ("Connection refused"), never NULL.
+const char *cbz_errno_description(int err);
+/// The calling thread's errno.
+int cbz_errno(void);
+
+// MARK: - Generic descriptors
+
+/// close(2). Retries nothing (Linux closes the fd even when close reports EINTR).
+int cbz_close(int fd);
+/// send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL): never blocks, never raises SIGPIPE.
+ssize_t cbz_send(int fd, const void *buf, size_t len);
+/// recvmsg(fd, MSG_DONTWAIT | MSG_TRUNC) of one datagram into buf. Returns the datagram's real length
+/// (which may exceed len on sockets that report it), 0 at end of stream, -1 with errno.
+/// *truncated is set to 1 when the kernel cut the datagram to fit (MSG_TRUNC in msg_flags).
+ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated);
+/// getsockopt(SO_ERROR): stores the pending socket error (0 when none) in *err.
+int cbz_socket_error(int fd, int *err);
+/// getsockopt(SO_SNDBUF / SO_RCVBUF) and setsockopt; `which` is 0 for send, 1 for receive.
+int cbz_get_buffer_size(int fd, int which, int *bytes);
+int cbz_set_buffer_size(int fd, int which, int bytes);
+/// fcntl(F_SETFL, O_NONBLOCK) added to the current flags.
+int cbz_set_nonblocking(int fd);
+/// shutdown(fd, SHUT_RDWR).
+int cbz_shutdown(int fd);
+/// Number of bytes queued for receive (FIONREAD / SIOCINQ).
+int cbz_pending_bytes(int fd, int *bytes);
+
+// MARK: - AF_UNIX SOCK_SEQPACKET (one datagram = one ATT PDU)
+
+/// socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC); fds[0], fds[1].
+int cbz_unix_socketpair(int fds[2]);
+/// socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC).
+int cbz_unix_socket(void);
+/// bind(fd, path). ENAMETOOLONG when path does not fit sun_path (107 bytes plus NUL).
+int cbz_unix_bind(int fd, const char *path);
+/// connect(fd, path); may fail with EINPROGRESS/EAGAIN on a non-blocking socket.
+int cbz_unix_connect(int fd, const char *path);
+/// The longest path sun_path takes (107).
+size_t cbz_unix_path_max(void);
+/// listen(fd, backlog).
+int cbz_listen(int fd, int backlog);
+/// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC).
+int cbz_accept(int fd);
+/// 1 when lstat(path) says it is a socket, 0 when it is something else, -1 with errno when lstat fails.
+int cbz_is_socket_file(const char *path);
+/// unlink(path).
+int cbz_unlink(const char *path);
+
+// MARK: - L2CAP LE (fixed channel CID 4, the ATT bearer)
+
+/// LE address types of sockaddr_l2.l2_bdaddr_type.
+enum { CBZ_LE_PUBLIC = BDADDR_LE_PUBLIC, CBZ_LE_RANDOM = BDADDR_LE_RANDOM };
+/// The ATT fixed channel.
+enum { CBZ_ATT_CID = 4 };
+
+/// socket(AF_BLUETOOTH, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_L2CAP).
+int cbz_l2cap_socket(void);
+/// bind to the adapter address `addr` (printed order; NULL means BDADDR_ANY) with CID 4 and `addr_type`.
+int cbz_l2cap_bind_le(int fd, const uint8_t *addr, uint8_t addr_type);
+/// connect to `addr` (printed order) with PSM 0, CID 4 and `addr_type`. Non-blocking sockets give
+/// -1/EINPROGRESS; the result comes later from cbz_socket_error once POLLOUT fires.
+int cbz_l2cap_connect_le(int fd, const uint8_t *addr, uint8_t addr_type);
+/// accept4 on a listening CID 4 socket; the peer's address (printed order) and type are stored.
+int cbz_l2cap_accept(int fd, uint8_t *peer_addr, uint8_t *peer_type);
+/// getsockname / getpeername as address (printed order), type and CID.
+int cbz_l2cap_local(int fd, uint8_t *addr, uint8_t *addr_type, uint16_t *cid);
+int cbz_l2cap_peer(int fd, uint8_t *addr, uint8_t *addr_type, uint16_t *cid);
+/// BT_SECURITY get (level and key size) and set (level 1 low .. 4 FIPS).
+int cbz_bt_security_get(int fd, uint8_t *level, uint8_t *key_size);
+int cbz_bt_security_set(int fd, uint8_t level);
+/// BT_SNDMTU / BT_RCVMTU: the L2CAP MTUs (not the ATT MTU).
+int cbz_bt_sndmtu(int fd, uint16_t *mtu);
+int cbz_bt_rcvmtu(int fd, uint16_t *mtu);
+int cbz_bt_set_rcvmtu(int fd, uint16_t mtu);
+
+/// Converts `printed` to a bdaddr_t as the socket calls do, then prints it with BlueZ's ba2str into out
+/// (18 bytes): a check that the shim's byte order is BlueZ's.
+int cbz_ba2str(const uint8_t *printed, char *out);
+
+// MARK: - HCI devices
+
+/// What the shim reports about one controller (filled from struct hci_dev_info, HCIGETDEVINFO).
+typedef struct {
+    uint16_t dev_id;
+    char name[9];            ///< "hci0", NUL-terminated
+    uint8_t addr[6];         ///< printed order
+    uint32_t flags;          ///< HCI_UP etc. as bits (1 << HCI_UP)
+    uint8_t bus;             ///< HCI_VIRTUAL 0, HCI_USB 1, ... (low nibble of type)
+    uint8_t dev_type;        ///< HCI_PRIMARY 0, HCI_AMP 1 (bits 4-5 of type)
+    uint8_t features[8];     ///< LMP features page 0
+    uint16_t acl_mtu;        ///< ACL data length (for LE-only controllers the kernel reports the LE buffers)
+    uint16_t acl_pkts;       ///< ACL buffers
+    bool up;                 ///< HCI_UP
+    bool running;            ///< HCI_RUNNING
+    bool raw;                ///< HCI_RAW
+    bool le;                 ///< LMP feature "LE supported (controller)" (features[4] bit 6)
+    bool bredr;              ///< not "BR/EDR not supported" (features[4] bit 5)
+} cbz_hci_info;
+
+/// socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI), unbound: the control socket the device
+/// ioctls below take (opening it needs no capability).
+int cbz_hci_control_socket(void);
+/// Lists controller ids with HCIGETDEVLIST: stores at most `max` in ids, returns how many exist.
+int cbz_hci_device_list(int ctl, uint16_t *ids, int max);
+/// HCIGETDEVINFO for dev_id (ENODEV when there is none).
+int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info);
+/// HCIDEVUP / HCIDEVDOWN (need CAP_NET_ADMIN; EALREADY when already up).
+int cbz_hci_device_up(int ctl, int dev_id);
+int cbz_hci_device_down(int ctl, int dev_id);
+/// A raw HCI socket bound to dev_id (HCI_CHANNEL_RAW), non-blocking, with a filter that passes every
+/// HCI event packet. Binding needs CAP_NET_RAW.
+int cbz_hci_open_raw(int dev_id);
+/// Writes one HCI command packet (type 0x01, opcode ogf/ocf, params) to a raw HCI socket.
+int cbz_hci_send_command(int fd, uint16_t ogf, uint16_t ocf, const uint8_t *params, uint8_t len);
+
+// MARK: - poll / epoll / eventfd
+
+/// poll(2) on one fd: stores revents; returns 0 on timeout, 1 when ready, -1 with errno.
+int cbz_poll_one(int fd, short events, int timeout_ms, short *revents);
+/// poll(2) on two fds (the second is usually a wake-up eventfd); revents for each.
+int cbz_poll_two(int fd1, short events1, int fd2, short events2, int timeout_ms, short *revents1, short *revents2);
+/// epoll_create1(EPOLL_CLOEXEC).
+int cbz_epoll_create(void);
+/// EPOLL_CTL_ADD / EPOLL_CTL_MOD / EPOLL_CTL_DEL with `data` as the event's u64.
+int cbz_epoll_add(int epfd, int fd, uint32_t events, uint64_t data);
+int cbz_epoll_mod(int epfd, int fd, uint32_t events, uint64_t data);
+int cbz_epoll_del(int epfd, int fd);
+/// One ready event (epoll_event is packed on x86_64; this is not).
+typedef struct { uint32_t events; uint64_t data; } cbz_epoll_event;
+/// epoll_wait into `out` (at most max); retries EINTR itself.
+int cbz_epoll_wait(int epfd, cbz_epoll_event *out, int max, int timeout_ms);
+/// Event bits, exported as plain constants.
+extern const uint32_t CBZ_EPOLLIN, CBZ_EPOLLOUT, CBZ_EPOLLERR, CBZ_EPOLLHUP, CBZ_EPOLLRDHUP;
+extern const short CBZ_POLLIN, CBZ_POLLOUT, CBZ_POLLERR, CBZ_POLLHUP;
+/// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); signal adds 1; drain reads the counter to zero.
+int cbz_eventfd(void);
+int cbz_eventfd_signal(int fd);
+int cbz_eventfd_drain(int fd);
+
+// MARK: - Files
+
+/// open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644).
+int cbz_create_file(const char *path);
+/// write(2) of the whole buffer (loops on short writes and EINTR). Returns 0 or -1 with errno.
+int cbz_write_all(int fd, const void *buf, size_t len);
+/// readlink("/proc/self/exe") into buf (NUL-terminated). Returns the length or -1.
+ssize_t cbz_self_exe(char *buf, size_t len);
+
+// MARK: - Threads
+
+/// Names the calling thread (PR_SET_NAME; cut to 15 bytes).
+int cbz_set_thread_name(const char *name);
+
+// MARK: - Capabilities (libcap)
+
+/// Capability numbers used by the project.
+enum { CBZ_CAP_NET_ADMIN = 12, CBZ_CAP_NET_RAW = 13 };
+/// The highest capability number this kernel knows (cap_max_bits() - 1).
+int cbz_cap_last(void);
+/// The calling process's effective, permitted and inheritable sets as bit masks (bit n = capability n).
+int cbz_cap_process(uint64_t *effective, uint64_t *permitted, uint64_t *inheritable);
+/// The file capabilities of `path` (security.capability). Returns 0 with all masks 0 and *present = 0
+/// when the file carries none; -1 with errno when the file cannot be read.
+int cbz_cap_file(const char *path, uint64_t *effective, uint64_t *permitted, uint64_t *inheritable, int *present);
+/// Drops every capability: clears the ambient set, empties the bounding set (when CAP_SETPCAP allows),
+/// then sets effective, permitted and inheritable to empty.
+int cbz_cap_drop_all(void);
+/// The capability's name ("cap_net_raw") into buf, from libcap.
+int cbz_cap_name(int cap, char *buf, size_t len);
 
 #endif

@@ -1,0 +1,302 @@
+// Making bearers: an LE connection on CID 4, an AF_UNIX SOCK_SEQPACKET path, a socketpair; and listeners.
+
+import CBlueZSocket
+import Glibc
+
+extension ATTBearer {
+    /// The default connect timeout, in seconds.
+    public static let defaultConnectTimeout: Double = 10
+
+    /// Connects to a target: an LE device address (with `type`, through `adapter` or the kernel's choice) or
+    /// `unix:/path`. `timeout` bounds the LE connection attempt.
+    public static func connect(to target: BearerTarget, type: LEAddressType = .public, adapter: String? = nil,
+                               timeout: Double = defaultConnectTimeout,
+                               security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
+        switch target {
+        case .unix(let path): return try connect(unixPath: path)
+        case .bluetooth(let address):
+            return try connect(to: address, type: type, adapter: adapter, timeout: timeout, security: security)
+        }
+    }
+
+    /// Opens an LE connection to `address` on the ATT fixed channel (L2CAP CID 4, PSM 0), bound to `adapter`
+    /// ("hci0", or an adapter address; nil lets the kernel route). Waits at most `timeout` seconds.
+    public static func connect(to address: BluetoothAddress, type: LEAddressType = .public, adapter: String? = nil,
+                               timeout: Double = defaultConnectTimeout,
+                               security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
+        let peer = "\(address) (LE \(type))"
+        let domain = SocketDomain.l2cap(peer: address.description)
+        // The socket first: on a kernel without Bluetooth this is where EAFNOSUPPORT shows.
+        let fd = cbz_l2cap_socket()
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an ATT socket for \(peer)", domain)) }
+        var owned = true
+        defer { if owned { _ = cbz_close(fd) } }
+
+        var adapterName: String? = nil
+        var source: BluetoothAddress? = nil
+        if let adapter {
+            let a = try HCIAdapter.resolve(adapter)
+            guard a.isUp else { throw .adapterDown(a.name) }
+            adapterName = a.name
+            source = a.address
+        }
+        let label = adapterName.map { "\(peer) via \($0)" } ?? peer
+        let bound: Int32 = if let source {
+            source.bytes.withUnsafeBufferPointer { cbz_l2cap_bind_le(fd, $0.baseAddress, UInt8(CBZ_LE_PUBLIC)) }
+        } else {
+            cbz_l2cap_bind_le(fd, nil, UInt8(CBZ_LE_PUBLIC))
+        }
+        if bound < 0 { throw .socket(lastSocketError("bind", "binding the ATT socket to \(adapterName ?? "any adapter") (CID 4)", domain)) }
+        if let security, cbz_bt_security_set(fd, security.rawValue) < 0 {
+            throw .socket(lastSocketError("setsockopt(BT_SECURITY)", "asking for \(security) security on \(label)", domain))
+        }
+
+        let r = address.bytes.withUnsafeBufferPointer { cbz_l2cap_connect_le(fd, $0.baseAddress, type.rawValue) }
+        if r < 0 {
+            let code = cbz_errno()
+            guard code == EINPROGRESS || code == EAGAIN else {
+                throw .socket(socketError("connect", code, "connecting to \(label)", domain))
+            }
+            var revents: Int16 = 0
+            let ms = Int32(clamping: Int((max(0, timeout) * 1000).rounded(.up)))
+            var ready: Int32
+            repeat { ready = cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
+            if ready < 0 { throw .socket(lastSocketError("poll", "waiting for the connection to \(label)", domain)) }
+            if ready == 0 { throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
+            var soError: Int32 = 0
+            if cbz_socket_error(fd, &soError) < 0 { soError = cbz_errno() }
+            if soError != 0 { throw .socket(socketError("connect", soError, "connecting to \(label)", domain)) }
+        }
+        var rcv: UInt16 = 0
+        let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
+        owned = false
+        return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
+                             label: label, receiveBufferSize: max(1024, rcvMTU))
+    }
+
+    /// Connects to an AF_UNIX SOCK_SEQPACKET socket at `path` (each datagram one ATT PDU).
+    public static func connect(unixPath path: String) throws(TransportError) -> ATTBearer {
+        let label = "unix:\(path)"
+        let domain = SocketDomain.unix(path: path)
+        let fd = cbz_unix_socket()
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_UNIX, SOCK_SEQPACKET)", "opening a socket for \(label)", domain)) }
+        if cbz_unix_connect(fd, path) < 0 {
+            let e = lastSocketError("connect", "connecting to \(label)", domain)
+            _ = cbz_close(fd)
+            throw .socket(e)
+        }
+        return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
+    }
+
+    /// Takes ownership of a connected SOCK_SEQPACKET socket made elsewhere (inherited, or from another API).
+    /// The socket is switched to non-blocking; on failure it is closed.
+    public convenience init(adoptingConnected socket: Int32, label: String) throws(TransportError) {
+        if cbz_set_nonblocking(socket) < 0 {
+            let e = lastSocketError("fcntl(O_NONBLOCK)", "adopting the socket for \(label)", .local)
+            _ = cbz_close(socket)
+            throw .socket(e)
+        }
+        try self.init(adopting: socket, endpoint: .socketPair, label: label)
+    }
+
+    /// Two connected bearers over a socketpair (in-process tests and loopback).
+    public static func pair(labels: (String, String) = ("socketpair:a", "socketpair:b"),
+                            receiveBufferSize: Int = 1024) throws(TransportError) -> (ATTBearer, ATTBearer) {
+        var fds: [Int32] = [-1, -1]
+        if cbz_unix_socketpair(&fds) < 0 {
+            throw .socket(lastSocketError("socketpair(AF_UNIX, SOCK_SEQPACKET)", "creating a bearer pair", .local))
+        }
+        let a: ATTBearer
+        do { a = try ATTBearer(adopting: fds[0], endpoint: .socketPair, label: labels.0, receiveBufferSize: receiveBufferSize) } catch {
+            _ = cbz_close(fds[1])
+            throw error
+        }
+        let b = try ATTBearer(adopting: fds[1], endpoint: .socketPair, label: labels.1, receiveBufferSize: receiveBufferSize)
+        return (a, b)
+    }
+}
+
+/// Accepts ATT connections and hands each over as an `ATTBearer`: on an AF_UNIX SOCK_SEQPACKET path (the
+/// simulator, tests) or on the LE ATT fixed channel CID 4 of an adapter (Core Spec 5.4 Vol 3 Part F §3.2).
+/// `accept` blocks in poll(2) on the listening socket and an eventfd, so `close` wakes it.
+public final class ATTBearerListener: Sendable {
+    public enum Kind: Sendable, Equatable {
+        case unix(path: String)
+        case le(adapter: String?, address: BluetoothAddress)
+    }
+
+    public let kind: Kind
+    /// "unix:/tmp/sim.sock", or "LE CID 4 on hci1 (00:AA:01:01:00:01)".
+    public let label: String
+    private let fd: Int32
+    private let wakefd: Int32
+
+    private struct State {
+        var closed = false
+        var accepting = 0
+        var released = false
+    }
+    // Guards the two fds' lifetime: they are closed once closed is set and no accept is running.
+    private let state = LockedValue(State())
+
+    private init(fd: Int32, wakefd: Int32, kind: Kind, label: String) {
+        self.fd = fd
+        self.wakefd = wakefd
+        self.kind = kind
+        self.label = label
+    }
+
+    deinit {
+        let release = state.withLock { s in
+            defer { s.released = true }
+            return !s.released
+        }
+        if release { releaseFDs() }
+    }
+
+    private func releaseFDs() {
+        _ = cbz_close(fd)
+        _ = cbz_close(wakefd)
+        if case .unix(let path) = kind { _ = cbz_unlink(path) }
+    }
+
+    /// Listens at `path`. A stale socket file nobody listens on is replaced; a live one is EADDRINUSE.
+    public static func unix(path: String, backlog: Int32 = 16) throws(TransportError) -> ATTBearerListener {
+        let domain = SocketDomain.unix(path: path)
+        let fd = cbz_unix_socket()
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_UNIX, SOCK_SEQPACKET)", "opening a listener at \(path)", domain)) }
+        var owned = true
+        defer { if owned { _ = cbz_close(fd) } }
+        if cbz_unix_bind(fd, path) < 0 {
+            let code = cbz_errno()
+            guard code == EADDRINUSE, isStale(path) else {
+                if code == EADDRINUSE, cbz_is_socket_file(path) == 0 {
+                    throw .socket(SocketError(syscall: "bind", errno: code, context: "listening at \(path)",
+                                              advice: "\(path) exists and is not a socket: choose another path (it is left untouched)"))
+                }
+                throw .socket(socketError("bind", code, "listening at \(path)", domain))
+            }
+            _ = cbz_unlink(path)
+            if cbz_unix_bind(fd, path) < 0 { throw .socket(lastSocketError("bind", "listening at \(path)", domain)) }
+        }
+        if cbz_listen(fd, backlog) < 0 {
+            let e = lastSocketError("listen", "listening at \(path)", domain)
+            _ = cbz_unlink(path)
+            throw .socket(e)
+        }
+        let wake = cbz_eventfd()
+        if wake < 0 {
+            let e = lastSocketError("eventfd", "listening at \(path)", .local)
+            _ = cbz_unlink(path)
+            throw .socket(e)
+        }
+        owned = false
+        return ATTBearerListener(fd: fd, wakefd: wake, kind: .unix(path: path), label: "unix:\(path)")
+    }
+
+    /// A socket file that refuses connections: left behind by a listener that exited. Anything that is not a
+    /// socket (a regular file, a directory) is never stale: it is not ours to remove.
+    private static func isStale(_ path: String) -> Bool {
+        guard cbz_is_socket_file(path) == 1 else { return false }
+        let probe = cbz_unix_socket()
+        guard probe >= 0 else { return false }
+        defer { _ = cbz_close(probe) }
+        return cbz_unix_connect(probe, path) < 0 && cbz_errno() == ECONNREFUSED
+    }
+
+    /// Listens for LE connections on the ATT fixed channel of `adapter` ("hci1", an address, or nil for any),
+    /// as a peripheral does. Advertising (so that centrals find and connect) is separate: see `HCISocket`.
+    public static func le(adapter: String?, addressType: LEAddressType = .public, backlog: Int32 = 4) throws(TransportError) -> ATTBearerListener {
+        let domain = SocketDomain.l2cap(peer: "any central")
+        let fd = cbz_l2cap_socket()
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an ATT listener", domain)) }
+        var owned = true
+        defer { if owned { _ = cbz_close(fd) } }
+        var name: String? = nil
+        var address = BluetoothAddress.any
+        if let adapter {
+            let a = try HCIAdapter.resolve(adapter)
+            guard a.isUp else { throw .adapterDown(a.name) }
+            name = a.name
+            address = a.address
+        }
+        let bound = address.bytes.withUnsafeBufferPointer { cbz_l2cap_bind_le(fd, adapter == nil ? nil : $0.baseAddress, addressType.rawValue) }
+        if bound < 0 { throw .socket(lastSocketError("bind", "binding the ATT listener to \(name ?? "any adapter") (CID 4)", domain)) }
+        if cbz_listen(fd, backlog) < 0 { throw .socket(lastSocketError("listen", "listening for ATT connections on \(name ?? "any adapter")", domain)) }
+        let wake = cbz_eventfd()
+        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the ATT listener", .local)) }
+        owned = false
+        let label = name.map { "LE CID 4 on \($0) (\(address))" } ?? "LE CID 4 on any adapter"
+        return ATTBearerListener(fd: fd, wakefd: wake, kind: .le(adapter: name, address: address), label: label)
+    }
+
+    /// Waits for the next connection (at most `timeout` seconds; nil waits until `close`).
+    /// Throws `.closedLocally` after `close`, `.connectTimedOut` when the timeout passes.
+    public func accept(timeout: Double? = nil) throws(TransportError) -> ATTBearer {
+        try state.withLock { s throws(TransportError) in
+            if s.closed { throw TransportError.closedLocally(reason: "the listener \(label) is closed") }
+            s.accepting += 1
+        }
+        defer {
+            let release = state.withLock { s in
+                s.accepting -= 1
+                if s.closed && s.accepting == 0 && !s.released { s.released = true; return true }
+                return false
+            }
+            if release { releaseFDs() }
+        }
+        let ms: Int32 = timeout.map { Int32(clamping: Int((max(0, $0) * 1000).rounded(.up))) } ?? -1
+        while true {
+            var r1: Int16 = 0, r2: Int16 = 0
+            let n = cbz_poll_two(fd, CBZ_POLLIN, wakefd, CBZ_POLLIN, ms, &r1, &r2)
+            if n < 0 {
+                if cbz_errno() == EINTR { continue }
+                throw .socket(lastSocketError("poll", "waiting for a connection on \(label)", .local))
+            }
+            if state.withLock({ $0.closed }) { throw .closedLocally(reason: "the listener \(label) is closed") }
+            if n == 0 { throw .connectTimedOut(peer: "a connection on \(label)", seconds: timeout ?? 0) }
+            if r1 == 0 { continue }
+            switch kind {
+            case .unix(let path):
+                let c = cbz_accept(fd)
+                if c < 0 {
+                    let code = cbz_errno()
+                    if code == EAGAIN || code == ECONNABORTED { continue }
+                    throw .socket(socketError("accept", code, "accepting on \(label)", .unix(path: path)))
+                }
+                return try ATTBearer(adopting: c, endpoint: .unix(path: path), label: "unix:\(path) (accepted)")
+            case .le(let adapter, _):
+                var peer = [UInt8](repeating: 0, count: 6)
+                var type: UInt8 = 0
+                let c = cbz_l2cap_accept(fd, &peer, &type)
+                if c < 0 {
+                    let code = cbz_errno()
+                    if code == EAGAIN || code == ECONNABORTED { continue }
+                    throw .socket(socketError("accept", code, "accepting on \(label)", .l2cap(peer: "a central")))
+                }
+                let address = BluetoothAddress(uncheckedBytes: peer)
+                let leType = LEAddressType(rawValue: type) ?? .public
+                var rcv: UInt16 = 0
+                let rcvMTU = cbz_bt_rcvmtu(c, &rcv) == 0 ? Int(rcv) : 0
+                let label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
+                return try ATTBearer(adopting: c, endpoint: .le(peer: address, type: leType, adapter: adapter),
+                                     label: label, receiveBufferSize: max(1024, rcvMTU))
+            }
+        }
+    }
+
+    /// Stops listening: a running `accept` wakes and throws `.closedLocally`; a unix socket file is removed.
+    public func close() {
+        let release = state.withLock { s -> Bool in
+            guard !s.closed else { return false }
+            s.closed = true
+            if s.accepting > 0 {
+                _ = cbz_eventfd_signal(wakefd)
+                return false
+            }
+            s.released = true
+            return true
+        }
+        if release { releaseFDs() }
+    }
+}

@@ -1,0 +1,306 @@
+// Raw HCI: LE advertising (to be a connectable peripheral) and LE scanning (to find devices).
+// The socket, its filter and the ioctls live in the C shim; commands and events are Swift over raw bytes.
+
+import CBlueZSocket
+import Glibc
+
+/// One HCI command (Core Spec 5.4 Vol 4 Part E §5.4.1): OGF, OCF, parameters, and its name for errors.
+public struct HCICommand: Sendable, Equatable {
+    public var ogf: UInt16
+    public var ocf: UInt16
+    public var name: String
+    public var parameters: [UInt8]
+
+    public init(ogf: UInt16, ocf: UInt16, name: String, parameters: [UInt8] = []) {
+        self.ogf = ogf
+        self.ocf = ocf
+        self.name = name
+        self.parameters = parameters
+    }
+
+    /// The 16-bit opcode: OGF in the top 6 bits, OCF in the low 10.
+    public var opcode: UInt16 { ogf << 10 | (ocf & 0x03FF) }
+
+    static let leOGF: UInt16 = 0x08
+
+    /// LE Set Advertising Parameters (§7.8.5): connectable undirected (ADV_IND) on all three channels.
+    public static func leSetAdvertisingParameters(intervalMilliseconds: Double = 100) -> HCICommand {
+        let units = UInt16(clamping: Int((intervalMilliseconds / 0.625).rounded()))
+        let interval = min(max(units, 0x0020), 0x4000)
+        var p: [UInt8] = []
+        p += [UInt8(interval & 0xFF), UInt8(interval >> 8)]   // min interval
+        p += [UInt8(interval & 0xFF), UInt8(interval >> 8)]   // max interval
+        p += [0x00]                                           // ADV_IND
+        p += [0x00]                                           // own address: public
+        p += [0x00] + [UInt8](repeating: 0, count: 6)         // peer address type and address (unused)
+        p += [0x07]                                           // channels 37, 38, 39
+        p += [0x00]                                           // no filter
+        return HCICommand(ogf: leOGF, ocf: 0x0006, name: "LE Set Advertising Parameters", parameters: p)
+    }
+
+    /// LE Set Advertising Data (§7.8.7): up to 31 bytes of AD structures, zero-padded.
+    public static func leSetAdvertisingData(_ data: [UInt8]) -> HCICommand {
+        let d = Array(data.prefix(31))
+        return HCICommand(ogf: leOGF, ocf: 0x0008, name: "LE Set Advertising Data",
+                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+    }
+
+    /// LE Set Advertising Enable (§7.8.9).
+    public static func leSetAdvertisingEnable(_ on: Bool) -> HCICommand {
+        HCICommand(ogf: leOGF, ocf: 0x000A, name: "LE Set Advertising Enable", parameters: [on ? 1 : 0])
+    }
+
+    /// LE Set Scan Parameters (§7.8.10): active or passive, 10 ms interval and window.
+    public static func leSetScanParameters(active: Bool) -> HCICommand {
+        HCICommand(ogf: leOGF, ocf: 0x000B, name: "LE Set Scan Parameters",
+                   parameters: [active ? 1 : 0, 0x10, 0x00, 0x10, 0x00, 0x00, 0x00])
+    }
+
+    /// LE Set Scan Enable (§7.8.11).
+    public static func leSetScanEnable(_ on: Bool, filterDuplicates: Bool = false) -> HCICommand {
+        HCICommand(ogf: leOGF, ocf: 0x000C, name: "LE Set Scan Enable", parameters: [on ? 1 : 0, filterDuplicates ? 1 : 0])
+    }
+
+    /// AD structures for a connectable peripheral: Flags (LE General Discoverable, BR/EDR not supported)
+    /// and the Complete Local Name, cut to fit 31 bytes (Core Spec Supplement Part A §1.2, §1.3).
+    public static func advertisingData(name: String?) -> [UInt8] {
+        var ad: [UInt8] = [0x02, 0x01, 0x06]
+        if let name, !name.isEmpty {
+            let bytes = Array(name.utf8.prefix(31 - ad.count - 2))
+            ad += [UInt8(bytes.count + 1), bytes.count < name.utf8.count ? 0x08 : 0x09] + bytes
+        }
+        return ad
+    }
+}
+
+/// One LE advertising report (Core Spec 5.4 Vol 4 Part E §7.7.65.2).
+public struct LEAdvertisingReport: Sendable, Equatable, Codable {
+    /// 0 ADV_IND, 1 ADV_DIRECT_IND, 2 ADV_SCAN_IND, 3 ADV_NONCONN_IND, 4 SCAN_RSP.
+    public var eventType: UInt8
+    public var addressType: LEAddressType
+    public var address: BluetoothAddress
+    public var data: [UInt8]
+    /// dBm; 127 means not available.
+    public var rssi: Int8
+
+    /// Whether a central can connect (ADV_IND or ADV_DIRECT_IND).
+    public var isConnectable: Bool { eventType == 0 || eventType == 1 }
+
+    /// The Complete (0x09) or Shortened (0x08) Local Name from the AD structures, if any.
+    public var localName: String? {
+        var i = 0
+        while i < data.count {
+            let len = Int(data[i])
+            if len == 0 || i + 1 + len > data.count { break }
+            let type = data[i + 1]
+            if type == 0x09 || type == 0x08 {
+                return String(decoding: data[(i + 2)..<(i + 1 + len)], as: UTF8.self)
+            }
+            i += 1 + len
+        }
+        return nil
+    }
+}
+
+/// An HCI event (Core Spec 5.4 Vol 4 Part E §5.4.4, §7.7), from a raw packet.
+public enum HCIEvent: Sendable, Equatable {
+    /// Command Complete (0x0E): the opcode and its return parameters (status first).
+    case commandComplete(opcode: UInt16, returnParameters: [UInt8])
+    /// Command Status (0x0F).
+    case commandStatus(opcode: UInt16, status: UInt8)
+    /// LE Meta (0x3E) subevent 0x02: advertising reports.
+    case leAdvertisingReports([LEAdvertisingReport])
+    /// Anything else: event code and parameters.
+    case other(code: UInt8, parameters: [UInt8])
+
+    /// Parses an HCI event packet: 0x04, event code, parameter length, parameters. Nil if malformed.
+    public static func parse(_ packet: [UInt8]) -> HCIEvent? {
+        guard packet.count >= 3, packet[0] == 0x04 else { return nil }
+        let code = packet[1]
+        let plen = Int(packet[2])
+        guard packet.count >= 3 + plen else { return nil }
+        let p = Array(packet[3..<(3 + plen)])
+        switch code {
+        case 0x0E:
+            guard p.count >= 3 else { return nil }
+            return .commandComplete(opcode: UInt16(p[1]) | UInt16(p[2]) << 8, returnParameters: Array(p[3...]))
+        case 0x0F:
+            guard p.count >= 4 else { return nil }
+            return .commandStatus(opcode: UInt16(p[2]) | UInt16(p[3]) << 8, status: p[0])
+        case 0x3E where p.first == 0x02:
+            // Reports are laid out one after another, as BlueZ and the kernel read them.
+            guard p.count >= 2 else { return nil }
+            var reports: [LEAdvertisingReport] = []
+            var i = 2
+            for _ in 0..<Int(p[1]) {
+                guard i + 9 <= p.count else { return nil }
+                let eventType = p[i], addrType = p[i + 1]
+                let address = BluetoothAddress(uncheckedBytes: p[(i + 2)..<(i + 8)].reversed())
+                let len = Int(p[i + 8])
+                guard i + 9 + len + 1 <= p.count else { return nil }
+                let data = Array(p[(i + 9)..<(i + 9 + len)])
+                let rssi = Int8(bitPattern: p[i + 9 + len])
+                reports.append(LEAdvertisingReport(eventType: eventType, addressType: addrType & 0x01 == 0 ? .public : .random,
+                                                   address: address, data: data, rssi: rssi))
+                i += 10 + len
+            }
+            return .leAdvertisingReports(reports)
+        default:
+            return .other(code: code, parameters: p)
+        }
+    }
+}
+
+/// A raw HCI socket on one controller (HCI_CHANNEL_RAW, every event passed by its filter): sends HCI
+/// commands and reads HCI events. Opening it needs CAP_NET_RAW. One owner of one fd, used from one thread.
+public final class HCISocket {
+    public let adapter: HCIAdapter
+    private let fd: Int32
+
+    /// Opens a raw HCI socket on `adapter` ("hci0", "0" or its address).
+    public init(adapter selector: String) throws(TransportError) {
+        let a = try HCIAdapter.resolve(selector)
+        let fd = cbz_hci_open_raw(Int32(a.index))
+        if fd < 0 {
+            throw .socket(lastSocketError("socket/bind(BTPROTO_HCI, HCI_CHANNEL_RAW)", "opening a raw HCI socket on \(a.name)", .hci(adapter: a.name)))
+        }
+        self.adapter = a
+        self.fd = fd
+    }
+
+    deinit { _ = cbz_close(fd) }
+
+    /// Sends one command packet.
+    public func send(_ command: HCICommand) throws(TransportError) {
+        let r = command.parameters.withUnsafeBufferPointer {
+            cbz_hci_send_command(fd, command.ogf, command.ocf, $0.baseAddress, UInt8(clamping: $0.count))
+        }
+        if r < 0 { throw .socket(lastSocketError("write", "sending \(command.name) to \(adapter.name)", .hci(adapter: adapter.name))) }
+    }
+
+    /// The next event within `timeout` seconds, or nil when none came.
+    public func nextEvent(timeout: Double) throws(TransportError) -> HCIEvent? {
+        let deadline = ContinuousClock.now + .milliseconds(Int((timeout * 1000).rounded()))
+        var buffer = [UInt8](repeating: 0, count: 260)
+        while true {
+            let remaining = ContinuousClock.now.duration(to: deadline)
+            let ms = max(0, Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+            var revents: Int16 = 0
+            let n = cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)
+            if n < 0 {
+                if cbz_errno() == EINTR { continue }
+                throw .socket(lastSocketError("poll", "waiting for an HCI event from \(adapter.name)", .hci(adapter: adapter.name)))
+            }
+            if n == 0 { return nil }
+            var truncated: Int32 = 0
+            let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+            if got < 0 {
+                if cbz_errno() == EAGAIN { continue }
+                throw .socket(lastSocketError("recv", "reading an HCI event from \(adapter.name)", .hci(adapter: adapter.name)))
+            }
+            if let event = HCIEvent.parse(Array(buffer.prefix(got))) { return event }
+        }
+    }
+
+    /// Sends `command` and waits for its Command Complete (or Command Status); a non-zero status is an error.
+    /// Returns the return parameters after the status byte.
+    @discardableResult
+    public func run(_ command: HCICommand, timeout: Double = 2) throws(TransportError) -> [UInt8] {
+        try send(command)
+        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+        while ContinuousClock.now < deadline {
+            let left = ContinuousClock.now.duration(to: deadline)
+            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            guard let event = try nextEvent(timeout: seconds) else { break }
+            switch event {
+            case .commandComplete(let opcode, let ret) where opcode == command.opcode:
+                guard let status = ret.first else { return [] }
+                if status != 0 {
+                    throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: status, detail: hciStatusMeaning(status))
+                }
+                return Array(ret.dropFirst())
+            case .commandStatus(let opcode, let status) where opcode == command.opcode:
+                if status != 0 {
+                    throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: status, detail: hciStatusMeaning(status))
+                }
+                return []
+            default:
+                continue
+            }
+        }
+        throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: nil,
+                                detail: "no Command Complete within \(bearerSeconds(timeout)) s")
+    }
+}
+
+/// The common HCI status codes (Core Spec 5.4 Vol 1 Part F §1.3) with what they mean here.
+func hciStatusMeaning(_ status: UInt8) -> String {
+    switch status {
+    case 0x01: return "Unknown HCI Command (the controller does not support it)"
+    case 0x0C: return "Command Disallowed (advertising or scanning is already running, or another host owns the state: is bluetoothd using this adapter?)"
+    case 0x12: return "Invalid HCI Command Parameters"
+    case 0x0D: return "Connection Rejected due to Limited Resources"
+    case 0x07: return "Memory Capacity Exceeded"
+    case 0x11: return "Unsupported Feature or Parameter Value"
+    default: return "see Core Spec Vol 1 Part F for status 0x\(bearerHex2(status))"
+    }
+}
+
+/// Makes an adapter a connectable LE peripheral (legacy advertising, ADV_IND) through raw HCI.
+public enum LEAdvertiser {
+    /// Starts advertising `name` on `adapter`; a central can then connect and open ATT on CID 4.
+    public static func start(adapter: String, name: String?, intervalMilliseconds: Double = 100) throws(TransportError) {
+        let hci = try HCISocket(adapter: adapter)
+        // Stop first: parameters cannot change while advertising (Command Disallowed is fine here).
+        _ = try? hci.run(.leSetAdvertisingEnable(false))
+        try hci.run(.leSetAdvertisingParameters(intervalMilliseconds: intervalMilliseconds))
+        try hci.run(.leSetAdvertisingData(HCICommand.advertisingData(name: name)))
+        try hci.run(.leSetAdvertisingEnable(true))
+    }
+
+    /// Stops advertising on `adapter`.
+    public static func stop(adapter: String) throws(TransportError) {
+        let hci = try HCISocket(adapter: adapter)
+        try hci.run(.leSetAdvertisingEnable(false))
+    }
+}
+
+/// Finds advertising LE devices through raw HCI (LE Set Scan Parameters / Enable, advertising reports).
+public enum LEScanner {
+    /// Scans for `seconds` and returns one report per address (the last seen, with its name merged in
+    /// from a scan response), in the order first seen.
+    public static func scan(adapter: String, seconds: Double, active: Bool = true) throws(TransportError) -> [LEAdvertisingReport] {
+        let hci = try HCISocket(adapter: adapter)
+        _ = try? hci.run(.leSetScanEnable(false))
+        try hci.run(.leSetScanParameters(active: active))
+        try hci.run(.leSetScanEnable(true, filterDuplicates: false))
+        defer { _ = try? hci.run(.leSetScanEnable(false)) }
+        var order: [BluetoothAddress] = []
+        var seen: [BluetoothAddress: LEAdvertisingReport] = [:]
+        let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
+        while ContinuousClock.now < deadline {
+            let left = ContinuousClock.now.duration(to: deadline)
+            let s = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+            guard let event = try hci.nextEvent(timeout: s) else { break }
+            guard case .leAdvertisingReports(let reports) = event else { continue }
+            for r in reports {
+                if var old = seen[r.address] {
+                    if r.eventType == 4 { // scan response: keep the advertisement's type, add the name data
+                        old.data += r.data
+                        old.rssi = r.rssi
+                        seen[r.address] = old
+                    } else {
+                        let name = old.localName
+                        var new = r
+                        if new.localName == nil, let name { new.data += HCICommand.advertisingData(name: name).dropFirst(3) }
+                        seen[r.address] = new
+                    }
+                } else {
+                    order.append(r.address)
+                    seen[r.address] = r
+                }
+            }
+        }
+        return order.compactMap { seen[$0] }
+    }
+}

@@ -1,0 +1,87 @@
+// Turning errno into a sentence a user can act on, for the places the bearer and the HCI code call the kernel.
+
+import CBlueZSocket
+import Glibc
+
+/// Which kind of socket a failing call was made on: decides what an errno means to the user.
+enum SocketDomain: Sendable {
+    case l2cap(peer: String)
+    case unix(path: String)
+    case hci(adapter: String)
+    case local
+}
+
+/// The exact command that grants the capabilities raw HCI work needs, for the running binary.
+func setcapCommand() -> String {
+    "sudo setcap cap_net_raw,cap_net_admin+ep \(Capabilities.executablePath())"
+}
+
+/// A SocketError for the calling thread's errno, with advice for the domain.
+func lastSocketError(_ syscall: String, _ context: String, _ domain: SocketDomain) -> SocketError {
+    socketError(syscall, cbz_errno(), context, domain)
+}
+
+/// A SocketError for `code`, with advice for the domain.
+func socketError(_ syscall: String, _ code: Int32, _ context: String, _ domain: SocketDomain) -> SocketError {
+    SocketError(syscall: syscall, errno: code, context: context, advice: advice(syscall, code, domain))
+}
+
+/// One sentence on what to do about `code` from `syscall` in `domain`; empty when there is nothing specific.
+func advice(_ syscall: String, _ code: Int32, _ domain: SocketDomain) -> String {
+    switch (code, domain) {
+    case (EAFNOSUPPORT, .l2cap), (EAFNOSUPPORT, .hci):
+        return "this kernel has no Bluetooth support (CONFIG_BT is off or the bluetooth module is not loaded): try `sudo modprobe bluetooth`, or use a kernel built with Bluetooth"
+    case (EPERM, .hci), (EACCES, .hci), (EPERM, .l2cap), (EACCES, .l2cap):
+        return "raw HCI work (scan, advertise, adapter up/down) needs CAP_NET_RAW and CAP_NET_ADMIN: run `\(setcapCommand())`, or run as root"
+    case (ECONNREFUSED, .l2cap(let peer)):
+        return "\(peer) did not accept the connection (the kernel also reports an LE connection attempt that timed out this way): check that it is advertising as connectable and in range"
+    case (EBUSY, .l2cap(let peer)):
+        let holder = BluetoothDaemon.runningPID().map { "bluetoothd (pid \($0))" } ?? "another program (often bluetoothd)"
+        return "\(holder) already holds the ATT channel of a connection to \(peer): disconnect it there (`bluetoothctl disconnect \(peer)`) or stop bluetoothd (`sudo systemctl stop bluetooth`)"
+    case (EHOSTUNREACH, .l2cap), (ENODEV, .l2cap), (ENETDOWN, .l2cap):
+        return "no powered adapter can reach the peer: check `mirror adapters` (is an adapter present and up?)"
+    case (EADDRNOTAVAIL, .l2cap):
+        return "no adapter has that address: check `mirror adapters`"
+    case (EHOSTDOWN, .l2cap(let peer)):
+        return "\(peer) is not reachable (host down): is it switched on and in range?"
+    case (ETIMEDOUT, .l2cap(let peer)):
+        return "the link to \(peer) timed out (supervision timeout): the peer went out of range or stopped answering"
+    case (ECONNRESET, .l2cap(let peer)):
+        return "\(peer) closed the link"
+    case (ECONNABORTED, .l2cap):
+        return "this host ended the link (the adapter went down or the connection was cancelled)"
+    case (ENOTCONN, .l2cap):
+        return "the link is not connected (or pairing is still running after a BT_SECURITY raise)"
+    case (EINVAL, .l2cap):
+        return "the kernel rejected the address: check the address type (--type public|random)"
+    case (EMSGSIZE, _):
+        return "the PDU is larger than the channel's MTU"
+    case (ENOENT, .unix(let path)):
+        return "nothing exists at \(path): start the simulator (or listener) first"
+    case (ECONNREFUSED, .unix(let path)):
+        return "\(path) exists but nobody listens on it: start the simulator (or listener) again"
+    case (EADDRINUSE, .unix(let path)):
+        return "another process already listens at \(path)"
+    case (EACCES, .unix(let path)):
+        return "no permission to use \(path)"
+    case (EAGAIN, .unix(let path)):
+        return "the listener at \(path) has a full backlog"
+    case (ENAMETOOLONG, .unix):
+        return "AF_UNIX socket paths hold at most \(cbz_unix_path_max()) bytes"
+    case (EPIPE, _), (ECONNRESET, _):
+        return "the peer closed the connection"
+    case (EMFILE, _), (ENFILE, _):
+        return "too many open files: raise `ulimit -n` or close connections"
+    case (ENODEV, .hci(let adapter)):
+        return "there is no adapter \(adapter): see `mirror adapters`"
+    case (ENETDOWN, .hci(let adapter)):
+        return "adapter \(adapter) is down: `sudo btmgmt -i \(adapter) power on`"
+    case (ERFKILL, .hci), (ERFKILL, .l2cap):
+        return "the adapter is blocked by rfkill: run `rfkill unblock bluetooth`"
+    case (EBUSY, .hci(let adapter)):
+        let holder = BluetoothDaemon.runningPID().map { "bluetoothd (pid \($0))" } ?? "another program"
+        return "\(holder) holds \(adapter): stop it (`sudo systemctl stop bluetooth`) and retry"
+    default:
+        return ""
+    }
+}

@@ -1,0 +1,94 @@
+import Foundation
+import XCTest
+@testable import ATTStack
+
+/// btsnoop files that a real decoder (Debian's tshark) reads back as the ATT PDUs that crossed the bearer.
+final class BTSnoopTests: XCTestCase {
+    private func tshark(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
+        p.arguments = args
+        let out = Pipe(), err = Pipe()
+        p.standardOutput = out
+        p.standardError = err
+        try p.run()
+        let o = out.fileHandleForReading.readDataToEndOfFile()
+        let e = err.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+    }
+
+    func testHeaderAndRecordLayout() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/snoop-layout-\(getpid()).btsnoop"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let w = try BTSnoopWriter(path: path)
+        let idx = w.addIndex(label: "test", address: BluetoothAddress(bytes: [0, 0xAA, 1, 1, 0, 1])!)
+        XCTAssertEqual(idx, 0)
+        [UInt8]([0x0A, 0x03, 0x00]).withUnsafeBytes { w.write(index: idx, direction: .sent, pdu: $0, timestamp: 1_000_000) }
+        w.close()
+        XCTAssertNil(w.failure)
+        let d = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        XCTAssertEqual(Array(d[0..<8]), Array("btsnoop".utf8) + [0])
+        XCTAssertEqual(Array(d[8..<16]), [0, 0, 0, 1, 0, 0, 0x07, 0xD1]) // version 1, datalink 2001
+        // First record: new index, 16 bytes, flags = index 0 << 16 | opcode 0; bdaddr little-endian.
+        XCTAssertEqual(Array(d[16..<28]), [0, 0, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0])
+        XCTAssertEqual(Array(d[40..<56]), [0, 0, 1, 0, 1, 1, 0xAA, 0] + Array("att0".utf8) + [0, 0, 0, 0])
+        // Last record: ACL TX (opcode 4), 11 bytes: handle 0x2040, ACL length 7, L2CAP length 3, CID 4, PDU.
+        let last = Array(d[(d.count - 24 - 11)...])
+        XCTAssertEqual(Array(last[0..<12]), [0, 0, 0, 11, 0, 0, 0, 11, 0, 0, 0, 4])
+        let ts = last[16..<24].reduce(Int64(0)) { $0 << 8 | Int64($1) }
+        XCTAssertEqual(ts, 1_000_000 + 0x00DC_DDB3_0F2F_8000)
+        XCTAssertEqual(Array(last[24...]), [0x40, 0x20, 7, 0, 3, 0, 4, 0, 0x0A, 0x03, 0x00])
+    }
+
+    func testTsharkDecodesTheATTOpcodesAndHandlesABearerCarried() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/snoop-\(getpid()).btsnoop"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let writer = try BTSnoopWriter(path: path)
+        let (client, server) = try ATTBearer.pair(labels: ("client", "server"))
+        client.capture(into: writer)
+        let serverSink = RecordingSink(onPDU: { pdu in
+            // Answer a Read Request (0x0A) with a Read Response, a Write Request (0x12) with a Write Response.
+            switch pdu.first {
+            case 0x0A: _ = try? send(server, [0x0B, 0x42, 0x61])
+            case 0x12: _ = try? send(server, [0x13])
+            default: break
+            }
+        })
+        server.start(serverSink)
+        let clientSink = RecordingSink()
+        client.start(clientSink)
+        // Raw ATT PDUs: Exchange MTU Request, Read Request 0x0003, Write Request 0x0010, Write Command 0x0025,
+        // Handle Value Notification 0x002A (sent by "the peer" here only to cover the received direction).
+        XCTAssertEqual(try send(client, [0x02, 0x05, 0x02]), .sent)
+        XCTAssertEqual(try send(client, [0x0A, 0x03, 0x00]), .sent)
+        clientSink.waitForPDUs(1)
+        XCTAssertEqual(try send(client, [0x12, 0x10, 0x00, 0x01, 0x00]), .sent)
+        clientSink.waitForPDUs(2)
+        XCTAssertEqual(try send(client, [0x52, 0x25, 0x00, 0xFF]), .sent)
+        XCTAssertEqual(try send(server, [0x1B, 0x2A, 0x00, 0x07]), .sent)
+        clientSink.waitForPDUs(3)
+        serverSink.waitForPDUs(4)
+        client.close(reason: "capture done")
+        clientSink.waitForClose()
+        writer.close()
+        XCTAssertNil(writer.failure)
+
+        let r = try tshark(["-r", path, "-Y", "btatt", "-T", "fields", "-E", "separator=;",
+                            "-e", "frame.number", "-e", "btatt.opcode", "-e", "btatt.handle"])
+        XCTAssertEqual(r.status, 0, r.err)
+        let rows = r.out.split(separator: "\n").map { $0.split(separator: ";", omittingEmptySubsequences: false).dropFirst().map(String.init) }
+        XCTAssertEqual(rows, [
+            ["0x02", ""],          // Exchange MTU Request
+            ["0x0a", "0x0003"],    // Read Request
+            ["0x0b", "0x0003"],    // Read Response (received; tshark pairs it with the request's handle)
+            ["0x12", "0x0010"],    // Write Request
+            ["0x13", "0x0010"],    // Write Response (received, paired likewise)
+            ["0x52", "0x0025"],    // Write Command
+            ["0x1b", "0x002a"],    // Notification (received)
+        ], r.out)
+        // Direction: monitor opcode 4 is ACL TX (sent), 5 is ACL RX (received).
+        let dir = try tshark(["-r", path, "-Y", "btatt", "-T", "fields", "-e", "hci_mon.opcode"])
+        XCTAssertEqual(dir.out.split(separator: "\n").map(String.init), ["4", "4", "5", "4", "5", "4", "5"])
+    }
+}

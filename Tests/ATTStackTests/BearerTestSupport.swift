@@ -1,0 +1,92 @@
+import Dispatch
+import Foundation
+import XCTest
+@testable import ATTStack
+
+/// A sink that records what a bearer delivers and lets a test wait for it (semaphores, no sleeps).
+final class RecordingSink: ATTTransportSink {
+    private struct State {
+        var pdus: [[UInt8]] = []
+        var closes: [TransportError] = []
+        var threads: Set<String> = []
+        var onPDU: (@Sendable ([UInt8]) -> Void)?
+    }
+    // Guards everything the reader thread records.
+    private let state = LockedValue(State())
+    private let pduSignal = DispatchSemaphore(value: 0)
+    private let closeSignal = DispatchSemaphore(value: 0)
+
+    init(onPDU: (@Sendable ([UInt8]) -> Void)? = nil) {
+        state.withLock { $0.onPDU = onPDU }
+    }
+
+    func transport(didReceive pdu: [UInt8]) {
+        let handler = state.withLock { s in
+            s.pdus.append(pdu)
+            s.threads.insert(currentThreadName())
+            return s.onPDU
+        }
+        handler?(pdu)
+        pduSignal.signal()
+    }
+
+    func transport(didCloseWith reason: TransportError) {
+        state.withLock { $0.closes.append(reason) }
+        closeSignal.signal()
+    }
+
+    var pdus: [[UInt8]] { state.withLock { $0.pdus } }
+    var closes: [TransportError] { state.withLock { $0.closes } }
+    var threadNames: Set<String> { state.withLock { $0.threads } }
+
+    /// Waits until `count` PDUs have arrived in total (or fails after `seconds`).
+    func waitForPDUs(_ count: Int, seconds: Double = 10, file: StaticString = #filePath, line: UInt = #line) {
+        while state.withLock({ $0.pdus.count }) < count {
+            if pduSignal.wait(timeout: .now() + seconds) == .timedOut {
+                XCTFail("waited \(seconds) s for \(count) PDUs, got \(pdus.count)", file: file, line: line)
+                return
+            }
+        }
+    }
+
+    /// Waits for the close and returns its reason.
+    @discardableResult
+    func waitForClose(seconds: Double = 10, file: StaticString = #filePath, line: UInt = #line) -> TransportError? {
+        if let first = closes.first { return first }
+        if closeSignal.wait(timeout: .now() + seconds) == .timedOut {
+            XCTFail("waited \(seconds) s for the bearer to close", file: file, line: line)
+            return nil
+        }
+        return closes.first
+    }
+}
+
+/// Sends bytes through a transport.
+func send(_ t: any ATTTransport, _ bytes: [UInt8]) throws(TransportError) -> ATTSendResult {
+    let result = bytes.withUnsafeBytes { b in Result { () throws(TransportError) in try t.trySend(b) } }
+    return try result.get()
+}
+
+/// A fresh path under the temporary directory for a unix socket.
+func temporarySocketPath(_ name: String) -> String {
+    let dir = FileManager.default.temporaryDirectory.path
+    return "\(dir)/attb-\(getpid())-\(name)-\(UInt32.random(in: 0...UInt32.max)).sock"
+}
+
+/// Open descriptors of this process.
+func openFDCount() -> Int {
+    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
+}
+
+/// Whether this kernel can open a Bluetooth socket (false here: EAFNOSUPPORT).
+func kernelHasBluetooth() -> Bool {
+    let fd = socket(31 /* AF_BLUETOOTH */, Int32(SOCK_SEQPACKET.rawValue), 0)
+    if fd >= 0 { close(fd); return true }
+    return false
+}
+
+/// The calling thread's kernel name.
+func currentThreadName() -> String {
+    let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
+    return comm.trimmingCharacters(in: .whitespacesAndNewlines)
+}

@@ -1,0 +1,526 @@
+// bearer-e2e: drives the socket bearer end to end, for the Bluetooth VM (and AF_UNIX here). Prints JSON lines.
+//
+//   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S] [--snoop FILE]
+//       accepts one connection (LE CID 4 on the adapter, or the unix path), echoes every PDU back unchanged,
+//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed. Exits 0 when the peer ends
+//       the link (EOF, or ECONNRESET: how a central's disconnect reaches an LE peripheral).
+//   bearer-e2e connect ADDRESS|unix:/path [--adapter hci0] [--type public|random] [--timeout S] [--count N]
+//       [--size B] [--echo-timeout S] [--security low|medium|high] [--snoop FILE]
+//       connects, sends N PDUs (Write Command 0x52, handle = sequence number), checks each echo, prints one
+//       JSON result: {"ok":true,...} or {"ok":false,"stage":...,"error":"<the error's sentence>",...}.
+//   bearer-e2e drop-caps      prints CapEff/CapPrm from /proc/self/status before and after dropping every capability.
+//   bearer-e2e bench [--count N] [--size B]   round trips: bare blocking send/recv vs two bearers, in microseconds.
+//   bearer-e2e adapters [--json] | doctor [--json]
+//   bearer-e2e scan --adapter hci0 [--seconds S]      LE scan through raw HCI, one JSON line per device.
+//   bearer-e2e advertise --adapter hci1 [--name N] [--stop]
+// Exit status: 0 on success, 1 on failure, 2 on a usage error.
+
+import ATTStack
+import Dispatch
+import Foundation
+
+// MARK: Output
+
+func emit(_ object: [String: Any]) {
+    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
+    FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
+func usage(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("bearer-e2e: \(message)\nusage: bearer-e2e listen|connect|drop-caps|adapters|doctor|scan|advertise ... (see tools/bearer-e2e/main.swift)\n".utf8))
+    exit(2)
+}
+
+/// The fields of an error a script can check: kind, syscall, errno name, and the sentence.
+func errorFields(_ e: TransportError) -> [String: Any] {
+    var f: [String: Any] = ["error": e.description]
+    switch e {
+    case .socket(let s):
+        f["kind"] = "socket"; f["syscall"] = s.syscall; f["errno"] = s.errnoName; f["errno_meaning"] = s.errnoMeaning
+    case .connectTimedOut(_, let seconds): f["kind"] = "connectTimedOut"; f["seconds"] = seconds
+    case .noSuchAdapter: f["kind"] = "noSuchAdapter"
+    case .adapterDown: f["kind"] = "adapterDown"
+    case .invalidTarget: f["kind"] = "invalidTarget"
+    case .closedByPeer: f["kind"] = "closedByPeer"
+    case .closedLocally: f["kind"] = "closedLocally"
+    case .truncated: f["kind"] = "truncated"
+    case .hciCommandFailed: f["kind"] = "hciCommandFailed"
+    }
+    return f
+}
+
+// MARK: Arguments
+
+struct Options {
+    var positional: [String] = []
+    var values: [String: String] = [:]
+    var flags: Set<String> = []
+
+    init(_ args: ArraySlice<String>, valued: Set<String>, flags known: Set<String>) {
+        var i = args.startIndex
+        while i < args.endIndex {
+            let a = args[i]
+            if valued.contains(a) {
+                guard i + 1 < args.endIndex else { usage("\(a) needs a value") }
+                values[a] = args[i + 1]
+                i += 2
+            } else if known.contains(a) {
+                flags.insert(a)
+                i += 1
+            } else if a.hasPrefix("--") {
+                usage("unknown option \(a)")
+            } else {
+                positional.append(a)
+                i += 1
+            }
+        }
+    }
+
+    func double(_ name: String, _ def: Double) -> Double {
+        guard let v = values[name] else { return def }
+        guard let d = Double(v), d >= 0 else { usage("\(name) needs a number of seconds, got \(v)") }
+        return d
+    }
+
+    func int(_ name: String, _ def: Int) -> Int {
+        guard let v = values[name] else { return def }
+        guard let d = Int(v), d >= 0 else { usage("\(name) needs a whole number, got \(v)") }
+        return d
+    }
+
+    var addressType: LEAddressType {
+        guard let t = values["--type"] else { return .public }
+        guard let type = LEAddressType(name: t) else { usage("--type is public or random, got \(t)") }
+        return type
+    }
+
+    func snoop() -> BTSnoopWriter? {
+        guard let path = values["--snoop"] else { return nil }
+        do { return try BTSnoopWriter(path: path) } catch {
+            emit(["ok": false, "stage": "snoop"].merging(errorFields(error)) { a, _ in a })
+            exit(1)
+        }
+    }
+}
+
+// MARK: listen
+
+/// Echoes every PDU back; waits for POLLOUT when the send buffer is full. Runs on the bearer's reader thread.
+final class EchoSink: ATTTransportSink {
+    private struct State {
+        var bearer: ATTBearer?
+        var queue: [[UInt8]] = []
+        var count = 0
+    }
+    // Guards the echo queue and the bearer reference (set once after accept).
+    private let state = LockedValue(State())
+    let closed = DispatchSemaphore(value: 0)
+    let reason = LockedValue<TransportError?>(nil)
+
+    func attach(_ b: ATTBearer) { state.withLock { $0.bearer = b } }
+
+    func transport(didReceive pdu: [UInt8]) {
+        let n = state.withLock { s -> Int in
+            s.count += 1
+            s.queue.append(pdu)
+            return s.count
+        }
+        emit(["event": "pdu", "seq": n, "length": pdu.count, "opcode": pdu.first.map { String(format: "0x%02x", $0) } ?? "none"])
+        flush()
+    }
+
+    private func flush() {
+        guard let b = state.withLock({ $0.bearer }) else { return }
+        while let next = state.withLock({ $0.queue.first }) {
+            do {
+                let r = try sendBytes(b, next)
+                if r == .wouldBlock {
+                    b.whenWritable { [self] in self.flush() }
+                    return
+                }
+                state.withLock { _ = $0.queue.removeFirst() }
+            } catch {
+                emit(["event": "echo-failed"].merging(errorFields(error)) { a, _ in a })
+                return
+            }
+        }
+    }
+
+    func transport(didCloseWith reason: TransportError) {
+        let count = state.withLock { $0.count }
+        emit(["event": "closed", "pdus": count].merging(errorFields(reason)) { a, _ in a })
+        self.reason.withLock { $0 = reason }
+        closed.signal()
+    }
+}
+
+func listen(_ o: Options) -> Int32 {
+    let snoop = o.snoop()
+    let listener: ATTBearerListener
+    do {
+        if let t = o.positional.first {
+            guard case .unix(let path) = try BearerTarget(parsing: t) else { usage("listen takes unix:/path or --adapter hciN") }
+            listener = try ATTBearerListener.unix(path: path)
+        } else {
+            listener = try ATTBearerListener.le(adapter: o.values["--adapter"], addressType: o.addressType)
+        }
+    } catch let e as BearerTargetError {
+        emit(["ok": false, "stage": "listen"].merging(errorFields(.invalidTarget(e))) { a, _ in a })
+        return 1
+    } catch {
+        emit(["ok": false, "stage": "listen"].merging(errorFields(error as! TransportError)) { a, _ in a })
+        return 1
+    }
+    emit(["event": "listening", "on": listener.label])
+    if let name = o.values["--advertise"], let adapter = o.values["--adapter"] {
+        do {
+            try LEAdvertiser.start(adapter: adapter, name: name)
+            emit(["event": "advertising", "adapter": adapter, "name": name])
+        } catch {
+            emit(["ok": false, "stage": "advertise"].merging(errorFields(error)) { a, _ in a })
+            return 1
+        }
+    }
+    let bearer: ATTBearer
+    do {
+        bearer = try listener.accept(timeout: o.values["--accept-timeout"].map { _ in o.double("--accept-timeout", 0) })
+    } catch {
+        emit(["ok": false, "stage": "accept"].merging(errorFields(error)) { a, _ in a })
+        return 1
+    }
+    listener.close()
+    var accepted: [String: Any] = ["event": "accepted", "peer": bearer.label]
+    if case .le = bearer.endpoint, let m = try? bearer.l2capMTUs() {
+        accepted["l2cap_mtu"] = ["send": m.send, "receive": m.receive]
+    }
+    emit(accepted)
+    if let snoop { bearer.capture(into: snoop) }
+    let sink = EchoSink()
+    sink.attach(bearer)
+    bearer.start(sink)
+    sink.closed.wait()
+    snoop?.close()
+    // Over LE, a central's normal disconnect (Remote User Terminated) reaches the peripheral as ECONNRESET.
+    switch sink.reason.withLock({ $0 }) {
+    case .closedByPeer?, .closedLocally?: return 0
+    case .socket(let e)? where e.errnoName == "ECONNRESET": return 0
+    default: return 1
+    }
+}
+
+// MARK: connect
+
+/// Collects echoes for the connecting side.
+final class CheckSink: ATTTransportSink {
+    // Guards the received echoes and the close reason.
+    let state = LockedValue<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
+    let signal = DispatchSemaphore(value: 0)
+    func transport(didReceive pdu: [UInt8]) {
+        state.withLock { $0.pdus.append(pdu) }
+        signal.signal()
+    }
+    func transport(didCloseWith reason: TransportError) {
+        state.withLock { $0.closed = reason }
+        signal.signal()
+    }
+}
+
+func connect(_ o: Options) -> Int32 {
+    guard let t = o.positional.first else { usage("connect needs an ADDRESS or unix:/path") }
+    let target: BearerTarget
+    do { target = try BearerTarget(parsing: t) } catch {
+        emit(["ok": false, "stage": "parse"].merging(errorFields(.invalidTarget(error))) { a, _ in a })
+        return 1
+    }
+    let count = o.int("--count", 10)
+    let size = max(3, min(o.int("--size", 20), 517))
+    let echoTimeout = o.double("--echo-timeout", 5)
+    var security: BTSecurityLevel? = nil
+    if let s = o.values["--security"] {
+        guard let l = BTSecurityLevel(name: s) else { usage("--security is low, medium, high or fips") }
+        security = l
+    }
+    let snoop = o.snoop()
+    let started = ContinuousClock.now
+    let bearer: ATTBearer
+    do {
+        bearer = try ATTBearer.connect(to: target, type: o.addressType, adapter: o.values["--adapter"],
+                                       timeout: o.double("--timeout", ATTBearer.defaultConnectTimeout), security: security)
+    } catch {
+        var f: [String: Any] = ["ok": false, "stage": "connect", "target": target.description]
+        f["elapsed_ms"] = ms(started.duration(to: .now))
+        emit(f.merging(errorFields(error)) { a, _ in a })
+        return 1
+    }
+    let connectMs = ms(started.duration(to: .now))
+    if let snoop { bearer.capture(into: snoop) }
+    let sink = CheckSink()
+    bearer.start(sink)
+    var rtts: [Double] = []
+    var result: [String: Any] = ["target": target.description, "label": bearer.label, "connect_ms": connectMs, "count": count, "size": size]
+    if case .le = bearer.endpoint, let m = try? bearer.l2capMTUs() { result["l2cap_mtu"] = ["send": m.send, "receive": m.receive] }
+    var failure: [String: Any]? = nil
+    exchange: for i in 0..<count {
+        var pdu: [UInt8] = [0x52, UInt8(i & 0xFF), UInt8(i >> 8 & 0xFF)]
+        pdu += (0..<(size - 3)).map { UInt8(truncatingIfNeeded: i &+ $0) }
+        let t0 = ContinuousClock.now
+        while true {
+            do {
+                let r = try sendBytes(bearer, pdu)
+                if r == .sent { break }
+                let writable = DispatchSemaphore(value: 0)
+                bearer.whenWritable { writable.signal() }
+                if writable.wait(timeout: .now() + echoTimeout) == .timedOut {
+                    failure = ["stage": "send", "error": "the send buffer stayed full for \(echoTimeout) s", "seq": i]
+                    break exchange
+                }
+            } catch {
+                failure = ["stage": "send", "seq": i].merging(errorFields(error)) { a, _ in a }
+                break exchange
+            }
+        }
+        // Wait for echo number i.
+        while true {
+            let (n, closed) = sink.state.withLock { ($0.pdus.count, $0.closed) }
+            if n > i { break }
+            if let closed {
+                failure = ["stage": "echo", "seq": i].merging(errorFields(closed)) { a, _ in a }
+                break exchange
+            }
+            if sink.signal.wait(timeout: .now() + echoTimeout) == .timedOut {
+                failure = ["stage": "echo", "seq": i, "error": "no echo of PDU \(i) within \(echoTimeout) s"]
+                break exchange
+            }
+        }
+        rtts.append(us(t0.duration(to: .now)))
+        let echo = sink.state.withLock { $0.pdus[i] }
+        if echo != pdu {
+            failure = ["stage": "echo", "seq": i, "error": "echo \(i) differs: sent \(pdu.count) bytes starting \(pdu.prefix(4)), got \(echo.count) starting \(echo.prefix(4))"]
+            break exchange
+        }
+    }
+    bearer.close(reason: "bearer-e2e done")
+    _ = sink.signal.wait(timeout: .now() + 5)
+    snoop?.close()
+    result["echoed"] = rtts.count
+    if !rtts.isEmpty {
+        let sorted = rtts.sorted()
+        result["rtt_us"] = ["median": sorted[sorted.count / 2], "p99": sorted[min(sorted.count - 1, sorted.count * 99 / 100)], "max": sorted.last!]
+    }
+    if let failure {
+        emit(result.merging(failure) { _, b in b }.merging(["ok": false]) { _, b in b })
+        return 1
+    }
+    result["ok"] = true
+    emit(result)
+    return 0
+}
+
+/// Milliseconds, to 0.1 ms.
+func ms(_ d: Duration) -> Double {
+    ((Double(d.components.seconds) * 1000 + Double(d.components.attoseconds) / 1e15) * 10).rounded() / 10
+}
+
+/// Microseconds.
+func us(_ d: Duration) -> Double {
+    Double(d.components.seconds) * 1e6 + Double(d.components.attoseconds) / 1e12
+}
+
+func sendBytes(_ b: ATTBearer, _ pdu: [UInt8]) throws(TransportError) -> ATTSendResult {
+    try pdu.withUnsafeBytes { p in Result { () throws(TransportError) in try b.trySend(p) } }.get()
+}
+
+// MARK: drop-caps
+
+func statusCaps() -> [String: String] {
+    let text = (try? String(contentsOfFile: "/proc/self/status", encoding: .utf8)) ?? ""
+    var out: [String: String] = [:]
+    for line in text.split(separator: "\n") where line.hasPrefix("Cap") {
+        let parts = line.split(separator: ":", maxSplits: 1)
+        if parts.count == 2 { out[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces) }
+    }
+    return out
+}
+
+func dropCaps() -> Int32 {
+    let before = statusCaps()
+    do {
+        try Capabilities.dropAll()
+    } catch {
+        emit(["ok": false, "before": before].merging(errorFields(error)) { a, _ in a })
+        return 1
+    }
+    let after = statusCaps()
+    let lib = try? Capabilities.process()
+    emit(["ok": true, "before": before, "after": after, "libcap_effective_after": lib?.effective.description ?? "unknown",
+          "raw_hci_check_after": Capabilities.checkRawHCI().summary])
+    return 0
+}
+
+// MARK: bench
+
+/// Round trips of a Write Request-sized PDU: a bare blocking send/recv loop over a socketpair against two
+/// bearers (the server's sink echoes on its reader thread; the client waits on a semaphore its sink signals).
+func bench(_ o: Options) -> Int32 {
+    let count = o.int("--count", 20000)
+    let size = max(1, min(o.int("--size", 20), 517))
+    let pdu: [UInt8] = [0x12, 0x03, 0x00] + [UInt8](repeating: 0x5A, count: max(0, size - 3))
+
+    // Bare: blocking sockets, one echo thread.
+    var fds: [Int32] = [-1, -1]
+    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
+    let server = fds[1], client = fds[0]
+    let echo = Thread {
+        var buf = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let n = recv(server, &buf, buf.count, 0)
+            if n <= 0 { break }
+            _ = send(server, buf, n, 0)
+        }
+    }
+    echo.start()
+    var buf = [UInt8](repeating: 0, count: 1024)
+    for _ in 0..<1000 { _ = send(client, pdu, pdu.count, 0); _ = recv(client, &buf, buf.count, 0) } // warm-up
+    var t0 = ContinuousClock.now
+    for _ in 0..<count {
+        _ = send(client, pdu, pdu.count, 0)
+        _ = recv(client, &buf, buf.count, 0)
+    }
+    let bare = us(t0.duration(to: .now)) / Double(count)
+    close(client)
+    close(server)
+
+    // Through the bearer.
+    final class Echo: ATTTransportSink {
+        let peer = LockedValue<ATTBearer?>(nil)
+        func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
+        func transport(didCloseWith reason: TransportError) {}
+    }
+    final class Waiter: ATTTransportSink {
+        let got = DispatchSemaphore(value: 0)
+        func transport(didReceive pdu: [UInt8]) { got.signal() }
+        func transport(didCloseWith reason: TransportError) { got.signal() }
+    }
+    let a: ATTBearer, b: ATTBearer
+    do { (a, b) = try ATTBearer.pair() } catch { usage("pair failed: \(error)") }
+    let e = Echo()
+    e.peer.withLock { $0 = b }
+    b.start(e)
+    let w = Waiter()
+    a.start(w)
+    for _ in 0..<1000 { _ = try? sendBytes(a, pdu); w.got.wait() }
+    t0 = ContinuousClock.now
+    for _ in 0..<count {
+        _ = try? sendBytes(a, pdu)
+        w.got.wait()
+    }
+    let bearer = us(t0.duration(to: .now)) / Double(count)
+
+    // Chained: the client's sink sends the next PDU from the reader thread (no hop to a waiting thread).
+    final class Chain: ATTTransportSink {
+        let left: LockedValue<Int>
+        let done = DispatchSemaphore(value: 0)
+        let bearer: LockedValue<ATTBearer?> = LockedValue(nil)
+        let pdu: [UInt8]
+        init(count: Int, pdu: [UInt8]) { left = LockedValue(count); self.pdu = pdu }
+        func transport(didReceive _: [UInt8]) {
+            let more = left.withLock { n -> Bool in n -= 1; return n > 0 }
+            if more, let b = bearer.withLock({ $0 }) { _ = try? sendBytes(b, pdu) } else if !more { done.signal() }
+        }
+        func transport(didCloseWith reason: TransportError) { done.signal() }
+    }
+    a.close(reason: "bench done")
+    b.close(reason: "bench done")
+    let c1: ATTBearer, c2: ATTBearer
+    do { (c1, c2) = try ATTBearer.pair() } catch { usage("pair failed: \(error)") }
+    let e3 = Echo()
+    e3.peer.withLock { $0 = c2 }
+    c2.start(e3)
+    let chain = Chain(count: count, pdu: pdu)
+    chain.bearer.withLock { $0 = c1 }
+    c1.start(chain)
+    t0 = ContinuousClock.now
+    _ = try? sendBytes(c1, pdu)
+    chain.done.wait()
+    let chained = us(t0.duration(to: .now)) / Double(count)
+    c1.close(reason: "bench done")
+    c2.close(reason: "bench done")
+
+    // A bare blocking client against a bearer echo server: the bearer's own cost without the client's thread hop.
+    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
+    let serverBearer: ATTBearer
+    do { serverBearer = try ATTBearer(adoptingConnected: fds[1], label: "bench server") } catch { usage("adopt failed: \(error)") }
+    let e2 = Echo()
+    e2.peer.withLock { $0 = serverBearer }
+    serverBearer.start(e2)
+    for _ in 0..<1000 { _ = send(fds[0], pdu, pdu.count, 0); _ = recv(fds[0], &buf, buf.count, 0) }
+    t0 = ContinuousClock.now
+    for _ in 0..<count {
+        _ = send(fds[0], pdu, pdu.count, 0)
+        _ = recv(fds[0], &buf, buf.count, 0)
+    }
+    let half = us(t0.duration(to: .now)) / Double(count)
+    close(fds[0])
+    serverBearer.close(reason: "bench done")
+    func r2(_ x: Double) -> Double { (x * 100).rounded() / 100 }
+    emit(["count": count, "size": pdu.count, "bare_us": r2(bare), "bearer_us": r2(bearer), "ratio": r2(bearer / bare),
+          "bearer_server_us": r2(half), "bearer_server_ratio": r2(half / bare),
+          "bearer_chained_us": r2(chained), "bearer_chained_ratio": r2(chained / bare)])
+    return 0
+}
+
+// MARK: main
+
+let args = CommandLine.arguments
+guard args.count >= 2 else { usage("missing a subcommand") }
+let rest = args.dropFirst(2)
+let status: Int32
+switch args[1] {
+case "listen":
+    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop"], flags: []))
+case "connect":
+    status = connect(Options(rest, valued: ["--adapter", "--type", "--timeout", "--count", "--size", "--echo-timeout", "--security", "--snoop"], flags: []))
+case "drop-caps":
+    status = dropCaps()
+case "bench":
+    status = bench(Options(rest, valued: ["--count", "--size"], flags: []))
+case "adapters":
+    let o = Options(rest, valued: [], flags: ["--json"])
+    let r = AdaptersReport.collect()
+    print(o.flags.contains("--json") ? r.json : r.text, terminator: o.flags.contains("--json") ? "\n" : "")
+    status = r.error == nil ? 0 : 1
+case "doctor":
+    let o = Options(rest, valued: [], flags: ["--json"])
+    let r = BluetoothDoctor.run()
+    print(o.flags.contains("--json") ? r.json : r.text, terminator: o.flags.contains("--json") ? "\n" : "")
+    status = r.isHealthy ? 0 : 1
+case "scan":
+    let o = Options(rest, valued: ["--adapter", "--seconds"], flags: ["--passive"])
+    guard let adapter = o.values["--adapter"] else { usage("scan needs --adapter hciN") }
+    do {
+        for r in try LEScanner.scan(adapter: adapter, seconds: o.double("--seconds", 3), active: !o.flags.contains("--passive")) {
+            emit(["address": r.address.description, "type": r.addressType.description, "rssi": Int(r.rssi),
+                  "connectable": r.isConnectable, "name": r.localName ?? ""])
+        }
+        status = 0
+    } catch {
+        emit(["ok": false, "stage": "scan"].merging(errorFields(error)) { a, _ in a })
+        status = 1
+    }
+case "advertise":
+    let o = Options(rest, valued: ["--adapter", "--name"], flags: ["--stop"])
+    guard let adapter = o.values["--adapter"] else { usage("advertise needs --adapter hciN") }
+    do {
+        if o.flags.contains("--stop") { try LEAdvertiser.stop(adapter: adapter) } else {
+            try LEAdvertiser.start(adapter: adapter, name: o.values["--name"] ?? "bearer-e2e")
+        }
+        emit(["ok": true, "adapter": adapter, "advertising": !o.flags.contains("--stop")])
+        status = 0
+    } catch {
+        emit(["ok": false, "stage": "advertise"].merging(errorFields(error)) { a, _ in a })
+        status = 1
+    }
+default:
+    usage("unknown subcommand \(args[1])")
+}
+exit(status)
