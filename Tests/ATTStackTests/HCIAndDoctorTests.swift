@@ -73,6 +73,14 @@ final class DoctorTests: XCTestCase {
         classic.supportsBREDR = true
         XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([classic])).first?.status, .warning)
         XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([])).first?.status, .problem)
+        var fresh = adapter
+        fresh.featuresKnown = false
+        fresh.supportsLE = false
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([fresh])).first?.detail,
+                       "down (00:AA:01:01:00:01, LE support unknown until powered, ACL 192x1, virtual)")
+        fresh.isUp = true
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([fresh])).first?.status, .ok)
+        XCTAssertEqual(fresh.radioDescription, "LE unknown")
         XCTAssertEqual(BluetoothDoctor.adapterFindings(.failure(.adapterDown("hci0"))).first?.status, .problem)
         XCTAssertTrue(AdaptersReport(adapters: [adapter], error: nil).text.contains("hci1   00:AA:01:01:00:01 down  LE          acl 192x1    virtual\n"))
     }
