@@ -1,6 +1,7 @@
 // bearer-e2e: drives the socket bearer end to end, for the Bluetooth VM (and AF_UNIX here). Prints JSON lines.
 //
-//   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S] [--snoop FILE]
+//   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S]
+//       [--snoop FILE] [--drop-caps]   (--drop-caps: drop every capability once listening and advertising)
 //       accepts one connection (LE CID 4 on the adapter, or the unix path), echoes every PDU back unchanged,
 //       prints {"event":...} lines: listening, advertising, accepted, pdu, closed. Exits 0 when the peer ends
 //       the link (EOF, or ECONNRESET: how a central's disconnect reaches an LE peripheral).
@@ -179,6 +180,16 @@ func listen(_ o: Options) -> Int32 {
             emit(["event": "advertising", "adapter": adapter, "name": name])
         } catch {
             emit(["ok": false, "stage": "advertise"].merging(errorFields(error)) { a, _ in a })
+            return 1
+        }
+    }
+    if o.flags.contains("--drop-caps") {
+        // The listening socket (and advertising) are set up: nothing privileged is needed from here on.
+        do {
+            try Capabilities.dropAll()
+            emit(["event": "capabilities-dropped", "CapEff": statusCaps()["CapEff"] ?? "?"])
+        } catch {
+            emit(["ok": false, "stage": "drop-caps"].merging(errorFields(error)) { a, _ in a })
             return 1
         }
     }
@@ -514,7 +525,7 @@ let rest = args.dropFirst(2)
 let status: Int32
 switch args[1] {
 case "listen":
-    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop"], flags: []))
+    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop"], flags: ["--drop-caps"]))
 case "connect":
     status = connect(Options(rest, valued: ["--adapter", "--type", "--timeout", "--count", "--size", "--echo-timeout", "--security", "--snoop"], flags: []))
 case "drop-caps":
