@@ -118,6 +118,15 @@ final class BearerTests: XCTestCase {
         b.close(reason: "done")
     }
 
+    func testWaiterRegisteredBeforeStartWakesOnClose() throws {
+        let (a, b) = try ATTBearer.pair()
+        let woke = DispatchSemaphore(value: 0)
+        a.whenWritable { woke.signal() }
+        a.close(reason: "never started")
+        XCTAssertEqual(woke.wait(timeout: .now() + 5), .success)
+        b.close(reason: "done")
+    }
+
     func testWhenWritableWaiterWakesOnClose() throws {
         let (a, b) = try ATTBearer.pair()
         a.start(RecordingSink())
