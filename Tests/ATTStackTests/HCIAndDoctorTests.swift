@@ -65,10 +65,25 @@ final class ParserRobustnessTests: XCTestCase {
         var rng = SplitMix(state: 0x5EED)
         var reports = 0
         for _ in 0..<20_000 {
-            var packet: [UInt8] = [0x04, [0x0E, 0x0F, 0x3E, 0x05].randomElement(using: &rng)!]
-            let body = (0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
-            packet.append(UInt8(truncatingIfNeeded: Bool.random(using: &rng) ? body.count : Int.random(in: 0...255, using: &rng)))
-            if packet[1] == 0x3E, !body.isEmpty { packet += [0x02] + body.dropFirst() } else { packet += body }
+            var packet: [UInt8]
+            if Bool.random(using: &rng) {
+                // Well-formed advertising reports, then maybe cut short or with the length byte changed.
+                var p: [UInt8] = [0x02, UInt8.random(in: 1...2, using: &rng)]
+                for _ in 0..<Int(p[1]) {
+                    let data = (0..<Int.random(in: 0...31, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                    p += [UInt8.random(in: 0...4, using: &rng), UInt8.random(in: 0...3, using: &rng)]
+                    p += (0..<6).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                    p += [UInt8(data.count)] + data + [UInt8.random(in: 0...255, using: &rng)]
+                }
+                if Bool.random(using: &rng) { p = Array(p.prefix(Int.random(in: 0...p.count, using: &rng))) }
+                if Bool.random(using: &rng), p.count > 10 { p[10] = UInt8.random(in: 0...255, using: &rng) }
+                packet = [0x04, 0x3E, UInt8(truncatingIfNeeded: p.count)] + p
+            } else {
+                packet = [0x04, [0x0E, 0x0F, 0x3E, 0x05].randomElement(using: &rng)!]
+                let body = (0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                packet.append(UInt8(truncatingIfNeeded: Bool.random(using: &rng) ? body.count : Int.random(in: 0...255, using: &rng)))
+                packet += body
+            }
             if case .leAdvertisingReports(let r)? = HCIEvent.parse(packet) {
                 reports += r.count
                 for report in r { _ = report.localName }
