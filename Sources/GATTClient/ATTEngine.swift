@@ -130,6 +130,8 @@ final class ATTEngine: ATTTransportSink {
     let nextID = Atomic<UInt64>(1)
     /// Guards the names callers gave to handles (used only when building error messages).
     let names = Lock<[UInt16: String]>([:])
+    /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
+    let executor = BearerExecutor()
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
 
@@ -515,8 +517,9 @@ final class ATTEngine: ATTTransportSink {
                 s.stats.protocolViolations += 1
                 return
             }
-            let opText = describe(slot.opcode, handle: slot.handle)
-            let expected = "\(slot.response.description) or Error Response for \(slot.opcode.name)"
+            // Built only on the slow paths (a violation, a dropped response): the hot path formats no strings.
+            var opText: String { describe(slot.opcode, handle: slot.handle) }
+            var expected: String { "\(slot.response.description) or Error Response for \(slot.opcode.name)" }
             let result: Result<[UInt8], GATTError>
             if op == .errorResponse {
                 if pdu.count != 5 {
@@ -558,7 +561,7 @@ final class ATTEngine: ATTTransportSink {
             }
             next = promoteNext(&s)
         }
-        resume?.run()
+        if let resume { executor.resumingInline { resume.run() } }
         if let violation { events?(.protocolViolation(violation, failed: failedOp)) }
         if let droppedText { events?(.dropped(droppedText)) }
         if let next { sendSlot(id: next.id, pdu: next.pdu) }

@@ -66,6 +66,11 @@ public final class GATTClient: Sendable {
     /// True once the bearer closed (from either side, or after an ATT timeout).
     public var isClosed: Bool { engine.isClosed }
 
+    /// An executor for code that runs requests back to back: inside
+    /// `withTaskExecutorPreference(client.bearerExecutor) { ... }` a caller continues on the transport's reader
+    /// thread as soon as its response arrives (no pool-thread wake-up). Keep such code short.
+    public var bearerExecutor: BearerExecutor { engine.executor }
+
     /// What the engine dropped or refused so far.
     public var statistics: GATTClientStatistics { engine.statistics }
 
