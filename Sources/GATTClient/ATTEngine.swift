@@ -21,7 +21,9 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
     case answeredPeerRequest(request: [UInt8], answer: [UInt8])
     /// The ATT_MTU changed (Exchange MTU).
     case mtuChanged(Int)
-    /// A notification stream's buffer was full and a value for `handle` was dropped (nil: the catch-all stream).
+    /// A notification stream's buffer was full and it started dropping values (first of a burst; every drop is
+    /// counted in `GATTClientStatistics.droppedNotifications` and in the next value's `droppedBefore`).
+    /// `stream` is the handle of the per-handle stream, nil for the catch-all stream.
     case notificationDropped(handle: UInt16, stream: UInt16?)
 
     public var description: String {
@@ -32,7 +34,7 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
         case .answeredPeerRequest(let req, let ans): return "answered the peer's [\(hexBytes(req))] with [\(hexBytes(ans))]"
         case .mtuChanged(let m): return "ATT_MTU is now \(m)"
         case .notificationDropped(let h, let stream):
-            return "buffer full: dropped a value of handle \(hex4(h)) for the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream"
+            return "buffer full: the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream started dropping values (first: handle \(hex4(h)))"
         }
     }
 }
@@ -587,14 +589,22 @@ final class ATTEngine: ATTTransportSink {
             s.stats.notificationsReceived += 1
             return (s.catchAll, s.subscribers[handle])
         }
-        var drops: [UInt16?] = []
-        if let catchAll, !catchAll.deliver(handle: handle, value: value, kind: kind) { drops.append(nil) }
-        if let sinks {
-            for sink in sinks where !sink.deliver(handle: handle, value: value, kind: kind) { drops.append(handle) }
+        // Every drop is counted; an event is reported once per burst (when a stream starts dropping).
+        var dropCount = 0
+        var burstStarts: [UInt16?] = []
+        func note(_ d: NotificationSink.Delivery, _ stream: UInt16?) {
+            if case .dropped(let first) = d {
+                dropCount += 1
+                if first { burstStarts.append(stream) }
+            }
         }
-        if !drops.isEmpty {
-            state.withLock { $0.stats.droppedNotifications += drops.count }
-            for d in drops { events?(.notificationDropped(handle: handle, stream: d)) }
+        if let catchAll { note(catchAll.deliver(handle: handle, value: value, kind: kind), nil) }
+        if let sinks {
+            for sink in sinks { note(sink.deliver(handle: handle, value: value, kind: kind), handle) }
+        }
+        if dropCount > 0 {
+            state.withLock { $0.stats.droppedNotifications += dropCount }
+            for d in burstStarts { events?(.notificationDropped(handle: handle, stream: d)) }
         }
     }
 

@@ -647,3 +647,18 @@ public final class GATTClient: Sendable {
         return .protocolViolation(v)
     }
 }
+
+extension GATTClient.Configuration {
+    /// Wires `setSecurityLevel` to the bearer's BT_SECURITY socket option (Core Spec 5.4 Vol 3 Part C §10.2) and
+    /// starts from the level the socket reports. Pair with `retryAfterRaisingSecurity` for the single retry on
+    /// Insufficient Authentication / Encryption.
+    public mutating func useSecurity(of bearer: ATTBearer) {
+        setSecurityLevel = { level in
+            guard let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) else { return }
+            try bearer.setSecurityLevel(bt)
+        }
+        if let current = try? bearer.securityLevel(), let level = GATTSecurityLevel(rawValue: Int(current.rawValue)) {
+            initialSecurityLevel = level
+        }
+    }
+}

@@ -229,3 +229,35 @@ final class SocketPairTests: XCTestCase {
         client.close()
     }
 }
+
+final class BearerExecutorTests: XCTestCase {
+    func testCallersOnTheBearerExecutorContinueOnTheReaderThread() async throws {
+        let (a, b) = try ATTBearer.pair()
+        // The peer first sends an unsolicited Handle Value Confirmation: the engine reports it from the reader
+        // thread, which tells the test that thread's id.
+        let readerThread = Lock<UInt?>(nil)
+        let peer = SocketScriptPeer(bearer: b, steps: [.server(hex("1e"))] + raw("0a 03 00", "0b 01")
+                                    + raw("0a 04 00", "0b 02") + raw("0a 05 00", "0b 03"))
+        var config = GATTClient.Configuration()
+        config.events = { _ in readerThread.withLock { $0 = UInt(pthread_self()) } }
+        let client = try await GATTClient.connect(transport: a, configuration: config)
+        peer.start()
+        let threads = try await within {
+            try await withTaskExecutorPreference(client.bearerExecutor) {
+                var threads: [UInt] = []
+                _ = try await client.read(handle: 3)
+                threads.append(UInt(pthread_self()))
+                _ = try await client.read(handle: 4)
+                threads.append(UInt(pthread_self()))
+                return threads
+            }
+        }
+        let reader = try XCTUnwrap(readerThread.withLock { $0 })
+        XCTAssertEqual(threads, [reader, reader], "the caller did not continue on the reader thread")
+        let v = try await client.read(handle: 5)
+        XCTAssertEqual(v, [3])
+        XCTAssertNotEqual(UInt(pthread_self()), reader, "a caller without the preference ran on the reader thread")
+        peer.assertScriptDone()
+        client.close()
+    }
+}
