@@ -22,7 +22,12 @@ public struct ATTAttributeDataList: RandomAccessCollection, Sendable, Equatable,
 
     /// Builds a list; throws for an empty list, a zero handle, values of different lengths, or a value
     /// longer than 253 bytes (the Length byte covers handle + value).
-    public init<V: Collection>(_ elements: [(handle: UInt16, value: V)]) throws(ATTEncodeError) where V.Element == UInt8 {
+    /// The same, from array values.
+    public init(_ elements: [(handle: UInt16, value: [UInt8])]) throws(ATTEncodeError) {
+        try self.init(elements.map { (handle: $0.handle, value: $0.value[...]) })
+    }
+
+    public init(_ elements: [(handle: UInt16, value: ArraySlice<UInt8>)]) throws(ATTEncodeError) {
         let op = ATTOpcode.readByTypeResponse
         guard let first = elements.first else {
             throw .invalidField(opcode: op, field: .attributeDataList, problem: .emptyList)

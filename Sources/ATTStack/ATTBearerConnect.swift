@@ -2,7 +2,6 @@
 
 import CBlueZSocket
 import Glibc
-import Synchronization
 
 extension ATTBearer {
     /// The default connect timeout, in seconds.
@@ -89,6 +88,17 @@ extension ATTBearer {
         return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
     }
 
+    /// Takes ownership of a connected SOCK_SEQPACKET socket made elsewhere (inherited, or from another API).
+    /// The socket is switched to non-blocking; on failure it is closed.
+    public convenience init(adoptingConnected socket: Int32, label: String) throws(TransportError) {
+        if cbz_set_nonblocking(socket) < 0 {
+            let e = lastSocketError("fcntl(O_NONBLOCK)", "adopting the socket for \(label)", .local)
+            _ = cbz_close(socket)
+            throw .socket(e)
+        }
+        try self.init(adopting: socket, endpoint: .socketPair, label: label)
+    }
+
     /// Two connected bearers over a socketpair (in-process tests and loopback).
     public static func pair(labels: (String, String) = ("socketpair:a", "socketpair:b"),
                             receiveBufferSize: Int = 1024) throws(TransportError) -> (ATTBearer, ATTBearer) {
@@ -127,7 +137,7 @@ public final class ATTBearerListener: Sendable {
         var released = false
     }
     // Guards the two fds' lifetime: they are closed once closed is set and no accept is running.
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     private init(fd: Int32, wakefd: Int32, kind: Kind, label: String) {
         self.fd = fd
@@ -160,6 +170,10 @@ public final class ATTBearerListener: Sendable {
         if cbz_unix_bind(fd, path) < 0 {
             let code = cbz_errno()
             guard code == EADDRINUSE, isStale(path) else {
+                if code == EADDRINUSE, cbz_is_socket_file(path) == 0 {
+                    throw .socket(SocketError(syscall: "bind", errno: code, context: "listening at \(path)",
+                                              advice: "\(path) exists and is not a socket: choose another path (it is left untouched)"))
+                }
                 throw .socket(socketError("bind", code, "listening at \(path)", domain))
             }
             _ = cbz_unlink(path)
@@ -180,8 +194,10 @@ public final class ATTBearerListener: Sendable {
         return ATTBearerListener(fd: fd, wakefd: wake, kind: .unix(path: path), label: "unix:\(path)")
     }
 
-    /// A socket file that refuses connections: left behind by a listener that exited.
+    /// A socket file that refuses connections: left behind by a listener that exited. Anything that is not a
+    /// socket (a regular file, a directory) is never stale: it is not ours to remove.
     private static func isStale(_ path: String) -> Bool {
+        guard cbz_is_socket_file(path) == 1 else { return false }
         let probe = cbz_unix_socket()
         guard probe >= 0 else { return false }
         defer { _ = cbz_close(probe) }

@@ -1,7 +1,7 @@
 // Little-endian field access used by the ATT codec (Core Spec 5.4 Vol 3 Part F §3.3: multi-octet fields
 // are little-endian).
 
-extension ArraySlice where Element == UInt8 {
+extension RandomAccessCollection where Element == UInt8, Index == Int {
     /// The little-endian UInt16 at absolute index `i` (the caller has checked the bounds).
     @inlinable @inline(__always)
     func attLE16(at i: Int) -> UInt16 {

@@ -42,4 +42,11 @@ public struct ATTDecodeError: Error, Sendable, Hashable, CustomStringConvertible
         if problem == .zeroHandle { return .invalidHandle }
         return .invalidPDU
     }
+
+    /// The Error Response a server sends for this malformed request (§3.4.1.1): the request's opcode,
+    /// handle 0x0000 (no valid handle was received) and `serverErrorCode`; nil when nothing is sent.
+    public var serverErrorResponse: ATTPDU? {
+        guard let opcode, let code = serverErrorCode else { return nil }
+        return .errorResponse(requestOpcode: opcode, handle: 0x0000, error: code)
+    }
 }

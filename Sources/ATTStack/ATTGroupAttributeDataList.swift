@@ -22,8 +22,12 @@ public struct ATTGroupAttributeDataList: RandomAccessCollection, Sendable, Equat
 
     /// Builds a list; throws for an empty list, a zero handle, values of different lengths, or a value
     /// longer than 251 bytes (the Length byte covers both handles and the value).
-    public init<V: Collection>(_ elements: [(handle: UInt16, endGroup: UInt16, value: V)]) throws(ATTEncodeError)
-    where V.Element == UInt8 {
+    /// The same, from array values.
+    public init(_ elements: [(handle: UInt16, endGroup: UInt16, value: [UInt8])]) throws(ATTEncodeError) {
+        try self.init(elements.map { (handle: $0.handle, endGroup: $0.endGroup, value: $0.value[...]) })
+    }
+
+    public init(_ elements: [(handle: UInt16, endGroup: UInt16, value: ArraySlice<UInt8>)]) throws(ATTEncodeError) {
         let op = ATTOpcode.readByGroupTypeResponse
         guard let first = elements.first else {
             throw .invalidField(opcode: op, field: .attributeDataList, problem: .emptyList)

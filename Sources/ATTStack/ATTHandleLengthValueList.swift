@@ -16,7 +16,12 @@ public struct ATTHandleLengthValueList: Sequence, Sendable, Equatable, CustomStr
     @usableFromInline init(unchecked bytes: ArraySlice<UInt8>) { self.bytes = bytes }
 
     /// Builds a list; throws for fewer than two tuples, a zero handle or a value over 65535 bytes.
-    public init<V: Collection>(_ elements: [(handle: UInt16, value: V)]) throws(ATTEncodeError) where V.Element == UInt8 {
+    /// The same, from array values.
+    public init(_ elements: [(handle: UInt16, value: [UInt8])]) throws(ATTEncodeError) {
+        try self.init(elements.map { (handle: $0.handle, value: $0.value[...]) })
+    }
+
+    public init(_ elements: [(handle: UInt16, value: ArraySlice<UInt8>)]) throws(ATTEncodeError) {
         let op = ATTOpcode.multipleHandleValueNotification
         guard elements.count >= Self.minimumCount else {
             throw .invalidField(opcode: op, field: .handleLengthValueTupleList,

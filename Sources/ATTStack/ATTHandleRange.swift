@@ -18,6 +18,9 @@ public struct ATTHandleRange: Hashable, Sendable, CustomStringConvertible {
     /// A range a server may serve: a non-zero start no greater than the end (§3.4.3.1).
     @inlinable public var isValid: Bool { start != 0 && start <= end }
 
+    /// Whether `handle` lies in the range (both ends included).
+    @inlinable public func contains(_ handle: UInt16) -> Bool { handle >= start && handle <= end }
+
     /// `0x0001-0xFFFF`.
     public var description: String { "\(ATTHex.handle(start))-\(ATTHex.handle(end))" }
 }

@@ -15,7 +15,12 @@ public struct ATTLengthValueList: Sequence, Sendable, Equatable, CustomStringCon
 
     /// Builds a list from values, cut to `limit` bytes when given (a server passes ATT_MTU-1).
     /// Throws for an empty list, a value over 65535 bytes, or a limit below 2.
-    public init<V: Collection>(_ values: [V], limit: Int? = nil) throws(ATTEncodeError) where V.Element == UInt8 {
+    /// The same, from array values.
+    public init(_ values: [[UInt8]], limit: Int? = nil) throws(ATTEncodeError) {
+        try self.init(values.map { $0[...] }, limit: limit)
+    }
+
+    public init(_ values: [ArraySlice<UInt8>], limit: Int? = nil) throws(ATTEncodeError) {
         let op = ATTOpcode.readMultipleVariableResponse
         guard !values.isEmpty else { throw .invalidField(opcode: op, field: .lengthValueTupleList, problem: .emptyList) }
         var b = ATTListBuilder(capacity: values.reduce(0) { $0 + 2 + $1.count })

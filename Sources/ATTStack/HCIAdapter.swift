@@ -21,6 +21,19 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
     /// How it is attached: "virtual", "usb", "uart", ...
     public var bus: String
 
+    public init(index: Int, name: String, address: BluetoothAddress, isUp: Bool, supportsLE: Bool, supportsBREDR: Bool,
+                aclMTU: Int, aclPackets: Int, bus: String) {
+        self.index = index
+        self.name = name
+        self.address = address
+        self.isUp = isUp
+        self.supportsLE = supportsLE
+        self.supportsBREDR = supportsBREDR
+        self.aclMTU = aclMTU
+        self.aclPackets = aclPackets
+        self.bus = bus
+    }
+
     /// Runs `body` with an HCI control socket (AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI; no capability needed).
     static func withControlSocket<T>(_ context: String, _ adapter: String,
                                      _ body: (Int32) throws(TransportError) -> T) throws(TransportError) -> T {

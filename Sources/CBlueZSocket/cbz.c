@@ -89,6 +89,12 @@ int cbz_set_buffer_size(int fd, int which, int bytes) {
 
 int cbz_shutdown(int fd) { return shutdown(fd, SHUT_RDWR); }
 
+int cbz_set_nonblocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
 int cbz_pending_bytes(int fd, int *bytes) { return ioctl(fd, FIONREAD, bytes); }
 
 // MARK: - AF_UNIX
@@ -139,6 +145,12 @@ int cbz_accept(int fd) {
 }
 
 int cbz_unlink(const char *path) { return unlink(path); }
+
+int cbz_is_socket_file(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) < 0) return -1;
+    return S_ISSOCK(st.st_mode) ? 1 : 0;
+}
 
 // MARK: - L2CAP LE
 
@@ -485,4 +497,12 @@ int cbz_set_thread_name(const char *name) {
     char buf[16];
     snprintf(buf, sizeof buf, "%s", name);
     return prctl(PR_SET_NAME, buf, 0, 0, 0);
+}
+
+// MARK: - Address printing (for tests: our byte order against BlueZ's ba2str)
+
+int cbz_ba2str(const uint8_t *printed, char *out) {
+    bdaddr_t b;
+    to_bdaddr(&b, printed);
+    return ba2str(&b, out);
 }

@@ -2,12 +2,14 @@
 //
 //   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S] [--snoop FILE]
 //       accepts one connection (LE CID 4 on the adapter, or the unix path), echoes every PDU back unchanged,
-//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed.
+//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed. Exits 0 when the peer ends
+//       the link (EOF, or ECONNRESET: how a central's disconnect reaches an LE peripheral).
 //   bearer-e2e connect ADDRESS|unix:/path [--adapter hci0] [--type public|random] [--timeout S] [--count N]
 //       [--size B] [--echo-timeout S] [--security low|medium|high] [--snoop FILE]
 //       connects, sends N PDUs (Write Command 0x52, handle = sequence number), checks each echo, prints one
 //       JSON result: {"ok":true,...} or {"ok":false,"stage":...,"error":"<the error's sentence>",...}.
 //   bearer-e2e drop-caps      prints CapEff/CapPrm from /proc/self/status before and after dropping every capability.
+//   bearer-e2e bench [--count N] [--size B]   round trips: bare blocking send/recv vs two bearers, in microseconds.
 //   bearer-e2e adapters [--json] | doctor [--json]
 //   bearer-e2e scan --adapter hci0 [--seconds S]      LE scan through raw HCI, one JSON line per device.
 //   bearer-e2e advertise --adapter hci1 [--name N] [--stop]
@@ -16,7 +18,6 @@
 import ATTStack
 import Dispatch
 import Foundation
-import Synchronization
 
 // MARK: Output
 
@@ -112,9 +113,9 @@ final class EchoSink: ATTTransportSink {
         var count = 0
     }
     // Guards the echo queue and the bearer reference (set once after accept).
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     let closed = DispatchSemaphore(value: 0)
-    let reason = Mutex<TransportError?>(nil)
+    let reason = LockedValue<TransportError?>(nil)
 
     func attach(_ b: ATTBearer) { state.withLock { $0.bearer = b } }
 
@@ -199,8 +200,10 @@ func listen(_ o: Options) -> Int32 {
     bearer.start(sink)
     sink.closed.wait()
     snoop?.close()
+    // Over LE, a central's normal disconnect (Remote User Terminated) reaches the peripheral as ECONNRESET.
     switch sink.reason.withLock({ $0 }) {
     case .closedByPeer?, .closedLocally?: return 0
+    case .socket(let e)? where e.errnoName == "ECONNRESET": return 0
     default: return 1
     }
 }
@@ -210,7 +213,7 @@ func listen(_ o: Options) -> Int32 {
 /// Collects echoes for the connecting side.
 final class CheckSink: ATTTransportSink {
     // Guards the received echoes and the close reason.
-    let state = Mutex<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
+    let state = LockedValue<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
     let signal = DispatchSemaphore(value: 0)
     func transport(didReceive pdu: [UInt8]) {
         state.withLock { $0.pdus.append(pdu) }
@@ -354,6 +357,118 @@ func dropCaps() -> Int32 {
     return 0
 }
 
+// MARK: bench
+
+/// Round trips of a Write Request-sized PDU: a bare blocking send/recv loop over a socketpair against two
+/// bearers (the server's sink echoes on its reader thread; the client waits on a semaphore its sink signals).
+func bench(_ o: Options) -> Int32 {
+    let count = o.int("--count", 20000)
+    let size = max(1, min(o.int("--size", 20), 517))
+    let pdu: [UInt8] = [0x12, 0x03, 0x00] + [UInt8](repeating: 0x5A, count: max(0, size - 3))
+
+    // Bare: blocking sockets, one echo thread.
+    var fds: [Int32] = [-1, -1]
+    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
+    let server = fds[1], client = fds[0]
+    let echo = Thread {
+        var buf = [UInt8](repeating: 0, count: 1024)
+        while true {
+            let n = recv(server, &buf, buf.count, 0)
+            if n <= 0 { break }
+            _ = send(server, buf, n, 0)
+        }
+    }
+    echo.start()
+    var buf = [UInt8](repeating: 0, count: 1024)
+    for _ in 0..<1000 { _ = send(client, pdu, pdu.count, 0); _ = recv(client, &buf, buf.count, 0) } // warm-up
+    var t0 = ContinuousClock.now
+    for _ in 0..<count {
+        _ = send(client, pdu, pdu.count, 0)
+        _ = recv(client, &buf, buf.count, 0)
+    }
+    let bare = us(t0.duration(to: .now)) / Double(count)
+    close(client)
+    close(server)
+
+    // Through the bearer.
+    final class Echo: ATTTransportSink {
+        let peer = LockedValue<ATTBearer?>(nil)
+        func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
+        func transport(didCloseWith reason: TransportError) {}
+    }
+    final class Waiter: ATTTransportSink {
+        let got = DispatchSemaphore(value: 0)
+        func transport(didReceive pdu: [UInt8]) { got.signal() }
+        func transport(didCloseWith reason: TransportError) { got.signal() }
+    }
+    let a: ATTBearer, b: ATTBearer
+    do { (a, b) = try ATTBearer.pair() } catch { usage("pair failed: \(error)") }
+    let e = Echo()
+    e.peer.withLock { $0 = b }
+    b.start(e)
+    let w = Waiter()
+    a.start(w)
+    for _ in 0..<1000 { _ = try? sendBytes(a, pdu); w.got.wait() }
+    t0 = ContinuousClock.now
+    for _ in 0..<count {
+        _ = try? sendBytes(a, pdu)
+        w.got.wait()
+    }
+    let bearer = us(t0.duration(to: .now)) / Double(count)
+
+    // Chained: the client's sink sends the next PDU from the reader thread (no hop to a waiting thread).
+    final class Chain: ATTTransportSink {
+        let left: LockedValue<Int>
+        let done = DispatchSemaphore(value: 0)
+        let bearer: LockedValue<ATTBearer?> = LockedValue(nil)
+        let pdu: [UInt8]
+        init(count: Int, pdu: [UInt8]) { left = LockedValue(count); self.pdu = pdu }
+        func transport(didReceive _: [UInt8]) {
+            let more = left.withLock { n -> Bool in n -= 1; return n > 0 }
+            if more, let b = bearer.withLock({ $0 }) { _ = try? sendBytes(b, pdu) } else if !more { done.signal() }
+        }
+        func transport(didCloseWith reason: TransportError) { done.signal() }
+    }
+    a.close(reason: "bench done")
+    b.close(reason: "bench done")
+    let c1: ATTBearer, c2: ATTBearer
+    do { (c1, c2) = try ATTBearer.pair() } catch { usage("pair failed: \(error)") }
+    let e3 = Echo()
+    e3.peer.withLock { $0 = c2 }
+    c2.start(e3)
+    let chain = Chain(count: count, pdu: pdu)
+    chain.bearer.withLock { $0 = c1 }
+    c1.start(chain)
+    t0 = ContinuousClock.now
+    _ = try? sendBytes(c1, pdu)
+    chain.done.wait()
+    let chained = us(t0.duration(to: .now)) / Double(count)
+    c1.close(reason: "bench done")
+    c2.close(reason: "bench done")
+
+    // A bare blocking client against a bearer echo server: the bearer's own cost without the client's thread hop.
+    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
+    let serverBearer: ATTBearer
+    do { serverBearer = try ATTBearer(adoptingConnected: fds[1], label: "bench server") } catch { usage("adopt failed: \(error)") }
+    let e2 = Echo()
+    e2.peer.withLock { $0 = serverBearer }
+    serverBearer.start(e2)
+    for _ in 0..<1000 { _ = send(fds[0], pdu, pdu.count, 0); _ = recv(fds[0], &buf, buf.count, 0) }
+    t0 = ContinuousClock.now
+    for _ in 0..<count {
+        _ = send(fds[0], pdu, pdu.count, 0)
+        _ = recv(fds[0], &buf, buf.count, 0)
+    }
+    let half = us(t0.duration(to: .now)) / Double(count)
+    close(fds[0])
+    serverBearer.close(reason: "bench done")
+    func r2(_ x: Double) -> Double { (x * 100).rounded() / 100 }
+    emit(["count": count, "size": pdu.count, "bare_us": r2(bare), "bearer_us": r2(bearer), "ratio": r2(bearer / bare),
+          "bearer_server_us": r2(half), "bearer_server_ratio": r2(half / bare),
+          "bearer_chained_us": r2(chained), "bearer_chained_ratio": r2(chained / bare)])
+    return 0
+}
+
 // MARK: main
 
 let args = CommandLine.arguments
@@ -367,6 +482,8 @@ case "connect":
     status = connect(Options(rest, valued: ["--adapter", "--type", "--timeout", "--count", "--size", "--echo-timeout", "--security", "--snoop"], flags: []))
 case "drop-caps":
     status = dropCaps()
+case "bench":
+    status = bench(Options(rest, valued: ["--count", "--size"], flags: []))
 case "adapters":
     let o = Options(rest, valued: [], flags: ["--json"])
     let r = AdaptersReport.collect()

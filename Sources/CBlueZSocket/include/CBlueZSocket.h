@@ -58,6 +58,8 @@ int cbz_socket_error(int fd, int *err);
 /// getsockopt(SO_SNDBUF / SO_RCVBUF) and setsockopt; `which` is 0 for send, 1 for receive.
 int cbz_get_buffer_size(int fd, int which, int *bytes);
 int cbz_set_buffer_size(int fd, int which, int bytes);
+/// fcntl(F_SETFL, O_NONBLOCK) added to the current flags.
+int cbz_set_nonblocking(int fd);
 /// shutdown(fd, SHUT_RDWR).
 int cbz_shutdown(int fd);
 /// Number of bytes queued for receive (FIONREAD / SIOCINQ).
@@ -79,6 +81,8 @@ size_t cbz_unix_path_max(void);
 int cbz_listen(int fd, int backlog);
 /// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC).
 int cbz_accept(int fd);
+/// 1 when lstat(path) says it is a socket, 0 when it is something else, -1 with errno when lstat fails.
+int cbz_is_socket_file(const char *path);
 /// unlink(path).
 int cbz_unlink(const char *path);
 
@@ -108,6 +112,10 @@ int cbz_bt_security_set(int fd, uint8_t level);
 int cbz_bt_sndmtu(int fd, uint16_t *mtu);
 int cbz_bt_rcvmtu(int fd, uint16_t *mtu);
 int cbz_bt_set_rcvmtu(int fd, uint16_t mtu);
+
+/// Converts `printed` to a bdaddr_t as the socket calls do, then prints it with BlueZ's ba2str into out
+/// (18 bytes): a check that the shim's byte order is BlueZ's.
+int cbz_ba2str(const uint8_t *printed, char *out);
 
 // MARK: - HCI devices
 

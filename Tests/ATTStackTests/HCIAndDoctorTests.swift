@@ -1,0 +1,168 @@
+import Foundation
+import XCTest
+@testable import ATTStack
+
+/// HCI command bytes, event parsing, the doctor's findings and capabilities.
+final class HCICommandTests: XCTestCase {
+    func testLECommandEncodings() {
+        let p = HCICommand.leSetAdvertisingParameters(intervalMilliseconds: 100)
+        XCTAssertEqual(p.opcode, 0x2006)
+        XCTAssertEqual(p.parameters, [0xA0, 0x00, 0xA0, 0x00, 0x00, 0x00, 0x00, 0, 0, 0, 0, 0, 0, 0x07, 0x00])
+        let d = HCICommand.leSetAdvertisingData(HCICommand.advertisingData(name: "mirror"))
+        XCTAssertEqual(d.opcode, 0x2008)
+        XCTAssertEqual(d.parameters.count, 32)
+        XCTAssertEqual(Array(d.parameters.prefix(12)), [11, 0x02, 0x01, 0x06, 0x07, 0x09] + Array("mirror".utf8))
+        XCTAssertEqual(HCICommand.leSetAdvertisingEnable(true).opcode, 0x200A)
+        XCTAssertEqual(HCICommand.leSetScanParameters(active: true).parameters, [1, 0x10, 0, 0x10, 0, 0, 0])
+        XCTAssertEqual(HCICommand.leSetScanEnable(true).opcode, 0x200C)
+        // A name too long for 31 bytes becomes a Shortened Local Name.
+        let long = HCICommand.advertisingData(name: String(repeating: "n", count: 40))
+        XCTAssertEqual(long.count, 31)
+        XCTAssertEqual(long[4], 0x08)
+    }
+
+    func testEventParsing() {
+        XCTAssertEqual(HCIEvent.parse([0x04, 0x0E, 0x04, 0x01, 0x06, 0x20, 0x00]),
+                       .commandComplete(opcode: 0x2006, returnParameters: [0x00]))
+        XCTAssertEqual(HCIEvent.parse([0x04, 0x0F, 0x04, 0x0C, 0x01, 0x0A, 0x20]), .commandStatus(opcode: 0x200A, status: 0x0C))
+        XCTAssertNil(HCIEvent.parse([0x04, 0x0E, 0x05, 0x01]))
+        XCTAssertNil(HCIEvent.parse([0x02, 0x0E, 0x00]))
+        // Two reports: ADV_IND from 00:AA:01:01:00:01 (public) named "sim", and a scan response (random).
+        let ad: [UInt8] = [0x02, 0x01, 0x06, 0x04, 0x09] + Array("sim".utf8)
+        var p: [UInt8] = [0x02, 0x02]
+        p += [0x00, 0x00, 0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, UInt8(ad.count)] + ad + [0xC4]
+        p += [0x04, 0x01, 0x06, 0x05, 0x04, 0x03, 0x02, 0xC1, 0x00, 0x7F]
+        guard case .leAdvertisingReports(let reports)? = HCIEvent.parse([0x04, 0x3E, UInt8(p.count)] + p) else { return XCTFail() }
+        XCTAssertEqual(reports.count, 2)
+        XCTAssertEqual(reports[0].address.description, "00:AA:01:01:00:01")
+        XCTAssertEqual(reports[0].addressType, .public)
+        XCTAssertEqual(reports[0].localName, "sim")
+        XCTAssertEqual(reports[0].rssi, -60)
+        XCTAssertTrue(reports[0].isConnectable)
+        XCTAssertEqual(reports[1].address.description, "C1:02:03:04:05:06")
+        XCTAssertEqual(reports[1].addressType, .random)
+        XCTAssertFalse(reports[1].isConnectable)
+        XCTAssertNil(reports[1].localName)
+        // Cut short: no report is made up.
+        XCTAssertNil(HCIEvent.parse([0x04, 0x3E, 0x05, 0x02, 0x01, 0x00, 0x00, 0x01]))
+    }
+}
+
+final class DoctorTests: XCTestCase {
+    private let adapter = HCIAdapter(index: 1, name: "hci1", address: BluetoothAddress(bytes: [0, 0xAA, 1, 1, 0, 1])!, isUp: false,
+                                     supportsLE: true, supportsBREDR: false, aclMTU: 192, aclPackets: 1, bus: "virtual")
+
+    func testKernelFindings() {
+        let none = BluetoothDoctor.kernelFinding(socketErrno: EAFNOSUPPORT, moduleLoaded: false)
+        XCTAssertEqual(none.status, .problem)
+        XCTAssertEqual(none.detail, "this kernel has no Bluetooth support: socket(AF_BLUETOOTH) fails with EAFNOSUPPORT (/sys/module/bluetooth is absent)")
+        XCTAssertEqual(BluetoothDoctor.kernelFinding(socketErrno: 0, moduleLoaded: true).status, .ok)
+        let other = BluetoothDoctor.kernelFinding(socketErrno: EMFILE, moduleLoaded: true)
+        XCTAssertTrue(other.detail.contains("EMFILE"), other.detail)
+    }
+
+    func testAdapterFindings() {
+        let down = BluetoothDoctor.adapterFindings(.success([adapter]))
+        XCTAssertEqual(down, [DoctorFinding(check: "adapter hci1", status: .warning, detail: "down (00:AA:01:01:00:01, LE, ACL 192x1, virtual)",
+                                            action: "`sudo btmgmt -i hci1 power on` (or `sudo hciconfig hci1 up`)")])
+        var up = adapter
+        up.isUp = true
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([up])).first?.status, .ok)
+        var classic = up
+        classic.supportsLE = false
+        classic.supportsBREDR = true
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([classic])).first?.status, .warning)
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([])).first?.status, .problem)
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.failure(.adapterDown("hci0"))).first?.status, .problem)
+        XCTAssertTrue(AdaptersReport(adapters: [adapter], error: nil).text.contains("hci1   00:AA:01:01:00:01 down  LE          acl 192x1    virtual\n"))
+    }
+
+    func testDaemonCapabilityAndRFKillFindings() {
+        let d = BluetoothDoctor.daemonFinding(pid: 4242)
+        XCTAssertEqual(d.status, .warning)
+        XCTAssertTrue(d.detail.contains("pid 4242") && d.detail.contains("EBUSY") && d.detail.contains("Exchange MTU"), d.detail)
+        XCTAssertTrue(d.action?.contains("sudo systemctl stop bluetooth") == true)
+        XCTAssertEqual(BluetoothDoctor.daemonFinding(pid: nil).status, .ok)
+
+        let lacking = CapabilityCheck(required: .rawHCI, effective: CapabilitySet(rawValue: 0), fileCapabilities: nil, executable: "/usr/bin/mirror")
+        let f = BluetoothDoctor.capabilityFinding(lacking)
+        XCTAssertEqual(f.status, .info)
+        XCTAssertEqual(f.action, "`sudo setcap cap_net_raw,cap_net_admin+ep /usr/bin/mirror`, or run as root")
+        XCTAssertTrue(f.detail.contains("lacks cap_net_admin,cap_net_raw"), f.detail)
+        let half = CapabilityCheck(required: .rawHCI, effective: .netRaw, fileCapabilities: .netRaw, executable: "/x")
+        XCTAssertEqual(half.missing, .netAdmin)
+        XCTAssertTrue(BluetoothDoctor.capabilityFinding(half).detail.contains("lacks cap_net_admin (the binary carries cap_net_raw)"))
+
+        XCTAssertEqual(BluetoothDoctor.rfkillFindings([.init(name: "hci0", soft: true, hard: false)]).first?.action, "`sudo rfkill unblock bluetooth`")
+        XCTAssertEqual(BluetoothDoctor.rfkillFindings([.init(name: "hci0", soft: false, hard: true)]).first?.status, .problem)
+        XCTAssertEqual(BluetoothDoctor.rfkillFindings([.init(name: "hci0", soft: false, hard: false)]), [])
+    }
+
+    func testReportOnThisMachineRendersAsTextAndJSON() throws {
+        let report = BluetoothDoctor.run()
+        XCTAssertEqual(report.findings.first?.check, "kernel")
+        XCTAssertEqual(report.findings.first?.status, kernelHasBluetooth() ? .ok : .problem)
+        XCTAssertTrue(report.findings.contains { $0.check == "capabilities" })
+        XCTAssertTrue(report.findings.contains { $0.check == "bluetoothd" })
+        let json = try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any]
+        XCTAssertEqual(json?["healthy"] as? Bool, report.isHealthy)
+        XCTAssertEqual((json?["findings"] as? [Any])?.count, report.findings.count)
+        XCTAssertEqual(try JSONDecoder().decode(DoctorReport.self, from: Data(report.json.utf8)), report)
+        if !kernelHasBluetooth() {
+            XCTAssertFalse(report.isHealthy)
+            XCTAssertTrue(report.text.hasPrefix("PROBLEM  kernel: this kernel has no Bluetooth support"), report.text)
+            XCTAssertTrue(report.text.hasSuffix("doctor: not ready for raw ATT (see PROBLEM lines)\n"))
+        }
+    }
+}
+
+final class CapabilityTests: XCTestCase {
+    private func capEff(_ status: String) -> UInt64? {
+        for line in status.split(separator: "\n") where line.hasPrefix("CapEff:") {
+            return UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+        }
+        return nil
+    }
+
+    func testLibcapAgreesWithProcStatus() throws {
+        let status = try String(contentsOfFile: "/proc/self/status", encoding: .utf8)
+        XCTAssertEqual(try Capabilities.process().effective.rawValue, capEff(status))
+        XCTAssertEqual(CapabilitySet.rawHCI.names, ["cap_net_admin", "cap_net_raw"])
+        XCTAssertEqual(CapabilitySet(rawValue: 0).description, "none")
+        XCTAssertTrue(Capabilities.executablePath().hasPrefix("/"))
+        XCTAssertNil(try Capabilities.file("/bin/sh"), "/bin/sh carries no file capabilities")
+        XCTAssertThrowsError(try Capabilities.file("/nonexistent/binary"))
+    }
+
+    /// Drops every capability in a child process (bearer-e2e drop-caps) and reads its CapEff before and after.
+    func testDropAllInAChildProcessEndsWithNoCapabilities() throws {
+        let ownBefore = capEff(try String(contentsOfFile: "/proc/self/status", encoding: .utf8))
+        let testBinary = URL(fileURLWithPath: Capabilities.executablePath())
+        let tool = testBinary.deletingLastPathComponent().appendingPathComponent("bearer-e2e")
+        guard FileManager.default.isExecutableFile(atPath: tool.path) else {
+            return XCTFail("\(tool.path) is missing: build it with `swift build --product bearer-e2e`")
+        }
+        let p = Process()
+        p.executableURL = tool
+        p.arguments = ["drop-caps"]
+        let out = Pipe()
+        p.standardOutput = out
+        try p.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        p.waitUntilExit()
+        XCTAssertEqual(p.terminationStatus, 0, String(decoding: data, as: UTF8.self))
+        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
+        let before = try XCTUnwrap(json["before"] as? [String: String])
+        let after = try XCTUnwrap(json["after"] as? [String: String])
+        // The child starts with what this process has (root here: non-zero) and ends with nothing.
+        XCTAssertEqual(UInt64(before["CapEff"] ?? "", radix: 16), ownBefore)
+        if getuid() == 0 { XCTAssertNotEqual(before["CapEff"], "0000000000000000", "run as root, the child starts privileged") }
+        XCTAssertEqual(after["CapEff"], "0000000000000000")
+        XCTAssertEqual(after["CapPrm"], "0000000000000000")
+        XCTAssertEqual(after["CapInh"], "0000000000000000")
+        XCTAssertEqual(after["CapAmb"], "0000000000000000")
+        XCTAssertEqual(json["libcap_effective_after"] as? String, "none")
+        // This process keeps its own.
+        XCTAssertEqual(capEff(try String(contentsOfFile: "/proc/self/status", encoding: .utf8)), ownBefore)
+    }
+}

@@ -1,0 +1,215 @@
+#!/bin/bash
+# Helpers for VM scenarios (sourced inside the guest by guest.sh). Every wait is bounded; a step's output
+# goes to $OUT/STEP.log; the first failed assertion ends the scenario with a message in guest.log.
+# Time limits given to these helpers are multiplied by VM_TIMEOUT_SCALE.
+
+VM_PIDS=()
+# Clock in microseconds from bash itself: every fork costs about 50 ms under TCG.
+vm_now() { local t=${EPOCHREALTIME/./}; echo "$t"; }
+VM_T0=$(vm_now)
+
+# vm_secs MICROSECONDS: "S.SS".
+vm_secs() { printf '%d.%02d' $(($1 / 1000000)) $((($1 % 1000000) / 10000)); }
+
+# vm_log MESSAGE: a timestamped line in guest.log (seconds since the scenario started).
+vm_log() { printf '[%6s] %s\n' "$(vm_secs $(($(vm_now) - VM_T0)))" "$*"; }
+
+# vm_fail MESSAGE: ends the scenario as failed.
+vm_fail() { vm_log "FAIL: $*"; exit 1; }
+
+# vm_scaled SECONDS: a time limit multiplied by VM_TIMEOUT_SCALE (at least 1).
+vm_scaled() {
+  local s=${VM_TIMEOUT_SCALE:-1}
+  if [[ $s =~ ^[0-9]+$ ]]; then echo $(($1 * s))
+  else awk -v l="$1" -v s="$s" 'BEGIN { v = l * s; if (v < 1) v = 1; printf "%d", v }'
+  fi
+}
+
+# vm_run STEP LIMIT CMD...: runs CMD with a time limit, output in $OUT/STEP.log; sets VM_RC, returns it.
+vm_run() {
+  local step=$1 limit; limit=$(vm_scaled "$2"); shift 2
+  local t; t=$(vm_now)
+  timeout -k 3 "$limit" "$@" >"$OUT/$step.log" 2>&1
+  VM_RC=$?
+  local took; took=$(vm_secs $(($(vm_now) - t)))
+  if [ $VM_RC -eq 124 ] || [ $VM_RC -eq 137 ]; then
+    vm_log "step $step: killed after its limit of $limit s ($*)"
+  else
+    vm_log "step $step: exit $VM_RC in $took s"
+  fi
+  return $VM_RC
+}
+
+# vm_ok STEP LIMIT CMD...: vm_run, and the scenario fails unless CMD exits 0.
+vm_ok() {
+  local step=$1
+  vm_run "$@" && return 0
+  sed 's/^/    | /' "$OUT/$step.log" | tail -n 20
+  vm_fail "$step exited $VM_RC"
+}
+
+# vm_bg STEP CMD...: starts CMD in the background (output in $OUT/STEP.log); stopped by vm_cleanup.
+vm_bg() {
+  local step=$1; shift
+  "$@" >"$OUT/$step.log" 2>&1 &
+  VM_PIDS+=($!)
+  eval "VM_PID_${step//[^A-Za-z0-9_]/_}=$!"
+  vm_log "started $step (pid $!): $*"
+}
+
+# vm_pid STEP: the pid of a vm_bg step.
+vm_pid() { eval "echo \${VM_PID_${1//[^A-Za-z0-9_]/_}:-}"; }
+
+# vm_wait WHAT LIMIT CMD...: retries CMD every 0.1 s until it succeeds; fails the scenario after LIMIT s.
+vm_wait() {
+  local what=$1 limit; limit=$(vm_scaled "$2"); shift 2
+  local deadline=$(($(vm_now) + limit * 1000000))
+  until "$@" >/dev/null 2>&1; do
+    [ "$(vm_now)" -gt $deadline ] && vm_fail "waited $limit s for $what"
+    sleep 0.1
+  done
+  vm_log "ready: $what"
+}
+
+# vm_wait_log STEP PATTERN LIMIT: waits until $OUT/STEP.log has a line matching PATTERN (grep -E).
+vm_wait_log() { vm_wait "'$2' in $1.log" "$3" grep -qE "$2" "$OUT/$1.log"; }
+
+# vm_stop STEP [LIMIT] [SIGNAL]: sends SIGNAL (default INT), then waits up to LIMIT s (default 5) for
+# the step to exit; SIGKILL after that. Sets VM_RC to its exit status.
+vm_stop() {
+  local pid; pid=$(vm_pid "$1"); local limit=${2:-5} sig=${3:-INT}
+  [ -n "$pid" ] || vm_fail "vm_stop: no background step $1"
+  kill -"$sig" "$pid" 2>/dev/null
+  local i=0 n; n=$(( $(vm_scaled "$limit") * 10 ))
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+  kill -0 "$pid" 2>/dev/null && { vm_log "step $1 ignored SIG$sig for $limit s: SIGKILL"; kill -KILL "$pid"; }
+  wait "$pid" 2>/dev/null; VM_RC=$?
+  vm_log "stopped $1: exit $VM_RC"
+}
+
+# vm_join STEP LIMIT: waits up to LIMIT s for a background step to exit on its own; sets VM_RC.
+vm_join() {
+  local pid; pid=$(vm_pid "$1"); local limit; limit=$(vm_scaled "$2")
+  local i=0 n=$((limit * 10))
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+  if kill -0 "$pid" 2>/dev/null; then
+    kill -KILL "$pid"; wait "$pid" 2>/dev/null
+    vm_fail "$1 did not exit within $limit s"
+  fi
+  wait "$pid"; VM_RC=$?
+  vm_log "$1 exited $VM_RC"
+}
+
+# vm_cleanup: stops every background step, newest first (the EXIT trap of each scenario).
+vm_cleanup() {
+  local i pid
+  for ((i = ${#VM_PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${VM_PIDS[$i]}
+    kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null
+  done
+  for ((i = 0; i < 20; i++)); do
+    local alive=0
+    for pid in "${VM_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive -eq 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${VM_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null; done
+  VM_PIDS=()
+}
+
+# vm_need PRODUCT...: fails unless the release build has these executables.
+vm_need() {
+  local p
+  for p in "$@"; do
+    [ -x "$BIN/$p" ] || vm_fail "$BIN/$p is missing: run 'swift build -c release' first"
+  done
+}
+
+# vm_controllers: starts btvirt's two linked LE-only controllers (hci0 00:AA:01:00:00:00 and
+# hci1 00:AA:01:01:00:01), a btmon capture ($OUT/hci.btsnoop), and powers both on.
+# Set VM_BTMON=0 before it to go without the capture.
+vm_controllers() {
+  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
+  vm_bg btvirt btvirt -l2 -L
+  vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
+  vm_ok hci0-up 15 hciconfig hci0 up
+  vm_ok hci1-up 15 hciconfig hci1 up
+}
+
+# vm_advertise hciN: makes the controller connectable and advertising (legacy HCI, no bluetoothd).
+vm_advertise() { vm_ok "$1-leadv" 15 hciconfig "$1" leadv 0; }
+
+# vm_json FILE EXPR [WHAT]: asserts a Python expression over the JSON document in FILE (bound to j).
+# FILE may hold log lines around one JSON object or array; the last line that parses as JSON is used,
+# else the whole file.
+vm_json() {
+  local file=$1 expr=$2 what=${3:-$2}
+  if python3 - "$file" "$expr" <<'PY'
+import json, sys
+path, expr = sys.argv[1], sys.argv[2]
+text = open(path, encoding="utf-8", errors="replace").read()
+doc = None
+for line in reversed(text.splitlines()):
+    line = line.strip()
+    if line.startswith(("{", "[")):
+        try:
+            doc = json.loads(line); break
+        except ValueError:
+            pass
+if doc is None:
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        print(f"no JSON in {path}: {e}")
+        sys.exit(2)
+ok = eval(expr, {"j": doc, "json": json})
+if not ok:
+    print(json.dumps(doc, indent=1)[:3000])
+sys.exit(0 if ok else 1)
+PY
+  then vm_log "ok: $what"
+  else vm_fail "assertion failed on $(basename "$file"): $what"
+  fi
+}
+
+# vm_grep FILE PATTERN [WHAT]: asserts that FILE has a line matching PATTERN (grep -E).
+vm_grep() {
+  if grep -qE "$2" "$1"; then vm_log "ok: ${3:-$2}"
+  else sed 's/^/    | /' "$1" | tail -n 20; vm_fail "${3:-no '$2' in $(basename "$1")}"
+  fi
+}
+
+# vm_no_grep FILE PATTERN [WHAT]: asserts that no line of FILE matches PATTERN.
+vm_no_grep() {
+  if grep -qE "$2" "$1"; then grep -E "$2" "$1" | head -n 5 | sed 's/^/    | /'; vm_fail "${3:-'$2' in $(basename "$1")}"
+  else vm_log "ok: ${3:-no '$2'}"
+  fi
+}
+
+# vm_count FILE PATTERN N [WHAT]: asserts that exactly N lines of FILE match PATTERN (grep -E).
+vm_count() {
+  local n; n=$(grep -cE "$2" "$1")
+  if [ "$n" -eq "$3" ]; then vm_log "ok: ${4:-$3 lines match '$2'}"
+  else sed 's/^/    | /' "$1" | tail -n 20; vm_fail "${4:-lines matching '$2'}: $n, expected $3"
+  fi
+}
+
+# vm_gatt_peer: BlueZ's own GATT server on hci1, as a peer nobody here wrote: the system D-Bus, bluetoothd,
+# and hci1 powered, connectable and advertising through bluetoothd (btmgmt); hci0 powered for the central.
+# Serves GAP 0x0001-0x0007 (Device Name value 0x0003 "BlueZ 5.66"), GATT 0x0008-0x0011, Device
+# Information 0x0012-0x0014. Larger socket buffers first, so that bluetoothd keeps every Write Command.
+vm_gatt_peer() {
+  vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608
+  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
+  vm_bg btvirt btvirt -l2 -L
+  vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
+  mkdir -p /run/dbus
+  vm_bg dbus dbus-daemon --system --nofork --nopidfile
+  vm_wait "the system bus" 15 test -S /run/dbus/system_bus_socket
+  vm_bg bluetoothd /usr/sbin/bluetoothd -n
+  vm_wait "bluetoothd on the bus" 20 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Introspectable.Introspect
+  vm_ok hci1-power 20 btmgmt -i hci1 power on
+  vm_ok hci1-connectable 20 btmgmt -i hci1 connectable on
+  vm_ok hci1-advertising 20 btmgmt -i hci1 advertising on
+  vm_ok hci0-power 20 btmgmt -i hci0 power on
+}

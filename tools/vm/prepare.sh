@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# Prepares the VM rig's boot files: installs the Debian packages it needs (tools/setup.sh holds the list),
+# fetches Debian's kernel package (Bluetooth as modules) and builds a busybox initramfs with the
+# Bluetooth, AF_ALG, virtio and 9p modules. Both are cached under the cache directory, once per kernel
+# version (and per init.sh / module list for the initramfs).
+# Usage: tools/vm/prepare.sh CACHE_DIR   Prints two lines: "kernel PATH" (vmlinux, or vmlinuz) and "initrd PATH".
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cache=${1:?usage: prepare.sh CACHE_DIR}
+mkdir -p "$cache"
+cache=$(cd "$cache" && pwd)
+
+say() { echo "vm-prepare: $*" >&2; }
+die() { echo "vm-prepare: error: $*" >&2; exit 1; }
+[ "$(id -u)" -eq 0 ] || die "the rig needs root (qemu's 9p share of / and the initramfs device nodes)"
+
+# 1. Packages (qemu, busybox-static, cpio, kmod, bluez, bluez-test-tools, dbus): one list, in tools/setup.sh.
+timeout 900 "$here/../setup.sh" --no-build >&2 || die "tools/setup.sh failed or took more than 900 s"
+
+# 2. Which kernel: linux-image-amd64's dependency, e.g. linux-image-6.1.0-57-amd64.
+kernel_package() { timeout 60 apt-cache depends linux-image-amd64 2>/dev/null | awk '$1=="Depends:" && $2 ~ /^linux-image-[0-9]/ {print $2; exit}'; }
+kpkg=$(kernel_package || true)
+if [ -z "$kpkg" ]; then
+  say "apt-cache knows no linux-image-amd64: running apt-get update"
+  timeout 600 apt-get update -qq >&2 || say "apt-get update failed"
+  kpkg=$(kernel_package || true)
+fi
+newest_cached() { ls -d "$cache"/kernel-*/ 2>/dev/null | while read -r d; do [ -f "$d/vmlinuz" ] && basename "$d"; done | sort -V | tail -n 1; }
+if [ -z "$kpkg" ]; then
+  kdirname=$(newest_cached)
+  [ -n "$kdirname" ] || die "no kernel package name from apt-cache and no cached kernel"
+  say "no kernel package name from apt-cache: using the cached $kdirname"
+else
+  kdirname="kernel-${kpkg#linux-image-}"
+fi
+kdir="$cache/$kdirname"
+kver=${kdirname#kernel-}
+
+# 3. The kernel package, extracted (not installed): vmlinuz and the modules tree with depmod's index.
+if [ ! -f "$kdir/vmlinuz" ]; then
+  tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  say "fetching $kpkg (about 70 MB, once per kernel version)"
+  if ! (cd "$tmp" && timeout 900 apt-get download -q "$kpkg" >&2); then
+    rm -rf "$tmp"; trap - EXIT
+    kdirname=$(newest_cached)
+    [ -n "$kdirname" ] || die "apt-get download $kpkg failed (or took more than 900 s) and no kernel is cached"
+    say "apt-get download $kpkg failed: using the cached $kdirname"
+    kdir="$cache/$kdirname"; kver=${kdirname#kernel-}
+  else
+    timeout 300 dpkg-deb -x "$tmp"/*.deb "$tmp/root" || die "dpkg-deb -x failed"
+    [ -f "$tmp/root/boot/vmlinuz-$kver" ] || die "$kpkg has no boot/vmlinuz-$kver"
+    grep -q '^CONFIG_BT=m' "$tmp/root/boot/config-$kver" || die "$kpkg: CONFIG_BT is not a module"
+    mkdir -p "$tmp/k"
+    mv "$tmp/root/boot/vmlinuz-$kver" "$tmp/k/vmlinuz"
+    mv "$tmp/root/boot/config-$kver" "$tmp/k/config"
+    mkdir -p "$tmp/k/root"
+    mv "$tmp/root/lib" "$tmp/k/root/lib"
+    timeout 300 depmod -b "$tmp/k/root" "$kver" || die "depmod failed"
+    rm -rf "$kdir"
+    mv "$tmp/k" "$kdir"
+    rm -rf "$tmp"; trap - EXIT
+  fi
+fi
+
+# 3b. The uncompressed kernel: with CONFIG_PVH qemu enters an ELF vmlinux directly, which skips the
+#     firmware's kernel loading and the xz decompression (3 to 7 s per boot under TCG).
+kernel="$kdir/vmlinuz"
+if grep -q '^CONFIG_PVH=y' "$kdir/config" 2>/dev/null; then
+  if [ ! -f "$kdir/vmlinux" ]; then
+    timeout 300 python3 - "$kdir/vmlinuz" "$kdir/vmlinux.part" <<'PY' && mv "$kdir/vmlinux.part" "$kdir/vmlinux" || say "no vmlinux extracted: booting vmlinuz"
+import lzma, sys
+data = open(sys.argv[1], "rb").read()
+start = data.find(b"\xfd7zXZ\x00")
+if start < 0:
+    sys.exit("vmlinuz holds no xz stream")
+elf = lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(data[start:])
+if elf[:4] != b"\x7fELF":
+    sys.exit("the xz stream in vmlinuz is not an ELF image")
+open(sys.argv[2], "wb").write(elf)
+PY
+  fi
+  [ -f "$kdir/vmlinux" ] && kernel="$kdir/vmlinux"
+fi
+
+# 4. The initramfs: busybox-static, /init, and the modules in load order (each with its dependencies
+#    first, as modprobe --show-depends resolves them against depmod's output).
+modules=(af_alg algif_skcipher algif_hash cmac ecb crc16 ecc rfkill ecdh_generic bluetooth hci_vhci
+         netfs fscache virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
+         9pnet 9pnet_virtio 9p)
+key=$( { cat "$here/init.sh"; echo "${modules[*]}"; sha256sum /bin/busybox; } | sha256sum | cut -c1-12)
+initrd="$kdir/initrd-$key.gz"
+if [ ! -f "$initrd" ]; then
+  say "building the initramfs for $kver"
+  [ -x /bin/busybox ] || die "/bin/busybox missing (package busybox-static)"
+  tmp=$(mktemp -d "$cache/.initrd.XXXXXX")
+  trap 'rm -rf "$tmp"' EXIT
+  mkdir -p "$tmp"/{bin,dev,proc,sys,host,modules}
+  cp /bin/busybox "$tmp/bin/busybox"
+  install -m 0755 "$here/init.sh" "$tmp/init"
+  mknod -m 600 "$tmp/dev/console" c 5 1
+  mknod -m 666 "$tmp/dev/null" c 1 3
+  : > "$tmp/modules/order"
+  for m in "${modules[@]}"; do
+    deps=$(timeout 60 modprobe -d "$kdir/root" -S "$kver" --show-depends "$m") || die "modprobe --show-depends $m failed"
+    while read -r kind path _; do
+      [ "$kind" = insmod ] || continue          # "builtin NAME" lines: nothing to load
+      name=$(basename "$path")
+      case "$name" in
+        *.ko.xz)  name=${name%.xz};  grep -qx "$name" "$tmp/modules/order" || xz -dc "$path" > "$tmp/modules/$name" ;;
+        *.ko.zst) name=${name%.zst}; grep -qx "$name" "$tmp/modules/order" || zstd -qdc "$path" > "$tmp/modules/$name" ;;
+        *.ko)     grep -qx "$name" "$tmp/modules/order" || cp "$path" "$tmp/modules/$name" ;;
+        *) die "unexpected module file $path" ;;
+      esac
+      grep -qx "$name" "$tmp/modules/order" || echo "$name" >> "$tmp/modules/order"
+    done <<<"$deps"
+  done
+  (cd "$tmp" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet | gzip -1) > "$initrd.part"
+  mv "$initrd.part" "$initrd"
+  cp "$tmp/modules/order" "$kdir/modules-$key.order"
+  rm -rf "$tmp"; trap - EXIT
+fi
+echo "kernel $kernel"
+echo "initrd $initrd"
