@@ -26,6 +26,9 @@ public final class GATTClient: Sendable {
         /// On Insufficient Authentication / Encryption / Encryption Key Size, raise the level once and retry
         /// the request once (needs `setSecurityLevel`). Off by default.
         public var retryAfterRaisingSecurity = false
+        /// The longest a write without response waits for a send permit when the caller gives no `timeout`
+        /// (every wait has a limit; nil: wait until the socket drains or the bearer closes).
+        public var permitTimeout: Duration? = .seconds(30)
         /// Exchange MTU as part of `connect` (otherwise call `exchangeMTU()`).
         public var exchangeMTUOnConnect = false
 
@@ -392,8 +395,8 @@ public final class GATTClient: Sendable {
     }
 
     /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
-    /// has room, otherwise waits in FIFO order for a permit (at most `timeout`, when given). Never drops or cuts
-    /// a value; a value over MTU-3 bytes is refused locally.
+    /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
+    /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
     public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
         let m = mtu
         let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
@@ -418,7 +421,7 @@ public final class GATTClient: Sendable {
         bytes.append(UInt8(handle & 0xFF))
         bytes.append(UInt8(handle >> 8))
         bytes.append(contentsOf: value)
-        try await engine.waitForPermit(bytes, handle: handle, limit: timeout, blocked: blocked)
+        try await engine.waitForPermit(bytes, handle: handle, limit: timeout ?? configuration.permitTimeout, blocked: blocked)
     }
 
     // MARK: - Subscriptions (Part G §4.10, §4.11)

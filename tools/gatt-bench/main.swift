@@ -218,6 +218,8 @@ var json = false
 var requests = 20_000
 var commands = 200_000
 var rounds = 5
+/// For profiling one side alone: "bare-requests", "client-requests", "pool-requests".
+var only: String?
 var args = CommandLine.arguments.dropFirst()
 while let a = args.popFirst() {
     switch a {
@@ -225,8 +227,9 @@ while let a = args.popFirst() {
     case "--requests": requests = Int(args.popFirst() ?? "") ?? requests
     case "--commands": commands = Int(args.popFirst() ?? "") ?? commands
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
+    case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]")
+        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
@@ -237,6 +240,17 @@ while let a = args.popFirst() {
 do {
     let listener = try Listener()
     defer { listener.close() }
+    if let only {
+        let t: Double
+        switch only {
+        case "bare-requests": t = try bareRequests(listener, n: requests)
+        case "client-requests": t = try await clientRequests(listener, n: requests, inline: true)
+        case "pool-requests": t = try await clientRequests(listener, n: requests, inline: false)
+        default: throw BenchError(description: "--only takes bare-requests, client-requests or pool-requests")
+        }
+        print(String(format: "%@: %.2f us per round trip", only, t / 1000))
+        exit(0)
+    }
     let valueLength = 20
     var bareReq: [Double] = [], clientReq: [Double] = [], poolReq: [Double] = [], bareCmd: [Double] = [], clientCmd: [Double] = []
     // Rounds alternate bare and client runs so that background load hits both alike.
