@@ -740,26 +740,44 @@ final class ATTEngine: ATTTransportSink {
         case sent
         /// The caller must queue for a permit (`blocked`: the socket said `.wouldBlock`).
         case mustWait(blocked: Bool)
+        /// The value does not fit one Write Command at this MTU: nothing was sent.
+        case tooLong(mtu: Int, budget: Int)
     }
 
-    /// The fast path of a write without response: when nobody waits for a permit and the socket has room, one
-    /// state check and one send. Otherwise the caller queues with `waitForPermit`.
-    func trySendCommandFast(_ pdu: UnsafeRawBufferPointer, handle: UInt16) throws(GATTError) -> FastCommand {
-        let fast: Result<Bool, GATTError> = state.withLock { s in
+    /// The fast path of a write without response: one state check (closed, anyone waiting, the MTU) under one
+    /// lock, the PDU built on the stack, one send. Otherwise the caller queues with `waitForPermit`.
+    func trySendCommandFast(handle: UInt16, value: [UInt8]) throws(GATTError) -> FastCommand {
+        let fast: Result<(Bool, Int), GATTError> = state.withLock { s in
             if let r = s.closedReason {
                 return .failure(.disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: handle))))
             }
-            return .success(s.permits.isEmpty && !s.draining && !s.blocked)
+            return .success((s.permits.isEmpty && !s.draining && !s.blocked, s.mtu))
         }
+        let (canSend, mtu): (Bool, Int)
         switch fast {
         case .failure(let e): throw e
-        case .success(false): return .mustWait(blocked: false)
-        case .success(true):
-            do throws(TransportError) {
-                return try transport.trySend(pdu) == .sent ? .sent : .mustWait(blocked: true)
-            } catch {
-                throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
+        case .success(let v): (canSend, mtu) = v
+        }
+        let budget = min(ATTMTU.writeValueBudget(mtu), ATTMTU.maximumAttributeValue)
+        guard value.count <= budget else { return .tooLong(mtu: mtu, budget: budget) }
+        guard canSend else { return .mustWait(blocked: false) }
+        let sent: Result<ATTSendResult, TransportError> = withUnsafeTemporaryAllocation(byteCount: 3 + value.count, alignment: 1) { buf in
+            buf[0] = ATTOpcode.writeCommand.rawValue
+            buf[1] = UInt8(handle & 0xFF)
+            buf[2] = UInt8(handle >> 8)
+            value.withUnsafeBytes { v in
+                if v.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buf[3...]).copyMemory(from: v) }
             }
+            do throws(TransportError) {
+                return .success(try transport.trySend(UnsafeRawBufferPointer(buf)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch sent {
+        case .success(.sent): return .sent
+        case .success(.wouldBlock): return .mustWait(blocked: true)
+        case .failure(let error): throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
         }
     }
 

@@ -398,25 +398,15 @@ public final class GATTClient: Sendable {
     /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
     /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
     public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
-        let m = mtu
-        let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
-        guard value.count <= budget else {
+        let blocked: Bool
+        switch try engine.trySendCommandFast(handle: handle, value: value) {
+        case .sent: return
+        case .tooLong(let m, let budget):
             throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
+        case .mustWait(let b): blocked = b
         }
-        let n = 3 + value.count
-        let fast = try withUnsafeTemporaryAllocation(byteCount: n, alignment: 1) {
-            (buf: UnsafeMutableRawBufferPointer) throws(GATTError) -> ATTEngine.FastCommand in
-            buf[0] = ATTOpcode.writeCommand.rawValue
-            buf[1] = UInt8(handle & 0xFF)
-            buf[2] = UInt8(handle >> 8)
-            value.withUnsafeBytes { v in
-                if v.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buf[3...]).copyMemory(from: v) }
-            }
-            return try engine.trySendCommandFast(UnsafeRawBufferPointer(buf), handle: handle)
-        }
-        guard case .mustWait(let blocked) = fast else { return }
         var bytes = [UInt8]()
-        bytes.reserveCapacity(n)
+        bytes.reserveCapacity(3 + value.count)
         bytes.append(ATTOpcode.writeCommand.rawValue)
         bytes.append(UInt8(handle & 0xFF))
         bytes.append(UInt8(handle >> 8))
