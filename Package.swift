@@ -28,7 +28,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI's parsing, formatting and error table, as a library so that tests can import it.
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
