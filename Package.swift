@@ -8,8 +8,11 @@ let package = Package(
         .executable(name: "mirror", targets: ["MirrorCLI"]),
         .executable(name: "att-bench", targets: ["ATTBench"]),
         .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
+        .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
+        .library(name: "Mirror", targets: ["Mirror"]),
+        .executable(name: "mirror-sim", targets: ["MirrorSim"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -19,12 +22,30 @@ let package = Package(
         ),
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["GATTClient", "ATTStack"]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack"], path: "tools/att-bench"),
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "CBlueZSocket", "Mirror"]),
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
+                          exclude: ["CAllocCounter"]),
+        // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
+        .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
+        // The CLI's parsing, formatting and error table, as a library so that tests can import it.
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror"]),
+        // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
+        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
+        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD"]),
+        // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "Mirror"], path: "tools/MirrorSimulator"),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "ATTStack"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
+        // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
+        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
+        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
+        // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
+        // (the scripted peer here, and `mirror-sim`).
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds, then runs the unit and integration tests, then the
-# end-to-end scenarios in a VM with a real Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo).
+# Runs every test: installs what is missing, builds, then runs the unit and integration tests, a bounded
+# fuzz run of the ATT decoder (FUZZ_SECONDS, default 30), then the end-to-end scenarios in a VM with a real
+# Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo).
 # Ends with one line "tests: N passed, N failed" over every stage. VM_SKIP=1 leaves the VM stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,6 +18,14 @@ ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
 failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$summary")
 [ -n "$ran" ] || { echo "tests: swift test printed no summary (exit $status)"; exit 1; }
 passed=$((ran - failed))
+
+# A bounded fuzz run of the ATT decoder (about 30 s): one more item, failed on any crash.
+if tools/fuzz/run.sh fuzz-att-decode "${FUZZ_SECONDS:-30}"; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    status=1
+fi
 
 # The VM stage: the release products, then every scenario in tools/vm/scenarios/.
 if [ "${VM_SKIP:-0}" != 1 ]; then

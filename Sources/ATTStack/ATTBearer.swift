@@ -2,13 +2,14 @@
 
 import CBlueZSocket
 import Foundation
-import Synchronization
 
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
 ///
 /// Readiness comes from epoll on one reader thread per bearer; an eventfd wakes it for `close`. The sink is
 /// called on that thread, in arrival order. `trySend` is one non-blocking `send` under an uncontended lock.
+/// The reader thread keeps the bearer alive until it ends: call `close(reason:)` when done (its fds are
+/// released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
     /// What the socket is connected to.
     public enum Endpoint: Sendable, Equatable {
@@ -28,7 +29,7 @@ public final class ATTBearer: ATTTransport {
     private let fd: Int32
     private let epfd: Int32
     private let wakefd: Int32
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
@@ -76,7 +77,7 @@ public final class ATTBearer: ATTTransport {
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
-        self.state = Mutex(State())
+        self.state = LockedValue(State())
     }
 
     deinit {
@@ -119,17 +120,17 @@ public final class ATTBearer: ATTTransport {
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         // The lock keeps the fd open for the duration of the send (the reader closes it under the same lock).
-        let outcome: (n: Int, errno: Int32, snoop: (writer: BTSnoopWriter, index: UInt16)?) = try state.withLock {
-            s throws(TransportError) in
+        // A capture records the PDU before the lock is released, so that its answer, which the reader records
+        // under the same lock, always follows it in the file.
+        let outcome: (n: Int, errno: Int32) = try state.withLock { s throws(TransportError) in
             if let reason = s.finalReason { throw reason }
             if let reason = s.closeRequested { throw TransportError.closedLocally(reason: reason) }
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
-            return (n, n < 0 ? cbz_errno() : 0, s.snoop)
+            if n < 0 { return (n, cbz_errno()) }
+            if let snoop = s.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
+            return (n, 0)
         }
-        if outcome.n >= 0 {
-            if let snoop = outcome.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
-            return .sent
-        }
+        if outcome.n >= 0 { return .sent }
         switch outcome.errno {
         case EAGAIN, ENOBUFS:
             return .wouldBlock
@@ -271,9 +272,14 @@ public final class ATTBearer: ATTTransport {
                     if got > 0 {
                         if truncated != 0 { return .truncated(received: got, bufferSize: size) }
                         let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
-                        if let snoop = state.withLock({ $0.snoop }) {
-                            snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                        // After close(reason:) no PDU is delivered, even one already read.
+                        let closing = state.withLock { s -> String? in
+                            if s.closeRequested == nil, let snoop = s.snoop {
+                                snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                            }
+                            return s.closeRequested
                         }
+                        if let closing { return .closedLocally(reason: closing) }
                         sink.transport(didReceive: Array(pdu))
                     } else if got == 0 {
                         if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {

@@ -2,7 +2,6 @@
 
 import CBlueZSocket
 import Glibc
-import Synchronization
 
 extension ATTBearer {
     /// The default connect timeout, in seconds.
@@ -138,7 +137,7 @@ public final class ATTBearerListener: Sendable {
         var released = false
     }
     // Guards the two fds' lifetime: they are closed once closed is set and no accept is running.
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
 
     private init(fd: Int32, wakefd: Int32, kind: Kind, label: String) {
         self.fd = fd
@@ -171,6 +170,10 @@ public final class ATTBearerListener: Sendable {
         if cbz_unix_bind(fd, path) < 0 {
             let code = cbz_errno()
             guard code == EADDRINUSE, isStale(path) else {
+                if code == EADDRINUSE, cbz_is_socket_file(path) == 0 {
+                    throw .socket(SocketError(syscall: "bind", errno: code, context: "listening at \(path)",
+                                              advice: "\(path) exists and is not a socket: choose another path (it is left untouched)"))
+                }
                 throw .socket(socketError("bind", code, "listening at \(path)", domain))
             }
             _ = cbz_unlink(path)
@@ -191,8 +194,10 @@ public final class ATTBearerListener: Sendable {
         return ATTBearerListener(fd: fd, wakefd: wake, kind: .unix(path: path), label: "unix:\(path)")
     }
 
-    /// A socket file that refuses connections: left behind by a listener that exited.
+    /// A socket file that refuses connections: left behind by a listener that exited. Anything that is not a
+    /// socket (a regular file, a directory) is never stale: it is not ours to remove.
     private static func isStale(_ path: String) -> Bool {
+        guard cbz_is_socket_file(path) == 1 else { return false }
         let probe = cbz_unix_socket()
         guard probe >= 0 else { return false }
         defer { _ = cbz_close(probe) }

@@ -2,7 +2,6 @@
 
 import CBlueZSocket
 import Foundation
-import Synchronization
 
 /// Writes ATT PDUs to a btsnoop file (datalink 2001, the BlueZ monitor format). A socket-level stack never
 /// sees HCI, so each PDU is wrapped in a synthetic HCI ACL header (Core Spec 5.4 Vol 4 Part E §5.4.2) and an
@@ -26,7 +25,7 @@ public final class BTSnoopWriter: Sendable {
         var failure: SocketError?
     }
     // Guards the fd, the index counter and the first failure.
-    private let state: Mutex<State>
+    private let state: LockedValue<State>
 
     /// Creates (or truncates) `path` and writes the btsnoop header.
     public init(path: String) throws(TransportError) {
@@ -41,7 +40,7 @@ public final class BTSnoopWriter: Sendable {
             throw .socket(e)
         }
         self.path = path
-        self.state = Mutex(State(fd: fd))
+        self.state = LockedValue(State(fd: fd))
     }
 
     deinit { close() }

@@ -3,7 +3,6 @@
 
 import CBlueZSocket
 import Glibc
-import Synchronization
 
 /// One HCI command (Core Spec 5.4 Vol 4 Part E §5.4.1): OGF, OCF, parameters, and its name for errors.
 public struct HCICommand: Sendable, Equatable {

@@ -146,6 +146,12 @@ int cbz_accept(int fd) {
 
 int cbz_unlink(const char *path) { return unlink(path); }
 
+int cbz_is_socket_file(const char *path) {
+    struct stat st;
+    if (lstat(path, &st) < 0) return -1;
+    return S_ISSOCK(st.st_mode) ? 1 : 0;
+}
+
 // MARK: - L2CAP LE
 
 static void to_bdaddr(bdaddr_t *out, const uint8_t *printed) {

@@ -1,6 +1,5 @@
 import Dispatch
 import Foundation
-import Synchronization
 import XCTest
 @testable import ATTStack
 
@@ -13,7 +12,7 @@ final class RecordingSink: ATTTransportSink {
         var onPDU: (@Sendable ([UInt8]) -> Void)?
     }
     // Guards everything the reader thread records.
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     private let pduSignal = DispatchSemaphore(value: 0)
     private let closeSignal = DispatchSemaphore(value: 0)
 

@@ -134,7 +134,7 @@ final class BearerTests: XCTestCase {
         let path = temporarySocketPath("echo")
         let listener = try ATTBearerListener.unix(path: path)
         XCTAssertEqual(listener.label, "unix:\(path)")
-        let accepted = Mutex<ATTBearer?>(nil)
+        let accepted = LockedValue<ATTBearer?>(nil)
         let acceptedSignal = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             if let b = try? listener.accept(timeout: 10) {
@@ -188,6 +188,18 @@ final class BearerTests: XCTestCase {
         second.close()
     }
 
+    func testListenerNeverRemovesAFileThatIsNotASocket() throws {
+        let path = temporarySocketPath("regular")
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("keep me".utf8)))
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        XCTAssertThrowsError(try ATTBearerListener.unix(path: path)) { error in
+            guard case .socket(let e)? = error as? TransportError else { return XCTFail("\(error)") }
+            XCTAssertEqual(e.errnoName, "EADDRINUSE")
+            XCTAssertEqual(e.advice, "\(path) exists and is not a socket: choose another path (it is left untouched)")
+        }
+        XCTAssertEqual(try String(contentsOfFile: path, encoding: .utf8), "keep me")
+    }
+
     func testConnectToMissingPathSaysWhatToDo() {
         let path = temporarySocketPath("missing")
         XCTAssertThrowsError(try ATTBearer.connect(to: .unix(path: path))) { error in
@@ -204,7 +216,7 @@ final class BearerTests: XCTestCase {
             guard case .connectTimedOut? = error as? TransportError else { return XCTFail("\(error)") }
         }
         let done = DispatchSemaphore(value: 0)
-        let result = Mutex<TransportError?>(nil)
+        let result = LockedValue<TransportError?>(nil)
         DispatchQueue.global().async {
             do { _ = try listener.accept() } catch { result.withLock { $0 = error as? TransportError } }
             done.signal()
@@ -260,5 +272,38 @@ final class BearerTests: XCTestCase {
             }
         }
         XCTAssertEqual(openFDCount(), before)
+    }
+}
+
+/// Closing from inside the sink, and adopting a socket made elsewhere.
+final class BearerLifecycleTests: XCTestCase {
+    func testCloseFromInsideTheSinkStopsDeliveryAtOnce() throws {
+        let (a, b) = try ATTBearer.pair()
+        for i in 0..<20 { XCTAssertEqual(try send(a, [0x1B, UInt8(i), 0x00]), .sent) }
+        let sink = RecordingSink(onPDU: { pdu in if pdu[1] == 2 { b.close(reason: "seen enough") } })
+        b.start(sink)
+        XCTAssertEqual(sink.waitForClose(), .closedLocally(reason: "seen enough"))
+        XCTAssertEqual(sink.pdus.map { $0[1] }, [0, 1, 2], "nothing is delivered after close(reason:)")
+        a.close(reason: "done")
+    }
+
+    func testAdoptingAConnectedSocket() throws {
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
+        let bearer = try ATTBearer(adoptingConnected: fds[1], label: "adopted")
+        XCTAssertEqual(bearer.label, "adopted")
+        XCTAssertEqual(bearer.endpoint, .socketPair)
+        let sink = RecordingSink()
+        bearer.start(sink)
+        let pdu: [UInt8] = [0x0A, 0x03, 0x00]
+        XCTAssertEqual(Glibc.send(fds[0], pdu, pdu.count, 0), 3)
+        sink.waitForPDUs(1)
+        XCTAssertEqual(sink.pdus, [pdu])
+        Glibc.close(fds[0])
+        XCTAssertEqual(sink.waitForClose(), .closedByPeer)
+        XCTAssertThrowsError(try ATTBearer(adoptingConnected: 987_654, label: "bad fd")) { error in
+            guard case .socket(let e)? = error as? TransportError else { return XCTFail("\(error)") }
+            XCTAssertEqual(e.errnoName, "EBADF")
+        }
     }
 }

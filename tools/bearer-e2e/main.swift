@@ -2,7 +2,8 @@
 //
 //   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S] [--snoop FILE]
 //       accepts one connection (LE CID 4 on the adapter, or the unix path), echoes every PDU back unchanged,
-//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed.
+//       prints {"event":...} lines: listening, advertising, accepted, pdu, closed. Exits 0 when the peer ends
+//       the link (EOF, or ECONNRESET: how a central's disconnect reaches an LE peripheral).
 //   bearer-e2e connect ADDRESS|unix:/path [--adapter hci0] [--type public|random] [--timeout S] [--count N]
 //       [--size B] [--echo-timeout S] [--security low|medium|high] [--snoop FILE]
 //       connects, sends N PDUs (Write Command 0x52, handle = sequence number), checks each echo, prints one
@@ -17,7 +18,6 @@
 import ATTStack
 import Dispatch
 import Foundation
-import Synchronization
 
 // MARK: Output
 
@@ -113,9 +113,9 @@ final class EchoSink: ATTTransportSink {
         var count = 0
     }
     // Guards the echo queue and the bearer reference (set once after accept).
-    private let state = Mutex(State())
+    private let state = LockedValue(State())
     let closed = DispatchSemaphore(value: 0)
-    let reason = Mutex<TransportError?>(nil)
+    let reason = LockedValue<TransportError?>(nil)
 
     func attach(_ b: ATTBearer) { state.withLock { $0.bearer = b } }
 
@@ -200,8 +200,10 @@ func listen(_ o: Options) -> Int32 {
     bearer.start(sink)
     sink.closed.wait()
     snoop?.close()
+    // Over LE, a central's normal disconnect (Remote User Terminated) reaches the peripheral as ECONNRESET.
     switch sink.reason.withLock({ $0 }) {
     case .closedByPeer?, .closedLocally?: return 0
+    case .socket(let e)? where e.errnoName == "ECONNRESET": return 0
     default: return 1
     }
 }
@@ -211,7 +213,7 @@ func listen(_ o: Options) -> Int32 {
 /// Collects echoes for the connecting side.
 final class CheckSink: ATTTransportSink {
     // Guards the received echoes and the close reason.
-    let state = Mutex<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
+    let state = LockedValue<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
     let signal = DispatchSemaphore(value: 0)
     func transport(didReceive pdu: [UInt8]) {
         state.withLock { $0.pdus.append(pdu) }
@@ -390,7 +392,7 @@ func bench(_ o: Options) -> Int32 {
 
     // Through the bearer.
     final class Echo: ATTTransportSink {
-        let peer = Mutex<ATTBearer?>(nil)
+        let peer = LockedValue<ATTBearer?>(nil)
         func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
         func transport(didCloseWith reason: TransportError) {}
     }
@@ -416,11 +418,11 @@ func bench(_ o: Options) -> Int32 {
 
     // Chained: the client's sink sends the next PDU from the reader thread (no hop to a waiting thread).
     final class Chain: ATTTransportSink {
-        let left: Mutex<Int>
+        let left: LockedValue<Int>
         let done = DispatchSemaphore(value: 0)
-        let bearer: Mutex<ATTBearer?> = Mutex(nil)
+        let bearer: LockedValue<ATTBearer?> = LockedValue(nil)
         let pdu: [UInt8]
-        init(count: Int, pdu: [UInt8]) { left = Mutex(count); self.pdu = pdu }
+        init(count: Int, pdu: [UInt8]) { left = LockedValue(count); self.pdu = pdu }
         func transport(didReceive _: [UInt8]) {
             let more = left.withLock { n -> Bool in n -= 1; return n > 0 }
             if more, let b = bearer.withLock({ $0 }) { _ = try? sendBytes(b, pdu) } else if !more { done.signal() }

@@ -81,6 +81,8 @@ size_t cbz_unix_path_max(void);
 int cbz_listen(int fd, int backlog);
 /// accept4(fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC).
 int cbz_accept(int fd);
+/// 1 when lstat(path) says it is a socket, 0 when it is something else, -1 with errno when lstat fails.
+int cbz_is_socket_file(const char *path);
 /// unlink(path).
 int cbz_unlink(const char *path);
 

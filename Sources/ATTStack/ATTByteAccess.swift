@@ -1,0 +1,43 @@
+// Little-endian field access used by the ATT codec (Core Spec 5.4 Vol 3 Part F §3.3: multi-octet fields
+// are little-endian).
+
+extension RandomAccessCollection where Element == UInt8, Index == Int {
+    /// The little-endian UInt16 at absolute index `i` (the caller has checked the bounds).
+    @inlinable @inline(__always)
+    func attLE16(at i: Int) -> UInt16 {
+        UInt16(self[i]) | UInt16(self[i &+ 1]) << 8
+    }
+}
+
+extension UnsafeMutableRawBufferPointer {
+    /// Stores `v` little-endian at `offset` (the caller has checked the bounds).
+    @inlinable @inline(__always)
+    func attStoreLE16(_ v: UInt16, at offset: Int) {
+        self[offset] = UInt8(truncatingIfNeeded: v)
+        self[offset &+ 1] = UInt8(truncatingIfNeeded: v >> 8)
+    }
+
+    /// Copies `bytes` to `offset`; returns the number of bytes copied.
+    @inlinable @inline(__always)
+    func attCopy(_ bytes: ArraySlice<UInt8>, at offset: Int) -> Int {
+        let n = bytes.count
+        if n > 0 {
+            bytes.withUnsafeBytes { src in
+                UnsafeMutableRawBufferPointer(rebasing: self[offset..<(offset &+ n)]).copyMemory(from: src)
+            }
+        }
+        return n
+    }
+}
+
+/// Builds a byte array for a list from its elements (used by the list structs' validating inits).
+@usableFromInline
+struct ATTListBuilder {
+    @usableFromInline var bytes: [UInt8] = []
+    @inlinable init(capacity: Int) { bytes.reserveCapacity(capacity) }
+    @inlinable mutating func le16(_ v: UInt16) {
+        bytes.append(UInt8(truncatingIfNeeded: v))
+        bytes.append(UInt8(truncatingIfNeeded: v >> 8))
+    }
+    @inlinable mutating func append<C: Collection>(_ c: C) where C.Element == UInt8 { bytes.append(contentsOf: c) }
+}

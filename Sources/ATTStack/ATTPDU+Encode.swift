@@ -1,0 +1,177 @@
+// Encoding ATT PDUs into a caller's buffer or into bytes: Core Spec 5.4 Vol 3 Part F §3.4 (PDU formats).
+
+extension ATTPDU {
+    /// The number of bytes `encode` writes.
+    @inlinable public var encodedLength: Int {
+        switch self {
+        case .errorResponse: return 5
+        case .exchangeMTURequest, .exchangeMTUResponse: return 3
+        case .findInformationRequest: return 5
+        case .findInformationResponse(let list): return 2 + list.bytes.count
+        case .findByTypeValueRequest(_, _, let value): return 7 + value.count
+        case .findByTypeValueResponse(let list): return 1 + list.bytes.count
+        case .readByTypeRequest(_, let type), .readByGroupTypeRequest(_, let type):
+            return 5 + ATTPDU.wireLength(of: type)
+        case .readByTypeResponse(let list): return 2 + list.bytes.count
+        case .readRequest: return 3
+        case .readResponse(let value), .readBlobResponse(let value), .readMultipleResponse(let value):
+            return 1 + value.count
+        case .readBlobRequest: return 5
+        case .readMultipleRequest(let list), .readMultipleVariableRequest(let list): return 1 + list.bytes.count
+        case .readByGroupTypeResponse(let list): return 2 + list.bytes.count
+        case .writeRequest(_, let value), .writeCommand(_, let value),
+             .handleValueNotification(_, let value), .handleValueIndication(_, let value):
+            return 3 + value.count
+        case .signedWriteCommand(_, let value, let signature): return 3 + value.count + signature.count
+        case .prepareWriteRequest(_, _, let value), .prepareWriteResponse(_, _, let value): return 5 + value.count
+        case .executeWriteRequest: return 2
+        case .writeResponse, .executeWriteResponse, .handleValueConfirmation: return 1
+        case .readMultipleVariableResponse(let list): return 1 + list.bytes.count
+        case .multipleHandleValueNotification(let list): return 1 + list.bytes.count
+        }
+    }
+
+    /// A UUID's width in a Read By Type / Read By Group Type Request: 2 bytes for `.bit16`, 16 otherwise
+    /// (ATT has no 32-bit form). Keeping the case's width makes decode and encode byte-exact inverses.
+    @inlinable static func wireLength(of type: BluetoothUUID) -> Int {
+        if case .bit16 = type { return 2 }
+        return 16
+    }
+
+    /// Checks the fields a PDU built by hand could get wrong, so that what `encode(into:)` writes decodes
+    /// back to this PDU: the 12-byte signature, non-zero handles where the spec forbids 0x0000, defined
+    /// Execute Write flags. (Lists are checked when they are built.)
+    public func validate() throws(ATTEncodeError) {
+        let op = opcode
+        func zero(_ field: ATTPDUField) -> ATTEncodeError { .invalidField(opcode: op, field: field, problem: .zeroHandle) }
+        switch self {
+        case .findInformationRequest(let range), .findByTypeValueRequest(let range, _, _),
+             .readByTypeRequest(let range, _), .readByGroupTypeRequest(let range, _):
+            guard range.start != 0 else { throw zero(.startingHandle) }
+        case .readRequest(let handle), .readBlobRequest(let handle, _), .writeRequest(let handle, _),
+             .writeCommand(let handle, _), .prepareWriteRequest(let handle, _, _),
+             .prepareWriteResponse(let handle, _, _), .handleValueNotification(let handle, _),
+             .handleValueIndication(let handle, _):
+            guard handle != 0 else { throw zero(.attributeHandle) }
+        case .signedWriteCommand(let handle, _, let signature):
+            guard handle != 0 else { throw zero(.attributeHandle) }
+            guard signature.count == ATTPDU.signatureLength else {
+                throw .invalidField(opcode: op, field: .authenticationSignature,
+                                    problem: .wrongLength(expected: ATTPDU.signatureLength, actual: signature.count))
+            }
+        case .executeWriteRequest(let flags):
+            guard flags.isDefined else { throw .invalidField(opcode: op, field: .flags, problem: .invalidFlags(flags.rawValue)) }
+        default:
+            break
+        }
+    }
+
+    /// Validates the PDU (`validate()`), then writes it at the start of `buffer`; returns the byte count.
+    /// Throws `.bufferTooSmall` when `buffer` is shorter than `encodedLength`.
+    @inlinable
+    public func encode(into buffer: UnsafeMutableRawBufferPointer) throws(ATTEncodeError) -> Int {
+        try validate()
+        let n = encodedLength
+        guard buffer.count >= n else { throw .bufferTooSmall(opcode: opcode, needed: n, available: buffer.count) }
+        return encodeUnchecked(into: buffer)
+    }
+
+    /// Appends the PDU's bytes to `out`, as its fields say (no validation: see `validate()`).
+    @inlinable
+    public func encode(appendingTo out: inout [UInt8]) {
+        let n = encodedLength
+        let old = out.count
+        out.append(contentsOf: repeatElement(0, count: n))
+        out.withUnsafeMutableBytes { p in
+            _ = encodeUnchecked(into: UnsafeMutableRawBufferPointer(rebasing: p[old...]))
+        }
+    }
+
+    /// The PDU's bytes, as its fields say (no validation: see `validate()`).
+    @inlinable
+    public var bytes: [UInt8] {
+        let n = encodedLength
+        return [UInt8](unsafeUninitializedCapacity: n) { buffer, count in
+            count = encodeUnchecked(into: UnsafeMutableRawBufferPointer(buffer))
+        }
+    }
+
+    /// Writes the PDU at the start of `p`, which holds at least `encodedLength` bytes.
+    @inlinable
+    func encodeUnchecked(into p: UnsafeMutableRawBufferPointer) -> Int {
+        p[0] = opcode.rawValue
+        switch self {
+        case .errorResponse(let req, let handle, let error):
+            p[1] = req.rawValue
+            p.attStoreLE16(handle, at: 2)
+            p[4] = error.rawValue
+            return 5
+        case .exchangeMTURequest(let mtu), .exchangeMTUResponse(let mtu):
+            p.attStoreLE16(mtu, at: 1)
+            return 3
+        case .findInformationRequest(let range):
+            p.attStoreLE16(range.start, at: 1)
+            p.attStoreLE16(range.end, at: 3)
+            return 5
+        case .findInformationResponse(let list):
+            p[1] = list.format
+            return 2 + p.attCopy(list.bytes, at: 2)
+        case .findByTypeValueRequest(let range, let type, let value):
+            p.attStoreLE16(range.start, at: 1)
+            p.attStoreLE16(range.end, at: 3)
+            p.attStoreLE16(type, at: 5)
+            return 7 + p.attCopy(value, at: 7)
+        case .findByTypeValueResponse(let list):
+            return 1 + p.attCopy(list.bytes, at: 1)
+        case .readByTypeRequest(let range, let type), .readByGroupTypeRequest(let range, let type):
+            p.attStoreLE16(range.start, at: 1)
+            p.attStoreLE16(range.end, at: 3)
+            if case .bit16(let v) = type {
+                p.attStoreLE16(v, at: 5)
+                return 7
+            }
+            let v = type.uuid128
+            for i in 0..<16 { p[5 + i] = UInt8(truncatingIfNeeded: v >> (i * 8)) }
+            return 21
+        case .readByTypeResponse(let list):
+            p[1] = UInt8(truncatingIfNeeded: list.elementLength)
+            return 2 + p.attCopy(list.bytes, at: 2)
+        case .readRequest(let handle):
+            p.attStoreLE16(handle, at: 1)
+            return 3
+        case .readResponse(let value), .readBlobResponse(let value), .readMultipleResponse(let value):
+            return 1 + p.attCopy(value, at: 1)
+        case .readBlobRequest(let handle, let offset):
+            p.attStoreLE16(handle, at: 1)
+            p.attStoreLE16(offset, at: 3)
+            return 5
+        case .readMultipleRequest(let list), .readMultipleVariableRequest(let list):
+            return 1 + p.attCopy(list.bytes, at: 1)
+        case .readByGroupTypeResponse(let list):
+            p[1] = UInt8(truncatingIfNeeded: list.elementLength)
+            return 2 + p.attCopy(list.bytes, at: 2)
+        case .writeRequest(let handle, let value), .writeCommand(let handle, let value),
+             .handleValueNotification(let handle, let value), .handleValueIndication(let handle, let value):
+            p.attStoreLE16(handle, at: 1)
+            return 3 + p.attCopy(value, at: 3)
+        case .signedWriteCommand(let handle, let value, let signature):
+            p.attStoreLE16(handle, at: 1)
+            let n = 3 + p.attCopy(value, at: 3)
+            return n + p.attCopy(signature, at: n)
+        case .prepareWriteRequest(let handle, let offset, let value),
+             .prepareWriteResponse(let handle, let offset, let value):
+            p.attStoreLE16(handle, at: 1)
+            p.attStoreLE16(offset, at: 3)
+            return 5 + p.attCopy(value, at: 5)
+        case .executeWriteRequest(let flags):
+            p[1] = flags.rawValue
+            return 2
+        case .writeResponse, .executeWriteResponse, .handleValueConfirmation:
+            return 1
+        case .readMultipleVariableResponse(let list):
+            return 1 + p.attCopy(list.bytes, at: 1)
+        case .multipleHandleValueNotification(let list):
+            return 1 + p.attCopy(list.bytes, at: 1)
+        }
+    }
+}

@@ -1,0 +1,33 @@
+// CMicroHTTPD: a fixed-argument door to libmicrohttpd (Debian libmicrohttpd-dev) for Swift,
+// which cannot call the variadic MHD_start_daemon / MHD_get_daemon_info. Everything else
+// (responses, header lookups) Swift calls directly from <microhttpd.h>.
+#ifndef CMICROHTTPD_H
+#define CMICROHTTPD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <microhttpd.h>
+
+/// The access handler MHD calls for every request (and for every chunk of its body).
+typedef enum MHD_Result (*cmhd_access_handler)(void *cls, struct MHD_Connection *connection,
+                                               const char *url, const char *method,
+                                               const char *version, const char *upload_data,
+                                               size_t *upload_data_size, void **req_cls);
+/// Called once when a request is finished (answered, or its connection failed): frees *req_cls.
+typedef void (*cmhd_completed_handler)(void *cls, struct MHD_Connection *connection,
+                                       void **req_cls, enum MHD_RequestTerminationCode toe);
+
+/// Starts a daemon with its own polling thread, listening on `bind_host` (a numeric IPv4 or IPv6
+/// address) and `port` (0: any free port). Returns NULL on failure with errno set (EINVAL for an
+/// address that is not numeric).
+struct MHD_Daemon *cmhd_start(const char *bind_host, uint16_t port, unsigned int connection_timeout_s,
+                              cmhd_access_handler handler, cmhd_completed_handler completed, void *cls);
+
+/// The port the daemon listens on (0 when unknown).
+uint16_t cmhd_bound_port(struct MHD_Daemon *daemon);
+
+/// Queues a response with `body` (copied) and a Content-Type; returns MHD_YES or MHD_NO.
+enum MHD_Result cmhd_respond(struct MHD_Connection *connection, unsigned int status,
+                             const char *content_type, const char *body, size_t body_length);
+
+#endif

@@ -1,0 +1,204 @@
+// Time for the transaction engine: a monotonic clock that can wake a callback at a deadline, and a manual clock
+// that tests move forward without sleeping. Every ATT deadline (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s
+// transaction timeout) and every named wait in GATTClient takes its time from one of these.
+import Dispatch
+import Synchronization
+
+/// A point on a monotonic clock, in nanoseconds from an arbitrary origin. Never goes backwards.
+public struct ClockInstant: Comparable, Hashable, Sendable, CustomStringConvertible {
+    public var nanoseconds: UInt64
+    public init(nanoseconds: UInt64) { self.nanoseconds = nanoseconds }
+
+    public static func < (a: ClockInstant, b: ClockInstant) -> Bool { a.nanoseconds < b.nanoseconds }
+
+    /// This instant moved forward by `d` (negative durations clamp at the origin).
+    public func advanced(by d: Duration) -> ClockInstant {
+        let ns = d.nanosecondsClamped
+        if ns >= 0 { return ClockInstant(nanoseconds: nanoseconds &+ UInt64(ns)) }
+        let back = UInt64(-ns)
+        return ClockInstant(nanoseconds: nanoseconds > back ? nanoseconds - back : 0)
+    }
+
+    /// The time from `earlier` to this instant (zero if `earlier` is later).
+    public func duration(since earlier: ClockInstant) -> Duration {
+        nanoseconds >= earlier.nanoseconds ? .nanoseconds(Int64(nanoseconds - earlier.nanoseconds)) : .zero
+    }
+
+    public var description: String { "t+\(Duration.nanoseconds(Int64(clamping: nanoseconds)).spoken)" }
+}
+
+/// A wake-up scheduled on a `GATTClock`; `cancel()` guarantees the action will not start afterwards
+/// (an action that already started runs to its end).
+public protocol ClockWakeup: AnyObject, Sendable {
+    func cancel()
+}
+
+/// A monotonic clock that can call an action at a deadline: the one source of time for every deadline in
+/// the ATT transaction engine (Core Spec 5.4 Vol 3 Part F §3.3.3).
+public protocol GATTClock: Sendable {
+    /// The current instant.
+    func now() -> ClockInstant
+    /// Calls `action` once, on some thread, at or after `deadline`, unless the returned wake-up is cancelled first.
+    /// Never calls `action` from inside `schedule` itself.
+    func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup
+}
+
+extension GATTClock {
+    /// Suspends until `deadline` on this clock. Task cancellation ends the sleep at once with `CancellationError`.
+    public func sleep(until deadline: ClockInstant) async throws(CancellationError) {
+        let once = OnceBox<Void>()
+        let wakeup = schedule(at: deadline) { once.finish(.success(())) }
+        defer { wakeup.cancel() }
+        do {
+            try await once.value()
+        } catch {
+            throw CancellationError()
+        }
+    }
+
+    /// Suspends for `duration` on this clock.
+    public func sleep(for duration: Duration) async throws(CancellationError) {
+        try await sleep(until: now().advanced(by: duration))
+    }
+}
+
+/// The system's monotonic clock (CLOCK_MONOTONIC through Dispatch's uptime clock); wake-ups run on a global
+/// Dispatch queue.
+public struct MonotonicClock: GATTClock {
+    public init() {}
+
+    public func now() -> ClockInstant { ClockInstant(nanoseconds: DispatchTime.now().uptimeNanoseconds) }
+
+    public func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
+        let item = DispatchWorkItem(block: action)
+        DispatchQueue.global().asyncAfter(deadline: DispatchTime(uptimeNanoseconds: deadline.nanoseconds), execute: item)
+        return DispatchWakeup(item: item)
+    }
+}
+
+/// A scheduled Dispatch work item. `DispatchWorkItem.cancel()` is thread-safe, so nothing else is needed.
+private final class DispatchWakeup: ClockWakeup, @unchecked Sendable {
+    // @unchecked: the only stored property is a DispatchWorkItem, whose cancel() is thread-safe.
+    private let item: DispatchWorkItem
+    init(item: DispatchWorkItem) { self.item = item }
+    func cancel() { item.cancel() }
+}
+
+/// A clock that only moves when a test calls `advance(by:)`: every wake-up due by then runs, in deadline order,
+/// on the caller's thread, with `now()` equal to its deadline while it runs. Timeout tests take milliseconds.
+public final class ManualClock: GATTClock {
+    private struct Sleeper {
+        var deadline: ClockInstant
+        var order: UInt64
+        var action: @Sendable () -> Void
+    }
+    private struct State {
+        var now: ClockInstant
+        var sleepers: [UInt64: Sleeper] = [:]
+        var nextID: UInt64 = 0
+        var scheduleWaiters: [(count: Int, once: OnceBox<Void>)] = []
+    }
+    /// Guards the current time, the pending wake-ups and the tests waiting for a wake-up to be scheduled.
+    private let state: Lock<State>
+
+    public init(start: ClockInstant = ClockInstant(nanoseconds: 1_000_000_000)) {
+        state = Lock(State(now: start))
+    }
+
+    public func now() -> ClockInstant { state.withLock { $0.now } }
+
+    /// The number of wake-ups scheduled and not yet run or cancelled.
+    public var pendingWakeups: Int { state.withLock { $0.sleepers.count } }
+
+    public func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
+        let (id, ready): (UInt64, [OnceBox<Void>]) = state.withLock { s in
+            let id = s.nextID
+            s.nextID += 1
+            s.sleepers[id] = Sleeper(deadline: deadline, order: id, action: action)
+            var ready: [OnceBox<Void>] = []
+            s.scheduleWaiters.removeAll { w in
+                if s.sleepers.count >= w.count { ready.append(w.once); return true }
+                return false
+            }
+            return (id, ready)
+        }
+        for once in ready { once.finish(.success(())) }
+        return ManualWakeup(clock: self, id: id)
+    }
+
+    fileprivate func cancel(_ id: UInt64) {
+        _ = state.withLock { $0.sleepers.removeValue(forKey: id) }
+    }
+
+    /// Moves time forward by `duration`, running every wake-up that falls due, earliest first.
+    public func advance(by duration: Duration) {
+        let target = now().advanced(by: duration)
+        advance(to: target)
+    }
+
+    /// Moves time forward to `target` (never backwards), running every wake-up that falls due, earliest first.
+    public func advance(to target: ClockInstant) {
+        while true {
+            let due: (@Sendable () -> Void)? = state.withLock { s in
+                let next = s.sleepers.min { a, b in
+                    (a.value.deadline, a.value.order) < (b.value.deadline, b.value.order)
+                }
+                guard let next, next.value.deadline <= target else {
+                    if s.now < target { s.now = target }
+                    return nil
+                }
+                s.sleepers.removeValue(forKey: next.key)
+                if s.now < next.value.deadline { s.now = next.value.deadline }
+                return next.value.action
+            }
+            guard let due else { return }
+            due()
+        }
+    }
+
+    /// Waits until at least `count` wake-ups are pending (so a test can advance time only once the code under
+    /// test has armed its timer). Never polls: `schedule` wakes the waiter.
+    public func waitForPendingWakeups(atLeast count: Int) async {
+        let once = OnceBox<Void>()
+        let already = state.withLock { s -> Bool in
+            if s.sleepers.count >= count { return true }
+            s.scheduleWaiters.append((count, once))
+            return false
+        }
+        if already { return }
+        try? await once.value()
+    }
+}
+
+private final class ManualWakeup: ClockWakeup {
+    let clock: ManualClock
+    let id: UInt64
+    init(clock: ManualClock, id: UInt64) { self.clock = clock; self.id = id }
+    func cancel() { clock.cancel(id) }
+}
+
+extension Duration {
+    /// Whole nanoseconds, clamped to Int64.
+    var nanosecondsClamped: Int64 {
+        let (s, atto) = components
+        let (ms, o1) = s.multipliedReportingOverflow(by: 1_000_000_000)
+        if o1 { return s < 0 ? .min : .max }
+        let (sum, o2) = ms.addingReportingOverflow(atto / 1_000_000_000)
+        if o2 { return s < 0 ? .min : .max }
+        return sum
+    }
+
+    /// "30 s", "1.5 s", "250 ms", "40 µs": how errors say a duration.
+    public var spoken: String {
+        let ns = nanosecondsClamped
+        if ns == 0 { return "0 s" }
+        if ns % 1_000_000_000 == 0 { return "\(ns / 1_000_000_000) s" }
+        if ns >= 1_000_000_000 {
+            let tenths = (ns + 50_000_000) / 100_000_000
+            return tenths % 10 == 0 ? "\(tenths / 10) s" : "\(tenths / 10).\(tenths % 10) s"
+        }
+        if ns % 1_000_000 == 0 || ns >= 1_000_000 { return "\((ns + 500_000) / 1_000_000) ms" }
+        if ns >= 1_000 { return "\(ns / 1_000) µs" }
+        return "\(ns) ns"
+    }
+}

@@ -1,0 +1,143 @@
+// The resume-exactly-once box and named deadlines: every wait has a limit, and a timeout says what it waited for.
+import Synchronization
+
+/// A box around one continuation that resumes exactly once, from whichever side gets there first: a callback,
+/// a deadline or the waiting task's cancellation. A result that arrives before anyone waits is kept and handed
+/// over when the waiter attaches; every later result is dropped (never a second resume, never a crash).
+public final class OnceBox<T: Sendable>: Sendable {
+    private enum State {
+        case empty
+        case waiting(UnsafeContinuation<T, any Error>)
+        case early(Result<T, any Error>)
+        case done
+    }
+    /// Guards the continuation or the early result; a continuation leaves the state before it is resumed.
+    private let state = Lock<State>(.empty)
+
+    public init() {}
+
+    /// Delivers the one result. Returns false when a result was already delivered (this one is dropped).
+    @discardableResult
+    public func finish(_ result: Result<T, any Error>) -> Bool {
+        let (taken, accepted): (UnsafeContinuation<T, any Error>?, Bool) = state.withLock { s in
+            switch s {
+            case .empty:
+                s = .early(result)
+                return (nil, true)
+            case .waiting(let c):
+                s = .done
+                return (c, true)
+            case .early, .done:
+                return (nil, false)
+            }
+        }
+        taken?.resume(with: result)
+        return accepted
+    }
+
+    /// True once a result has been delivered.
+    public var isFinished: Bool {
+        state.withLock { s in
+            if case .empty = s { return false }
+            if case .waiting = s { return false }
+            return true
+        }
+    }
+
+    /// Waits for the one result. Cancelling the waiting task finishes the box with `CancellationError`.
+    /// Call at most once.
+    public func value() async throws -> T {
+        try await withTaskCancellationHandler {
+            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<T, any Error>) in
+                let ready: Result<T, any Error>? = state.withLock { s in
+                    switch s {
+                    case .early(let r):
+                        s = .done
+                        return r
+                    case .empty:
+                        s = .waiting(c)
+                        return nil
+                    case .waiting, .done:
+                        preconditionFailure("OnceBox.value() called twice")
+                    }
+                }
+                if let ready { c.resume(with: ready) }
+            }
+        } onCancel: {
+            finish(.failure(CancellationError()))
+        }
+    }
+}
+
+/// A wait that ran past its named limit: what it waited for, on which handle (with its name when known), for how long.
+/// Core Spec 5.4 Vol 3 Part F §3.3.3 for the ATT transaction timeout; every other wait in GATTClient also has a limit.
+public struct GATTTimeoutError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the wait was for: "Write Response", "a send permit for Write Command", "scanState to reach complete".
+    public var waitingFor: String
+    /// The attribute handle concerned, when there is one.
+    public var handle: UInt16?
+    /// The handle's name, when the caller gave one (`GATTClient.setName(_:for:)`).
+    public var handleName: String?
+    /// The limit that ran out.
+    public var after: Duration
+
+    public init(waitingFor: String, handle: UInt16? = nil, handleName: String? = nil, after: Duration) {
+        self.waitingFor = waitingFor
+        self.handle = handle
+        self.handleName = handleName
+        self.after = after
+    }
+
+    /// "timed out after 30 s waiting for Write Response on handle 0x0012 (scannerAction)"
+    public var description: String {
+        var s = "timed out after \(after.spoken) waiting for \(waitingFor)"
+        if let handle { s += " on handle \(hex4(handle))" }
+        if let handleName { s += " (\(handleName))" }
+        return s
+    }
+}
+
+/// Runs `work` with a named limit on `clock`: returns its result, or throws `GATTError.timeout` naming `what`
+/// once `limit` passes. The work is cancelled when the limit passes and the function returns at once, even if
+/// the work ignores cancellation (the work's late result is dropped).
+public func withDeadline<T: Sendable>(
+    _ limit: Duration, waitingFor what: String, handle: UInt16? = nil, handleName: String? = nil,
+    clock: any GATTClock = MonotonicClock(),
+    _ work: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let once = OnceBox<T>()
+    let worker = Task {
+        do { once.finish(.success(try await work())) } catch { once.finish(.failure(error)) }
+    }
+    let error = GATTError.timeout(GATTTimeoutError(waitingFor: what, handle: handle, handleName: handleName, after: limit))
+    let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) {
+        if once.finish(.failure(error)) { worker.cancel() }
+    }
+    defer { wakeup.cancel() }
+    return try await withTaskCancellationHandler {
+        try await once.value()
+    } onCancel: {
+        worker.cancel()
+    }
+}
+
+/// "0x0012"
+@inline(__always)
+func hex4(_ v: UInt16) -> String {
+    let digits = Array("0123456789ABCDEF")
+    return "0x" + String([digits[Int(v >> 12) & 0xF], digits[Int(v >> 8) & 0xF], digits[Int(v >> 4) & 0xF], digits[Int(v) & 0xF]])
+}
+
+/// "0x0D"
+func hex2(_ v: UInt8) -> String {
+    let digits = Array("0123456789ABCDEF")
+    return "0x" + String([digits[Int(v >> 4) & 0xF], digits[Int(v) & 0xF]])
+}
+
+/// "12 34 AB"
+func hexBytes<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+    bytes.map { b -> String in
+        let s = hex2(b)
+        return String(s.dropFirst(2))
+    }.joined(separator: " ")
+}

@@ -1,0 +1,343 @@
+// `mirror scan`: the procedure of seed 001 with nothing left to luck. Every notification is logged from the
+// start; scanState and scanError are subscribed AND read; a pre-flight read with a cancelScan reset and a
+// re-read that says whether it worked; the upload receiver starts before any write; the upload URL is checked
+// against the profile's cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed
+// before the writes; one named deadline for COMPLETE plus the upload, or ERROR; a final read whatever happened.
+import ATTStack
+import Foundation
+import GATTClient
+import Synchronization
+
+/// What `mirror scan` is asked to do.
+public struct MirrorScanOptions: Sendable {
+    public var profile: MirrorProfile
+    /// The named deadline for COMPLETE plus the upload, or ERROR (default 90 s, `--timeout`).
+    public var timeout: Duration = .seconds(90)
+    /// The host the mirror is told to post to (`--upload-host`).
+    public var uploadHost: String
+    /// The port the receiver listens on and the mirror is told (`--upload-port`, default 7777; 0: any free port).
+    public var uploadPort: UInt16 = 7777
+    /// Where the receiver binds: the upload host when it is a numeric address, else every IPv4 address.
+    public var bindHost: String?
+    /// Where a received ZIP is stored.
+    public var uploadDirectory: String
+    public var maxUploadBytes: Int = 512 << 20
+    /// The pause after cancelScan before the re-read (seed 001: about 500 ms).
+    public var settle: Duration = .milliseconds(500)
+    /// The scan ID in the URL (default: 6 random hex digits).
+    public var scanID: String?
+
+    public init(profile: MirrorProfile, uploadHost: String, uploadDirectory: String) {
+        self.profile = profile
+        self.uploadHost = uploadHost
+        self.uploadDirectory = uploadDirectory
+    }
+}
+
+/// How a scan ended, with the keys `--json` prints in its result object.
+public struct MirrorScanResult: Sendable, Equatable {
+    public enum Outcome: String, Sendable, Equatable {
+        case complete, error, timeout, writeFailed
+    }
+    public var outcome: Outcome
+    /// The final read's scanState / scanError names (the last notified ones when the final read failed).
+    public var scanState: String?
+    public var scanError: String?
+    public var scanStateByte: UInt8?
+    public var scanErrorByte: UInt8?
+    /// Whether the final reads succeeded (false: the values are the last known ones).
+    public var finalRead: Bool
+    /// Whether any scanState notification arrived after the handlers were armed.
+    public var sawAnyScanState: Bool
+    public var notifications: Int
+    public var preflightScanState: String?
+    public var resetAttempted: Bool
+    /// Whether the re-read after cancelScan showed invalid (nil when no reset was attempted).
+    public var resetWorked: Bool?
+    public var upload: ReceivedUpload?
+    public var scanID: String
+    public var uploadURL: String
+    /// Why the outcome is not complete, in words (the write's error, the named timeout, the error's names).
+    public var failure: String?
+    /// For writeFailed: who refused ("peer" or "local") and the limit that was broken.
+    public var rejectedBy: String?
+    public var seconds: Double
+}
+
+/// The scan procedure.
+public enum MirrorScan {
+    /// A short scan ID: 6 lowercase hex digits.
+    public static func makeScanID() -> String { String(format: "%06x", UInt32.random(in: 0...0xFF_FFFF)) }
+
+    /// Runs a scan on a connected client. `emit` gets every event as it happens (from several threads, in order
+    /// per source). Throws only when the procedure cannot start (no mirror service, receiver cannot listen).
+    public static func run(client: GATTClient, options: MirrorScanOptions,
+                           emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorScanResult {
+        let profile = options.profile
+        let started = ContinuousClock.now
+        let tracker = ScanTracker(profile: profile)
+        let steps0 = MirrorSteps(client: client, profile: profile, handles: MirrorHandles(service: ATTHandleRange(start: 1, end: 1), valueHandles: [:], cccdHandles: [:]), started: started, emit: emit)
+
+        // 1. Log every notification from now on (the engine buffers those since the bearer opened).
+        let handlesBox = Mutex<MirrorHandles?>(nil)
+        let listener = Task {
+            do {
+                for try await n in client.notifications {
+                    let name = handlesBox.withLock { $0?.name(of: n.handle) }
+                    let decoded = decodeMirrorValue(name, n.value, profile: profile)
+                    emit(MirrorEvent(time: steps0.now, kind: .notification(handle: n.handle), characteristic: name,
+                                     value: n.value, decoded: decoded, purpose: n.kind.rawValue, detail: nil))
+                    tracker.notified(name, n.value)
+                }
+                tracker.ended("the notification stream ended")
+            } catch {
+                tracker.ended("\(error)")
+            }
+        }
+        defer { listener.cancel() }
+
+        // 2. The upload receiver, before any write.
+        let scanID = options.scanID ?? makeScanID()
+        let bindHost = options.bindHost ?? (isNumericAddress(options.uploadHost) ? options.uploadHost : "0.0.0.0")
+        let receiver = try UploadReceiver(host: bindHost, port: options.uploadPort, directory: options.uploadDirectory,
+                                          maxBytes: options.maxUploadBytes) { event in
+            emit(MirrorEvent(time: steps0.now, kind: .upload(event), characteristic: nil, value: nil, decoded: nil, purpose: nil, detail: nil))
+            tracker.uploaded(event, scanID: scanID)
+        }
+        defer { receiver.stop() }
+        receiver.expect(scanID: scanID)
+        let url = receiver.uploadURL(advertisedHost: options.uploadHost, scanID: scanID)
+        emit(MirrorEvent(time: steps0.now, kind: .uploadListening, characteristic: nil, value: nil, decoded: nil,
+                         purpose: nil, detail: "listening on \(bindHost):\(receiver.port); the mirror will post to \(url)"))
+
+        // 3. Discovery, then subscribe AND read scanState and scanError.
+        let handles = try await MirrorGATT.discover(client, profile: profile, required: ["scanState", "scanError", "cloudToken", "scannerAction"])
+        handlesBox.withLock { $0 = handles }
+        let steps = MirrorSteps(client: client, profile: profile, handles: handles, started: started, emit: emit)
+        var result = MirrorScanResult(outcome: .error, finalRead: false, sawAnyScanState: false, notifications: 0,
+                                      resetAttempted: false, scanID: scanID, uploadURL: url, seconds: 0)
+        func finish(_ r: inout MirrorScanResult) async -> MirrorScanResult {
+            // 8. The final read of scanState and scanError, whatever happened.
+            let t = tracker.snapshot
+            r.sawAnyScanState = t.sawScanStateAfterArming
+            r.notifications = t.notifications
+            r.upload = t.upload
+            do {
+                let s = try await steps.read("scanState", purpose: "final")
+                let e = try await steps.read("scanError", purpose: "final")
+                r.scanStateByte = s.first
+                r.scanErrorByte = e.first
+                r.finalRead = true
+            } catch {
+                steps.event(.failed, purpose: "final", detail: "final read failed: \(error)")
+                r.scanStateByte = t.scanState
+                r.scanErrorByte = t.scanError
+            }
+            r.scanState = r.scanStateByte.map(profile.scanStateName)
+            r.scanError = r.scanErrorByte.map(profile.scanErrorName)
+            r.seconds = steps.now
+            return r
+        }
+
+        do {
+            let state = try await steps.subscribeAndRead("scanState")
+            let error = try await steps.subscribeAndRead("scanError")
+            tracker.read("scanState", state)
+            tracker.read("scanError", error)
+
+            // 4. Pre-flight: not INVALID means an earlier session left state behind: cancelScan, settle, re-read.
+            let invalid = profile.scanStateByte("invalid")!
+            let pre = try await steps.read("scanState", purpose: "preflight")
+            result.preflightScanState = pre.first.map(profile.scanStateName) ?? "empty"
+            if pre.first != invalid {
+                steps.step("pre-flight scanState is \(result.preflightScanState!): sending cancelScan (0x\(String(profile.cancelScanCommand, radix: 16)))")
+                result.resetAttempted = true
+                try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "reset")
+                steps.step("settling \(options.settle) before the re-read")
+                try await Task.sleep(for: options.settle)
+                let again = try await steps.read("scanState", purpose: "resetCheck")
+                result.resetWorked = again.first == invalid
+                steps.step(result.resetWorked! ? "cancelScan reset the mirror: scanState is invalid"
+                           : "cancelScan did not reset the mirror: scanState is \(again.first.map(profile.scanStateName) ?? "empty")")
+                tracker.read("scanState", again)
+            }
+        } catch {
+            result.outcome = .error
+            result.failure = "before the writes: \(error)"
+            return await finish(&result)
+        }
+
+        // 5. The upload URL, checked here against both limits before anything is sent.
+        let token = Array(url.utf8)
+        var broken: [String] = []
+        if token.count > profile.cloudTokenMaxLength {
+            broken.append("the profile's cloudTokenMaxLength \(profile.cloudTokenMaxLength)")
+        }
+        if token.count > client.writeValueBudget {
+            broken.append("the \(client.writeValueBudget)-byte Write Request budget of MTU \(client.mtu)")
+        }
+        if !broken.isEmpty {
+            result.outcome = .writeFailed
+            result.rejectedBy = "local"
+            result.failure = "not sent: the upload URL \(url) is \(token.count) bytes, over \(broken.joined(separator: " and ")); "
+                + "use a shorter --upload-host or scan ID"
+            steps.event(.failed, "cloudToken", value: token, purpose: "token", detail: result.failure)
+            return await finish(&result)
+        }
+
+        // 6. Arm every handler, then write cloudToken and initDeviceForScan.
+        tracker.arm()
+        steps.step("handlers armed; writing cloudToken, then initDeviceForScan")
+        do {
+            try await steps.write("cloudToken", token, purpose: "token")
+            try await steps.write("scannerAction", [profile.initDeviceForScanCommand], purpose: "initDeviceForScan")
+        } catch {
+            result.outcome = .writeFailed
+            result.failure = error.description
+            if let a = error.attributeError { result.rejectedBy = a.rejectedBy.rawValue }
+            return await finish(&result)
+        }
+
+        // Subscribe AND read: a state the mirror was already in sends no notification, so read it once more.
+        do {
+            tracker.readAfterArming("scanState", try await steps.read("scanState", purpose: "afterWrites"))
+            tracker.readAfterArming("scanError", try await steps.read("scanError", purpose: "afterWrites"))
+        } catch {
+            steps.event(.failed, purpose: "afterWrites", detail: "read after the writes failed: \(error)")
+        }
+
+        // 7. One named deadline: COMPLETE plus the upload, or ERROR.
+        let what = "scanState complete and the upload of scan \(scanID), or error"
+        steps.step("waiting up to \(options.timeout) for \(what)")
+        do {
+            let verdict = try await withDeadline(options.timeout, waitingFor: what) { try await tracker.waitForVerdict() }
+            switch verdict {
+            case .complete: result.outcome = .complete
+            case .error(let why): result.outcome = .error; result.failure = why
+            }
+        } catch let e as GATTError {
+            result.outcome = .timeout
+            result.failure = e.description
+        } catch {
+            result.outcome = .timeout
+            result.failure = "\(error)"
+        }
+        return await finish(&result)
+    }
+
+    static func isNumericAddress(_ host: String) -> Bool {
+        let parts = host.split(separator: ".")
+        if parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) { return true }
+        return host.contains(":")
+    }
+}
+
+/// What the scan has seen: the state behind the waiter. One lock guards it; `pokes` wakes the waiter after
+/// every change, so a change between the check and the wait is never lost.
+final class ScanTracker: Sendable {
+    enum Verdict: Sendable, Equatable { case complete, error(String) }
+    struct State {
+        var armed = false
+        var scanState: UInt8?
+        var scanError: UInt8?
+        var sawScanStateAfterArming = false
+        var sawComplete = false
+        var errorSeen: String?
+        var upload: ReceivedUpload?
+        var ended: String?
+        var notifications = 0
+    }
+    let profile: MirrorProfile
+    private let state = Mutex(State())
+    private let pokes: AsyncStream<Void>
+    private let poke: AsyncStream<Void>.Continuation
+
+    init(profile: MirrorProfile) {
+        self.profile = profile
+        (pokes, poke) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    var snapshot: State { state.withLock { $0 } }
+
+    func arm() {
+        state.withLock { $0.armed = true }
+        poke.yield()
+    }
+
+    func read(_ name: String, _ value: [UInt8]) {
+        guard let b = value.first else { return }
+        state.withLock { s in
+            if name == "scanState" { s.scanState = b } else if name == "scanError" { s.scanError = b }
+        }
+    }
+
+    /// A read after the writes: judged like a notification, but not counted as one.
+    func readAfterArming(_ name: String, _ value: [UInt8]) { observe(name, value, notification: false) }
+
+    func notified(_ name: String?, _ value: [UInt8]) { observe(name, value, notification: true) }
+
+    private func observe(_ name: String?, _ value: [UInt8], notification: Bool) {
+        state.withLock { s in
+            if notification { s.notifications += 1 }
+            guard let b = value.first else { return }
+            switch name {
+            case "scanState"?:
+                s.scanState = b
+                guard s.armed else { return }
+                if notification { s.sawScanStateAfterArming = true }
+                if profile.scanStateName(b) == "complete" { s.sawComplete = true }
+                if profile.scanStateName(b) == "error" && s.errorSeen == nil {
+                    s.errorSeen = "scanState error (scanError \(s.scanError.map(profile.scanErrorName) ?? "not seen"))"
+                }
+            case "scanError"?:
+                s.scanError = b
+                let n = profile.scanErrorName(b)
+                guard s.armed, n != "invalid", n != "noError" else { return }
+                if s.errorSeen == nil { s.errorSeen = "scanError \(n) (0x\(String(b, radix: 16)))" }
+            default: return
+            }
+        }
+        poke.yield()
+    }
+
+    func uploaded(_ event: UploadEvent, scanID: String) {
+        guard case .received(let upload) = event, upload.scanID == scanID else { return }
+        state.withLock { $0.upload = upload }
+        poke.yield()
+    }
+
+    func ended(_ reason: String) {
+        state.withLock { $0.ended = reason }
+        poke.yield()
+    }
+
+    private func verdict() -> Verdict? {
+        state.withLock { s in
+            guard s.armed else { return nil }
+            if let e = s.errorSeen { return .error(e) }
+            if s.sawComplete && s.upload != nil { return .complete }
+            if let ended = s.ended { return .error("disconnected while waiting: \(ended)") }
+            return nil
+        }
+    }
+
+    /// Waits until the scan completes (COMPLETE and the upload) or fails; ends early when cancelled.
+    func waitForVerdict() async throws -> Verdict {
+        if let v = verdict() { return v }
+        for await _ in pokes {
+            if let v = verdict() { return v }
+        }
+        throw CancellationError()
+    }
+}
+
+extension MirrorScan {
+    /// The address a mirror on the local network can post to: this machine's first IPv4 address that is not
+    /// loopback (nil when it has none: then `--upload-host` must say it).
+    public static func defaultUploadHost() -> String? {
+        Host.current().addresses.first { a in
+            let parts = a.split(separator: ".")
+            return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil } && !a.hasPrefix("127.")
+        }
+    }
+}

@@ -1,0 +1,127 @@
+// A minimal ZIP archive (PKWARE APPNOTE 6.3.x) writer with stored (uncompressed) entries and CRC-32,
+// and a reader of the central directory: the simulator builds its result ZIP with the first, the
+// upload receiver lists what arrived with the second. No outside tool or package.
+
+/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), as ZIP uses it.
+public enum CRC32 {
+    private static let table: [UInt32] = (0..<256).map { n -> UInt32 in
+        var c = UInt32(n)
+        for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
+        return c
+    }
+    /// The CRC-32 of `bytes`, continuing from `crc` (0 to start).
+    public static func checksum<C: Collection>(_ bytes: C, continuing crc: UInt32 = 0) -> UInt32 where C.Element == UInt8 {
+        var c = ~crc
+        for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
+        return ~c
+    }
+}
+
+/// One entry of a ZIP archive's central directory.
+public struct ZIPEntry: Sendable, Equatable, Codable {
+    public var name: String
+    /// 0 stored, 8 deflated, ...
+    public var method: UInt16
+    public var crc32: UInt32
+    public var compressedSize: UInt32
+    public var uncompressedSize: UInt32
+    public var localHeaderOffset: UInt32
+}
+
+/// Why a byte string is not a ZIP archive this reader understands.
+public struct ZIPError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var problem: String
+    public var description: String { "not a readable ZIP archive: \(problem)" }
+}
+
+/// Builds and reads ZIP archives (stored entries only when writing).
+public enum ZIPArchive {
+    /// An archive of `files` (name, contents), each stored uncompressed with its CRC-32.
+    public static func stored(_ files: [(name: String, contents: [UInt8])]) -> [UInt8] {
+        var out: [UInt8] = []
+        var central: [UInt8] = []
+        for file in files {
+            let name = Array(file.name.utf8)
+            let crc = CRC32.checksum(file.contents)
+            let size = UInt32(file.contents.count)
+            let offset = UInt32(out.count)
+            // Local file header.
+            out.le32(0x0403_4B50); out.le16(20); out.le16(0); out.le16(0)
+            out.le16(0); out.le16(0x21) // DOS time 00:00:02, date 1980-01-01
+            out.le32(crc); out.le32(size); out.le32(size)
+            out.le16(UInt16(name.count)); out.le16(0)
+            out += name
+            out += file.contents
+            // Central directory header.
+            central.le32(0x0201_4B50); central.le16(20); central.le16(20); central.le16(0); central.le16(0)
+            central.le16(0); central.le16(0x21)
+            central.le32(crc); central.le32(size); central.le32(size)
+            central.le16(UInt16(name.count)); central.le16(0); central.le16(0)
+            central.le16(0); central.le16(0); central.le32(0); central.le32(offset)
+            central += name
+        }
+        let centralOffset = UInt32(out.count)
+        out += central
+        // End of central directory record.
+        out.le32(0x0605_4B50); out.le16(0); out.le16(0)
+        out.le16(UInt16(files.count)); out.le16(UInt16(files.count))
+        out.le32(UInt32(central.count)); out.le32(centralOffset); out.le16(0)
+        return out
+    }
+
+    /// The entries listed in the central directory of `archive`.
+    public static func entries(of archive: [UInt8]) throws(ZIPError) -> [ZIPEntry] {
+        let a = archive
+        guard a.count >= 22 else { throw ZIPError(problem: "\(a.count) bytes, shorter than an end-of-central-directory record") }
+        var eocd = -1
+        var i = a.count - 22
+        let lowest = max(0, a.count - 22 - 0xFFFF)
+        while i >= lowest {
+            if a.u32(i) == 0x0605_4B50 { eocd = i; break }
+            i -= 1
+        }
+        guard eocd >= 0 else { throw ZIPError(problem: "no end-of-central-directory record") }
+        let count = Int(a.u16(eocd + 10))
+        let size = Int(a.u32(eocd + 12))
+        let offset = Int(a.u32(eocd + 16))
+        guard offset + size <= eocd else { throw ZIPError(problem: "central directory at \(offset)+\(size) runs past its end record at \(eocd)") }
+        var entries: [ZIPEntry] = []
+        var p = offset
+        for n in 0..<count {
+            guard p + 46 <= offset + size, a.u32(p) == 0x0201_4B50 else {
+                throw ZIPError(problem: "central directory entry \(n) at offset \(p) has no signature")
+            }
+            let nameLength = Int(a.u16(p + 28)), extra = Int(a.u16(p + 30)), comment = Int(a.u16(p + 32))
+            guard p + 46 + nameLength <= a.count else { throw ZIPError(problem: "entry \(n)'s name runs past the end") }
+            let name = String(decoding: a[(p + 46)..<(p + 46 + nameLength)], as: UTF8.self)
+            entries.append(ZIPEntry(name: name, method: a.u16(p + 10), crc32: a.u32(p + 16),
+                                    compressedSize: a.u32(p + 20), uncompressedSize: a.u32(p + 24),
+                                    localHeaderOffset: a.u32(p + 42)))
+            p += 46 + nameLength + extra + comment
+        }
+        return entries
+    }
+
+    /// The contents of a stored entry, checked against its CRC-32.
+    public static func contents(of entry: ZIPEntry, in archive: [UInt8]) throws(ZIPError) -> [UInt8] {
+        let p = Int(entry.localHeaderOffset)
+        guard p + 30 <= archive.count, archive.u32(p) == 0x0403_4B50 else { throw ZIPError(problem: "\(entry.name): no local header at \(p)") }
+        guard entry.method == 0 else { throw ZIPError(problem: "\(entry.name): method \(entry.method) is not stored (0)") }
+        let start = p + 30 + Int(archive.u16(p + 26)) + Int(archive.u16(p + 28))
+        let end = start + Int(entry.compressedSize)
+        guard end <= archive.count else { throw ZIPError(problem: "\(entry.name): data runs past the end") }
+        let data = Array(archive[start..<end])
+        let crc = CRC32.checksum(data)
+        guard crc == entry.crc32 else {
+            throw ZIPError(problem: "\(entry.name): CRC-32 \(String(crc, radix: 16)) differs from the directory's \(String(entry.crc32, radix: 16))")
+        }
+        return data
+    }
+}
+
+extension [UInt8] {
+    fileprivate mutating func le16(_ v: UInt16) { append(UInt8(v & 0xFF)); append(UInt8(v >> 8)) }
+    fileprivate mutating func le32(_ v: UInt32) { for s in stride(from: 0, to: 32, by: 8) { append(UInt8(truncatingIfNeeded: v >> UInt32(s))) } }
+    fileprivate func u16(_ i: Int) -> UInt16 { UInt16(self[i]) | UInt16(self[i + 1]) << 8 }
+    fileprivate func u32(_ i: Int) -> UInt32 { UInt32(u16(i)) | UInt32(u16(i + 2)) << 16 }
+}

@@ -1,0 +1,35 @@
+// The command table: every `mirror` command, in the order `mirror --help` lists them.
+//
+// How to add a command (one file plus one line here):
+//  1. Create Sources/MirrorCLI/Commands/NameCommand.swift with
+//         let nameCommand = Command(CommandSpec(
+//             name: "name", summary: "one line for mirror --help",
+//             discussion: "paragraphs for mirror name --help",
+//             positionals: [PositionalSpec("TARGET", help: "...")],
+//             options: [.value("--duration", "S", help: "..."), .flag("--read", help: "...")],
+//             globals: GlobalOptionName.connection,          // the global options it honours
+//             examples: [("mirror name unix:/tmp/mirror-sim.sock", "what it does")]
+//         )) { inv in
+//             let target = try inv.target()                 // parse every argument first:
+//             let n = try inv.option("--count") { (s: String) throws(UsageError) in
+//                 try parseCount(s, in: 1...1_000_000, what: "count") }   // bad tokens become usage errors
+//             ... call the library ...
+//             if inv.global.json { inv.console.out(json.pretty) } else { inv.console.out("text") }
+//             return .success
+//         }
+//  2. Add `nameCommand` to `commandTable` below.
+//  Errors: throw the library's own errors, `UsageError` or `CLIError`; ErrorReport.init(_:) in
+//  Sources/MirrorCommandLine/ErrorTable.swift (one table) turns any of them into the message, the JSON
+//  object and the exit status. A new library error type gets its row in LibraryErrors.swift there.
+//  Parsers for addresses, handles, UUIDs, hex, counts and durations are in MirrorCommandLine/ValueParsers.swift.
+import MirrorCommandLine
+
+let commandTable: [Command] = [
+    discoverCommand,
+    gattCommand,
+    readCommand,
+    writeCommand,
+    listenCommand,
+    mtuCommand,
+    benchCommand,
+]

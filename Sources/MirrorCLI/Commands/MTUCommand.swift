@@ -1,0 +1,38 @@
+// mirror mtu TARGET [--mtu N]: exchange MTU and print the result.
+import MirrorCommandLine
+
+let mtuCommand = Command(CommandSpec(
+    name: "mtu",
+    summary: "exchange the ATT MTU and show what was agreed",
+    discussion: """
+        Sends Exchange MTU Request with the client Rx MTU (--mtu, default 517) and prints the server's Rx MTU \
+        and the result, min(both), never below 23; a peer that answers Request Not Supported stays at 23. \
+        Also prints the value budgets that follow: MTU-3 for writes and notifications, MTU-5 for Prepare \
+        Write parts, MTU-1 for Read Blob parts.
+        """,
+    positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror mtu unix:/tmp/mirror-sim.sock", "offer 517 and show the result"),
+        ("mirror mtu unix:/tmp/mirror-sim.sock --mtu 100", "offer 100"),
+    ]
+)) { inv in
+    let target = try inv.target()
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    let exchange = session.mtuExchange
+    let mtu = session.mtu
+    if inv.global.json {
+        inv.console.out(JSONValue.object([
+            ("clientRxMTU", .int(exchange.clientRxMTU)),
+            ("serverRxMTU", exchange.serverRxMTU.map { .int($0) } ?? .null),
+            ("mtu", .int(mtu)),
+            ("writeBudget", .int(mtu - 3)), ("prepareWriteBudget", .int(mtu - 5)), ("readBlobBudget", .int(mtu - 1)),
+        ]).pretty)
+    } else {
+        let server = exchange.serverRxMTU.map(String.init) ?? "not given (the peer does not support Exchange MTU)"
+        inv.console.out("client Rx MTU \(exchange.clientRxMTU), server Rx MTU \(server): MTU \(mtu)")
+        inv.console.out("budgets: write/notify \(mtu - 3) bytes, prepare write part \(mtu - 5), read blob part \(mtu - 1)")
+    }
+    return .success
+}

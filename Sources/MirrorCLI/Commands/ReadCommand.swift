@@ -1,0 +1,42 @@
+// mirror read TARGET HANDLE|UUID: one value (long reads automatic).
+import MirrorCommandLine
+
+let readCommand = Command(CommandSpec(
+    name: "read",
+    summary: "read a value by handle, or every value of a characteristic UUID (long reads automatic)",
+    discussion: """
+        A HANDLE (decimal, or hex with 0x) is read with Read Request, then Read Blob Requests while the value \
+        fills the response, up to 512 bytes. A UUID reads with Read By Type over the whole database and prints \
+        every matching handle. "1234" is a handle; write "uuid:1234" for the 16-bit UUID 0x1234.
+        """,
+    positionals: [
+        PositionalSpec("TARGET", help: "the device address or unix:PATH"),
+        PositionalSpec("HANDLE|UUID", help: "a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form)"),
+    ],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror read unix:/tmp/mirror-sim.sock 0x0003", "the value at handle 0x0003"),
+        ("mirror read unix:/tmp/mirror-sim.sock 2a00", "the Device Name, by UUID"),
+        ("mirror read 00:AA:01:01:00:01 0x0012 --json", "a value as JSON"),
+    ]
+)) { inv in
+    let target = try inv.target()
+    let selector = try inv.positional(1, parseHandleOrUUID)!
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    let values = try await session.read(selector)
+    if inv.global.json {
+        let items: [JSONValue] = values.map { v in
+            .object([("handle", .int(Int(v.handle))), ("value", .string(hexString(v.value))),
+                     ("text", .string(printableText(v.value))), ("length", .int(v.value.count))])
+        }
+        if case .handle = selector, let only = items.first {
+            inv.console.out(only.pretty)
+        } else {
+            inv.console.out(JSONValue.object([("values", .array(items))]).pretty)
+        }
+    } else {
+        for v in values { inv.console.out("\(hex16(v.handle)): \(valueText(v.value))") }
+    }
+    return .success
+}

@@ -1,0 +1,51 @@
+// mirror write TARGET HANDLE HEX [--no-response | --long | --reliable]
+import MirrorCommandLine
+
+let writeCommand = Command(CommandSpec(
+    name: "write",
+    summary: "write a value: Write Request, Write Command, or a long / reliable write",
+    discussion: """
+        By default a Write Request, whose value must fit the MTU's budget (MTU-3 bytes); a longer value is \
+        refused locally and not sent. --no-response sends a Write Command (same budget, no answer). --long \
+        writes up to 512 bytes with Prepare Write parts of MTU-5 bytes and Execute Write; --reliable does \
+        the same and checks every echoed part, cancelling on a mismatch.
+
+        HEX is the value: 0102ff, 0x0102ff, 01:02:ff or "01 02 ff"; "" is the empty value.
+        """,
+    positionals: [
+        PositionalSpec("TARGET", help: "the device address or unix:PATH"),
+        PositionalSpec("HANDLE", help: "the attribute handle (18 or 0x0012)"),
+        PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff)"),
+    ],
+    options: [
+        .flag("--no-response", help: "send a Write Command (no response)"),
+        .flag("--long", help: "a long write (Prepare Write + Execute Write), up to 512 bytes"),
+        .flag("--reliable", help: "a reliable write: a long write that checks each echoed part"),
+    ],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror write unix:/tmp/mirror-sim.sock 0x0012 0102ff", "a Write Request"),
+        ("mirror write unix:/tmp/mirror-sim.sock 0x0014 01 --no-response", "a Write Command"),
+        ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 300 /dev/urandom | xxd -p | tr -d '\\n') --long", "a 300-byte long write"),
+    ]
+)) { inv in
+    try inv.arguments.exclusive(["--no-response", "--long", "--reliable"])
+    let target = try inv.target()
+    let handle = try inv.positional(1, parseHandle)!
+    let value = try inv.positional(2, parseHexValue)!
+    let mode: WriteMode = inv.arguments.has("--no-response") ? .command
+        : inv.arguments.has("--long") ? .long
+        : inv.arguments.has("--reliable") ? .reliable : .request
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    try await session.write(handle: handle, value: value, mode: mode)
+    if inv.global.json {
+        inv.console.out(JSONValue.object([
+            ("handle", .int(Int(handle))), ("length", .int(value.count)), ("mode", .string(mode.rawValue)),
+            ("mtu", .int(session.mtu)), ("confirmed", .bool(mode != .command)),
+        ]).pretty)
+    } else {
+        inv.console.out("wrote \(value.count) byte\(value.count == 1 ? "" : "s") to \(hex16(handle)) (\(mode.describe))")
+    }
+    return .success
+}

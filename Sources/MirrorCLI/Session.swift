@@ -1,0 +1,320 @@
+// The connection to one GATT server as the commands use it: the bearer, the CLI's observer (--trace, the
+// Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
+// every procedure is the GATT client's.
+import ATTStack
+import GATTClient
+import Mirror
+import MirrorCommandLine
+
+/// How `mirror write` writes (Core Spec Vol 3 Part G §4.9).
+enum WriteMode: String, Sendable {
+    case request = "request"
+    case command = "command"
+    case long = "long"
+    case reliable = "reliable"
+
+    var describe: String {
+        switch self {
+        case .request: return "Write Request, confirmed"
+        case .command: return "Write Command, not confirmed"
+        case .long: return "long write: Prepare Write + Execute Write, confirmed"
+        case .reliable: return "reliable write: Prepare Write echoes checked + Execute Write, confirmed"
+        }
+    }
+}
+
+/// One value read: its handle and bytes.
+struct ReadValue: Sendable {
+    var handle: UInt16
+    var value: [UInt8]
+}
+
+/// One notification or indication as `mirror listen` prints it.
+struct ListenEvent: Sendable {
+    var time: Double
+    var handle: UInt16
+    var indication: Bool
+    var value: [UInt8]
+}
+
+/// What Exchange MTU did.
+struct MTUExchangeInfo: Sendable {
+    var clientRxMTU: Int
+    /// Nil when the peer answered Request Not Supported (or sent no answer).
+    var serverRxMTU: Int?
+}
+
+/// A connected GATT client with the procedures the commands need.
+final class Session: Sendable {
+    let client: GATTClient
+    let transport: ObservedTransport
+    let clientRxMTU: Int
+    let snoop: BTSnoopWriter?
+    /// The ATT transaction timeout (--timeout).
+    let timeout: Duration
+    /// Names the mirror's characteristics (--profile, or the bundled profile).
+    let profile: MirrorProfile
+
+    private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
+                 timeout: Duration, profile: MirrorProfile) {
+        self.client = client
+        self.profile = profile
+        self.timeout = timeout
+        self.transport = transport
+        self.clientRxMTU = clientRxMTU
+        self.snoop = snoop
+    }
+
+    /// The ATT_MTU in effect.
+    var mtu: Int { client.mtu }
+
+    var mtuExchange: MTUExchangeInfo {
+        MTUExchangeInfo(clientRxMTU: clientRxMTU, serverRxMTU: transport.observations.serverRxMTU)
+    }
+
+    /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace) and
+    /// exchanges the MTU (--mtu, default 517).
+    static func open(_ target: TargetArgument, _ inv: Invocation) async throws -> Session {
+        let g = inv.global
+        let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
+        let security = g.security.map { level -> BTSecurityLevel in
+            switch level {
+            case .low: return .low
+            case .medium: return .medium
+            case .high: return .high
+            }
+        }
+        let bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
+                                           timeout: g.timeout, security: target.isUnix ? nil : security)
+        var snoop: BTSnoopWriter?
+        if let path = g.btsnoop {
+            do {
+                let writer = try BTSnoopWriter(path: path)
+                bearer.capture(into: writer)
+                snoop = writer
+            } catch {
+                bearer.close(reason: "could not open the btsnoop file")
+                throw error
+            }
+        }
+        let observed = ObservedTransport(bearer, trace: g.trace ? inv.console : nil)
+        var configuration = GATTClient.Configuration()
+        let clientRxMTU = g.mtu ?? ATTMTU.maximum
+        configuration.clientRxMTU = clientRxMTU
+        configuration.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
+        if !target.isUnix {
+            configuration.setSecurityLevel = { level in
+                let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) ?? .high
+                try bearer.setSecurityLevel(bt)
+            }
+            configuration.retryAfterRaisingSecurity = true
+            if let security { configuration.initialSecurityLevel = GATTSecurityLevel(rawValue: Int(security.rawValue)) ?? .low }
+        }
+        let client = try await GATTClient.connect(transport: observed, configuration: configuration)
+        let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, snoop: snoop,
+                              timeout: configuration.transactionTimeout, profile: profile)
+        do {
+            _ = try await client.exchangeMTU()
+        } catch {
+            session.close()
+            throw error
+        }
+        return session
+    }
+
+    /// The whole database (primary services, their includes, and the secondary services they include), with
+    /// every readable value read when `readValues`.
+    func database(readValues: Bool) async throws -> DatabaseModel {
+        let services = try await discoverServices()
+        var model = DatabaseModel(services: services, mtu: mtu)
+        for c in services.flatMap(\.characteristics) {
+            if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
+            if let name = profile.characteristicName(c.uuid) { model.names[c.uuid.description] = name }
+        }
+        if services.contains(where: { $0.uuid == profile.service }) {
+            model.names[profile.service.description] = "mirror service"
+        }
+        guard readValues else { return model }
+        for s in model.services.indices {
+            for c in model.services[s].characteristics.indices {
+                let characteristic = model.services[s].characteristics[c]
+                if characteristic.properties & PropertyBit.read != 0 {
+                    model.services[s].characteristics[c].value = try await readOutcome(characteristic.valueHandle)
+                }
+                for d in characteristic.descriptors.indices {
+                    model.services[s].characteristics[c].descriptors[d].value =
+                        try await readOutcome(characteristic.descriptors[d].handle)
+                }
+            }
+        }
+        return model
+    }
+
+    /// Every primary service with its includes, characteristics and descriptors, and the secondary services
+    /// the includes reach, in handle order.
+    func discoverServices() async throws -> [GATTService] {
+        var services = try await client.discoverAll()
+        // Secondary services are reached through include declarations (Core Spec Vol 3 Part G §4.5.1).
+        var known = Set(services.map(\.startHandle))
+        for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
+            known.insert(inc.startHandle)
+            var secondary = GATTService(uuid: inc.uuid, startHandle: inc.startHandle, endHandle: inc.endHandle, isPrimary: false)
+            var chars = try await client.discoverCharacteristics(in: secondary.range)
+            for j in chars.indices { chars[j].descriptors = try await client.discoverDescriptors(of: chars[j]) }
+            secondary.characteristics = chars
+            services.append(secondary)
+        }
+        services.sort { $0.startHandle < $1.startHandle }
+        return services
+    }
+
+    /// A value, or the ATT error the peer answered with (other failures end the command).
+    private func readOutcome(_ handle: UInt16) async throws -> DatabaseModel.ReadOutcome {
+        do {
+            return .value(try await client.readLong(handle: handle))
+        } catch {
+            if case .attribute(let e) = error { return .error(ATTErrorFacts(e)) }
+            throw error
+        }
+    }
+
+    func read(_ selector: AttributeSelector) async throws -> [ReadValue] {
+        switch selector {
+        case .handle(let handle):
+            do {
+                return [ReadValue(handle: handle, value: try await client.readLong(handle: handle))]
+            } catch {
+                throw await labelled(error)
+            }
+        case .uuid(let uuid):
+            let found = try await client.read(uuid: uuid)
+            var values: [ReadValue] = []
+            for (handle, value) in found {
+                // Read By Type returns at most MTU-4 bytes: a value that filled it may be longer.
+                if value.count >= ATTMTU.writeValueBudget(mtu) - 1 {
+                    values.append(ReadValue(handle: handle, value: try await client.readLong(handle: handle)))
+                } else {
+                    values.append(ReadValue(handle: handle, value: value))
+                }
+            }
+            return values
+        }
+    }
+
+    func write(handle: UInt16, value: [UInt8], mode: WriteMode) async throws {
+        do {
+            switch mode {
+            case .request: try await client.write(handle: handle, value: value)
+            case .command: try await client.writeWithoutResponse(handle: handle, value: value, timeout: timeoutDuration)
+            case .long: try await client.writeLong(handle: handle, value: value)
+            case .reliable: try await client.writeReliable([(handle: handle, value: value)])
+            }
+        } catch {
+            throw await labelled(error)
+        }
+    }
+
+    var timeoutDuration: Duration { timeout }
+
+    /// A peer's ATT error with the handle's name added when it has none: the characteristic's user description
+    /// (0x2901) or its well-known UUID name, found after the fact so that success costs nothing.
+    func labelled(_ error: GATTError) async -> GATTError {
+        guard case .attribute(var e) = error, e.handleName == nil, !client.isClosed else { return error }
+        e.handleName = await handleLabel(e.handle)
+        return .attribute(e)
+    }
+
+    /// The name of the characteristic whose value is at `handle`, if the server says.
+    func handleLabel(_ handle: UInt16) async -> String? {
+        guard handle > 1, handle < 0xFFF0 else { return nil }
+        let window = ATTHandleRange(start: handle - 1, end: handle + 6)
+        guard let chars = try? await client.discoverCharacteristics(in: window),
+              let c = chars.first(where: { $0.valueHandle == handle }) else { return nil }
+        if let name = profile.characteristicName(c.uuid) { return name }
+        let end = chars.first { $0.declarationHandle > handle }.map { $0.declarationHandle - 1 } ?? window.end
+        if end > handle, let descriptions = try? await client.read(uuid: .characteristicUserDescription,
+                                                                 in: ATTHandleRange(start: handle + 1, end: end)),
+           let text = descriptions.first.flatMap({ String(validating: $0.value, as: UTF8.self) }), !text.isEmpty {
+            return text
+        }
+        return name(of: c.uuid)
+    }
+
+    /// A characteristic's name: the mirror profile's, else the well-known one.
+    func name(of uuid: BluetoothUUID) -> String? {
+        profile.characteristicName(uuid) ?? uuid.name ?? wellKnownName(uuid.description)
+    }
+
+    /// Subscribes to `handles` (value handles; all that notify or indicate when empty) and calls `handler` for
+    /// each notification and indication until `count` arrived, the task is cancelled (Ctrl-C) or the link ends.
+    /// `subscribed` is told each subscription with the value read right after it.
+    func listen(handles: [UInt16], preferIndications: Bool, count: Int?,
+                subscribed: (GATTCharacteristic, GATTSubscriptionMode, [UInt8]?) -> Void,
+                _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
+        let stream = client.notifications
+        let services = try await discoverServices()
+        let characteristics = services.flatMap(\.characteristics)
+        var targets: [GATTCharacteristic] = []
+        if handles.isEmpty {
+            targets = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
+            guard !targets.isEmpty else {
+                throw GATTError.unsupported("no characteristic of \(client.label) notifies or indicates")
+            }
+        } else {
+            for h in handles {
+                guard let c = characteristics.first(where: { $0.valueHandle == h || $0.declarationHandle == h }) else {
+                    let list = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
+                        .map { hex16($0.valueHandle) }.joined(separator: ", ")
+                    throw GATTError.unsupported("handle \(hex16(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
+                }
+                targets.append(c)
+            }
+        }
+        for c in targets {
+            guard c.properties.contains(.notify) || c.properties.contains(.indicate) else {
+                throw GATTError.unsupported("characteristic \(c.uuid) at \(hex16(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
+            }
+            guard let cccd = c.cccd else {
+                throw GATTError.unsupported("characteristic \(c.uuid) at \(hex16(c.valueHandle)) has no Client Characteristic Configuration descriptor (0x2902)")
+            }
+            let mode: GATTSubscriptionMode = c.properties.contains(.indicate) && (preferIndications || !c.properties.contains(.notify))
+                ? .indicate : .notify
+            let (value, _) = try await client.subscribe(valueHandle: c.valueHandle, cccdHandle: cccd.handle, mode: mode,
+                                                        readValue: c.properties.contains(.read))
+            subscribed(c, mode, value)
+        }
+        var received = 0
+        if let count, received >= count { return received }
+        for try await n in stream {
+            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value))
+            received += 1
+            if let count, received >= count { break }
+        }
+        return received
+    }
+
+    func close() {
+        client.close(reason: "mirror is done")
+        snoop?.close()
+    }
+}
+
+extension DatabaseModel {
+    /// The CLI's model of what the GATT client discovered.
+    init(services: [GATTService], mtu: Int) {
+        self.init(mtu: mtu, services: services.map { s in
+            DatabaseModel.Service(
+                uuid: s.uuid.description, start: s.startHandle, end: s.endHandle, primary: s.isPrimary,
+                includes: s.includedServices.map {
+                    DatabaseModel.Include(handle: $0.declarationHandle, start: $0.startHandle, end: $0.endHandle,
+                                          uuid: $0.uuid.description)
+                },
+                characteristics: s.characteristics.map { c in
+                    DatabaseModel.Characteristic(
+                        uuid: c.uuid.description, handle: c.declarationHandle, valueHandle: c.valueHandle,
+                        properties: c.properties.rawValue,
+                        descriptors: c.descriptors.map { DatabaseModel.Descriptor(uuid: $0.uuid.description, handle: $0.handle) })
+                })
+        })
+    }
+}

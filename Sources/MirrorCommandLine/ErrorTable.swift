@@ -1,0 +1,270 @@
+// The one table from an error to what `mirror` prints and how it exits: (message, JSON object, exit status).
+// Every error any command can end with passes through `ErrorReport.init(_:)`.
+
+import ATTStack
+
+/// How `mirror` exits. Scripts can tell a peer's ATT error from a local refusal, a timeout, a connection
+/// failure and bad usage.
+public enum ExitStatus: Int32, Sendable, CaseIterable {
+    /// The command did what was asked.
+    case success = 0
+    /// Something else failed (a file could not be written, an unexpected internal state).
+    case failure = 1
+    /// Bad usage: an unknown command or option, a malformed address, handle, UUID, hex value or number.
+    case usage = 2
+    /// The peer answered with an ATT Error Response (Core Spec Vol 3 Part F §3.4.1.1).
+    case peerError = 3
+    /// This host refused to send: the value exceeds what the MTU or the spec allows.
+    case localRefusal = 4
+    /// Nothing came back in time: an ATT response (30 s transaction timeout) or a connection.
+    case timeout = 5
+    /// The connection could not be made, or was lost: socket errors, the peer closing.
+    case connection = 6
+    /// This machine cannot do it: no Bluetooth in the kernel (EAFNOSUPPORT), a missing capability (EPERM).
+    case unsupported = 7
+    /// The peer broke the protocol: a malformed PDU, an unexpected response.
+    case protocolViolation = 8
+
+    /// The word used in JSON ("kind") for errors with this status.
+    public var kind: String {
+        switch self {
+        case .success: return "success"
+        case .failure: return "failure"
+        case .usage: return "usage"
+        case .peerError: return "att"
+        case .localRefusal: return "local"
+        case .timeout: return "timeout"
+        case .connection: return "connection"
+        case .unsupported: return "unsupported"
+        case .protocolViolation: return "protocol"
+        }
+    }
+
+    /// One line for the exit status table in `--help`.
+    public var meaning: String {
+        switch self {
+        case .success: return "success"
+        case .failure: return "other failure (a file, an internal error)"
+        case .usage: return "bad usage: unknown command or option, malformed address, handle, UUID, hex or number"
+        case .peerError: return "the peer answered with an ATT Error Response"
+        case .localRefusal: return "refused locally, not sent (the value exceeds the MTU's budget or 512 bytes)"
+        case .timeout: return "timeout: no ATT response or no connection in time"
+        case .connection: return "connection failed or lost"
+        case .unsupported: return "not possible on this machine: no Bluetooth in the kernel, or a missing capability"
+        case .protocolViolation: return "the peer broke the protocol (malformed or unexpected PDU)"
+        }
+    }
+}
+
+/// Who refused an ATT operation.
+public enum RejectedBy: String, Sendable {
+    /// The peer sent an ATT Error Response.
+    case peer
+    /// This host refused before sending.
+    case local
+}
+
+/// Everything a user needs about an ATT error, from the peer or a local refusal (Core Spec Vol 3 Part F §3.4.1.1).
+public struct ATTErrorFacts: Sendable, Equatable {
+    /// The error code byte; nil for a local refusal that has no ATT code.
+    public var code: UInt8?
+    /// The spec's name for the code ("Invalid Attribute Value Length"), or how the code is classed
+    /// ("application error", "reserved", "common profile error") when the spec names no single meaning.
+    public var name: String
+    public var requestOpcode: UInt8
+    /// "Write Request"
+    public var requestName: String
+    public var handle: UInt16
+    /// A name for the handle when known ("cloudToken", "Device Name").
+    public var handleLabel: String?
+    public var rejectedBy: RejectedBy
+    /// The length of the value that was sent (writes), when there was one.
+    public var valueLength: Int?
+    /// The value bytes the request could carry at this MTU (MTU-3 for a Write Request).
+    public var budget: Int?
+    public var mtu: Int?
+
+    public init(code: UInt8?, name: String, requestOpcode: UInt8, requestName: String, handle: UInt16,
+                handleLabel: String? = nil, rejectedBy: RejectedBy, valueLength: Int? = nil, budget: Int? = nil,
+                mtu: Int? = nil) {
+        self.code = code
+        self.name = name
+        self.requestOpcode = requestOpcode
+        self.requestName = requestName
+        self.handle = handle
+        self.handleLabel = handleLabel
+        self.rejectedBy = rejectedBy
+        self.valueLength = valueLength
+        self.budget = budget
+        self.mtu = mtu
+    }
+
+    /// The facts with the spec's names for the code and the request (Core Spec Vol 3 Part F §3.4.1.1, §3.4.8).
+    public init(code: ATTErrorCode?, request: ATTOpcode, handle: UInt16, handleLabel: String? = nil,
+                rejectedBy: RejectedBy, valueLength: Int? = nil, budget: Int? = nil, mtu: Int? = nil,
+                localReason: String = "refused locally") {
+        self.init(code: code?.rawValue, name: code?.name ?? localReason, requestOpcode: request.rawValue,
+                  requestName: request.name, handle: handle, handleLabel: handleLabel, rejectedBy: rejectedBy,
+                  valueLength: valueLength, budget: budget, mtu: mtu)
+    }
+
+    /// Whether the code is an application error (0x80-0x9F), defined by the peripheral's application.
+    public var isApplicationError: Bool { code.map { (0x80...0x9F).contains($0) } ?? false }
+
+    /// The sentence: "ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle
+    /// 0x0012 (cloudToken): 41-byte value, within the 244-byte budget of MTU 247, so the peripheral rejected
+    /// it at the application layer", or "not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)".
+    public var message: String {
+        if rejectedBy == .local {
+            if let length = valueLength, let budget, let mtu {
+                return "not sent: \(length)-byte value exceeds the \(budget)-byte budget of MTU \(mtu) (local limit)"
+            }
+            var s = "not sent: \(name), on \(requestName) to handle \(hex16(handle))"
+            if let handleLabel { s += " (\(handleLabel))" }
+            return s + " (local limit)"
+        }
+        var s = "ATT error "
+        if let code {
+            s += hex8(code) + " "
+            if isApplicationError {
+                s += "application error (raw value \(hex8(code)), defined by the peripheral's application)"
+            } else {
+                s += name
+            }
+        } else {
+            s += name
+        }
+        s += " from the peer, on \(requestName) to handle \(hex16(handle))"
+        if let handleLabel { s += " (\(handleLabel))" }
+        if let length = valueLength {
+            s += ": \(length)-byte value"
+            if let budget, let mtu {
+                if length <= budget {
+                    s += ", within the \(budget)-byte budget of MTU \(mtu)"
+                    if code == 0x0D { s += ", so the peripheral rejected it at the application layer" }
+                } else {
+                    s += ", over the \(budget)-byte budget of MTU \(mtu)"
+                }
+            }
+        }
+        return s
+    }
+
+    /// The JSON fields, in this order: code, name, requestOpcode, request, handle, handleName,
+    /// rejectedBy, valueLength, budget, mtu (absent facts are null).
+    public var jsonFields: [(String, JSONValue)] {
+        [
+            ("code", code.map { .int(Int($0)) } ?? .null),
+            ("name", .string(isApplicationError ? "application error" : name)),
+            ("requestOpcode", .int(Int(requestOpcode))),
+            ("request", .string(requestName)),
+            ("handle", .int(Int(handle))),
+            ("handleName", handleLabel.map { .string($0) } ?? .null),
+            ("rejectedBy", .string(rejectedBy.rawValue)),
+            ("valueLength", valueLength.map { .int($0) } ?? .null),
+            ("budget", budget.map { .int($0) } ?? .null),
+            ("mtu", mtu.map { .int($0) } ?? .null),
+        ]
+    }
+}
+
+/// The errors the CLI itself raises, after the libraries' own.
+public enum CLIError: Error, Sendable, CustomStringConvertible {
+    /// An ATT error from the peer or a local refusal.
+    case att(ATTErrorFacts)
+    /// Waited for `what` for `seconds` and nothing came.
+    case timeout(what: String, seconds: Double)
+    /// Could not connect, or the connection ended.
+    case connection(String)
+    /// This machine cannot do it (no Bluetooth in the kernel, missing capability).
+    case unsupported(String)
+    /// The peer sent something the protocol does not allow.
+    case protocolViolation(String)
+    /// Anything else, with its sentence.
+    case failure(String)
+
+    public var description: String { ErrorReport(self).message }
+}
+
+/// What `mirror` prints for an error and how it exits.
+public struct ErrorReport: Sendable {
+    public var status: ExitStatus
+    /// The sentence on stderr (after "mirror: ").
+    public var message: String
+    /// An extra line on stderr: what to do about it.
+    public var hint: String?
+    /// The fields of the JSON `error` object, after "kind" and "message".
+    public var fields: [(String, JSONValue)]
+
+    public init(status: ExitStatus, message: String, hint: String? = nil, fields: [(String, JSONValue)] = []) {
+        self.status = status
+        self.message = message
+        self.hint = hint
+        self.fields = fields
+    }
+
+    /// `{"error": {"kind": ..., "message": ..., <fields>..., "exitStatus": N}}`
+    public var json: JSONValue {
+        var object: [(String, JSONValue)] = [("kind", .string(status.kind)), ("message", .string(message))]
+        object += fields
+        if let hint { object.append(("hint", .string(hint))) }
+        object.append(("exitStatus", .int(Int(status.rawValue))))
+        return .object([("error", .object(object))])
+    }
+
+    /// The table: every error type a command may throw, mapped to its report.
+    public init(_ error: any Error) {
+        switch error {
+        case let e as UsageError:
+            self.init(status: .usage, message: e.message, hint: e.hint,
+                      fields: [("token", e.token.map { .string($0) } ?? .null)])
+        case let e as CLIError:
+            self.init(cliError: e)
+        default:
+            if let report = ErrorReport.libraryReport(error) {
+                self = report
+            } else {
+                self.init(status: .failure, message: String(describing: error))
+            }
+        }
+    }
+
+    init(cliError e: CLIError) {
+        switch e {
+        case .att(let facts):
+            var hint: String?
+            if facts.rejectedBy == .local, let length = facts.valueLength, facts.budget != nil, length <= 512,
+               facts.requestOpcode == 0x12 || facts.requestOpcode == 0x52 {
+                hint = "a value longer than the budget needs a long write: mirror write TARGET HANDLE HEX --long"
+            } else if facts.isApplicationError {
+                hint = "application errors 0x80-0x9F are defined by the peripheral's own profile"
+            }
+            self.init(status: facts.rejectedBy == .peer ? .peerError : .localRefusal, message: facts.message,
+                      hint: hint, fields: facts.jsonFields)
+        case .timeout(let what, let seconds):
+            self.init(status: .timeout, message: "timed out after \(formatSeconds(seconds)) waiting for \(what)",
+                      fields: [("waitingFor", .string(what)), ("seconds", .double(seconds))])
+        case .connection(let s): self.init(status: .connection, message: s)
+        case .unsupported(let s): self.init(status: .unsupported, message: s)
+        case .protocolViolation(let s): self.init(status: .protocolViolation, message: s)
+        case .failure(let s): self.init(status: .failure, message: s)
+        }
+    }
+}
+
+/// "0x0D"
+public func hex8(_ v: UInt8) -> String {
+    let s = String(v, radix: 16, uppercase: true)
+    return "0x" + (s.count < 2 ? "0" + s : s)
+}
+
+/// "0x0012"
+public func hex16(_ v: UInt16) -> String {
+    let s = String(v, radix: 16, uppercase: true)
+    return "0x" + String(repeating: "0", count: 4 - s.count) + s
+}
+
+/// "30 s", "0.5 s"
+public func formatSeconds(_ s: Double) -> String {
+    s == s.rounded() ? "\(Int(s)) s" : "\(s) s"
+}

@@ -1,0 +1,309 @@
+// Output formatting: the GATT database (text and the `--json` shape other tools rely on), values as hex
+// and printable text, characteristic properties, timestamps.
+
+import ATTStack
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A discovered GATT database as `mirror gatt` prints it (Core Spec Vol 3 Part G §3: services, includes,
+/// characteristic declarations and descriptors).
+public struct DatabaseModel: Sendable, Equatable {
+    public var mtu: Int
+    public var services: [Service]
+    /// Names for UUIDs that are not well known (the mirror profile's), by canonical UUID; text output only.
+    public var names: [String: String]
+
+    public init(mtu: Int, services: [Service], names: [String: String] = [:]) {
+        self.mtu = mtu
+        self.services = services
+        self.names = names
+    }
+
+    /// A service and what it contains.
+    public struct Service: Sendable, Equatable {
+        /// Canonical lowercase UUID: 4 hex digits for 16-bit, the full form for 128-bit.
+        public var uuid: String
+        public var start: UInt16
+        public var end: UInt16
+        public var primary: Bool
+        public var includes: [Include]
+        public var characteristics: [Characteristic]
+
+        public init(uuid: String, start: UInt16, end: UInt16, primary: Bool = true, includes: [Include] = [],
+                    characteristics: [Characteristic] = []) {
+            self.uuid = uuid
+            self.start = start
+            self.end = end
+            self.primary = primary
+            self.includes = includes
+            self.characteristics = characteristics
+        }
+    }
+
+    /// An include declaration (Core Spec Vol 3 Part G §3.2).
+    public struct Include: Sendable, Equatable {
+        public var handle: UInt16
+        public var start: UInt16
+        public var end: UInt16
+        /// Nil when the included service has a 128-bit UUID not in the declaration and it was not read.
+        public var uuid: String?
+
+        public init(handle: UInt16, start: UInt16, end: UInt16, uuid: String?) {
+            self.handle = handle
+            self.start = start
+            self.end = end
+            self.uuid = uuid
+        }
+    }
+
+    /// A characteristic declaration with its descriptors (Core Spec Vol 3 Part G §3.3).
+    public struct Characteristic: Sendable, Equatable {
+        public var uuid: String
+        /// The declaration's handle.
+        public var handle: UInt16
+        public var valueHandle: UInt16
+        /// The properties byte (Core Spec Vol 3 Part G §3.3.1.1).
+        public var properties: UInt8
+        public var descriptors: [Descriptor]
+        /// The value, when `--read` read it.
+        public var value: ReadOutcome?
+
+        public init(uuid: String, handle: UInt16, valueHandle: UInt16, properties: UInt8,
+                    descriptors: [Descriptor] = [], value: ReadOutcome? = nil) {
+            self.uuid = uuid
+            self.handle = handle
+            self.valueHandle = valueHandle
+            self.properties = properties
+            self.descriptors = descriptors
+            self.value = value
+        }
+    }
+
+    /// A characteristic descriptor.
+    public struct Descriptor: Sendable, Equatable {
+        public var uuid: String
+        public var handle: UInt16
+        public var value: ReadOutcome?
+
+        public init(uuid: String, handle: UInt16, value: ReadOutcome? = nil) {
+            self.uuid = uuid
+            self.handle = handle
+            self.value = value
+        }
+    }
+
+    /// What reading a value gave.
+    public enum ReadOutcome: Sendable, Equatable {
+        case value([UInt8])
+        case error(ATTErrorFacts)
+    }
+
+    /// The `--json` shape: {"mtu", "services": [{"uuid", "start", "end", "primary", "characteristics":
+    /// [{"uuid", "handle", "valueHandle", "properties", "descriptors": [{"uuid", "handle"}]}]}]}.
+    /// "includes" appears on a service only when it has include declarations; "value"/"text" (or
+    /// "readError") only after `--read`.
+    public var json: JSONValue {
+        .object([
+            ("mtu", .int(mtu)),
+            ("services", .array(services.map { service in
+                var fields: [(String, JSONValue)] = [
+                    ("uuid", .string(service.uuid)), ("start", .int(Int(service.start))),
+                    ("end", .int(Int(service.end))), ("primary", .bool(service.primary)),
+                ]
+                if !service.includes.isEmpty {
+                    fields.append(("includes", .array(service.includes.map { inc in
+                        .object([("handle", .int(Int(inc.handle))), ("start", .int(Int(inc.start))),
+                                 ("end", .int(Int(inc.end))), ("uuid", inc.uuid.map { .string($0) } ?? .null)])
+                    })))
+                }
+                fields.append(("characteristics", .array(service.characteristics.map { c in
+                    var cf: [(String, JSONValue)] = [
+                        ("uuid", .string(c.uuid)), ("handle", .int(Int(c.handle))),
+                        ("valueHandle", .int(Int(c.valueHandle))),
+                        ("properties", .array(propertyNames(c.properties).map { .string($0) })),
+                        ("descriptors", .array(c.descriptors.map { d in
+                            var df: [(String, JSONValue)] = [("uuid", .string(d.uuid)), ("handle", .int(Int(d.handle)))]
+                            if let v = d.value { df += readOutcomeJSON(v) }
+                            return .object(df)
+                        })),
+                    ]
+                    if let v = c.value { cf += readOutcomeJSON(v) }
+                    return .object(cf)
+                })))
+                return .object(fields)
+            })),
+        ])
+    }
+
+    /// The text form, one line per attribute, indented by level.
+    public var text: [String] {
+        func nameSuffix(_ uuid: String) -> String {
+            (names[uuid] ?? wellKnownName(uuid)).map { " \($0)" } ?? ""
+        }
+        var lines = ["MTU \(mtu)"]
+        for s in services {
+            lines.append("\(s.primary ? "Primary" : "Secondary") service \(s.uuid)\(nameSuffix(s.uuid))  handles \(hex16(s.start))-\(hex16(s.end))")
+            for inc in s.includes {
+                lines.append("  Include \(hex16(inc.handle)): service \(inc.uuid ?? "(128-bit)")\(inc.uuid.map(nameSuffix) ?? "")  handles \(hex16(inc.start))-\(hex16(inc.end))")
+            }
+            for c in s.characteristics {
+                lines.append("  Characteristic \(c.uuid)\(nameSuffix(c.uuid))  handle \(hex16(c.handle))  value handle \(hex16(c.valueHandle))  [\(propertyNames(c.properties).joined(separator: ", "))]")
+                if let v = c.value { lines.append("    value: " + readOutcomeText(v)) }
+                for d in c.descriptors {
+                    lines.append("    Descriptor \(d.uuid)\(nameSuffix(d.uuid))  handle \(hex16(d.handle))")
+                    if let v = d.value { lines.append("      value: " + readOutcomeText(v)) }
+                }
+            }
+        }
+        return lines
+    }
+}
+
+func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome) -> [(String, JSONValue)] {
+    switch outcome {
+    case .value(let bytes): return [("value", .string(hexString(bytes))), ("text", .string(printableText(bytes)))]
+    case .error(let facts): return [("readError", .object(facts.jsonFields))]
+    }
+}
+
+func readOutcomeText(_ outcome: DatabaseModel.ReadOutcome) -> String {
+    switch outcome {
+    case .value(let bytes): return valueText(bytes)
+    case .error(let facts): return "(not read: " + facts.message + ")"
+    }
+}
+
+/// "4d 69 72 (3 bytes) "Mir"": hex, length and printable text.
+public func valueText(_ bytes: [UInt8]) -> String {
+    if bytes.isEmpty { return "(empty)" }
+    return "\(hexString(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
+}
+
+/// Lowercase hex, with an optional separator between bytes.
+public func hexString(_ bytes: some Sequence<UInt8>, separator: String = "") -> String {
+    let digits = Array("0123456789abcdef".utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(bytes.underestimatedCount * (2 + separator.utf8.count))
+    var first = true
+    for b in bytes {
+        if !first { out.append(contentsOf: separator.utf8) }
+        first = false
+        out.append(digits[Int(b >> 4)])
+        out.append(digits[Int(b & 0x0F)])
+    }
+    return String(decoding: out, as: UTF8.self)
+}
+
+/// The bytes as text: valid UTF-8 with control characters shown as "."; otherwise printable ASCII with "."
+/// for every other byte.
+public func printableText(_ bytes: [UInt8]) -> String {
+    if let s = String(validating: bytes, as: UTF8.self) {
+        return String(String.UnicodeScalarView(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "." : $0 }))
+    }
+    return String(decoding: bytes.map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+}
+
+/// The characteristic properties as words (Core Spec Vol 3 Part G §3.3.1.1), in bit order.
+public func propertyNames(_ properties: UInt8) -> [String] {
+    let names = ["broadcast", "read", "write-without-response", "write", "notify", "indicate",
+                 "authenticated-signed-writes", "extended-properties"]
+    return (0..<8).filter { properties & (1 << $0) != 0 }.map { names[$0] }
+}
+
+/// Characteristic property bits.
+public enum PropertyBit {
+    public static let read: UInt8 = 0x02
+    public static let writeWithoutResponse: UInt8 = 0x04
+    public static let write: UInt8 = 0x08
+    public static let notify: UInt8 = 0x10
+    public static let indicate: UInt8 = 0x20
+}
+
+/// Names of well-known 16-bit UUIDs (Bluetooth Assigned Numbers): declarations, services, characteristics,
+/// descriptors. `uuid` is the canonical lowercase form.
+public func wellKnownName(_ uuid: String) -> String? {
+    BluetoothUUID(string: uuid)?.name ?? wellKnownNames[uuid]
+}
+
+let wellKnownNames: [String: String] = [
+    // Declarations
+    "2800": "Primary Service", "2801": "Secondary Service", "2802": "Include", "2803": "Characteristic",
+    // Services
+    "1800": "Generic Access", "1801": "Generic Attribute", "1802": "Immediate Alert", "1803": "Link Loss",
+    "1804": "Tx Power", "1805": "Current Time", "1808": "Glucose", "1809": "Health Thermometer",
+    "180a": "Device Information", "180d": "Heart Rate", "180f": "Battery", "1810": "Blood Pressure",
+    "1812": "Human Interface Device", "1816": "Cycling Speed and Cadence", "181a": "Environmental Sensing",
+    "181c": "User Data", "181d": "Weight Scale", "1826": "Fitness Machine", "fe59": "Nordic DFU",
+    // Characteristics
+    "2a00": "Device Name", "2a01": "Appearance", "2a02": "Peripheral Privacy Flag", "2a03": "Reconnection Address",
+    "2a04": "Peripheral Preferred Connection Parameters", "2a05": "Service Changed", "2a06": "Alert Level",
+    "2a07": "Tx Power Level", "2a19": "Battery Level", "2a23": "System ID", "2a24": "Model Number String",
+    "2a25": "Serial Number String", "2a26": "Firmware Revision String", "2a27": "Hardware Revision String",
+    "2a28": "Software Revision String", "2a29": "Manufacturer Name String", "2a2b": "Current Time",
+    "2a37": "Heart Rate Measurement", "2a38": "Body Sensor Location", "2a4d": "Report", "2a50": "PnP ID",
+    "2a6e": "Temperature", "2a9d": "Weight Measurement", "2a9e": "Weight Scale Feature",
+    "2aa6": "Central Address Resolution", "2ac9": "Resolvable Private Address Only",
+    "2b29": "Client Supported Features", "2b2a": "Database Hash", "2b3a": "Server Supported Features",
+    // Descriptors
+    "2900": "Characteristic Extended Properties", "2901": "Characteristic User Description",
+    "2902": "Client Characteristic Configuration", "2903": "Server Characteristic Configuration",
+    "2904": "Characteristic Presentation Format", "2905": "Characteristic Aggregate Format",
+    "2906": "Valid Range", "2907": "External Report Reference", "2908": "Report Reference",
+]
+
+/// "22:41:07.123" in UTC (`digits` decimals of the second, 3 or 6), for timestamps in text.
+public func clockTime(unixSeconds: Double, digits: Int = 3) -> String {
+    let whole = unixSeconds.rounded(.down)
+    var t = time_t(whole)
+    var parts = tm()
+    gmtime_r(&t, &parts)
+    let scale = digits >= 6 ? 1_000_000 : 1000
+    let fraction = min(Int((unixSeconds - whole) * Double(scale)), scale - 1)
+    func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
+    let f = String(fraction)
+    let width = digits >= 6 ? 6 : 3
+    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(String(repeating: "0", count: width - f.count))\(f)"
+}
+
+/// Now, in seconds since the Unix epoch (CLOCK_REALTIME).
+public func unixNow() -> Double {
+    var ts = timespec()
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
+}
+
+/// A monotonic clock in nanoseconds (CLOCK_MONOTONIC), for latencies and rates.
+public func monotonicNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// The service UUIDs in advertising data (Core Spec Supplement Part A §1.1: AD types 0x02-0x07).
+public func advertisedServices(_ data: [UInt8]) -> [BluetoothUUID] {
+    var uuids: [BluetoothUUID] = []
+    var i = 0
+    while i < data.count {
+        let length = Int(data[i])
+        guard length > 0, i + 1 + length <= data.count else { break }
+        let type = data[i + 1]
+        let body = data[(i + 2)..<(i + 1 + length)]
+        let width: Int? = switch type {
+        case 0x02, 0x03: 2
+        case 0x04, 0x05: 4
+        case 0x06, 0x07: 16
+        default: nil
+        }
+        if let width {
+            var j = body.startIndex
+            while j + width <= body.endIndex {
+                if let u = BluetoothUUID(littleEndian: body[j..<(j + width)]), !uuids.contains(u) { uuids.append(u.shortest) }
+                j += width
+            }
+        }
+        i += 1 + length
+    }
+    return uuids
+}

@@ -1,0 +1,110 @@
+// The text of `mirror --help` and `mirror COMMAND --help`, generated from the command table.
+
+/// `mirror --help`: what the tool is, the commands, global options, targets, exit status, examples.
+public func toolHelp(_ commands: [CommandSpec]) -> String {
+    var s = """
+    mirror: a Bluetooth Low Energy host tool that speaks ATT itself over a raw L2CAP socket (LE CID 4).
+
+    Usage: mirror [GLOBAL OPTIONS] COMMAND [ARGUMENTS] [OPTIONS]
+
+    Commands:
+
+    """
+    let width = (commands.map(\.name.count).max() ?? 0) + 2
+    for c in commands {
+        s += "  " + pad(c.name, width) + c.summary + "\n"
+    }
+    s += "\nGlobal options (before or after the command; each command lists those it takes):\n"
+    s += optionLines(GlobalOptions.specs + [.flag("--help", help: "show help for mirror or a command")])
+    s += "\n" + targetText + "\n" + exitStatusText()
+    s += "\nExamples:\n"
+    let examples = commands.compactMap { $0.examples.first }
+    s += exampleLines(examples)
+    s += "\nRun `mirror COMMAND --help` for a command's arguments, options and examples.\n"
+    return s
+}
+
+/// `mirror COMMAND --help`.
+public func commandHelp(_ spec: CommandSpec) -> String {
+    var s = "mirror \(spec.name): \(spec.summary)\n\nUsage: \(spec.synopsis)\n"
+    if !spec.discussion.isEmpty {
+        s += "\n" + wrap(spec.discussion, width: 100) + "\n"
+    }
+    if !spec.positionals.isEmpty {
+        s += "\nArguments:\n"
+        let width = (spec.positionals.map(\.synopsis.count).max() ?? 0) + 2
+        for p in spec.positionals {
+            s += "  " + pad(p.synopsis, max(width, 24)) + p.help + "\n"
+        }
+    }
+    if !spec.options.isEmpty {
+        s += "\nOptions:\n" + optionLines(spec.options)
+    }
+    let globals = GlobalOptions.specs.filter { GlobalOptionName(rawValue: $0.name).map(spec.globals.contains) ?? false }
+    if !globals.isEmpty {
+        s += "\nGlobal options it takes:\n" + optionLines(globals)
+    }
+    if spec.positionals.contains(where: { $0.name == "TARGET" }) {
+        s += "\n" + targetText
+    }
+    s += "\n" + exitStatusText()
+    if !spec.examples.isEmpty {
+        s += "\nExamples:\n" + exampleLines(spec.examples)
+    }
+    return s
+}
+
+let targetText = """
+    Targets:
+      AA:BB:CC:DD:EE:FF   an LE device address (public unless --type random)
+      unix:PATH           an AF_UNIX SOCK_SEQPACKET socket speaking ATT (the simulator mirror-sim)
+
+    """
+
+/// The exit status table, as printed in help.
+public func exitStatusText() -> String {
+    var s = "Exit status:\n"
+    for status in ExitStatus.allCases {
+        s += "  " + pad(String(status.rawValue), 4) + status.meaning + "\n"
+    }
+    return s
+}
+
+func optionLines(_ options: [OptionSpec]) -> String {
+    let labels = options.map { o in o.valueName.map { "\(o.name) \($0)" } ?? o.name }
+    let width = max((labels.map(\.count).max() ?? 0) + 2, 24)
+    var s = ""
+    for (label, o) in zip(labels, options) {
+        s += "  " + pad(label, width) + o.help + (o.repeatable ? " (may be repeated)" : "") + "\n"
+    }
+    return s
+}
+
+func exampleLines(_ examples: [(command: String, comment: String)]) -> String {
+    var s = ""
+    for e in examples {
+        s += "  # \(e.comment)\n  \(e.command)\n"
+    }
+    return s
+}
+
+func pad(_ s: String, _ width: Int) -> String {
+    s.count >= width ? s + "  " : s + String(repeating: " ", count: width - s.count)
+}
+
+/// Wraps paragraphs (separated by blank lines) at `width` columns.
+func wrap(_ text: String, width: Int) -> String {
+    text.split(separator: "\n\n").map { paragraph in
+        var lines: [String] = []
+        var line = ""
+        for word in paragraph.split(whereSeparator: { $0 == " " || $0 == "\n" }) {
+            if !line.isEmpty && line.count + 1 + word.count > width {
+                lines.append(line)
+                line = ""
+            }
+            line += (line.isEmpty ? "" : " ") + word
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines.joined(separator: "\n")
+    }.joined(separator: "\n\n")
+}

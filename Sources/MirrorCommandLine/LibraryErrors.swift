@@ -1,0 +1,131 @@
+// The library errors' rows in the error table: transport, socket and target errors (ATTStack), and the
+// GATT client's errors. Kept next to ErrorTable.swift's `ErrorReport.init(_:)`.
+
+import ATTStack
+import GATTClient
+import Mirror
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+extension ErrorReport {
+    /// The report for an error thrown by a library; nil for errors this table does not know.
+    static func libraryReport(_ error: any Error) -> ErrorReport? {
+        switch error {
+        case let e as TransportError:
+            return transportReport(e)
+        case let e as SocketError:
+            return socketReport(e)
+        case let e as GATTError:
+            return gattReport(e)
+        case let e as GATTAttributeError:
+            return ErrorReport(cliError: .att(ATTErrorFacts(e)))
+        case let e as GATTTimeoutError:
+            return gattReport(.timeout(e))
+        case let e as GATTDisconnectedError:
+            return gattReport(.disconnected(e))
+        case let e as GATTProtocolViolation:
+            return gattReport(.protocolViolation(e))
+        case let e as MirrorProfileError:
+            return ErrorReport(status: .usage, message: e.description,
+                               fields: [("file", .string(e.source)), ("problem", .string(e.problem))])
+        case let e as BearerTargetError:
+            return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
+        default:
+            return nil
+        }
+    }
+
+    static func gattReport(_ e: GATTError) -> ErrorReport {
+        switch e {
+        case .attribute(let a):
+            return ErrorReport(cliError: .att(ATTErrorFacts(a)))
+        case .timeout(let t):
+            let seconds = Double(t.after.components.seconds) + Double(t.after.components.attoseconds) / 1e18
+            return ErrorReport(status: .timeout, message: t.description, fields: [
+                ("waitingFor", .string(t.waitingFor)), ("handle", t.handle.map { .int(Int($0)) } ?? .null),
+                ("handleName", t.handleName.map { .string($0) } ?? .null), ("seconds", .double(seconds)),
+            ])
+        case .disconnected(let d):
+            return ErrorReport(status: .connection, message: d.description,
+                               fields: [("reason", .string(d.reason)), ("during", .string(d.during))])
+        case .protocolViolation(let p):
+            return ErrorReport(status: .protocolViolation, message: p.description, fields: [
+                ("received", .string(hexString(p.received))), ("expected", .string(p.expected)),
+                ("problem", .string(p.problem)),
+            ])
+        case .cancelled(let operation):
+            return ErrorReport(status: .failure, message: e.description, fields: [("operation", .string(operation))])
+        case .transport(let t, let operation):
+            var report = transportReport(t)
+            report.message = "\(operation): \(report.message)"
+            report.fields.insert(("operation", .string(operation)), at: 0)
+            return report
+        case .unsupported(let s):
+            return ErrorReport(status: .failure, message: s)
+        }
+    }
+
+    static func transportReport(_ e: TransportError) -> ErrorReport {
+        switch e {
+        case .socket(let s): return socketReport(s)
+        case .closedByPeer:
+            return ErrorReport(status: .connection, message: "connection lost: the peer closed the connection",
+                               fields: [("reason", "closedByPeer")])
+        case .closedLocally(let reason):
+            return ErrorReport(status: .connection, message: "connection closed by this host: \(reason)",
+                               fields: [("reason", "closedLocally")])
+        case .truncated(let received, let size):
+            return ErrorReport(status: .protocolViolation, message: e.description,
+                               fields: [("received", .int(received)), ("bufferSize", .int(size))])
+        case .noSuchAdapter(let name, let available):
+            return ErrorReport(status: .unsupported, message: e.description,
+                               fields: [("adapter", .string(name)), ("available", .array(available.map { .string($0) }))])
+        case .adapterDown(let name):
+            return ErrorReport(status: .unsupported, message: e.description, fields: [("adapter", .string(name))])
+        case .connectTimedOut(let peer, let seconds):
+            return ErrorReport(status: .timeout, message: e.description,
+                               fields: [("waitingFor", .string("a connection to \(peer)")), ("seconds", .double(seconds))])
+        case .invalidTarget(let t):
+            return ErrorReport(status: .usage, message: t.description, fields: [("token", .string(t.input))])
+        case .hciCommandFailed(let command, let adapter, let status, _):
+            return ErrorReport(status: .connection, message: e.description,
+                               fields: [("command", .string(command)), ("adapter", .string(adapter)),
+                                        ("hciStatus", status.map { .int(Int($0)) } ?? .null)])
+        }
+    }
+
+    static func socketReport(_ e: SocketError) -> ErrorReport {
+        var fields: [(String, JSONValue)] = [
+            ("syscall", .string(e.syscall)), ("errno", .int(Int(e.errno))), ("errnoName", .string(e.errnoName)),
+            ("context", .string(e.context)),
+        ]
+        if !e.advice.isEmpty { fields.append(("advice", .string(e.advice))) }
+        switch e.errno {
+        case EAFNOSUPPORT:
+            fields.append(("needs", "a kernel with Bluetooth (AF_BLUETOOTH)"))
+            return ErrorReport(status: .unsupported, message: e.description,
+                               hint: "without Bluetooth, the GATT commands still work against the simulator on a unix:PATH target",
+                               fields: fields)
+        case EPERM, EACCES:
+            fields.append(("needs", "CAP_NET_RAW and CAP_NET_ADMIN"))
+            let message = e.advice.isEmpty ? e.description + ": this needs CAP_NET_RAW and CAP_NET_ADMIN" : e.description
+            return ErrorReport(status: .unsupported, message: message, fields: fields)
+        case ETIMEDOUT:
+            return ErrorReport(status: .timeout, message: e.description, fields: fields)
+        default:
+            return ErrorReport(status: .connection, message: e.description, fields: fields)
+        }
+    }
+}
+
+extension ATTErrorFacts {
+    /// The facts of a GATT client's attribute error (Core Spec Vol 3 Part F §3.4.1.1).
+    public init(_ e: GATTAttributeError) {
+        self.init(code: e.code.rawValue, name: e.code.name, requestOpcode: e.requestOpcode.rawValue,
+                  requestName: e.requestOpcode.name, handle: e.handle, handleLabel: e.handleName,
+                  rejectedBy: e.rejectedBy == .peer ? .peer : .local, valueLength: e.valueLength,
+                  budget: e.budget, mtu: e.mtu)
+    }
+}

@@ -1,0 +1,153 @@
+// Runs one command line: parse, print help, run the command, turn any error into its message, JSON and
+// exit status through the one error table.
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A command: how it looks on the command line and what it does.
+public struct Command: Sendable {
+    public var spec: CommandSpec
+    /// Runs the command. Throw `UsageError` for bad arguments (before connecting), any library error
+    /// or `CLIError` for failures; return the exit status on success (normally `.success`).
+    public var run: @Sendable (Invocation) async throws -> ExitStatus
+
+    public init(_ spec: CommandSpec, run: @escaping @Sendable (Invocation) async throws -> ExitStatus) {
+        self.spec = spec
+        self.run = run
+    }
+}
+
+/// What a running command gets: its parsed arguments, the global options, and where to print.
+public struct Invocation: Sendable {
+    public var arguments: ParsedArguments
+    public var global: GlobalOptions
+    public var console: Console
+
+    public init(arguments: ParsedArguments, global: GlobalOptions, console: Console) {
+        self.arguments = arguments
+        self.global = global
+        self.console = console
+    }
+
+    /// The TARGET positional at `index`, with `--type`.
+    public func target(at index: Int = 0) throws(UsageError) -> TargetArgument {
+        guard index < arguments.positionals.count else {
+            throw UsageError("missing TARGET (an address as in 00:AA:01:01:00:01, or unix:PATH)", command: arguments.command)
+        }
+        do {
+            return try parseTarget(arguments.positionals[index], type: global.addressType)
+        } catch {
+            var e = error
+            e.command = arguments.command
+            throw e
+        }
+    }
+
+    /// A positional converted by `parse`, with the command's name on the error.
+    public func positional<T>(_ index: Int, _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> T? {
+        do {
+            return try arguments.positional(index, parse)
+        } catch {
+            var e = error
+            e.command = arguments.command
+            throw e
+        }
+    }
+
+    /// An option's value converted by `parse`, with the command's name on the error.
+    public func option<T>(_ name: String, _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> T? {
+        do {
+            return try arguments.value(name, parse)
+        } catch {
+            var e = error
+            e.command = arguments.command
+            throw e
+        }
+    }
+}
+
+/// Where output goes: stdout and stderr, written a line at a time with write(2) so that a stream
+/// (`mirror listen`) shows each line as it happens. Writes are serialised by the kernel per call.
+public final class Console: Sendable {
+    let outFD: Int32
+    let errFD: Int32
+
+    public init(outFD: Int32 = 1, errFD: Int32 = 2) {
+        self.outFD = outFD
+        self.errFD = errFD
+    }
+
+    /// One line on stdout.
+    public func out(_ line: String) { write(fd: outFD, line + "\n") }
+    /// One line on stderr.
+    public func err(_ line: String) { write(fd: errFD, line + "\n") }
+    /// Text as is on stdout (for help text that ends with its own newline).
+    public func outRaw(_ text: String) { write(fd: outFD, text) }
+
+    private func write(fd: Int32, _ text: String) {
+        var text = text
+        text.withUTF8 { buf in
+            var offset = 0
+            while offset < buf.count {
+                #if canImport(Glibc)
+                let n = Glibc.write(fd, buf.baseAddress! + offset, buf.count - offset)
+                #else
+                let n = Darwin.write(fd, buf.baseAddress! + offset, buf.count - offset)
+                #endif
+                if n < 0 {
+                    if errno == EINTR { continue }
+                    return  // EPIPE and friends: the reader went away; nothing useful to do.
+                }
+                offset += n
+            }
+        }
+    }
+}
+
+/// The tool's entry point: parse, run, report.
+public enum MirrorMain {
+    /// The version printed by `mirror --version`.
+    public static let version = "mirror 0.1.0"
+
+    /// Runs `arguments` (without the program name) against `commands`; returns the exit status.
+    public static func run(_ arguments: [String], commands: [Command], console: Console = Console()) async -> Int32 {
+        let specs = commands.map(\.spec)
+        let wantsJSON = arguments.contains("--json")
+        let parsed: ParsedCommandLine
+        do {
+            parsed = try parseCommandLine(arguments, commands: specs)
+        } catch {
+            return report(ErrorReport(error), json: wantsJSON, console: console)
+        }
+        switch parsed {
+        case .toolHelp:
+            console.outRaw(toolHelp(specs))
+            return ExitStatus.success.rawValue
+        case .version:
+            console.out(version)
+            return ExitStatus.success.rawValue
+        case .commandHelp(let spec):
+            console.outRaw(commandHelp(spec))
+            return ExitStatus.success.rawValue
+        case .run(let spec, let args, let global):
+            let command = commands.first { $0.spec.name == spec.name }!
+            do {
+                let status = try await command.run(Invocation(arguments: args, global: global, console: console))
+                return status.rawValue
+            } catch {
+                return report(ErrorReport(error), json: global.json, console: console)
+            }
+        }
+    }
+
+    /// Prints an error: "mirror: MESSAGE" (and a hint) on stderr; with --json also the JSON object on stdout.
+    static func report(_ report: ErrorReport, json: Bool, console: Console) -> Int32 {
+        console.err("mirror: \(report.message)")
+        if let hint = report.hint { console.err(hint) }
+        if json { console.out(report.json.pretty) }
+        return report.status.rawValue
+    }
+}

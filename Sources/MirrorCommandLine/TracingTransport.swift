@@ -1,0 +1,125 @@
+// The CLI's view of the PDUs between the GATT client and the bearer: `--trace` (every ATT PDU, decoded, with its
+// direction and a timestamp, on stderr), the server's Rx MTU from Exchange MTU, and the time Write Commands
+// spent waiting on the socket's backpressure (for `mirror bench`).
+
+import ATTStack
+import Synchronization
+
+/// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
+/// Part F §3.4): with `trace`, prints each as one line on stderr
+/// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`); always notes the Exchange MTU answer and
+/// how long sends waited after the socket reported EAGAIN.
+public final class ObservedTransport: ATTTransport {
+    public let inner: any ATTTransport
+    let console: Console?
+    /// Guards what was observed: the Exchange MTU answer and the backpressure accounting.
+    let observed = Mutex<Observations>(Observations())
+
+    /// What went by.
+    public struct Observations: Sendable {
+        /// The server's Rx MTU from its Exchange MTU Response; nil before, or when it answered with an error.
+        public var serverRxMTU: Int?
+        /// The peer answered Exchange MTU with an Error Response (Request Not Supported: stay at 23).
+        public var exchangeMTURefused = false
+        /// Sends that found the socket full (EAGAIN).
+        public var wouldBlockCount = 0
+        /// Total time from a send finding the socket full to the socket becoming writable, in nanoseconds.
+        public var blockedNanoseconds: UInt64 = 0
+        /// When the current wait began (0 when none is running).
+        var blockedSince: UInt64 = 0
+    }
+
+    /// Watches `inner`; prints every PDU on `console`'s stderr when `trace` is set.
+    public init(_ inner: any ATTTransport, trace console: Console?) {
+        self.inner = inner
+        self.console = console
+    }
+
+    public var observations: Observations { observed.withLock { $0 } }
+
+    public var label: String { inner.label }
+
+    public func start(_ sink: any ATTTransportSink) {
+        inner.start(ObservingSink(sink, transport: self))
+    }
+
+    public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        let result = try inner.trySend(pdu)
+        if result == .sent {
+            if let console {
+                console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow()))
+            }
+        } else {
+            let now = monotonicNanoseconds()
+            observed.withLock { o in
+                o.wouldBlockCount += 1
+                if o.blockedSince == 0 { o.blockedSince = now }
+            }
+        }
+        return result
+    }
+
+    public func whenWritable(_ callback: @escaping @Sendable () -> Void) {
+        inner.whenWritable { [self] in
+            let now = monotonicNanoseconds()
+            observed.withLock { o in
+                if o.blockedSince != 0 {
+                    o.blockedNanoseconds += now - o.blockedSince
+                    o.blockedSince = 0
+                }
+            }
+            callback()
+        }
+    }
+
+    public func close(reason: String) {
+        inner.close(reason: reason)
+    }
+
+    func received(_ pdu: [UInt8]) {
+        if let console { console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+        // Exchange MTU Response (0x03), or an Error Response (0x01) to an Exchange MTU Request (0x02).
+        if pdu.count == 3 && pdu[0] == 0x03 {
+            let mtu = Int(pdu[1]) | Int(pdu[2]) << 8
+            observed.withLock { $0.serverRxMTU = mtu }
+        } else if pdu.count == 5 && pdu[0] == 0x01 && pdu[1] == 0x02 {
+            observed.withLock { $0.exchangeMTURefused = true }
+        }
+    }
+
+    func closed(_ reason: TransportError) {
+        if let console { console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) - closed: \(reason)") }
+    }
+}
+
+/// Notes what arrives, then passes it on.
+final class ObservingSink: ATTTransportSink {
+    let next: any ATTTransportSink
+    let transport: ObservedTransport
+
+    init(_ next: any ATTTransportSink, transport: ObservedTransport) {
+        self.next = next
+        self.transport = transport
+    }
+
+    func transport(didReceive pdu: [UInt8]) {
+        transport.received(pdu)
+        next.transport(didReceive: pdu)
+    }
+
+    func transport(didCloseWith reason: TransportError) {
+        transport.closed(reason)
+        next.transport(didCloseWith: reason)
+    }
+}
+
+/// One trace line: time, ">" sent or "<" received, the decoded PDU (or why it does not decode, and its bytes).
+public func traceLine(direction: String, bytes: [UInt8], at time: Double) -> String {
+    let decoded: String
+    do {
+        decoded = try ATTPDU.decode(bytes).description
+    } catch {
+        decoded = "undecodable: \(error) [\(hexString(bytes, separator: " "))]"
+    }
+    return "\(clockTime(unixSeconds: time, digits: 6)) \(direction) \(decoded)"
+}

@@ -1,0 +1,205 @@
+// Parsers for the values on a command line. Each refuses with the exact token that was wrong.
+
+import ATTStack
+
+/// A TARGET: a Bluetooth device address with its type, or `unix:PATH` (a simulator's AF_UNIX SOCK_SEQPACKET socket).
+public struct TargetArgument: Sendable, Equatable, CustomStringConvertible {
+    /// Where to connect (parsed by the bearer's own `BearerTarget`).
+    public var target: BearerTarget
+    /// The LE address type for a device address (`--type`, default public).
+    public var addressType: LEAddressType
+
+    public init(target: BearerTarget, addressType: LEAddressType = .public) {
+        self.target = target
+        self.addressType = addressType
+    }
+
+    public var description: String {
+        switch target {
+        case .bluetooth(let a): return "\(a) (LE \(addressType))"
+        case .unix(let p): return "unix:\(p)"
+        }
+    }
+
+    /// Whether this is a unix: socket target.
+    public var isUnix: Bool {
+        if case .unix = target { return true }
+        return false
+    }
+}
+
+/// Parses a TARGET: "unix:/tmp/sim.sock" or "AA:BB:CC:DD:EE:FF" (the type comes from `--type`, default public).
+public func parseTarget(_ token: String, type: AddressType?) throws(UsageError) -> TargetArgument {
+    let target: BearerTarget
+    do {
+        target = try BearerTarget(parsing: token)
+    } catch {
+        throw UsageError(error.description, token: token)
+    }
+    switch target {
+    case .unix:
+        if type != nil {
+            throw UsageError("--type applies to a device address, not to the unix socket target \"\(token)\"", token: token)
+        }
+        return TargetArgument(target: target)
+    case .bluetooth:
+        return TargetArgument(target: target, addressType: type == .random ? .random : .public)
+    }
+}
+
+/// Parses a device address "AA:BB:CC:DD:EE:FF" into its uppercase printed form.
+public func parseAddress(_ token: String) throws(UsageError) -> BluetoothAddress {
+    do {
+        return try BluetoothAddress(parsing: token)
+    } catch {
+        throw UsageError(error.description.replacingPrefix("invalid target", with: "invalid address"), token: token)
+    }
+}
+
+extension String {
+    func replacingPrefix(_ prefix: String, with replacement: String) -> String {
+        hasPrefix(prefix) ? replacement + dropFirst(prefix.count) : self
+    }
+}
+
+/// Parses an attribute handle: decimal ("18") or hex with 0x ("0x0012"), 0x0001-0xFFFF.
+public func parseHandle(_ token: String) throws(UsageError) -> UInt16 {
+    guard let value = parseInteger(token) else {
+        throw UsageError("invalid handle \"\(token)\": expected a decimal number or 0x hex, as in 18 or 0x0012", token: token)
+    }
+    guard value != 0 else {
+        throw UsageError("invalid handle \"\(token)\": handle 0x0000 is reserved (handles are 0x0001-0xFFFF)", token: token)
+    }
+    guard value <= 0xFFFF else {
+        throw UsageError("invalid handle \"\(token)\": larger than 0xFFFF", token: token)
+    }
+    return UInt16(value)
+}
+
+/// Parses a decimal or 0x-hex non-negative integer; nil when it is neither.
+public func parseInteger(_ token: String) -> UInt64? {
+    if token.hasPrefix("0x") || token.hasPrefix("0X") {
+        let digits = token.dropFirst(2)
+        guard !digits.isEmpty, digits.count <= 16, digits.allSatisfy(\.isHexDigit) else { return nil }
+        return UInt64(digits, radix: 16)
+    }
+    guard !token.isEmpty, token.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+    return UInt64(token)
+}
+
+/// Parses a count or size: a decimal or 0x-hex integer within `range`.
+public func parseCount(_ token: String, in range: ClosedRange<Int>, what: String) throws(UsageError) -> Int {
+    guard let value = parseInteger(token) else {
+        throw UsageError("invalid \(what) \"\(token)\": expected a whole number", token: token)
+    }
+    guard value <= UInt64(Int.max), range.contains(Int(value)) else {
+        throw UsageError("invalid \(what) \"\(token)\": must be \(range.lowerBound)-\(range.upperBound)", token: token)
+    }
+    return Int(value)
+}
+
+/// Parses an ATT MTU for `--mtu`: 23-517 (Core Spec Vol 3 Part F §3.2.8; 517 holds a 512-byte value).
+public func parseMTU(_ token: String) throws(UsageError) -> Int {
+    try parseCount(token, in: 23...517, what: "MTU")
+}
+
+/// Parses a duration in seconds: "5", "0.5", "2.5s", "250ms".
+public func parseSeconds(_ token: String) throws(UsageError) -> Double {
+    var text = Substring(token)
+    var scale = 1.0
+    if text.hasSuffix("ms") {
+        text = text.dropLast(2)
+        scale = 0.001
+    } else if text.hasSuffix("s") {
+        text = text.dropLast()
+    }
+    guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+          let value = Double(text), value.isFinite, value > 0 else {
+        throw UsageError("invalid duration \"\(token)\": expected seconds greater than 0, as in 5, 0.5 or 250ms", token: token)
+    }
+    return value * scale
+}
+
+/// Parses an adapter name: "hci0" (or just "0").
+public func parseAdapter(_ token: String) throws(UsageError) -> String {
+    let digits = token.hasPrefix("hci") ? token.dropFirst(3) : Substring(token)
+    guard !digits.isEmpty, digits.count <= 5, digits.allSatisfy({ $0.isASCII && $0.isNumber }) else {
+        throw UsageError("invalid adapter \"\(token)\": expected hciN, as in hci0", token: token)
+    }
+    return "hci\(Int(digits)!)"
+}
+
+/// Parses one of an enum's raw values.
+public func parseChoice<T: RawRepresentable & CaseIterable>(_ token: String, _ type: T.Type, what: String) throws(UsageError) -> T
+where T.RawValue == String {
+    guard let value = T(rawValue: token) else {
+        let choices = T.allCases.map(\.rawValue).joined(separator: ", ")
+        throw UsageError("invalid \(what) \"\(token)\": expected one of \(choices)", token: token)
+    }
+    return value
+}
+
+/// Parses a hex value: "0102ff", "0x0102ff", "01:02:ff", "01 02 ff"; "" is the empty value. Values longer than
+/// an attribute can hold (512 bytes) or than the MTU allows are not refused here: the GATT client refuses them
+/// locally with the exact budget. At most 65535 bytes.
+public func parseHexValue(_ token: String) throws(UsageError) -> [UInt8] {
+    var digits: [UInt8] = []
+    var text = Substring(token)
+    if text.hasPrefix("0x") || text.hasPrefix("0X") { text = text.dropFirst(2) }
+    let separated = text.contains(":") || text.contains(" ") || text.contains("-")
+    var position = token.count - text.count
+    var bytes: [UInt8] = []
+    for ch in text {
+        position += 1
+        if separated && (ch == ":" || ch == " " || ch == "-") {
+            if digits.count == 1 {
+                throw UsageError("invalid hex value \"\(token)\": the byte before position \(position) has one hex digit (each byte is two)", token: token)
+            }
+            continue
+        }
+        guard let nibble = ch.hexDigitValue, ch.isASCII else {
+            throw UsageError("invalid hex value \"\(token)\": \"\(ch)\" at position \(position) is not a hex digit", token: token)
+        }
+        digits.append(UInt8(nibble))
+        if digits.count == 2 {
+            bytes.append(digits[0] << 4 | digits[1])
+            digits.removeAll(keepingCapacity: true)
+        }
+    }
+    guard digits.isEmpty else {
+        throw UsageError("invalid hex value \"\(token)\": odd number of hex digits (each byte is two digits)", token: token)
+    }
+    guard bytes.count <= 65535 else {
+        throw UsageError("invalid hex value \"\(token.prefix(16))...\": \(bytes.count) bytes, more than an ATT value can ever be", token: token)
+    }
+    return bytes
+}
+
+/// Parses a UUID: "2a00", "0x2A00", "uuid:1234", "0000180d" (32-bit), or the 36-character form.
+public func parseUUID(_ token: String) throws(UsageError) -> BluetoothUUID {
+    let text = token.hasPrefix("uuid:") ? String(token.dropFirst(5)) : token
+    guard let uuid = BluetoothUUID(string: text) else {
+        throw UsageError("invalid UUID \"\(token)\": expected 4 or 8 hex digits (2a00) or the 36-character form (0000180a-0000-1000-8000-00805f9b34fb)", token: token)
+    }
+    return uuid.shortest
+}
+
+/// What `mirror read` reads: one handle, or every attribute of a characteristic type.
+public enum AttributeSelector: Sendable, Equatable {
+    case handle(UInt16)
+    case uuid(BluetoothUUID)
+}
+
+/// Parses HANDLE|UUID: digits or 0x-hex is a handle; 4 or 8 hex digits with a letter, "uuid:..." or the
+/// 36-character form is a UUID (so "uuid:1234" reads UUID 0x1234, "1234" reads handle 1234).
+public func parseHandleOrUUID(_ token: String) throws(UsageError) -> AttributeSelector {
+    if token.hasPrefix("uuid:") { return .uuid(try parseUUID(token)) }
+    if token.hasPrefix("0x") || token.hasPrefix("0X") || token.allSatisfy({ $0.isASCII && $0.isNumber }) {
+        return .handle(try parseHandle(token))
+    }
+    do {
+        return .uuid(try parseUUID(token))
+    } catch {
+        throw UsageError("invalid HANDLE or UUID \"\(token)\": expected a handle (18, 0x0012) or a UUID (2a00, uuid:1234, or the 36-character form)", token: token)
+    }
+}

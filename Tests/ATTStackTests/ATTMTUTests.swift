@@ -1,0 +1,39 @@
+import XCTest
+@testable import ATTStack
+
+final class ATTMTUTests: XCTestCase {
+    func testLimits() {
+        XCTAssertEqual(ATTMTU.minimumLE, 23)
+        XCTAssertEqual(ATTMTU.maximum, 517)
+        XCTAssertEqual(ATTMTU.maximumAttributeValue, 512)
+        XCTAssertEqual(ATTMTU.maximum - 5, ATTMTU.maximumAttributeValue, "517 is the MTU whose Prepare Write part holds 512 bytes")
+    }
+
+    func testBudgets() {
+        XCTAssertEqual(ATTMTU.writeValueBudget(23), 20)
+        XCTAssertEqual(ATTMTU.prepareWritePartBudget(23), 18)
+        XCTAssertEqual(ATTMTU.readBlobPartBudget(23), 22)
+        XCTAssertEqual(ATTMTU.writeValueBudget(247), 244)
+        XCTAssertEqual(ATTMTU.writeValueBudget(517), 514)
+        XCTAssertEqual(ATTMTU.prepareWritePartBudget(517), 512)
+        XCTAssertEqual(ATTMTU.readBlobPartBudget(UInt16(185)), 184)
+        // Below the LE minimum counts as 23.
+        XCTAssertEqual(ATTMTU.writeValueBudget(0), 20)
+        XCTAssertEqual(ATTMTU.writeValueBudget(UInt16(10)), 20)
+        // The budget is what fits: a notification of exactly MTU bytes.
+        let pdu = ATTPDU.handleValueNotification(handle: 1, value: ArraySlice(repeating: 0, count: ATTMTU.writeValueBudget(23)))
+        XCTAssertEqual(pdu.encodedLength, 23)
+        let part = ATTPDU.prepareWriteRequest(handle: 1, offset: 0, value: ArraySlice(repeating: 0, count: ATTMTU.prepareWritePartBudget(64)))
+        XCTAssertEqual(part.encodedLength, 64)
+        let blob = ATTPDU.readBlobResponse(value: ArraySlice(repeating: 0, count: ATTMTU.readBlobPartBudget(100)))
+        XCTAssertEqual(blob.encodedLength, 100)
+    }
+
+    func testNegotiated() {
+        XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: 517, serverRxMTU: 247), 247)
+        XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: UInt16(185), serverRxMTU: UInt16(517)), 185)
+        XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: 517, serverRxMTU: 10), 23)
+        XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: 23, serverRxMTU: 23), 23)
+        XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: UInt16.max, serverRxMTU: UInt16.max), 65535)
+    }
+}

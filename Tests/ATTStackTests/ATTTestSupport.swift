@@ -1,0 +1,57 @@
+import XCTest
+@testable import ATTStack
+
+/// Parses "12 07 00 01" into bytes (test vectors are written the way BlueZ and the spec print them).
+func hex(_ s: String) -> [UInt8] {
+    s.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { UInt8($0, radix: 16)! }
+}
+
+/// Decodes `bytes`, checks the result equals `expected`, and that every encoder writes exactly `bytes`.
+func assertVector(_ bytes: [UInt8], _ expected: ATTPDU, file: StaticString = #filePath, line: UInt = #line) {
+    do {
+        let decoded = try ATTPDU.decode(bytes)
+        XCTAssertEqual(decoded, expected, "decode", file: file, line: line)
+        XCTAssertEqual(decoded.opcode.rawValue, bytes[0], "opcode", file: file, line: line)
+    } catch {
+        XCTFail("decode threw \(error)", file: file, line: line)
+    }
+    XCTAssertEqual(expected.bytes, bytes, "bytes", file: file, line: line)
+    XCTAssertEqual(expected.encodedLength, bytes.count, "encodedLength", file: file, line: line)
+    var out: [UInt8] = [0xAA, 0xBB]
+    expected.encode(appendingTo: &out)
+    XCTAssertEqual(out, [0xAA, 0xBB] + bytes, "encode(appendingTo:)", file: file, line: line)
+    var buffer = [UInt8](repeating: 0xEE, count: bytes.count + 4)
+    do {
+        let n = try buffer.withUnsafeMutableBytes { p throws(ATTEncodeError) in try expected.encode(into: p) }
+        XCTAssertEqual(n, bytes.count, "encode(into:) count", file: file, line: line)
+        XCTAssertEqual(Array(buffer[..<n]), bytes, "encode(into:)", file: file, line: line)
+        XCTAssertEqual(Array(buffer[n...]), [0xEE, 0xEE, 0xEE, 0xEE], "encode(into:) wrote past the PDU", file: file, line: line)
+    } catch {
+        XCTFail("encode(into:) threw \(error)", file: file, line: line)
+    }
+}
+
+/// Decodes `bytes` and checks it fails with exactly `expected`.
+func assertDecodeError(_ bytes: [UInt8], _ expected: ATTDecodeError, file: StaticString = #filePath, line: UInt = #line) {
+    do {
+        let pdu = try ATTPDU.decode(bytes)
+        XCTFail("decoded \(pdu), expected \(expected)", file: file, line: line)
+    } catch {
+        XCTAssertEqual(error, expected, file: file, line: line)
+    }
+}
+
+func slice(_ bytes: [UInt8]) -> ArraySlice<UInt8> { bytes[...] }
+
+/// SplitMix64: a small seeded generator, so that generated tests are the same on every run.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

@@ -1,0 +1,301 @@
+import ATTStack
+import Synchronization
+import XCTest
+@testable import GATTClient
+
+/// The transaction engine: the slot and its owner, timeouts, matching, cancellation, the peer's requests, disconnect.
+final class EngineTests: XCTestCase {
+    func testWriteRequestIsByteExact() async throws {
+        let peer = ScriptedPeer(raw("12 12 00 32", "13"))
+        let client = try await makeClient(peer)
+        try await client.write(handle: 0x0012, value: [0x32])
+        peer.assertScriptDone()
+        XCTAssertEqual(client.engine.pendingDeadlines, 0, "the request's deadline outlived its response")
+    }
+
+    /// Seed 000: two writes less than the timeout apart; the first's timer never resolves the second.
+    func testStaleTimerOfAnEarlierWriteNeverResolvesALaterWrite() async throws {
+        let clock = ManualClock()
+        let peer = ScriptedPeer(raw("12 12 00 31", "13") + raw("12 12 00 32"))
+        let client = try await makeClient(peer, clock: clock)
+        client.setName("scannerAction", for: 0x0012)
+        let t0 = clock.now()
+        try await client.write(handle: 0x0012, value: [0x31])          // answered at once
+        clock.advance(by: .seconds(25))
+        let second = Task { try await client.write(handle: 0x0012, value: [0x32]) }   // never answered
+        await peer.waitForSent(2)
+        clock.advance(to: t0.advanced(by: .seconds(31)))                // the first write's 30 s have passed
+        await peer.flush()
+        XCTAssertFalse(client.isClosed, "the first write's deadline closed the bearer")
+        XCTAssertEqual(client.engine.pendingDeadlines, 1)
+        clock.advance(to: t0.advanced(by: .seconds(55)))                // the second write's own 30 s
+        do {
+            try await second.value
+            XCTFail("expected the second write to time out")
+        } catch let e as GATTError {
+            XCTAssertEqual(e.description, "timed out after 30 s waiting for Write Response on handle 0x0012 (scannerAction)")
+        }
+        XCTAssertTrue(peer.isClosed, "the bearer must close after an ATT timeout")
+        peer.assertScriptDone()
+    }
+
+    func testATTTimeoutClosesTheBearerAndFailsQueuedOperationsNamingTheTimedOutRequest() async throws {
+        let clock = ManualClock()
+        let peer = ScriptedPeer(raw("0a 21 00"))
+        let client = try await makeClient(peer, clock: clock)
+        client.setName("scanState", for: 0x0021)
+        let first = Task { try await client.read(handle: 0x0021) }
+        await peer.waitForSent(1)
+        let queued = Task { try await client.write(handle: 0x0030, value: [1]) }
+        while client.engine.queuedRequests < 1 { await Task.yield() }
+        clock.advance(by: .seconds(30))
+        do {
+            _ = try await first.value
+            XCTFail("expected a timeout")
+        } catch let e as GATTError {
+            guard case .timeout(let t) = e else { return XCTFail("\(e)") }
+            XCTAssertEqual(t.waitingFor, "Read Response")
+            XCTAssertEqual(t.handle, 0x0021)
+            XCTAssertEqual(t.after, .seconds(30))
+        }
+        do {
+            try await queued.value
+            XCTFail("expected the queued write to fail")
+        } catch let e as GATTError {
+            guard case .disconnected(let d) = e else { return XCTFail("\(e)") }
+            XCTAssertEqual(d.during, "Write Request to handle 0x0030")
+            XCTAssertTrue(d.reason.contains("ATT timeout: no Read Response on handle 0x0021 (scanState) within 30 s"), d.reason)
+        }
+        XCTAssertTrue(peer.isClosed)
+        // A late response after the timeout changes nothing and crashes nothing.
+        client.engine.transport(didReceive: [0x0B, 0x01])
+        do {
+            _ = try await client.read(handle: 0x0021)
+            XCTFail("a closed bearer accepted a request")
+        } catch let e {
+            guard case .disconnected = e else { return XCTFail("\(e)") }
+        }
+        peer.assertScriptDone()
+    }
+
+    func testTimeoutIsConfigurable() async throws {
+        let clock = ManualClock()
+        let peer = ScriptedPeer(raw("0a 21 00"))
+        let client = try await makeClient(peer, clock: clock) { $0.transactionTimeout = .seconds(5) }
+        let op = Task { try await client.read(handle: 0x0021) }
+        await peer.waitForSent(1)
+        clock.advance(by: .milliseconds(4999))
+        await peer.flush()
+        XCTAssertFalse(client.isClosed)
+        clock.advance(by: .milliseconds(1))
+        do { _ = try await op.value; XCTFail() } catch let e as GATTError {
+            XCTAssertEqual(e.description, "timed out after 5 s waiting for Read Response on handle 0x0021")
+        }
+    }
+
+    func testRequestsGoOutOneAtATimeInFIFOOrder() async throws {
+        let peer = ScriptedPeer(raw("0a 01 00", "0b 01") + raw("0a 02 00", "0b 02") + raw("0a 03 00", "0b 03"))
+        let client = try await makeClient(peer)
+        // Hold the first response until all three are submitted.
+        let results = try await withThrowingTaskGroup(of: (UInt16, [UInt8]).self) { group in
+            for h in UInt16(1)...3 {
+                group.addTask { (h, try await client.read(handle: h)) }
+                while client.engine.queuedRequests < Int(h) - 1 && peer.sent.count < Int(h) { await Task.yield() }
+            }
+            var out: [UInt16: [UInt8]] = [:]
+            for try await (h, v) in group { out[h] = v }
+            return out
+        }
+        XCTAssertEqual(results, [1: [1], 2: [2], 3: [3]])
+        peer.assertScriptDone()
+    }
+
+    func testMismatchedResponseIsAProtocolViolationThatFailsOnlyTheSlot() async throws {
+        let log = EventLog()
+        let peer = ScriptedPeer(raw("12 12 00 01", "0b 05") + raw("0a 12 00", "0b 07"))
+        let client = try await makeClient(peer, log: log)
+        do {
+            try await client.write(handle: 0x0012, value: [1])
+            XCTFail("a Read Response answered a Write Request")
+        } catch let e {
+            guard case .protocolViolation(let v) = e else { return XCTFail("\(e)") }
+            XCTAssertEqual(v.received, [0x0B, 0x05])
+            XCTAssertTrue(v.description.contains("received [0B 05]"), v.description)
+            XCTAssertTrue(v.expected.contains("0x13 Write Response"), v.expected)
+        }
+        let v = try await client.read(handle: 0x0012)
+        XCTAssertEqual(v, [7])
+        XCTAssertEqual(client.statistics.protocolViolations, 1)
+        XCTAssertTrue(log.all.contains { if case .protocolViolation = $0 { return true }; return false })
+        peer.assertScriptDone()
+    }
+
+    func testErrorResponseMustNameTheRequestInTheSlot() async throws {
+        let peer = ScriptedPeer(raw("12 12 00 01", "01 0a 12 00 0d"))
+        let client = try await makeClient(peer)
+        do {
+            try await client.write(handle: 0x0012, value: [1])
+            XCTFail()
+        } catch let e {
+            guard case .protocolViolation(let v) = e else { return XCTFail("\(e)") }
+            XCTAssertTrue(v.problem.contains("Error Response for 0x0A Read Request while 0x12 Write Request is in flight"), v.problem)
+        }
+    }
+
+    func testMalformedErrorResponseFailsTheSlotWithTheBytes() async throws {
+        let peer = ScriptedPeer(raw("0a 12 00", "01 0a 12"))
+        let client = try await makeClient(peer)
+        do { _ = try await client.read(handle: 0x12); XCTFail() } catch let e {
+            guard case .protocolViolation(let v) = e else { return XCTFail("\(e)") }
+            XCTAssertEqual(v.received, [0x01, 0x0A, 0x12])
+        }
+    }
+
+    func testMalformedResponseBodyIsAProtocolViolation() async throws {
+        // A Read By Group Type Response whose length byte does not divide the list.
+        let peer = ScriptedPeer(raw("10 01 00 ff ff 00 28", "11 06 01 00 05 00 00 18 06"))
+        let client = try await makeClient(peer)
+        do { _ = try await client.discoverAllPrimaryServices(); XCTFail() } catch let e {
+            guard case .protocolViolation(let v) = e else { return XCTFail("\(e)") }
+            XCTAssertEqual(v.received, hex("11 06 01 00 05 00 00 18 06"))
+        }
+        XCTAssertFalse(client.isClosed)
+    }
+
+    func testUnsolicitedResponseIsReportedAndDropped() async throws {
+        let log = EventLog()
+        let peer = ScriptedPeer([.server(hex("13"))] + raw("0a 01 00", "0b 09"))
+        let client = try await makeClient(peer, log: log)
+        await peer.flush()
+        XCTAssertEqual(client.statistics.protocolViolations, 1)
+        let v = try await client.read(handle: 1)
+        XCTAssertEqual(v, [9])
+        XCTAssertTrue(log.all.contains { $0.description.contains("an unsolicited Write Response") })
+        peer.assertScriptDone()
+    }
+
+    func testCancelledQueuedRequestLeavesTheQueue() async throws {
+        let peer = ScriptedPeer(raw("0a 01 00") + [.pause, .server(hex("0b 01"))] + raw("0a 03 00", "0b 03"))
+        let client = try await makeClient(peer)
+        let first = Task { try await client.read(handle: 1) }
+        await peer.waitForSent(1)
+        let second = Task { try await client.read(handle: 2) }
+        while client.engine.queuedRequests < 1 { await Task.yield() }
+        second.cancel()
+        do { _ = try await second.value; XCTFail() } catch let e as GATTError {
+            XCTAssertEqual(e, .cancelled(operation: "Read Request of handle 0x0002"))
+        }
+        XCTAssertEqual(client.engine.queuedRequests, 0)
+        let third = Task { try await client.read(handle: 3) }
+        while client.engine.queuedRequests < 1 { await Task.yield() }
+        peer.grantScriptStep()
+        let v1 = try await first.value
+        let v3 = try await third.value
+        XCTAssertEqual(v1, [1])
+        XCTAssertEqual(v3, [3])
+        XCTAssertEqual(peer.sent, [hex("0a 01 00"), hex("0a 03 00")], "the cancelled request was sent")
+    }
+
+    func testCancelledInFlightRequestReleasesItsCallerButKeepsTheSlotUntilItsResponse() async throws {
+        let log = EventLog()
+        let peer = ScriptedPeer(raw("0a 01 00") + [.pause, .server(hex("0b 01"))] + raw("0a 02 00", "0b 02"))
+        let client = try await makeClient(peer, log: log)
+        let first = Task { try await client.read(handle: 1) }
+        await peer.waitForSent(1)
+        let second = Task { try await client.read(handle: 2) }
+        while client.engine.queuedRequests < 1 { await Task.yield() }
+        first.cancel()
+        do { _ = try await first.value; XCTFail() } catch let e as GATTError {
+            guard case .cancelled = e else { return XCTFail("\(e)") }
+        }
+        await peer.flush()
+        XCTAssertEqual(peer.sent.count, 1, "a second request went out while the first was in flight")
+        peer.grantScriptStep()   // the first's response arrives late: dropped, then the second goes out
+        let v2 = try await second.value
+        XCTAssertEqual(v2, [2])
+        XCTAssertTrue(log.all.contains { $0.description.contains("whose caller was cancelled") })
+        peer.assertScriptDone()
+    }
+
+    func testExchangeMTURequestFromThePeerIsAnsweredAndApplied() async throws {
+        let peer = ScriptedPeer([.server(hex("02 f7 00"))] + [.client(hex("03 05 02"))])
+        let client = try await makeClient(peer)
+        await peer.waitForSent(1)
+        XCTAssertEqual(client.mtu, 247)
+        peer.assertScriptDone()
+    }
+
+    func testOtherPeerRequestsAreAnsweredRequestNotSupported() async throws {
+        let peer = ScriptedPeer([.server(hex("0a 03 00")), .server(hex("12 05 00 01")), .server(hex("52 05 00 01")),
+                                 .server(hex("3f 00"))]
+                                + [.client(hex("01 0a 00 00 06")), .client(hex("01 12 00 00 06")), .client(hex("01 3f 00 00 06"))])
+        let client = try await makeClient(peer)
+        await peer.waitForSent(3)
+        await peer.flush()
+        XCTAssertEqual(client.statistics.peerRequestsAnswered, 3)
+        peer.assertScriptDone()
+    }
+
+    func testIndicationIsConfirmedEvenWithoutASubscriberAndReachesTheCatchAll() async throws {
+        let peer = ScriptedPeer([.server(hex("1d 21 00 09"))] + [.client(hex("1e"))])
+        let client = try await makeClient(peer)
+        await peer.waitForSent(1)
+        var it = client.notifications.makeAsyncIterator()
+        let n = try await it.next()
+        XCTAssertEqual(n, GATTNotification(handle: 0x21, value: [9], kind: .indication))
+        peer.assertScriptDone()
+    }
+
+    func testDisconnectEndsEveryWaiterAtOnceNamingTheOperationAndReason() async throws {
+        let peer = ScriptedPeer(raw("0a 01 00") + raw("12 02 00 00 01"), capacity: 2)
+        let client = try await makeClient(peer)
+        client.setName("cloudToken", for: 0x0002)
+        let (_, stream) = try await subscribeDirect(client, handle: 0x0040)
+        let inFlight = Task { try await client.read(handle: 1) }
+        await peer.waitForSent(1)
+        let queued = Task { try await client.write(handle: 2, value: [0]) }
+        while client.engine.queuedRequests < 1 { await Task.yield() }
+        // Fill the socket: the capacity left is 1 (one slot request sent).
+        try await client.writeWithoutResponse(handle: 0x0050, value: [1])
+        let permit = Task { try await client.writeWithoutResponse(handle: 0x0050, value: [2]) }
+        while client.engine.state.withLock({ $0.permits.count }) < 1 { await Task.yield() }
+        let streamEnd = Task { () -> GATTError? in
+            do { for try await _ in stream {} } catch let e as GATTError { return e } catch { return .unsupported("\(error)") }
+            return nil
+        }
+        peer.closeFromPeer()
+        func expectDisconnect<T>(_ t: Task<T, any Error>, _ during: String) async {
+            do { _ = try await t.value; XCTFail("\(during) did not fail") } catch let e as GATTError {
+                XCTAssertEqual(e, .disconnected(GATTDisconnectedError(reason: "the peer closed the connection", during: during)))
+            } catch { XCTFail("\(error)") }
+        }
+        await expectDisconnect(inFlight, "Read Request of handle 0x0001")
+        await expectDisconnect(queued, "Write Request to handle 0x0002 (cloudToken)")
+        await expectDisconnect(permit, "Write Command to handle 0x0050")
+        let e = await streamEnd.value
+        XCTAssertEqual(e, .disconnected(GATTDisconnectedError(reason: "the peer closed the connection",
+                                                              during: "notifications of handle 0x0040")))
+        do { _ = try await client.read(handle: 1); XCTFail() } catch let e {
+            guard case .disconnected = e else { return XCTFail("\(e)") }
+        }
+    }
+
+    func testCloseFailsWaitersAtOnce() async throws {
+        let peer = ScriptedPeer(raw("0a 01 00"))
+        let client = try await makeClient(peer)
+        let op = Task { try await client.read(handle: 1) }
+        await peer.waitForSent(1)
+        client.close(reason: "test over")
+        do { _ = try await op.value; XCTFail() } catch let e as GATTError {
+            XCTAssertEqual(e.description, "disconnected during Read Request of handle 0x0001: closed by this host: test over")
+        }
+        XCTAssertTrue(peer.isClosed)
+    }
+
+    /// Subscribes by arming a stream directly (no CCCD write), for engine tests.
+    func subscribeDirect(_ client: GATTClient, handle: UInt16) async throws -> (NotificationSink, GATTNotificationStream) {
+        let (stream, sink) = try client.engine.addSubscriber(handle: handle)
+        return (sink, stream)
+    }
+}
+

@@ -1,0 +1,296 @@
+// An in-memory ATTTransport with a scripted peer, in the style of BlueZ's unit/test-gatt.c: a list of the client
+// PDUs the peer expects, each followed by the peer's replies. A mismatch is recorded with both byte strings.
+import ATTStack
+import Dispatch
+import Foundation
+import Synchronization
+import XCTest
+@testable import GATTClient
+
+/// "12 34 ab" -> [0x12, 0x34, 0xAB]
+func hex(_ s: String) -> [UInt8] {
+    s.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { UInt8($0, radix: 16)! }
+}
+
+func show(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined(separator: " ") }
+
+/// One step of a script.
+enum Step: Sendable {
+    /// The client must send exactly these bytes next.
+    case client([UInt8])
+    /// The peer sends these bytes (after the preceding client step matched).
+    case server([UInt8])
+    /// The peer closes the connection.
+    case serverClose
+    /// The peer holds the following replies until the test calls `grantScriptStep()`.
+    case pause
+    /// (Responder mode) the following replies go out after this many microseconds (network latency).
+    case delay(Int)
+    /// Runs an action on the reader queue, in order with the replies.
+    case run(@Sendable () -> Void)
+}
+
+/// Builds a script from BlueZ-style pairs: `raw(client, server...)`.
+func raw(_ client: String, _ server: String...) -> [Step] {
+    [.client(hex(client))] + server.map { .server(hex($0)) }
+}
+
+/// A transport whose peer follows a script. Deliveries run on one serial queue (the "reader thread").
+/// `sendCapacity` simulates a full socket: each send uses one unit; at zero, sends report `.wouldBlock` until
+/// `grantWritable(_:)` adds room and fires the POLLOUT callbacks.
+final class ScriptedPeer: ATTTransport, @unchecked Sendable {
+    // @unchecked: every mutable property lives in `state`, guarded by its lock.
+    struct State {
+        var steps: [Step]
+        var next = 0
+        var sink: (any ATTTransportSink)?
+        var sent: [[UInt8]] = []
+        var failures: [String] = []
+        var closed = false
+        var closeReason: String?
+        var capacity: Int?
+        var writableCallbacks: [@Sendable () -> Void] = []
+        var sentWaiters: [(count: Int, once: OnceBox<Void>)] = []
+        /// Replies the client triggers without a script (a responder).
+        var responder: (@Sendable ([UInt8]) -> [Step])?
+        var strict = true
+    }
+    let state: Lock<State>
+    let queue = DispatchQueue(label: "scripted-peer.reader")
+    let label: String
+
+    init(_ steps: [Step], label: String = "scripted", capacity: Int? = nil) {
+        self.label = label
+        state = Lock(State(steps: steps, capacity: capacity))
+    }
+
+    /// A peer that answers every client PDU with `responder` (no script).
+    init(label: String = "responder", responder: @escaping @Sendable ([UInt8]) -> [[UInt8]]) {
+        self.label = label
+        var s = State(steps: [])
+        s.responder = { pdu in responder(pdu).map { Step.server($0) } }
+        s.strict = false
+        state = Lock(s)
+    }
+
+    /// A peer that answers every client PDU with steps: replies, `.delay`, `.serverClose`.
+    init(label: String = "responder", stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
+        self.label = label
+        var s = State(steps: [])
+        s.responder = stepResponder
+        s.strict = false
+        state = Lock(s)
+    }
+
+    func start(_ sink: any ATTTransportSink) {
+        let initial: [Step] = state.withLock { s in
+            s.sink = sink
+            return takeServerSteps(&s)
+        }
+        deliver(initial)
+    }
+
+    /// Server steps at the head of the script (replies due now).
+    private func takeServerSteps(_ s: inout State) -> [Step] {
+        var out: [Step] = []
+        while s.next < s.steps.count {
+            if case .client = s.steps[s.next] { break }
+            if case .pause = s.steps[s.next] { break }
+            out.append(s.steps[s.next])
+            s.next += 1
+        }
+        return out
+    }
+
+    /// Delivers the replies held by a `.pause` at the head of the script.
+    func grantScriptStep() {
+        let steps: [Step] = state.withLock { s in
+            guard s.next < s.steps.count, case .pause = s.steps[s.next] else {
+                s.failures.append("grantScriptStep: no pause at step \(s.next)")
+                return []
+            }
+            s.next += 1
+            return takeServerSteps(&s)
+        }
+        deliver(steps)
+    }
+
+    private func deliver(_ steps: [Step]) {
+        guard !steps.isEmpty else { return }
+        if case .delay(let us) = steps[0] {
+            let rest = Array(steps.dropFirst())
+            queue.asyncAfter(deadline: .now() + .microseconds(us)) { [self] in deliver(rest) }
+            return
+        }
+        queue.async { [self] in
+            for step in steps {
+                let sink: (any ATTTransportSink)? = state.withLock { s in s.closed ? nil : s.sink }
+                guard let sink else { return }
+                switch step {
+                case .server(let pdu): sink.transport(didReceive: pdu)
+                case .serverClose: closeFromPeer()
+                case .run(let action): action()
+                case .client, .pause, .delay: break
+                }
+            }
+        }
+    }
+
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        let bytes = [UInt8](pdu)
+        let outcome: Result<(ATTSendResult, [Step], [Step], [OnceBox<Void>]), TransportError> = state.withLock { s in
+            if s.closed {
+                return .failure(s.closeReason == "peer" ? .closedByPeer : .closedLocally(reason: s.closeReason ?? "closed"))
+            }
+            if let c = s.capacity {
+                if c == 0 { return .success((.wouldBlock, [], [], [])) }
+                s.capacity = c - 1
+            }
+            s.sent.append(bytes)
+            var ready: [OnceBox<Void>] = []
+            s.sentWaiters.removeAll { w in
+                if s.sent.count >= w.count { ready.append(w.once); return true }
+                return false
+            }
+            if let responder = s.responder {
+                return .success((.sent, [], responder(bytes), ready))
+            }
+            guard s.next < s.steps.count else {
+                if s.strict { s.failures.append("unexpected client PDU [\(show(bytes))] after the end of the script") }
+                return .success((.sent, [], [], ready))
+            }
+            guard case .client(let expected) = s.steps[s.next] else {
+                s.failures.append("step \(s.next): client sent [\(show(bytes))] while the peer still had replies to send")
+                return .success((.sent, [], [], ready))
+            }
+            if expected != bytes {
+                s.failures.append("step \(s.next): expected client PDU [\(show(expected))], got [\(show(bytes))]")
+            }
+            s.next += 1
+            return .success((.sent, takeServerSteps(&s), [], ready))
+        }
+        switch outcome {
+        case .failure(let e): throw e
+        case .success(let (result, steps, replies, ready)):
+            for r in ready { r.finish(.success(())) }
+            deliver(steps)
+            deliver(replies)
+            return result
+        }
+    }
+
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) {
+        let fireNow: Bool = state.withLock { s in
+            if s.closed || s.capacity.map({ $0 > 0 }) ?? true { return true }
+            s.writableCallbacks.append(callback)
+            return false
+        }
+        if fireNow { queue.async { callback() } }
+    }
+
+    /// Adds room for `n` more PDUs and fires the POLLOUT callbacks.
+    func grantWritable(_ n: Int) {
+        let callbacks: [@Sendable () -> Void] = state.withLock { s in
+            s.capacity = (s.capacity ?? 0) + n
+            let c = s.writableCallbacks
+            s.writableCallbacks = []
+            return c
+        }
+        for c in callbacks { queue.async { c() } }
+    }
+
+    func close(reason: String) {
+        let (sink, callbacks): ((any ATTTransportSink)?, [@Sendable () -> Void]) = state.withLock { s in
+            if s.closed { return (nil, []) }
+            s.closed = true
+            s.closeReason = reason
+            let c = s.writableCallbacks
+            s.writableCallbacks = []
+            return (s.sink, c)
+        }
+        queue.async {
+            sink?.transport(didCloseWith: .closedLocally(reason: reason))
+            for c in callbacks { c() }
+        }
+    }
+
+    /// The peer closes the connection (EOF).
+    func closeFromPeer() {
+        let (sink, callbacks): ((any ATTTransportSink)?, [@Sendable () -> Void]) = state.withLock { s in
+            if s.closed { return (nil, []) }
+            s.closed = true
+            s.closeReason = "peer"
+            let c = s.writableCallbacks
+            s.writableCallbacks = []
+            return (s.sink, c)
+        }
+        queue.async {
+            sink?.transport(didCloseWith: .closedByPeer)
+            for c in callbacks { c() }
+        }
+    }
+
+    /// The peer sends `pdu` now, outside the script.
+    func inject(_ pdu: [UInt8]) { deliver([.server(pdu)]) }
+
+    /// Waits until the reader queue has delivered everything queued so far.
+    func flush() async {
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in queue.async { c.resume() } }
+    }
+
+    /// Waits until the client has sent at least `count` PDUs.
+    func waitForSent(_ count: Int) async {
+        let once = OnceBox<Void>()
+        let done = state.withLock { s -> Bool in
+            if s.sent.count >= count { return true }
+            s.sentWaiters.append((count, once))
+            return false
+        }
+        if !done { try? await once.value() }
+    }
+
+    var sent: [[UInt8]] { state.withLock { $0.sent } }
+    var isClosed: Bool { state.withLock { $0.closed } }
+    var closeReason: String? { state.withLock { $0.closeReason } }
+
+    /// Fails the test when the client sent anything unexpected or left script steps unused.
+    func assertScriptDone(file: StaticString = #filePath, line: UInt = #line) {
+        let (failures, next, count) = state.withLock { ($0.failures, $0.next, $0.steps.count) }
+        for f in failures { XCTFail(f, file: file, line: line) }
+        if next < count {
+            let rest = state.withLock { Array($0.steps[$0.next...]) }
+            XCTFail("script not finished: \(count - next) steps left, next: \(rest.first.map { "\($0)" } ?? "")", file: file, line: line)
+        }
+    }
+}
+
+/// Events collected from a client.
+final class EventLog: Sendable {
+    let events = Lock<[GATTClientEvent]>([])
+    var all: [GATTClientEvent] { events.withLock { $0 } }
+    var handler: @Sendable (GATTClientEvent) -> Void { { [self] e in events.withLock { $0.append(e) } } }
+}
+
+/// Starts a client over a scripted peer with a manual clock.
+func makeClient(_ peer: ScriptedPeer, clock: ManualClock = ManualClock(), log: EventLog? = nil,
+                configure: (inout GATTClient.Configuration) -> Void = { _ in }) async throws -> GATTClient {
+    var config = GATTClient.Configuration()
+    config.clock = clock
+    config.events = log?.handler
+    configure(&config)
+    return try await GATTClient.connect(transport: peer, configuration: config)
+}
+
+/// Runs `body` with a real-time limit so that a hang fails the test instead of the whole run.
+func within<T: Sendable>(_ seconds: Double = 10, _ what: String = "the test",
+                         _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withDeadline(.milliseconds(Int64(seconds * 1000)), waitingFor: what, body)
+}
+
+/// A shareable atomic integer for test closures.
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+    /// Adds one and returns the new value.
+    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    var current: Int { value.load(ordering: .relaxed) }
+}

@@ -1,0 +1,100 @@
+// The JSON writer, the error table and the output formats, called directly.
+import XCTest
+@testable import MirrorCommandLine
+import ATTStack
+
+final class OutputTests: XCTestCase {
+    func testJSONKeepsKeyOrderAndEscapes() throws {
+        let value: JSONValue = .object([("z", 1), ("a", [true, .null, 2.5]), ("s", "q\"\\\n\u{01}é")])
+        XCTAssertEqual(value.compact, #"{"z":1,"a":[true,null,2.5],"s":"q\"\\\n\u0001é"}"#)
+        XCTAssertEqual(try parseJSON(value.pretty), value)
+        XCTAssertEqual(try parseJSON(value.compact), value)
+        XCTAssertEqual(JSONValue.object([]).pretty, "{}")
+        XCTAssertEqual(JSONValue.double(0.1 + 0.2).compact, "0.3")
+        XCTAssertEqual(JSONValue.double(.nan).compact, "null")
+        XCTAssertThrowsError(try parseJSON("{\"a\":1,}"))
+    }
+
+    let peerError = ATTErrorFacts(code: .invalidAttributeValueLength, request: .writeRequest, handle: 0x12,
+                                  handleLabel: "cloudToken", rejectedBy: .peer, valueLength: 41, budget: 244, mtu: 247)
+
+    func testPeerATTErrorSentence() {
+        XCTAssertEqual(peerError.message,
+                       "ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle 0x0012 (cloudToken): 41-byte value, within the 244-byte budget of MTU 247, so the peripheral rejected it at the application layer")
+        let report = ErrorReport(CLIError.att(peerError))
+        XCTAssertEqual(report.status, .peerError)
+        XCTAssertEqual(report.status.rawValue, 3)
+        let e = report.json["error"]
+        XCTAssertEqual(e?["kind"], "att")
+        XCTAssertEqual(e?["code"], 13)
+        XCTAssertEqual(e?["name"], "Invalid Attribute Value Length")
+        XCTAssertEqual(e?["requestOpcode"], 0x12)
+        XCTAssertEqual(e?["handle"], 0x12)
+        XCTAssertEqual(e?["rejectedBy"], "peer")
+        XCTAssertEqual(e?["valueLength"], 41)
+        XCTAssertEqual(e?["budget"], 244)
+        XCTAssertEqual(e?["mtu"], 247)
+        XCTAssertEqual(e?["exitStatus"], 3)
+    }
+
+    func testLocalRefusalSentence() {
+        let local = ATTErrorFacts(code: nil, name: "value exceeds the budget", requestOpcode: 0x12, requestName: "Write Request",
+                                  handle: 0x12, rejectedBy: .local, valueLength: 600, budget: 244, mtu: 247)
+        XCTAssertEqual(local.message, "not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
+        let report = ErrorReport(CLIError.att(local))
+        XCTAssertEqual(report.status, .localRefusal)
+        XCTAssertEqual(report.json["error"]?["rejectedBy"], "local")
+        XCTAssertEqual(report.json["error"]?["kind"], "local")
+    }
+
+    func testApplicationErrorShowsRawValue() {
+        let app = ATTErrorFacts(code: ATTErrorCode(0x85), request: .readRequest, handle: 0x16, rejectedBy: .peer)
+        XCTAssertEqual(app.message, "ATT error 0x85 application error (raw value 0x85, defined by the peripheral's application) from the peer, on Read Request to handle 0x0016")
+        XCTAssertEqual(app.jsonFields.first { $0.0 == "code" }?.1, 0x85)
+        XCTAssertEqual(app.jsonFields.first { $0.0 == "name" }?.1, "application error")
+    }
+
+    func testExitStatusesAreDistinct() {
+        let statuses = [ErrorReport(UsageError("x")).status,
+                        ErrorReport(CLIError.att(peerError)).status,
+                        ErrorReport(CLIError.timeout(what: "a Read Response", seconds: 30)).status,
+                        ErrorReport(CLIError.connection("gone")).status,
+                        ErrorReport(CLIError.unsupported("no")).status]
+        XCTAssertEqual(statuses.map(\.rawValue), [2, 3, 5, 6, 7])
+        XCTAssertEqual(Set(ExitStatus.allCases.map(\.rawValue)).count, ExitStatus.allCases.count)
+        XCTAssertEqual(ErrorReport(CLIError.timeout(what: "a Read Response", seconds: 30)).message,
+                       "timed out after 30 s waiting for a Read Response")
+    }
+
+    func testDatabaseJSONShape() throws {
+        let db = DatabaseModel(mtu: 247, services: [
+            .init(uuid: "1800", start: 1, end: 5, characteristics: [
+                .init(uuid: "2a00", handle: 2, valueHandle: 3, properties: 0x0A, descriptors: [.init(uuid: "2901", handle: 4)]),
+            ]),
+        ])
+        XCTAssertEqual(db.json.compact,
+                       #"{"mtu":247,"services":[{"uuid":"1800","start":1,"end":5,"primary":true,"characteristics":[{"uuid":"2a00","handle":2,"valueHandle":3,"properties":["read","write"],"descriptors":[{"uuid":"2901","handle":4}]}]}]}"#)
+        XCTAssertEqual(db.text, [
+            "MTU 247",
+            "Primary service 1800 Generic Access  handles 0x0001-0x0005",
+            "  Characteristic 2a00 Device Name  handle 0x0002  value handle 0x0003  [read, write]",
+            "    Descriptor 2901 Characteristic User Description  handle 0x0004",
+        ])
+    }
+
+    func testValueText() {
+        XCTAssertEqual(valueText(Array("Mirror".utf8)), "4d 69 72 72 6f 72  \"Mirror\"  (6 bytes)")
+        XCTAssertEqual(printableText([0x41, 0x00, 0xFF]), "A..")
+        XCTAssertEqual(valueText([]), "(empty)")
+        XCTAssertEqual(propertyNames(0x3E), ["read", "write-without-response", "write", "notify", "indicate"])
+    }
+
+    func testAdvertisedServices() {
+        // Flags, complete 16-bit list (180d, 180f), complete 128-bit list, name.
+        let uuid128 = BluetoothUUID(string: "6e400001-b5a3-f393-e0a9-e50e24dcca9e")!
+        let data: [UInt8] = [2, 0x01, 0x06, 5, 0x03, 0x0D, 0x18, 0x0F, 0x18, 17, 0x07] + uuid128.littleEndianBytes
+            + [4, 0x09, 0x41, 0x42, 0x43]
+        XCTAssertEqual(advertisedServices(data).map(\.description), ["180d", "180f", "6e400001-b5a3-f393-e0a9-e50e24dcca9e"])
+        XCTAssertEqual(advertisedServices([5, 0x03, 0x0D]), [], "a truncated structure is ignored")
+    }
+}

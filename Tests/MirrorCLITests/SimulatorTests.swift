@@ -1,0 +1,107 @@
+// The built `mirror` against the mirror simulator `mirror-sim` (a separate process) on a unix: socket.
+import Foundation
+import XCTest
+import MirrorCommandLine
+
+/// A running `mirror-sim`, started on a fresh socket path; ready once it says it listens.
+final class SimulatorProcess {
+    let path: String
+    let process = Process()
+
+    init(_ extra: [String] = []) throws {
+        path = NSTemporaryDirectory() + "mirror-cli-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+        process.executableURL = MirrorProcess.executable.deletingLastPathComponent().appendingPathComponent("mirror-sim")
+        process.arguments = ["unix:\(path)"] + extra
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = out
+        try process.run()
+        // Read until the listening line (it prints it once the socket is bound and listening).
+        var seen = Data()
+        let handle = out.fileHandleForReading
+        while !String(decoding: seen, as: UTF8.self).contains("listening on unix:\(path)") {
+            let chunk = handle.availableData
+            if chunk.isEmpty {
+                throw NSError(domain: "mirror-sim", code: 1, userInfo: [NSLocalizedDescriptionKey: "mirror-sim exited: \(String(decoding: seen, as: UTF8.self))"])
+            }
+            seen.append(chunk)
+        }
+        // Keep draining its log so that it never blocks on a full pipe.
+        handle.readabilityHandler = { h in _ = h.availableData }
+    }
+
+    var target: String { "unix:\(path)" }
+
+    func stop() {
+        process.terminate()
+        process.waitUntilExit()
+        try? FileManager.default.removeItem(atPath: path)
+    }
+}
+
+final class SimulatorTests: XCTestCase {
+    var sim: SimulatorProcess!
+
+    override func setUpWithError() throws { sim = try SimulatorProcess() }
+    override func tearDown() { sim.stop() }
+
+    /// The value handle of a mirror characteristic, from `mirror gatt --json` and the bundled profile's UUIDs.
+    func valueHandle(_ uuid: String) throws -> Int {
+        let json = try MirrorProcess.run(["gatt", sim.target, "--json"]).json()
+        guard case .array(let services)? = json["services"] else {
+            XCTFail("no services in \(json.compact)")
+            return 0
+        }
+        for s in services {
+            guard case .array(let chars)? = s["characteristics"] else { continue }
+            for c in chars where c["uuid"] == .string(uuid) {
+                if case .int(let h)? = c["valueHandle"] { return h }
+            }
+        }
+        XCTFail("no characteristic \(uuid)")
+        return 0
+    }
+
+    func testGATTShowsTheMirrorServiceWithProfileNames() throws {
+        let run = try MirrorProcess.run(["gatt", sim.target])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains(" mirror service  handles "), run.stdout)
+        for name in ["scanState", "scanError", "cloudToken", "scannerAction"] {
+            XCTAssertTrue(run.stdout.contains(" \(name)  handle 0x"), "\(name) in \(run.stdout)")
+        }
+        let json = try MirrorProcess.run(["gatt", sim.target, "--json"]).json()
+        XCTAssertEqual(json["mtu"], 517)
+        XCTAssertEqual(json["services"]?[0]?["uuid"], "1800")
+    }
+
+    func testTheIssuesExactCloudTokenError() throws {
+        let cloudToken = try valueHandle("6d697272-6f72-7369-6d00-000000000003")
+        let handle = String(format: "0x%04X", cloudToken)
+        let run = try MirrorProcess.run(["write", sim.target, handle, String(repeating: "41", count: 41), "--mtu", "247"])
+        XCTAssertEqual(run.status, 3)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle \(handle) (cloudToken): 41-byte value, within the 244-byte budget of MTU 247, so the peripheral rejected it at the application layer")
+        let local = try MirrorProcess.run(["write", sim.target, handle, String(repeating: "41", count: 600), "--mtu", "247"])
+        XCTAssertEqual(local.status, 4)
+        XCTAssertEqual(local.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
+    }
+
+    func testReadMTUAndBench() throws {
+        let read = try MirrorProcess.run(["read", sim.target, "2a00", "--json"])
+        XCTAssertEqual(read.status, 0, read.stderr)
+        XCTAssertNotNil(try read.json()["values"]?[0]?["text"])
+        let mtu = try MirrorProcess.run(["mtu", sim.target, "--mtu", "247", "--json"])
+        XCTAssertEqual(try mtu.json()["serverRxMTU"], 517)
+        XCTAssertEqual(try mtu.json()["mtu"], 247)
+        let cloudToken = try valueHandle("6d697272-6f72-7369-6d00-000000000003")
+        let bench = try MirrorProcess.run(["bench", sim.target, "--handle", String(cloudToken), "--size", "20", "--count", "500", "--json"])
+        XCTAssertEqual(bench.status, 0, bench.stderr)
+        let json = try bench.json()
+        XCTAssertEqual(json["modes"]?[0]?["mode"], "with-response")
+        XCTAssertEqual(json["modes"]?[0]?["confirmed"], 500)
+        XCTAssertEqual(json["modes"]?[1]?["mode"], "without-response")
+        XCTAssertEqual(json["modes"]?[1]?["writes"], 500)
+        XCTAssertNotNil(json["modes"]?[1]?["ratioToBare"])
+    }
+}

@@ -1,0 +1,62 @@
+// The built `mirror`: help, and bad usage refused with the exact token, exit status 2, text and JSON.
+import XCTest
+import MirrorCommandLine
+
+final class UsageTests: XCTestCase {
+    let commands = ["discover", "gatt", "read", "write", "listen", "mtu", "bench"]
+
+    func testToolHelpListsCommandsExitStatusAndExamples() throws {
+        let run = try MirrorProcess.run(["--help"])
+        XCTAssertEqual(run.status, 0)
+        for name in commands { XCTAssertTrue(run.stdout.contains("\n  \(name) "), "help lists \(name)") }
+        XCTAssertTrue(run.stdout.contains("Exit status:"))
+        for status in ExitStatus.allCases { XCTAssertTrue(run.stdout.contains("  \(status.rawValue)   \(status.meaning)")) }
+        XCTAssertTrue(run.stdout.contains("Examples:"))
+        XCTAssertEqual(try MirrorProcess.run([]).stdout, run.stdout)
+    }
+
+    func testEveryCommandHasHelpWithExamples() throws {
+        for name in commands {
+            let run = try MirrorProcess.run([name, "--help"])
+            XCTAssertEqual(run.status, 0, name)
+            XCTAssertTrue(run.stdout.hasPrefix("mirror \(name): "), name)
+            XCTAssertTrue(run.stdout.contains("Usage: mirror \(name)"), name)
+            XCTAssertTrue(run.stdout.contains("Examples:\n  # "), name)
+            XCTAssertTrue(run.stdout.contains("Exit status:"), name)
+            XCTAssertEqual(run.stderr, "", name)
+        }
+    }
+
+    func testBadUsageNamesTheToken() throws {
+        let cases: [([String], String)] = [
+            (["gatt", "unix:/tmp/x", "--frobnicate"], "mirror: unknown option \"--frobnicate\" for mirror gatt\nsee: mirror gatt --help\n"),
+            (["gat", "unix:/tmp/x"], "mirror: unknown command \"gat\" (did you mean gatt?)\nsee: mirror --help\n"),
+            (["read", "00:11:22:33:44:5Z", "0x12"], "mirror: invalid target \"00:11:22:33:44:5Z\": character 17: 'Z' is not a hexadecimal digit\nsee: mirror read --help\n"),
+            (["read", "unix:/tmp/x", "0x12g"], "mirror: invalid handle \"0x12g\": expected a decimal number or 0x hex, as in 18 or 0x0012\nsee: mirror read --help\n"),
+            (["write", "unix:/tmp/x", "0x12", "0q"], "mirror: invalid hex value \"0q\": \"q\" at position 2 is not a hex digit\nsee: mirror write --help\n"),
+            (["write", "unix:/tmp/x", "0x12", "01", "--long", "--no-response"], "mirror: --no-response and --long cannot be used together\nsee: mirror write --help\n"),
+            (["mtu", "unix:/tmp/x", "--mtu", "1000"], "mirror: --mtu: invalid MTU \"1000\": must be 23-517\nsee: mirror mtu --help\n"),
+            (["bench", "unix:/tmp/x"], "mirror: missing --handle H (the value handle to write to)\nsee: mirror bench --help\n"),
+            (["listen", "unix:/tmp/x", "0x0"], "mirror: invalid handle \"0x0\": handle 0x0000 is reserved (handles are 0x0001-0xFFFF)\nsee: mirror listen --help\n"),
+            (["gatt", "unix:/tmp/x", "--type", "random"], "mirror: --type applies to a device address, not to the unix socket target \"unix:/tmp/x\"\nsee: mirror gatt --help\n"),
+            (["discover", "--duration", "soon"], "mirror: --duration: invalid duration \"soon\": expected seconds greater than 0, as in 5, 0.5 or 250ms\nsee: mirror discover --help\n"),
+            (["read", "unix:/tmp/x"], "mirror: missing HANDLE|UUID (a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form))\nsee: mirror read --help\n"),
+        ]
+        for (arguments, expected) in cases {
+            let run = try MirrorProcess.run(arguments)
+            XCTAssertEqual(run.status, ExitStatus.usage.rawValue, arguments.joined(separator: " "))
+            XCTAssertEqual(run.stderr, expected)
+            XCTAssertEqual(run.stdout, "")
+        }
+    }
+
+    func testBadUsageAsJSON() throws {
+        let run = try MirrorProcess.run(["--json", "write", "unix:/tmp/x", "0x10000", "01"])
+        XCTAssertEqual(run.status, 2)
+        let error = try run.json()["error"]
+        XCTAssertEqual(error?["kind"], "usage")
+        XCTAssertEqual(error?["message"], "invalid handle \"0x10000\": larger than 0xFFFF")
+        XCTAssertEqual(error?["token"], "0x10000")
+        XCTAssertEqual(error?["exitStatus"], 2)
+    }
+}

@@ -1,0 +1,268 @@
+// `mirror scan` against the simulator over unix: sockets: the seeds' failure stories as regression tests.
+import ATTStack
+import Foundation
+import GATTClient
+@testable import Mirror
+import MirrorSimulator
+import XCTest
+
+final class MirrorScanTests: XCTestCase {
+    func testCompleteScanReceivesAndChecksTheZIP() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let client = try await h.connect()
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: log.emit)
+        XCTAssertEqual(r.outcome, .complete, r.failure ?? "")
+        XCTAssertEqual(r.scanState, "complete")
+        XCTAssertEqual(r.scanError, "noError")
+        XCTAssertTrue(r.finalRead)
+        XCTAssertTrue(r.sawAnyScanState)
+        XCTAssertEqual(r.preflightScanState, "invalid")
+        XCTAssertFalse(r.resetAttempted)
+        XCTAssertNil(r.resetWorked)
+        XCTAssertLessThan(r.seconds, 5)
+        let upload = try XCTUnwrap(r.upload)
+        XCTAssertEqual(upload.entries?.map(\.name), ["mesh.ply", "measurements.json"])
+        let zip = try [UInt8](Data(contentsOf: URL(fileURLWithPath: upload.path)))
+        XCTAssertEqual(zip.count, upload.bytes)
+        XCTAssertEqual(SHA256.hex(of: zip), upload.sha256)
+        let json = try ZIPArchive.contents(of: upload.entries![1], in: zip)
+        XCTAssertTrue(String(decoding: json, as: UTF8.self).contains(#""scanID":"\#(r.scanID)""#))
+        XCTAssertTrue(String(decoding: try ZIPArchive.contents(of: upload.entries![0], in: zip), as: UTF8.self).hasPrefix("ply\n"))
+        XCTAssertEqual(r.uploadURL, "http://127.0.0.1:\(URL(string: r.uploadURL)!.port!)/upload/\(r.scanID)")
+        // Every state ALIGN_SCALE ... COMPLETE was notified, in order.
+        let states = log.all.filter { if case .notification = $0.kind { return $0.characteristic == "scanState" }; return false }.compactMap(\.decoded)
+        XCTAssertEqual(states, ["alignScale", "warmingUp", "waitingForWeight", "countDown", "preCheck", "scanning", "postCheck", "complete"])
+        // The receiver listened, and both subscriptions were in place, before the first write.
+        let firstWrite = try XCTUnwrap(log.index { if case .write = $0.kind { return true }; return false })
+        let listening = try XCTUnwrap(log.index { $0.kind == .uploadListening })
+        let subscribed = log.all.enumerated().filter { if case .subscribed = $0.element.kind { return true }; return false }.map(\.offset)
+        XCTAssertLessThan(listening, firstWrite)
+        XCTAssertEqual(subscribed.count, 2)
+        XCTAssertTrue(subscribed.allSatisfy { $0 < firstWrite })
+        client.close()
+    }
+
+    func testLatchedErrorIsResetByCancelScanAndTheScanThenCompletes() async throws {
+        let h = try SimHarness { $0.initialScanState = 9; $0.initialScanError = 5 }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r.preflightScanState, "error")
+        XCTAssertTrue(r.resetAttempted)
+        XCTAssertEqual(r.resetWorked, true)
+        XCTAssertEqual(r.outcome, .complete, r.failure ?? "")
+    }
+
+    /// Seed 001: a mirror latched at ERROR that cancelScan cannot clear. initDeviceForScan changes nothing, so
+    /// nothing is notified: the scan must still end, with the truth from its reads, not wait 90 s.
+    func testLatchedErrorThatCancelCannotClearEndsAsErrorFromTheReadsNotATimeout() async throws {
+        let h = try SimHarness { $0.initialScanState = 9; $0.initialScanError = 5; $0.cancelResets = false }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(timeout: .seconds(20)), emit: log.emit)
+        XCTAssertEqual(r.preflightScanState, "error")
+        XCTAssertTrue(r.resetAttempted)
+        XCTAssertEqual(r.resetWorked, false)
+        XCTAssertEqual(r.outcome, .error)
+        XCTAssertFalse(r.sawAnyScanState, "a latched ERROR sends nothing new")
+        XCTAssertEqual(r.scanState, "error")
+        XCTAssertEqual(r.scanError, "processorBusy")
+        XCTAssertLessThan(r.seconds, 5)
+        XCTAssertEqual(log.all.filter { if case .notification = $0.kind { return true }; return false }.count, 0)
+    }
+
+    /// Seeds 000 and 001: SCALE_ALIGNMENT arrives 60-90 ms after initDeviceForScan, before its Write Response.
+    func testEarlyScaleAlignmentBeforeTheWriteResponseIsCaught() async throws {
+        let h = try SimHarness { $0.scaleAligned = false }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: log.emit)
+        XCTAssertEqual(r.outcome, .error)
+        XCTAssertEqual(r.scanError, "scaleAlignment")
+        XCTAssertTrue(r.failure?.contains("scaleAlignment") ?? false, r.failure ?? "")
+        let note = try XCTUnwrap(log.index { if case .notification = $0.kind { return $0.decoded == "scaleAlignment" }; return false })
+        let actionWrite = try XCTUnwrap(log.index { if case .write = $0.kind { return $0.purpose == "initDeviceForScan" }; return false })
+        let actionAnswer = try XCTUnwrap(log.index { if case .writeResult(_, nil) = $0.kind { return $0.purpose == "initDeviceForScan" }; return false })
+        XCTAssertLessThan(actionWrite, note)
+        XCTAssertLessThan(note, actionAnswer, "the notification came before the Write Response and was caught")
+        let delay = log.all[note].time - log.all[actionWrite].time
+        XCTAssertGreaterThanOrEqual(delay, 0.055)
+        XCTAssertLessThan(delay, 0.5)
+    }
+
+    /// Seed 001, step 13: a cloudToken write while Wi-Fi is not connected latches ERROR / PROCESSOR_BUSY.
+    func testCloudTokenWhileOfflineEndsAsProcessorBusy() async throws {
+        let h = try SimHarness { $0.wifiConnected = false }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r.outcome, .error)
+        XCTAssertEqual(r.scanState, "error")
+        XCTAssertEqual(r.scanError, "processorBusy")
+        XCTAssertTrue(r.sawAnyScanState)
+    }
+
+    /// Seed 000: Invalid Attribute Value Length from the mirror's own limit while the MTU allows the value.
+    func testTooLongCloudTokenIsClassifiedAsThePeripheralsRejection() async throws {
+        let h = try SimHarness { $0.cloudTokenLimit = 30 }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r.outcome, .writeFailed)
+        XCTAssertEqual(r.rejectedBy, "peer")
+        let failure = r.failure ?? ""
+        XCTAssertTrue(failure.contains("0x0D Invalid Attribute Value Length"), failure)
+        XCTAssertTrue(failure.contains("rejected it at the application layer"), failure)
+        XCTAssertEqual(h.sim.snapshot.cloudToken, "")
+    }
+
+    func testURLOverTheProfileLimitOrTheMTUBudgetIsRefusedBeforeSending() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let client = try await h.connect()
+        var o = h.scanOptions()
+        o.uploadHost = "192.168.100.100"
+        o.bindHost = "127.0.0.1"
+        o.uploadPort = 7777
+        o.scanID = "d55302"
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: o, emit: log.emit)
+        XCTAssertEqual(r.outcome, .writeFailed)
+        XCTAssertEqual(r.rejectedBy, "local")
+        XCTAssertTrue(r.failure?.contains("41 bytes, over the profile's cloudTokenMaxLength 40") ?? false, r.failure ?? "")
+        XCTAssertNil(log.index { if case .write = $0.kind { return true }; return false }, "nothing is written")
+        client.close()
+
+        // At the default MTU 23 (no Exchange MTU), a 36-byte URL breaks the 20-byte Write Request budget.
+        let small = try await h.connect(exchangeMTU: false)
+        let r2 = try await MirrorScan.run(client: small, options: h.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r2.outcome, .writeFailed)
+        XCTAssertTrue(r2.failure?.contains("the 20-byte Write Request budget of MTU 23") ?? false, r2.failure ?? "")
+        XCTAssertFalse(r2.failure?.contains("cloudTokenMaxLength") ?? true)
+    }
+
+    /// Seed 000: step 14's 0x31 write has a timer; step 15's writes land before it fires. The stale timer must
+    /// not resolve step 15's initDeviceForScan write (in flight when it fires) with a fake timeout.
+    func testStaleTimerOfTheWiFiScanWriteDoesNotTouchTheScansWrite() async throws {
+        // Transaction timeout 1 s. Step 14 (the Wi-Fi list) writes 0x31 at t0: its timer would fire at t0+1 s.
+        // The scan's cloudToken answer is 250 ms late, and initDeviceForScan's 900 ms late: that write is in
+        // flight from about t0+0.3 s to t0+1.2 s, across t0+1 s, and within its own 1 s limit.
+        let faults = [try SimFault(parsing: "delay:cloudToken:250"), try SimFault(parsing: "delay:scannerAction:900@2")]
+        let h = try SimHarness { $0.faults = faults }
+        defer { h.stop() }
+        let client = try await h.connect(timeout: .seconds(1))
+        let t0 = ContinuousClock.now
+        let ssids = try await MirrorWiFi.list(client: client, profile: .bundled)
+        XCTAssertEqual(ssids, ["mirror-lab", "HomeNet-5G", "Guest"])
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: log.emit)
+        XCTAssertEqual(r.outcome, .complete, r.failure ?? "")
+        let write = try XCTUnwrap(log.all.first { if case .write = $0.kind { return $0.purpose == "initDeviceForScan" }; return false })
+        let answer = try XCTUnwrap(log.all.first { if case .writeResult = $0.kind { return $0.purpose == "initDeviceForScan" }; return false })
+        XCTAssertEqual(answer.kind, .writeResult(handle: h.sim.valueHandle("scannerAction")!, error: nil))
+        // The write really was in flight when step 14's timer would have fired.
+        let scanStart = (ContinuousClock.now - t0) - .seconds(r.seconds)
+        let sent = scanStart + .seconds(write.time), answered = scanStart + .seconds(answer.time)
+        XCTAssertLessThan(sent, .seconds(1), "the initDeviceForScan write went out before t0+1 s")
+        XCTAssertGreaterThan(answered, .seconds(1), "and was answered after it")
+    }
+
+    func testTimeoutIsNamedAndTheFinalReadStillHappens() async throws {
+        let h = try SimHarness { $0.timings.scanStepMilliseconds = 10_000 }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(timeout: .milliseconds(300)), emit: { _ in })
+        XCTAssertEqual(r.outcome, .timeout)
+        XCTAssertTrue(r.failure?.hasPrefix("timed out after") ?? false, r.failure ?? "")
+        XCTAssertTrue(r.failure?.contains("waiting for scanState complete and the upload of scan \(r.scanID), or error") ?? false, r.failure ?? "")
+        XCTAssertTrue(r.finalRead)
+        XCTAssertEqual(r.scanState, "invalid")
+        XCTAssertEqual(r.scanError, "noError")
+    }
+
+    func testDroppedResponseAndDisconnectDuringTheActionWriteAreWriteFailures() async throws {
+        let drop = try SimFault(parsing: "drop:scannerAction")
+        let h = try SimHarness { $0.faults = [drop] }
+        defer { h.stop() }
+        let client = try await h.connect(timeout: .milliseconds(400))
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r.outcome, .writeFailed)
+        XCTAssertTrue(r.failure?.contains("timed out after") ?? false, r.failure ?? "")
+        XCTAssertFalse(r.finalRead, "an ATT timeout ends the bearer: no final read")
+
+        let cut = try SimFault(parsing: "disconnect:scannerAction")
+        let h2 = try SimHarness { $0.faults = [cut] }
+        defer { h2.stop() }
+        let client2 = try await h2.connect()
+        let r2 = try await MirrorScan.run(client: client2, options: h2.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r2.outcome, .writeFailed)
+        XCTAssertTrue(r2.failure?.contains("disconnected") ?? false, r2.failure ?? "")
+    }
+
+    func testRebootDropsTheConnectionAndTheMirrorComesBackClean() async throws {
+        let h = try SimHarness { $0.initialScanState = 9; $0.initialScanError = 5 }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let action = h.sim.valueHandle("scannerAction")!
+        try await client.write(handle: action, value: [0x33])
+        do {
+            _ = try await client.read(handle: h.sim.valueHandle("scanState")!)
+            // The read may beat the reboot's disconnect; the next one cannot.
+            try await Task.sleep(for: .milliseconds(200))
+            _ = try await client.read(handle: h.sim.valueHandle("scanState")!)
+            XCTFail("the connection should have dropped")
+        } catch let e as GATTError {
+            guard case .disconnected = e else { return XCTFail("\(e)") }
+        }
+        let again = try await h.connect()
+        let v1 = try await again.read(handle: h.sim.valueHandle("scanState")!)
+        XCTAssertEqual(v1, [0])
+        let v2 = try await again.read(handle: h.sim.valueHandle("scanError")!)
+        XCTAssertEqual(v2, [0])
+    }
+
+    func testWiFiListJoinAndStatus() async throws {
+        let h = try SimHarness { $0.wifiConnected = false; $0.networks = ["alpha", "beta-5G", "gamma"] }
+        defer { h.stop() }
+        let client = try await h.connect()
+        let v3 = try await MirrorWiFi.status(client: client, profile: .bundled)
+        XCTAssertEqual(v3.status, "notConnected")
+        let v4 = try await MirrorWiFi.list(client: client, profile: .bundled)
+        XCTAssertEqual(v4, ["alpha", "beta-5G", "gamma"])
+        let log = EventLog()
+        let joined = try await MirrorWiFi.join(client: client, profile: .bundled, ssid: "beta-5G", emit: log.emit)
+        XCTAssertEqual(joined.status, "connected")
+        let seen = log.all.filter { if case .notification = $0.kind { return true }; return false }.compactMap(\.decoded)
+        XCTAssertEqual(seen, ["connecting", "connected"])
+        let status = try await MirrorWiFi.status(client: client, profile: .bundled)
+        XCTAssertEqual(status.status, "connected")
+        XCTAssertEqual(status.ssid, "beta-5G")
+        let v5 = try await MirrorWiFi.join(client: client, profile: .bundled, ssid: "nowhere")
+        XCTAssertEqual(v5.status, "failed")
+        // Once online, a scan completes.
+        let v6 = try await MirrorWiFi.join(client: client, profile: .bundled, ssid: "alpha")
+        XCTAssertEqual(v6.status, "connected")
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+        XCTAssertEqual(r.outcome, .complete, r.failure ?? "")
+    }
+
+    func testAMissingCharacteristicIsNamed() async throws {
+        var profile = MirrorProfile.bundled
+        profile.characteristics["scanError"] = BluetoothUUID(string: "6d697272-6f72-7369-6d00-0000000000ff")!
+        let h = try SimHarness()
+        defer { h.stop() }
+        let client = try await h.connect()
+        var o = h.scanOptions()
+        o.profile = profile
+        do {
+            _ = try await MirrorScan.run(client: client, options: o, emit: { _ in })
+            XCTFail("expected an error")
+        } catch {
+            XCTAssertTrue("\(error)".contains("has no scanError characteristic"), "\(error)")
+        }
+    }
+}

@@ -1,0 +1,691 @@
+// The simulated mirror: an ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the GATT database, and the
+// mirror's state machine as the seeds tell it: notifications only on change, the latched ERROR, the
+// early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
+import ATTStack
+import Dispatch
+import Foundation
+import Mirror
+import Synchronization
+
+/// A simulated body-scanning mirror: a GATT server on ATTStack transports with the mirror's behaviour
+/// (Core Spec 5.4 Vol 3 Part F §3.4 for the server's answers, Part G §3.3.3.3 for the CCCD).
+/// One lock (`state`) guards everything: the mirror's values, every connection's MTU, CCCDs, prepare
+/// queue and outbound FIFO. Timers run on one serial queue and check a generation before acting.
+public final class SimulatedMirror: Sendable {
+    public let options: SimOptions
+    public let database: GATTDatabase
+    private let timers = DispatchQueue(label: "mirror-sim.timers")
+    private let state: Mutex<DeviceState>
+    private let logSink: @Sendable (String) -> Void
+    private let clock = ContinuousClock()
+    private let started: ContinuousClock.Instant
+
+    /// What a test or the command line can see of the mirror right now.
+    public struct Snapshot: Sendable, Equatable {
+        public var scanState: UInt8
+        public var scanError: UInt8
+        public var wifiStatus: UInt8
+        public var cloudToken: String
+        public var connections: Int
+        public var reboots: Int
+        /// One line per upload attempt: "posted 1234 bytes to URL: HTTP 200" or the failure.
+        public var uploads: [String]
+    }
+
+    struct Conn {
+        let transport: any ATTTransport
+        var mtu: Int = ATTMTU.minimumLE
+        var cccd: [UInt16: UInt16] = [:]
+        var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
+        var outbound: [[UInt8]] = []
+        var waitingWritable = false
+    }
+
+    struct DeviceState {
+        var scanState: UInt8
+        var scanError: UInt8
+        var wifiStatus: UInt8
+        var cloudToken: [UInt8] = []
+        var ssid: [UInt8]
+        var wifiScanned = false
+        var enumCursor = 0
+        var extras: [String: [UInt8]] = [:]
+        /// Bumped by every new scan, cancelScan and reboot: a scan step timer of an older generation does nothing.
+        var scanGeneration = 0
+        var wifiGeneration = 0
+        var faults: [SimFault]
+        var connections: [Int: Conn] = [:]
+        var nextConnectionID = 1
+        var reboots = 0
+        var uploads: [String] = []
+    }
+
+    /// Work to do after the lock is released (closing a transport can call back into us).
+    struct Effects {
+        var closes: [(any ATTTransport, String)] = []
+        var writableWaits: [(Int, any ATTTransport)] = []
+        var logs: [String] = []
+    }
+
+    private let connectionClosed: @Sendable (_ remaining: Int) -> Void
+
+    /// `log` gets one line per event; `connectionClosed` runs after a connection ends (an LE listener
+    /// re-enables advertising there, as a peripheral does after a disconnect).
+    public init(options: SimOptions, log: @escaping @Sendable (String) -> Void = { _ in },
+                connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
+        self.options = options
+        self.connectionClosed = connectionClosed
+        self.database = GATTDatabase(profile: options.profile, deviceName: options.deviceName)
+        self.logSink = log
+        self.started = ContinuousClock.now
+        let connected = options.profile.wifiStatusByte("connected") ?? 2
+        let notConnected = options.profile.wifiStatusByte("notConnected") ?? 0
+        state = Mutex(DeviceState(scanState: options.initialScanState, scanError: options.initialScanError,
+                                  wifiStatus: options.wifiConnected ? connected : notConnected,
+                                  ssid: options.wifiConnected ? Array(options.connectedSSID.utf8) : [],
+                                  faults: options.faults))
+    }
+
+    public var snapshot: Snapshot {
+        state.withLock { s in
+            Snapshot(scanState: s.scanState, scanError: s.scanError, wifiStatus: s.wifiStatus,
+                     cloudToken: String(decoding: s.cloudToken, as: UTF8.self), connections: s.connections.count,
+                     reboots: s.reboots, uploads: s.uploads)
+        }
+    }
+
+    /// The value handle of a profile characteristic ("scanState" -> 0x000f).
+    public func valueHandle(_ name: String) -> UInt16? { database.valueHandles[name] }
+
+    /// Serves a new connection: registers it, then starts the transport's reader.
+    public func attach(_ transport: any ATTTransport) {
+        let id = state.withLock { s in
+            let id = s.nextConnectionID
+            s.nextConnectionID += 1
+            s.connections[id] = Conn(transport: transport)
+            return id
+        }
+        log("connection \(id) opened: \(transport.label)")
+        transport.start(SimConnectionSink(mirror: self, id: id))
+    }
+
+    /// Closes every connection (the listener is shutting down).
+    public func disconnectAll(reason: String) {
+        let transports = state.withLock { s in s.connections.values.map(\.transport) }
+        for t in transports { t.close(reason: reason) }
+    }
+
+    // MARK: - events
+
+    fileprivate func received(_ id: Int, _ bytes: [UInt8]) {
+        var fx = Effects()
+        state.withLock { s in handle(&s, &fx, id, bytes) }
+        run(fx)
+    }
+
+    fileprivate func closed(_ id: Int, _ reason: TransportError) {
+        let remaining = state.withLock { s in
+            s.connections.removeValue(forKey: id)
+            return s.connections.count
+        }
+        log("connection \(id) closed: \(reason)")
+        connectionClosed(remaining)
+    }
+
+    private func flush(_ id: Int) {
+        var fx = Effects()
+        state.withLock { s in
+            guard var c = s.connections[id] else { return }
+            c.waitingWritable = false
+            let queued = c.outbound
+            c.outbound = []
+            s.connections[id] = c
+            for pdu in queued { send(&s, &fx, id, pdu) }
+        }
+        run(fx)
+    }
+
+    private func run(_ fx: Effects) {
+        for line in fx.logs { log(line) }
+        for (id, t) in fx.writableWaits { t.whenWritable { [weak self] in self?.flush(id) } }
+        for (t, reason) in fx.closes { t.close(reason: reason) }
+    }
+
+    private func log(_ line: String) {
+        let ms = (ContinuousClock.now - started).components
+        let t = Double(ms.seconds) + Double(ms.attoseconds) / 1e18
+        logSink(String(format: "%8.3f ", t) + line)
+    }
+
+    /// Runs `body` under the lock after `milliseconds`, then its effects.
+    private func after(_ milliseconds: Int, _ body: @escaping @Sendable (inout DeviceState, inout Effects) -> Void) {
+        timers.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [weak self] in
+            guard let self else { return }
+            var fx = Effects()
+            self.state.withLock { s in body(&s, &fx) }
+            self.run(fx)
+        }
+    }
+
+    // MARK: - sending
+
+    private func send(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: [UInt8]) {
+        guard var c = s.connections[id] else { return }
+        if options.verbose { fx.logs.append("conn \(id) <- \(hexBytes(pdu))") }
+        if !c.outbound.isEmpty {
+            c.outbound.append(pdu)
+            s.connections[id] = c
+            return
+        }
+        do {
+            let result = try pdu.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult in
+                try c.transport.trySend(b)
+            }
+            if result == .wouldBlock {
+                c.outbound.append(pdu)
+                if !c.waitingWritable {
+                    c.waitingWritable = true
+                    fx.writableWaits.append((id, c.transport))
+                }
+            }
+            s.connections[id] = c
+        } catch {
+            fx.logs.append("conn \(id): send failed: \(error)")
+            fx.closes.append((c.transport, "send failed: \(error)"))
+        }
+    }
+
+    private func sendPDU(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) {
+        send(&s, &fx, id, pdu.bytes)
+    }
+
+    private func sendError(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ opcode: ATTOpcode, _ handle: UInt16, _ code: ATTErrorCode) {
+        if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle 0x\(String(handle, radix: 16))") }
+        sendPDU(&s, &fx, id, .errorResponse(requestOpcode: opcode, handle: handle, error: code))
+    }
+
+    /// Notifies `name`'s value to every connection that enabled notifications on it.
+    private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
+        guard let handle = database.valueHandles[name] else { return }
+        for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where (c.cccd[handle] ?? 0) & 0x0001 != 0 {
+            fx.logs.append("conn \(id): notify \(name) = \(hexBytes(value))")
+            sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(c.mtu - 3)))
+        }
+    }
+
+    // Notifications only on change (what the seeds saw: a latched ERROR sends nothing new).
+    private func setScanState(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
+        guard s.scanState != value else { return }
+        s.scanState = value
+        fx.logs.append("scanState -> \(options.profile.scanStateName(value))")
+        notify(&s, &fx, "scanState", [value])
+    }
+    private func setScanError(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
+        guard s.scanError != value else { return }
+        s.scanError = value
+        fx.logs.append("scanError -> \(options.profile.scanErrorName(value))")
+        notify(&s, &fx, "scanError", [value])
+    }
+    private func setWiFiStatus(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
+        guard s.wifiStatus != value else { return }
+        s.wifiStatus = value
+        fx.logs.append("wifiConnectionStatus -> \(options.profile.wifiStatusName(value))")
+        notify(&s, &fx, "wifiConnectionStatus", [value])
+    }
+
+    private func byte(state name: String) -> UInt8 { options.profile.scanStateByte(name) ?? 0 }
+    private func byte(error name: String) -> UInt8 { options.profile.scanErrorByte(name) ?? 0 }
+
+    // MARK: - the ATT server
+
+    /// What a write did: accepted (the answer after an optional delay in ms) or refused with an ATT error.
+    enum WriteOutcome {
+        case ok(Int?)
+        case rejected(ATTErrorCode)
+    }
+
+    /// What answering a request takes: an answer now, an answer later, or none.
+    enum Reply {
+        case none
+        case now(ATTPDU)
+        case later(milliseconds: Int, ATTPDU)
+    }
+
+    private func handle(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ bytes: [UInt8]) {
+        guard s.connections[id] != nil else { return }
+        if options.verbose { fx.logs.append("conn \(id) -> \(hexBytes(bytes))") }
+        let pdu: ATTPDU
+        do { pdu = try ATTPDU.decode(bytes) } catch {
+            guard let opcode = error.opcode, !opcode.isCommand else { return }  // commands are never answered
+            let code: ATTErrorCode = error.problem == .unknownOpcode ? .requestNotSupported
+                : error.problem == .zeroHandle ? .invalidHandle : .invalidPDU
+            fx.logs.append("conn \(id): \(error) -> \(code)")
+            sendError(&s, &fx, id, opcode, 0, code)
+            return
+        }
+        // Faults match requests and commands on a characteristic's value handle.
+        var fault: SimFault?
+        if let target = targetHandle(pdu), let name = database.names[target],
+           let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
+            if s.faults[index].occurrence > 1 {
+                s.faults[index].occurrence -= 1
+            } else {
+                fault = s.faults.remove(at: index)
+                fx.logs.append("conn \(id): fault \(fault!) on \(pdu.opcode.name)")
+            }
+        }
+        if case .disconnect = fault?.kind {
+            if let c = s.connections[id] { fx.closes.append((c.transport, "fault: disconnect during \(pdu.opcode.name)")) }
+            return
+        }
+        let reply = answer(&s, &fx, id, pdu)
+        switch fault?.kind {
+        case .drop?:
+            return
+        case .notifyFirst?:
+            notifyUnchanged(&s, &fx, id)
+        default: break
+        }
+        var extra = 0
+        if case .delay(let ms)? = fault?.kind { extra = ms }
+        switch reply {
+        case .none: return
+        case .now(let p) where extra == 0: sendPDU(&s, &fx, id, p)
+        case .now(let p): respondLater(id, extra, p)
+        case .later(let ms, let p): respondLater(id, ms + extra, p)
+        }
+    }
+
+    private func respondLater(_ id: Int, _ ms: Int, _ pdu: ATTPDU) {
+        after(ms) { [self] s, fx in sendPDU(&s, &fx, id, pdu) }
+    }
+
+    /// The fault "notify-first": scanState and scanError go out before the answer even when unchanged.
+    private func notifyUnchanged(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int) {
+        for (name, value) in [("scanState", s.scanState), ("scanError", s.scanError)] {
+            guard let handle = database.valueHandles[name], let c = s.connections[id] else { continue }
+            if (c.cccd[handle] ?? 0) & 1 != 0 { sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: [value][...])) }
+        }
+    }
+
+    private func targetHandle(_ pdu: ATTPDU) -> UInt16? {
+        switch pdu {
+        case .readRequest(let h), .readBlobRequest(let h, _): return h
+        case .writeRequest(let h, _), .writeCommand(let h, _), .prepareWriteRequest(let h, _, _): return h
+        default: return nil
+        }
+    }
+
+    private func validRange(_ r: ATTHandleRange) -> Bool { r.start != 0 && r.start <= r.end }
+
+    private func answer(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) -> Reply {
+        let mtu = s.connections[id]?.mtu ?? ATTMTU.minimumLE
+        func error(_ code: ATTErrorCode, _ handle: UInt16) -> Reply {
+            if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(pdu.opcode.name) handle 0x\(String(handle, radix: 16))") }
+            return .now(.errorResponse(requestOpcode: pdu.opcode, handle: handle, error: code))
+        }
+        switch pdu {
+        case .exchangeMTURequest(let clientRx):
+            let agreed = ATTMTU.negotiated(clientRxMTU: Int(clientRx), serverRxMTU: Int(options.serverMTU))
+            s.connections[id]?.mtu = agreed
+            fx.logs.append("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(agreed)")
+            return .now(.exchangeMTUResponse(serverRxMTU: options.serverMTU))
+
+        case .readByGroupTypeRequest(let range, let type):
+            guard validRange(range) else { return error(.invalidHandle, range.start) }
+            guard type == .bit16(0x2800) || type == .bit16(0x2801) else { return error(.unsupportedGroupType, range.start) }
+            var found: [(handle: UInt16, endGroup: UInt16, value: [UInt8])] = []
+            var used = 2
+            for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == type {
+                guard case .service(let end) = a.role else { continue }
+                if let first = found.first, first.value.count != a.value.count { break }
+                let value = Array(a.value.prefix(min(mtu - 6, 251)))
+                if used + 4 + value.count > mtu { break }
+                used += 4 + value.count
+                found.append((a.handle, end, value))
+            }
+            guard !found.isEmpty, let list = try? ATTGroupAttributeDataList(found) else { return error(.attributeNotFound, range.start) }
+            return .now(.readByGroupTypeResponse(list))
+
+        case .readByTypeRequest(let range, let type):
+            guard validRange(range) else { return error(.invalidHandle, range.start) }
+            var found: [(handle: UInt16, value: [UInt8])] = []
+            var used = 2
+            for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == type {
+                guard a.readable else {
+                    if found.isEmpty { return error(.readNotPermitted, a.handle) }
+                    break
+                }
+                let value = Array(readValue(&s, id, a, advancing: false).prefix(min(mtu - 4, 253)))
+                if let first = found.first, first.value.count != value.count { break }
+                if used + 2 + value.count > mtu { break }
+                used += 2 + value.count
+                found.append((a.handle, value))
+            }
+            guard !found.isEmpty, let list = try? ATTAttributeDataList(found) else { return error(.attributeNotFound, range.start) }
+            return .now(.readByTypeResponse(list))
+
+        case .findInformationRequest(let range):
+            guard validRange(range) else { return error(.invalidHandle, range.start) }
+            var found: [(handle: UInt16, type: BluetoothUUID)] = []
+            var short: Bool?
+            var used = 2
+            for a in database.attributes where a.handle >= range.start && a.handle <= range.end {
+                let isShort = a.type.uuid16 != nil
+                if short == nil { short = isShort }
+                if short != isShort { break }
+                let size = isShort ? 4 : 18
+                if used + size > mtu { break }
+                used += size
+                found.append((a.handle, a.type))
+            }
+            guard !found.isEmpty, let list = try? ATTFindInformationList(found) else { return error(.attributeNotFound, range.start) }
+            return .now(.findInformationResponse(list))
+
+        case .findByTypeValueRequest(let range, let type, let value):
+            guard validRange(range) else { return error(.invalidHandle, range.start) }
+            var found: [(found: UInt16, groupEnd: UInt16)] = []
+            var used = 1
+            for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == .bit16(type) {
+                guard readValue(&s, id, a, advancing: false)[...] == value else { continue }
+                if used + 4 > mtu { break }
+                used += 4
+                if case .service(let end) = a.role { found.append((a.handle, end)) } else { found.append((a.handle, a.handle)) }
+            }
+            guard !found.isEmpty, let list = try? ATTHandlesInformationList(found) else { return error(.attributeNotFound, range.start) }
+            return .now(.findByTypeValueResponse(list))
+
+        case .readRequest(let handle):
+            guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
+            guard a.readable else { return error(.readNotPermitted, handle) }
+            let value = readValue(&s, id, a, advancing: true)
+            return .now(.readResponse(value: Array(value.prefix(mtu - 1))[...]))
+
+        case .readBlobRequest(let handle, let offset):
+            guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
+            guard a.readable else { return error(.readNotPermitted, handle) }
+            let value = readValue(&s, id, a, advancing: false)
+            guard Int(offset) <= value.count else { return error(.invalidOffset, handle) }
+            return .now(.readBlobResponse(value: Array(value[Int(offset)...].prefix(mtu - 1))[...]))
+
+        case .readMultipleRequest(let handles):
+            var out: [UInt8] = []
+            for h in handles {
+                guard let a = database.attribute(h) else { return error(.invalidHandle, h) }
+                guard a.readable else { return error(.readNotPermitted, h) }
+                out += readValue(&s, id, a, advancing: false)
+            }
+            return .now(.readMultipleResponse(values: Array(out.prefix(mtu - 1))[...]))
+
+        case .writeRequest(let handle, let value), .writeCommand(let handle, let value):
+            let isCommand = pdu.opcode == .writeCommand
+            guard let a = database.attribute(handle) else { return isCommand ? .none : error(.invalidHandle, handle) }
+            guard a.writable else { return isCommand ? .none : error(.writeNotPermitted, handle) }
+            guard value.count <= ATTMTU.maximumAttributeValue else { return isCommand ? .none : error(.invalidAttributeValueLength, handle) }
+            switch write(&s, &fx, id, a, Array(value)) {
+            case .rejected(let code): return isCommand ? .none : error(code, handle)
+            case .ok(let delay):
+                if isCommand { return .none }
+                return delay.map { .later(milliseconds: $0, .writeResponse) } ?? .now(.writeResponse)
+            }
+
+        case .prepareWriteRequest(let handle, let offset, let value):
+            guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
+            guard a.writable else { return error(.writeNotPermitted, handle) }
+            guard (s.connections[id]?.prepared.count ?? 0) < 64 else { return error(.prepareQueueFull, handle) }
+            s.connections[id]?.prepared.append((handle, Int(offset), Array(value)))
+            return .now(.prepareWriteResponse(handle: handle, offset: offset, value: value))
+
+        case .executeWriteRequest(let flags):
+            let queue = s.connections[id]?.prepared ?? []
+            s.connections[id]?.prepared = []
+            guard flags == .writeAll else { return .now(.executeWriteResponse) }
+            // Assemble each handle's parts in order; the offsets must follow each other from 0.
+            var order: [UInt16] = []
+            var values: [UInt16: [UInt8]] = [:]
+            for part in queue {
+                if values[part.handle] == nil { order.append(part.handle); values[part.handle] = [] }
+                guard part.offset == values[part.handle]!.count else { return error(.invalidOffset, part.handle) }
+                values[part.handle]! += part.value
+                guard values[part.handle]!.count <= ATTMTU.maximumAttributeValue else { return error(.invalidAttributeValueLength, part.handle) }
+            }
+            var delay: Int?
+            for handle in order {
+                guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
+                switch write(&s, &fx, id, a, values[handle]!) {
+                case .rejected(let code): return error(code, handle)
+                case .ok(let d): if let d { delay = max(delay ?? 0, d) }
+                }
+            }
+            return delay.map { .later(milliseconds: $0, .executeWriteResponse) } ?? .now(.executeWriteResponse)
+
+        case .handleValueConfirmation, .signedWriteCommand:
+            return .none
+
+        default:
+            // Responses, notifications and requests this server does not serve.
+            if pdu.opcode.kind == .request { return error(.requestNotSupported, 0) }
+            return .none
+        }
+    }
+
+    // MARK: - the mirror's values
+
+    private func readValue(_ s: inout DeviceState, _ id: Int, _ a: SimAttribute, advancing: Bool) -> [UInt8] {
+        switch a.role {
+        case .service, .declaration, .fixed: return a.value
+        case .cccd(let valueHandle):
+            let v = s.connections[id]?.cccd[valueHandle] ?? 0
+            return [UInt8(v & 0xFF), UInt8(v >> 8)]
+        case .value(let name):
+            switch name {
+            case "scanState": return [s.scanState]
+            case "scanError": return [s.scanError]
+            case "cloudToken": return s.cloudToken
+            case "wifiNumNetworks": return [UInt8(s.wifiScanned ? min(options.networks.count, 255) : 0)]
+            case "wifiNetworkSSIDEnum":
+                guard s.wifiScanned, s.enumCursor < options.networks.count else { return [] }
+                let ssid = Array(options.networks[s.enumCursor].utf8)
+                if advancing { s.enumCursor += 1 }
+                return ssid
+            case "wifiSetSSID": return s.ssid
+            case "wifiConnectionStatus": return [s.wifiStatus]
+            default: return s.extras[name] ?? []
+            }
+        }
+    }
+
+    /// A write to an attribute: success with an optional delay before the answer, or an ATT error.
+    private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ a: SimAttribute, _ value: [UInt8]) -> WriteOutcome {
+        switch a.role {
+        case .service, .declaration, .fixed: return .rejected(.writeNotPermitted)
+        case .cccd(let valueHandle):
+            guard value.count == 2 else { return .rejected(.invalidAttributeValueLength) }
+            let v = UInt16(value[0]) | UInt16(value[1]) << 8
+            s.connections[id]?.cccd[valueHandle] = v
+            fx.logs.append("conn \(id): CCCD of \(database.names[valueHandle] ?? "0x\(String(valueHandle, radix: 16))") = 0x\(String(v, radix: 16))")
+            return .ok(nil)
+        case .value(let name):
+            return writeMirror(&s, &fx, name, value)
+        }
+    }
+
+    private func writeMirror(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) -> WriteOutcome {
+        let t = options.timings
+        let profile = options.profile
+        let online = s.wifiStatus == (profile.wifiStatusByte("connected") ?? 2)
+        switch name {
+        case "cloudToken":
+            // The mirror's own limit, whatever the MTU allows (seed 000: "two errors with the same code").
+            guard value.count <= options.effectiveTokenLimit else {
+                fx.logs.append("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
+                return .rejected(.invalidAttributeValueLength)
+            }
+            s.cloudToken = value
+            fx.logs.append("cloudToken = \(String(decoding: value, as: UTF8.self))")
+            guard online else {
+                // Seed 001, step 13: no Wi-Fi, so the token cannot be used: ERROR / PROCESSOR_BUSY, latched.
+                let error = byte(state: "error"), busy = byte(error: "processorBusy")
+                after(t.latchNotifyMilliseconds) { [self] s, fx in
+                    setScanState(&s, &fx, error)
+                    setScanError(&s, &fx, busy)
+                }
+                return .ok(t.latchResponseMilliseconds)
+            }
+            return .ok(nil)
+
+        case "scannerAction":
+            guard value.count == 1 else { return .rejected(.invalidAttributeValueLength) }
+            let command = value[0]
+            switch command {
+            case profile.wifiScanCommand:
+                s.wifiScanned = true
+                s.enumCursor = 0
+                fx.logs.append("wifiScan: \(options.networks.count) networks")
+                return .ok(t.wifiScanMilliseconds)
+            case profile.initDeviceForScanCommand:
+                return initDeviceForScan(&s, &fx, online: online)
+            case profile.rebootCommand:
+                fx.logs.append("reboot: dropping every connection in \(t.rebootMilliseconds) ms")
+                after(t.rebootMilliseconds) { [self] s, fx in reboot(&s, &fx) }
+                return .ok(nil)
+            case profile.cancelScanCommand:
+                guard options.cancelResets else {
+                    fx.logs.append("cancelScan ignored (--cancel-resets no)")
+                    return .ok(nil)
+                }
+                s.scanGeneration += 1
+                setScanState(&s, &fx, byte(state: "invalid"))
+                setScanError(&s, &fx, byte(error: "invalid"))
+                return .ok(nil)
+            default:
+                fx.logs.append("scannerAction: unknown command 0x\(String(command, radix: 16))")
+                return .rejected(.valueNotAllowed)
+            }
+
+        case "wifiSetSSID":
+            guard !value.isEmpty, value.count <= 32 else { return .rejected(.invalidAttributeValueLength) }
+            s.ssid = value
+            s.wifiGeneration += 1
+            let generation = s.wifiGeneration
+            let ssid = String(decoding: value, as: UTF8.self)
+            let known = options.networks.contains(ssid)
+            setWiFiStatus(&s, &fx, profile.wifiStatusByte("connecting") ?? 1)
+            after(t.wifiJoinMilliseconds) { [self] s, fx in
+                guard s.wifiGeneration == generation else { return }
+                setWiFiStatus(&s, &fx, known ? (profile.wifiStatusByte("connected") ?? 2) : (profile.wifiStatusByte("failed") ?? 3))
+            }
+            return .ok(nil)
+
+        case "wifiNumNetworks", "wifiNetworkSSIDEnum", "scanState", "scanError", "wifiConnectionStatus":
+            return .rejected(.writeNotPermitted)
+
+        default:
+            s.extras[name] = value
+            return .ok(nil)
+        }
+    }
+
+    private func initDeviceForScan(_ s: inout DeviceState, _ fx: inout Effects, online: Bool) -> WriteOutcome {
+        let t = options.timings
+        let errorState = byte(state: "error")
+        if !options.scaleAligned {
+            // Seeds 000 and 001: SCALE_ALIGNMENT 63 and 92 ms after the write, before its Write Response.
+            let delay = Int.random(in: t.alignmentNotifyWindow)
+            let alignment = byte(error: "scaleAlignment")
+            after(delay) { [self] s, fx in
+                setScanError(&s, &fx, alignment)
+                setScanState(&s, &fx, errorState)
+            }
+            return .ok(delay + t.alignmentResponseAfterNotifyMilliseconds)
+        }
+        let busy = byte(error: "processorBusy")
+        let idle = [byte(state: "invalid"), byte(state: "complete")]
+        guard idle.contains(s.scanState) else {
+            // A latched ERROR (or a scan in progress) must be cancelled first: the mirror stays busy.
+            fx.logs.append("initDeviceForScan refused: scanState is \(options.profile.scanStateName(s.scanState))")
+            setScanError(&s, &fx, busy)
+            return .ok(nil)
+        }
+        guard online, !s.cloudToken.isEmpty else {
+            fx.logs.append("initDeviceForScan refused: \(online ? "no cloudToken" : "Wi-Fi not connected")")
+            after(t.latchNotifyMilliseconds) { [self] s, fx in
+                setScanState(&s, &fx, errorState)
+                setScanError(&s, &fx, busy)
+            }
+            return .ok(t.latchResponseMilliseconds)
+        }
+        s.scanGeneration += 1
+        let generation = s.scanGeneration
+        setScanError(&s, &fx, byte(error: "noError"))
+        let steps = ["alignScale", "warmingUp", "waitingForWeight", "countDown", "preCheck", "scanning", "postCheck", "complete"]
+        for (i, step) in steps.enumerated() {
+            let value = byte(state: step)
+            after(t.scanStepMilliseconds * (i + 1)) { [self] s, fx in
+                guard s.scanGeneration == generation else { return }
+                setScanState(&s, &fx, value)
+                if step == "complete" { upload(&s, &fx, generation) }
+            }
+        }
+        return .ok(nil)
+    }
+
+    private func reboot(_ s: inout DeviceState, _ fx: inout Effects) {
+        for (_, c) in s.connections { fx.closes.append((c.transport, "mirror rebooting")) }
+        s.scanGeneration += 1
+        s.reboots += 1
+        s.scanState = byte(state: "invalid")
+        s.scanError = byte(error: "invalid")
+        s.cloudToken = []
+        s.wifiScanned = false
+        s.enumCursor = 0
+        s.extras = [:]
+        fx.logs.append("rebooted: scanState and scanError INVALID, cloudToken cleared")
+    }
+
+    // MARK: - the upload
+
+    private func upload(_ s: inout DeviceState, _ fx: inout Effects, _ generation: Int) {
+        let token = String(decoding: s.cloudToken, as: UTF8.self)
+        guard let url = URL(string: token), url.scheme == "http" || url.scheme == "https" else {
+            s.uploads.append("not posted: cloudToken \(token) is not an http URL")
+            setScanError(&s, &fx, byte(error: "internalError"))
+            return
+        }
+        let scanID = url.lastPathComponent
+        let body = ResultArchive.zip(scanID: scanID)
+        fx.logs.append("posting \(body.count) bytes to \(token)")
+        let internalError = byte(error: "internalError")
+        Task { [self] in
+            let outcome = await HTTPPoster.post(body, to: url)
+            var fx = Effects()
+            state.withLock { s in
+                switch outcome {
+                case .success(let status) where (200..<300).contains(status):
+                    s.uploads.append("posted \(body.count) bytes to \(token): HTTP \(status)")
+                case .success(let status):
+                    s.uploads.append("posted \(body.count) bytes to \(token): HTTP \(status)")
+                    if s.scanGeneration == generation { setScanError(&s, &fx, internalError) }
+                case .failure(let e):
+                    s.uploads.append("post to \(token) failed: \(e)")
+                    if s.scanGeneration == generation { setScanError(&s, &fx, internalError) }
+                }
+                fx.logs.append(s.uploads.last!)
+            }
+            run(fx)
+        }
+    }
+}
+
+/// The sink of one connection's transport: hands PDUs and the close to the mirror.
+final class SimConnectionSink: ATTTransportSink {
+    private weak let mirror: SimulatedMirror?
+    private let id: Int
+    init(mirror: SimulatedMirror, id: Int) { self.mirror = mirror; self.id = id }
+    func transport(didReceive pdu: [UInt8]) { mirror?.received(id, pdu) }
+    func transport(didCloseWith reason: TransportError) { mirror?.closed(id, reason) }
+}
+
+func hexBytes<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
+    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ")
+}

@@ -1,0 +1,206 @@
+// What the simulator does: its behaviours and faults, from the command line or a scenario file.
+import Foundation
+import Mirror
+
+/// A fault the simulator injects into one request to a named characteristic.
+public struct SimFault: Sendable, Equatable, CustomStringConvertible {
+    /// What happens to the request.
+    public enum Kind: Sendable, Equatable {
+        /// The mirror acts on the request but never answers it.
+        case drop
+        /// The answer goes out this many milliseconds late.
+        case delay(milliseconds: Int)
+        /// The connection closes when the request arrives: no answer, no action.
+        case disconnect
+        /// scanState and scanError are notified (unchanged values too) before the answer.
+        case notifyFirst
+    }
+    public var kind: Kind
+    /// The profile's name of the characteristic whose value handle the request targets.
+    public var characteristic: String
+    /// Which matching request it hits: 1 is the next one (the default), 2 the one after, ...
+    public var occurrence = 1
+    /// Parses "drop:cloudToken", "delay:scannerAction:1500", "disconnect:scannerAction", "notify-first:cloudToken";
+    /// a suffix "@N" picks the Nth matching request ("delay:scannerAction:900@2").
+    public init(parsing text: String) throws(SimOptionsError) {
+        var body = text
+        if let at = text.lastIndex(of: "@") {
+            guard let n = Int(text[text.index(after: at)...]), n >= 1 else {
+                throw SimOptionsError(problem: "fault \"\(text)\": @N needs a count from 1")
+            }
+            occurrence = n
+            body = String(text[..<at])
+        }
+        let parts = body.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count >= 2, !parts[1].isEmpty else {
+            throw SimOptionsError(problem: "fault \"\(text)\": expected KIND:CHARACTERISTIC[:MS] (drop, delay, disconnect, notify-first)")
+        }
+        characteristic = parts[1]
+        switch parts[0] {
+        case "drop": kind = .drop
+        case "disconnect": kind = .disconnect
+        case "notify-first": kind = .notifyFirst
+        case "delay":
+            guard parts.count == 3, let ms = Int(parts[2]), ms >= 0 else {
+                throw SimOptionsError(problem: "fault \"\(text)\": delay needs milliseconds, e.g. delay:scannerAction:1500")
+            }
+            kind = .delay(milliseconds: ms)
+        default:
+            throw SimOptionsError(problem: "fault \"\(text)\": unknown kind \(parts[0]) (drop, delay, disconnect, notify-first)")
+        }
+    }
+    public init(_ kind: Kind, _ characteristic: String) { self.kind = kind; self.characteristic = characteristic }
+    public var description: String {
+        let suffix = occurrence == 1 ? "" : "@\(occurrence)"
+        switch kind {
+        case .drop: return "drop:\(characteristic)\(suffix)"
+        case .delay(let ms): return "delay:\(characteristic):\(ms)\(suffix)"
+        case .disconnect: return "disconnect:\(characteristic)\(suffix)"
+        case .notifyFirst: return "notify-first:\(characteristic)\(suffix)"
+        }
+    }
+}
+
+/// A bad simulator option or scenario file.
+public struct SimOptionsError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var problem: String
+    public var description: String { "mirror-sim: \(problem)" }
+}
+
+/// How long the mirror takes for things; `fast` (the default) keeps tests quick, `realistic` paces like hardware.
+public struct SimTimings: Sendable, Equatable {
+    /// Each step of ALIGN_SCALE ... POST_CHECK before the next state.
+    public var scanStepMilliseconds: Int
+    /// From a cloudToken write while offline to the ERROR / PROCESSOR_BUSY notifications, and to the Write Response.
+    public var latchNotifyMilliseconds: Int
+    public var latchResponseMilliseconds: Int
+    /// SCALE_ALIGNMENT is notified within this window after initDeviceForScan (the seeds saw 63 and 92 ms).
+    public var alignmentNotifyWindow: ClosedRange<Int>
+    /// The Write Response to initDeviceForScan follows the SCALE_ALIGNMENT notification by this much.
+    public var alignmentResponseAfterNotifyMilliseconds: Int
+    /// The Write Response to wifiScan (0x31).
+    public var wifiScanMilliseconds: Int
+    /// From wifiSetSSID to connected (or failed).
+    public var wifiJoinMilliseconds: Int
+    /// From the reboot command's Write Response to the disconnect.
+    public var rebootMilliseconds: Int
+
+    public static let fast = SimTimings(scanStepMilliseconds: 15, latchNotifyMilliseconds: 5, latchResponseMilliseconds: 10,
+                                        alignmentNotifyWindow: 60...90, alignmentResponseAfterNotifyMilliseconds: 10,
+                                        wifiScanMilliseconds: 10, wifiJoinMilliseconds: 30, rebootMilliseconds: 20)
+    public static let realistic = SimTimings(scanStepMilliseconds: 3000, latchNotifyMilliseconds: 77, latchResponseMilliseconds: 720,
+                                             alignmentNotifyWindow: 60...90, alignmentResponseAfterNotifyMilliseconds: 640,
+                                             wifiScanMilliseconds: 1200, wifiJoinMilliseconds: 3000, rebootMilliseconds: 300)
+}
+
+/// Everything that decides how the simulated mirror behaves.
+public struct SimOptions: Sendable, Equatable {
+    public var profile: MirrorProfile = .bundled
+    public var deviceName = "mirror-sim"
+    /// The scale is where the mirror expects it: initDeviceForScan starts a scan (else SCALE_ALIGNMENT).
+    public var scaleAligned = true
+    /// Wi-Fi is connected at start (else a cloudToken write latches ERROR / PROCESSOR_BUSY).
+    public var wifiConnected = true
+    /// The networks a wifiScan (0x31) finds.
+    public var networks = ["mirror-lab", "HomeNet-5G", "Guest"]
+    /// The SSID Wi-Fi is connected to at start (when connected).
+    public var connectedSSID = "mirror-lab"
+    /// The mirror's own cloudToken limit (the profile's cloudTokenMaxLength unless set).
+    public var cloudTokenLimit: Int?
+    /// cancelScan (0x36) resets scanState and scanError to INVALID (false: a wedged mirror that ignores it).
+    public var cancelResets = true
+    /// The state the mirror starts in (a latched ERROR from an earlier session, for example).
+    public var initialScanState: UInt8 = 0
+    public var initialScanError: UInt8 = 0
+    /// The server's Rx MTU for Exchange MTU.
+    public var serverMTU: UInt16 = 517
+    public var timings = SimTimings.fast
+    public var faults: [SimFault] = []
+    /// Log every PDU and state change to stderr.
+    public var verbose = false
+
+    public init() {}
+
+    public var effectiveTokenLimit: Int { cloudTokenLimit ?? profile.cloudTokenMaxLength }
+
+    /// Applies a scenario file: a JSON object whose keys are the long flags without "--"
+    /// ("scale": "misaligned", "wifi": "offline", "faults": ["drop:cloudToken"], ...).
+    public mutating func apply(scenario data: Data, source: String) throws(SimOptionsError) {
+        let object: Any
+        do { object = try JSONSerialization.jsonObject(with: data) } catch {
+            throw SimOptionsError(problem: "scenario \(source): not valid JSON (\(error.localizedDescription))")
+        }
+        guard let root = object as? [String: Any] else { throw SimOptionsError(problem: "scenario \(source): not a JSON object") }
+        for key in root.keys.sorted() {
+            let value = root[key]!
+            let items = (value as? [Any]) ?? [value]
+            for item in items {
+                let text = (item as? String) ?? (item as? NSNumber)?.stringValue ?? "\(item)"
+                try set(key, text)
+            }
+        }
+    }
+
+    /// Sets one option by its long flag name (without "--").
+    public mutating func set(_ key: String, _ value: String) throws(SimOptionsError) {
+        func bool() throws(SimOptionsError) -> Bool {
+            switch value.lowercased() {
+            case "true", "yes", "1", "on": return true
+            case "false", "no", "0", "off": return false
+            default: throw SimOptionsError(problem: "--\(key): expected yes or no, got \(value)")
+            }
+        }
+        func byte() throws(SimOptionsError) -> UInt8 {
+            guard let b = UInt8(value) ?? (value.hasPrefix("0x") ? UInt8(value.dropFirst(2), radix: 16) : nil) else {
+                throw SimOptionsError(problem: "--\(key): expected a byte, got \(value)")
+            }
+            return b
+        }
+        switch key {
+        case "profile":
+            do { profile = try MirrorProfile.load(path: value) } catch { throw SimOptionsError(problem: error.description) }
+        case "name": deviceName = value
+        case "scale":
+            switch value {
+            case "aligned": scaleAligned = true
+            case "misaligned": scaleAligned = false
+            default: throw SimOptionsError(problem: "--scale: expected aligned or misaligned, got \(value)")
+            }
+        case "wifi":
+            switch value {
+            case "connected", "online": wifiConnected = true
+            case "notConnected", "not-connected", "offline": wifiConnected = false
+            default: throw SimOptionsError(problem: "--wifi: expected connected or offline, got \(value)")
+            }
+        case "network": networks.append(value)
+        case "networks": networks = value.split(separator: ",").map(String.init)
+        case "ssid": connectedSSID = value
+        case "token-limit":
+            guard let n = Int(value), n > 0, n <= 512 else { throw SimOptionsError(problem: "--token-limit: expected 1...512, got \(value)") }
+            cloudTokenLimit = n
+        case "cancel-resets": cancelResets = try bool()
+        case "scan-state": initialScanState = try byte()
+        case "scan-error": initialScanError = try byte()
+        case "latched-error":
+            if try bool() {
+                initialScanState = profile.scanStateByte("error") ?? 9
+                initialScanError = profile.scanErrorByte("processorBusy") ?? 5
+            }
+        case "mtu":
+            guard let n = UInt16(value), n >= 23 else { throw SimOptionsError(problem: "--mtu: expected 23...65535, got \(value)") }
+            serverMTU = n
+        case "pace":
+            switch value {
+            case "fast": timings = .fast
+            case "realistic": timings = .realistic
+            default: throw SimOptionsError(problem: "--pace: expected fast or realistic, got \(value)")
+            }
+        case "step-ms":
+            guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--step-ms: expected milliseconds, got \(value)") }
+            timings.scanStepMilliseconds = n
+        case "fault", "faults": faults.append(try SimFault(parsing: value))
+        case "verbose": verbose = try bool()
+        default: throw SimOptionsError(problem: "unknown option --\(key)")
+        }
+    }
+}

@@ -1,0 +1,265 @@
+// gatt-bench: what the GATT client costs over a bare socket loop, on the same socket type (AF_UNIX
+// SOCK_SEQPACKET), against the same peer running in another thread.
+//
+//   writeRequestRatio = (client's Write Request round trip) / (bare send+recv round trip)   goal <= 1.3
+//   writeCommandRatio = (client's Write Command throughput) / (bare send loop throughput)   goal >= 0.8
+//
+// Every Write Command is counted at the peer: a run ends only when the peer has received all of them.
+// Usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]
+import ATTStack
+import CBlueZSocket
+import Dispatch
+import Foundation
+import GATTClient
+import Synchronization
+
+struct BenchError: Error, CustomStringConvertible {
+    var description: String
+}
+
+func fail(_ what: String) -> BenchError {
+    let e = cbz_errno()
+    return BenchError(description: "\(what) failed with errno \(e) (\(String(cString: cbz_errno_description(e))))")
+}
+
+/// The peer: one raw non-blocking socket served by one thread. It answers Write Requests with Write Responses and
+/// counts Write Commands; `done` finishes once it has counted `expectedCommands`.
+final class Peer: @unchecked Sendable {
+    // @unchecked: `fd` is used only by the peer thread after start; the counters are atomics; `done` is a OnceBox.
+    let fd: Int32
+    let expectedCommands: Int
+    let commands = Atomic<Int>(0)
+    let requests = Atomic<Int>(0)
+    let done = OnceBox<Void>()
+
+    init(fd: Int32, expectedCommands: Int) {
+        self.fd = fd
+        self.expectedCommands = expectedCommands
+    }
+
+    func start() {
+        let t = Thread { [self] in run() }
+        t.start()
+    }
+
+    private func run() {
+        var buf = [UInt8](repeating: 0, count: 1024)
+        let response: [UInt8] = [0x13]
+        var revents: Int16 = 0
+        var truncated: Int32 = 0
+        while true {
+            let n = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+            if n > 0 {
+                if buf[0] == 0x12 {
+                    _ = requests.wrappingAdd(1, ordering: .relaxed)
+                    while response.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, 1) }) < 0 {
+                        _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+                    }
+                } else if buf[0] == 0x52 {
+                    if commands.wrappingAdd(1, ordering: .relaxed).newValue == expectedCommands { done.finish(.success(())) }
+                }
+                continue
+            }
+            if n == 0 { break }
+            if cbz_errno() == EAGAIN {
+                _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
+                continue
+            }
+            break
+        }
+        _ = cbz_close(fd)
+        done.finish(.success(()))
+    }
+}
+
+/// A listening AF_UNIX SOCK_SEQPACKET socket; each connection gets its own peer thread.
+final class Listener: @unchecked Sendable {
+    // @unchecked: `fd` is immutable after init and only accept(2) and close(2) use it.
+    let path: String
+    let fd: Int32
+
+    init() throws {
+        path = "/tmp/gatt-bench-\(getpid()).sock"
+        _ = cbz_unlink(path)
+        fd = cbz_unix_socket()
+        guard fd >= 0 else { throw fail("socket") }
+        guard cbz_unix_bind(fd, path) == 0 else { throw fail("bind \(path)") }
+        guard cbz_listen(fd, 16) == 0 else { throw fail("listen") }
+    }
+
+    /// Accepts the next connection (already connected by the caller) and starts its peer.
+    func acceptPeer(expectedCommands: Int) throws -> Peer {
+        var revents: Int16 = 0
+        _ = cbz_poll_one(fd, CBZ_POLLIN, 5000, &revents)
+        let c = cbz_accept(fd)
+        guard c >= 0 else { throw fail("accept") }
+        let peer = Peer(fd: c, expectedCommands: expectedCommands)
+        peer.start()
+        return peer
+    }
+
+    func close() {
+        _ = cbz_close(fd)
+        _ = cbz_unlink(path)
+    }
+}
+
+/// A raw client socket connected to the listener.
+func rawConnect(_ listener: Listener) throws -> Int32 {
+    let fd = cbz_unix_socket()
+    guard fd >= 0 else { throw fail("socket") }
+    guard cbz_unix_connect(fd, listener.path) == 0 else { throw fail("connect") }
+    return fd
+}
+
+func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+/// The bare loop: send a Write Request, wait for POLLIN, receive the response; `n` times.
+func bareRequests(_ listener: Listener, n: Int) throws -> Double {
+    let fd = try rawConnect(listener)
+    let peer = try listener.acceptPeer(expectedCommands: .max)
+    let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
+    var buf = [UInt8](repeating: 0, count: 1024)
+    var revents: Int16 = 0
+    var truncated: Int32 = 0
+    func once() throws {
+        while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
+            guard cbz_errno() == EAGAIN else { throw fail("send") }
+            _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+        }
+        while true {
+            let r = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+            if r > 0 { break }
+            guard r < 0, cbz_errno() == EAGAIN else { throw fail("recv") }
+            _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
+        }
+    }
+    for _ in 0..<min(n, 2000) { try once() }
+    let t0 = now()
+    for _ in 0..<n { try once() }
+    let t1 = now()
+    _ = cbz_close(fd)
+    _ = peer
+    return Double(t1 - t0) / Double(n)
+}
+
+/// The bare send loop: `n` Write Commands, waiting for POLLOUT on EAGAIN; ends when the peer counted them all.
+func bareCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Double {
+    let fd = try rawConnect(listener)
+    let peer = try listener.acceptPeer(expectedCommands: n)
+    var pdu: [UInt8] = [0x52, 0x12, 0x00] + [UInt8](repeating: 0xAB, count: valueLength)
+    var revents: Int16 = 0
+    let t0 = now()
+    for i in 0..<n {
+        pdu[3] = UInt8(truncatingIfNeeded: i)
+        while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
+            guard cbz_errno() == EAGAIN else { throw fail("send") }
+            _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+        }
+    }
+    try await peer.done.value()
+    let t1 = now()
+    guard peer.commands.load(ordering: .relaxed) == n else {
+        throw BenchError(description: "bare loop: the peer counted \(peer.commands.load(ordering: .relaxed)) of \(n) commands")
+    }
+    _ = cbz_close(fd)
+    return Double(t1 - t0) / Double(n)
+}
+
+func connectClient(_ listener: Listener, expectedCommands: Int) async throws -> (GATTClient, Peer) {
+    let bearer = try ATTBearer.connect(unixPath: listener.path)
+    let peer = try listener.acceptPeer(expectedCommands: expectedCommands)
+    let client = try await GATTClient.connect(transport: bearer)
+    return (client, peer)
+}
+
+/// The client: `n` Write Requests, one after the other, each awaited.
+func clientRequests(_ listener: Listener, n: Int) async throws -> Double {
+    let (client, _) = try await connectClient(listener, expectedCommands: .max)
+    let value: [UInt8] = [0x01, 0x02]
+    for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
+    let t0 = now()
+    for _ in 0..<n { try await client.write(handle: 0x0012, value: value) }
+    let t1 = now()
+    client.close()
+    return Double(t1 - t0) / Double(n)
+}
+
+/// The client: `n` writes without response from one task; ends when the peer counted them all.
+func clientCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Double {
+    let (client, peer) = try await connectClient(listener, expectedCommands: n)
+    var value = [UInt8](repeating: 0xAB, count: valueLength)
+    let t0 = now()
+    for i in 0..<n {
+        value[0] = UInt8(truncatingIfNeeded: i)
+        try await client.writeWithoutResponse(handle: 0x0012, value: value)
+    }
+    try await peer.done.value()
+    let t1 = now()
+    guard peer.commands.load(ordering: .relaxed) == n else {
+        throw BenchError(description: "client: the peer counted \(peer.commands.load(ordering: .relaxed)) of \(n) commands")
+    }
+    client.close()
+    return Double(t1 - t0) / Double(n)
+}
+
+func median(_ xs: [Double]) -> Double {
+    let s = xs.sorted()
+    return s[s.count / 2]
+}
+
+// MARK: main
+
+var json = false
+var requests = 20_000
+var commands = 200_000
+var rounds = 5
+var args = CommandLine.arguments.dropFirst()
+while let a = args.popFirst() {
+    switch a {
+    case "--json": json = true
+    case "--requests": requests = Int(args.popFirst() ?? "") ?? requests
+    case "--commands": commands = Int(args.popFirst() ?? "") ?? commands
+    case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
+    case "-h", "--help":
+        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]")
+        exit(0)
+    default:
+        FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
+        exit(2)
+    }
+}
+
+do {
+    let listener = try Listener()
+    defer { listener.close() }
+    let valueLength = 20
+    var bareReq: [Double] = [], clientReq: [Double] = [], bareCmd: [Double] = [], clientCmd: [Double] = []
+    // Rounds alternate bare and client runs so that background load hits both alike.
+    for _ in 0..<rounds {
+        bareReq.append(try bareRequests(listener, n: requests))
+        clientReq.append(try await clientRequests(listener, n: requests))
+        bareCmd.append(try await bareCommands(listener, n: commands, valueLength: valueLength))
+        clientCmd.append(try await clientCommands(listener, n: commands, valueLength: valueLength))
+    }
+    let br = median(bareReq), cr = median(clientReq), bc = median(bareCmd), cc = median(clientCmd)
+    let writeRequestRatio = cr / br
+    let writeCommandRatio = bc / cc   // throughput ratio: client / bare
+    if json {
+        func f(_ x: Double) -> String { String(format: "%.4f", x) }
+        print("{\"writeRequestRatio\": \(f(writeRequestRatio)), \"writeCommandRatio\": \(f(writeCommandRatio)), "
+              + "\"bareWriteRequestMicroseconds\": \(f(br / 1000)), \"clientWriteRequestMicroseconds\": \(f(cr / 1000)), "
+              + "\"bareWriteCommandsPerSecond\": \(f(1e9 / bc)), \"clientWriteCommandsPerSecond\": \(f(1e9 / cc)), "
+              + "\"requests\": \(requests), \"commands\": \(commands), \"valueLength\": \(valueLength), \"rounds\": \(rounds), "
+              + "\"writeRequestGoal\": 1.3, \"writeCommandGoal\": 0.8}")
+    } else {
+        print("gatt-bench: AF_UNIX SOCK_SEQPACKET, peer in another thread, median of \(rounds) rounds")
+        print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= 1.3x)",
+                     br / 1000, cr / 1000, writeRequestRatio))
+        print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= 0.8x), every PDU counted at the peer",
+                     1e9 / bc, 1e9 / cc, writeCommandRatio))
+    }
+} catch {
+    FileHandle.standardError.write("gatt-bench: \(error)\n".data(using: .utf8)!)
+    exit(1)
+}

@@ -1,0 +1,160 @@
+// mirror-sim: the simulated body-scanning mirror. A GATT server on ATTStack serving the profile's mirror
+// service (plus GAP and GATT) on a unix: SEQPACKET socket and/or a real adapter's LE CID 4, behaving as
+// the seeds tell (see tools/MirrorSimulator and `mirror-sim --help`).
+import ATTStack
+import Dispatch
+import Foundation
+import MirrorSimulator
+import Synchronization
+
+let usage = """
+    usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
+      --profile FILE          mirror profile JSON (default: the bundled simulator profile)
+      --scenario FILE         a JSON object of these options, e.g. {"scale":"misaligned","faults":["drop:cloudToken"]}
+      --scale aligned|misaligned      initDeviceForScan scans, or notifies SCALE_ALIGNMENT in 60-90 ms (default aligned)
+      --wifi connected|offline        offline: a cloudToken write latches ERROR / PROCESSOR_BUSY (default connected)
+      --networks A,B,C        what wifiScan (0x31) finds; --network N adds one; --ssid N the joined one
+      --token-limit N         the mirror's own cloudToken limit (default: the profile's cloudTokenMaxLength)
+      --cancel-resets yes|no  whether cancelScan (0x36) clears the state (default yes)
+      --latched-error         start latched at ERROR / PROCESSOR_BUSY (or --scan-state N --scan-error N)
+      --mtu N                 server Rx MTU for Exchange MTU (default 517)
+      --pace fast|realistic   scan progression in about 0.1 s (default) or about 20 s; --step-ms N per state
+      --fault KIND:CHAR[:MS]  once, on the next request to CHAR: drop, delay:CHAR:MS, disconnect, notify-first
+      --verbose               log every PDU; --quiet logs nothing
+      --once                  exit after the first connection closes
+    """
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("mirror-sim: \(message)\n".utf8))
+    exit(2)
+}
+
+struct Arguments {
+    var options = SimOptions()
+    var unixPaths: [String] = []
+    var adapter: String?
+    var advertiseName: String?
+    var quiet = false
+    var once = false
+}
+
+func parseArguments(_ raw: [String]) -> Arguments {
+    var r = Arguments()
+    var args = raw
+    // The profile first, so that options naming enum values (--latched-error) see it.
+    if let p = args.firstIndex(of: "--profile"), p + 1 < args.count {
+        do { try r.options.set("profile", args[p + 1]) } catch { fail(error.problem) }
+        args.removeSubrange(p...(p + 1))
+    }
+    var i = 0
+    func value(_ flag: String) -> String {
+        i += 1
+        guard i < args.count else { fail("\(flag) needs a value\n\(usage)") }
+        return args[i]
+    }
+    while i < args.count {
+        let a = args[i]
+        switch a {
+        case "-h", "--help": print(usage); exit(0)
+        case "--listen":
+            let v = value(a)
+            guard v.hasPrefix("unix:") else { fail("--listen takes unix:PATH (use --adapter hciN for Bluetooth)") }
+            r.unixPaths.append(String(v.dropFirst(5)))
+        case "--adapter": r.adapter = value(a)
+        case "--advertise": r.advertiseName = value(a)
+        case "--scenario":
+            let path = value(a)
+            guard let data = FileManager.default.contents(atPath: path) else { fail("cannot read the scenario file \(path)") }
+            do { try r.options.apply(scenario: data, source: path) } catch { fail(error.problem) }
+        case "--latched-error": do { try r.options.set("latched-error", "yes") } catch { fail(error.problem) }
+        case "--verbose": r.options.verbose = true
+        case "--quiet": r.quiet = true
+        case "--once": r.once = true
+        default:
+            if a.hasPrefix("unix:") {
+                r.unixPaths.append(String(a.dropFirst(5)))
+            } else if a.hasPrefix("--") {
+                let key = String(a.dropFirst(2))
+                do { try r.options.set(key, value(a)) } catch { fail("\(error.problem)\n\(usage)") }
+            } else {
+                fail("unexpected argument \(a)\n\(usage)")
+            }
+        }
+        i += 1
+    }
+    guard !r.unixPaths.isEmpty || r.adapter != nil else { fail("nothing to listen on: give unix:PATH or --adapter hciN\n\(usage)") }
+    return r
+}
+
+let parsed = parseArguments(Array(CommandLine.arguments.dropFirst()))
+let options = parsed.options
+let unixPaths = parsed.unixPaths
+let adapter = parsed.adapter
+
+func makeLog(quiet: Bool) -> @Sendable (String) -> Void {
+    if quiet { return { _ in } }
+    return { line in FileHandle.standardError.write(Data("mirror-sim \(line)\n".utf8)) }
+}
+let log = makeLog(quiet: parsed.quiet)
+let advertiseAdapter = adapter
+let advertisedName = parsed.advertiseName ?? options.deviceName
+let exitAfterOne = parsed.once
+let mirror = SimulatedMirror(options: options, log: log, connectionClosed: { remaining in
+    if exitAfterOne && remaining == 0 { exit(0) }
+    if let advertiseAdapter, remaining == 0 {
+        do { try LEAdvertiser.start(adapter: advertiseAdapter, name: advertisedName) } catch {
+            log("re-enabling advertising on \(advertiseAdapter) failed: \(error)")
+        }
+    }
+})
+
+var listeners: [ATTBearerListener] = []
+do {
+    for path in unixPaths { listeners.append(try ATTBearerListener.unix(path: path)) }
+    if let adapter {
+        listeners.append(try ATTBearerListener.le(adapter: adapter))
+        try LEAdvertiser.start(adapter: adapter, name: advertisedName)
+        log("advertising as \"\(advertisedName)\" on \(adapter)")
+    }
+} catch {
+    fail("\(error)")
+}
+for listener in listeners {
+    FileHandle.standardOutput.write(Data("mirror-sim: listening on \(listener.label) (profile: \(options.profile.name))\n".utf8))
+}
+
+let allListeners = listeners
+let stopping = Mutex(false)
+func shutdown(_ why: String) -> Never {
+    stopping.withLock { $0 = true }
+    for l in allListeners { l.close() }
+    mirror.disconnectAll(reason: why)
+    if let adapter = advertiseAdapter { try? LEAdvertiser.stop(adapter: adapter) }
+    exit(0)
+}
+signal(SIGINT, SIG_IGN)
+signal(SIGTERM, SIG_IGN)
+let signalSources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
+    let source = DispatchSource.makeSignalSource(signal: sig, queue: .main)
+    source.setEventHandler { shutdown(sig == SIGINT ? "interrupted" : "terminated") }
+    source.resume()
+    return source
+}
+
+// One accept loop per listener, each on its own thread (accept blocks in poll until close wakes it).
+for listener in listeners {
+    let thread = Thread {
+        while true {
+            do {
+                let bearer = try listener.accept()
+                mirror.attach(bearer)
+            } catch {
+                if stopping.withLock({ $0 }) { return }
+                log("accept on \(listener.label) failed: \(error)")
+                if case TransportError.closedLocally = error { return }
+            }
+        }
+    }
+    thread.start()
+}
+withExtendedLifetime(signalSources) { dispatchMain() }
