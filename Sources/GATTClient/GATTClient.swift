@@ -308,6 +308,11 @@ public final class GATTClient: Sendable {
             }
             guard case .readBlobResponse(let blob) = pdu else { throw unexpected(pdu, "Read Blob Response") }
             value += blob
+            if value.count > ATTMTU.maximumAttributeValue {
+                // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
+                throw violation(pdu.bytes, "at most \(ATTMTU.maximumAttributeValue - value.count + blob.count) more bytes of handle \(hex4(handle))",
+                                "a Read Blob Response at offset \(value.count - blob.count) that takes the value to \(value.count) bytes, past the 512-byte maximum of an attribute value")
+            }
             if blob.count < part { break }
         }
         return value
