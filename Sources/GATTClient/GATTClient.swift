@@ -295,6 +295,11 @@ public final class GATTClient: Sendable {
     /// bytes; stops at 512 bytes, or on Attribute Not Long / Invalid Offset at an exact part boundary.
     public func readLong(handle: UInt16) async throws(GATTError) -> [UInt8] {
         var value = try await read(handle: handle)
+        if value.count > ATTMTU.maximumAttributeValue {
+            // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
+            throw violation([ATTOpcode.readResponse.rawValue] + value, "a Read Response of at most 512 value bytes",
+                            "a Read Response of \(value.count) value bytes, past the 512-byte maximum of an attribute value")
+        }
         while value.count < ATTMTU.maximumAttributeValue {
             let part = ATTMTU.readBlobPartBudget(mtu)
             guard value.count % part == 0, !value.isEmpty else { break }
@@ -392,8 +397,9 @@ public final class GATTClient: Sendable {
     }
 
     /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
-    /// has room, otherwise waits in FIFO order for a permit (at most `timeout`, when given). Never drops or cuts
-    /// a value; a value over MTU-3 bytes is refused locally.
+    /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the transaction timeout, so
+    /// that a peer that never reads cannot hold a writer forever). Never drops or cuts a value; a value over MTU-3
+    /// bytes is refused locally.
     public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
         let m = mtu
         let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
@@ -418,7 +424,7 @@ public final class GATTClient: Sendable {
         bytes.append(UInt8(handle & 0xFF))
         bytes.append(UInt8(handle >> 8))
         bytes.append(contentsOf: value)
-        try await engine.waitForPermit(bytes, handle: handle, limit: timeout, blocked: blocked)
+        try await engine.waitForPermit(bytes, handle: handle, limit: timeout ?? configuration.transactionTimeout, blocked: blocked)
     }
 
     // MARK: - Subscriptions (Part G §4.10, §4.11)
