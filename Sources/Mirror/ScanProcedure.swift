@@ -121,9 +121,12 @@ public enum MirrorScan {
             r.sawAnyScanState = t.sawScanStateAfterArming
             r.notifications = t.notifications
             r.upload = t.upload
+            // In its own task: an interrupted (cancelled) scan still gets its final read.
+            let finalRead = Task { () async throws -> ([UInt8], [UInt8]) in
+                (try await steps.read("scanState", purpose: "final"), try await steps.read("scanError", purpose: "final"))
+            }
             do {
-                let s = try await steps.read("scanState", purpose: "final")
-                let e = try await steps.read("scanError", purpose: "final")
+                let (s, e) = try await finalRead.value
                 r.scanStateByte = s.first
                 r.scanErrorByte = e.first
                 r.finalRead = true
@@ -215,10 +218,17 @@ public enum MirrorScan {
             case .error(let why): result.outcome = .error; result.failure = why
             }
         } catch let e as GATTError {
-            result.outcome = .timeout
+            if case .timeout = e {
+                result.outcome = .timeout
+            } else {
+                result.outcome = .error
+            }
             result.failure = e.description
+        } catch is CancellationError {
+            result.outcome = .error
+            result.failure = "interrupted while waiting for \(what)"
         } catch {
-            result.outcome = .timeout
+            result.outcome = .error
             result.failure = "\(error)"
         }
         return await finish(&result)
