@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
+        .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
+        .library(name: "HostilePeer", targets: ["HostilePeer"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -40,12 +42,18 @@ let package = Package(
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
         .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
+        // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
+        // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
+        .target(name: "HostilePeer", dependencies: ["ATTStack"], path: "tools/hostile-peer/HostilePeer"),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer"], path: "tools/hostile-peer/hostile-peer"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
         .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
         .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack"]),
+        // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
+        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]
 )
