@@ -188,6 +188,11 @@ final class Session: Sendable {
             }
         case .uuid(let uuid):
             let found = try await client.read(uuid: uuid)
+            guard !found.isEmpty else {
+                // The server answered Read By Type with Attribute Not Found over the whole range.
+                throw CLIError.att(ATTErrorFacts(code: .attributeNotFound, request: .readByTypeRequest, handle: 0x0001,
+                                                 handleLabel: "no attribute of type \(uuid)", rejectedBy: .peer))
+            }
             var values: [ReadValue] = []
             for (handle, value) in found {
                 // Read By Type returns at most MTU-4 bytes: a value that filled it may be longer.
