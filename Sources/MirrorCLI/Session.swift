@@ -35,6 +35,8 @@ struct ListenEvent: Sendable {
     var handle: UInt16
     var indication: Bool
     var value: [UInt8]
+    /// Values the client dropped before this one because the output fell behind (its buffer was full).
+    var droppedBefore: Int
 }
 
 /// What Exchange MTU did.
@@ -291,7 +293,8 @@ final class Session: Sendable {
         var received = 0
         if let count, received >= count { return received }
         for try await n in stream {
-            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value))
+            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value,
+                                droppedBefore: n.droppedBefore))
             received += 1
             if let count, received >= count { break }
         }
