@@ -120,6 +120,14 @@ final class ErrorFormTests: XCTestCase {
         XCTAssertTrue(closed.stderr.hasPrefix("mirror: disconnected during "), closed.stderr)
     }
 
+    func testAFileThatCannotBeWrittenIsNotAConnectionFailure() throws {
+        let run = try MirrorProcess.run(["read", peer.target, "3", "--btsnoop", "/nonexistent-dir/x.btsnoop", "--json"])
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertEqual(try run.json()["error"]?["kind"], "failure")
+        XCTAssertEqual(try run.json()["error"]?["errnoName"], "ENOENT")
+        XCTAssertTrue(run.stderr.hasPrefix("mirror: creating the btsnoop file /nonexistent-dir/x.btsnoop: open failed with ENOENT"), run.stderr)
+    }
+
     func testProtocolViolation() throws {
         try restart(.init(garbageOn: [ATTOpcode.writeRequest.rawValue]))
         let run = try MirrorProcess.run(["write", peer.target, peer.hexHandle("sink"), "01", "--json"])
