@@ -513,6 +513,12 @@ final class ATTEngine: ATTTransportSink {
         var failedOp: String?
         var droppedText: String?
         state.withLock { s in
+            if s.closedReason != nil {
+                // A response that was already on its way when the bearer closed (after an ATT timeout, say).
+                droppedText = "a \(op.name) that arrived after the bearer closed"
+                s.stats.droppedEvents += 1
+                return
+            }
             guard let slot = s.slot, slot.sent else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
