@@ -529,7 +529,13 @@ final class ATTEngine: ATTTransportSink {
             var opText: String { describe(slot.opcode, handle: slot.handle) }
             var expected: String { "\(slot.response.description) or Error Response for \(slot.opcode.name)" }
             let result: Result<[UInt8], GATTError>
-            if op == .errorResponse {
+            if pdu.count > s.mtu {
+                // Core Spec 5.4 Vol 3 Part F §3.2.8: no PDU is longer than ATT_MTU.
+                let v = GATTProtocolViolation(received: pdu, expected: expected,
+                                              problem: "a \(pdu.count)-byte \(op.name), longer than the ATT_MTU of \(s.mtu)")
+                violation = v
+                result = .failure(.protocolViolation(v))
+            } else if op == .errorResponse {
                 if pdu.count != 5 {
                     let v = GATTProtocolViolation(received: pdu, expected: expected,
                                                   problem: "an Error Response of \(pdu.count) bytes (it has 5)")
@@ -647,17 +653,38 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: control PDUs (confirmations, answers to the peer) and POLLOUT
 
-    /// Sends a PDU no caller waits for; never dropped: on `.wouldBlock` it waits for POLLOUT, in order.
+    /// The most answers (confirmations, answers to the peer's requests) held while the socket is full. The peer may
+    /// have one request and one indication outstanding (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.4.7.2); one that
+    /// sends more while not reading our answers is flooding, and the excess answers are dropped, not queued.
+    static let controlBacklogLimit = 8
+
+    /// Sends a PDU no caller waits for: on `.wouldBlock` it waits for POLLOUT, in order (at most
+    /// `controlBacklogLimit` of them; beyond that the peer is violating the protocol and the answer is dropped).
     private func sendControl(_ pdu: [UInt8]) {
-        let queued: Bool = state.withLock { s in
-            if s.closedReason != nil { return true }
+        enum Queued { case no, yes, overflow(Int) }
+        let queued: Queued = state.withLock { s in
+            if s.closedReason != nil { return .yes }
             if !s.controlBacklog.isEmpty {
+                if s.controlBacklog.count >= Self.controlBacklogLimit {
+                    s.stats.protocolViolations += 1
+                    s.stats.droppedEvents += 1
+                    return .overflow(s.controlBacklog.count)
+                }
                 s.controlBacklog.append(pdu)
-                return true
+                return .yes
             }
-            return false
+            return .no
         }
-        if queued { return }
+        switch queued {
+        case .no: break
+        case .yes: return
+        case .overflow(let held):
+            let v = GATTProtocolViolation(
+                received: pdu, expected: "at most one outstanding request and one outstanding indication from the peer",
+                problem: "the peer keeps sending requests or indications without reading our answers (\(held) answers already wait for room in the socket); this answer was dropped")
+            events?(.protocolViolation(v, failed: nil))
+            return
+        }
         let result: ATTSendResult
         switch trySend(pdu) {
         case .success(let r): result = r

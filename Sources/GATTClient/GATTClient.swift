@@ -303,6 +303,11 @@ public final class GATTClient: Sendable {
     /// bytes; stops at 512 bytes, or on Attribute Not Long / Invalid Offset at an exact part boundary.
     public func readLong(handle: UInt16) async throws(GATTError) -> [UInt8] {
         var value = try await read(handle: handle)
+        if value.count > ATTMTU.maximumAttributeValue {
+            // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
+            throw violation([ATTOpcode.readResponse.rawValue] + value, "a Read Response of at most 512 value bytes",
+                            "a Read Response of \(value.count) value bytes, past the 512-byte maximum of an attribute value")
+        }
         while value.count < ATTMTU.maximumAttributeValue {
             let part = ATTMTU.readBlobPartBudget(mtu)
             guard value.count % part == 0, !value.isEmpty else { break }
@@ -316,6 +321,11 @@ public final class GATTClient: Sendable {
             }
             guard case .readBlobResponse(let blob) = pdu else { throw unexpected(pdu, "Read Blob Response") }
             value += blob
+            if value.count > ATTMTU.maximumAttributeValue {
+                // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
+                throw violation(pdu.bytes, "at most \(ATTMTU.maximumAttributeValue - value.count + blob.count) more bytes of handle \(hex4(handle))",
+                                "a Read Blob Response at offset \(value.count - blob.count) that takes the value to \(value.count) bytes, past the 512-byte maximum of an attribute value")
+            }
             if blob.count < part { break }
         }
         return value

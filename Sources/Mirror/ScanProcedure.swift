@@ -6,7 +6,6 @@
 import ATTStack
 import Foundation
 import GATTClient
-import Synchronization
 
 /// What `mirror scan` is asked to do.
 public struct MirrorScanOptions: Sendable {
@@ -79,7 +78,7 @@ public enum MirrorScan {
         let steps0 = MirrorSteps(client: client, profile: profile, handles: MirrorHandles(service: ATTHandleRange(start: 1, end: 1), valueHandles: [:], cccdHandles: [:]), started: started, emit: emit)
 
         // 1. Log every notification from now on (the engine buffers those since the bearer opened).
-        let handlesBox = Mutex<MirrorHandles?>(nil)
+        let handlesBox = Lock<MirrorHandles?>(nil)
         let listener = Task {
             do {
                 for try await n in client.notifications {
@@ -248,7 +247,7 @@ final class ScanTracker: Sendable {
         var notifications = 0
     }
     let profile: MirrorProfile
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let pokes: AsyncStream<Void>
     private let poke: AsyncStream<Void>.Continuation
 

@@ -32,4 +32,6 @@ let commandTable: [Command] = [
     listenCommand,
     mtuCommand,
     benchCommand,
+    scanCommand,
+    wifiCommand,
 ]

@@ -1,9 +1,9 @@
+import Mirror
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import Glibc
-import Synchronization
 import XCTest
 @testable import Mirror
 
@@ -75,7 +75,7 @@ final class UploadReceiverTests: XCTestCase {
     }
 
     func testContentLengthAndChunkedUploadsAreStoredWithDigestAndEntries() throws {
-        let events = Mutex<[UploadEvent]>([])
+        let events = Lock<[UploadEvent]>([])
         let receiver = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory) { e in events.withLock { $0.append(e) } }
         defer { receiver.stop() }
         XCTAssertNotEqual(receiver.port, 0)
@@ -108,7 +108,7 @@ final class UploadReceiverTests: XCTestCase {
     }
 
     func testWrongIDWrongPathAndTooLargeAreRefused() throws {
-        let events = Mutex<[UploadEvent]>([])
+        let events = Lock<[UploadEvent]>([])
         let receiver = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory, maxBytes: 1000) { e in events.withLock { $0.append(e) } }
         defer { receiver.stop() }
         receiver.expect(scanID: "cur123")

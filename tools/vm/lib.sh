@@ -80,8 +80,8 @@ vm_stop() {
   local pid; pid=$(vm_pid "$1"); local limit=${2:-5} sig=${3:-INT}
   [ -n "$pid" ] || vm_fail "vm_stop: no background step $1"
   kill -"$sig" "$pid" 2>/dev/null
-  local i=0 n; n=$(( $(vm_scaled "$limit") * 10 ))
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+  local deadline=$(($(vm_now) + $(vm_scaled "$limit") * 1000000))
+  while kill -0 "$pid" 2>/dev/null && [ "$(vm_now)" -lt $deadline ]; do sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && { vm_log "step $1 ignored SIG$sig for $limit s: SIGKILL"; kill -KILL "$pid"; }
   wait "$pid" 2>/dev/null; VM_RC=$?
   vm_log "stopped $1: exit $VM_RC"
@@ -90,8 +90,8 @@ vm_stop() {
 # vm_join STEP LIMIT: waits up to LIMIT s for a background step to exit on its own; sets VM_RC.
 vm_join() {
   local pid; pid=$(vm_pid "$1"); local limit; limit=$(vm_scaled "$2")
-  local i=0 n=$((limit * 10))
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+  local deadline=$(($(vm_now) + limit * 1000000))
+  while kill -0 "$pid" 2>/dev/null && [ "$(vm_now)" -lt $deadline ]; do sleep 0.1; done
   if kill -0 "$pid" 2>/dev/null; then
     kill -KILL "$pid"; wait "$pid" 2>/dev/null
     vm_fail "$1 did not exit within $limit s"
@@ -107,7 +107,8 @@ vm_cleanup() {
     pid=${VM_PIDS[$i]}
     kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null
   done
-  for ((i = 0; i < 20; i++)); do
+  local deadline=$(($(vm_now) + 2000000))
+  while [ "$(vm_now)" -lt $deadline ]; do
     local alive=0
     for pid in "${VM_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     [ $alive -eq 0 ] && break
@@ -139,32 +140,35 @@ vm_controllers() {
 # vm_advertise hciN: makes the controller connectable and advertising (legacy HCI, no bluetoothd).
 vm_advertise() { vm_ok "$1-leadv" 15 hciconfig "$1" leadv 0; }
 
-# vm_json FILE EXPR [WHAT]: asserts a Python expression over the JSON document in FILE (bound to j).
-# FILE may hold log lines around one JSON object or array; the last line that parses as JSON is used,
-# else the whole file.
+# vm_json FILE EXPR [WHAT]: asserts a Python expression over the JSON in FILE. j is the last line that
+# parses as a JSON object or array (else the whole file), js every such line in order (JSON lines).
 vm_json() {
   local file=$1 expr=$2 what=${3:-$2}
-  if python3 - "$file" "$expr" <<'PY'
+  if python3 -I -S - "$file" "$expr" <<'PY'
 import json, sys
 path, expr = sys.argv[1], sys.argv[2]
 text = open(path, encoding="utf-8", errors="replace").read()
-doc = None
-for line in reversed(text.splitlines()):
+docs = []
+for line in text.splitlines():
     line = line.strip()
     if line.startswith(("{", "[")):
         try:
-            doc = json.loads(line); break
+            docs.append(json.loads(line))
         except ValueError:
             pass
-if doc is None:
+if not docs:
     try:
-        doc = json.loads(text)
+        docs = [json.loads(text)]
     except ValueError as e:
         print(f"no JSON in {path}: {e}")
         sys.exit(2)
-ok = eval(expr, {"j": doc, "json": json})
+try:
+    ok = eval(expr, {"j": docs[-1], "js": docs, "json": json})
+except Exception as e:
+    print(f"{type(e).__name__}: {e}")
+    ok = False
 if not ok:
-    print(json.dumps(doc, indent=1)[:3000])
+    print(json.dumps(docs[-1], indent=1)[:3000])
 sys.exit(0 if ok else 1)
 PY
   then vm_log "ok: $what"
