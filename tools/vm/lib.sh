@@ -100,6 +100,22 @@ vm_join() {
   vm_log "$1 exited $VM_RC"
 }
 
+# vm_alive STEP SECONDS WHAT: asserts that a background step is still running SECONDS from now (it must
+# not end by itself in that time: a dropped link, a crash).
+vm_alive() {
+  local pid; pid=$(vm_pid "$1")
+  local deadline=$(($(vm_now) + $2 * 1000000))
+  while [ "$(vm_now)" -lt $deadline ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid" 2>/dev/null; VM_RC=$?
+      sed 's/^/    | /' "$OUT/$1.log" | tail -n 20
+      vm_fail "$1 ended by itself (exit $VM_RC) before $2 s: $3"
+    fi
+    sleep 0.5
+  done
+  vm_log "ok: $3 ($1 still running after $2 s)"
+}
+
 # vm_cleanup: stops every background step, newest first (the EXIT trap of each scenario).
 vm_cleanup() {
   local i pid
@@ -150,20 +166,23 @@ vm_json() {
 import json, sys
 path, pairs = sys.argv[1], sys.argv[2:]
 text = open(path, encoding="utf-8", errors="replace").read()
-docs = []
-for line in text.splitlines():
-    line = line.strip()
-    if line.startswith(("{", "[")):
+# Every JSON document that starts a line (one per line, or pretty-printed over several), between log lines.
+docs, pos, decoder = [], 0, json.JSONDecoder()
+while pos < len(text):
+    end = text.find("\n", pos)
+    end = len(text) if end < 0 else end
+    if text[pos:end].lstrip().startswith(("{", "[")):
         try:
-            docs.append(json.loads(line))
+            doc, stop = decoder.raw_decode(text, pos + len(text[pos:end]) - len(text[pos:end].lstrip()))
+            docs.append(doc)
+            end = text.find("\n", stop)
+            end = len(text) if end < 0 else end
         except ValueError:
             pass
+    pos = end + 1
 if not docs:
-    try:
-        docs = [json.loads(text)]
-    except ValueError as e:
-        print(f"FAIL no JSON in {path}: {e}")
-        sys.exit(2)
+    print(f"FAIL no JSON in {path}")
+    sys.exit(2)
 for i in range(0, len(pairs), 2):
     expr = pairs[i]
     what = pairs[i + 1] if i + 1 < len(pairs) else expr
