@@ -233,12 +233,17 @@ vm_count() {
   fi
 }
 
+# vm_big_buffers: 8 MB socket receive buffers for every socket opened after it. An LE fixed channel has no
+# flow control: when the peer's socket receive queue is full, the kernel drops what arrives (Write Commands,
+# and a request behind them, which then times out after 30 s).
+vm_big_buffers() { vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608; }
+
 # vm_gatt_peer: BlueZ's own GATT server on hci1, as a peer nobody here wrote: the system D-Bus, bluetoothd,
 # and hci1 powered, connectable and advertising through bluetoothd (btmgmt); hci0 powered for the central.
 # Serves GAP 0x0001-0x0007 (Device Name value 0x0003 "BlueZ 5.66"), GATT 0x0008-0x0011, Device
 # Information 0x0012-0x0014. Larger socket buffers first, so that bluetoothd keeps every Write Command.
 vm_gatt_peer() {
-  vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608
+  vm_big_buffers
   [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
   vm_bg btvirt btvirt -l2 -L
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
