@@ -15,7 +15,10 @@ case "$seconds" in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, go
 seeds=corpus/$target
 [ -d "$seeds" ] || { echo "run.sh: no seed corpus at tools/fuzz/$seeds" >&2; exit 2; }
 
-build=(swift build -c release --product "$target" --sanitize fuzzer --sanitize address)
+# SwiftPM passes `--sanitize fuzzer --sanitize address` to swiftc as two -sanitize flags, and the Swift driver keeps
+# only the last one: the Swift code would get AddressSanitizer but no coverage instrumentation, so libFuzzer would
+# fuzz blind ("no interesting inputs were found"). The combined flag, passed last, restores both.
+build=(swift build -c release --product "$target" --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address)
 "${build[@]}" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
 [ "${PIPESTATUS[0]}" -eq 0 ] || { echo "run.sh: building $target failed" >&2; exit 1; }
 bin="$("${build[@]}" --show-bin-path)/$target"
