@@ -207,6 +207,32 @@ func clientCommands(_ listener: Listener, n: Int, valueLength: Int) async throws
     return Double(t1 - t0) / Double(n)
 }
 
+/// A transport that answers every Write Request inline, inside `trySend`: the engine's own cost per request, with no
+/// socket and no thread (for profiling; `--only engine`).
+final class InlineAnswerTransport: ATTTransport, @unchecked Sendable {
+    // @unchecked: `sink` is set once by `start` before any request and only read afterwards.
+    let label = "inline"
+    var sink: (any ATTTransportSink)?
+    func start(_ sink: any ATTTransportSink) { self.sink = sink }
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        if pdu.first == 0x12 { sink?.transport(didReceive: [0x13]) }
+        return .sent
+    }
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) { callback() }
+    func close(reason: String) { sink?.transport(didCloseWith: .closedLocally(reason: reason)) }
+}
+
+func engineOnly(n: Int) async throws -> Double {
+    let client = try await GATTClient.connect(transport: InlineAnswerTransport())
+    let value: [UInt8] = [0x01, 0x02]
+    for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
+    let t0 = now()
+    for _ in 0..<n { try await client.write(handle: 0x0012, value: value) }
+    let t1 = now()
+    client.close()
+    return Double(t1 - t0) / Double(n)
+}
+
 func median(_ xs: [Double]) -> Double {
     let s = xs.sorted()
     return s[s.count / 2]
@@ -229,7 +255,7 @@ while let a = args.popFirst() {
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
     case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests]")
+        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
@@ -246,7 +272,8 @@ do {
         case "bare-requests": t = try bareRequests(listener, n: requests)
         case "client-requests": t = try await clientRequests(listener, n: requests, inline: true)
         case "pool-requests": t = try await clientRequests(listener, n: requests, inline: false)
-        default: throw BenchError(description: "--only takes bare-requests, client-requests or pool-requests")
+        case "engine": t = try await engineOnly(n: requests)
+        default: throw BenchError(description: "--only takes bare-requests, client-requests, pool-requests or engine")
         }
         print(String(format: "%@: %.2f us per round trip", only, t / 1000))
         exit(0)
