@@ -6,14 +6,14 @@
 typealias EngineContinuation<T: Sendable> = CheckedContinuation<T, any Error>
 
 @inline(__always)
-func withEngineContinuation<T: Sendable>(_ body: (EngineContinuation<T>) -> Void) async throws -> T {
+nonisolated(nonsending) func withEngineContinuation<T: Sendable>(_ body: (EngineContinuation<T>) -> Void) async throws -> T {
     try await withCheckedThrowingContinuation(body)
 }
 #else
 typealias EngineContinuation<T: Sendable> = UnsafeContinuation<T, any Error>
 
 @inline(__always)
-func withEngineContinuation<T: Sendable>(_ body: (EngineContinuation<T>) -> Void) async throws -> T {
+nonisolated(nonsending) func withEngineContinuation<T: Sendable>(_ body: (EngineContinuation<T>) -> Void) async throws -> T {
     try await withUnsafeThrowingContinuation(body)
 }
 #endif
