@@ -62,7 +62,7 @@ final class ATTEngine: ATTTransportSink {
         var valueLength: Int?
         var budget: Int?
         var ignoresCancellation: Bool
-        var continuation: UnsafeContinuation<[UInt8], any Error>?
+        var continuation: EngineContinuation<[UInt8]>?
         var deadline = ClockInstant(nanoseconds: 0)
         /// False while the transport said `.wouldBlock` and the PDU waits for POLLOUT.
         var sent = false
@@ -75,12 +75,12 @@ final class ATTEngine: ATTTransportSink {
         var handle: UInt16
         var deadline: ClockInstant?
         var limit: Duration?
-        var continuation: UnsafeContinuation<Void, any Error>
+        var continuation: EngineContinuation<Void>
     }
 
     enum Resumption {
-        case request(UnsafeContinuation<[UInt8], any Error>, Result<[UInt8], GATTError>)
-        case permit(UnsafeContinuation<Void, any Error>, Result<Void, GATTError>)
+        case request(EngineContinuation<[UInt8]>, Result<[UInt8], GATTError>)
+        case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
 
         func run() {
@@ -124,6 +124,8 @@ final class ATTEngine: ATTTransportSink {
     let transport: any ATTTransport
     let clock: any GATTClock
     let timeout: Duration
+    /// `timeout` in nanoseconds (computed once: Duration arithmetic is not free on the hot path).
+    let timeoutNanoseconds: UInt64
     let clientRxMTU: Int
     let streamLimit: Int
     let events: (@Sendable (GATTClientEvent) -> Void)?
@@ -142,6 +144,7 @@ final class ATTEngine: ATTTransportSink {
         self.transport = transport
         self.clock = clock
         self.timeout = timeout
+        self.timeoutNanoseconds = UInt64(max(0, timeout.nanosecondsClamped))
         self.clientRxMTU = clientRxMTU
         self.streamLimit = streamLimit
         self.events = events
@@ -153,6 +156,12 @@ final class ATTEngine: ATTTransportSink {
     }
 
     func start() { transport.start(self) }
+
+    /// The ATT timeout from now: the deadline of a request written now.
+    @inline(__always)
+    func deadlineFromNow() -> ClockInstant {
+        ClockInstant(nanoseconds: clock.now().nanoseconds &+ timeoutNanoseconds)
+    }
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
 
@@ -204,13 +213,13 @@ final class ATTEngine: ATTTransportSink {
     /// Sends one request and waits for its response PDU (success response only: an Error Response throws
     /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
     /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
-    func request(_ pdu: [UInt8], expecting response: ATTOpcode, handle: UInt16?, valueLength: Int? = nil,
+    nonisolated(nonsending) func request(_ pdu: [UInt8], expecting response: ATTOpcode, handle: UInt16?, valueLength: Int? = nil,
                  budget: Int? = nil, ignoresCancellation: Bool = false) async throws(GATTError) -> [UInt8] {
         let id = makeID()
         let opcode = ATTOpcode(pdu[0])
         do {
             return try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<[UInt8], any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
                                    ignoresCancellation: ignoresCancellation, continuation: c))
@@ -232,7 +241,7 @@ final class ATTEngine: ATTTransportSink {
             }
             if cancelled { return (.cancelled(operation: describe(p.opcode, handle: p.handle)), false) }
             if s.slot == nil {
-                p.deadline = clock.now().advanced(by: timeout)
+                p.deadline = deadlineFromNow()
                 p.sent = true
                 s.slot = p
                 armTimer(&s, at: p.deadline)
@@ -285,7 +294,7 @@ final class ATTEngine: ATTTransportSink {
     /// Moves the queue's first request into the empty slot and starts its deadline (under the lock).
     private func promoteNext(_ s: inout State) -> Pending? {
         guard s.slot == nil, s.closedReason == nil, var p = s.queue.popFirst() else { return nil }
-        p.deadline = clock.now().advanced(by: timeout)
+        p.deadline = deadlineFromNow()
         p.sent = true
         s.slot = p
         armTimer(&s, at: p.deadline)
@@ -319,7 +328,9 @@ final class ATTEngine: ATTTransportSink {
     private func armTimer(_ s: inout State, at deadline: ClockInstant) {
         if let armed = s.armed, armed.at <= deadline { return }
         s.armed?.wakeup.cancel()
-        let wakeup = clock.schedule(at: deadline) { [weak self] in self?.timerFired() }
+        // Strong references in these closures on purpose: a weak reference would give the engine a side table and
+        // put every retain and release of it on the runtime's slow path. Each closure ends when it runs or at close.
+        let wakeup = clock.schedule(at: deadline) { self.timerFired() }
         s.armed = (deadline, wakeup)
     }
 
@@ -513,6 +524,12 @@ final class ATTEngine: ATTTransportSink {
         var failedOp: String?
         var droppedText: String?
         state.withLock { s in
+            if s.closedReason != nil {
+                // A response that was already on its way when the bearer closed (after an ATT timeout, say).
+                droppedText = "a \(op.name) that arrived after the bearer closed"
+                s.stats.droppedEvents += 1
+                return
+            }
             guard let slot = s.slot, slot.sent else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
@@ -625,7 +642,7 @@ final class ATTEngine: ATTTransportSink {
         if let refused {
             throw .disconnected(GATTDisconnectedError(reason: refused, during: "subscribing to handle \(hex4(handle))"))
         }
-        sink.continuation.onTermination = { [weak self] _ in self?.removeSubscriber(sink) }
+        sink.continuation.onTermination = { _ in self.removeSubscriber(sink) }
         return (stream, sink)
     }
 
@@ -714,7 +731,7 @@ final class ATTEngine: ATTTransportSink {
     }
 
     private func registerWritable() {
-        transport.whenWritable { [weak self] in self?.writable() }
+        transport.whenWritable { self.writable() }
     }
 
     private func writable() {
@@ -726,7 +743,7 @@ final class ATTEngine: ATTTransportSink {
             var retry: Pending?
             if let slot = s.slot, !slot.sent {
                 s.slot!.sent = true
-                s.slot!.deadline = clock.now().advanced(by: timeout)
+                s.slot!.deadline = deadlineFromNow()
                 retry = s.slot
             }
             s.blocked = false
@@ -813,7 +830,7 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         do {
             try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<Void, any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<Void>) in
                     let cancelled = Task.isCancelled
                     let (refusal, register, drain): (GATTError?, Bool, Bool) = state.withLock { s in
                         if let r = s.closedReason {

@@ -49,6 +49,11 @@ public final class GATTClient: Sendable {
         self.security = Lock(configuration.initialSecurityLevel)
     }
 
+    deinit {
+        // The last reference is gone: close the bearer so that nothing waits on a client nobody holds.
+        engine.close(reason: "the GATTClient was released")
+    }
+
     /// Starts a client on `transport` (which must not have been started): from this moment every notification and
     /// indication reaches `notifications`, and the peer's requests are answered.
     public static func connect(transport: any ATTTransport, configuration: Configuration = Configuration())
@@ -372,7 +377,7 @@ public final class GATTClient: Sendable {
 
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`.
-    public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
+    nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
         let m = mtu
         let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
         guard value.count <= budget else {
@@ -509,7 +514,7 @@ public final class GATTClient: Sendable {
 
     /// Runs `body` and, on Insufficient Authentication / Encryption / Encryption Key Size from the peer, raises the
     /// level once and retries once (when `retryAfterRaisingSecurity` and a security hook are configured).
-    func withSecurityRetry<T: Sendable>(_ body: () async throws(GATTError) -> T) async throws(GATTError) -> T {
+    nonisolated(nonsending) func withSecurityRetry<T: Sendable>(_ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
         do {
             return try await body()
         } catch {

@@ -38,4 +38,6 @@ let commandTable: [Command] = [
     benchCommand,
     scanCommand,
     wifiCommand,
+    doctorCommand,
+    adaptersCommand,
 ]
