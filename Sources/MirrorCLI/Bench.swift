@@ -184,11 +184,19 @@ enum Bench {
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
-            for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
+            // Back-to-back requests run on the bearer's executor, as the library benchmark (gatt-bench) runs them:
+            // each caller continues on the reader thread as soon as its response arrives.
+            try await withTaskExecutorPreference(client.bearerExecutor) {
+                for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
+            }
             try bare?.requests(handle: plan.handle, value: value, writes: plan.warmup)
             for _ in 0..<plan.rounds {
-                try await measureRequests(client, plan: plan, value: value, into: &figures)
-                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: figures.rounds.last!.writes)) }
+                let (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
+                    try await measureRequests(client, plan: plan, value: value)
+                }
+                figures.rounds.append(round)
+                figures.latencies += latencies
+                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes)) }
             }
             figures.confirmed = figures.writes
             modes.append(figures)
@@ -224,7 +232,9 @@ enum Bench {
     }
 
     /// One round of Write Requests, each awaited: its rate and every round trip.
-    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8], into figures: inout ModeFigures) async throws {
+    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8]) async throws -> (RoundFigures, [UInt64]) {
+        var latencies: [UInt64] = []
+        latencies.reserveCapacity(plan.count ?? 100_000)
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
         let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
@@ -235,11 +245,11 @@ enum Bench {
             if let deadline, now >= deadline { break }
             try await client.write(handle: plan.handle, value: value)
             let after = monotonicNanoseconds()
-            figures.latencies.append(after - now)
+            latencies.append(after - now)
             now = after
             writes += 1
         }
-        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: now - start, cpuNanoseconds: processCPUNanoseconds() - cpu))
+        return (RoundFigures(writes: writes, nanoseconds: now - start, cpuNanoseconds: processCPUNanoseconds() - cpu), latencies)
     }
 
     /// One round of Write Commands, timed until the peer answered a request sent after the last one (it handles
