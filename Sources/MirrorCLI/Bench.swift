@@ -172,6 +172,14 @@ enum Bench {
     static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
         let session = try await Session.open(target, inv)
         defer { session.close() }
+        do {
+            return try await run(session, target: target, plan: plan, inv: inv)
+        } catch let error as GATTError {
+            throw await session.labelled(error)
+        }
+    }
+
+    static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
