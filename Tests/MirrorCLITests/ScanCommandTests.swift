@@ -57,6 +57,16 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertEqual(lines.last?["upload"], .null)
     }
 
+    func testScenarioFileDrivesTheSimulator() throws {
+        let scenario = directory + "/scenario.json"
+        try Data(#"{"scale": "misaligned", "faults": ["delay:cloudToken:100"]}"#.utf8).write(to: URL(fileURLWithPath: scenario))
+        let sim = try SimulatorProcess(["--scenario", scenario])
+        defer { sim.stop() }
+        let (run, lines) = try scan(sim)
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(lines.last?["scanError"], "scaleAlignment")
+    }
+
     func testLatchedErrorResetAndTheMirrorsOwnTokenLimit() throws {
         let sim = try SimulatorProcess(["--latched-error", "--token-limit", "20"])
         defer { sim.stop() }
