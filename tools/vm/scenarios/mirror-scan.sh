@@ -1,4 +1,4 @@
-# vm-about: mirror-sim on hci1 (LE CID 4, advertising through raw HCI) and `mirror scan` from hci0 over a real LE link: COMPLETE and the ZIP
+# vm-about: mirror-sim on hci1 (LE CID 4, advertising through raw HCI); `mirror scan` and `mirror wifi` from hci0 over a real LE link
 # vm-timeout: 180
 vm_need mirror mirror-sim
 vm_controllers
@@ -21,3 +21,12 @@ vm_wait_log sim2 "listening on LE CID 4 on hci1" 20
 vm_run scan-misaligned 90 "$BIN/mirror" scan 00:AA:01:01:00:01 --adapter hci0 --upload-host 127.0.0.1 --upload-port 0 \
   --upload-dir "$OUT/uploads" --timeout 30 --json
 vm_json "$OUT/scan-misaligned.log" 'j["outcome"] == "error" and j["scanError"] == "scaleAlignment"' "SCALE_ALIGNMENT over LE"
+
+# Wi-Fi over LE: the list flow (0x31, count, SSIDs) and a join with its notifications.
+vm_stop sim2 5 TERM
+vm_bg sim3 "$BIN/mirror-sim" --adapter hci1 --advertise mirror-sim --wifi offline --networks alpha,beta
+vm_wait_log sim3 "listening on LE CID 4 on hci1" 20
+vm_ok wifi-list 60 "$BIN/mirror" wifi list 00:AA:01:01:00:01 --adapter hci0 --json
+vm_json "$OUT/wifi-list.log" 'j["networks"] == ["alpha", "beta"]' "wifi list over LE"
+vm_ok wifi-join 60 "$BIN/mirror" wifi join 00:AA:01:01:00:01 beta --adapter hci0 --json
+vm_json "$OUT/wifi-join.log" 'j["status"] == "connected"' "wifi join over LE"
