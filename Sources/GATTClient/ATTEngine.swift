@@ -62,7 +62,7 @@ final class ATTEngine: ATTTransportSink {
         var valueLength: Int?
         var budget: Int?
         var ignoresCancellation: Bool
-        var continuation: UnsafeContinuation<[UInt8], any Error>?
+        var continuation: EngineContinuation<[UInt8]>?
         var deadline = ClockInstant(nanoseconds: 0)
         /// False while the transport said `.wouldBlock` and the PDU waits for POLLOUT.
         var sent = false
@@ -75,12 +75,12 @@ final class ATTEngine: ATTTransportSink {
         var handle: UInt16
         var deadline: ClockInstant?
         var limit: Duration?
-        var continuation: UnsafeContinuation<Void, any Error>
+        var continuation: EngineContinuation<Void>
     }
 
     enum Resumption {
-        case request(UnsafeContinuation<[UInt8], any Error>, Result<[UInt8], GATTError>)
-        case permit(UnsafeContinuation<Void, any Error>, Result<Void, GATTError>)
+        case request(EngineContinuation<[UInt8]>, Result<[UInt8], GATTError>)
+        case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
 
         func run() {
@@ -210,7 +210,7 @@ final class ATTEngine: ATTTransportSink {
         let opcode = ATTOpcode(pdu[0])
         do {
             return try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<[UInt8], any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
                                    ignoresCancellation: ignoresCancellation, continuation: c))
@@ -513,6 +513,12 @@ final class ATTEngine: ATTTransportSink {
         var failedOp: String?
         var droppedText: String?
         state.withLock { s in
+            if s.closedReason != nil {
+                // A response that was already on its way when the bearer closed (after an ATT timeout, say).
+                droppedText = "a \(op.name) that arrived after the bearer closed"
+                s.stats.droppedEvents += 1
+                return
+            }
             guard let slot = s.slot, slot.sent else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
@@ -813,7 +819,7 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         do {
             try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<Void, any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<Void>) in
                     let cancelled = Task.isCancelled
                     let (refusal, register, drain): (GATTError?, Bool, Bool) = state.withLock { s in
                         if let r = s.closedReason {

@@ -34,4 +34,6 @@ let commandTable: [Command] = [
     benchCommand,
     scanCommand,
     wifiCommand,
+    doctorCommand,
+    adaptersCommand,
 ]

@@ -17,7 +17,10 @@ seeds=corpus/$target
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-build=(swift build -c release --product "$target" --sanitize fuzzer --sanitize address)
+# SwiftPM passes `--sanitize fuzzer --sanitize address` to swiftc as two -sanitize flags, and the Swift driver keeps
+# only the last one: the Swift code would get AddressSanitizer but no coverage instrumentation, so libFuzzer would
+# fuzz blind ("no interesting inputs were found"). The combined flag, passed last, restores both.
+build=(swift build -c release --product "$target" --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address)
 if ! "${build[@]}" >"$log" 2>&1; then
     cat "$log"
     echo "run.sh: building $target failed" >&2

@@ -147,3 +147,93 @@ extension HostileDatabase {
         return header + fitted.flatMap(\.1)
     }
 }
+
+/// A well-behaved ATT server over `HostileDatabase` with no I/O (Core Spec 5.4 Vol 3 Part F §3.4): the answer to
+/// each request, the MTU it agreed, the prepared-write queue. The hostile peer and the engine fuzzer answer with it.
+public struct WellBehavedServer: Sendable {
+    public var db = HostileDatabase()
+    /// The ATT_MTU this server agreed (23 until Exchange MTU).
+    public var mtu = 23
+    /// The Server Rx MTU it offers.
+    public var serverRxMTU: Int
+    var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
+
+    public init(serverRxMTU: Int = 517) { self.serverRxMTU = serverRxMTU }
+
+    /// The answer to `pdu` (nil for commands and confirmations, which are not answered).
+    public mutating func answer(_ pdu: [UInt8]) -> [UInt8]? {
+        guard !pdu.isEmpty else { return nil }
+        return answer(pdu, mode: .normal)
+    }
+
+    /// The well-behaved answer to a request (Core Spec 5.4 Vol 3 Part F §3.4).
+    mutating func answer(_ pdu: [UInt8], mode: DiscoveryMode) -> [UInt8]? {
+        let op = pdu[0]
+        switch op {
+        case 0x02:
+            guard pdu.count == 3 else { return errorResponse(op, 0, 0x04) }
+            mtu = max(23, min(Int(u16(pdu, 1)), serverRxMTU))
+            return [0x03] + le16(UInt16(clamping: serverRxMTU))
+        case 0x04, 0x06, 0x08, 0x10:
+            return db.discovery(pdu, mtu: mtu, mode: mode)
+        case 0x0A:
+            guard pdu.count == 3 else { return errorResponse(op, 0, 0x04) }
+            let h = u16(pdu, 1)
+            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
+            return [0x0B] + db.attributes[i].value.prefix(mtu - 1)
+        case 0x0C:
+            guard pdu.count == 5 else { return errorResponse(op, 0, 0x04) }
+            let h = u16(pdu, 1)
+            let offset = Int(u16(pdu, 3))
+            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
+            let v = db.attributes[i].value
+            guard offset <= v.count else { return errorResponse(op, h, 0x07) }
+            return [0x0D] + v[offset...].prefix(mtu - 1)
+        case 0x0E, 0x20:
+            var out: [UInt8] = [op + 1]
+            var i = 1
+            while i + 1 < pdu.count {
+                let h = u16(pdu, i)
+                guard let a = db.index(h) else { return errorResponse(op, h, 0x01) }
+                let v = db.attributes[a].value
+                out += op == 0x20 ? le16(UInt16(v.count)) + v : v
+                i += 2
+            }
+            return Array(out.prefix(mtu))
+        case 0x12:
+            guard pdu.count >= 3 else { return errorResponse(op, 0, 0x04) }
+            let h = u16(pdu, 1)
+            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
+            guard db.attributes[i].writable else { return errorResponse(op, h, 0x03) }
+            db.attributes[i].value = Array(pdu[3...])
+            return [0x13]
+        case 0x16:
+            guard pdu.count >= 5 else { return errorResponse(op, 0, 0x04) }
+            let h = u16(pdu, 1)
+            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
+            guard db.attributes[i].writable else { return errorResponse(op, h, 0x03) }
+            prepared.append((h, Int(u16(pdu, 3)), Array(pdu[5...])))
+            return [0x17] + pdu[1...]
+        case 0x18:
+            guard pdu.count == 2 else { return errorResponse(op, 0, 0x04) }
+            if pdu[1] == 0x01 {
+                for p in prepared {
+                    guard let i = db.index(p.handle) else { continue }
+                    var v = db.attributes[i].value
+                    if v.count < p.offset + p.value.count { v += [UInt8](repeating: 0, count: p.offset + p.value.count - v.count) }
+                    v.replaceSubrange(p.offset..<(p.offset + p.value.count), with: p.value)
+                    db.attributes[i].value = v
+                }
+            }
+            prepared = []
+            return [0x19]
+        case 0x52:
+            // Write Command: applied, never answered.
+            if pdu.count >= 3, let i = db.index(u16(pdu, 1)), db.attributes[i].writable { db.attributes[i].value = Array(pdu[3...]) }
+            return nil
+        default:
+            if op & 0x40 != 0 || op == 0x1E { return nil }
+            return errorResponse(op, 0, 0x06)
+        }
+    }
+}

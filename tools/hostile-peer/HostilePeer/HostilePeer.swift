@@ -211,10 +211,12 @@ final class HostileConnection: @unchecked Sendable {
     let fd: Int32
     let peer: HostilePeer
     let options: HostileOptions
-    var db = HostileDatabase()
-    var mtu = 23
+    var server: WellBehavedServer
+    var mtu: Int {
+        get { server.mtu }
+        set { server.mtu = newValue }
+    }
     var victimsSeen = 0
-    var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
     var firstDiscoveryStart: [UInt8: UInt16] = [:]
     /// A flood runs on a thread of its own; `run` waits for it before returning.
     let floodDone = DispatchSemaphore(value: 0)
@@ -224,6 +226,12 @@ final class HostileConnection: @unchecked Sendable {
         self.fd = fd
         self.peer = peer
         self.options = peer.options
+        self.server = WellBehavedServer(serverRxMTU: peer.options.serverRxMTU)
+    }
+
+    func answer(_ pdu: [UInt8], mode: DiscoveryMode) -> [UInt8] {
+        if pdu.first == 0x18, pdu.count == 2 { peer.update { $0.executeWrites.append(pdu[1]) } }
+        return server.answer(pdu, mode: mode) ?? errorResponse(pdu[0], 0, 0x06)
     }
 
     func run() {
@@ -259,9 +267,7 @@ final class HostileConnection: @unchecked Sendable {
         }
         if op == 0x52 {
             peer.update { $0.commands += 1 }
-            if pdu.count >= 3, let i = db.index(u16(pdu, 1)), db.attributes[i].writable {
-                db.attributes[i].value = Array(pdu[3...])
-            }
+            _ = server.answer(pdu, mode: .normal)
             return true
         }
         guard HostileScenario.requestOpcodes.contains(op) else {
@@ -385,73 +391,6 @@ final class HostileConnection: @unchecked Sendable {
             }
         default:
             break
-        }
-    }
-
-    /// The well-behaved answer to a request (Core Spec 5.4 Vol 3 Part F §3.4).
-    func answer(_ pdu: [UInt8], mode: DiscoveryMode) -> [UInt8] {
-        let op = pdu[0]
-        switch op {
-        case 0x02:
-            guard pdu.count == 3 else { return errorResponse(op, 0, 0x04) }
-            mtu = max(23, min(Int(u16(pdu, 1)), options.serverRxMTU))
-            return [0x03] + le16(UInt16(options.serverRxMTU))
-        case 0x04, 0x06, 0x08, 0x10:
-            return db.discovery(pdu, mtu: mtu, mode: mode)
-        case 0x0A:
-            guard pdu.count == 3 else { return errorResponse(op, 0, 0x04) }
-            let h = u16(pdu, 1)
-            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
-            return [0x0B] + db.attributes[i].value.prefix(mtu - 1)
-        case 0x0C:
-            guard pdu.count == 5 else { return errorResponse(op, 0, 0x04) }
-            let h = u16(pdu, 1)
-            let offset = Int(u16(pdu, 3))
-            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
-            let v = db.attributes[i].value
-            guard offset <= v.count else { return errorResponse(op, h, 0x07) }
-            return [0x0D] + v[offset...].prefix(mtu - 1)
-        case 0x0E, 0x20:
-            var out: [UInt8] = [op + 1]
-            var i = 1
-            while i + 1 < pdu.count {
-                let h = u16(pdu, i)
-                guard let a = db.index(h) else { return errorResponse(op, h, 0x01) }
-                let v = db.attributes[a].value
-                out += op == 0x20 ? le16(UInt16(v.count)) + v : v
-                i += 2
-            }
-            return Array(out.prefix(mtu))
-        case 0x12:
-            guard pdu.count >= 3 else { return errorResponse(op, 0, 0x04) }
-            let h = u16(pdu, 1)
-            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
-            guard db.attributes[i].writable else { return errorResponse(op, h, 0x03) }
-            db.attributes[i].value = Array(pdu[3...])
-            return [0x13]
-        case 0x16:
-            guard pdu.count >= 5 else { return errorResponse(op, 0, 0x04) }
-            let h = u16(pdu, 1)
-            guard let i = db.index(h) else { return errorResponse(op, h, 0x01) }
-            guard db.attributes[i].writable else { return errorResponse(op, h, 0x03) }
-            prepared.append((h, Int(u16(pdu, 3)), Array(pdu[5...])))
-            return [0x17] + pdu[1...]
-        case 0x18:
-            guard pdu.count == 2 else { return errorResponse(op, 0, 0x04) }
-            peer.update { $0.executeWrites.append(pdu[1]) }
-            if pdu[1] == 0x01 {
-                for p in prepared {
-                    guard let i = db.index(p.handle) else { continue }
-                    var v = db.attributes[i].value
-                    if v.count < p.offset + p.value.count { v += [UInt8](repeating: 0, count: p.offset + p.value.count - v.count) }
-                    v.replaceSubrange(p.offset..<(p.offset + p.value.count), with: p.value)
-                    db.attributes[i].value = v
-                }
-            }
-            prepared = []
-            return [0x19]
-        default:
-            return errorResponse(op, 0, 0x06)
         }
     }
 }
