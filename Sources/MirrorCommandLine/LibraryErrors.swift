@@ -111,6 +111,11 @@ extension ErrorReport {
             ("context", .string(e.context)),
         ]
         if !e.advice.isEmpty { fields.append(("advice", .string(e.advice))) }
+        // A file (the btsnoop capture, a profile): not the connection's fault, whatever errno says.
+        if ["open", "write", "read", "fsync", "close", "creat", "rename", "unlink"].contains(e.syscall)
+            || e.syscall.hasPrefix("getxattr") {
+            return ErrorReport(status: .failure, message: e.description, fields: fields)
+        }
         switch e.errno {
         case EAFNOSUPPORT:
             fields.append(("needs", "a kernel with Bluetooth (AF_BLUETOOTH)"))

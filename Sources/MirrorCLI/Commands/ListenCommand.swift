@@ -51,12 +51,17 @@ let listenCommand = Command(CommandSpec(
             }
         ) { event in
             if json {
-                console.out(JSONValue.object([
+                var fields: [(String, JSONValue)] = [
                     ("time", .double(event.time)), ("handle", .int(Int(event.handle))),
                     ("kind", .string(event.indication ? "indication" : "notification")),
                     ("value", .string(hexString(event.value))), ("text", .string(printableText(event.value))),
-                ]).compact)
+                ]
+                if event.droppedBefore > 0 { fields.append(("droppedBefore", .int(event.droppedBefore))) }
+                console.out(JSONValue.object(fields).compact)
             } else {
+                if event.droppedBefore > 0 {
+                    console.err("(\(event.droppedBefore) value\(event.droppedBefore == 1 ? "" : "s") dropped before this one: the output fell behind)")
+                }
                 console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(hex16(event.handle)): \(valueText(event.value))")
             }
         }
