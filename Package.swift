@@ -30,7 +30,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI's parsing, formatting and error table, as a library so that tests can import it.
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
@@ -51,7 +51,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack"]),
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 # Debian packages the build and the tests use. Keep this list the one place they are named.
 PACKAGES=(libbluetooth-dev libcap-dev libcap2-bin libmicrohttpd-dev tshark)
 # The VM rig (tools/vm): qemu, the initramfs tools, and the Bluetooth stack's user space that runs in the guest.
-PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils bluez bluez-test-tools dbus iproute2 python3)
+PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils zstd bluez bluez-test-tools dbus iproute2 python3)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

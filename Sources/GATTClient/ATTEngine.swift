@@ -21,7 +21,9 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
     case answeredPeerRequest(request: [UInt8], answer: [UInt8])
     /// The ATT_MTU changed (Exchange MTU).
     case mtuChanged(Int)
-    /// A notification stream's buffer was full and a value for `handle` was dropped (nil: the catch-all stream).
+    /// A notification stream's buffer was full and it started dropping values (first of a burst; every drop is
+    /// counted in `GATTClientStatistics.droppedNotifications` and in the next value's `droppedBefore`).
+    /// `stream` is the handle of the per-handle stream, nil for the catch-all stream.
     case notificationDropped(handle: UInt16, stream: UInt16?)
 
     public var description: String {
@@ -32,7 +34,7 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
         case .answeredPeerRequest(let req, let ans): return "answered the peer's [\(hexBytes(req))] with [\(hexBytes(ans))]"
         case .mtuChanged(let m): return "ATT_MTU is now \(m)"
         case .notificationDropped(let h, let stream):
-            return "buffer full: dropped a value of handle \(hex4(h)) for the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream"
+            return "buffer full: the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream started dropping values (first: handle \(hex4(h)))"
         }
     }
 }
@@ -60,7 +62,7 @@ final class ATTEngine: ATTTransportSink {
         var valueLength: Int?
         var budget: Int?
         var ignoresCancellation: Bool
-        var continuation: UnsafeContinuation<[UInt8], any Error>?
+        var continuation: EngineContinuation<[UInt8]>?
         var deadline = ClockInstant(nanoseconds: 0)
         /// False while the transport said `.wouldBlock` and the PDU waits for POLLOUT.
         var sent = false
@@ -73,12 +75,12 @@ final class ATTEngine: ATTTransportSink {
         var handle: UInt16
         var deadline: ClockInstant?
         var limit: Duration?
-        var continuation: UnsafeContinuation<Void, any Error>
+        var continuation: EngineContinuation<Void>
     }
 
     enum Resumption {
-        case request(UnsafeContinuation<[UInt8], any Error>, Result<[UInt8], GATTError>)
-        case permit(UnsafeContinuation<Void, any Error>, Result<Void, GATTError>)
+        case request(EngineContinuation<[UInt8]>, Result<[UInt8], GATTError>)
+        case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
 
         func run() {
@@ -130,6 +132,8 @@ final class ATTEngine: ATTTransportSink {
     let nextID = Atomic<UInt64>(1)
     /// Guards the names callers gave to handles (used only when building error messages).
     let names = Lock<[UInt16: String]>([:])
+    /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
+    let executor = BearerExecutor()
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
 
@@ -206,7 +210,7 @@ final class ATTEngine: ATTTransportSink {
         let opcode = ATTOpcode(pdu[0])
         do {
             return try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<[UInt8], any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
                                    ignoresCancellation: ignoresCancellation, continuation: c))
@@ -509,14 +513,21 @@ final class ATTEngine: ATTTransportSink {
         var failedOp: String?
         var droppedText: String?
         state.withLock { s in
+            if s.closedReason != nil {
+                // A response that was already on its way when the bearer closed (after an ATT timeout, say).
+                droppedText = "a \(op.name) that arrived after the bearer closed"
+                s.stats.droppedEvents += 1
+                return
+            }
             guard let slot = s.slot, slot.sent else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
                 s.stats.protocolViolations += 1
                 return
             }
-            let opText = describe(slot.opcode, handle: slot.handle)
-            let expected = "\(slot.response.description) or Error Response for \(slot.opcode.name)"
+            // Built only on the slow paths (a violation, a dropped response): the hot path formats no strings.
+            var opText: String { describe(slot.opcode, handle: slot.handle) }
+            var expected: String { "\(slot.response.description) or Error Response for \(slot.opcode.name)" }
             let result: Result<[UInt8], GATTError>
             if pdu.count > s.mtu {
                 // Core Spec 5.4 Vol 3 Part F §3.2.8: no PDU is longer than ATT_MTU.
@@ -564,7 +575,7 @@ final class ATTEngine: ATTTransportSink {
             }
             next = promoteNext(&s)
         }
-        resume?.run()
+        if let resume { executor.resumingInline { resume.run() } }
         if let violation { events?(.protocolViolation(violation, failed: failedOp)) }
         if let droppedText { events?(.dropped(droppedText)) }
         if let next { sendSlot(id: next.id, pdu: next.pdu) }
@@ -590,14 +601,22 @@ final class ATTEngine: ATTTransportSink {
             s.stats.notificationsReceived += 1
             return (s.catchAll, s.subscribers[handle])
         }
-        var drops: [UInt16?] = []
-        if let catchAll, !catchAll.deliver(handle: handle, value: value, kind: kind) { drops.append(nil) }
-        if let sinks {
-            for sink in sinks where !sink.deliver(handle: handle, value: value, kind: kind) { drops.append(handle) }
+        // Every drop is counted; an event is reported once per burst (when a stream starts dropping).
+        var dropCount = 0
+        var burstStarts: [UInt16?] = []
+        func note(_ d: NotificationSink.Delivery, _ stream: UInt16?) {
+            if case .dropped(let first) = d {
+                dropCount += 1
+                if first { burstStarts.append(stream) }
+            }
         }
-        if !drops.isEmpty {
-            state.withLock { $0.stats.droppedNotifications += drops.count }
-            for d in drops { events?(.notificationDropped(handle: handle, stream: d)) }
+        if let catchAll { note(catchAll.deliver(handle: handle, value: value, kind: kind), nil) }
+        if let sinks {
+            for sink in sinks { note(sink.deliver(handle: handle, value: value, kind: kind), handle) }
+        }
+        if dropCount > 0 {
+            state.withLock { $0.stats.droppedNotifications += dropCount }
+            for d in burstStarts { events?(.notificationDropped(handle: handle, stream: d)) }
         }
     }
 
@@ -754,26 +773,44 @@ final class ATTEngine: ATTTransportSink {
         case sent
         /// The caller must queue for a permit (`blocked`: the socket said `.wouldBlock`).
         case mustWait(blocked: Bool)
+        /// The value does not fit one Write Command at this MTU: nothing was sent.
+        case tooLong(mtu: Int, budget: Int)
     }
 
-    /// The fast path of a write without response: when nobody waits for a permit and the socket has room, one
-    /// state check and one send. Otherwise the caller queues with `waitForPermit`.
-    func trySendCommandFast(_ pdu: UnsafeRawBufferPointer, handle: UInt16) throws(GATTError) -> FastCommand {
-        let fast: Result<Bool, GATTError> = state.withLock { s in
+    /// The fast path of a write without response: one state check (closed, anyone waiting, the MTU) under one
+    /// lock, the PDU built on the stack, one send. Otherwise the caller queues with `waitForPermit`.
+    func trySendCommandFast(handle: UInt16, value: [UInt8]) throws(GATTError) -> FastCommand {
+        let fast: Result<(Bool, Int), GATTError> = state.withLock { s in
             if let r = s.closedReason {
                 return .failure(.disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: handle))))
             }
-            return .success(s.permits.isEmpty && !s.draining && !s.blocked)
+            return .success((s.permits.isEmpty && !s.draining && !s.blocked, s.mtu))
         }
+        let (canSend, mtu): (Bool, Int)
         switch fast {
         case .failure(let e): throw e
-        case .success(false): return .mustWait(blocked: false)
-        case .success(true):
-            do throws(TransportError) {
-                return try transport.trySend(pdu) == .sent ? .sent : .mustWait(blocked: true)
-            } catch {
-                throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
+        case .success(let v): (canSend, mtu) = v
+        }
+        let budget = min(ATTMTU.writeValueBudget(mtu), ATTMTU.maximumAttributeValue)
+        guard value.count <= budget else { return .tooLong(mtu: mtu, budget: budget) }
+        guard canSend else { return .mustWait(blocked: false) }
+        let sent: Result<ATTSendResult, TransportError> = withUnsafeTemporaryAllocation(byteCount: 3 + value.count, alignment: 1) { buf in
+            buf[0] = ATTOpcode.writeCommand.rawValue
+            buf[1] = UInt8(handle & 0xFF)
+            buf[2] = UInt8(handle >> 8)
+            value.withUnsafeBytes { v in
+                if v.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buf[3...]).copyMemory(from: v) }
             }
+            do throws(TransportError) {
+                return .success(try transport.trySend(UnsafeRawBufferPointer(buf)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch sent {
+        case .success(.sent): return .sent
+        case .success(.wouldBlock): return .mustWait(blocked: true)
+        case .failure(let error): throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
         }
     }
 
@@ -782,7 +819,7 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         do {
             try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<Void, any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<Void>) in
                     let cancelled = Task.isCancelled
                     let (refusal, register, drain): (GATTError?, Bool, Bool) = state.withLock { s in
                         if let r = s.closedReason {

@@ -6,7 +6,6 @@
 import ATTStack
 import Foundation
 import GATTClient
-import Synchronization
 
 /// What `mirror scan` is asked to do.
 public struct MirrorScanOptions: Sendable {
@@ -79,7 +78,7 @@ public enum MirrorScan {
         let steps0 = MirrorSteps(client: client, profile: profile, handles: MirrorHandles(service: ATTHandleRange(start: 1, end: 1), valueHandles: [:], cccdHandles: [:]), started: started, emit: emit)
 
         // 1. Log every notification from now on (the engine buffers those since the bearer opened).
-        let handlesBox = Mutex<MirrorHandles?>(nil)
+        let handlesBox = Lock<MirrorHandles?>(nil)
         let listener = Task {
             do {
                 for try await n in client.notifications {
@@ -122,9 +121,12 @@ public enum MirrorScan {
             r.sawAnyScanState = t.sawScanStateAfterArming
             r.notifications = t.notifications
             r.upload = t.upload
+            // In its own task: an interrupted (cancelled) scan still gets its final read.
+            let finalRead = Task { () async throws -> ([UInt8], [UInt8]) in
+                (try await steps.read("scanState", purpose: "final"), try await steps.read("scanError", purpose: "final"))
+            }
             do {
-                let s = try await steps.read("scanState", purpose: "final")
-                let e = try await steps.read("scanError", purpose: "final")
+                let (s, e) = try await finalRead.value
                 r.scanStateByte = s.first
                 r.scanErrorByte = e.first
                 r.finalRead = true
@@ -216,10 +218,17 @@ public enum MirrorScan {
             case .error(let why): result.outcome = .error; result.failure = why
             }
         } catch let e as GATTError {
-            result.outcome = .timeout
+            if case .timeout = e {
+                result.outcome = .timeout
+            } else {
+                result.outcome = .error
+            }
             result.failure = e.description
+        } catch is CancellationError {
+            result.outcome = .error
+            result.failure = "interrupted while waiting for \(what)"
         } catch {
-            result.outcome = .timeout
+            result.outcome = .error
             result.failure = "\(error)"
         }
         return await finish(&result)
@@ -246,9 +255,11 @@ final class ScanTracker: Sendable {
         var upload: ReceivedUpload?
         var ended: String?
         var notifications = 0
+        /// scanError when the handlers were armed: a read that still shows it is old news, not this scan's error.
+        var scanErrorAtArming: UInt8?
     }
     let profile: MirrorProfile
-    private let state = Mutex(State())
+    private let state = Lock(State())
     private let pokes: AsyncStream<Void>
     private let poke: AsyncStream<Void>.Continuation
 
@@ -260,7 +271,10 @@ final class ScanTracker: Sendable {
     var snapshot: State { state.withLock { $0 } }
 
     func arm() {
-        state.withLock { $0.armed = true }
+        state.withLock { s in
+            s.armed = true
+            s.scanErrorAtArming = s.scanError
+        }
         poke.yield()
     }
 
@@ -293,6 +307,7 @@ final class ScanTracker: Sendable {
                 s.scanError = b
                 let n = profile.scanErrorName(b)
                 guard s.armed, n != "invalid", n != "noError" else { return }
+                if !notification && b == s.scanErrorAtArming { return }
                 if s.errorSeen == nil { s.errorSeen = "scanError \(n) (0x\(String(b, radix: 16)))" }
             default: return
             }

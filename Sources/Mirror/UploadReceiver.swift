@@ -3,7 +3,6 @@
 // complete, and reports its size, SHA-256 and ZIP entries.
 import CMicroHTTPD
 import Foundation
-import Synchronization
 
 /// A result the mirror posted: where it is stored, how big it is, its digest and its ZIP entries.
 public struct ReceivedUpload: Sendable, Equatable {
@@ -33,7 +32,11 @@ public struct UploadReceiverError: Error, Sendable, Equatable, CustomStringConve
     public var port: UInt16
     public var errno: Int32
     public var problem: String
-    public var description: String { "upload receiver: cannot listen on \(host):\(port): \(problem)" }
+    /// True when the upload directory is the problem (not the listening socket).
+    public var directoryProblem = false
+    public var description: String {
+        directoryProblem ? "upload receiver: \(problem)" : "upload receiver: cannot listen on \(host):\(port): \(problem)"
+    }
 }
 
 /// An HTTP/1.1 server on libmicrohttpd that receives a scan's result ZIP (POST /upload/ID).
@@ -48,9 +51,9 @@ public final class UploadReceiver: Sendable {
         var uploads: [ReceivedUpload] = []
         var stopped = false
     }
-    private let state = Mutex(State())
-    // The daemon handle's address (0 once stopped), set once in init; the Mutex makes the stop idempotent.
-    private let daemon: Mutex<UInt>
+    private let state = Lock(State())
+    // The daemon handle's address (0 once stopped), set once in init; the lock makes the stop idempotent.
+    private let daemon: Lock<UInt>
 
     /// Starts listening on `host` (numeric, e.g. 127.0.0.1) and `port` (0: any free port).
     /// Completed uploads land in `directory` as scan-ID.zip.
@@ -60,10 +63,11 @@ public final class UploadReceiver: Sendable {
         self.directory = directory
         self.maxBytes = maxBytes
         self.onEvent = onEvent
-        self.daemon = Mutex(0)
+        self.daemon = Lock(0)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw UploadReceiverError(host: host, port: port, errno: ENOENT, problem: "the upload directory \(directory) does not exist")
+            throw UploadReceiverError(host: host, port: port, errno: ENOENT, problem: "the upload directory \(directory) does not exist",
+                                      directoryProblem: true)
         }
         let opaque = Unmanaged.passUnretained(self).toOpaque()
         guard let d = cmhd_start(host, port, 30, uploadAccessHandler, uploadCompletedHandler, opaque) else {
@@ -78,7 +82,7 @@ public final class UploadReceiver: Sendable {
         boundPort.withLock { $0 = bound == 0 ? port : bound }
     }
 
-    private let boundPort = Mutex<UInt16>(0)
+    private let boundPort = Lock<UInt16>(0)
     /// The port it listens on (the bound one when 0 was asked for).
     public var port: UInt16 { boundPort.withLock { $0 } }
 

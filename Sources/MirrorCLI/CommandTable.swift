@@ -32,4 +32,8 @@ let commandTable: [Command] = [
     listenCommand,
     mtuCommand,
     benchCommand,
+    scanCommand,
+    wifiCommand,
+    doctorCommand,
+    adaptersCommand,
 ]

@@ -1,16 +1,16 @@
 // A test double of a transport pair: the simulator gets one end, the test drives the other with raw
 // PDU bytes and waits for what comes back (byte-exact checks of the server's answers).
+import Mirror
 import ATTStack
 import Dispatch
 import Foundation
-import Synchronization
 import XCTest
 
 /// The simulator's end: `trySend` hands the PDU to the test's inbox; `close` ends the connection.
 final class TestTransport: ATTTransport {
     let label = "test-double"
     // Guards the sink, the closed flag and the inbox of PDUs the simulator sent.
-    private let state = Mutex<(sink: (any ATTTransportSink)?, closed: String?, inbox: [[UInt8]])>((nil, nil, []))
+    private let state = Lock<(sink: (any ATTTransportSink)?, closed: String?, inbox: [[UInt8]])>((nil, nil, []))
     private let arrived = DispatchSemaphore(value: 0)
     /// Deliveries to the simulator run on one serial queue, like a bearer's one reader thread.
     private let reader = DispatchQueue(label: "test-transport.reader")

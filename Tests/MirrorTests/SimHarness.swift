@@ -4,7 +4,6 @@ import Foundation
 import GATTClient
 import Mirror
 import MirrorSimulator
-import Synchronization
 import XCTest
 
 final class SimHarness: Sendable {
@@ -56,7 +55,7 @@ final class SimHarness: Sendable {
 
 /// Collects a procedure's events.
 final class EventLog: Sendable {
-    let events = Mutex<[MirrorEvent]>([])
+    let events = Lock<[MirrorEvent]>([])
     var emit: @Sendable (MirrorEvent) -> Void { { [self] e in self.events.withLock { $0.append(e) } } }
     var all: [MirrorEvent] { events.withLock { $0 } }
 
@@ -66,7 +65,7 @@ final class EventLog: Sendable {
 
 /// The simulator's log lines (printed when a test fails to help read what happened).
 final class LineLog: Sendable {
-    private let lines = Mutex<[String]>([])
+    private let lines = Lock<[String]>([])
     func append(_ line: String) { lines.withLock { $0.append(line) } }
     var all: [String] { lines.withLock { $0 } }
 }

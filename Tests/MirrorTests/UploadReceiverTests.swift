@@ -1,9 +1,9 @@
+import Mirror
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
 import Glibc
-import Synchronization
 import XCTest
 @testable import Mirror
 
@@ -75,7 +75,7 @@ final class UploadReceiverTests: XCTestCase {
     }
 
     func testContentLengthAndChunkedUploadsAreStoredWithDigestAndEntries() throws {
-        let events = Mutex<[UploadEvent]>([])
+        let events = Lock<[UploadEvent]>([])
         let receiver = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory) { e in events.withLock { $0.append(e) } }
         defer { receiver.stop() }
         XCTAssertNotEqual(receiver.port, 0)
@@ -108,7 +108,7 @@ final class UploadReceiverTests: XCTestCase {
     }
 
     func testWrongIDWrongPathAndTooLargeAreRefused() throws {
-        let events = Mutex<[UploadEvent]>([])
+        let events = Lock<[UploadEvent]>([])
         let receiver = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory, maxBytes: 1000) { e in events.withLock { $0.append(e) } }
         defer { receiver.stop() }
         receiver.expect(scanID: "cur123")
@@ -124,6 +124,17 @@ final class UploadReceiverTests: XCTestCase {
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), [])
         let statuses = events.withLock { $0 }.compactMap { e -> Int? in if case .rejected(_, _, let s, _) = e { return s } else { return nil } }
         XCTAssertEqual(statuses, [404, 404, 405, 413, 413])
+    }
+
+    func testAPortInUseAndAMissingDirectoryAreNamed() throws {
+        let first = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory)
+        defer { first.stop() }
+        XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: first.port, directory: directory)) { error in
+            XCTAssertEqual("\(error)", "upload receiver: cannot listen on 127.0.0.1:\(first.port): the port is in use (EADDRINUSE)")
+        }
+        XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory + "/missing")) { error in
+            XCTAssertEqual("\(error)", "upload receiver: the upload directory \(directory)/missing does not exist")
+        }
     }
 
     func testStartFailureNamesTheProblem() {

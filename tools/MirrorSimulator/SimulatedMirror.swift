@@ -5,7 +5,6 @@ import ATTStack
 import Dispatch
 import Foundation
 import Mirror
-import Synchronization
 
 /// A simulated body-scanning mirror: a GATT server on ATTStack transports with the mirror's behaviour
 /// (Core Spec 5.4 Vol 3 Part F §3.4 for the server's answers, Part G §3.3.3.3 for the CCCD).
@@ -15,7 +14,7 @@ public final class SimulatedMirror: Sendable {
     public let options: SimOptions
     public let database: GATTDatabase
     private let timers = DispatchQueue(label: "mirror-sim.timers")
-    private let state: Mutex<DeviceState>
+    private let state: Lock<DeviceState>
     private let logSink: @Sendable (String) -> Void
     private let clock = ContinuousClock()
     private let started: ContinuousClock.Instant
@@ -80,7 +79,7 @@ public final class SimulatedMirror: Sendable {
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
         let notConnected = options.profile.wifiStatusByte("notConnected") ?? 0
-        state = Mutex(DeviceState(scanState: options.initialScanState, scanError: options.initialScanError,
+        state = Lock(DeviceState(scanState: options.initialScanState, scanError: options.initialScanError,
                                   wifiStatus: options.wifiConnected ? connected : notConnected,
                                   ssid: options.wifiConnected ? Array(options.connectedSSID.utf8) : [],
                                   faults: options.faults))

@@ -173,16 +173,20 @@ func connectClient(_ listener: Listener, expectedCommands: Int) async throws -> 
     return (client, peer)
 }
 
-/// The client: `n` Write Requests, one after the other, each awaited.
-func clientRequests(_ listener: Listener, n: Int) async throws -> Double {
+/// The client: `n` Write Requests, one after the other, each awaited; `inline`: on the bearer's executor.
+func clientRequests(_ listener: Listener, n: Int, inline: Bool) async throws -> Double {
     let (client, _) = try await connectClient(listener, expectedCommands: .max)
     let value: [UInt8] = [0x01, 0x02]
-    for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
-    let t0 = now()
-    for _ in 0..<n { try await client.write(handle: 0x0012, value: value) }
-    let t1 = now()
+    func loop() async throws -> Double {
+        for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
+        let t0 = now()
+        for _ in 0..<n { try await client.write(handle: 0x0012, value: value) }
+        let t1 = now()
+        return Double(t1 - t0) / Double(n)
+    }
+    let r = inline ? try await withTaskExecutorPreference(client.bearerExecutor) { try await loop() } : try await loop()
     client.close()
-    return Double(t1 - t0) / Double(n)
+    return r
 }
 
 /// The client: `n` writes without response from one task; ends when the peer counted them all.
@@ -214,6 +218,8 @@ var json = false
 var requests = 20_000
 var commands = 200_000
 var rounds = 5
+/// For profiling one side alone: "bare-requests", "client-requests", "pool-requests".
+var only: String?
 var args = CommandLine.arguments.dropFirst()
 while let a = args.popFirst() {
     switch a {
@@ -221,8 +227,9 @@ while let a = args.popFirst() {
     case "--requests": requests = Int(args.popFirst() ?? "") ?? requests
     case "--commands": commands = Int(args.popFirst() ?? "") ?? commands
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
+    case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]")
+        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
@@ -233,15 +240,28 @@ while let a = args.popFirst() {
 do {
     let listener = try Listener()
     defer { listener.close() }
+    if let only {
+        let t: Double
+        switch only {
+        case "bare-requests": t = try bareRequests(listener, n: requests)
+        case "client-requests": t = try await clientRequests(listener, n: requests, inline: true)
+        case "pool-requests": t = try await clientRequests(listener, n: requests, inline: false)
+        default: throw BenchError(description: "--only takes bare-requests, client-requests or pool-requests")
+        }
+        print(String(format: "%@: %.2f us per round trip", only, t / 1000))
+        exit(0)
+    }
     let valueLength = 20
-    var bareReq: [Double] = [], clientReq: [Double] = [], bareCmd: [Double] = [], clientCmd: [Double] = []
+    var bareReq: [Double] = [], clientReq: [Double] = [], poolReq: [Double] = [], bareCmd: [Double] = [], clientCmd: [Double] = []
     // Rounds alternate bare and client runs so that background load hits both alike.
     for _ in 0..<rounds {
         bareReq.append(try bareRequests(listener, n: requests))
-        clientReq.append(try await clientRequests(listener, n: requests))
+        clientReq.append(try await clientRequests(listener, n: requests, inline: true))
+        poolReq.append(try await clientRequests(listener, n: requests, inline: false))
         bareCmd.append(try await bareCommands(listener, n: commands, valueLength: valueLength))
         clientCmd.append(try await clientCommands(listener, n: commands, valueLength: valueLength))
     }
+    let pr = median(poolReq)
     let br = median(bareReq), cr = median(clientReq), bc = median(bareCmd), cc = median(clientCmd)
     let writeRequestRatio = cr / br
     let writeCommandRatio = bc / cc   // throughput ratio: client / bare
@@ -249,6 +269,7 @@ do {
         func f(_ x: Double) -> String { String(format: "%.4f", x) }
         print("{\"writeRequestRatio\": \(f(writeRequestRatio)), \"writeCommandRatio\": \(f(writeCommandRatio)), "
               + "\"bareWriteRequestMicroseconds\": \(f(br / 1000)), \"clientWriteRequestMicroseconds\": \(f(cr / 1000)), "
+              + "\"poolWriteRequestMicroseconds\": \(f(pr / 1000)), \"poolWriteRequestRatio\": \(f(pr / br)), "
               + "\"bareWriteCommandsPerSecond\": \(f(1e9 / bc)), \"clientWriteCommandsPerSecond\": \(f(1e9 / cc)), "
               + "\"requests\": \(requests), \"commands\": \(commands), \"valueLength\": \(valueLength), \"rounds\": \(rounds), "
               + "\"writeRequestGoal\": 1.3, \"writeCommandGoal\": 0.8}")
@@ -256,6 +277,7 @@ do {
         print("gatt-bench: AF_UNIX SOCK_SEQPACKET, peer in another thread, median of \(rounds) rounds")
         print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= 1.3x)",
                      br / 1000, cr / 1000, writeRequestRatio))
+        print(String(format: "    (callers on the bearer's executor; from the global pool instead: %.2f us, %.2fx)", pr / 1000, pr / br))
         print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= 0.8x), every PDU counted at the peer",
                      1e9 / bc, 1e9 / cc, writeCommandRatio))
     }

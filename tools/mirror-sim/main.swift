@@ -1,11 +1,11 @@
 // mirror-sim: the simulated body-scanning mirror. A GATT server on ATTStack serving the profile's mirror
 // service (plus GAP and GATT) on a unix: SEQPACKET socket and/or a real adapter's LE CID 4, behaving as
 // the seeds tell (see tools/MirrorSimulator and `mirror-sim --help`).
+import Mirror
 import ATTStack
 import Dispatch
 import Foundation
 import MirrorSimulator
-import Synchronization
 
 let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
@@ -124,7 +124,7 @@ for listener in listeners {
 }
 
 let allListeners = listeners
-let stopping = Mutex(false)
+let stopping = Lock(false)
 func shutdown(_ why: String) -> Never {
     stopping.withLock { $0 = true }
     for l in allListeners { l.close() }

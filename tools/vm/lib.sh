@@ -80,8 +80,8 @@ vm_stop() {
   local pid; pid=$(vm_pid "$1"); local limit=${2:-5} sig=${3:-INT}
   [ -n "$pid" ] || vm_fail "vm_stop: no background step $1"
   kill -"$sig" "$pid" 2>/dev/null
-  local i=0 n; n=$(( $(vm_scaled "$limit") * 10 ))
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+  local deadline=$(($(vm_now) + $(vm_scaled "$limit") * 1000000))
+  while kill -0 "$pid" 2>/dev/null && [ "$(vm_now)" -lt $deadline ]; do sleep 0.1; done
   kill -0 "$pid" 2>/dev/null && { vm_log "step $1 ignored SIG$sig for $limit s: SIGKILL"; kill -KILL "$pid"; }
   wait "$pid" 2>/dev/null; VM_RC=$?
   vm_log "stopped $1: exit $VM_RC"
@@ -90,14 +90,30 @@ vm_stop() {
 # vm_join STEP LIMIT: waits up to LIMIT s for a background step to exit on its own; sets VM_RC.
 vm_join() {
   local pid; pid=$(vm_pid "$1"); local limit; limit=$(vm_scaled "$2")
-  local i=0 n=$((limit * 10))
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt $n ]; do sleep 0.1; i=$((i + 1)); done
+  local deadline=$(($(vm_now) + limit * 1000000))
+  while kill -0 "$pid" 2>/dev/null && [ "$(vm_now)" -lt $deadline ]; do sleep 0.1; done
   if kill -0 "$pid" 2>/dev/null; then
     kill -KILL "$pid"; wait "$pid" 2>/dev/null
     vm_fail "$1 did not exit within $limit s"
   fi
   wait "$pid"; VM_RC=$?
   vm_log "$1 exited $VM_RC"
+}
+
+# vm_alive STEP SECONDS WHAT: asserts that a background step is still running SECONDS from now (it must
+# not end by itself in that time: a dropped link, a crash).
+vm_alive() {
+  local pid; pid=$(vm_pid "$1")
+  local deadline=$(($(vm_now) + $2 * 1000000))
+  while [ "$(vm_now)" -lt $deadline ]; do
+    if ! kill -0 "$pid" 2>/dev/null; then
+      wait "$pid" 2>/dev/null; VM_RC=$?
+      sed 's/^/    | /' "$OUT/$1.log" | tail -n 20
+      vm_fail "$1 ended by itself (exit $VM_RC) before $2 s: $3"
+    fi
+    sleep 0.5
+  done
+  vm_log "ok: $3 ($1 still running after $2 s)"
 }
 
 # vm_cleanup: stops every background step, newest first (the EXIT trap of each scenario).
@@ -107,7 +123,8 @@ vm_cleanup() {
     pid=${VM_PIDS[$i]}
     kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null
   done
-  for ((i = 0; i < 20; i++)); do
+  local deadline=$(($(vm_now) + 2000000))
+  while [ "$(vm_now)" -lt $deadline ]; do
     local alive=0
     for pid in "${VM_PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
     [ $alive -eq 0 ] && break
@@ -139,37 +156,59 @@ vm_controllers() {
 # vm_advertise hciN: makes the controller connectable and advertising (legacy HCI, no bluetoothd).
 vm_advertise() { vm_ok "$1-leadv" 15 hciconfig "$1" leadv 0; }
 
-# vm_json FILE EXPR [WHAT]: asserts a Python expression over the JSON document in FILE (bound to j).
-# FILE may hold log lines around one JSON object or array; the last line that parses as JSON is used,
-# else the whole file.
+# vm_json FILE EXPR WHAT [EXPR WHAT]...: asserts Python expressions over the JSON in FILE, in one python3
+# run (each start costs about a second under TCG). j is the last line that parses as a JSON object or
+# array (else the whole file), js every such line in order (JSON lines). Stops at the first false one.
 vm_json() {
-  local file=$1 expr=$2 what=${3:-$2}
-  if python3 - "$file" "$expr" <<'PY'
+  local file=$1; shift
+  local out rc
+  out=$(python3 -I -S - "$file" "$@" <<'PY'
 import json, sys
-path, expr = sys.argv[1], sys.argv[2]
+path, pairs = sys.argv[1], sys.argv[2:]
 text = open(path, encoding="utf-8", errors="replace").read()
-doc = None
-for line in reversed(text.splitlines()):
-    line = line.strip()
-    if line.startswith(("{", "[")):
+# Every JSON document that starts a line (one per line, or pretty-printed over several), between log lines.
+docs, pos, decoder = [], 0, json.JSONDecoder()
+while pos < len(text):
+    end = text.find("\n", pos)
+    end = len(text) if end < 0 else end
+    if text[pos:end].lstrip().startswith(("{", "[")):
         try:
-            doc = json.loads(line); break
+            doc, stop = decoder.raw_decode(text, pos + len(text[pos:end]) - len(text[pos:end].lstrip()))
+            docs.append(doc)
+            end = text.find("\n", stop)
+            end = len(text) if end < 0 else end
         except ValueError:
             pass
-if doc is None:
+    pos = end + 1
+if not docs:
+    print(f"FAIL no JSON in {path}")
+    sys.exit(2)
+for i in range(0, len(pairs), 2):
+    expr = pairs[i]
+    what = pairs[i + 1] if i + 1 < len(pairs) else expr
     try:
-        doc = json.loads(text)
-    except ValueError as e:
-        print(f"no JSON in {path}: {e}")
-        sys.exit(2)
-ok = eval(expr, {"j": doc, "json": json})
-if not ok:
-    print(json.dumps(doc, indent=1)[:3000])
-sys.exit(0 if ok else 1)
+        ok = eval(expr, {"j": docs[-1], "js": docs, "json": json})
+    except Exception as e:
+        print(f"    | {type(e).__name__}: {e}")
+        ok = False
+    if not ok:
+        for line in json.dumps(docs[-1], indent=1)[:3000].splitlines():
+            print("    | " + line)
+        print(f"FAIL {what}")
+        sys.exit(1)
+    print(f"ok {what}")
 PY
-  then vm_log "ok: $what"
-  else vm_fail "assertion failed on $(basename "$file"): $what"
-  fi
+)
+  rc=$?
+  local line
+  while IFS= read -r line; do
+    case $line in
+      "ok "*) vm_log "ok: ${line#ok }" ;;
+      "FAIL "*) vm_fail "assertion failed on $(basename "$file"): ${line#FAIL }" ;;
+      *) echo "$line" ;;
+    esac
+  done <<<"$out"
+  [ $rc -eq 0 ] || vm_fail "assertion failed on $(basename "$file") (python3 exit $rc)"
 }
 
 # vm_grep FILE PATTERN [WHAT]: asserts that FILE has a line matching PATTERN (grep -E).
@@ -194,12 +233,17 @@ vm_count() {
   fi
 }
 
+# vm_big_buffers: 8 MB socket receive buffers for every socket opened after it. An LE fixed channel has no
+# flow control: when the peer's socket receive queue is full, the kernel drops what arrives (Write Commands,
+# and a request behind them, which then times out after 30 s).
+vm_big_buffers() { vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608; }
+
 # vm_gatt_peer: BlueZ's own GATT server on hci1, as a peer nobody here wrote: the system D-Bus, bluetoothd,
 # and hci1 powered, connectable and advertising through bluetoothd (btmgmt); hci0 powered for the central.
 # Serves GAP 0x0001-0x0007 (Device Name value 0x0003 "BlueZ 5.66"), GATT 0x0008-0x0011, Device
 # Information 0x0012-0x0014. Larger socket buffers first, so that bluetoothd keeps every Write Command.
 vm_gatt_peer() {
-  vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608
+  vm_big_buffers
   [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
   vm_bg btvirt btvirt -l2 -L
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
@@ -212,4 +256,21 @@ vm_gatt_peer() {
   vm_ok hci1-connectable 20 btmgmt -i hci1 connectable on
   vm_ok hci1-advertising 20 btmgmt -i hci1 advertising on
   vm_ok hci0-power 20 btmgmt -i hci0 power on
+}
+
+# vm_sim STEP [FLAGS...]: starts mirror-sim on hci1 (LE CID 4, advertising through its own raw HCI code)
+# with the given simulator flags, and waits until it listens.
+vm_sim() {
+  local step=$1; shift
+  vm_bg "$step" "$BIN/mirror-sim" --adapter hci1 --advertise mirror-sim "$@"
+  vm_wait_log "$step" "^mirror-sim: listening" 30
+}
+
+# vm_scan STEP LIMIT [FLAGS...]: `mirror scan` of the simulator on hci1 from hci0 with --json, the upload
+# receiver on the guest's loopback, the ZIP in $OUT/STEP.up/. Exit status in $VM_RC; output in STEP.log.
+vm_scan() {
+  local step=$1 limit=$2; shift 2
+  mkdir -p "$OUT/$step.up"
+  vm_run "$step" "$limit" "$BIN/mirror" scan 00:AA:01:01:00:01 --adapter hci0 --json \
+    --upload-host 127.0.0.1 --upload-port 0 --upload-dir "$OUT/$step.up" "$@"
 }

@@ -77,14 +77,16 @@ for name in "$@"; do
     -nodefaults -no-user-config -display none -no-reboot \
     -serial "file:$out/console.log" \
     -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 quiet panic=-1 mitigations=off" \
+    -append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
     -virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
     -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
     </dev/null >"$out/qemu.log" 2>&1
   qrc=$?
   took=$(elapsed "$start" "$(now)")
   result=$(cat "$out/result" 2>/dev/null)
-  if [ "$result" = 0 ] && [ $qrc -eq 0 ]; then
+  # A guest kernel that oopsed fails the scenario whatever its steps saw, and is named as the cause.
+  oops=$(grep -m 1 -E "kernel BUG at|Oops:|general protection fault|list_del corruption|BUG: unable to handle|Kernel panic" "$out/console.log" 2>/dev/null)
+  if [ "$result" = 0 ] && [ $qrc -eq 0 ] && [ -z "$oops" ]; then
     echo "vm: $name passed ($took s)"; passed=$((passed + 1)); continue
   fi
   if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
@@ -94,6 +96,7 @@ for name in "$@"; do
   else
     echo "vm: $name: scenario exit $result"
   fi
+  [ -n "$oops" ] && echo "vm: $name: the guest kernel oopsed: ${oops#\[*\] } (see console.log)"
   echo "vm: $name: logs in $out"
   [ -s "$out/qemu.log" ] && sed 's/^/  qemu| /' "$out/qemu.log" | tail -n 20
   [ -f "$out/guest.log" ] && sed 's/^/  guest| /' "$out/guest.log" | tail -n 40

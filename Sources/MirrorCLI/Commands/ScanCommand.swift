@@ -1,0 +1,172 @@
+// mirror scan TARGET: the scan procedure (Mirror.MirrorScan) with a live status line or JSON events.
+import Dispatch
+import Foundation
+import GATTClient
+import Mirror
+import MirrorCommandLine
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let scanCommand = Command(CommandSpec(
+    name: "scan",
+    summary: "run one body scan: reset, upload URL, initDeviceForScan, wait for COMPLETE and the result ZIP",
+    discussion: """
+        The procedure of seed 001, with nothing left to luck: every notification is logged from the start; \
+        scanState and scanError are subscribed AND read; a pre-flight read of scanState sends cancelScan when \
+        it is not invalid, settles, and re-reads to say whether the reset worked; the upload receiver (HTTP, \
+        POST /upload/ID) starts before any write; the upload URL is checked against the profile's \
+        cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed before cloudToken and \
+        initDeviceForScan are written; then one deadline (--timeout, default 90 s) for COMPLETE plus the upload, \
+        or ERROR; then a final read of scanState and scanError whatever happened.
+
+        On a terminal a status line shows the state, the last error and the time left. --json prints one JSON \
+        object per event (every notification, read and write) and ends with one result object: outcome \
+        (complete, error, timeout, writeFailed), scanState, scanError, sawAnyScanState, preflightScanState, \
+        resetAttempted, resetWorked, upload (null, or path, bytes, sha256, entries). Exit status 0 only for complete.
+        """,
+    positionals: [PositionalSpec("TARGET", help: "the mirror's address, or unix:PATH (the simulator)")],
+    options: [
+        .value("--timeout", "S", help: "the scan's deadline for COMPLETE plus the upload, or ERROR (default 90); ATT requests keep 30 s"),
+        .value("--upload-host", "HOST", help: "the address the mirror posts to (default: 127.0.0.1 for unix:, else this machine's IPv4)"),
+        .value("--upload-port", "N", help: "the upload receiver's port (default 7777; 0: any free port)"),
+        .value("--upload-dir", "DIR", help: "where the result ZIP is stored (default: the current directory)"),
+        .value("--scan-id", "ID", help: "the scan ID in the upload URL (default: 6 random hex digits)"),
+        .value("--settle", "S", help: "the pause after cancelScan before the re-read (default 0.5)"),
+    ],
+    globals: GlobalOptionName.connection.subtracting([.timeout]),
+    examples: [
+        ("mirror scan unix:/tmp/mirror-sim.sock", "a scan against the simulator (tools/demo-scan.sh starts one)"),
+        ("mirror scan 00:AA:01:01:00:01 --upload-host 192.168.1.23 --profile my-mirror.json", "a real mirror"),
+        ("mirror scan unix:/tmp/mirror-sim.sock --json --timeout 30", "JSON events and a result object"),
+    ]
+)) { inv in
+    let target = try inv.target()
+    let profile = try loadProfile(inv)
+    let port = try inv.option("--upload-port") { (s: String) throws(UsageError) in try parseCount(s, in: 0...65535, what: "port") }
+    let settle = try inv.option("--settle") { (s: String) throws(UsageError) in try parseSeconds(s) }
+    // --timeout is the scan's deadline here (default 90 s); the ATT transaction timeout stays the spec's 30 s.
+    let deadline = try inv.option("--timeout") { (s: String) throws(UsageError) in try parseSeconds(s) } ?? 90
+    let host: String
+    if let h = inv.arguments.string("--upload-host") {
+        host = h
+    } else if target.isUnix {
+        host = "127.0.0.1"
+    } else if let h = MirrorScan.defaultUploadHost() {
+        host = h
+    } else {
+        throw UsageError("this machine has no IPv4 address the mirror could post to: give --upload-host", command: "scan")
+    }
+    var options = MirrorScanOptions(profile: profile, uploadHost: host,
+                                    uploadDirectory: inv.arguments.string("--upload-dir") ?? FileManager.default.currentDirectoryPath)
+    options.uploadPort = UInt16(port ?? 7777)
+    options.timeout = .milliseconds(Int64((deadline * 1000).rounded()))
+    if let settle { options.settle = .milliseconds(Int64((settle * 1000).rounded())) }
+    options.scanID = inv.arguments.string("--scan-id")
+    let scanOptions = options
+
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    let json = inv.global.json
+    let console = inv.console
+    let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
+    status.start()
+    let result = try await Interrupts.whileInterruptible {
+        try await MirrorScan.run(client: session.client, options: scanOptions) { event in
+            if json {
+                console.out(mirrorEventJSON(event).compact)
+            } else {
+                status.clear()
+                console.out(mirrorEventText(event))
+            }
+            status.update(event)
+        }
+    }
+    status.stop()
+    if json {
+        console.out(scanResultJSON(result).compact)
+    } else {
+        console.out(scanResultText(result))
+    }
+    switch result.outcome {
+    case .complete: return .success
+    case .timeout: return .timeout
+    case .error: return .failure
+    case .writeFailed:
+        return result.rejectedBy == "peer" ? .peerError : result.rejectedBy == "local" ? .localRefusal : .connection
+    }
+}
+
+/// The profile named by --profile, or the bundled one.
+func loadProfile(_ inv: Invocation) throws -> MirrorProfile {
+    guard let path = inv.global.profile else { return .bundled }
+    return try MirrorProfile.load(path: path)
+}
+
+/// The live status line on stderr: state, last error, time left; redrawn on each event and every second.
+final class StatusLine: Sendable {
+    private struct State {
+        var scanState = "?"
+        var scanError = "?"
+        var shown = false
+    }
+    private let enabled: Bool
+    private let state = Lock(State())
+    private let started = ContinuousClock.now
+    private let deadline: Double
+    private let ticker = Lock<Task<Void, Never>?>(nil)
+
+    init(enabled: Bool, deadline: Double) {
+        self.enabled = enabled
+        self.deadline = deadline
+    }
+
+    /// Starts the once-a-second redraw (the time left changes even when nothing happens).
+    func start() {
+        guard enabled else { return }
+        let task = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .seconds(1))
+                self?.draw()
+            }
+        }
+        ticker.withLock { $0 = task }
+    }
+
+    func update(_ event: MirrorEvent) {
+        guard enabled else { return }
+        state.withLock { s in
+            if event.characteristic == "scanState", let d = event.decoded { s.scanState = d }
+            if event.characteristic == "scanError", let d = event.decoded { s.scanError = d }
+        }
+        draw()
+    }
+
+    func draw() {
+        guard enabled else { return }
+        let d = ContinuousClock.now - started
+        let elapsed = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
+        let left = max(0, deadline - elapsed)
+        let text = state.withLock { s -> String in
+            s.shown = true
+            return "scanState \(s.scanState), scanError \(s.scanError), \(String(format: "%.0f", left)) s left"
+        }
+        FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+    }
+
+    func clear() {
+        guard enabled else { return }
+        let shown = state.withLock { s -> Bool in
+            let was = s.shown
+            s.shown = false
+            return was
+        }
+        if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+
+    func stop() {
+        ticker.withLock { $0?.cancel() }
+        clear()
+    }
+}

@@ -1,0 +1,71 @@
+// mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
+import Mirror
+import MirrorCommandLine
+
+let wifiCommand = Command(CommandSpec(
+    name: "wifi",
+    summary: "the mirror's Wi-Fi: list networks, show the connection status, join a network",
+    discussion: """
+        list: writes wifiScan (0x31) to scannerAction, reads wifiNumNetworks, then reads wifiNetworkSSIDEnum once \
+        per network. status: reads wifiConnectionStatus (and wifiSetSSID). join SSID: subscribes to and reads \
+        wifiConnectionStatus, writes SSID to wifiSetSSID, then waits for connected or failed and reads it once \
+        more. Each has a named deadline (--wait, default 30 s); values are decoded with the profile.
+        Exit status 0 for list and status; for join, 0 only when the status ends connected.
+        """,
+    positionals: [
+        PositionalSpec("list|status|join", help: "what to do"),
+        PositionalSpec("TARGET", help: "the mirror's address, or unix:PATH"),
+        PositionalSpec("SSID", optional: true, help: "the network to join (join only)"),
+    ],
+    options: [.value("--wait", "S", help: "the deadline of the procedure (default 30)")],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror wifi list unix:/tmp/mirror-sim.sock", "the networks the mirror sees"),
+        ("mirror wifi join unix:/tmp/mirror-sim.sock mirror-lab", "join a network and wait for the result"),
+        ("mirror wifi status 00:AA:01:01:00:01 --json", "the connection status as JSON"),
+    ]
+)) { inv in
+    let action = try inv.positional(0) { (s: String) throws(UsageError) -> String in
+        guard ["list", "status", "join"].contains(s) else { throw UsageError("expected list, status or join, got \(s)", token: s) }
+        return s
+    }!
+    let target = try inv.target(at: 1)
+    let ssid = inv.arguments.positionals.count > 2 ? inv.arguments.positionals[2] : nil
+    if action == "join" && (ssid ?? "").isEmpty { throw UsageError("join needs an SSID", command: "wifi") }
+    if action != "join" && ssid != nil { throw UsageError("\(action) takes no SSID", token: ssid, command: "wifi") }
+    let wait = try inv.option("--wait") { (s: String) throws(UsageError) in try parseSeconds(s) } ?? 30
+    let limit = Duration.milliseconds(Int64((wait * 1000).rounded()))
+    let profile = try loadProfile(inv)
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    let json = inv.global.json
+    let console = inv.console
+    let emit: @Sendable (MirrorEvent) -> Void = { e in
+        if json { console.err(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
+    }
+    switch action {
+    case "list":
+        let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, emit: emit)
+        if json {
+            console.out(JSONValue.object([("networks", .array(ssids.map { .string($0) }))]).pretty)
+        } else {
+            console.out("\(ssids.count) network\(ssids.count == 1 ? "" : "s")")
+            for s in ssids { console.out("  \(s)") }
+        }
+        return .success
+    default:
+        let status = action == "status"
+            ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, emit: emit)
+            : try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid!, timeout: limit, emit: emit)
+        if json {
+            console.out(JSONValue.object([
+                ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),
+                ("ssid", status.ssid.map { .string($0) } ?? .null),
+            ]).pretty)
+        } else {
+            console.out("wifiConnectionStatus \(status.status)" + (status.ssid.map { ", SSID \($0)" } ?? ""))
+        }
+        if action == "join" && status.status != "connected" { return .failure }
+        return .success
+    }
+}
