@@ -53,7 +53,8 @@ let package = Package(
         // (the scripted peer here, and `mirror-sim`).
         .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "MirrorCLI", "HostilePeerTool"]),
+        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
+                                                           "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -35,6 +35,7 @@ public struct MirrorScanOptions: Sendable {
 
 /// How a scan ended, with the keys `--json` prints in its result object.
 public struct MirrorScanResult: Sendable, Equatable {
+    /// How the scan ended: COMPLETE plus the upload, ERROR (or a disconnect), the deadline, or a refused write.
     public enum Outcome: String, Sendable, Equatable {
         case complete, error, timeout, writeFailed
     }

@@ -39,7 +39,8 @@ public struct UploadReceiverError: Error, Sendable, Equatable, CustomStringConve
     }
 }
 
-/// An HTTP/1.1 server on libmicrohttpd that receives a scan's result ZIP (POST /upload/ID).
+/// An HTTP/1.1 server (RFC 9112, Content-Length or chunked bodies) on libmicrohttpd that receives a scan's result
+/// ZIP (POST /upload/ID).
 /// The daemon's own polling thread runs the handlers; `lock` guards the scan ID and the upload list.
 public final class UploadReceiver: Sendable {
     public let host: String

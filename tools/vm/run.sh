@@ -23,7 +23,9 @@ if [ "${1:-}" = "--list" ]; then
   exit 0
 fi
 if [ "${1:-}" = "--all" ]; then
-  set -- $(for f in "$here"/scenarios/*.sh; do basename "$f" .sh; done)
+  # smoke first: it checks the rig alone (kernel, btvirt, BlueZ's l2test), before any project code runs.
+  set -- $( { [ -f "$here/scenarios/smoke.sh" ] && echo smoke
+              for f in "$here"/scenarios/*.sh; do n=$(basename "$f" .sh); [ "$n" = smoke ] || echo "$n"; done; } )
 fi
 [ $# -gt 0 ] || { echo "usage: tools/vm/run.sh [--list | --all | SCENARIO...]" >&2; exit 2; }
 
