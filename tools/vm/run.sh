@@ -125,6 +125,7 @@ declare -A limits
 valid=()
 passed=0 failed=0
 for name in "$@"; do
+  [ -n "${limits[$name]+x}" ] && { echo "vm: $name is named twice: it runs once" >&2; continue; }
   script="$here/scenarios/$name.sh"
   rm -rf "${runs:?}/$name"; mkdir -p "$runs/$name"
   if [ ! -f "$script" ]; then
@@ -146,4 +147,4 @@ if [ "${#valid[@]}" -gt 0 ]; then
   fi
 fi
 echo "vm: $passed passed, $failed failed"
-[ $failed -eq 0 ] && [ $passed -eq $# ]
+[ $failed -eq 0 ] && [ $passed -gt 0 ]
