@@ -13,6 +13,8 @@ let package = Package(
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
+        .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
+        .library(name: "HostilePeer", targets: ["HostilePeer"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -28,7 +30,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI's parsing, formatting and error table, as a library so that tests can import it.
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
@@ -40,12 +42,19 @@ let package = Package(
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
         .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
+        // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
+        // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
+        .target(name: "HostilePeer", dependencies: ["ATTStack"], path: "tools/hostile-peer/HostilePeer"),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer"], path: "tools/hostile-peer/hostile-peer"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
         .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack"]),
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
+        // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
+        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
+                                                           "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]
 )

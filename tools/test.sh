@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Runs every test: installs what is missing, builds, then runs the unit and integration tests, a bounded
-# fuzz run of the ATT decoder (FUZZ_SECONDS, default 30), then the end-to-end scenarios in a VM with a real
-# Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo).
-# Ends with one line "tests: N passed, N failed" over every stage. VM_SKIP=1 leaves the VM stage out.
+# Runs every test: installs what is missing, builds, then runs the unit and integration tests (the hostile-peer
+# reliability tests among them), the whole suite again under ThreadSanitizer, a bounded fuzz run of each libFuzzer
+# target under AddressSanitizer (the ATT decoder and the engine; FUZZ_SECONDS each, default 30), then the
+# end-to-end scenarios in a VM with a real Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo).
+# Ends with one line "tests: N passed, N failed" over every stage. VM_SKIP=1 leaves the VM stage out;
+# TSAN_SKIP=1 the ThreadSanitizer stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/setup.sh --no-build
@@ -19,13 +21,42 @@ failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$summary")
 [ -n "$ran" ] || { echo "tests: swift test printed no summary (exit $status)"; exit 1; }
 passed=$((ran - failed))
 
-# A bounded fuzz run of the ATT decoder (about 30 s): one more item, failed on any crash.
-if tools/fuzz/run.sh fuzz-att-decode "${FUZZ_SECONDS:-30}"; then
-    passed=$((passed + 1))
-else
-    failed=$((failed + 1))
-    status=1
+# The whole suite under ThreadSanitizer, in a build directory of its own. Every test counts, and a race report
+# fails the stage even when every assertion held. The floods are smaller: a sanitized build runs ~10x slower.
+if [ "${TSAN_SKIP:-0}" != 1 ]; then
+    set +e
+    RELIABILITY_FLOOD=100000 RELIABILITY_STORM=20000 RELIABILITY_CYCLES=1000 \
+        swift test --disable-swift-testing --sanitize=thread --scratch-path .build/tsan >"$log" 2>&1
+    tsan_status=$?
+    set -e
+    tsan_summary=$(grep -E "Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail -n 1)
+    races=$(grep -c "WARNING: ThreadSanitizer" "$log" || true)
+    if [ -z "$tsan_summary" ]; then
+        tail -n 40 "$log"
+        echo "tsan: swift test --sanitize=thread printed no summary (exit $tsan_status)"
+        failed=$((failed + 1)); status=1
+    else
+        tsan_ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$tsan_summary")
+        tsan_failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$tsan_summary")
+        grep -E "error: |WARNING: ThreadSanitizer|SUMMARY: ThreadSanitizer" "$log" | head -n 40 || true
+        echo "tsan: $tsan_ran tests, $tsan_failed failed, $races race reports"
+        passed=$((passed + tsan_ran - tsan_failed))
+        failed=$((failed + tsan_failed))
+        if [ "$races" -gt 0 ]; then failed=$((failed + 1)); fi
+        if [ "$tsan_status" -ne 0 ] || [ "$tsan_failed" -gt 0 ] || [ "$races" -gt 0 ]; then status=1; fi
+    fi
 fi
+
+# A bounded fuzz run of each libFuzzer target under AddressSanitizer (FUZZ_SECONDS each, default 30): one item
+# each, failed on any crash, hang or leak.
+for target in fuzz-att-decode fuzz-engine; do
+    if tools/fuzz/run.sh "$target" "${FUZZ_SECONDS:-30}"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        status=1
+    fi
+done
 
 # The VM stage: the release products, then every scenario in tools/vm/scenarios/.
 if [ "${VM_SKIP:-0}" != 1 ]; then

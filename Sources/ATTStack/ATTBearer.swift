@@ -156,19 +156,22 @@ public final class ATTBearer: ATTTransport {
     }
 
     public func close(reason: String) {
-        state.withLock { s in
-            guard !s.released, s.closeRequested == nil else { return }
+        let waiters = state.withLock { s -> [@Sendable () -> Void] in
+            guard !s.released, s.closeRequested == nil else { return [] }
             s.closeRequested = reason
             if s.started {
                 // The reader thread owns the teardown; the eventfd is still open because `released` is false.
                 _ = cbz_eventfd_signal(wakefd)
-            } else {
-                // No reader yet: release now; a later start() still delivers didCloseWith once.
-                s.released = true
-                s.finalReason = .closedLocally(reason: reason)
-                releaseFDs()
+                return []
             }
+            // No reader yet: release now (a later start() still delivers didCloseWith once) and wake writers.
+            s.released = true
+            s.finalReason = .closedLocally(reason: reason)
+            releaseFDs()
+            defer { s.writableWaiters = [] }
+            return s.writableWaiters
         }
+        for w in waiters { w() }
     }
 
     // MARK: Options

@@ -69,6 +69,7 @@ public struct ATTHandleLengthValueList: Sequence, Sendable, Equatable, CustomStr
         return Self(unchecked: data)
     }
 
+    /// Walks the tuples in order without copying (values are slices of the list's bytes).
     public struct Iterator: IteratorProtocol {
         @usableFromInline let bytes: ArraySlice<UInt8>
         @usableFromInline var i: Int

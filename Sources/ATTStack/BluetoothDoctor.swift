@@ -146,12 +146,13 @@ public enum BluetoothDoctor {
                                   action: "plug in an adapter (or check `dmesg` for its driver); in a VM, `btvirt -l2 -L` creates two virtual LE controllers")]
         case .success(let adapters):
             return adapters.map { a in
-                let what = "\(a.address), \(a.supportsLE ? "LE" : "no LE")\(a.supportsBREDR ? "+BR/EDR" : ""), ACL \(a.aclMTU)x\(a.aclPackets), \(a.bus)"
+                let radio = !a.featuresKnown ? "LE support unknown until powered" : a.supportsLE ? (a.supportsBREDR ? "LE+BR/EDR" : "LE") : "no LE"
+                let what = "\(a.address), \(radio), ACL \(a.aclMTU)x\(a.aclPackets), \(a.bus)"
                 if !a.isUp {
                     return DoctorFinding(check: "adapter \(a.name)", status: .warning, detail: "down (\(what))",
                                          action: "`sudo btmgmt -i \(a.name) power on` (or `sudo hciconfig \(a.name) up`)")
                 }
-                if !a.supportsLE {
+                if !a.supportsLE && a.featuresKnown {
                     return DoctorFinding(check: "adapter \(a.name)", status: .warning, detail: "up but without LE (\(what)): it cannot reach an LE peripheral",
                                          action: "use an adapter with Bluetooth 4.0 LE or later (--adapter)")
                 }

@@ -15,6 +15,9 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
     public var isUp: Bool
     public var supportsLE: Bool
     public var supportsBREDR: Bool
+    /// False while the controller has never been powered: the kernel has not read its features yet, so
+    /// `supportsLE` and `supportsBREDR` say nothing.
+    public var featuresKnown: Bool
     /// The ACL data length and buffer count (for LE-only controllers, the kernel reports the LE buffers).
     public var aclMTU: Int
     public var aclPackets: Int
@@ -22,7 +25,8 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
     public var bus: String
 
     public init(index: Int, name: String, address: BluetoothAddress, isUp: Bool, supportsLE: Bool, supportsBREDR: Bool,
-                aclMTU: Int, aclPackets: Int, bus: String) {
+                aclMTU: Int, aclPackets: Int, bus: String, featuresKnown: Bool = true) {
+        self.featuresKnown = featuresKnown
         self.index = index
         self.name = name
         self.address = address
@@ -85,6 +89,7 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
         isUp = raw.up
         supportsLE = raw.le
         supportsBREDR = raw.bredr
+        featuresKnown = withUnsafeBytes(of: raw.features) { $0.contains { $0 != 0 } }
         aclMTU = Int(raw.acl_mtu)
         aclPackets = Int(raw.acl_pkts)
         bus = Self.busNames[Int(raw.bus)] ?? "bus \(raw.bus)"
@@ -140,9 +145,15 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
         }
     }
 
+    /// "LE", "LE+BR/EDR", "BR/EDR only", or "LE unknown" before the first power-on.
+    public var radioDescription: String {
+        if !featuresKnown { return "LE unknown" }
+        return supportsLE && supportsBREDR ? "LE+BR/EDR" : supportsLE ? "LE" : supportsBREDR ? "BR/EDR only" : "neither"
+    }
+
     /// One line: "hci0  00:AA:01:00:00:00  up    LE        acl 192x1  virtual".
     public var summaryLine: String {
-        let radio = supportsLE && supportsBREDR ? "LE+BR/EDR" : supportsLE ? "LE" : supportsBREDR ? "BR/EDR only" : "neither"
+        let radio = radioDescription
         return [name.padding(toLength: 6, withPad: " ", startingAt: 0), address.description,
                 (isUp ? "up" : "down").padding(toLength: 5, withPad: " ", startingAt: 0),
                 radio.padding(toLength: 11, withPad: " ", startingAt: 0),
@@ -170,7 +181,7 @@ public struct AdaptersReport: Sendable, Equatable, Codable {
         for a in adapters {
             s += a.summaryLine + "\n"
             if !a.isUp { s += "       down: power it on with `sudo btmgmt -i \(a.name) power on`\n" }
-            if !a.supportsLE && a.isUp { s += "       this controller has no LE: it cannot reach an LE peripheral\n" }
+            if !a.supportsLE && a.isUp && a.featuresKnown { s += "       this controller has no LE: it cannot reach an LE peripheral\n" }
         }
         return s
     }

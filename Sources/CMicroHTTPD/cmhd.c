@@ -14,7 +14,8 @@ struct MHD_Daemon *cmhd_start(const char *bind_host, uint16_t port, unsigned int
     memset(&v4, 0, sizeof v4);
     memset(&v6, 0, sizeof v6);
     const struct sockaddr *addr;
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    // No MHD_USE_ERROR_LOG: failures are reported by the caller, from errno, in the tool's own words.
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD;
     if (inet_pton(AF_INET, bind_host, &v4.sin_addr) == 1) {
         v4.sin_family = AF_INET;
         v4.sin_port = htons(port);

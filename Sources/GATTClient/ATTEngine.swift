@@ -21,7 +21,9 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
     case answeredPeerRequest(request: [UInt8], answer: [UInt8])
     /// The ATT_MTU changed (Exchange MTU).
     case mtuChanged(Int)
-    /// A notification stream's buffer was full and a value for `handle` was dropped (nil: the catch-all stream).
+    /// A notification stream's buffer was full and it started dropping values (first of a burst; every drop is
+    /// counted in `GATTClientStatistics.droppedNotifications` and in the next value's `droppedBefore`).
+    /// `stream` is the handle of the per-handle stream, nil for the catch-all stream.
     case notificationDropped(handle: UInt16, stream: UInt16?)
 
     public var description: String {
@@ -32,7 +34,7 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
         case .answeredPeerRequest(let req, let ans): return "answered the peer's [\(hexBytes(req))] with [\(hexBytes(ans))]"
         case .mtuChanged(let m): return "ATT_MTU is now \(m)"
         case .notificationDropped(let h, let stream):
-            return "buffer full: dropped a value of handle \(hex4(h)) for the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream"
+            return "buffer full: the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream started dropping values (first: handle \(hex4(h)))"
         }
     }
 }
@@ -60,7 +62,7 @@ final class ATTEngine: ATTTransportSink {
         var valueLength: Int?
         var budget: Int?
         var ignoresCancellation: Bool
-        var continuation: UnsafeContinuation<[UInt8], any Error>?
+        var continuation: EngineContinuation<[UInt8]>?
         var deadline = ClockInstant(nanoseconds: 0)
         /// False while the transport said `.wouldBlock` and the PDU waits for POLLOUT.
         var sent = false
@@ -73,12 +75,12 @@ final class ATTEngine: ATTTransportSink {
         var handle: UInt16
         var deadline: ClockInstant?
         var limit: Duration?
-        var continuation: UnsafeContinuation<Void, any Error>
+        var continuation: EngineContinuation<Void>
     }
 
     enum Resumption {
-        case request(UnsafeContinuation<[UInt8], any Error>, Result<[UInt8], GATTError>)
-        case permit(UnsafeContinuation<Void, any Error>, Result<Void, GATTError>)
+        case request(EngineContinuation<[UInt8]>, Result<[UInt8], GATTError>)
+        case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
 
         func run() {
@@ -122,6 +124,8 @@ final class ATTEngine: ATTTransportSink {
     let transport: any ATTTransport
     let clock: any GATTClock
     let timeout: Duration
+    /// `timeout` in nanoseconds (computed once: Duration arithmetic is not free on the hot path).
+    let timeoutNanoseconds: UInt64
     let clientRxMTU: Int
     let streamLimit: Int
     let events: (@Sendable (GATTClientEvent) -> Void)?
@@ -130,6 +134,8 @@ final class ATTEngine: ATTTransportSink {
     let nextID = Atomic<UInt64>(1)
     /// Guards the names callers gave to handles (used only when building error messages).
     let names = Lock<[UInt16: String]>([:])
+    /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
+    let executor = BearerExecutor()
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
 
@@ -138,6 +144,7 @@ final class ATTEngine: ATTTransportSink {
         self.transport = transport
         self.clock = clock
         self.timeout = timeout
+        self.timeoutNanoseconds = UInt64(max(0, timeout.nanosecondsClamped))
         self.clientRxMTU = clientRxMTU
         self.streamLimit = streamLimit
         self.events = events
@@ -149,6 +156,12 @@ final class ATTEngine: ATTTransportSink {
     }
 
     func start() { transport.start(self) }
+
+    /// The ATT timeout from now: the deadline of a request written now.
+    @inline(__always)
+    func deadlineFromNow() -> ClockInstant {
+        ClockInstant(nanoseconds: clock.now().nanoseconds &+ timeoutNanoseconds)
+    }
 
     func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
 
@@ -200,13 +213,13 @@ final class ATTEngine: ATTTransportSink {
     /// Sends one request and waits for its response PDU (success response only: an Error Response throws
     /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
     /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
-    func request(_ pdu: [UInt8], expecting response: ATTOpcode, handle: UInt16?, valueLength: Int? = nil,
+    nonisolated(nonsending) func request(_ pdu: [UInt8], expecting response: ATTOpcode, handle: UInt16?, valueLength: Int? = nil,
                  budget: Int? = nil, ignoresCancellation: Bool = false) async throws(GATTError) -> [UInt8] {
         let id = makeID()
         let opcode = ATTOpcode(pdu[0])
         do {
             return try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<[UInt8], any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
                                    ignoresCancellation: ignoresCancellation, continuation: c))
@@ -228,7 +241,7 @@ final class ATTEngine: ATTTransportSink {
             }
             if cancelled { return (.cancelled(operation: describe(p.opcode, handle: p.handle)), false) }
             if s.slot == nil {
-                p.deadline = clock.now().advanced(by: timeout)
+                p.deadline = deadlineFromNow()
                 p.sent = true
                 s.slot = p
                 armTimer(&s, at: p.deadline)
@@ -281,7 +294,7 @@ final class ATTEngine: ATTTransportSink {
     /// Moves the queue's first request into the empty slot and starts its deadline (under the lock).
     private func promoteNext(_ s: inout State) -> Pending? {
         guard s.slot == nil, s.closedReason == nil, var p = s.queue.popFirst() else { return nil }
-        p.deadline = clock.now().advanced(by: timeout)
+        p.deadline = deadlineFromNow()
         p.sent = true
         s.slot = p
         armTimer(&s, at: p.deadline)
@@ -315,7 +328,9 @@ final class ATTEngine: ATTTransportSink {
     private func armTimer(_ s: inout State, at deadline: ClockInstant) {
         if let armed = s.armed, armed.at <= deadline { return }
         s.armed?.wakeup.cancel()
-        let wakeup = clock.schedule(at: deadline) { [weak self] in self?.timerFired() }
+        // Strong references in these closures on purpose: a weak reference would give the engine a side table and
+        // put every retain and release of it on the runtime's slow path. Each closure ends when it runs or at close.
+        let wakeup = clock.schedule(at: deadline) { self.timerFired() }
         s.armed = (deadline, wakeup)
     }
 
@@ -509,16 +524,29 @@ final class ATTEngine: ATTTransportSink {
         var failedOp: String?
         var droppedText: String?
         state.withLock { s in
+            if s.closedReason != nil {
+                // A response that was already on its way when the bearer closed (after an ATT timeout, say).
+                droppedText = "a \(op.name) that arrived after the bearer closed"
+                s.stats.droppedEvents += 1
+                return
+            }
             guard let slot = s.slot, slot.sent else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
                 s.stats.protocolViolations += 1
                 return
             }
-            let opText = describe(slot.opcode, handle: slot.handle)
-            let expected = "\(slot.response.description) or Error Response for \(slot.opcode.name)"
+            // Built only on the slow paths (a violation, a dropped response): the hot path formats no strings.
+            var opText: String { describe(slot.opcode, handle: slot.handle) }
+            var expected: String { "\(slot.response.description) or Error Response for \(slot.opcode.name)" }
             let result: Result<[UInt8], GATTError>
-            if op == .errorResponse {
+            if pdu.count > s.mtu {
+                // Core Spec 5.4 Vol 3 Part F §3.2.8: no PDU is longer than ATT_MTU.
+                let v = GATTProtocolViolation(received: pdu, expected: expected,
+                                              problem: "a \(pdu.count)-byte \(op.name), longer than the ATT_MTU of \(s.mtu)")
+                violation = v
+                result = .failure(.protocolViolation(v))
+            } else if op == .errorResponse {
                 if pdu.count != 5 {
                     let v = GATTProtocolViolation(received: pdu, expected: expected,
                                                   problem: "an Error Response of \(pdu.count) bytes (it has 5)")
@@ -558,7 +586,7 @@ final class ATTEngine: ATTTransportSink {
             }
             next = promoteNext(&s)
         }
-        resume?.run()
+        if let resume { executor.resumingInline { resume.run() } }
         if let violation { events?(.protocolViolation(violation, failed: failedOp)) }
         if let droppedText { events?(.dropped(droppedText)) }
         if let next { sendSlot(id: next.id, pdu: next.pdu) }
@@ -584,14 +612,22 @@ final class ATTEngine: ATTTransportSink {
             s.stats.notificationsReceived += 1
             return (s.catchAll, s.subscribers[handle])
         }
-        var drops: [UInt16?] = []
-        if let catchAll, !catchAll.deliver(handle: handle, value: value, kind: kind) { drops.append(nil) }
-        if let sinks {
-            for sink in sinks where !sink.deliver(handle: handle, value: value, kind: kind) { drops.append(handle) }
+        // Every drop is counted; an event is reported once per burst (when a stream starts dropping).
+        var dropCount = 0
+        var burstStarts: [UInt16?] = []
+        func note(_ d: NotificationSink.Delivery, _ stream: UInt16?) {
+            if case .dropped(let first) = d {
+                dropCount += 1
+                if first { burstStarts.append(stream) }
+            }
         }
-        if !drops.isEmpty {
-            state.withLock { $0.stats.droppedNotifications += drops.count }
-            for d in drops { events?(.notificationDropped(handle: handle, stream: d)) }
+        if let catchAll { note(catchAll.deliver(handle: handle, value: value, kind: kind), nil) }
+        if let sinks {
+            for sink in sinks { note(sink.deliver(handle: handle, value: value, kind: kind), handle) }
+        }
+        if dropCount > 0 {
+            state.withLock { $0.stats.droppedNotifications += dropCount }
+            for d in burstStarts { events?(.notificationDropped(handle: handle, stream: d)) }
         }
     }
 
@@ -606,7 +642,7 @@ final class ATTEngine: ATTTransportSink {
         if let refused {
             throw .disconnected(GATTDisconnectedError(reason: refused, during: "subscribing to handle \(hex4(handle))"))
         }
-        sink.continuation.onTermination = { [weak self] _ in self?.removeSubscriber(sink) }
+        sink.continuation.onTermination = { _ in self.removeSubscriber(sink) }
         return (stream, sink)
     }
 
@@ -628,17 +664,38 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: control PDUs (confirmations, answers to the peer) and POLLOUT
 
-    /// Sends a PDU no caller waits for; never dropped: on `.wouldBlock` it waits for POLLOUT, in order.
+    /// The most answers (confirmations, answers to the peer's requests) held while the socket is full. The peer may
+    /// have one request and one indication outstanding (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.4.7.2); one that
+    /// sends more while not reading our answers is flooding, and the excess answers are dropped, not queued.
+    static let controlBacklogLimit = 8
+
+    /// Sends a PDU no caller waits for: on `.wouldBlock` it waits for POLLOUT, in order (at most
+    /// `controlBacklogLimit` of them; beyond that the peer is violating the protocol and the answer is dropped).
     private func sendControl(_ pdu: [UInt8]) {
-        let queued: Bool = state.withLock { s in
-            if s.closedReason != nil { return true }
+        enum Queued { case no, yes, overflow(Int) }
+        let queued: Queued = state.withLock { s in
+            if s.closedReason != nil { return .yes }
             if !s.controlBacklog.isEmpty {
+                if s.controlBacklog.count >= Self.controlBacklogLimit {
+                    s.stats.protocolViolations += 1
+                    s.stats.droppedEvents += 1
+                    return .overflow(s.controlBacklog.count)
+                }
                 s.controlBacklog.append(pdu)
-                return true
+                return .yes
             }
-            return false
+            return .no
         }
-        if queued { return }
+        switch queued {
+        case .no: break
+        case .yes: return
+        case .overflow(let held):
+            let v = GATTProtocolViolation(
+                received: pdu, expected: "at most one outstanding request and one outstanding indication from the peer",
+                problem: "the peer keeps sending requests or indications without reading our answers (\(held) answers already wait for room in the socket); this answer was dropped")
+            events?(.protocolViolation(v, failed: nil))
+            return
+        }
         let result: ATTSendResult
         switch trySend(pdu) {
         case .success(let r): result = r
@@ -674,7 +731,7 @@ final class ATTEngine: ATTTransportSink {
     }
 
     private func registerWritable() {
-        transport.whenWritable { [weak self] in self?.writable() }
+        transport.whenWritable { self.writable() }
     }
 
     private func writable() {
@@ -686,7 +743,7 @@ final class ATTEngine: ATTTransportSink {
             var retry: Pending?
             if let slot = s.slot, !slot.sent {
                 s.slot!.sent = true
-                s.slot!.deadline = clock.now().advanced(by: timeout)
+                s.slot!.deadline = deadlineFromNow()
                 retry = s.slot
             }
             s.blocked = false
@@ -727,26 +784,44 @@ final class ATTEngine: ATTTransportSink {
         case sent
         /// The caller must queue for a permit (`blocked`: the socket said `.wouldBlock`).
         case mustWait(blocked: Bool)
+        /// The value does not fit one Write Command at this MTU: nothing was sent.
+        case tooLong(mtu: Int, budget: Int)
     }
 
-    /// The fast path of a write without response: when nobody waits for a permit and the socket has room, one
-    /// state check and one send. Otherwise the caller queues with `waitForPermit`.
-    func trySendCommandFast(_ pdu: UnsafeRawBufferPointer, handle: UInt16) throws(GATTError) -> FastCommand {
-        let fast: Result<Bool, GATTError> = state.withLock { s in
+    /// The fast path of a write without response: one state check (closed, anyone waiting, the MTU) under one
+    /// lock, the PDU built on the stack, one send. Otherwise the caller queues with `waitForPermit`.
+    func trySendCommandFast(handle: UInt16, value: [UInt8]) throws(GATTError) -> FastCommand {
+        let fast: Result<(Bool, Int), GATTError> = state.withLock { s in
             if let r = s.closedReason {
                 return .failure(.disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: handle))))
             }
-            return .success(s.permits.isEmpty && !s.draining && !s.blocked)
+            return .success((s.permits.isEmpty && !s.draining && !s.blocked, s.mtu))
         }
+        let (canSend, mtu): (Bool, Int)
         switch fast {
         case .failure(let e): throw e
-        case .success(false): return .mustWait(blocked: false)
-        case .success(true):
-            do throws(TransportError) {
-                return try transport.trySend(pdu) == .sent ? .sent : .mustWait(blocked: true)
-            } catch {
-                throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
+        case .success(let v): (canSend, mtu) = v
+        }
+        let budget = min(ATTMTU.writeValueBudget(mtu), ATTMTU.maximumAttributeValue)
+        guard value.count <= budget else { return .tooLong(mtu: mtu, budget: budget) }
+        guard canSend else { return .mustWait(blocked: false) }
+        let sent: Result<ATTSendResult, TransportError> = withUnsafeTemporaryAllocation(byteCount: 3 + value.count, alignment: 1) { buf in
+            buf[0] = ATTOpcode.writeCommand.rawValue
+            buf[1] = UInt8(handle & 0xFF)
+            buf[2] = UInt8(handle >> 8)
+            value.withUnsafeBytes { v in
+                if v.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buf[3...]).copyMemory(from: v) }
             }
+            do throws(TransportError) {
+                return .success(try transport.trySend(UnsafeRawBufferPointer(buf)))
+            } catch {
+                return .failure(error)
+            }
+        }
+        switch sent {
+        case .success(.sent): return .sent
+        case .success(.wouldBlock): return .mustWait(blocked: true)
+        case .failure(let error): throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
         }
     }
 
@@ -755,7 +830,7 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         do {
             try await withTaskCancellationHandler {
-                try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<Void, any Error>) in
+                try await withEngineContinuation { (c: EngineContinuation<Void>) in
                     let cancelled = Task.isCancelled
                     let (refusal, register, drain): (GATTError?, Bool, Bool) = state.withLock { s in
                         if let r = s.closedReason {

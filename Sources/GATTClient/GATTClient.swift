@@ -26,6 +26,9 @@ public final class GATTClient: Sendable {
         /// On Insufficient Authentication / Encryption / Encryption Key Size, raise the level once and retry
         /// the request once (needs `setSecurityLevel`). Off by default.
         public var retryAfterRaisingSecurity = false
+        /// The longest a write without response waits for a send permit when the caller gives no `timeout`
+        /// (every wait has a limit; nil: wait until the socket drains or the bearer closes).
+        public var permitTimeout: Duration? = .seconds(30)
         /// Exchange MTU as part of `connect` (otherwise call `exchangeMTU()`).
         public var exchangeMTUOnConnect = false
 
@@ -44,6 +47,11 @@ public final class GATTClient: Sendable {
             clientRxMTU: min(max(configuration.clientRxMTU, ATTMTU.minimumLE), ATTMTU.maximum),
             streamLimit: configuration.notificationBufferLimit, events: configuration.events)
         self.security = Lock(configuration.initialSecurityLevel)
+    }
+
+    deinit {
+        // The last reference is gone: close the bearer so that nothing waits on a client nobody holds.
+        engine.close(reason: "the GATTClient was released")
     }
 
     /// Starts a client on `transport` (which must not have been started): from this moment every notification and
@@ -65,6 +73,11 @@ public final class GATTClient: Sendable {
 
     /// True once the bearer closed (from either side, or after an ATT timeout).
     public var isClosed: Bool { engine.isClosed }
+
+    /// An executor for code that runs requests back to back: inside
+    /// `withTaskExecutorPreference(client.bearerExecutor) { ... }` a caller continues on the transport's reader
+    /// thread as soon as its response arrives (no pool-thread wake-up). Keep such code short.
+    public var bearerExecutor: BearerExecutor { engine.executor }
 
     /// What the engine dropped or refused so far.
     public var statistics: GATTClientStatistics { engine.statistics }
@@ -295,6 +308,11 @@ public final class GATTClient: Sendable {
     /// bytes; stops at 512 bytes, or on Attribute Not Long / Invalid Offset at an exact part boundary.
     public func readLong(handle: UInt16) async throws(GATTError) -> [UInt8] {
         var value = try await read(handle: handle)
+        if value.count > ATTMTU.maximumAttributeValue {
+            // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
+            throw violation([ATTOpcode.readResponse.rawValue] + value, "a Read Response of at most 512 value bytes",
+                            "a Read Response of \(value.count) value bytes, past the 512-byte maximum of an attribute value")
+        }
         while value.count < ATTMTU.maximumAttributeValue {
             let part = ATTMTU.readBlobPartBudget(mtu)
             guard value.count % part == 0, !value.isEmpty else { break }
@@ -308,6 +326,11 @@ public final class GATTClient: Sendable {
             }
             guard case .readBlobResponse(let blob) = pdu else { throw unexpected(pdu, "Read Blob Response") }
             value += blob
+            if value.count > ATTMTU.maximumAttributeValue {
+                // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
+                throw violation(pdu.bytes, "at most \(ATTMTU.maximumAttributeValue - value.count + blob.count) more bytes of handle \(hex4(handle))",
+                                "a Read Blob Response at offset \(value.count - blob.count) that takes the value to \(value.count) bytes, past the 512-byte maximum of an attribute value")
+            }
             if blob.count < part { break }
         }
         return value
@@ -354,7 +377,7 @@ public final class GATTClient: Sendable {
 
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`.
-    public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
+    nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
         let m = mtu
         let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
         guard value.count <= budget else {
@@ -387,33 +410,23 @@ public final class GATTClient: Sendable {
     }
 
     /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
-    /// has room, otherwise waits in FIFO order for a permit (at most `timeout`, when given). Never drops or cuts
-    /// a value; a value over MTU-3 bytes is refused locally.
+    /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
+    /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
     public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
-        let m = mtu
-        let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
-        guard value.count <= budget else {
+        let blocked: Bool
+        switch try engine.trySendCommandFast(handle: handle, value: value) {
+        case .sent: return
+        case .tooLong(let m, let budget):
             throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
+        case .mustWait(let b): blocked = b
         }
-        let n = 3 + value.count
-        let fast = try withUnsafeTemporaryAllocation(byteCount: n, alignment: 1) {
-            (buf: UnsafeMutableRawBufferPointer) throws(GATTError) -> ATTEngine.FastCommand in
-            buf[0] = ATTOpcode.writeCommand.rawValue
-            buf[1] = UInt8(handle & 0xFF)
-            buf[2] = UInt8(handle >> 8)
-            value.withUnsafeBytes { v in
-                if v.count > 0 { UnsafeMutableRawBufferPointer(rebasing: buf[3...]).copyMemory(from: v) }
-            }
-            return try engine.trySendCommandFast(UnsafeRawBufferPointer(buf), handle: handle)
-        }
-        guard case .mustWait(let blocked) = fast else { return }
         var bytes = [UInt8]()
-        bytes.reserveCapacity(n)
+        bytes.reserveCapacity(3 + value.count)
         bytes.append(ATTOpcode.writeCommand.rawValue)
         bytes.append(UInt8(handle & 0xFF))
         bytes.append(UInt8(handle >> 8))
         bytes.append(contentsOf: value)
-        try await engine.waitForPermit(bytes, handle: handle, limit: timeout, blocked: blocked)
+        try await engine.waitForPermit(bytes, handle: handle, limit: timeout ?? configuration.permitTimeout, blocked: blocked)
     }
 
     // MARK: - Subscriptions (Part G §4.10, §4.11)
@@ -501,7 +514,7 @@ public final class GATTClient: Sendable {
 
     /// Runs `body` and, on Insufficient Authentication / Encryption / Encryption Key Size from the peer, raises the
     /// level once and retries once (when `retryAfterRaisingSecurity` and a security hook are configured).
-    func withSecurityRetry<T: Sendable>(_ body: () async throws(GATTError) -> T) async throws(GATTError) -> T {
+    nonisolated(nonsending) func withSecurityRetry<T: Sendable>(_ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
         do {
             return try await body()
         } catch {
@@ -640,5 +653,20 @@ public final class GATTClient: Sendable {
         let v = GATTProtocolViolation(received: bytes, expected: expected, problem: problem)
         engine.recordViolation(v, failed: nil)
         return .protocolViolation(v)
+    }
+}
+
+extension GATTClient.Configuration {
+    /// Wires `setSecurityLevel` to the bearer's BT_SECURITY socket option (Core Spec 5.4 Vol 3 Part C §10.2) and
+    /// starts from the level the socket reports. Pair with `retryAfterRaisingSecurity` for the single retry on
+    /// Insufficient Authentication / Encryption.
+    public mutating func useSecurity(of bearer: ATTBearer) {
+        setSecurityLevel = { level in
+            guard let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) else { return }
+            try bearer.setSecurityLevel(bt)
+        }
+        if let current = try? bearer.securityLevel(), let level = GATTSecurityLevel(rawValue: Int(current.rawValue)) {
+            initialSecurityLevel = level
+        }
     }
 }

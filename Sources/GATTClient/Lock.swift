@@ -12,12 +12,14 @@ import Musl
 
 /// A value guarded by a pthread mutex; `withLock` is the only way in.
 final class Lock<Value>: @unchecked Sendable {
-    // @unchecked: `value` is read and written only inside `withLock`, while `mutex` is held.
+    // @unchecked: `value` is read and written only inside `withLock`, while `mutex` is held. It lives behind a
+    // pointer so that no dynamic exclusivity check runs on every access (the mutex already excludes).
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    private var value: Value
+    private let value: UnsafeMutablePointer<Value>
 
     init(_ value: Value) {
-        self.value = value
+        self.value = UnsafeMutablePointer<Value>.allocate(capacity: 1)
+        self.value.initialize(to: value)
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         mutex.initialize(to: pthread_mutex_t())
         let r = pthread_mutex_init(mutex, nil)
@@ -28,6 +30,8 @@ final class Lock<Value>: @unchecked Sendable {
         pthread_mutex_destroy(mutex)
         mutex.deinitialize(count: 1)
         mutex.deallocate()
+        value.deinitialize(count: 1)
+        value.deallocate()
     }
 
     /// Runs `body` with exclusive access to the value.
@@ -35,6 +39,6 @@ final class Lock<Value>: @unchecked Sendable {
     func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
-        return try body(&value)
+        return try body(&value.pointee)
     }
 }

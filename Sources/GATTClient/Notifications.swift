@@ -75,23 +75,30 @@ final class NotificationSink: Sendable {
         self.continuation = continuation
     }
 
-    /// Delivers one value; returns false when the buffer was full and the value was dropped.
+    /// What one delivery did.
+    enum Delivery {
+        case enqueued
+        /// The buffer was full: the value was dropped (and counted); `firstOfBurst` when the previous one was not.
+        case dropped(firstOfBurst: Bool)
+    }
+
+    /// Delivers one value, or drops and counts it when the buffer is full.
     @discardableResult
-    func deliver(handle: UInt16, value: [UInt8], kind: GATTNotification.Kind) -> Bool {
+    func deliver(handle: UInt16, value: [UInt8], kind: GATTNotification.Kind) -> Delivery {
         let pending = pendingDropped.load(ordering: .relaxed)
         let n = GATTNotification(handle: handle, value: value, kind: kind, droppedBefore: pending)
         switch continuation.yield(n) {
         case .enqueued:
             if pending > 0 { pendingDropped.subtract(pending, ordering: .relaxed) }
-            return true
+            return .enqueued
         case .dropped:
             pendingDropped.add(1, ordering: .relaxed)
             dropped.add(1, ordering: .relaxed)
-            return false
+            return .dropped(firstOfBurst: pending == 0)
         case .terminated:
-            return true
+            return .enqueued
         @unknown default:
-            return true
+            return .enqueued
         }
     }
 

@@ -7,7 +7,7 @@ import Synchronization
 public final class OnceBox<T: Sendable>: Sendable {
     private enum State {
         case empty
-        case waiting(UnsafeContinuation<T, any Error>)
+        case waiting(EngineContinuation<T>)
         case early(Result<T, any Error>)
         case done
     }
@@ -19,7 +19,7 @@ public final class OnceBox<T: Sendable>: Sendable {
     /// Delivers the one result. Returns false when a result was already delivered (this one is dropped).
     @discardableResult
     public func finish(_ result: Result<T, any Error>) -> Bool {
-        let (taken, accepted): (UnsafeContinuation<T, any Error>?, Bool) = state.withLock { s in
+        let (taken, accepted): (EngineContinuation<T>?, Bool) = state.withLock { s in
             switch s {
             case .empty:
                 s = .early(result)
@@ -48,7 +48,7 @@ public final class OnceBox<T: Sendable>: Sendable {
     /// Call at most once.
     public func value() async throws -> T {
         try await withTaskCancellationHandler {
-            try await withUnsafeThrowingContinuation { (c: UnsafeContinuation<T, any Error>) in
+            try await withEngineContinuation { (c: EngineContinuation<T>) in
                 let ready: Result<T, any Error>? = state.withLock { s in
                     switch s {
                     case .early(let r):

@@ -3,7 +3,8 @@
 import ATTStack
 import GATTClient
 
-/// The mirror's characteristics found on the server: value and CCCD handles by profile name.
+/// The mirror's characteristics found on the server (Core Spec 5.4 Vol 3 Part G §4.4.2, §4.6.1, §4.7.1): value and
+/// CCCD handles by profile name.
 public struct MirrorHandles: Sendable, Equatable {
     public var service: ATTHandleRange
     public var valueHandles: [String: UInt16]
@@ -52,8 +53,10 @@ public enum MirrorGATT {
     }
 }
 
-/// One thing a mirror procedure did or saw, in order, with the time since the procedure started.
+/// One thing a mirror procedure did or saw (a Handle Value Notification, Vol 3 Part F §3.4.7.1; a read, a write and
+/// its answer, §3.4.4.3, §3.4.5.1), in order, with the time since the procedure started.
 public struct MirrorEvent: Sendable, Equatable {
+    /// What happened.
     public enum Kind: Sendable, Equatable {
         /// A Handle Value Notification or Indication (every one, from the moment the procedure starts).
         case notification(handle: UInt16)

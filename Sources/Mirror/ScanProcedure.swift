@@ -35,6 +35,7 @@ public struct MirrorScanOptions: Sendable {
 
 /// How a scan ended, with the keys `--json` prints in its result object.
 public struct MirrorScanResult: Sendable, Equatable {
+    /// How the scan ended: COMPLETE plus the upload, ERROR (or a disconnect), the deadline, or a refused write.
     public enum Outcome: String, Sendable, Equatable {
         case complete, error, timeout, writeFailed
     }
@@ -121,9 +122,12 @@ public enum MirrorScan {
             r.sawAnyScanState = t.sawScanStateAfterArming
             r.notifications = t.notifications
             r.upload = t.upload
+            // In its own task: an interrupted (cancelled) scan still gets its final read.
+            let finalRead = Task { () async throws -> ([UInt8], [UInt8]) in
+                (try await steps.read("scanState", purpose: "final"), try await steps.read("scanError", purpose: "final"))
+            }
             do {
-                let s = try await steps.read("scanState", purpose: "final")
-                let e = try await steps.read("scanError", purpose: "final")
+                let (s, e) = try await finalRead.value
                 r.scanStateByte = s.first
                 r.scanErrorByte = e.first
                 r.finalRead = true
@@ -215,10 +219,17 @@ public enum MirrorScan {
             case .error(let why): result.outcome = .error; result.failure = why
             }
         } catch let e as GATTError {
-            result.outcome = .timeout
+            if case .timeout = e {
+                result.outcome = .timeout
+            } else {
+                result.outcome = .error
+            }
             result.failure = e.description
+        } catch is CancellationError {
+            result.outcome = .error
+            result.failure = "interrupted while waiting for \(what)"
         } catch {
-            result.outcome = .timeout
+            result.outcome = .error
             result.failure = "\(error)"
         }
         return await finish(&result)
@@ -245,6 +256,8 @@ final class ScanTracker: Sendable {
         var upload: ReceivedUpload?
         var ended: String?
         var notifications = 0
+        /// scanError when the handlers were armed: a read that still shows it is old news, not this scan's error.
+        var scanErrorAtArming: UInt8?
     }
     let profile: MirrorProfile
     private let state = Lock(State())
@@ -259,7 +272,10 @@ final class ScanTracker: Sendable {
     var snapshot: State { state.withLock { $0 } }
 
     func arm() {
-        state.withLock { $0.armed = true }
+        state.withLock { s in
+            s.armed = true
+            s.scanErrorAtArming = s.scanError
+        }
         poke.yield()
     }
 
@@ -292,6 +308,7 @@ final class ScanTracker: Sendable {
                 s.scanError = b
                 let n = profile.scanErrorName(b)
                 guard s.armed, n != "invalid", n != "noError" else { return }
+                if !notification && b == s.scanErrorAtArming { return }
                 if s.errorSeen == nil { s.errorSeen = "scanError \(n) (0x\(String(b, radix: 16)))" }
             default: return
             }

@@ -32,10 +32,15 @@ public struct UploadReceiverError: Error, Sendable, Equatable, CustomStringConve
     public var port: UInt16
     public var errno: Int32
     public var problem: String
-    public var description: String { "upload receiver: cannot listen on \(host):\(port): \(problem)" }
+    /// True when the upload directory is the problem (not the listening socket).
+    public var directoryProblem = false
+    public var description: String {
+        directoryProblem ? "upload receiver: \(problem)" : "upload receiver: cannot listen on \(host):\(port): \(problem)"
+    }
 }
 
-/// An HTTP/1.1 server on libmicrohttpd that receives a scan's result ZIP (POST /upload/ID).
+/// An HTTP/1.1 server (RFC 9112, Content-Length or chunked bodies) on libmicrohttpd that receives a scan's result
+/// ZIP (POST /upload/ID).
 /// The daemon's own polling thread runs the handlers; `lock` guards the scan ID and the upload list.
 public final class UploadReceiver: Sendable {
     public let host: String
@@ -62,7 +67,8 @@ public final class UploadReceiver: Sendable {
         self.daemon = Lock(0)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw UploadReceiverError(host: host, port: port, errno: ENOENT, problem: "the upload directory \(directory) does not exist")
+            throw UploadReceiverError(host: host, port: port, errno: ENOENT, problem: "the upload directory \(directory) does not exist",
+                                      directoryProblem: true)
         }
         let opaque = Unmanaged.passUnretained(self).toOpaque()
         guard let d = cmhd_start(host, port, 30, uploadAccessHandler, uploadCompletedHandler, opaque) else {

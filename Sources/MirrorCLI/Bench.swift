@@ -1,10 +1,12 @@
 // The write benchmark behind `mirror bench`: Write Requests and Write Commands through the GATT client
-// (Core Spec 5.4 Vol 3 Part G §4.9.3, §4.9.1), timed after a warm-up, beside a bare socket loop that moves the
-// same PDUs over the same socket type without the ATT engine.
+// (Core Spec 5.4 Vol 3 Part G §4.9.3, §4.9.1), timed after a warm-up, in rounds that alternate with a bare socket
+// loop moving the same PDUs over the same socket type without the ATT engine; figures are medians of the rounds.
 import ATTStack
 import CBlueZSocket
+import Foundation
 import GATTClient
 import MirrorCommandLine
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -22,33 +24,45 @@ struct BenchPlan: Sendable {
     var handle: UInt16
     /// Value bytes per write; nil for the MTU's budget.
     var size: Int?
-    /// Writes per mode; nil when `duration` is set.
+    /// Writes per mode and round; nil when `duration` is set.
     var count: Int?
+    /// Seconds per mode and round, instead of a count.
     var duration: Double?
     var warmup: Int
     var mode: BenchMode
     /// A characteristic whose value is the peer's little-endian count of writes received, read around each mode.
     var counter: UInt16?
+    var rounds: Int
 }
 
-/// The figures of one mode.
+/// One timed run of one mode.
+struct RoundFigures: Sendable {
+    var writes: Int
+    var nanoseconds: UInt64
+    var writesPerSecond: Double { Double(writes) / (Double(nanoseconds) / 1e9) }
+}
+
+/// The figures of one mode over every round.
 struct ModeFigures: Sendable {
     var mode: BenchMode
-    var writes: Int
-    var bytes: Int
-    var seconds: Double
-    /// Round trips of Write Requests, in nanoseconds (empty for Write Commands).
-    var latencies: [UInt64]
+    var size: Int
+    var rounds: [RoundFigures] = []
+    /// Round trips of Write Requests over every round, in nanoseconds (empty for Write Commands).
+    var latencies: [UInt64] = []
     /// Write Commands: time the socket was full (EAGAIN until POLLOUT), and how many sends found it full.
-    var blockedSeconds: Double?
+    var blockedNanoseconds: UInt64?
     var blockedWaits: Int?
-    /// Writes the peer confirmed: Write Responses received (requests), or the counter's increase.
+    /// Writes the peer confirmed: Write Responses received (requests), or the counter's increase (commands).
     var confirmed: Int?
-    var bare: BareFigures?
+    var bare: [RoundFigures] = []
 
-    var writesPerSecond: Double { Double(writes) / seconds }
-    var bytesPerSecond: Double { Double(bytes) / seconds }
-    var ratio: Double? { bare.map { writesPerSecond / $0.writesPerSecond } }
+    var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
+    var seconds: Double { Double(rounds.reduce(0) { $0 + $1.nanoseconds }) / 1e9 }
+    /// The median round's rate.
+    var writesPerSecond: Double { median(rounds.map(\.writesPerSecond)) }
+    var bytesPerSecond: Double { writesPerSecond * Double(size) }
+    var bareWritesPerSecond: Double? { bare.isEmpty ? nil : median(bare.map(\.writesPerSecond)) }
+    var ratio: Double? { bareWritesPerSecond.map { writesPerSecond / $0 } }
 
     func percentile(_ p: Double) -> Double? {
         guard !latencies.isEmpty else { return nil }
@@ -59,7 +73,7 @@ struct ModeFigures: Sendable {
 
     var json: JSONValue {
         var fields: [(String, JSONValue)] = [
-            ("mode", .string(mode.rawValue)), ("writes", .int(writes)), ("bytes", .int(bytes)),
+            ("mode", .string(mode.rawValue)), ("writes", .int(writes)), ("bytes", .int(writes * size)),
             ("seconds", .double(seconds)), ("bytesPerSecond", .double(bytesPerSecond.rounded())),
             ("writesPerSecond", .double(writesPerSecond.rounded())),
         ]
@@ -69,46 +83,38 @@ struct ModeFigures: Sendable {
                 ("p99", .double(percentile(99)!)), ("max", .double(percentile(100)!)),
             ])))
         }
-        if let blockedSeconds, let blockedWaits {
-            fields.append(("backpressure", .object([("seconds", .double(blockedSeconds)), ("waits", .int(blockedWaits))])))
+        if let blockedNanoseconds, let blockedWaits {
+            fields.append(("backpressure", .object([("seconds", .double(Double(blockedNanoseconds) / 1e9)),
+                                                     ("waits", .int(blockedWaits))])))
         }
         fields.append(("confirmed", confirmed.map { .int($0) } ?? .null))
-        if let bare {
+        if let bareRate = bareWritesPerSecond, let ratio {
             fields.append(("bare", .object([
-                ("writes", .int(bare.writes)), ("seconds", .double(bare.seconds)),
-                ("bytesPerSecond", .double(bare.bytesPerSecond.rounded())),
-                ("writesPerSecond", .double(bare.writesPerSecond.rounded())),
+                ("writes", .int(bare.reduce(0) { $0 + $1.writes })),
+                ("bytesPerSecond", .double((bareRate * Double(size)).rounded())),
+                ("writesPerSecond", .double(bareRate.rounded())),
             ])))
-            fields.append(("ratioToBare", .double((ratio! * 1000).rounded() / 1000)))
+            fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
         }
         return .object(fields)
     }
 
     var text: [String] {
         let title = mode == .withResponse ? "with response (Write Request):" : "without response (Write Command):"
-        var line = "\(title) \(writes) writes in \(seconds3(seconds)) s: \(rate(bytesPerSecond))/s, \(Int(writesPerSecond.rounded())) writes/s"
+        var line = "\(title) \(rate(bytesPerSecond))/s, \(Int(writesPerSecond.rounded())) writes/s (\(writes) writes in \(seconds3(seconds)) s)"
         if let confirmed { line += ", peer confirmed \(confirmed)" }
         var lines = [line]
         if !latencies.isEmpty {
             lines.append("  round trip: p50 \(micro(percentile(50)!)), p90 \(micro(percentile(90)!)), p99 \(micro(percentile(99)!)), max \(micro(percentile(100)!))")
         }
-        if let blockedSeconds, let blockedWaits {
-            lines.append("  waiting on backpressure: \(seconds3(blockedSeconds)) s (\(blockedWaits) send\(blockedWaits == 1 ? "" : "s") found the socket full)")
+        if let blockedNanoseconds, let blockedWaits {
+            lines.append("  waiting on backpressure: \(seconds3(Double(blockedNanoseconds) / 1e9)) s (\(blockedWaits) send\(blockedWaits == 1 ? "" : "s") found the socket full)")
         }
-        if let bare, let ratio {
-            lines.append("  bare socket loop: \(bare.writes) writes in \(seconds3(bare.seconds)) s: \(rate(bare.bytesPerSecond))/s, \(Int(bare.writesPerSecond.rounded())) writes/s; mirror/bare = \(String(format2(ratio)))")
+        if let bareRate = bareWritesPerSecond, let ratio {
+            lines.append("  bare socket loop: \(rate(bareRate * Double(size)))/s, \(Int(bareRate.rounded())) writes/s; mirror/bare = \(format2(ratio))")
         }
         return lines
     }
-}
-
-/// The figures of the bare socket loop for one mode.
-struct BareFigures: Sendable {
-    var writes: Int
-    var bytes: Int
-    var seconds: Double
-    var writesPerSecond: Double { Double(writes) / seconds }
-    var bytesPerSecond: Double { Double(bytes) / seconds }
 }
 
 /// The figures of one run.
@@ -118,19 +124,25 @@ struct BenchResult: Sendable {
     var size: Int
     var mtu: Int
     var warmup: Int
+    var rounds: Int
     var modes: [ModeFigures]
 
     var json: JSONValue {
         .object([
             ("target", .string(target)), ("handle", .int(Int(handle))), ("size", .int(size)), ("mtu", .int(mtu)),
-            ("warmup", .int(warmup)), ("modes", .array(modes.map(\.json))),
+            ("warmup", .int(warmup)), ("rounds", .int(rounds)), ("modes", .array(modes.map(\.json))),
         ])
     }
 
     var text: [String] {
-        ["bench \(target) handle \(hex16(handle)): \(size)-byte values, MTU \(mtu), after \(warmup) warm-up writes per mode"]
+        ["bench \(target) handle \(hex16(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
             + modes.flatMap(\.text)
     }
+}
+
+func median(_ xs: [Double]) -> Double {
+    let s = xs.sorted()
+    return s.isEmpty ? 0 : s[s.count / 2]
 }
 
 enum Bench {
@@ -140,22 +152,45 @@ enum Bench {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
+        // The bare loop, for unix: targets: its own connection to the same peer, with the same MTU.
+        var bare: BareLoop?
+        if case .unix(let path) = target.target {
+            bare = try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)
+        }
+        defer { bare?.close() }
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
-            modes.append(try await measureRequests(session, plan: plan, value: value))
+            var figures = ModeFigures(mode: .withResponse, size: size)
+            for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
+            try bare?.requests(handle: plan.handle, value: value, writes: plan.warmup)
+            for _ in 0..<plan.rounds {
+                try await measureRequests(client, plan: plan, value: value, into: &figures)
+                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: figures.rounds.last!.writes)) }
+            }
+            figures.confirmed = figures.writes
+            modes.append(figures)
         }
         if plan.mode != .withResponse {
-            modes.append(try await measureCommands(session, plan: plan, value: value))
-        }
-        if case .unix(let path) = target.target {
-            for i in modes.indices {
-                modes[i].bare = try BareLoop.run(path: path, mode: modes[i].mode, handle: plan.handle, value: value,
-                                                 writes: modes[i].writes, warmup: plan.warmup, clientRxMTU: session.clientRxMTU,
-                                                 timeout: inv.global.timeout)
+            var figures = ModeFigures(mode: .withoutResponse, size: size)
+            for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
+            try bare?.commands(handle: plan.handle, value: value, writes: plan.warmup)
+            let before = try await drain(client, plan: plan)
+            let observedBefore = session.transport.observations
+            for _ in 0..<plan.rounds {
+                try await measureCommands(session, plan: plan, value: value, into: &figures)
+                if let bare { figures.bare.append(try bare.commands(handle: plan.handle, value: value, writes: figures.rounds.last!.writes)) }
             }
+            let observedAfter = session.transport.observations
+            figures.blockedNanoseconds = observedAfter.blockedNanoseconds - observedBefore.blockedNanoseconds
+            figures.blockedWaits = observedAfter.wouldBlockCount - observedBefore.wouldBlockCount
+            // The counter counts the bare loop's commands too (same handle, same peer): take them out.
+            if let after = try await drain(client, plan: plan), let before {
+                figures.confirmed = after - before - figures.bare.reduce(0) { $0 + $1.writes }
+            }
+            modes.append(figures)
         }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, modes: modes)
+                           warmup: plan.warmup, rounds: plan.rounds, modes: modes)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).
@@ -165,55 +200,39 @@ enum Bench {
         return bytes.prefix(8).enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
     }
 
-    static func measureRequests(_ session: Session, plan: BenchPlan, value: [UInt8]) async throws -> ModeFigures {
-        let client = session.client
-        let handle = plan.handle
-        for _ in 0..<plan.warmup { try await client.write(handle: handle, value: value) }
-        var latencies: [UInt64] = []
-        latencies.reserveCapacity(plan.count ?? 100_000)
+    /// One round of Write Requests, each awaited: its rate and every round trip.
+    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8], into figures: inout ModeFigures) async throws {
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
         let start = monotonicNanoseconds()
         var now = start
+        var writes = 0
         while true {
-            if let count = plan.count, latencies.count >= count { break }
+            if let count = plan.count, writes >= count { break }
             if let deadline, now >= deadline { break }
-            try await client.write(handle: handle, value: value)
+            try await client.write(handle: plan.handle, value: value)
             let after = monotonicNanoseconds()
-            latencies.append(after - now)
+            figures.latencies.append(after - now)
             now = after
+            writes += 1
         }
-        let seconds = Double(now - start) / 1e9
-        return ModeFigures(mode: .withResponse, writes: latencies.count, bytes: latencies.count * value.count,
-                           seconds: seconds, latencies: latencies, confirmed: latencies.count)
+        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: now - start))
     }
 
-    static func measureCommands(_ session: Session, plan: BenchPlan, value: [UInt8]) async throws -> ModeFigures {
+    /// One round of Write Commands, timed until the peer answered a request sent after the last one (it handles
+    /// PDUs in order), so the rate is what the peer took in, not what the kernel buffered.
+    static func measureCommands(_ session: Session, plan: BenchPlan, value: [UInt8], into figures: inout ModeFigures) async throws {
         let client = session.client
-        let handle = plan.handle
-        let timeout = session.timeout
-        for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: handle, value: value, timeout: timeout) }
-        // One round trip so that the warm-up has drained before the clock starts.
-        let before = try await drain(client, plan: plan)
-        let blockedBefore = session.transport.observations
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
         let start = monotonicNanoseconds()
         var writes = 0
         while true {
             if let count = plan.count, writes >= count { break }
             if let deadline, writes & 63 == 0, monotonicNanoseconds() >= deadline { break }
-            try await client.writeWithoutResponse(handle: handle, value: value, timeout: timeout)
+            try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout)
             writes += 1
         }
-        // The commands count as moved once the peer answered a request sent after them (it handles PDUs in order).
-        let after = try await drain(client, plan: plan)
-        let end = monotonicNanoseconds()
-        let blockedAfter = session.transport.observations
-        let confirmed: Int? = if let a = after, let b = before { a - b } else { nil }
-        return ModeFigures(mode: .withoutResponse, writes: writes, bytes: writes * value.count,
-                           seconds: Double(end - start) / 1e9, latencies: [],
-                           blockedSeconds: Double(blockedAfter.blockedNanoseconds - blockedBefore.blockedNanoseconds) / 1e9,
-                           blockedWaits: blockedAfter.wouldBlockCount - blockedBefore.wouldBlockCount,
-                           confirmed: confirmed)
+        _ = try await drain(client, plan: plan)
+        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start))
     }
 
     /// A request whose answer proves every earlier command was handled: the counter's read when there is one
@@ -230,78 +249,195 @@ enum Bench {
 }
 
 /// The same Write Requests and Write Commands moved over the same kind of socket by a plain loop: send, then
-/// poll and receive (requests), or send until EAGAIN, poll for POLLOUT, send again (commands). No ATT engine,
-/// no tasks: the floor the CLI's figures are compared with.
-enum BareLoop {
-    static func run(path: String, mode: BenchMode, handle: UInt16, value: [UInt8], writes: Int, warmup: Int,
-                    clientRxMTU: Int, timeout: Double) throws -> BareFigures {
-        let fd = cbz_unix_socket()
-        guard fd >= 0 else { throw failure("socket(AF_UNIX, SOCK_SEQPACKET)", "opening the bare loop's socket") }
-        defer { _ = cbz_close(fd) }
-        guard cbz_unix_connect(fd, path) == 0 else { throw failure("connect", "connecting the bare loop to unix:\(path)") }
-        let ms = Int32(clamping: Int(timeout * 1000))
-        var buffer = [UInt8](repeating: 0, count: 1024)
+/// poll and receive (requests), or send until EAGAIN, poll for POLLOUT, send again, then one request whose
+/// answer proves the commands arrived (commands). No ATT engine, no tasks: the floor the CLI is compared with.
+/// One owner of its socket.
+final class BareLoop {
+    let fd: Int32
+    let path: String
+    let timeoutMilliseconds: Int32
+    let timeout: Double
+    var buffer = [UInt8](repeating: 0, count: 1024)
 
-        func send(_ pdu: [UInt8]) throws {
-            while true {
-                let n = pdu.withUnsafeBytes { cbz_send(fd, $0.baseAddress, $0.count) }
-                if n >= 0 { return }
-                let e = cbz_errno()
-                guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw failure("send", "the bare loop's send", e) }
-                var revents: Int16 = 0
-                guard cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) > 0 else { throw CLIError.timeout(what: "the bare loop's socket to take more data", seconds: timeout) }
-            }
+    init(path: String, clientRxMTU: Int, timeout: Double) throws {
+        self.path = path
+        self.timeout = timeout
+        timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
+        fd = cbz_unix_socket()
+        guard fd >= 0 else { throw BareLoop.failure("socket(AF_UNIX, SOCK_SEQPACKET)", "opening the bare loop's socket") }
+        guard cbz_unix_connect(fd, path) == 0 else {
+            let e = BareLoop.failure("connect", "connecting the bare loop to unix:\(path)")
+            _ = cbz_close(fd)
+            throw e
         }
-        func receive() throws -> UInt8 {
-            while true {
-                var truncated: Int32 = 0
-                let n = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-                if n > 0 {
-                    // Skip what the peer pushes unasked; answer its indications as the spec requires.
-                    if buffer[0] == ATTOpcode.handleValueNotification.rawValue { continue }
-                    if buffer[0] == ATTOpcode.handleValueIndication.rawValue { try send([ATTOpcode.handleValueConfirmation.rawValue]); continue }
-                    return buffer[0]
-                }
-                if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection") }
-                let e = cbz_errno()
-                guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw failure("recv", "the bare loop's receive", e) }
-                var revents: Int16 = 0
-                guard cbz_poll_one(fd, CBZ_POLLIN, ms, &revents) > 0 else { throw CLIError.timeout(what: "a response in the bare loop", seconds: timeout) }
-            }
-        }
-
-        // The same MTU as the GATT client's connection, so the peer accepts the same values.
+        // The same MTU as the GATT client's connection, so the peer takes the same values.
         try send(ATTPDU.exchangeMTURequest(clientRxMTU: UInt16(clientRxMTU)).bytes)
         _ = try receive()
-        let request = ATTPDU.writeRequest(handle: handle, value: value[...]).bytes
-        let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
-        let drain = ATTPDU.readRequest(handle: handle).bytes
-        switch mode {
-        case .withResponse, .both:
-            for _ in 0..<warmup { try send(request); _ = try receive() }
-            let start = monotonicNanoseconds()
-            for _ in 0..<writes {
-                try send(request)
-                let op = try receive()
-                guard op == ATTOpcode.writeResponse.rawValue else {
-                    throw CLIError.protocolViolation("the bare loop's Write Request got opcode \(hex8(op)) instead of a Write Response")
-                }
-            }
-            return BareFigures(writes: writes, bytes: writes * value.count, seconds: Double(monotonicNanoseconds() - start) / 1e9)
-        case .withoutResponse:
-            for _ in 0..<warmup { try send(command) }
-            try send(drain)
-            _ = try receive()
-            let start = monotonicNanoseconds()
-            for _ in 0..<writes { try send(command) }
-            try send(drain)
-            _ = try receive()
-            return BareFigures(writes: writes, bytes: writes * value.count, seconds: Double(monotonicNanoseconds() - start) / 1e9)
-        }
     }
+
+    func close() { _ = cbz_close(fd) }
 
     static func failure(_ syscall: String, _ context: String, _ code: Int32 = cbz_errno()) -> SocketError {
         SocketError(syscall: syscall, errno: code, context: context)
+    }
+
+    func send(_ pdu: [UInt8]) throws {
+        while true {
+            let n = pdu.withUnsafeBytes { cbz_send(fd, $0.baseAddress, $0.count) }
+            if n >= 0 { return }
+            let e = cbz_errno()
+            guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw BareLoop.failure("send", "the bare loop's send", e) }
+            var revents: Int16 = 0
+            guard cbz_poll_one(fd, CBZ_POLLOUT, timeoutMilliseconds, &revents) > 0 else {
+                throw CLIError.timeout(what: "the bare loop's socket to take more data", seconds: timeout)
+            }
+        }
+    }
+
+    /// The opcode of the next answer (notifications are skipped, indications confirmed).
+    func receive() throws -> UInt8 {
+        while true {
+            var truncated: Int32 = 0
+            let n = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+            if n > 0 {
+                if buffer[0] == ATTOpcode.handleValueNotification.rawValue { continue }
+                if buffer[0] == ATTOpcode.handleValueIndication.rawValue {
+                    try send([ATTOpcode.handleValueConfirmation.rawValue])
+                    continue
+                }
+                return buffer[0]
+            }
+            if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection") }
+            let e = cbz_errno()
+            guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw BareLoop.failure("recv", "the bare loop's receive", e) }
+            var revents: Int16 = 0
+            guard cbz_poll_one(fd, CBZ_POLLIN, timeoutMilliseconds, &revents) > 0 else {
+                throw CLIError.timeout(what: "a response in the bare loop", seconds: timeout)
+            }
+        }
+    }
+
+    @discardableResult
+    func requests(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
+        let request = ATTPDU.writeRequest(handle: handle, value: value[...]).bytes
+        let start = monotonicNanoseconds()
+        for _ in 0..<writes {
+            try send(request)
+            let op = try receive()
+            guard op == ATTOpcode.writeResponse.rawValue else {
+                throw CLIError.protocolViolation("the bare loop's Write Request got opcode \(hex8(op)) instead of a Write Response")
+            }
+        }
+        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start)
+    }
+
+    @discardableResult
+    func commands(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
+        let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
+        let start = monotonicNanoseconds()
+        for _ in 0..<writes { try send(command) }
+        try send(ATTPDU.readRequest(handle: handle).bytes)
+        _ = try receive()
+        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start)
+    }
+}
+
+/// `mirror bench --loopback`: a raw peer in this process, on a private unix socket, as plain as the library
+/// benchmark's (tools/gatt-bench): one thread per connection that answers Exchange MTU (517), Write Requests
+/// (Write Response) and Read Requests (the little-endian count of writes it received, for --counter), and counts
+/// Write Commands. What the CLI costs over the library shows against it, not the peer's own work.
+final class LoopbackPeer: Sendable {
+    let path: String
+    let listener: Int32
+    /// Wakes the accept thread for `close`.
+    let wake: Int32
+    /// Writes (requests and commands) received over every connection.
+    let writes = Atomic<Int>(0)
+    static let sinkHandle: UInt16 = 0x0012
+    static let counterHandle: UInt16 = 0x0014
+
+    init() throws {
+        path = "/tmp/mirror-bench-\(getpid()).sock"
+        _ = cbz_unlink(path)
+        let fd = cbz_unix_socket()
+        guard fd >= 0 else { throw BareLoop.failure("socket(AF_UNIX, SOCK_SEQPACKET)", "opening the loopback peer's socket") }
+        guard cbz_unix_bind(fd, path) == 0, cbz_listen(fd, 16) == 0 else {
+            let e = BareLoop.failure("bind/listen", "listening at \(path) for the loopback peer")
+            _ = cbz_close(fd)
+            throw e
+        }
+        listener = fd
+        wake = cbz_eventfd()
+        guard wake >= 0 else {
+            let e = BareLoop.failure("eventfd", "setting up the loopback peer")
+            _ = cbz_close(fd)
+            throw e
+        }
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    /// Stops accepting (the accept thread closes the listening socket) and removes the socket file.
+    func close() {
+        _ = cbz_eventfd_signal(wake)
+        _ = cbz_unlink(path)
+    }
+
+    private func acceptLoop() {
+        var revents: Int16 = 0
+        var wakeEvents: Int16 = 0
+        while true {
+            guard cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents) > 0 else {
+                if cbz_errno() == EINTR { continue }
+                break
+            }
+            if wakeEvents != 0 || revents & (CBZ_POLLERR | CBZ_POLLHUP) != 0 { break }
+            let c = cbz_accept(listener)
+            if c < 0 {
+                if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
+                break
+            }
+            let thread = Thread { [self] in serve(c) }
+            thread.start()
+        }
+        _ = cbz_close(listener)
+        _ = cbz_close(wake)
+    }
+
+    private func serve(_ fd: Int32) {
+        var buf = [UInt8](repeating: 0, count: 1024)
+        var revents: Int16 = 0
+        var truncated: Int32 = 0
+        func reply(_ pdu: [UInt8]) {
+            while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
+                guard cbz_errno() == EAGAIN || cbz_errno() == EINTR else { return }
+                _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+            }
+        }
+        while true {
+            let n = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+            if n > 0 {
+                switch buf[0] {
+                case 0x52: writes.add(1, ordering: .relaxed)
+                case 0x12:
+                    writes.add(1, ordering: .relaxed)
+                    reply([0x13])
+                case 0x02: reply([0x03, 0x05, 0x02])  // Exchange MTU Response, server Rx MTU 517
+                case 0x0A:
+                    let count = UInt32(truncatingIfNeeded: writes.load(ordering: .relaxed))
+                    reply([0x0B, UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)])
+                default:
+                    if buf[0] & 0x40 == 0 { reply([0x01, buf[0], 0x00, 0x00, 0x06]) }  // Request Not Supported
+                }
+                continue
+            }
+            if n < 0 && (cbz_errno() == EAGAIN || cbz_errno() == EINTR) {
+                _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
+                continue
+            }
+            break
+        }
+        _ = cbz_close(fd)
     }
 }
 

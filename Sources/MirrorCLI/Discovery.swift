@@ -53,6 +53,9 @@ enum Discovery {
             }
             name = a.name
         }
+        // Raw HCI needs CAP_NET_RAW and CAP_NET_ADMIN: say so before trying, with the line that grants them.
+        let capabilities = Capabilities.checkRawHCI()
+        guard capabilities.isSatisfied else { throw CLIError.unsupported(capabilities.summary) }
         return try LEScanner.scan(adapter: name, seconds: duration).map(DiscoveredDevice.init)
     }
 }

@@ -35,6 +35,8 @@ struct ListenEvent: Sendable {
     var handle: UInt16
     var indication: Bool
     var value: [UInt8]
+    /// Values the client dropped before this one because the output fell behind (its buffer was full).
+    var droppedBefore: Int
 }
 
 /// What Exchange MTU did.
@@ -188,6 +190,11 @@ final class Session: Sendable {
             }
         case .uuid(let uuid):
             let found = try await client.read(uuid: uuid)
+            guard !found.isEmpty else {
+                // The server answered Read By Type with Attribute Not Found over the whole range.
+                throw CLIError.att(ATTErrorFacts(code: .attributeNotFound, request: .readByTypeRequest, handle: 0x0001,
+                                                 handleLabel: "no attribute of type \(uuid)", rejectedBy: .peer))
+            }
             var values: [ReadValue] = []
             for (handle, value) in found {
                 // Read By Type returns at most MTU-4 bytes: a value that filled it may be longer.
@@ -286,7 +293,8 @@ final class Session: Sendable {
         var received = 0
         if let count, received >= count { return received }
         for try await n in stream {
-            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value))
+            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value,
+                                droppedBefore: n.droppedBefore))
             received += 1
             if let count, received >= count { break }
         }

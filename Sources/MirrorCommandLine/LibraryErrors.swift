@@ -30,6 +30,15 @@ extension ErrorReport {
         case let e as MirrorProfileError:
             return ErrorReport(status: .usage, message: e.description,
                                fields: [("file", .string(e.source)), ("problem", .string(e.problem))])
+        case let e as MirrorProcedureError:
+            // The server is not the mirror the procedure needs (no mirror service, a characteristic missing).
+            return ErrorReport(status: .failure, message: e.description, fields: [("problem", .string(e.problem))])
+        case let e as UploadReceiverError:
+            return ErrorReport(status: .failure, message: e.description, fields: [
+                ("host", .string(e.host)), ("port", .int(Int(e.port))), ("errno", .int(Int(e.errno))),
+                ("errnoName", .string(SocketError(syscall: "", errno: e.errno, context: "").errnoName)),
+                ("problem", .string(e.problem)),
+            ])
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:
@@ -102,6 +111,11 @@ extension ErrorReport {
             ("context", .string(e.context)),
         ]
         if !e.advice.isEmpty { fields.append(("advice", .string(e.advice))) }
+        // A file (the btsnoop capture, a profile): not the connection's fault, whatever errno says.
+        if ["open", "write", "read", "fsync", "close", "creat", "rename", "unlink"].contains(e.syscall)
+            || e.syscall.hasPrefix("getxattr") {
+            return ErrorReport(status: .failure, message: e.description, fields: fields)
+        }
         switch e.errno {
         case EAFNOSUPPORT:
             fields.append(("needs", "a kernel with Bluetooth (AF_BLUETOOTH)"))

@@ -38,7 +38,7 @@ public struct Invocation: Sendable {
             throw UsageError("missing TARGET (an address as in 00:AA:01:01:00:01, or unix:PATH)", command: arguments.command)
         }
         do {
-            return try parseTarget(arguments.positionals[index], type: global.addressType)
+            return try parseTarget(arguments.positionals[index], global: global)
         } catch {
             var e = error
             e.command = arguments.command
@@ -114,6 +114,7 @@ public enum MirrorMain {
 
     /// Runs `arguments` (without the program name) against `commands`; returns the exit status.
     public static func run(_ arguments: [String], commands: [Command], console: Console = Console()) async -> Int32 {
+        Interrupts.install()
         let specs = commands.map(\.spec)
         let wantsJSON = arguments.contains("--json")
         let parsed: ParsedCommandLine

@@ -29,6 +29,21 @@ public struct TargetArgument: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// Parses a TARGET: "unix:/tmp/sim.sock" or "AA:BB:CC:DD:EE:FF" (the type comes from `--type`, default public).
+/// `global` refuses the options that only apply to a Bluetooth device (--type, --adapter, --security) on a unix: target.
+public func parseTarget(_ token: String, global: GlobalOptions) throws(UsageError) -> TargetArgument {
+    let target = try parseTarget(token, type: global.addressType)
+    if target.isUnix {
+        if global.adapter != nil {
+            throw UsageError("--adapter applies to a device address, not to the unix socket target \"\(token)\"", token: token)
+        }
+        if global.security != nil {
+            throw UsageError("--security applies to a Bluetooth link, not to the unix socket target \"\(token)\"", token: token)
+        }
+    }
+    return target
+}
+
+/// Parses a TARGET with an optional address type.
 public func parseTarget(_ token: String, type: AddressType?) throws(UsageError) -> TargetArgument {
     let target: BearerTarget
     do {

@@ -118,6 +118,15 @@ final class BearerTests: XCTestCase {
         b.close(reason: "done")
     }
 
+    func testWaiterRegisteredBeforeStartWakesOnClose() throws {
+        let (a, b) = try ATTBearer.pair()
+        let woke = DispatchSemaphore(value: 0)
+        a.whenWritable { woke.signal() }
+        a.close(reason: "never started")
+        XCTAssertEqual(woke.wait(timeout: .now() + 5), .success)
+        b.close(reason: "done")
+    }
+
     func testWhenWritableWaiterWakesOnClose() throws {
         let (a, b) = try ATTBearer.pair()
         a.start(RecordingSink())
@@ -305,5 +314,75 @@ final class BearerLifecycleTests: XCTestCase {
             guard case .socket(let e)? = error as? TransportError else { return XCTFail("\(error)") }
             XCTAssertEqual(e.errnoName, "EBADF")
         }
+    }
+}
+
+/// Many senders against a closing bearer; several writable waiters.
+final class BearerConcurrencyTests: XCTestCase {
+    func testConcurrentSendersWhileThePeerClosesNeverTouchAClosedFD() throws {
+        for _ in 0..<20 {
+            let (a, b) = try ATTBearer.pair()
+            let sinkA = RecordingSink()
+            a.start(sinkA)
+            let sinkB = RecordingSink()
+            b.start(sinkB)
+            let outcomes = LockedValue<[String: Int]>([:])
+            let group = DispatchGroup()
+            for t in 0..<4 {
+                group.enter()
+                DispatchQueue.global().async {
+                    for i in 0..<200 {
+                        let key: String
+                        do {
+                            key = try send(a, [0x52, UInt8(t), UInt8(i & 0xFF)]) == .sent ? "sent" : "wouldBlock"
+                        } catch {
+                            switch error as? TransportError {
+                            case .closedByPeer?: key = "closedByPeer"
+                            // A send racing the close: EPIPE, or ECONNRESET (the peer closed with unread data).
+                            case .socket(let e)? where e.syscall == "send" || e.syscall == "recv": key = e.errnoName
+                            default: key = "other: \(error)"
+                            }
+                        }
+                        outcomes.withLock { $0[key, default: 0] += 1 }
+                    }
+                    group.leave()
+                }
+            }
+            b.close(reason: "going away mid-stream")
+            XCTAssertEqual(group.wait(timeout: .now() + 10), .success)
+            // AF_UNIX reports a peer that closed with unread data as ECONNRESET, otherwise as end of file.
+            switch sinkA.waitForClose() {
+            case .closedByPeer?: break
+            case .socket(let e)?: XCTAssertEqual(e.errnoName, "ECONNRESET")
+            case let other: XCTFail("unexpected close \(String(describing: other))")
+            }
+            XCTAssertEqual(sinkA.closes.count, 1)
+            let o = outcomes.withLock { $0 }
+            XCTAssertEqual(o.values.reduce(0, +), 800)
+            XCTAssertEqual(Set(o.keys).subtracting(["sent", "wouldBlock", "closedByPeer", "EPIPE", "ECONNRESET"]), [], "\(o)")
+            XCTAssertEqual(sinkB.waitForClose(), .closedLocally(reason: "going away mid-stream"))
+            XCTAssertEqual(sinkB.closes.count, 1)
+        }
+    }
+
+    func testEveryWritableWaiterFiresOnceOnTheReaderThread() throws {
+        let (a, b) = try ATTBearer.pair()
+        a.start(RecordingSink())
+        try a.setSendBufferSize(4096)
+        while try send(a, [UInt8](repeating: 7, count: 256)) == .sent {}
+        let fired = LockedValue<[Int: [String]]>([:])
+        let all = DispatchGroup()
+        for i in 0..<3 {
+            all.enter()
+            a.whenWritable {
+                fired.withLock { $0[i, default: []].append(currentThreadName()) }
+                all.leave()
+            }
+        }
+        b.start(RecordingSink())
+        XCTAssertEqual(all.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(fired.withLock { $0 }, [0: ["att-bearer"], 1: ["att-bearer"], 2: ["att-bearer"]])
+        a.close(reason: "done")
+        b.close(reason: "done")
     }
 }

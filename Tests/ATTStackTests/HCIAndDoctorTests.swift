@@ -48,6 +48,78 @@ final class HCICommandTests: XCTestCase {
     }
 }
 
+/// Arbitrary input never crashes the parsers, and what they accept round-trips (seeded, so failures repeat).
+final class ParserRobustnessTests: XCTestCase {
+    struct SplitMix: RandomNumberGenerator {
+        var state: UInt64
+        mutating func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+    }
+
+    func testRandomHCIEventsAndTargets() {
+        var rng = SplitMix(state: 0x5EED)
+        var reports = 0
+        for _ in 0..<20_000 {
+            var packet: [UInt8]
+            if Bool.random(using: &rng) {
+                // Well-formed advertising reports, then maybe cut short or with the length byte changed.
+                var p: [UInt8] = [0x02, UInt8.random(in: 1...2, using: &rng)]
+                for _ in 0..<Int(p[1]) {
+                    let data = (0..<Int.random(in: 0...31, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                    p += [UInt8.random(in: 0...4, using: &rng), UInt8.random(in: 0...3, using: &rng)]
+                    p += (0..<6).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                    p += [UInt8(data.count)] + data + [UInt8.random(in: 0...255, using: &rng)]
+                }
+                if Bool.random(using: &rng) { p = Array(p.prefix(Int.random(in: 0...p.count, using: &rng))) }
+                if Bool.random(using: &rng), p.count > 10 { p[10] = UInt8.random(in: 0...255, using: &rng) }
+                packet = [0x04, 0x3E, UInt8(truncatingIfNeeded: p.count)] + p
+            } else {
+                packet = [0x04, [0x0E, 0x0F, 0x3E, 0x05].randomElement(using: &rng)!]
+                let body = (0..<Int.random(in: 0...40, using: &rng)).map { _ in UInt8.random(in: 0...255, using: &rng) }
+                packet.append(UInt8(truncatingIfNeeded: Bool.random(using: &rng) ? body.count : Int.random(in: 0...255, using: &rng)))
+                packet += body
+            }
+            if case .leAdvertisingReports(let r)? = HCIEvent.parse(packet) {
+                reports += r.count
+                for report in r { _ = report.localName }
+            }
+        }
+        XCTAssertGreaterThan(reports, 0, "some random packets are valid reports")
+        let alphabet = Array("0123456789abcdefABCDEFG:-/ unix\u{00e9}")
+        var accepted = 0
+        for _ in 0..<20_000 {
+            var chars: [Character]
+            switch Int.random(in: 0..<3, using: &rng) {
+            case 0: // an address, maybe with one character replaced, dropped or added
+                chars = Array((0..<6).map { _ in String(format: "%02X", Int.random(in: 0...255, using: &rng)) }.joined(separator: ":"))
+                let i = Int.random(in: 0..<chars.count, using: &rng)
+                switch Int.random(in: 0..<4, using: &rng) {
+                case 0: chars[i] = alphabet.randomElement(using: &rng)!
+                case 1: chars.remove(at: i)
+                case 2: chars.insert(alphabet.randomElement(using: &rng)!, at: i)
+                default: break
+                }
+            case 1: chars = Array("unix:") + (0..<Int.random(in: 0...8, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }
+            default: chars = (0..<Int.random(in: 0...20, using: &rng)).map { _ in alphabet.randomElement(using: &rng)! }
+            }
+            let text = String(chars)
+            do {
+                let t = try BearerTarget(parsing: text)
+                accepted += 1
+                XCTAssertEqual(try BearerTarget(parsing: t.description), t)
+            } catch {
+                if let p = error.position { XCTAssertTrue(p >= 1 && p <= text.count + 1, "\(text): \(error)") }
+            }
+        }
+        XCTAssertGreaterThan(accepted, 0)
+    }
+}
+
 final class DoctorTests: XCTestCase {
     private let adapter = HCIAdapter(index: 1, name: "hci1", address: BluetoothAddress(bytes: [0, 0xAA, 1, 1, 0, 1])!, isUp: false,
                                      supportsLE: true, supportsBREDR: false, aclMTU: 192, aclPackets: 1, bus: "virtual")
@@ -73,6 +145,14 @@ final class DoctorTests: XCTestCase {
         classic.supportsBREDR = true
         XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([classic])).first?.status, .warning)
         XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([])).first?.status, .problem)
+        var fresh = adapter
+        fresh.featuresKnown = false
+        fresh.supportsLE = false
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([fresh])).first?.detail,
+                       "down (00:AA:01:01:00:01, LE support unknown until powered, ACL 192x1, virtual)")
+        fresh.isUp = true
+        XCTAssertEqual(BluetoothDoctor.adapterFindings(.success([fresh])).first?.status, .ok)
+        XCTAssertEqual(fresh.radioDescription, "LE unknown")
         XCTAssertEqual(BluetoothDoctor.adapterFindings(.failure(.adapterDown("hci0"))).first?.status, .problem)
         XCTAssertTrue(AdaptersReport(adapters: [adapter], error: nil).text.contains("hci1   00:AA:01:01:00:01 down  LE          acl 192x1    virtual\n"))
     }

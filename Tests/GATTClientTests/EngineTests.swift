@@ -68,7 +68,10 @@ final class EngineTests: XCTestCase {
         }
         XCTAssertTrue(peer.isClosed)
         // A late response after the timeout changes nothing and crashes nothing.
+        let droppedBefore = client.statistics.droppedEvents
         client.engine.transport(didReceive: [0x0B, 0x01])
+        XCTAssertEqual(client.statistics.droppedEvents, droppedBefore + 1)
+        XCTAssertEqual(client.statistics.protocolViolations, 0)
         do {
             _ = try await client.read(handle: 0x0021)
             XCTFail("a closed bearer accepted a request")

@@ -226,7 +226,7 @@ final class ProcedureTests: XCTestCase {
     }
 
     func testReadLongStopsAt512Bytes() async throws {
-        // MTU 23: 22-byte parts; 512 = 23 parts of 22 (506) + one more full part would exceed: stop once >= 512.
+        // MTU 23: 22-byte parts; 23 parts of 22 make 506, and one more full part would exceed 512.
         let part = (0..<22).map { _ in "aa" }.joined(separator: " ")
         var steps = raw("0a 05 00", "0b " + part)
         var offset = 22
@@ -236,9 +236,17 @@ final class ProcedureTests: XCTestCase {
         }
         let peer = ScriptedPeer(steps)
         let client = try await makeClient(peer)
-        let v = try await client.readLong(handle: 5)
-        XCTAssertEqual(v.count, offset)
-        XCTAssertGreaterThanOrEqual(v.count, 512)
+        // The part at offset 506 takes the value to 528 bytes, past the 512-byte maximum (Vol 3 Part F §3.2.9):
+        // a Read Blob that never ends is a protocol violation, not a 528-byte value.
+        do {
+            let v = try await client.readLong(handle: 5)
+            XCTFail("read \(v.count) bytes")
+        } catch {
+            guard case .protocolViolation(let v) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(v.problem.contains("past the 512-byte maximum"), v.problem)
+            XCTAssertTrue(v.problem.contains("offset 506"), v.problem)
+        }
+        XCTAssertEqual(offset, 528)
         peer.assertScriptDone()
     }
 

@@ -23,8 +23,12 @@ final class SocketScriptPeer: ATTTransportSink {
     let gate: DispatchSemaphore?
     let gateOpen = Atomic<Bool>(true)
 
-    init(bearer: ATTBearer, steps: [Step], gated: Bool = false) {
+    /// When set, replies go out this long after the client PDU that triggers them (network latency).
+    let replyDelay: DispatchTimeInterval?
+
+    init(bearer: ATTBearer, steps: [Step], gated: Bool = false, replyDelay: DispatchTimeInterval? = nil) {
         self.bearer = bearer
+        self.replyDelay = replyDelay
         self.state = Lock(State(steps: steps))
         self.gate = gated ? DispatchSemaphore(value: 0) : nil
         if gated { gateOpen.store(false, ordering: .sequentiallyConsistent) }
@@ -87,7 +91,11 @@ final class SocketScriptPeer: ATTTransportSink {
             return ready
         }
         for r in ready { r.finish(.success(())) }
-        sendReplies()
+        if let replyDelay {
+            DispatchQueue.global().asyncAfter(deadline: .now() + replyDelay) { [self] in sendReplies() }
+        } else {
+            sendReplies()
+        }
     }
 
     func transport(didCloseWith reason: TransportError) {
@@ -226,6 +234,40 @@ final class SocketPairTests: XCTestCase {
             XCTAssertEqual(Int(pdu[3]) | Int(pdu[4]) << 8, i, "PDU \(i) out of order")
             if pdu.count != 21 || Int(pdu[3]) | Int(pdu[4]) << 8 != i { break }
         }
+        client.close()
+    }
+}
+
+final class BearerExecutorTests: XCTestCase {
+    func testCallersOnTheBearerExecutorContinueOnTheReaderThread() async throws {
+        let (a, b) = try ATTBearer.pair()
+        // The peer first sends an unsolicited Handle Value Confirmation: the engine reports it from the reader
+        // thread, which tells the test that thread's id.
+        let readerThread = Lock<UInt?>(nil)
+        // Replies come 20 ms late, so that each caller has surely suspended before its response arrives (a response
+        // that wins the race lets the caller go on without suspending at all: no hop either).
+        let peer = SocketScriptPeer(bearer: b, steps: [.server(hex("1e"))] + raw("0a 03 00", "0b 01")
+                                    + raw("0a 04 00", "0b 02") + raw("0a 05 00", "0b 03"), replyDelay: .milliseconds(20))
+        var config = GATTClient.Configuration()
+        config.events = { _ in readerThread.withLock { $0 = UInt(pthread_self()) } }
+        let client = try await GATTClient.connect(transport: a, configuration: config)
+        peer.start()
+        let threads = try await within {
+            try await withTaskExecutorPreference(client.bearerExecutor) {
+                var threads: [UInt] = []
+                _ = try await client.read(handle: 3)
+                threads.append(UInt(pthread_self()))
+                _ = try await client.read(handle: 4)
+                threads.append(UInt(pthread_self()))
+                return threads
+            }
+        }
+        let reader = try XCTUnwrap(readerThread.withLock { $0 })
+        XCTAssertEqual(threads, [reader, reader], "the caller did not continue on the reader thread")
+        let v = try await client.read(handle: 5)
+        XCTAssertEqual(v, [3])
+        XCTAssertNotEqual(UInt(pthread_self()), reader, "a caller without the preference ran on the reader thread")
+        peer.assertScriptDone()
         client.close()
     }
 }

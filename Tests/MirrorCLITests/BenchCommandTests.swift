@@ -11,32 +11,33 @@ final class BenchCommandTests: XCTestCase {
 
     func testBothModesInOneRunAsJSON() throws {
         let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "300",
-                                         "--warmup", "20", "--size", "100", "--counter", peer.hexHandle("writeCount"), "--json"])
+                                         "--warmup", "20", "--size", "100", "--counter", peer.hexHandle("writeCount"), "--rounds", "2", "--json"])
         XCTAssertEqual(run.status, 0, run.stderr)
         let json = try run.json()
         XCTAssertEqual(json["size"], 100)
         XCTAssertEqual(json["mtu"], 247)
+        XCTAssertEqual(json["rounds"], 2)
         let request = json["modes"]?[0]
         let command = json["modes"]?[1]
         XCTAssertEqual(request?["mode"], "with-response")
-        XCTAssertEqual(request?["writes"], 300)
-        XCTAssertEqual(request?["bytes"], 30000)
-        XCTAssertEqual(request?["confirmed"], 300)
+        XCTAssertEqual(request?["writes"], 600)
+        XCTAssertEqual(request?["bytes"], 60000)
+        XCTAssertEqual(request?["confirmed"], 600)
         for key in ["p50", "p90", "p99", "max"] {
             guard case .double(let v)? = request?["latencyMicroseconds"]?[key] else { return XCTFail("latency \(key): \(run.stdout)") }
             XCTAssertGreaterThan(v, 0)
         }
         XCTAssertEqual(command?["mode"], "without-response")
-        XCTAssertEqual(command?["writes"], 300)
-        XCTAssertEqual(command?["confirmed"], 300, "the peer counted every Write Command")
+        XCTAssertEqual(command?["writes"], 600)
+        XCTAssertEqual(command?["confirmed"], 600, "the peer counted every Write Command")
         XCTAssertNotNil(command?["backpressure"]?["seconds"])
         for mode in [request, command] {
             guard case .double(let ratio)? = mode?["ratioToBare"] else { return XCTFail("no ratio: \(run.stdout)") }
             XCTAssertGreaterThan(ratio, 0)
-            XCTAssertEqual(mode?["bare"]?["writes"], 300)
+            XCTAssertEqual(mode?["bare"]?["writes"], 600)
         }
         // Everything the CLI and the bare loop sent arrived: warm-ups, measured writes and the bare loop's own.
-        XCTAssertEqual(peer.counters.writeCommands, 20 + 300 + 20 + 300)
+        XCTAssertEqual(peer.counters.writeCommands, 20 + 600 + 20 + 600)
     }
 
     func testTextAndDurationAndSingleMode() throws {
@@ -44,7 +45,7 @@ final class BenchCommandTests: XCTestCase {
                                          "--mode", "without-response"])
         XCTAssertEqual(run.status, 0, run.stderr)
         let lines = run.stdout.split(separator: "\n").map(String.init)
-        XCTAssertTrue(lines[0].hasPrefix("bench \(peer.target) handle \(peer.hexHandle("sink")): 244-byte values, MTU 247"), run.stdout)
+        XCTAssertTrue(lines[0].hasPrefix("bench \(peer.target) handle \(peer.hexHandle("sink")): 244-byte values, MTU 247, 100 warm-up writes, median of 3 rounds"), run.stdout)
         XCTAssertTrue(lines[1].hasPrefix("without response (Write Command): "), run.stdout)
         XCTAssertFalse(run.stdout.contains("with response (Write Request)"))
         XCTAssertTrue(lines.contains { $0.hasPrefix("  waiting on backpressure: ") }, run.stdout)
@@ -56,5 +57,21 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 4, run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init),
                        "mirror: not sent: 300-byte value exceeds the 97-byte budget of MTU 100 (local limit)")
+    }
+
+    func testLoopbackNeedsNoTarget() throws {
+        let run = try MirrorProcess.run(["bench", "--loopback", "--count", "500", "--size", "20", "--rounds", "1", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        XCTAssertEqual(json["mtu"], 517)
+        XCTAssertEqual(json["handle"], 0x12)
+        XCTAssertEqual(json["modes"]?[0]?["confirmed"], 500)
+        XCTAssertEqual(json["modes"]?[1]?["confirmed"], 500, "the loopback peer counted every Write Command")
+        XCTAssertNotNil(json["modes"]?[1]?["ratioToBare"])
+        let both = try MirrorProcess.run(["bench", "--loopback", "unix:/tmp/x"])
+        XCTAssertEqual(both.status, 2)
+        XCTAssertEqual(both.stderr.split(separator: "\n").first, "mirror: --loopback runs its own peer: no TARGET (\"unix:/tmp/x\" was given)")
+        let neither = try MirrorProcess.run(["bench"])
+        XCTAssertEqual(neither.status, 2)
     }
 }

@@ -87,6 +87,13 @@ final class ErrorFormTests: XCTestCase {
                        "mirror: ATT error 0x05 Insufficient Authentication from the peer, on Read Request to handle \(peer.hexHandle("secret"))")
     }
 
+    func testReadByUUIDWithNoMatch() throws {
+        let run = try MirrorProcess.run(["read", peer.target, "2a99"])
+        XCTAssertEqual(run.status, 3)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: ATT error 0x0A Attribute Not Found from the peer, on Read By Type Request to handle 0x0001 (no attribute of type 2a99)")
+    }
+
     func testTimeout() throws {
         try restart(.init(silentOn: [ATTOpcode.writeRequest.rawValue]))
         let run = try MirrorProcess.run(["write", peer.target, peer.hexHandle("sink"), "01", "--timeout", "0.3", "--json"])
@@ -113,6 +120,14 @@ final class ErrorFormTests: XCTestCase {
         XCTAssertTrue(closed.stderr.hasPrefix("mirror: disconnected during "), closed.stderr)
     }
 
+    func testAFileThatCannotBeWrittenIsNotAConnectionFailure() throws {
+        let run = try MirrorProcess.run(["read", peer.target, "3", "--btsnoop", "/nonexistent-dir/x.btsnoop", "--json"])
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertEqual(try run.json()["error"]?["kind"], "failure")
+        XCTAssertEqual(try run.json()["error"]?["errnoName"], "ENOENT")
+        XCTAssertTrue(run.stderr.hasPrefix("mirror: creating the btsnoop file /nonexistent-dir/x.btsnoop: open failed with ENOENT"), run.stderr)
+    }
+
     func testProtocolViolation() throws {
         try restart(.init(garbageOn: [ATTOpcode.writeRequest.rawValue]))
         let run = try MirrorProcess.run(["write", peer.target, peer.hexHandle("sink"), "01", "--json"])
@@ -126,6 +141,8 @@ final class ErrorFormTests: XCTestCase {
         XCTAssertEqual(run.status, 7, run.stderr)
         let e = try run.json()["error"]
         XCTAssertEqual(e?["kind"], "unsupported")
-        XCTAssertTrue(["EAFNOSUPPORT", "EPERM", "EACCES"].contains(e?["errnoName"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? ""), run.stdout)
+        let errnoName = e?["errnoName"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? ""
+        let message = e?["message"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? ""
+        XCTAssertTrue(["EAFNOSUPPORT", "EPERM", "EACCES"].contains(errnoName) || message.contains("cap_net_raw"), run.stdout)
     }
 }

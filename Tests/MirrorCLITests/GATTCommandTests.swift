@@ -173,4 +173,63 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(Array(data.prefix(8)), Array("btsnoop\0".utf8))
         XCTAssertGreaterThan(data.count, 16 + 4 * 24)
     }
+
+    func testListenEndsCleanlyOnCtrlC() throws {
+        let process = Process()
+        process.executableURL = MirrorProcess.executable
+        process.arguments = ["listen", peer.target, peer.hexHandle("counter")]
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        // A second signal, or one to a command that is not listening, ends the process at once with 128 + signal.
+        defer { if process.isRunning { process.terminate() } }
+        var seen = ""
+        while seen.split(separator: "\n").count < 3 {
+            let chunk = out.fileHandleForReading.availableData
+            XCTAssertFalse(chunk.isEmpty, "listen ended early: \(seen)")
+            if chunk.isEmpty { return }
+            seen += String(decoding: chunk, as: UTF8.self)
+        }
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        process.interrupt()
+        if exited.wait(timeout: .now() + 10) == .timedOut {
+            process.terminate()
+            XCTFail("listen did not end on SIGINT")
+        }
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 0)
+        let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        XCTAssertTrue(stderr.hasSuffix("received 3 notifications and indications\n"), stderr)
+    }
+
+    func testCtrlCEndsOtherCommandsWithTheSignalStatus() throws {
+        peer.close()
+        peer = try ScriptedPeer(behaviour: .init(silentOn: [0x0A]))
+        let process = Process()
+        process.executableURL = MirrorProcess.executable
+        process.arguments = ["read", peer.target, "3", "--trace"]
+        let err = Pipe()
+        process.standardError = err
+        process.standardOutput = Pipe()
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        // Wait until the Read Request went out (the trace says so), then interrupt the wait for its answer.
+        var seen = ""
+        while !seen.contains("> Read Request") {
+            let chunk = err.fileHandleForReading.availableData
+            if chunk.isEmpty { return XCTFail("read ended early: \(seen)") }
+            seen += String(decoding: chunk, as: UTF8.self)
+        }
+        process.interrupt()
+        if exited.wait(timeout: .now() + 10) == .timedOut {
+            process.terminate()
+            XCTFail("read did not end on SIGINT")
+        }
+        process.waitUntilExit()
+        XCTAssertEqual(process.terminationStatus, 128 + SIGINT)
+    }
 }

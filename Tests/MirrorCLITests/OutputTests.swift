@@ -2,6 +2,8 @@
 import XCTest
 @testable import MirrorCommandLine
 import ATTStack
+import GATTClient
+import Mirror
 
 final class OutputTests: XCTestCase {
     func testJSONKeepsKeyOrderAndEscapes() throws {
@@ -96,5 +98,34 @@ final class OutputTests: XCTestCase {
             + [4, 0x09, 0x41, 0x42, 0x43]
         XCTAssertEqual(advertisedServices(data).map(\.description), ["180d", "180f", "6e400001-b5a3-f393-e0a9-e50e24dcca9e"])
         XCTAssertEqual(advertisedServices([5, 0x03, 0x0D]), [], "a truncated structure is ignored")
+    }
+
+    func testLibraryErrorRows() {
+        let timeout = ErrorReport(GATTError.timeout(GATTTimeoutError(waitingFor: "Write Response", handle: 0x12, handleName: "cloudToken", after: .seconds(30))))
+        XCTAssertEqual(timeout.status, .timeout)
+        XCTAssertEqual(timeout.message, "timed out after 30 s waiting for Write Response on handle 0x0012 (cloudToken)")
+        XCTAssertEqual(timeout.json["error"]?["seconds"]?.compact, "30")
+        let gone = ErrorReport(GATTError.disconnected(GATTDisconnectedError(reason: "the peer closed the connection", during: "Read Request to handle 0x0003")))
+        XCTAssertEqual(gone.status, .connection)
+        XCTAssertEqual(gone.json["error"]?["during"], "Read Request to handle 0x0003")
+        let violation = ErrorReport(GATTError.protocolViolation(GATTProtocolViolation(received: [0x13, 0xFF], expected: "Write Response", problem: "wrong length")))
+        XCTAssertEqual(violation.status, .protocolViolation)
+        XCTAssertEqual(violation.json["error"]?["received"], "13ff")
+        let local = ErrorReport(GATTError.attribute(GATTAttributeError(code: .invalidAttributeValueLength, requestOpcode: .writeRequest, handle: 0x12, rejectedBy: .local, valueLength: 600, budget: 244, mtu: 247)))
+        XCTAssertEqual(local.status, .localRefusal)
+        XCTAssertEqual(local.message, "not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
+        XCTAssertNil(local.hint, "a value over 512 bytes gets no --long hint")
+        let socket = ErrorReport(TransportError.socket(SocketError(syscall: "socket", errno: EAFNOSUPPORT, context: "opening")))
+        XCTAssertEqual(socket.status, .unsupported)
+        XCTAssertEqual(socket.json["error"]?["errnoName"], "EAFNOSUPPORT")
+        XCTAssertEqual(ErrorReport(TransportError.connectTimedOut(peer: "00:AA:01:01:00:01", seconds: 10)).status, .timeout)
+        XCTAssertEqual(ErrorReport(MirrorProcedureError("no mirror service")).status, .failure)
+        do {
+            _ = try MirrorProfile.load(path: "/nonexistent/profile.json")
+            XCTFail("a missing profile loads")
+        } catch {
+            XCTAssertEqual(ErrorReport(error).status, .usage)
+            XCTAssertEqual(ErrorReport(error).message, "profile /nonexistent/profile.json: cannot read the file")
+        }
     }
 }

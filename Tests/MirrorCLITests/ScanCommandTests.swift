@@ -57,6 +57,16 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertEqual(lines.last?["upload"], .null)
     }
 
+    func testScenarioFileDrivesTheSimulator() throws {
+        let scenario = directory + "/scenario.json"
+        try Data(#"{"scale": "misaligned", "faults": ["delay:cloudToken:100"]}"#.utf8).write(to: URL(fileURLWithPath: scenario))
+        let sim = try SimulatorProcess(["--scenario", scenario])
+        defer { sim.stop() }
+        let (run, lines) = try scan(sim)
+        XCTAssertEqual(run.status, 1)
+        XCTAssertEqual(lines.last?["scanError"], "scaleAlignment")
+    }
+
     func testLatchedErrorResetAndTheMirrorsOwnTokenLimit() throws {
         let sim = try SimulatorProcess(["--latched-error", "--token-limit", "20"])
         defer { sim.stop() }
@@ -83,10 +93,12 @@ final class ScanCommandTests: XCTestCase {
         defer { sim.stop() }
         let list = try MirrorProcess.run(["wifi", "list", sim.target, "--json"])
         XCTAssertEqual(list.status, 0, list.stderr)
-        XCTAssertEqual(try list.json()["networks"], ["alpha", "beta"])
+        XCTAssertEqual(try list.jsonLines().last?["networks"], ["alpha", "beta"])
+        XCTAssertTrue(try list.jsonLines().contains { $0["event"] == "read" && $0["decoded"] == "beta" })
         let join = try MirrorProcess.run(["wifi", "join", sim.target, "beta", "--json"])
         XCTAssertEqual(join.status, 0, join.stderr)
-        XCTAssertEqual(try join.json()["status"], "connected")
+        XCTAssertEqual(try join.jsonLines().last?["status"], "connected")
+        XCTAssertTrue(try join.jsonLines().contains { $0["event"] == "notification" && $0["decoded"] == "connecting" })
         let status = try MirrorProcess.run(["wifi", "status", sim.target])
         XCTAssertEqual(status.status, 0)
         XCTAssertTrue(status.stdout.contains("wifiConnectionStatus connected, SSID beta"), status.stdout)

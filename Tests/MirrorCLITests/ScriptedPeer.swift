@@ -2,7 +2,6 @@
 // declarations) on a unix: socket, for running the built `mirror` against: every command and every error form.
 import ATTStack
 import Foundation
-import Synchronization
 
 /// One attribute of the scripted database.
 struct PeerAttribute: Sendable {
@@ -131,7 +130,7 @@ final class ScriptedPeer: Sendable {
     let path: String
     let listener: ATTBearerListener
     let behaviour: Behaviour
-    let state: Mutex<(database: PeerDatabase, counters: Counters)>
+    let state: LockedValue<(database: PeerDatabase, counters: Counters)>
     let handles: [String: UInt16]
 
     init(database: PeerDatabase = .standard(), behaviour: Behaviour = Behaviour()) throws {
@@ -139,7 +138,7 @@ final class ScriptedPeer: Sendable {
         listener = try ATTBearerListener.unix(path: path)
         self.behaviour = behaviour
         self.handles = database.handles
-        state = Mutex((database, Counters()))
+        state = LockedValue((database, Counters()))
         let thread = Thread { [self] in self.acceptLoop() }
         thread.name = "scripted-peer"
         thread.start()
@@ -172,7 +171,7 @@ final class PeerConnection: ATTTransportSink {
     let peer: ScriptedPeer
     let bearer: ATTBearer
     /// Guards the connection's ATT MTU, the prepare-write queue and pending indications.
-    let state = Mutex<(mtu: Int, prepared: [(UInt16, UInt16, [UInt8])], pendingIndications: [(UInt16, [UInt8])])>((23, [], []))
+    let state = LockedValue<(mtu: Int, prepared: [(UInt16, UInt16, [UInt8])], pendingIndications: [(UInt16, [UInt8])])>((23, [], []))
 
     init(peer: ScriptedPeer, bearer: ATTBearer) {
         self.peer = peer

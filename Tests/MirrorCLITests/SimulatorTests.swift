@@ -95,7 +95,7 @@ final class SimulatorTests: XCTestCase {
         XCTAssertEqual(try mtu.json()["serverRxMTU"], 517)
         XCTAssertEqual(try mtu.json()["mtu"], 247)
         let cloudToken = try valueHandle("6d697272-6f72-7369-6d00-000000000003")
-        let bench = try MirrorProcess.run(["bench", sim.target, "--handle", String(cloudToken), "--size", "20", "--count", "500", "--json"])
+        let bench = try MirrorProcess.run(["bench", sim.target, "--handle", String(cloudToken), "--size", "20", "--count", "500", "--rounds", "1", "--json"])
         XCTAssertEqual(bench.status, 0, bench.stderr)
         let json = try bench.json()
         XCTAssertEqual(json["modes"]?[0]?["mode"], "with-response")

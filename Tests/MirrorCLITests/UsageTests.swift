@@ -37,8 +37,10 @@ final class UsageTests: XCTestCase {
             (["write", "unix:/tmp/x", "0x12", "01", "--long", "--no-response"], "mirror: --no-response and --long cannot be used together\nsee: mirror write --help\n"),
             (["mtu", "unix:/tmp/x", "--mtu", "1000"], "mirror: --mtu: invalid MTU \"1000\": must be 23-517\nsee: mirror mtu --help\n"),
             (["bench", "unix:/tmp/x"], "mirror: missing --handle H (the value handle to write to)\nsee: mirror bench --help\n"),
+            (["bench", "--loopback", "--rounds", "0"], "mirror: --rounds: invalid rounds \"0\": must be 1-1000\nsee: mirror bench --help\n"),
             (["listen", "unix:/tmp/x", "0x0"], "mirror: invalid handle \"0x0\": handle 0x0000 is reserved (handles are 0x0001-0xFFFF)\nsee: mirror listen --help\n"),
             (["gatt", "unix:/tmp/x", "--type", "random"], "mirror: --type applies to a device address, not to the unix socket target \"unix:/tmp/x\"\nsee: mirror gatt --help\n"),
+            (["mtu", "unix:/tmp/x", "--security", "high"], "mirror: --security applies to a Bluetooth link, not to the unix socket target \"unix:/tmp/x\"\nsee: mirror mtu --help\n"),
             (["discover", "--duration", "soon"], "mirror: --duration: invalid duration \"soon\": expected seconds greater than 0, as in 5, 0.5 or 250ms\nsee: mirror discover --help\n"),
             (["read", "unix:/tmp/x"], "mirror: missing HANDLE|UUID (a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form))\nsee: mirror read --help\n"),
         ]

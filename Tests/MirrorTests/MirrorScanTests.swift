@@ -266,3 +266,33 @@ final class MirrorScanTests: XCTestCase {
         }
     }
 }
+
+final class ScanTrackerTests: XCTestCase {
+    /// A scanError left from before the scan (read after the writes, unchanged) is old news; a notification
+    /// after arming, or a changed value, is this scan's error; scanState error read after the writes is an error.
+    func testOnlyNewsAfterArmingDecides() async throws {
+        let t = ScanTracker(profile: .bundled)
+        t.read("scanError", [5])
+        t.arm()
+        t.readAfterArming("scanError", [5])
+        t.readAfterArming("scanState", [1])
+        XCTAssertEqual(t.snapshot.errorSeen, nil)
+        t.readAfterArming("scanError", [11])
+        XCTAssertEqual(t.snapshot.errorSeen, "scanError scaleAlignment (0xb)")
+        let verdict = try await t.waitForVerdict()
+        XCTAssertEqual(verdict, .error("scanError scaleAlignment (0xb)"))
+
+        let u = ScanTracker(profile: .bundled)
+        u.notified("scanState", [9])           // before arming: the pre-flight's business, not a verdict
+        u.arm()
+        XCTAssertNil(u.snapshot.errorSeen)
+        XCTAssertFalse(u.snapshot.sawScanStateAfterArming)
+        u.notified("scanState", [8])
+        XCTAssertTrue(u.snapshot.sawComplete)
+        u.uploaded(.received(ReceivedUpload(scanID: "other", path: "/x", bytes: 1, sha256: "", entries: nil, zipProblem: nil, framing: "chunked")), scanID: "abc")
+        XCTAssertNil(u.snapshot.upload, "an upload for another scan ID does not count")
+        u.uploaded(.received(ReceivedUpload(scanID: "abc", path: "/x", bytes: 1, sha256: "", entries: nil, zipProblem: nil, framing: "chunked")), scanID: "abc")
+        let done = try await u.waitForVerdict()
+        XCTAssertEqual(done, .complete)
+    }
+}

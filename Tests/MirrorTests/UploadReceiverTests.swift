@@ -126,6 +126,17 @@ final class UploadReceiverTests: XCTestCase {
         XCTAssertEqual(statuses, [404, 404, 405, 413, 413])
     }
 
+    func testAPortInUseAndAMissingDirectoryAreNamed() throws {
+        let first = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory)
+        defer { first.stop() }
+        XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: first.port, directory: directory)) { error in
+            XCTAssertEqual("\(error)", "upload receiver: cannot listen on 127.0.0.1:\(first.port): the port is in use (EADDRINUSE)")
+        }
+        XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory + "/missing")) { error in
+            XCTAssertEqual("\(error)", "upload receiver: the upload directory \(directory)/missing does not exist")
+        }
+    }
+
     func testStartFailureNamesTheProblem() {
         XCTAssertThrowsError(try UploadReceiver(host: "not-an-address", port: 0, directory: directory)) { error in
             XCTAssertTrue("\(error)".contains("not a numeric"), "\(error)")

@@ -1,6 +1,7 @@
 // bearer-e2e: drives the socket bearer end to end, for the Bluetooth VM (and AF_UNIX here). Prints JSON lines.
 //
-//   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S] [--snoop FILE]
+//   bearer-e2e listen [unix:/path] [--adapter hci1] [--type public|random] [--advertise NAME] [--accept-timeout S]
+//       [--snoop FILE] [--drop-caps]   (--drop-caps: drop every capability once listening and advertising)
 //       accepts one connection (LE CID 4 on the adapter, or the unix path), echoes every PDU back unchanged,
 //       prints {"event":...} lines: listening, advertising, accepted, pdu, closed. Exits 0 when the peer ends
 //       the link (EOF, or ECONNRESET: how a central's disconnect reaches an LE peripheral).
@@ -9,7 +10,8 @@
 //       connects, sends N PDUs (Write Command 0x52, handle = sequence number), checks each echo, prints one
 //       JSON result: {"ok":true,...} or {"ok":false,"stage":...,"error":"<the error's sentence>",...}.
 //   bearer-e2e drop-caps      prints CapEff/CapPrm from /proc/self/status before and after dropping every capability.
-//   bearer-e2e bench [--count N] [--size B]   round trips: bare blocking send/recv vs two bearers, in microseconds.
+//   bearer-e2e bench [--count N] [--rounds R] [--size B]   round trips in microseconds: a bare blocking
+//       send/recv loop against the bearer (with a semaphore hop, chained on the reader thread, server only).
 //   bearer-e2e adapters [--json] | doctor [--json]
 //   bearer-e2e scan --adapter hci0 [--seconds S]      LE scan through raw HCI, one JSON line per device.
 //   bearer-e2e advertise --adapter hci1 [--name N] [--stop]
@@ -178,6 +180,16 @@ func listen(_ o: Options) -> Int32 {
             emit(["event": "advertising", "adapter": adapter, "name": name])
         } catch {
             emit(["ok": false, "stage": "advertise"].merging(errorFields(error)) { a, _ in a })
+            return 1
+        }
+    }
+    if o.flags.contains("--drop-caps") {
+        // The listening socket (and advertising) are set up: nothing privileged is needed from here on.
+        do {
+            try Capabilities.dropAll()
+            emit(["event": "capabilities-dropped", "CapEff": statusCaps()["CapEff"] ?? "?"])
+        } catch {
+            emit(["ok": false, "stage": "drop-caps"].merging(errorFields(error)) { a, _ in a })
             return 1
         }
     }
@@ -359,113 +371,149 @@ func dropCaps() -> Int32 {
 
 // MARK: bench
 
-/// Round trips of a Write Request-sized PDU: a bare blocking send/recv loop over a socketpair against two
-/// bearers (the server's sink echoes on its reader thread; the client waits on a semaphore its sink signals).
+final class BenchEcho: ATTTransportSink {
+    let peer = LockedValue<ATTBearer?>(nil)
+    func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
+    func transport(didCloseWith reason: TransportError) {}
+}
+
+final class BenchWaiter: ATTTransportSink {
+    let got = DispatchSemaphore(value: 0)
+    func transport(didReceive pdu: [UInt8]) { got.signal() }
+    func transport(didCloseWith reason: TransportError) { got.signal() }
+}
+
+/// The client's sink sends the next PDU itself, on the reader thread (no hop to a waiting thread).
+final class BenchChain: ATTTransportSink {
+    let left = LockedValue(0)
+    let done = DispatchSemaphore(value: 0)
+    let bearer = LockedValue<ATTBearer?>(nil)
+    let pdu: [UInt8]
+    init(pdu: [UInt8]) { self.pdu = pdu }
+    func transport(didReceive _: [UInt8]) {
+        let more = left.withLock { n -> Bool in n -= 1; return n > 0 }
+        if more, let b = bearer.withLock({ $0 }) { _ = try? sendBytes(b, pdu) } else if !more { done.signal() }
+    }
+    func transport(didCloseWith reason: TransportError) { done.signal() }
+}
+
+/// Round trips of a Write Request-sized PDU, in microseconds each, four ways:
+///   bare: a blocking send/recv loop against an echo thread (the baseline);
+///   bearer: two bearers, the client thread waits on a semaphore its sink signals (one extra thread hop);
+///   chained: two bearers, the client's sink sends the next PDU from the reader thread;
+///   server: a bare blocking client against a bearer echo server (the bearer's own cost).
+/// Each mode runs `rounds` times, interleaved; the report keeps each mode's best round (the least disturbed
+/// by other processes on a shared machine) and the median round.
 func bench(_ o: Options) -> Int32 {
     let count = o.int("--count", 20000)
+    let rounds = max(1, o.int("--rounds", 5))
     let size = max(1, min(o.int("--size", 20), 517))
     let pdu: [UInt8] = [0x12, 0x03, 0x00] + [UInt8](repeating: 0x5A, count: max(0, size - 3))
+    let perRound = max(1, count / rounds)
 
-    // Bare: blocking sockets, one echo thread.
-    var fds: [Int32] = [-1, -1]
-    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
-    let server = fds[1], client = fds[0]
-    let echo = Thread {
+    func bare() -> Double {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
+        let server = fds[1], client = fds[0]
+        let echo = Thread {
+            var buf = [UInt8](repeating: 0, count: 1024)
+            while true {
+                let n = recv(server, &buf, buf.count, 0)
+                if n <= 0 { break }
+                _ = send(server, buf, n, 0)
+            }
+            close(server)
+        }
+        echo.start()
         var buf = [UInt8](repeating: 0, count: 1024)
-        while true {
-            let n = recv(server, &buf, buf.count, 0)
-            if n <= 0 { break }
-            _ = send(server, buf, n, 0)
+        for _ in 0..<200 { _ = send(client, pdu, pdu.count, 0); _ = recv(client, &buf, buf.count, 0) }
+        let t0 = ContinuousClock.now
+        for _ in 0..<perRound {
+            _ = send(client, pdu, pdu.count, 0)
+            _ = recv(client, &buf, buf.count, 0)
         }
+        let r = us(t0.duration(to: .now)) / Double(perRound)
+        close(client)
+        return r
     }
-    echo.start()
-    var buf = [UInt8](repeating: 0, count: 1024)
-    for _ in 0..<1000 { _ = send(client, pdu, pdu.count, 0); _ = recv(client, &buf, buf.count, 0) } // warm-up
-    var t0 = ContinuousClock.now
-    for _ in 0..<count {
-        _ = send(client, pdu, pdu.count, 0)
-        _ = recv(client, &buf, buf.count, 0)
-    }
-    let bare = us(t0.duration(to: .now)) / Double(count)
-    close(client)
-    close(server)
 
-    // Through the bearer.
-    final class Echo: ATTTransportSink {
-        let peer = LockedValue<ATTBearer?>(nil)
-        func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
-        func transport(didCloseWith reason: TransportError) {}
+    func hop() -> Double {
+        guard let (a, b) = try? ATTBearer.pair() else { usage("pair failed") }
+        let e = BenchEcho()
+        e.peer.withLock { $0 = b }
+        b.start(e)
+        let w = BenchWaiter()
+        a.start(w)
+        for _ in 0..<200 { _ = try? sendBytes(a, pdu); w.got.wait() }
+        let t0 = ContinuousClock.now
+        for _ in 0..<perRound {
+            _ = try? sendBytes(a, pdu)
+            w.got.wait()
+        }
+        let r = us(t0.duration(to: .now)) / Double(perRound)
+        a.close(reason: "bench done")
+        b.close(reason: "bench done")
+        return r
     }
-    final class Waiter: ATTTransportSink {
-        let got = DispatchSemaphore(value: 0)
-        func transport(didReceive pdu: [UInt8]) { got.signal() }
-        func transport(didCloseWith reason: TransportError) { got.signal() }
-    }
-    let a: ATTBearer, b: ATTBearer
-    do { (a, b) = try ATTBearer.pair() } catch { usage("pair failed: \(error)") }
-    let e = Echo()
-    e.peer.withLock { $0 = b }
-    b.start(e)
-    let w = Waiter()
-    a.start(w)
-    for _ in 0..<1000 { _ = try? sendBytes(a, pdu); w.got.wait() }
-    t0 = ContinuousClock.now
-    for _ in 0..<count {
+
+    func chained() -> Double {
+        guard let (a, b) = try? ATTBearer.pair() else { usage("pair failed") }
+        let e = BenchEcho()
+        e.peer.withLock { $0 = b }
+        b.start(e)
+        let chain = BenchChain(pdu: pdu)
+        chain.bearer.withLock { $0 = a }
+        chain.left.withLock { $0 = perRound }
+        a.start(chain)
+        let t0 = ContinuousClock.now
         _ = try? sendBytes(a, pdu)
-        w.got.wait()
+        chain.done.wait()
+        let r = us(t0.duration(to: .now)) / Double(perRound)
+        a.close(reason: "bench done")
+        b.close(reason: "bench done")
+        return r
     }
-    let bearer = us(t0.duration(to: .now)) / Double(count)
 
-    // Chained: the client's sink sends the next PDU from the reader thread (no hop to a waiting thread).
-    final class Chain: ATTTransportSink {
-        let left: LockedValue<Int>
-        let done = DispatchSemaphore(value: 0)
-        let bearer: LockedValue<ATTBearer?> = LockedValue(nil)
-        let pdu: [UInt8]
-        init(count: Int, pdu: [UInt8]) { left = LockedValue(count); self.pdu = pdu }
-        func transport(didReceive _: [UInt8]) {
-            let more = left.withLock { n -> Bool in n -= 1; return n > 0 }
-            if more, let b = bearer.withLock({ $0 }) { _ = try? sendBytes(b, pdu) } else if !more { done.signal() }
+    func server() -> Double {
+        var fds: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
+        guard let bearer = try? ATTBearer(adoptingConnected: fds[1], label: "bench server") else { usage("adopt failed") }
+        let e = BenchEcho()
+        e.peer.withLock { $0 = bearer }
+        bearer.start(e)
+        var buf = [UInt8](repeating: 0, count: 1024)
+        for _ in 0..<200 { _ = send(fds[0], pdu, pdu.count, 0); _ = recv(fds[0], &buf, buf.count, 0) }
+        let t0 = ContinuousClock.now
+        for _ in 0..<perRound {
+            _ = send(fds[0], pdu, pdu.count, 0)
+            _ = recv(fds[0], &buf, buf.count, 0)
         }
-        func transport(didCloseWith reason: TransportError) { done.signal() }
+        let r = us(t0.duration(to: .now)) / Double(perRound)
+        close(fds[0])
+        bearer.close(reason: "bench done")
+        return r
     }
-    a.close(reason: "bench done")
-    b.close(reason: "bench done")
-    let c1: ATTBearer, c2: ATTBearer
-    do { (c1, c2) = try ATTBearer.pair() } catch { usage("pair failed: \(error)") }
-    let e3 = Echo()
-    e3.peer.withLock { $0 = c2 }
-    c2.start(e3)
-    let chain = Chain(count: count, pdu: pdu)
-    chain.bearer.withLock { $0 = c1 }
-    c1.start(chain)
-    t0 = ContinuousClock.now
-    _ = try? sendBytes(c1, pdu)
-    chain.done.wait()
-    let chained = us(t0.duration(to: .now)) / Double(count)
-    c1.close(reason: "bench done")
-    c2.close(reason: "bench done")
 
-    // A bare blocking client against a bearer echo server: the bearer's own cost without the client's thread hop.
-    guard socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds) == 0 else { usage("socketpair failed") }
-    let serverBearer: ATTBearer
-    do { serverBearer = try ATTBearer(adoptingConnected: fds[1], label: "bench server") } catch { usage("adopt failed: \(error)") }
-    let e2 = Echo()
-    e2.peer.withLock { $0 = serverBearer }
-    serverBearer.start(e2)
-    for _ in 0..<1000 { _ = send(fds[0], pdu, pdu.count, 0); _ = recv(fds[0], &buf, buf.count, 0) }
-    t0 = ContinuousClock.now
-    for _ in 0..<count {
-        _ = send(fds[0], pdu, pdu.count, 0)
-        _ = recv(fds[0], &buf, buf.count, 0)
+    var samples: [String: [Double]] = [:]
+    for _ in 0..<rounds {
+        samples["bare", default: []].append(bare())
+        samples["bearer", default: []].append(hop())
+        samples["chained", default: []].append(chained())
+        samples["server", default: []].append(server())
     }
-    let half = us(t0.duration(to: .now)) / Double(count)
-    close(fds[0])
-    serverBearer.close(reason: "bench done")
     func r2(_ x: Double) -> Double { (x * 100).rounded() / 100 }
-    emit(["count": count, "size": pdu.count, "bare_us": r2(bare), "bearer_us": r2(bearer), "ratio": r2(bearer / bare),
-          "bearer_server_us": r2(half), "bearer_server_ratio": r2(half / bare),
-          "bearer_chained_us": r2(chained), "bearer_chained_ratio": r2(chained / bare)])
+    let best = samples.mapValues { $0.min()! }
+    let median = samples.mapValues { $0.sorted()[$0.count / 2] }
+    var out: [String: Any] = ["count": perRound * rounds, "rounds": rounds, "size": pdu.count]
+    for mode in ["bare", "bearer", "chained", "server"] {
+        out["\(mode)_us_best"] = r2(best[mode]!)
+        out["\(mode)_us_median"] = r2(median[mode]!)
+        if mode != "bare" {
+            out["\(mode)_ratio_best"] = r2(best[mode]! / best["bare"]!)
+            out["\(mode)_ratio_median"] = r2(median[mode]! / median["bare"]!)
+        }
+    }
+    emit(out)
     return 0
 }
 
@@ -477,13 +525,13 @@ let rest = args.dropFirst(2)
 let status: Int32
 switch args[1] {
 case "listen":
-    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop"], flags: []))
+    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop"], flags: ["--drop-caps"]))
 case "connect":
     status = connect(Options(rest, valued: ["--adapter", "--type", "--timeout", "--count", "--size", "--echo-timeout", "--security", "--snoop"], flags: []))
 case "drop-caps":
     status = dropCaps()
 case "bench":
-    status = bench(Options(rest, valued: ["--count", "--size"], flags: []))
+    status = bench(Options(rest, valued: ["--count", "--size", "--rounds"], flags: []))
 case "adapters":
     let o = Options(rest, valued: [], flags: ["--json"])
     let r = AdaptersReport.collect()

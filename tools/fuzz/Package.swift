@@ -1,13 +1,15 @@
 // swift-tools-version:6.0
-// libFuzzer targets for ATTStack. Kept out of the root package: a fuzz target has no `main` (libFuzzer
+// libFuzzer targets for ATTStack (the decoder) and GATTClient (the engine). Kept out of the root package: a fuzz target has no `main` (libFuzzer
 // supplies it), so it links only when built with `--sanitize fuzzer`. Build and run with run.sh:
 //   tools/fuzz/run.sh fuzz-att-decode 60
+//   tools/fuzz/run.sh fuzz-engine 60
 import PackageDescription
 
 let package = Package(
     name: "att-fuzz",
     products: [
         .executable(name: "fuzz-att-decode", targets: ["FuzzATTDecode"]),
+        .executable(name: "fuzz-engine", targets: ["FuzzEngine"]),
     ],
     dependencies: [
         .package(name: "mirror", path: "../.."),
@@ -16,6 +18,15 @@ let package = Package(
         .executableTarget(
             name: "FuzzATTDecode",
             dependencies: [.product(name: "ATTStack", package: "mirror")]
+        ),
+        // The transaction engine and GATT procedures against a peer the fuzzer plays (see FuzzEngine.swift).
+        .executableTarget(
+            name: "FuzzEngine",
+            dependencies: [
+                .product(name: "ATTStack", package: "mirror"),
+                .product(name: "GATTClient", package: "mirror"),
+                .product(name: "HostilePeer", package: "mirror"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

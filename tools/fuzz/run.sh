@@ -15,17 +15,24 @@ case "$seconds" in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, go
 seeds=corpus/$target
 [ -d "$seeds" ] || { echo "run.sh: no seed corpus at tools/fuzz/$seeds" >&2; exit 2; }
 
-build=(swift build -c release --product "$target" --sanitize fuzzer --sanitize address)
-"${build[@]}" 2>&1 | grep -vE '^\[[0-9]+/[0-9]+\]' || true
-[ "${PIPESTATUS[0]}" -eq 0 ] || { echo "run.sh: building $target failed" >&2; exit 1; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+# SwiftPM passes `--sanitize fuzzer --sanitize address` to swiftc as two -sanitize flags, and the Swift driver keeps
+# only the last one: the Swift code would get AddressSanitizer but no coverage instrumentation, so libFuzzer would
+# fuzz blind ("no interesting inputs were found"). The combined flag, passed last, restores both.
+build=(swift build -c release --product "$target" --sanitize fuzzer --sanitize address -Xswiftc -sanitize=fuzzer,address)
+if ! "${build[@]}" >"$log" 2>&1; then
+    cat "$log"
+    echo "run.sh: building $target failed" >&2
+    exit 1
+fi
+grep -vE '^\[[0-9]+/[0-9]+\]' "$log" || true
 bin="$("${build[@]}" --show-bin-path)/$target"
 
 # New inputs go to a scratch corpus; the committed seeds are read only.
 work=.build/corpus/$target
 artifacts=.build/artifacts
 mkdir -p "$work" "$artifacts"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 
 # Swift's backtracer would kill the fuzzer before it saves the crashing input.
 set +e
@@ -37,7 +44,7 @@ runs=$(sed -nE 's/^stat::number_of_executed_units: *([0-9]+).*/\1/p' "$log" | ta
 secs=$(sed -nE 's/^Done [0-9]+ runs in ([0-9]+) second.*/\1/p' "$log" | tail -n 1)
 if [ "$status" -ne 0 ]; then
     tail -n 60 "$log"
-    echo "fuzz: $target CRASHED (exit $status) after ${runs:-?} inputs; input saved under tools/fuzz/$artifacts/"
+    echo "fuzz: $target FAILED (exit $status: a crash, a timeout or running out of memory) after ${runs:-?} inputs; the input is saved under tools/fuzz/$artifacts/"
     exit 1
 fi
 rate=""

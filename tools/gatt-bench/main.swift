@@ -114,8 +114,36 @@ func rawConnect(_ listener: Listener) throws -> Int32 {
 
 func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
 
+/// CPU time of the whole process (every thread: client, bearer, peer), in nanoseconds.
+func cpuNow() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+}
+
+/// Per operation: wall-clock time and process CPU time, in nanoseconds.
+struct Cost {
+    var wall: Double
+    var cpu: Double
+}
+
+/// Measures `n` operations run by `body`.
+func measure(_ n: Int, _ body: () throws -> Void) rethrows -> Cost {
+    let (t0, c0) = (now(), cpuNow())
+    try body()
+    let (t1, c1) = (now(), cpuNow())
+    return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
+}
+
+func measure(_ n: Int, _ body: () async throws -> Void) async rethrows -> Cost {
+    let (t0, c0) = (now(), cpuNow())
+    try await body()
+    let (t1, c1) = (now(), cpuNow())
+    return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
+}
+
 /// The bare loop: send a Write Request, wait for POLLIN, receive the response; `n` times.
-func bareRequests(_ listener: Listener, n: Int) throws -> Double {
+func bareRequests(_ listener: Listener, n: Int) throws -> Cost {
     let fd = try rawConnect(listener)
     let peer = try listener.acceptPeer(expectedCommands: .max)
     let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
@@ -135,35 +163,33 @@ func bareRequests(_ listener: Listener, n: Int) throws -> Double {
         }
     }
     for _ in 0..<min(n, 2000) { try once() }
-    let t0 = now()
-    for _ in 0..<n { try once() }
-    let t1 = now()
+    let cost = try measure(n) { for _ in 0..<n { try once() } }
     _ = cbz_close(fd)
     _ = peer
-    return Double(t1 - t0) / Double(n)
+    return cost
 }
 
 /// The bare send loop: `n` Write Commands, waiting for POLLOUT on EAGAIN; ends when the peer counted them all.
-func bareCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Double {
+func bareCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Cost {
     let fd = try rawConnect(listener)
     let peer = try listener.acceptPeer(expectedCommands: n)
     var pdu: [UInt8] = [0x52, 0x12, 0x00] + [UInt8](repeating: 0xAB, count: valueLength)
     var revents: Int16 = 0
-    let t0 = now()
-    for i in 0..<n {
-        pdu[3] = UInt8(truncatingIfNeeded: i)
-        while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
-            guard cbz_errno() == EAGAIN else { throw fail("send") }
-            _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+    let cost = try await measure(n) {
+        for i in 0..<n {
+            pdu[3] = UInt8(truncatingIfNeeded: i)
+            while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
+                guard cbz_errno() == EAGAIN else { throw fail("send") }
+                _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+            }
         }
+        try await peer.done.value()
     }
-    try await peer.done.value()
-    let t1 = now()
     guard peer.commands.load(ordering: .relaxed) == n else {
         throw BenchError(description: "bare loop: the peer counted \(peer.commands.load(ordering: .relaxed)) of \(n) commands")
     }
     _ = cbz_close(fd)
-    return Double(t1 - t0) / Double(n)
+    return cost
 }
 
 func connectClient(_ listener: Listener, expectedCommands: Int) async throws -> (GATTClient, Peer) {
@@ -173,34 +199,59 @@ func connectClient(_ listener: Listener, expectedCommands: Int) async throws -> 
     return (client, peer)
 }
 
-/// The client: `n` Write Requests, one after the other, each awaited.
-func clientRequests(_ listener: Listener, n: Int) async throws -> Double {
+/// The client: `n` Write Requests, one after the other, each awaited; `inline`: on the bearer's executor.
+func clientRequests(_ listener: Listener, n: Int, inline: Bool) async throws -> Cost {
     let (client, _) = try await connectClient(listener, expectedCommands: .max)
     let value: [UInt8] = [0x01, 0x02]
-    for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
-    let t0 = now()
-    for _ in 0..<n { try await client.write(handle: 0x0012, value: value) }
-    let t1 = now()
+    func loop() async throws -> Cost {
+        for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
+        return try await measure(n) { for _ in 0..<n { try await client.write(handle: 0x0012, value: value) } }
+    }
+    let r = inline ? try await withTaskExecutorPreference(client.bearerExecutor) { try await loop() } : try await loop()
     client.close()
-    return Double(t1 - t0) / Double(n)
+    return r
 }
 
 /// The client: `n` writes without response from one task; ends when the peer counted them all.
-func clientCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Double {
+func clientCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Cost {
     let (client, peer) = try await connectClient(listener, expectedCommands: n)
     var value = [UInt8](repeating: 0xAB, count: valueLength)
-    let t0 = now()
-    for i in 0..<n {
-        value[0] = UInt8(truncatingIfNeeded: i)
-        try await client.writeWithoutResponse(handle: 0x0012, value: value)
+    let cost = try await measure(n) {
+        for i in 0..<n {
+            value[0] = UInt8(truncatingIfNeeded: i)
+            try await client.writeWithoutResponse(handle: 0x0012, value: value)
+        }
+        try await peer.done.value()
     }
-    try await peer.done.value()
-    let t1 = now()
     guard peer.commands.load(ordering: .relaxed) == n else {
         throw BenchError(description: "client: the peer counted \(peer.commands.load(ordering: .relaxed)) of \(n) commands")
     }
     client.close()
-    return Double(t1 - t0) / Double(n)
+    return cost
+}
+
+/// A transport that answers every Write Request inline, inside `trySend`: the engine's own cost per request, with no
+/// socket and no thread (for profiling; `--only engine`).
+final class InlineAnswerTransport: ATTTransport, @unchecked Sendable {
+    // @unchecked: `sink` is set once by `start` before any request and only read afterwards.
+    let label = "inline"
+    var sink: (any ATTTransportSink)?
+    func start(_ sink: any ATTTransportSink) { self.sink = sink }
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        if pdu.first == 0x12 { sink?.transport(didReceive: [0x13]) }
+        return .sent
+    }
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) { callback() }
+    func close(reason: String) { sink?.transport(didCloseWith: .closedLocally(reason: reason)) }
+}
+
+func engineOnly(n: Int) async throws -> Cost {
+    let client = try await GATTClient.connect(transport: InlineAnswerTransport())
+    let value: [UInt8] = [0x01, 0x02]
+    for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
+    let cost = try await measure(n) { for _ in 0..<n { try await client.write(handle: 0x0012, value: value) } }
+    client.close()
+    return cost
 }
 
 func median(_ xs: [Double]) -> Double {
@@ -208,12 +259,16 @@ func median(_ xs: [Double]) -> Double {
     return s[s.count / 2]
 }
 
+func median(_ xs: [Cost]) -> Cost { Cost(wall: median(xs.map(\.wall)), cpu: median(xs.map(\.cpu))) }
+
 // MARK: main
 
 var json = false
 var requests = 20_000
 var commands = 200_000
 var rounds = 5
+/// For profiling one side alone: "bare-requests", "client-requests", "pool-requests".
+var only: String?
 var args = CommandLine.arguments.dropFirst()
 while let a = args.popFirst() {
     switch a {
@@ -221,8 +276,9 @@ while let a = args.popFirst() {
     case "--requests": requests = Int(args.popFirst() ?? "") ?? requests
     case "--commands": commands = Int(args.popFirst() ?? "") ?? commands
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
+    case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]")
+        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
@@ -233,31 +289,53 @@ while let a = args.popFirst() {
 do {
     let listener = try Listener()
     defer { listener.close() }
+    if let only {
+        let t: Cost
+        switch only {
+        case "bare-requests": t = try bareRequests(listener, n: requests)
+        case "client-requests": t = try await clientRequests(listener, n: requests, inline: true)
+        case "pool-requests": t = try await clientRequests(listener, n: requests, inline: false)
+        case "engine": t = try await engineOnly(n: requests)
+        default: throw BenchError(description: "--only takes bare-requests, client-requests, pool-requests or engine")
+        }
+        print(String(format: "%@: %.2f us per operation, %.2f us of CPU", only, t.wall / 1000, t.cpu / 1000))
+        exit(0)
+    }
     let valueLength = 20
-    var bareReq: [Double] = [], clientReq: [Double] = [], bareCmd: [Double] = [], clientCmd: [Double] = []
+    var bareReq: [Cost] = [], clientReq: [Cost] = [], poolReq: [Cost] = [], bareCmd: [Cost] = [], clientCmd: [Cost] = []
     // Rounds alternate bare and client runs so that background load hits both alike.
     for _ in 0..<rounds {
         bareReq.append(try bareRequests(listener, n: requests))
-        clientReq.append(try await clientRequests(listener, n: requests))
+        clientReq.append(try await clientRequests(listener, n: requests, inline: true))
+        poolReq.append(try await clientRequests(listener, n: requests, inline: false))
         bareCmd.append(try await bareCommands(listener, n: commands, valueLength: valueLength))
         clientCmd.append(try await clientCommands(listener, n: commands, valueLength: valueLength))
     }
-    let br = median(bareReq), cr = median(clientReq), bc = median(bareCmd), cc = median(clientCmd)
-    let writeRequestRatio = cr / br
-    let writeCommandRatio = bc / cc   // throughput ratio: client / bare
+    let pr = median(poolReq), br = median(bareReq), cr = median(clientReq), bc = median(bareCmd), cc = median(clientCmd)
+    let writeRequestRatio = cr.wall / br.wall
+    let writeCommandRatio = bc.wall / cc.wall   // throughput ratio: client / bare
+    // CPU per operation of the whole process (client, bearer and peer threads): steadier than wall time on a
+    // loaded machine. Lower is better for both.
+    let writeRequestCPURatio = cr.cpu / br.cpu
+    let writeCommandCPURatio = cc.cpu / bc.cpu
     if json {
         func f(_ x: Double) -> String { String(format: "%.4f", x) }
         print("{\"writeRequestRatio\": \(f(writeRequestRatio)), \"writeCommandRatio\": \(f(writeCommandRatio)), "
-              + "\"bareWriteRequestMicroseconds\": \(f(br / 1000)), \"clientWriteRequestMicroseconds\": \(f(cr / 1000)), "
-              + "\"bareWriteCommandsPerSecond\": \(f(1e9 / bc)), \"clientWriteCommandsPerSecond\": \(f(1e9 / cc)), "
+              + "\"writeRequestCPURatio\": \(f(writeRequestCPURatio)), \"writeCommandCPURatio\": \(f(writeCommandCPURatio)), "
+              + "\"bareWriteRequestMicroseconds\": \(f(br.wall / 1000)), \"clientWriteRequestMicroseconds\": \(f(cr.wall / 1000)), "
+              + "\"bareWriteRequestCPUMicroseconds\": \(f(br.cpu / 1000)), \"clientWriteRequestCPUMicroseconds\": \(f(cr.cpu / 1000)), "
+              + "\"poolWriteRequestMicroseconds\": \(f(pr.wall / 1000)), \"poolWriteRequestRatio\": \(f(pr.wall / br.wall)), "
+              + "\"bareWriteCommandsPerSecond\": \(f(1e9 / bc.wall)), \"clientWriteCommandsPerSecond\": \(f(1e9 / cc.wall)), "
+              + "\"bareWriteCommandCPUMicroseconds\": \(f(bc.cpu / 1000)), \"clientWriteCommandCPUMicroseconds\": \(f(cc.cpu / 1000)), "
               + "\"requests\": \(requests), \"commands\": \(commands), \"valueLength\": \(valueLength), \"rounds\": \(rounds), "
               + "\"writeRequestGoal\": 1.3, \"writeCommandGoal\": 0.8}")
     } else {
         print("gatt-bench: AF_UNIX SOCK_SEQPACKET, peer in another thread, median of \(rounds) rounds")
-        print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= 1.3x)",
-                     br / 1000, cr / 1000, writeRequestRatio))
-        print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= 0.8x), every PDU counted at the peer",
-                     1e9 / bc, 1e9 / cc, writeCommandRatio))
+        print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= 1.3x); CPU %.2f vs %.2f us -> %.2fx",
+                     br.wall / 1000, cr.wall / 1000, writeRequestRatio, br.cpu / 1000, cr.cpu / 1000, writeRequestCPURatio))
+        print(String(format: "    (callers on the bearer's executor; from the global pool instead: %.2f us, %.2fx)", pr.wall / 1000, pr.wall / br.wall))
+        print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= 0.8x); CPU per PDU %.2f vs %.2f us -> %.2fx; every PDU counted at the peer",
+                     1e9 / bc.wall, 1e9 / cc.wall, writeCommandRatio, bc.cpu / 1000, cc.cpu / 1000, writeCommandCPURatio))
     }
 } catch {
     FileHandle.standardError.write("gatt-bench: \(error)\n".data(using: .utf8)!)

@@ -6,36 +6,53 @@ let benchCommand = Command(CommandSpec(
     summary: "measure write throughput with and without response, against a bare socket loop",
     discussion: """
         After a warm-up, writes --size bytes (default: the MTU's budget, MTU-3) to --handle, --count times \
-        (default 5000) or for --duration seconds, as Write Requests and as Write Commands (--mode both, the \
-        default), and prints for each: bytes/s, writes/s, MTU; for Write Requests the round-trip latency \
+        (default 5000) or for --duration seconds per round, as Write Requests and as Write Commands (--mode \
+        both, the default), in --rounds rounds (default 3), and prints for each mode the median round's \
+        figures: bytes/s, writes/s, MTU; for Write Requests the round-trip latency \
         p50/p90/p99/max; for Write Commands the time spent waiting on backpressure (the socket's send \
         buffer full, EAGAIN then POLLOUT). Write Commands are timed until the peer answers a request sent \
         after the last one, so the figure is what the peer took in, not what the kernel buffered. The peer \
         confirms each Write Request with its Write Response; with --counter H (a characteristic whose value \
         is the peer's little-endian count of writes received), the count read before and after says how many \
         Write Commands arrived. For unix: targets it also runs a bare socket loop (the same PDUs, no ATT \
-        engine) over the same socket type and prints the ratio mirror/bare.
+        engine) over the same socket type, alternating round by round with the CLI's, and prints the ratio \
+        mirror/bare.
+
+        --loopback needs no TARGET: it runs a plain peer in this process on a private unix socket (it answers \
+        at once and counts what it receives, like the library benchmark tools/gatt-bench), so the figures show \
+        what the host stack costs rather than what a peer does.
         """,
-    positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
+    positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (not with --loopback)")],
     options: [
-        .value("--handle", "H", help: "the value handle to write to (required)"),
+        .value("--handle", "H", help: "the value handle to write to (required with a TARGET)"),
         .value("--size", "N", help: "value bytes per write, 1-512 (default MTU-3)"),
-        .value("--count", "N", help: "writes per mode (default 5000)"),
-        .value("--duration", "S", help: "run each mode for S seconds instead of a count"),
+        .value("--count", "N", help: "writes per mode and round (default 5000)"),
+        .value("--duration", "S", help: "run each mode and round for S seconds instead of a count"),
         .value("--mode", "MODE", help: "with-response, without-response or both (default both)"),
         .value("--warmup", "N", help: "writes per mode before measuring (default 100)"),
         .value("--counter", "H", help: "a characteristic holding the peer's little-endian count of writes received"),
+        .value("--rounds", "N", help: "rounds per mode, alternating with the bare loop; figures are medians (default 3)"),
+        .flag("--loopback", help: "no TARGET: a plain peer in this process on a private unix socket, to see what the host stack costs"),
     ],
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012", "both modes, 5000 writes each"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
+        ("mirror bench --loopback --size 20 --rounds 5", "the host stack alone, against a plain in-process peer"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--count", "--duration"])
-    let target = try inv.target()
-    guard let handle = try inv.option("--handle", parseHandle) else {
+    let loopback = inv.arguments.has("--loopback")
+    if loopback, let extra = inv.arguments.positionals.first {
+        throw UsageError("--loopback runs its own peer: no TARGET (\"\(extra)\" was given)", token: extra, command: "bench")
+    }
+    if !loopback && inv.arguments.positionals.isEmpty {
+        throw UsageError("missing TARGET (an address as in 00:AA:01:01:00:01, or unix:PATH), or --loopback", command: "bench")
+    }
+    let givenTarget = loopback ? nil : try inv.target()
+    let givenHandle = try inv.option("--handle", parseHandle)
+    if !loopback && givenHandle == nil {
         throw UsageError("missing --handle H (the value handle to write to)", command: "bench")
     }
     let size = try inv.option("--size") { (s: String) throws(UsageError) in try parseCount(s, in: 1...512, what: "size") }
@@ -43,9 +60,14 @@ let benchCommand = Command(CommandSpec(
     let duration = try inv.option("--duration") { (s: String) throws(UsageError) in try parseSeconds(s) }
     let warmup = try inv.option("--warmup") { (s: String) throws(UsageError) in try parseCount(s, in: 0...1_000_000, what: "warm-up count") } ?? 100
     let mode = try inv.option("--mode") { (s: String) throws(UsageError) in try parseChoice(s, BenchMode.self, what: "mode") } ?? .both
-    let counter = try inv.option("--counter", parseHandle)
-    let plan = BenchPlan(handle: handle, size: size, count: duration == nil ? (count ?? 5000) : nil,
-                         duration: duration, warmup: warmup, mode: mode, counter: counter)
+    let rounds = try inv.option("--rounds") { (s: String) throws(UsageError) in try parseCount(s, in: 1...1000, what: "rounds") } ?? 3
+    let givenCounter = try inv.option("--counter", parseHandle)
+    let peer = loopback ? try LoopbackPeer() : nil
+    defer { peer?.close() }
+    let target = try givenTarget ?? parseTarget("unix:\(peer!.path)", type: nil)
+    let plan = BenchPlan(handle: givenHandle ?? LoopbackPeer.sinkHandle, size: size,
+                         count: duration == nil ? (count ?? 5000) : nil, duration: duration, warmup: warmup, mode: mode,
+                         counter: givenCounter ?? (loopback ? LoopbackPeer.counterHandle : nil), rounds: rounds)
     let result = try await Bench.run(target: target, plan: plan, inv: inv)
     if inv.global.json {
         inv.console.out(result.json.pretty)

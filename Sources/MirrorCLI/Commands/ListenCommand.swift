@@ -1,11 +1,6 @@
 // mirror listen TARGET [HANDLE...]: subscribe and print notifications and indications.
-import Dispatch
 import GATTClient
 import MirrorCommandLine
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 let listenCommand = Command(CommandSpec(
     name: "listen",
@@ -44,7 +39,7 @@ let listenCommand = Command(CommandSpec(
     defer { session.close() }
     let json = inv.global.json
     let console = inv.console
-    let received = try await untilInterrupted {
+    let received = try await Interrupts.whileInterruptible {
         try await session.listen(
             handles: handles, preferIndications: inv.arguments.has("--indicate"), count: count,
             subscribed: { c, mode, value in
@@ -56,12 +51,17 @@ let listenCommand = Command(CommandSpec(
             }
         ) { event in
             if json {
-                console.out(JSONValue.object([
+                var fields: [(String, JSONValue)] = [
                     ("time", .double(event.time)), ("handle", .int(Int(event.handle))),
                     ("kind", .string(event.indication ? "indication" : "notification")),
                     ("value", .string(hexString(event.value))), ("text", .string(printableText(event.value))),
-                ]).compact)
+                ]
+                if event.droppedBefore > 0 { fields.append(("droppedBefore", .int(event.droppedBefore))) }
+                console.out(JSONValue.object(fields).compact)
             } else {
+                if event.droppedBefore > 0 {
+                    console.err("(\(event.droppedBefore) value\(event.droppedBefore == 1 ? "" : "s") dropped before this one: the output fell behind)")
+                }
                 console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(hex16(event.handle)): \(valueText(event.value))")
             }
         }
@@ -72,22 +72,3 @@ let listenCommand = Command(CommandSpec(
     return .success
 }
 
-/// Runs `body` in a task that SIGINT (Ctrl-C) and SIGTERM cancel, so that the command ends cleanly: the
-/// subscription loop sees the cancellation, the connection closes and the summary prints.
-func untilInterrupted<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    let task = Task { try await body() }
-    var sources: [any DispatchSourceSignal] = []
-    for sig in [SIGINT, SIGTERM] {
-        signal(sig, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-        source.setEventHandler { task.cancel() }
-        source.resume()
-        sources.append(source)
-    }
-    defer {
-        for source in sources { source.cancel() }
-        signal(SIGINT, SIG_DFL)
-        signal(SIGTERM, SIG_DFL)
-    }
-    return try await task.value
-}

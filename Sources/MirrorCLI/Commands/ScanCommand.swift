@@ -72,7 +72,7 @@ let scanCommand = Command(CommandSpec(
     let console = inv.console
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
     status.start()
-    let result = try await untilInterrupted {
+    let result = try await Interrupts.whileInterruptible {
         try await MirrorScan.run(client: session.client, options: scanOptions) { event in
             if json {
                 console.out(mirrorEventJSON(event).compact)

@@ -9,7 +9,9 @@ let wifiCommand = Command(CommandSpec(
         list: writes wifiScan (0x31) to scannerAction, reads wifiNumNetworks, then reads wifiNetworkSSIDEnum once \
         per network. status: reads wifiConnectionStatus (and wifiSetSSID). join SSID: subscribes to and reads \
         wifiConnectionStatus, writes SSID to wifiSetSSID, then waits for connected or failed and reads it once \
-        more. Each has a named deadline (--wait, default 30 s); values are decoded with the profile.
+        more. Each has a named deadline (--wait, default 30 s); values are decoded with the profile. \
+        --json prints one JSON object per event (each read, write and notification) and ends with one result \
+        object: {"event": "result", "networks": [...]} or {"event": "result", "status", "statusByte", "ssid"}.
         Exit status 0 for list and status; for join, 0 only when the status ends connected.
         """,
     positionals: [
@@ -41,13 +43,13 @@ let wifiCommand = Command(CommandSpec(
     let json = inv.global.json
     let console = inv.console
     let emit: @Sendable (MirrorEvent) -> Void = { e in
-        if json { console.err(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
+        if json { console.out(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
     }
     switch action {
     case "list":
         let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, emit: emit)
         if json {
-            console.out(JSONValue.object([("networks", .array(ssids.map { .string($0) }))]).pretty)
+            console.out(JSONValue.object([("event", "result"), ("networks", .array(ssids.map { .string($0) }))]).compact)
         } else {
             console.out("\(ssids.count) network\(ssids.count == 1 ? "" : "s")")
             for s in ssids { console.out("  \(s)") }
@@ -59,9 +61,9 @@ let wifiCommand = Command(CommandSpec(
             : try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid!, timeout: limit, emit: emit)
         if json {
             console.out(JSONValue.object([
-                ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),
+                ("event", "result"), ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),
                 ("ssid", status.ssid.map { .string($0) } ?? .null),
-            ]).pretty)
+            ]).compact)
         } else {
             console.out("wifiConnectionStatus \(status.status)" + (status.ssid.map { ", SSID \($0)" } ?? ""))
         }

@@ -1,0 +1,40 @@
+// An opt-in task executor that lets a caller continue on the bearer's reader thread right after its response
+// arrived, instead of waking a pool thread: the only thread hop left per request is the one the kernel forces.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import Synchronization
+
+/// A task executor for code that runs GATT requests back to back (Core Spec 5.4 Vol 3 Part F §3.3.2 allows one
+/// request in flight, so such code waits on every round trip). Inside
+/// `withTaskExecutorPreference(client.bearerExecutor) { ... }`, a task whose response the engine delivers is run
+/// inline on the transport's reader thread until its next suspension, which is usually its next request.
+/// Everywhere else (cancellation, timeouts, other threads) its jobs go to the global concurrent executor.
+/// While such code runs inline no PDU is read, so keep it short: heavy work belongs outside the preference.
+public final class BearerExecutor: TaskExecutor {
+    /// The thread that may run a job inline now (the reader thread while the engine resumes a caller); 0: none.
+    private let inlineThread = Atomic<UInt>(0)
+
+    init() {}
+
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let me = UInt(pthread_self())
+        if me != 0, inlineThread.compareExchange(expected: me, desired: 0, ordering: .acquiringAndReleasing).exchanged {
+            // One job inline per resumption: nested resumptions it causes go to the pool (bounded stack depth).
+            job.runSynchronously(on: asUnownedTaskExecutor())
+        } else {
+            globalConcurrentExecutor.enqueue(job)
+        }
+    }
+
+    /// Runs `body` (which resumes a continuation) allowing one job of this executor to run inline on this thread.
+    @inline(__always)
+    func resumingInline(_ body: () -> Void) {
+        let me = UInt(pthread_self())
+        inlineThread.store(me, ordering: .releasing)
+        body()
+        inlineThread.store(0, ordering: .releasing)
+    }
+}

@@ -1,0 +1,67 @@
+// Ctrl-C (SIGINT) and SIGTERM for `mirror`: a command that streams (`mirror listen`) ends cleanly on the first
+// one; every other command (or a second signal) ends at once with the shell's status, 128 + the signal number.
+
+import ATTStack
+import CBlueZSocket
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The signal handler and the thread it wakes. The handler does only async-signal-safe work: an atomic
+/// compare-exchange, then either `_exit` or one eventfd write; the waiter thread runs the command's handler.
+public enum Interrupts {
+    /// 0: no interruptible command runs (a signal exits); 1: one runs and was not signalled; 2: it was.
+    static let mode = Atomic<Int>(0)
+    /// The eventfd the handler signals; -1 until installed.
+    static let wakeFD = Atomic<Int32>(-1)
+    /// Guards the running command's handler.
+    private static let handler = LockedValue<(@Sendable () -> Void)?>(nil)
+
+    /// Installs the SIGINT and SIGTERM handler and starts the thread that acts on it. Idempotent.
+    public static func install() {
+        guard wakeFD.load(ordering: .relaxed) < 0 else { return }
+        let fd = cbz_eventfd()
+        guard fd >= 0, wakeFD.compareExchange(expected: -1, desired: fd, ordering: .sequentiallyConsistent).exchanged else {
+            if fd >= 0 { _ = cbz_close(fd) }
+            return
+        }
+        var thread = pthread_t()
+        if pthread_create(&thread, nil, { _ in
+            let fd = Interrupts.wakeFD.load(ordering: .relaxed)
+            var revents: Int16 = 0
+            while true {
+                guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }
+                _ = cbz_eventfd_drain(fd)
+                let h = Interrupts.handler.withLock { $0 }
+                h?()
+            }
+        }, nil) == 0 {
+            pthread_detach(thread)
+        }
+        for sig in [SIGINT, SIGTERM] {
+            signal(sig) { received in
+                if Interrupts.mode.compareExchange(expected: 1, desired: 2, ordering: .sequentiallyConsistent).exchanged {
+                    let saved = errno
+                    _ = cbz_eventfd_signal(Interrupts.wakeFD.load(ordering: .relaxed))
+                    errno = saved
+                } else {
+                    _exit(128 + received)
+                }
+            }
+        }
+    }
+
+    /// Runs `body` in a task that the first SIGINT or SIGTERM cancels (a second one exits at once).
+    public static func whileInterruptible<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        let task = Task { try await body() }
+        handler.withLock { $0 = { task.cancel() } }
+        mode.store(1, ordering: .sequentiallyConsistent)
+        defer {
+            mode.store(0, ordering: .sequentiallyConsistent)
+            handler.withLock { $0 = nil }
+        }
+        return try await task.value
+    }
+}

@@ -1,0 +1,104 @@
+// Thousands of connect / operate / close cycles over unix: sockets: the process's open file descriptors come back
+// to where they started and its resident memory stays within a small bound.
+import ATTStack
+import Foundation
+import GATTClient
+import HostilePeer
+import XCTest
+
+/// Forwards to a bearer and signals when its reader has ended (after the bearer released its fds).
+final class ClosingWatch: ATTTransport, ATTTransportSink, @unchecked Sendable {
+    // @unchecked: `sink` is set once in `start` before the bearer's reader thread starts, then only read there.
+    let bearer: ATTBearer
+    let ended = DispatchSemaphore(value: 0)
+    var sink: (any ATTTransportSink)?
+
+    init(_ bearer: ATTBearer) { self.bearer = bearer }
+    var label: String { bearer.label }
+    func start(_ sink: any ATTTransportSink) {
+        self.sink = sink
+        bearer.start(self)
+    }
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult { try bearer.trySend(pdu) }
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) { bearer.whenWritable(callback) }
+    func close(reason: String) { bearer.close(reason: reason) }
+    func transport(didReceive pdu: [UInt8]) { sink?.transport(didReceive: pdu) }
+    func transport(didCloseWith reason: TransportError) {
+        sink?.transport(didCloseWith: reason)
+        sink = nil
+        ended.signal()
+    }
+}
+
+final class CycleLeakTests: XCTestCase {
+    /// One cycle: connect, exchange MTU, read, write, subscribe and take a notification, close; returns once the
+    /// bearer's reader thread has released its fds.
+    func cycle(_ peer: HostilePeer) async throws {
+        let watch = ClosingWatch(try ATTBearer.connect(unixPath: peer.path))
+        var configuration = GATTClient.Configuration()
+        // A cancelled Dispatch timer stays queued until its deadline: a short timeout keeps that queue short, so
+        // that what is measured is what the cycles leave behind, not timers waiting to expire.
+        configuration.transactionTimeout = .seconds(1)
+        var client: GATTClient? = try await GATTClient.connect(transport: watch, configuration: configuration)
+        try await operate(client!)
+        XCTAssertEqual(watch.ended.wait(timeout: .now() + 10), .success, "the bearer's reader did not end")
+        weak let weakClient = client
+        client = nil
+        XCTAssertNil(weakClient, "the client outlived its connection (a reference cycle)")
+    }
+
+    func operate(_ c: GATTClient) async throws {
+        _ = try await c.exchangeMTU()
+        _ = try await c.read(handle: HostileDatabase.deviceNameHandle)
+        try await c.write(handle: HostileDatabase.shortValueHandle, value: [1, 2, 3])
+        try await c.writeWithoutResponse(handle: HostileDatabase.shortValueHandle, value: [4])
+        _ = try await c.readLong(handle: HostileDatabase.longValueHandle)
+        c.close(reason: "cycle done")
+    }
+
+    func testThousandsOfCyclesLeaveFileDescriptorsAndMemoryWhereTheyWere() async throws {
+        let peer = try startPeer(HostileOptions(.wellBehaved))
+        defer { peer.close() }
+        // Warm up for longer than the timeout: the runtime's pools, the dispatch threads, the allocator's arenas and
+        // the queue of expired timers reach their steady size.
+        var warmup = 0
+        let warming = Date()
+        while warmup < 500 || Date().timeIntervalSince(warming) < 2 {
+            try await cycle(peer)
+            warmup += 1
+        }
+        XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == warmup })
+        let fds = openFileDescriptors()
+        let rss = residentKiB()
+        let cycles = Scale.cycles
+        let start = Date()
+        for _ in 0..<cycles { try await cycle(peer) }
+        // The peer's connection threads close their ends when they see ours close.
+        XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == warmup + cycles }, "\(peer.stats)")
+        let took = Date().timeIntervalSince(start)
+        let fdsAfter = openFileDescriptors()
+        let rssAfter = residentKiB()
+        XCTAssertEqual(fdsAfter, fds, "open file descriptors went from \(fds) to \(fdsAfter) over \(cycles) cycles")
+        // A leak of one small object per cycle would be visible: 2,000 bearers, clients, threads and sockets.
+        XCTAssertLessThan(rssAfter - rss, 4 * 1024, "RSS went from \(rss) KiB to \(rssAfter) KiB over \(cycles) cycles")
+        print("cycles: \(cycles) in \(String(format: "%.1f", took)) s; fds \(fds) -> \(fdsAfter); RSS \(rss) -> \(rssAfter) KiB")
+    }
+
+    func testCyclesAgainstAPeerThatClosesMidProcedureLeaveNoFileDescriptors() async throws {
+        let peer = try startPeer(HostileOptions(.close, victims: [0x0C], nth: nil))
+        defer { peer.close() }
+        let fds = openFileDescriptors()
+        let n = max(100, Scale.cycles / 10)
+        for _ in 0..<n {
+            let watch = ClosingWatch(try ATTBearer.connect(unixPath: peer.path))
+            let c = try await GATTClient.connect(transport: watch)
+            do { _ = try await c.readLong(handle: HostileDatabase.longValueHandle); XCTFail("read succeeded") } catch {
+                XCTAssertTrue(error.isDisconnected, "\(error)")
+            }
+            c.close()
+            XCTAssertEqual(watch.ended.wait(timeout: .now() + 10), .success)
+        }
+        XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == n })
+        XCTAssertEqual(openFileDescriptors(), fds)
+    }
+}

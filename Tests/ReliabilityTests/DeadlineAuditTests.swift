@@ -1,0 +1,361 @@
+// The named-deadline audit: every place the code waits (a continuation, an async stream, a task's value, a poll)
+// is in a known list that says what bounds it, and a test triggers each bound and checks the message names what
+// was waited for. A new wait in the sources fails the audit until it is listed here with its test.
+import ATTStack
+import Foundation
+import GATTClient
+import HostilePeer
+import Mirror
+import MirrorSimulator
+import XCTest
+
+/// One known wait: where it is (a file and a snippet of its line), what bounds it, and the test that triggers the bound.
+struct KnownWait {
+    var file: String
+    var snippet: String
+    var bound: String
+    /// "TestClass.testName": a test that runs into the bound and checks the message.
+    var trigger: String
+}
+
+let knownWaits: [KnownWait] = [
+    KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "withEngineContinuation { (c: EngineContinuation<[UInt8]>)",
+              bound: "the ATT transaction timeout (Configuration.transactionTimeout, 30 s by default): every request, so MTU, each procedure, the subscription's CCCD write and first read",
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+    KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "withEngineContinuation { (c: EngineContinuation<Void>)",
+              bound: "a permit for write without response: its `timeout`, by default the transaction timeout",
+              trigger: "DeadlineAuditTests.testAPermitWaitTimesOutNamingThePermitWithAndWithoutALimit"),
+    KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "withEngineContinuation { (c: EngineContinuation<T>)",
+              bound: "OnceBox: resumed by whichever comes first of its callback, its deadline (withDeadline, sleep) or cancellation",
+              trigger: "ClockAndOnceTests.testNamedDeadlineForACallbackThatNeverComesAndOneThatComesLate"),
+    KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
+              bound: "withDeadline(limit, waitingFor:): the named limit",
+              trigger: "DeadlineAuditTests.testWithDeadlineNamesWhatItWaitedFor"),
+    KnownWait(file: "Sources/GATTClient/Clock.swift", snippet: "try await once.value()",
+              bound: "clock.sleep(until:): the wake-up at its own deadline (the wait is the deadline)",
+              trigger: "ClockAndOnceTests.testSleepOnManualClockEndsWhenTimeIsAdvanced"),
+    KnownWait(file: "Sources/GATTClient/Clock.swift", snippet: "try? await once.value()",
+              bound: "ManualClock.waitForPendingWakeups: a test clock's helper; the test's own limit bounds it",
+              trigger: "ClockAndOnceTests.testManualClockWakesSleepersInDeadlineOrderWhenAdvanced"),
+    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for try await n in client.notifications",
+              bound: "the scan's notification logger: a background task cancelled when the scan returns (defer listener.cancel())",
+              trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
+    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for await _ in pokes",
+              bound: "the scan's verdict (COMPLETE and the upload, or ERROR): withDeadline(options.timeout, waitingFor: \"scanState complete and the upload ...\")",
+              trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
+    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "try await Task.sleep(for: options.settle)",
+              bound: "a fixed settle pause (options.settle): the wait is its own limit",
+              trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
+    KnownWait(file: "Sources/Mirror/WiFiProcedures.swift", snippet: "for try await n in stream",
+              bound: "the Wi-Fi join: withDeadline(timeout, waitingFor: \"wifiConnectionStatus connected or failed after joining SSID\")",
+              trigger: "DeadlineAuditTests.testWiFiWaitsTimeOutNamingWhatTheyWaitedFor"),
+    KnownWait(file: "Sources/MirrorCLI/Session.swift", snippet: "for try await n in stream",
+              bound: "mirror listen: by design until --count, Ctrl-C (cancellation) or the link ends (the stream then throws the disconnect)",
+              trigger: "HostileScenarioTests.testANotificationStreamEndsWhenThePeerClosesMidListen"),
+    KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "return try await task.value",
+              bound: "an interruptible command's task (mirror listen, scan): ends with the command; SIGINT/SIGTERM cancel it",
+              trigger: "HostileCLITests.testListenDuringANotificationFloodStopsAtItsCount"),
+    KnownWait(file: "Sources/ATTStack/ATTBearerConnect.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents)",
+              bound: "the LE connect: `timeout` seconds, then TransportError.connectTimedOut (\"connecting to PEER got no answer in N s\")",
+              trigger: "untriggered: needs an LE radio that does not answer (the VM); the sentence is checked by BearerErrorTests.testTheSentencesForEachBluetoothFailure"),
+    KnownWait(file: "Sources/ATTStack/ATTBearerConnect.swift", snippet: "cbz_poll_two(fd, CBZ_POLLIN, wakefd, CBZ_POLLIN, ms, &r1, &r2)",
+              bound: "ATTBearerListener.accept(timeout:): the timeout, then connectTimedOut naming the listener; close() wakes it",
+              trigger: "BearerTests.testAcceptTimesOutAndCloseWakesAccept"),
+    KnownWait(file: "Sources/ATTStack/ATTBearer.swift", snippet: "cbz_epoll_wait(epfd, ev.baseAddress, Int32(ev.count), -1)",
+              bound: "the bearer's reader thread, not an operation: it ends when close() signals its eventfd or the socket ends; every operation above it has its own deadline",
+              trigger: "CycleLeakTests.testThousandsOfCyclesLeaveFileDescriptorsAndMemoryWhereTheyWere"),
+    KnownWait(file: "Sources/ATTStack/HCISocket.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)",
+              bound: "an HCI command's answer: its timeout, then hciCommandFailed naming the command and \"no answer\"",
+              trigger: "untriggered: needs an HCI controller that does not answer"),
+    KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, timeoutMilliseconds, &revents)",
+              bound: "mirror bench's bare loop: --timeout, then CLIError.timeout(\"the bare loop's socket to take more data\")",
+              trigger: "untriggered: needs a peer that answers the GATT modes but not the bare loop's second connection"),
+    KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, timeoutMilliseconds, &revents)",
+              bound: "mirror bench's bare loop: --timeout, then CLIError.timeout(\"a response in the bare loop\")",
+              trigger: "untriggered: needs a peer that answers the GATT modes but not the bare loop's second connection"),
+    KnownWait(file: "Sources/GATTClient/Continuation.swift", snippet: "try await withCheckedThrowingContinuation(body)",
+              bound: "withEngineContinuation (debug builds): a wrapper, not a wait of its own; each caller is listed above",
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+    KnownWait(file: "Sources/GATTClient/Continuation.swift", snippet: "try await withUnsafeThrowingContinuation(body)",
+              bound: "withEngineContinuation (release builds): a wrapper, not a wait of its own; each caller is listed above",
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "let (s, e) = try await finalRead.value",
+              bound: "the scan's final read of scanState and scanError: two reads, each under the ATT transaction timeout",
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+    KnownWait(file: "Sources/MirrorCLI/Commands/ScanCommand.swift", snippet: "try? await Task.sleep(for: .seconds(1))",
+              bound: "the status line's once-a-second redraw: a one-second sleep in a task cancelled when the scan ends",
+              trigger: "ScanCommandTests"),
+    KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }",
+              bound: "the signal thread: waits for SIGINT/SIGTERM for the life of the process by design; no operation waits on it",
+              trigger: "untriggered: by design (a process-lifetime signal thread)"),
+    KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents)",
+              bound: "mirror bench's loopback peer (a server thread, not an operation): close() signals its eventfd",
+              trigger: "BenchCommandTests"),
+    KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "_ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)",
+              bound: "mirror bench's loopback peer's send: ends when the client reads or closes (then send fails)",
+              trigger: "BenchCommandTests"),
+    KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "_ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)",
+              bound: "mirror bench's loopback peer's receive: ends when the client sends or closes (recv returns 0)",
+              trigger: "BenchCommandTests"),
+]
+
+/// The waits in the sources: (file relative to the package, trimmed line).
+func scanForWaits() throws -> [(file: String, line: String)] {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let patterns = [
+        #"with(Checked|Unsafe)(Throwing)?Continuation\b"#,
+        #"\bwithEngineContinuation\s*\{"#,
+        #"\bfor\s+(try\s+)?await\b"#,
+        #"await\s+[\w.]+\.value(\(\))?\s*$"#,
+        #"await\s+[\w.]+\.value\(\)"#,
+        #"\bTask\.sleep\b"#,
+        #"\bcbz_(e)?poll(_one|_two|_wait)?\("#,
+        #"\.wait\((timeout:)?"#,
+    ].map { try! NSRegularExpression(pattern: $0) }
+    var hits: [(String, String)] = []
+    let sources = root.appendingPathComponent("Sources")
+    guard let walker = FileManager.default.enumerator(at: sources, includingPropertiesForKeys: nil) else { return [] }
+    for case let url as URL in walker where url.pathExtension == "swift" {
+        let relative = String(url.path.dropFirst(root.path.count + 1))
+        let text = try String(contentsOf: url, encoding: .utf8)
+        for raw in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            let line = raw.trimmingCharacters(in: .whitespaces)
+            if line.hasPrefix("//") || line.hasPrefix("///") { continue }
+            let range = NSRange(line.startIndex..., in: line)
+            if patterns.contains(where: { $0.firstMatch(in: line, range: range) != nil }) {
+                // A declaration of a wait helper is not a wait.
+                if line.hasPrefix("public func") || line.hasPrefix("func") { continue }
+                hits.append((relative, line))
+            }
+        }
+    }
+    return hits
+}
+
+/// An in-memory transport that answers as a well-behaved server except for the requests it keeps silent on, and
+/// takes no more than `capacity` sends (nil: any). Answers come from a serial queue, the "reader thread".
+final class SelectiveTransport: ATTTransport, @unchecked Sendable {
+    // @unchecked: `server`, `capacity`, `closed` and `sink` are guarded by `lock`.
+    let label = "selective"
+    let silentOn: Set<UInt8>
+    let queue = DispatchQueue(label: "selective.reader")
+    let lock = NSLock()
+    var server = WellBehavedServer()
+    var capacity: Int?
+    var sink: (any ATTTransportSink)?
+    var closed = false
+    /// Finished when the first request it keeps silent on has been sent.
+    let silentSent = OnceBox<Void>()
+
+    init(silentOn: Set<UInt8>, capacity: Int? = nil) {
+        self.silentOn = silentOn
+        self.capacity = capacity
+    }
+
+    func start(_ sink: any ATTTransportSink) {
+        lock.lock()
+        self.sink = sink
+        lock.unlock()
+    }
+
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        let bytes = Array(pdu)
+        lock.lock()
+        defer { lock.unlock() }
+        if closed { throw .closedLocally(reason: "closed") }
+        if let c = capacity {
+            if c == 0 { return .wouldBlock }
+            capacity = c - 1
+        }
+        if silentOn.contains(bytes[0]) {
+            silentSent.finish(.success(()))
+            return .sent
+        }
+        guard let answer = server.answer(bytes), let sink else { return .sent }
+        queue.async { [self] in
+            lock.lock()
+            let open = !closed
+            lock.unlock()
+            if open { sink.transport(didReceive: answer) }
+        }
+        return .sent
+    }
+
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) {}
+
+    func close(reason: String) {
+        lock.lock()
+        let s = closed ? nil : sink
+        closed = true
+        sink = nil
+        lock.unlock()
+        if let s { queue.async { s.transport(didCloseWith: .closedLocally(reason: reason)) } }
+    }
+}
+
+final class DeadlineAuditTests: XCTestCase {
+    func testEveryWaitInTheSourcesIsKnownBoundedAndTriggeredByATest() throws {
+        let hits = try scanForWaits()
+        XCTAssertGreaterThan(hits.count, 10, "the scan found too little: is it reading the sources?")
+        for hit in hits {
+            let known = knownWaits.contains { hit.file == $0.file && hit.line.contains($0.snippet) }
+            XCTAssertTrue(known, "an unlisted wait: \(hit.file): \(hit.line). Add it to knownWaits with its bound and a test that triggers it.")
+        }
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        var tests = ""
+        for dir in try FileManager.default.contentsOfDirectory(atPath: root.path) {
+            let d = root.appendingPathComponent(dir)
+            for f in (try? FileManager.default.contentsOfDirectory(atPath: d.path)) ?? [] where f.hasSuffix(".swift") {
+                tests += (try? String(contentsOf: d.appendingPathComponent(f), encoding: .utf8)) ?? ""
+            }
+        }
+        var untriggered: [String] = []
+        for w in knownWaits {
+            XCTAssertTrue(hits.contains { $0.file == w.file && $0.line.contains(w.snippet) }, "a stale entry (no such wait any more): \(w.file): \(w.snippet)")
+            XCTAssertFalse(w.bound.isEmpty)
+            if w.trigger.hasPrefix("untriggered: ") {
+                untriggered.append("\(w.file): \(w.snippet) (\(w.trigger))")
+                continue
+            }
+            let parts = w.trigger.split(separator: ".")
+            XCTAssertTrue(tests.contains("class \(parts[0])"), "no test class \(parts[0]) for \(w.snippet)")
+            if parts.count == 2 { XCTAssertTrue(tests.contains("func \(parts[1])("), "no test \(w.trigger) for \(w.snippet)") }
+        }
+        print("deadline audit: \(hits.count) waits in the sources, \(knownWaits.count) known, \(untriggered.count) not triggered by a test here:")
+        for u in untriggered { print("  " + u) }
+        // Only waits below the GATT client (radio, controller, the bench's bare loop, the signal thread) may lack a
+        // trigger here.
+        XCTAssertLessThanOrEqual(untriggered.count, 5)
+    }
+
+    /// Runs `procedure` on a client whose peer answers everything but `silentOn`; the ATT timeout must fire and say
+    /// `expected`.
+    func timeout(silentOn: Set<UInt8>, mtu: Int = 23, _ expected: String, file: StaticString = #filePath, line: UInt = #line,
+                 _ procedure: @escaping @Sendable (GATTClient) async throws -> Void) async throws {
+        let clock = ManualClock()
+        var configuration = GATTClient.Configuration()
+        configuration.clock = clock
+        configuration.clientRxMTU = mtu
+        let transport = SelectiveTransport(silentOn: silentOn)
+        let c = try await GATTClient.connect(transport: transport, configuration: configuration)
+        if mtu != 23 { _ = try await c.exchangeMTU() }
+        let task = Task { try await procedure(c) }
+        // Time moves only once the silent request is out (its deadline is armed before it is sent): the answered
+        // requests before it resolve without time passing.
+        try await transport.silentSent.value()
+        await clock.waitForPendingWakeups(atLeast: 1)
+        clock.advance(by: .seconds(30))
+        do {
+            try await task.value
+            XCTFail("succeeded; expected: \(expected)", file: file, line: line)
+        } catch {
+            XCTAssertEqual("\(error)", expected, file: file, line: line)
+        }
+        XCTAssertTrue(c.isClosed, file: file, line: line)
+    }
+
+    func testEveryRequestOfEveryProcedureTimesOutNamingItsResponse() async throws {
+        let t = "timed out after 30 s waiting for "
+        try await timeout(silentOn: [0x02], t + "Exchange MTU Response") { c in _ = try await c.exchangeMTU() }
+        try await timeout(silentOn: [0x10], t + "Read By Group Type Response on handle 0x0001") { c in _ = try await c.discoverAllPrimaryServices() }
+        try await timeout(silentOn: [0x06], t + "Find By Type Value Response on handle 0x0001") { c in _ = try await c.discoverPrimaryServices(uuid: .bit16(0xFFF0)) }
+        try await timeout(silentOn: [0x08], t + "Read By Type Response on handle 0x0001") { c in _ = try await c.discoverCharacteristics(in: .all) }
+        try await timeout(silentOn: [0x04], t + "Find Information Response on handle 0x0009") { c in _ = try await c.discoverDescriptors(in: ATTHandleRange(start: 9, end: 11)) }
+        try await timeout(silentOn: [0x0A], t + "Read Response on handle 0x0003") { c in _ = try await c.read(handle: 3) }
+        try await timeout(silentOn: [0x0C], t + "Read Blob Response on handle 0x0008") { c in _ = try await c.readLong(handle: 8) }
+        try await timeout(silentOn: [0x0E], t + "Read Multiple Response on handle 0x0003") { c in _ = try await c.readMultiple(handles: [3, 5]) }
+        try await timeout(silentOn: [0x20], t + "Read Multiple Variable Length Response on handle 0x0003") { c in _ = try await c.readMultipleVariable(handles: [3, 5]) }
+        try await timeout(silentOn: [0x12], t + "Write Response on handle 0x000B") { c in try await c.write(handle: 11, value: [1]) }
+        try await timeout(silentOn: [0x16], t + "Prepare Write Response on handle 0x0008") { c in try await c.writeLong(handle: 8, value: Array(repeating: 1, count: 40)) }
+        try await timeout(silentOn: [0x18], t + "Execute Write Response on handle 0x0008") { c in try await c.writeLong(handle: 8, value: Array(repeating: 1, count: 40)) }
+        // The subscription's two waits: the CCCD write, then the first read of the value.
+        try await timeout(silentOn: [0x12], t + "Write Response on handle 0x0009") { c in _ = try await c.subscribe(valueHandle: 8, cccdHandle: 9) }
+        try await timeout(silentOn: [0x0A], t + "Read Response on handle 0x0008") { c in _ = try await c.subscribe(valueHandle: 8, cccdHandle: 9) }
+        // With a name given to the handle, the message carries it.
+        try await timeout(silentOn: [0x12], t + "Write Response on handle 0x000B (shortValue)") { c in
+            c.setName("shortValue", for: 11)
+            try await c.write(handle: 11, value: [1])
+        }
+    }
+
+    func testAPermitWaitTimesOutNamingThePermitWithAndWithoutALimit() async throws {
+        for (limit, spoken) in [(Duration?.some(.seconds(2)), "2 s"), (nil, "30 s")] {
+            let clock = ManualClock()
+            var configuration = GATTClient.Configuration()
+            configuration.clock = clock
+            let c = try await GATTClient.connect(transport: SelectiveTransport(silentOn: [], capacity: 0), configuration: configuration)
+            let task = Task { try await c.writeWithoutResponse(handle: 11, value: [1, 2], timeout: limit) }
+            await clock.waitForPendingWakeups(atLeast: 1)
+            clock.advance(by: limit ?? .seconds(30))
+            do {
+                try await task.value
+                XCTFail("the write went out through a socket that takes nothing")
+            } catch {
+                XCTAssertEqual("\(error)", "timed out after \(spoken) waiting for a send permit for Write Command on handle 0x000B")
+            }
+            XCTAssertFalse(c.isClosed, "a permit timeout fails the one write, not the bearer")
+            c.close()
+        }
+    }
+
+    func testWithDeadlineNamesWhatItWaitedFor() async throws {
+        let clock = ManualClock()
+        let task = Task {
+            try await withDeadline(.seconds(5), waitingFor: "the mirror to finish", clock: clock) { () async throws -> Int in
+                try await clock.sleep(for: .seconds(3600))
+                return 1
+            }
+        }
+        await clock.waitForPendingWakeups(atLeast: 2)
+        clock.advance(by: .seconds(5))
+        do { _ = try await task.value; XCTFail("no timeout") } catch {
+            XCTAssertEqual("\(error)", "timed out after 5 s waiting for the mirror to finish")
+        }
+    }
+
+    func testWiFiWaitsTimeOutNamingWhatTheyWaitedFor() async throws {
+        var options = SimOptions()
+        options.timings = .realistic
+        options.wifiConnected = false
+        let sim = SimulatedMirror(options: options)
+        let path = freshSocketPath("wifi")
+        let listener = try ATTBearerListener.unix(path: path)
+        defer { listener.close(); sim.disconnectAll(reason: "test over") }
+        Thread { while let b = try? listener.accept() { sim.attach(b) } }.start()
+        let bearer = try ATTBearer.connect(unixPath: path)
+        var configuration = GATTClient.Configuration()
+        configuration.transactionTimeout = .seconds(5)
+        let c = try await GATTClient.connect(transport: bearer, configuration: configuration)
+        defer { c.close() }
+        _ = try await c.exchangeMTU()
+        // The list waits for the mirror's scan (1.2 s when realistic).
+        do {
+            _ = try await MirrorWiFi.list(client: c, profile: .bundled, timeout: .milliseconds(200))
+            XCTFail("the list came within 200 ms")
+        } catch {
+            XCTAssertTrue("\(error)".hasPrefix("timed out after 200 ms waiting for the Wi-Fi network list"), "\(error)")
+        }
+        // The join waits for connected or failed (3 s when realistic): the timeout is reported as an event, then
+        // the final read says where it got to.
+        let events = EventCollector()
+        let status = try await MirrorWiFi.join(client: c, profile: .bundled, ssid: "alpha", timeout: .milliseconds(200), emit: events.emit)
+        XCTAssertNotEqual(status.status, "connected")
+        XCTAssertTrue(events.details.contains { $0.contains("timed out after 200 ms waiting for wifiConnectionStatus connected or failed after joining alpha") },
+                      "\(events.details)")
+    }
+}
+
+/// Collects the details of procedure events.
+final class EventCollector: @unchecked Sendable {
+    // @unchecked: `lock` guards `details`.
+    let lock = NSLock()
+    private var _details: [String] = []
+    var details: [String] { lock.lock(); defer { lock.unlock() }; return _details }
+    var emit: @Sendable (MirrorEvent) -> Void {
+        { [self] e in
+            lock.lock()
+            if let d = e.detail { _details.append(d) }
+            lock.unlock()
+        }
+    }
+}

@@ -1,0 +1,171 @@
+// The built `mirror` against the built `hostile-peer`, both as subprocesses on a unix: socket: each hostile
+// scenario ends the command with the right exit status and a message that names what went wrong.
+import Foundation
+import XCTest
+
+/// One finished run of a built executable.
+struct ToolRun {
+    var status: Int32
+    var stdout: String
+    var stderr: String
+}
+
+/// The products directory that holds the test bundle (.build/<triple>/debug), where `mirror` and `hostile-peer` are.
+private var productsDirectory: URL {
+    var dir = Bundle(for: ProductsMarker.self).bundleURL
+    if dir.pathExtension == "xctest" { dir.deleteLastPathComponent() }
+    return dir
+}
+
+private final class ProductsMarker {}
+
+/// `hostile-peer SCENARIO unix:PATH ...` running in the background until `stop()`.
+final class HostilePeerProcess {
+    let process = Process()
+    let path: String
+    var target: String { "unix:\(path)" }
+
+    init(_ scenario: String, _ extra: [String] = []) throws {
+        path = freshSocketPath("cli-" + scenario)
+        process.executableURL = productsDirectory.appendingPathComponent("hostile-peer")
+        process.arguments = [scenario, "unix:\(path)"] + extra
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // It prints its "listening" line once the socket accepts: read up to that line, no sleeping.
+        var line = Data()
+        while !line.contains(0x0A) {
+            let chunk = out.fileHandleForReading.availableData
+            if chunk.isEmpty { break }
+            line += chunk
+        }
+        let text = String(decoding: line, as: UTF8.self)
+        guard text.contains("listening on unix:\(path)") else {
+            process.terminate()
+            throw NSError(domain: "hostile-peer", code: 1, userInfo: [NSLocalizedDescriptionKey: "hostile-peer did not start: \(text)"])
+        }
+    }
+
+    func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
+
+/// Runs the built `mirror` with `arguments`; fails the test if it does not end within `timeout` seconds.
+func runMirror(_ arguments: [String], timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line) throws -> ToolRun {
+    let process = Process()
+    process.executableURL = productsDirectory.appendingPathComponent("mirror")
+    process.arguments = arguments
+    let out = Pipe()
+    let err = Pipe()
+    process.standardOutput = out
+    process.standardError = err
+    process.standardInput = FileHandle.nullDevice
+    let done = DispatchSemaphore(value: 0)
+    process.terminationHandler = { _ in done.signal() }
+    try process.run()
+    nonisolated(unsafe) var outData = Data()
+    nonisolated(unsafe) var errData = Data()
+    let group = DispatchGroup()
+    DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
+    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
+    if done.wait(timeout: .now() + timeout) == .timedOut {
+        process.terminate()
+        _ = done.wait(timeout: .now() + 5)
+        XCTFail("mirror \(arguments.joined(separator: " ")) did not finish in \(timeout) s", file: file, line: line)
+    }
+    group.wait()
+    return ToolRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                   stderr: String(decoding: errData, as: UTF8.self))
+}
+
+final class HostileCLITests: XCTestCase {
+    /// Runs `mirror ARGS` against `hostile-peer SCENARIO` and checks the exit status and that stderr has `message`.
+    func check(_ scenario: String, _ peerArgs: [String] = [], _ args: [String], status: Int32, message: String,
+               within seconds: Double = 10, file: StaticString = #filePath, line: UInt = #line) throws {
+        let peer = try HostilePeerProcess(scenario, peerArgs)
+        defer { peer.stop() }
+        let started = Date()
+        let run = try runMirror(args.map { $0 == "TARGET" ? peer.target : $0 }, file: file, line: line)
+        let took = Date().timeIntervalSince(started)
+        XCTAssertEqual(run.status, status, "\(scenario): mirror \(args.joined(separator: " ")): \(run.stderr)", file: file, line: line)
+        XCTAssertTrue(run.stderr.contains(message), "\(scenario): expected \(message) in: \(run.stderr)", file: file, line: line)
+        XCTAssertLessThan(took, seconds, "\(scenario): took \(took) s", file: file, line: line)
+    }
+
+    func testWrongOpcodeIsAProtocolViolation() throws {
+        try check("wrong-opcode", [], ["read", "TARGET", "0x0003"], status: 8,
+                  message: "mirror: protocol violation by the peer: a 0x0D Read Blob Response while 0x0A Read Request is in flight")
+    }
+
+    func testErrorForAnotherRequestIsAProtocolViolation() throws {
+        try check("error-for-other-request", [], ["gatt", "TARGET"], status: 8,
+                  message: "an Error Response for 0x0A Read Request while 0x10 Read By Group Type Request is in flight")
+    }
+
+    func testSilencePeerTimesOutNamingTheResponse() throws {
+        try check("silent", [], ["read", "TARGET", "0x0003", "--timeout", "1"], status: 5,
+                  message: "mirror: timed out after 1 s waiting for Exchange MTU Response")
+    }
+
+    func testALateResponseTimesOut() throws {
+        try check("late-response", ["--delay-ms", "3000"], ["write", "TARGET", "0x000B", "0102", "--timeout", "1"], status: 5,
+                  message: "mirror: timed out after 1 s waiting for Write Response on handle 0x000B")
+    }
+
+    func testClosingMidDiscoveryIsAConnectionError() throws {
+        try check("close", ["--on", "0x08", "--nth", "2"], ["gatt", "TARGET", "--mtu", "23"], status: 6,
+                  message: "disconnected during Read By Type Request")
+        try check("close", ["--on", "0x08"], ["gatt", "TARGET"], status: 6, message: "the peer closed the connection")
+    }
+
+    func testAPDUOverTheReceiveBufferIsAConnectionError() throws {
+        try check("over-buffer", [], ["read", "TARGET", "3"], status: 6,
+                  message: "received a 2000-byte PDU, larger than the 1024-byte receive buffer")
+    }
+
+    func testAnEndlessLongReadIsAProtocolViolation() throws {
+        try check("endless-blob", [], ["read", "TARGET", "0x0008", "--mtu", "23"], status: 8, message: "past the 512-byte maximum")
+    }
+
+    func testADifferentPrepareWriteEchoFailsAReliableWrite() throws {
+        try check("prepare-echo-differs", [], ["write", "TARGET", "0x0008", String(repeating: "ab", count: 30), "--reliable", "--mtu", "23"],
+                  status: 8, message: "the echo of a reliable write differs from what was sent")
+    }
+
+    func testHandlesThatRepeatEndDiscovery() throws {
+        try check("handles-repeat", [], ["gatt", "TARGET", "--mtu", "23"], status: 8, message: "a handle going backwards or out of range")
+    }
+
+    func testMTUsOutOfRangeAreClamped() throws {
+        let below = try HostilePeerProcess("mtu-below-23")
+        defer { below.stop() }
+        let r1 = try runMirror(["read", below.target, "0x0008"])
+        XCTAssertEqual(r1.status, 0, r1.stderr)
+        XCTAssertTrue(r1.stdout.hasPrefix("0x0008: 00 01 02"), r1.stdout)
+        let above = try HostilePeerProcess("mtu-above-517")
+        defer { above.stop() }
+        let r2 = try runMirror(["gatt", above.target, "--json"])
+        XCTAssertEqual(r2.status, 0, r2.stderr)
+        XCTAssertTrue(r2.stdout.contains("\"mtu\": 517"), r2.stdout)
+    }
+
+    func testListenDuringANotificationFloodStopsAtItsCount() throws {
+        let peer = try HostilePeerProcess("notification-flood", ["--count", "200000"])
+        defer { peer.stop() }
+        let run = try runMirror(["listen", peer.target, "0x0008", "--count", "500"], timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout.split(separator: "\n").count, 500)
+        XCTAssertTrue(run.stderr.contains("received 500 notifications and indications"), run.stderr)
+    }
+
+    func testListenDuringAnIndicationStormStopsAtItsCount() throws {
+        let peer = try HostilePeerProcess("indication-storm", ["--count", "20000"])
+        defer { peer.stop() }
+        let run = try runMirror(["listen", peer.target, "0x0008", "--indicate", "--count", "100"], timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout.split(separator: "\n").filter { $0.contains("indication") }.count, 100)
+    }
+}

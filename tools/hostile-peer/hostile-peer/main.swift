@@ -1,0 +1,83 @@
+// hostile-peer SCENARIO unix:PATH: a hostile ATT server for reliability tests (here and in the VM).
+import Foundation
+import HostilePeer
+
+let usage = """
+    usage: hostile-peer SCENARIO unix:PATH [--on OPCODES] [--nth N] [--count N] [--delay-ms N]
+           hostile-peer --list
+      --on OPCODES   request opcodes to attack, comma-separated hex (e.g. 0x0a,0x0c); default: the scenario's
+      --nth N        attack only the Nth attacked request (close defaults to the first)
+      --count N      notifications of notification-flood (1000000), indications of indication-storm (100000)
+      --delay-ms N   how late late-response answers (2000)
+    Prints "hostile-peer: SCENARIO listening on unix:PATH" once it accepts; runs until SIGINT or SIGTERM.
+    """
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data(("hostile-peer: " + message + "\n").utf8))
+    exit(2)
+}
+
+let args = Array(CommandLine.arguments.dropFirst())
+if args == ["--list"] {
+    for s in HostileScenario.allCases { say("\(s.rawValue.padding(toLength: 24, withPad: " ", startingAt: 0)) \(s.summary)") }
+    exit(0)
+}
+if args.contains("--help") || args.contains("-h") { say(usage); exit(0) }
+guard args.count >= 2 else { fail("expected SCENARIO and unix:PATH\n" + usage) }
+guard let scenario = HostileScenario(rawValue: args[0]) else {
+    fail("unknown scenario \(args[0]); one of: " + HostileScenario.allCases.map(\.rawValue).joined(separator: ", "))
+}
+guard args[1].hasPrefix("unix:"), args[1].count > 5 else { fail("expected unix:PATH, got \(args[1])") }
+let path = String(args[1].dropFirst(5))
+/// The options after SCENARIO and unix:PATH.
+func parseOptions(_ args: ArraySlice<String>, _ scenario: HostileScenario) -> HostileOptions {
+    var options = HostileOptions(scenario)
+    var rest = args
+    func value(_ name: String) -> String {
+        guard let v = rest.popFirst() else { fail("\(name) needs a value") }
+        return v
+    }
+    func number(_ name: String) -> Int {
+        let v = value(name)
+        guard let n = Int(v), n >= 0 else { fail("\(name): expected a whole number, got \(v)") }
+        return n
+    }
+    while let arg = rest.popFirst() {
+        switch arg {
+        case "--on":
+            var set: Set<UInt8> = []
+            for part in value("--on").split(separator: ",") {
+                let t = part.lowercased().hasPrefix("0x") ? String(part.dropFirst(2)) : String(part)
+                guard let b = UInt8(t, radix: 16) else { fail("--on: not a hex opcode: \(part)") }
+                set.insert(b)
+            }
+            options.victims = set
+        case "--nth": options.nth = number("--nth")
+        case "--count": options.count = number("--count")
+        case "--delay-ms": options.delayMilliseconds = number("--delay-ms")
+        default: fail("unknown option \(arg)\n" + usage)
+        }
+    }
+    return options
+}
+
+func say(_ line: String) { FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+
+let options = parseOptions(args[2...], scenario)
+let peer: HostilePeer
+do { peer = try HostilePeer(path: path, options: options) } catch { fail("\(error)") }
+peer.start()
+say("hostile-peer: \(scenario.rawValue) listening on \(peer.target)")
+let done = DispatchSemaphore(value: 0)
+var sources: [any DispatchSourceSignal] = []
+for sig in [SIGINT, SIGTERM] {
+    signal(sig, SIG_IGN)
+    let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
+    s.setEventHandler { done.signal() }
+    s.resume()
+    sources.append(s)
+}
+done.wait()
+peer.close()
+let s = peer.stats
+say("hostile-peer: \(s.connections) connections, \(s.requests) requests, \(s.notificationsSent) notifications, \(s.indicationsSent) indications sent")
