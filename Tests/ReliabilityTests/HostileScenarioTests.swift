@@ -104,12 +104,16 @@ final class HostileScenarioTests: XCTestCase {
         let c = try await connect(peer, timeout: timeout)
         defer { c.close() }
         _ = try await c.exchangeMTU()
+        // The read of 0x0003 goes out first (the peer has it), then a read of 0x0005 queues behind it.
+        let start = ContinuousClock.now
+        let first = Task { try await c.read(handle: HostileDatabase.deviceNameHandle) }
+        XCTAssertTrue(peer.wait(timeout: 5) { $0.requests == 2 }, "Exchange MTU and the read")
         let queued = Task { try await c.read(handle: 5) }
-        let e = await expectFailure(within: deadline, "Read after its timeout") { () async throws(GATTError) in
-            try await c.read(handle: HostileDatabase.deviceNameHandle)
+        do { _ = try await first.value; XCTFail("the read succeeded") } catch {
+            XCTAssertEqual(error as? GATTError, .timeout(GATTTimeoutError(waitingFor: "Read Response", handle: 3, after: timeout)))
+            XCTAssertEqual("\(error)", "timed out after 400 ms waiting for Read Response on handle 0x0003")
         }
-        XCTAssertEqual(e, .timeout(GATTTimeoutError(waitingFor: "Read Response", handle: 3, after: timeout)))
-        XCTAssertEqual(e?.description, "timed out after 400 ms waiting for Read Response on handle 0x0003")
+        XCTAssertLessThan(ContinuousClock.now - start, deadline)
         // The request queued behind it fails at once, naming the ATT timeout (Vol 3 Part F §3.3.3).
         do { _ = try await queued.value; XCTFail("queued read succeeded") } catch {
             XCTAssertTrue((error as? GATTError)?.isDisconnected ?? false, "\(error)")
