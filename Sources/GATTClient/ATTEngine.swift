@@ -132,6 +132,8 @@ final class ATTEngine: ATTTransportSink {
     /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
     let state: Lock<State>
     let nextID = Atomic<UInt64>(1)
+    /// `State.mtu`, readable without the lock (every request reads it); stored under the lock with `State.mtu`.
+    let mtuMirror = Atomic<Int>(ATTMTU.minimumLE)
     /// Guards the names callers gave to handles (used only when building error messages).
     let names = Lock<[UInt16: String]>([:])
     /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
@@ -178,7 +180,7 @@ final class ATTEngine: ATTTransportSink {
         return "\(opcode.name) \(prep) handle \(hex4(handle))"
     }
 
-    var mtu: Int { state.withLock { $0.mtu } }
+    var mtu: Int { mtuMirror.load(ordering: .acquiring) }
     var isClosed: Bool { state.withLock { $0.closedReason != nil } }
     var statistics: GATTClientStatistics { state.withLock { $0.stats } }
 
@@ -195,6 +197,7 @@ final class ATTEngine: ATTTransportSink {
     func setMTU(_ m: Int) {
         state.withLock { s in
             s.mtu = m
+            mtuMirror.store(m, ordering: .releasing)
             s.mtuExchanged = true
         }
         events?(.mtuChanged(m))
@@ -509,6 +512,7 @@ final class ATTEngine: ATTTransportSink {
         let answer: [UInt8] = [ATTOpcode.exchangeMTUResponse.rawValue, UInt8(clientRxMTU & 0xFF), UInt8(clientRxMTU >> 8)]
         state.withLock { s in
             s.mtu = newMTU
+            mtuMirror.store(newMTU, ordering: .releasing)
             s.mtuExchanged = true
             s.stats.peerRequestsAnswered += 1
         }
