@@ -221,7 +221,11 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         let opcode = ATTOpcode(pdu[0])
         do {
-            return try await withTaskCancellationHandler {
+            // The executor-inheriting form of withTaskCancellationHandler: the same handler record, without the two
+            // hops back to `#isolation` the isolated form makes (with a task executor preference, each hop takes the
+            // task's status lock). This function is nonisolated(nonsending), so the caller's isolation is restored
+            // once, when `request` returns to it.
+            return try await _unsafeInheritExecutor_withTaskCancellationHandler {
                 try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
