@@ -293,7 +293,7 @@ public final class ATTBearer: ATTTransport {
                             }
                             if let closing { return .closedLocally(reason: closing) }
                         }
-                        sink.transport(didReceive: Array(pdu))
+                        sink.transport(didReceiveBytes: pdu)
                     } else if got == 0 {
                         if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {
                             return disconnect ?? .closedByPeer

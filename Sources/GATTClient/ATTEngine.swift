@@ -441,6 +441,17 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: inbound
 
+    /// A Write Response is its opcode alone: every one is handed on as this shared array, not a fresh copy.
+    static let writeResponsePDU: [UInt8] = [ATTOpcode.writeResponse.rawValue]
+
+    func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
+        if pdu.count == 1 && pdu[0] == ATTOpcode.writeResponse.rawValue {
+            transport(didReceive: Self.writeResponsePDU)
+        } else {
+            transport(didReceive: Array(pdu))
+        }
+    }
+
     func transport(didReceive pdu: [UInt8]) {
         guard let first = pdu.first else {
             report(GATTProtocolViolation(received: pdu, expected: "an ATT PDU", problem: "an empty PDU"), failed: nil)
@@ -538,7 +549,8 @@ final class ATTEngine: ATTTransportSink {
                 s.stats.droppedEvents += 1
                 return
             }
-            guard let slot = s.slot, slot.sent else {
+            // The slot is moved out (not copied): the request leaves the state here whatever the response says.
+            guard s.slot?.sent == true, let slot = s.slot.take() else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
                 s.stats.protocolViolations += 1
