@@ -2,6 +2,7 @@
 
 import CBlueZSocket
 import Foundation
+import Synchronization
 
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
@@ -30,6 +31,9 @@ public final class ATTBearer: ATTTransport {
     private let epfd: Int32
     private let wakefd: Int32
     private let state: LockedValue<State>
+    /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
+    /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
+    private let receiveNeedsLock = Atomic<Bool>(false)
 
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
@@ -159,6 +163,7 @@ public final class ATTBearer: ATTTransport {
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
             guard !s.released, s.closeRequested == nil else { return [] }
             s.closeRequested = reason
+            receiveNeedsLock.store(true, ordering: .releasing)
             if s.started {
                 // The reader thread owns the teardown; the eventfd is still open because `released` is false.
                 _ = cbz_eventfd_signal(wakefd)
@@ -179,7 +184,10 @@ public final class ATTBearer: ATTTransport {
     /// Writes every PDU sent and received from now on to `writer`, under a new adapter index of its own.
     public func capture(into writer: BTSnoopWriter) {
         let index = writer.addIndex(label: label, address: peerAddress)
-        state.withLock { $0.snoop = (writer, index) }
+        state.withLock { s in
+            s.snoop = (writer, index)
+            receiveNeedsLock.store(true, ordering: .releasing)
+        }
     }
 
     private var peerAddress: BluetoothAddress {
@@ -276,14 +284,16 @@ public final class ATTBearer: ATTTransport {
                         if truncated != 0 { return .truncated(received: got, bufferSize: size) }
                         let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
                         // After close(reason:) no PDU is delivered, even one already read.
-                        let closing = state.withLock { s -> String? in
-                            if s.closeRequested == nil, let snoop = s.snoop {
-                                snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                        if receiveNeedsLock.load(ordering: .acquiring) {
+                            let closing = state.withLock { s -> String? in
+                                if s.closeRequested == nil, let snoop = s.snoop {
+                                    snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                                }
+                                return s.closeRequested
                             }
-                            return s.closeRequested
+                            if let closing { return .closedLocally(reason: closing) }
                         }
-                        if let closing { return .closedLocally(reason: closing) }
-                        sink.transport(didReceive: Array(pdu))
+                        sink.transport(didReceiveBytes: pdu)
                     } else if got == 0 {
                         if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {
                             return disconnect ?? .closedByPeer

@@ -8,8 +8,15 @@ import CBlueZSocket
 public protocol ATTTransportSink: AnyObject, Sendable {
     /// One whole ATT PDU (one datagram). Called once per PDU, never concurrently, in arrival order.
     func transport(didReceive pdu: [UInt8])
+    /// The same, with the PDU in a buffer that is valid only during the call (the socket bearer's receive buffer),
+    /// so that a sink can copy only what it keeps. The default copies it into `transport(didReceive:)`.
+    func transport(didReceiveBytes pdu: UnsafeRawBufferPointer)
     /// The transport is closed; no more PDUs follow. Called exactly once.
     func transport(didCloseWith reason: TransportError)
+}
+
+extension ATTTransportSink {
+    public func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) { transport(didReceive: Array(pdu)) }
 }
 
 /// What a non-blocking send did.

@@ -132,6 +132,8 @@ final class ATTEngine: ATTTransportSink {
     /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
     let state: Lock<State>
     let nextID = Atomic<UInt64>(1)
+    /// `State.mtu`, readable without the lock (every request reads it); stored under the lock with `State.mtu`.
+    let mtuMirror = Atomic<Int>(ATTMTU.minimumLE)
     /// Guards the names callers gave to handles (used only when building error messages).
     let names = Lock<[UInt16: String]>([:])
     /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
@@ -178,7 +180,7 @@ final class ATTEngine: ATTTransportSink {
         return "\(opcode.name) \(prep) handle \(hex4(handle))"
     }
 
-    var mtu: Int { state.withLock { $0.mtu } }
+    var mtu: Int { mtuMirror.load(ordering: .acquiring) }
     var isClosed: Bool { state.withLock { $0.closedReason != nil } }
     var statistics: GATTClientStatistics { state.withLock { $0.stats } }
 
@@ -195,6 +197,7 @@ final class ATTEngine: ATTTransportSink {
     func setMTU(_ m: Int) {
         state.withLock { s in
             s.mtu = m
+            mtuMirror.store(m, ordering: .releasing)
             s.mtuExchanged = true
         }
         events?(.mtuChanged(m))
@@ -218,7 +221,11 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         let opcode = ATTOpcode(pdu[0])
         do {
-            return try await withTaskCancellationHandler {
+            // The executor-inheriting form of withTaskCancellationHandler: the same handler record, without the two
+            // hops back to `#isolation` the isolated form makes (with a task executor preference, each hop takes the
+            // task's status lock). This function is nonisolated(nonsending), so the caller's isolation is restored
+            // once, when `request` returns to it.
+            return try await _unsafeInheritExecutor_withTaskCancellationHandler {
                 try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
@@ -434,6 +441,17 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: inbound
 
+    /// A Write Response is its opcode alone: every one is handed on as this shared array, not a fresh copy.
+    static let writeResponsePDU: [UInt8] = [ATTOpcode.writeResponse.rawValue]
+
+    func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
+        if pdu.count == 1 && pdu[0] == ATTOpcode.writeResponse.rawValue {
+            transport(didReceive: Self.writeResponsePDU)
+        } else {
+            transport(didReceive: Array(pdu))
+        }
+    }
+
     func transport(didReceive pdu: [UInt8]) {
         guard let first = pdu.first else {
             report(GATTProtocolViolation(received: pdu, expected: "an ATT PDU", problem: "an empty PDU"), failed: nil)
@@ -509,6 +527,7 @@ final class ATTEngine: ATTTransportSink {
         let answer: [UInt8] = [ATTOpcode.exchangeMTUResponse.rawValue, UInt8(clientRxMTU & 0xFF), UInt8(clientRxMTU >> 8)]
         state.withLock { s in
             s.mtu = newMTU
+            mtuMirror.store(newMTU, ordering: .releasing)
             s.mtuExchanged = true
             s.stats.peerRequestsAnswered += 1
         }
@@ -530,7 +549,8 @@ final class ATTEngine: ATTTransportSink {
                 s.stats.droppedEvents += 1
                 return
             }
-            guard let slot = s.slot, slot.sent else {
+            // The slot is moved out (not copied): the request leaves the state here whatever the response says.
+            guard s.slot?.sent == true, let slot = s.slot.take() else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
                 s.stats.protocolViolations += 1

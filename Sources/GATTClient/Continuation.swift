@@ -17,3 +17,4 @@ nonisolated(nonsending) func withEngineContinuation<T: Sendable>(_ body: (Engine
     try await withUnsafeThrowingContinuation(body)
 }
 #endif
+

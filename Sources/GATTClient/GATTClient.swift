@@ -389,8 +389,14 @@ public final class GATTClient: Sendable {
         bytes.append(UInt8(handle & 0xFF))
         bytes.append(UInt8(handle >> 8))
         bytes.append(contentsOf: value)
-        let rsp = try await withSecurityRetry { () async throws(GATTError) -> [UInt8] in
-            try await engine.request(bytes, expecting: .writeResponse, handle: handle, valueLength: value.count, budget: budget)
+        let rsp: [UInt8]
+        if canRetryAfterRaisingSecurity {
+            rsp = try await withSecurityRetry { () async throws(GATTError) -> [UInt8] in
+                try await engine.request(bytes, expecting: .writeResponse, handle: handle, valueLength: value.count, budget: budget)
+            }
+        } else {
+            // The hot path (no security retry configured): one call less, one executor check less per request.
+            rsp = try await engine.request(bytes, expecting: .writeResponse, handle: handle, valueLength: value.count, budget: budget)
         }
         guard rsp.count == 1 else {
             throw violation(rsp, "Write Response (1 byte)", "a Write Response of \(rsp.count) bytes")
@@ -512,14 +518,16 @@ public final class GATTClient: Sendable {
         security.withLock { $0 = level }
     }
 
+    /// True when an Insufficient Authentication / Encryption error can be retried after raising the security level.
+    var canRetryAfterRaisingSecurity: Bool { configuration.retryAfterRaisingSecurity && configuration.setSecurityLevel != nil }
+
     /// Runs `body` and, on Insufficient Authentication / Encryption / Encryption Key Size from the peer, raises the
     /// level once and retries once (when `retryAfterRaisingSecurity` and a security hook are configured).
     nonisolated(nonsending) func withSecurityRetry<T: Sendable>(_ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
         do {
             return try await body()
         } catch {
-            guard configuration.retryAfterRaisingSecurity, configuration.setSecurityLevel != nil,
-                  let a = error.attributeError, a.rejectedBy == .peer else { throw error }
+            guard canRetryAfterRaisingSecurity, let a = error.attributeError, a.rejectedBy == .peer else { throw error }
             let current = securityLevel
             let target: GATTSecurityLevel
             switch a.code {

@@ -261,6 +261,9 @@ func median(_ xs: [Double]) -> Double {
 
 func median(_ xs: [Cost]) -> Cost { Cost(wall: median(xs.map(\.wall)), cpu: median(xs.map(\.cpu))) }
 
+/// The spread of per-round ratios: "0.92-1.81" (each round's client run against the bare run of the same round).
+func spread(_ xs: [Double]) -> (min: Double, max: Double) { (xs.min() ?? 0, xs.max() ?? 0) }
+
 // MARK: main
 
 var json = false
@@ -318,6 +321,13 @@ do {
     // loaded machine. Lower is better for both.
     let writeRequestCPURatio = cr.cpu / br.cpu
     let writeCommandCPURatio = cc.cpu / bc.cpu
+    let writeRequestGoal = 1.3, writeCommandGoal = 0.8
+    let writeRequestMet = writeRequestRatio <= writeRequestGoal
+    let writeCommandMet = writeCommandRatio >= writeCommandGoal
+    // Per-round ratios (client against the bare run of the same round): how much the load moved them.
+    let requestRounds = spread(zip(clientReq, bareReq).map { $0.wall / $1.wall })
+    let commandRounds = spread(zip(bareCmd, clientCmd).map { $0.wall / $1.wall })
+    let requestCPURounds = spread(zip(clientReq, bareReq).map { $0.cpu / $1.cpu })
     if json {
         func f(_ x: Double) -> String { String(format: "%.4f", x) }
         print("{\"writeRequestRatio\": \(f(writeRequestRatio)), \"writeCommandRatio\": \(f(writeCommandRatio)), "
@@ -328,14 +338,24 @@ do {
               + "\"bareWriteCommandsPerSecond\": \(f(1e9 / bc.wall)), \"clientWriteCommandsPerSecond\": \(f(1e9 / cc.wall)), "
               + "\"bareWriteCommandCPUMicroseconds\": \(f(bc.cpu / 1000)), \"clientWriteCommandCPUMicroseconds\": \(f(cc.cpu / 1000)), "
               + "\"requests\": \(requests), \"commands\": \(commands), \"valueLength\": \(valueLength), \"rounds\": \(rounds), "
-              + "\"writeRequestGoal\": 1.3, \"writeCommandGoal\": 0.8}")
+              + "\"writeRequestRatioRoundsMin\": \(f(requestRounds.min)), \"writeRequestRatioRoundsMax\": \(f(requestRounds.max)), "
+              + "\"writeRequestCPURatioRoundsMin\": \(f(requestCPURounds.min)), \"writeRequestCPURatioRoundsMax\": \(f(requestCPURounds.max)), "
+              + "\"writeCommandRatioRoundsMin\": \(f(commandRounds.min)), \"writeCommandRatioRoundsMax\": \(f(commandRounds.max)), "
+              + "\"writeRequestGoal\": \(writeRequestGoal), \"writeCommandGoal\": \(writeCommandGoal), "
+              + "\"writeRequestGoalMet\": \(writeRequestMet), \"writeCommandGoalMet\": \(writeCommandMet)}")
     } else {
         print("gatt-bench: AF_UNIX SOCK_SEQPACKET, peer in another thread, median of \(rounds) rounds")
-        print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= 1.3x); CPU %.2f vs %.2f us -> %.2fx",
-                     br.wall / 1000, cr.wall / 1000, writeRequestRatio, br.cpu / 1000, cr.cpu / 1000, writeRequestCPURatio))
+        func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
+        print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= %.1fx: %@); CPU %.2f vs %.2f us -> %.2fx",
+                     br.wall / 1000, cr.wall / 1000, writeRequestRatio, writeRequestGoal, verdict(writeRequestMet),
+                     br.cpu / 1000, cr.cpu / 1000, writeRequestCPURatio))
+        print(String(format: "    (per-round ratios %.2f-%.2fx, CPU %.2f-%.2fx)", requestRounds.min, requestRounds.max,
+                     requestCPURounds.min, requestCPURounds.max))
         print(String(format: "    (callers on the bearer's executor; from the global pool instead: %.2f us, %.2fx)", pr.wall / 1000, pr.wall / br.wall))
-        print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= 0.8x); CPU per PDU %.2f vs %.2f us -> %.2fx; every PDU counted at the peer",
-                     1e9 / bc.wall, 1e9 / cc.wall, writeCommandRatio, bc.cpu / 1000, cc.cpu / 1000, writeCommandCPURatio))
+        print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= %.1fx: %@); CPU per PDU %.2f vs %.2f us -> %.2fx; every PDU counted at the peer",
+                     1e9 / bc.wall, 1e9 / cc.wall, writeCommandRatio, writeCommandGoal, verdict(writeCommandMet),
+                     bc.cpu / 1000, cc.cpu / 1000, writeCommandCPURatio))
+        print(String(format: "    (per-round ratios %.2f-%.2fx)", commandRounds.min, commandRounds.max))
     }
 } catch {
     FileHandle.standardError.write("gatt-bench: \(error)\n".data(using: .utf8)!)
