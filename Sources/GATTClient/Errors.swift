@@ -37,10 +37,13 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
-    /// A send that failed in the transport: a closed transport is a disconnect, anything else a transport error.
+    /// A send that failed in the transport: a closed transport is a disconnect, and so is a send that raced the
+    /// peer's close (EPIPE, ECONNRESET: the reader has not seen the end of file yet); anything else a transport error.
     static func sendFailure(_ e: TransportError, operation: String) -> GATTError {
         switch e {
         case .closedByPeer, .closedLocally:
+            return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
+        case .socket(let s) where s.syscall == "send" && (s.errnoName == "EPIPE" || s.errnoName == "ECONNRESET"):
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
         default:
             return .transport(e, operation: operation)
