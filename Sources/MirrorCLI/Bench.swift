@@ -35,11 +35,21 @@ struct BenchPlan: Sendable {
     var rounds: Int
 }
 
-/// One timed run of one mode.
+/// One timed run of one mode: wall time, and the CPU time of the whole process (every thread), which stays
+/// steady on a loaded machine where wall time does not.
 struct RoundFigures: Sendable {
     var writes: Int
     var nanoseconds: UInt64
+    var cpuNanoseconds: UInt64
     var writesPerSecond: Double { Double(writes) / (Double(nanoseconds) / 1e9) }
+    var cpuMicrosecondsPerWrite: Double { Double(cpuNanoseconds) / 1000 / Double(max(1, writes)) }
+}
+
+/// The process's CPU time so far (CLOCK_PROCESS_CPUTIME_ID: every thread), in nanoseconds.
+func processCPUNanoseconds() -> UInt64 {
+    var ts = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
+    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
 /// The figures of one mode over every round.
@@ -63,6 +73,9 @@ struct ModeFigures: Sendable {
     var bytesPerSecond: Double { writesPerSecond * Double(size) }
     var bareWritesPerSecond: Double? { bare.isEmpty ? nil : median(bare.map(\.writesPerSecond)) }
     var ratio: Double? { bareWritesPerSecond.map { writesPerSecond / $0 } }
+    /// CPU per write, median of the rounds (the whole process: with --loopback that includes the peer).
+    var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
+    var bareCPUPerWrite: Double? { bare.isEmpty ? nil : median(bare.map(\.cpuMicrosecondsPerWrite)) }
 
     func percentile(_ p: Double) -> Double? {
         guard !latencies.isEmpty else { return nil }
@@ -76,6 +89,7 @@ struct ModeFigures: Sendable {
             ("mode", .string(mode.rawValue)), ("writes", .int(writes)), ("bytes", .int(writes * size)),
             ("seconds", .double(seconds)), ("bytesPerSecond", .double(bytesPerSecond.rounded())),
             ("writesPerSecond", .double(writesPerSecond.rounded())),
+            ("cpuMicrosecondsPerWrite", .double((cpuPerWrite * 1000).rounded() / 1000)),
         ]
         if !latencies.isEmpty {
             fields.append(("latencyMicroseconds", .object([
@@ -93,8 +107,12 @@ struct ModeFigures: Sendable {
                 ("writes", .int(bare.reduce(0) { $0 + $1.writes })),
                 ("bytesPerSecond", .double((bareRate * Double(size)).rounded())),
                 ("writesPerSecond", .double(bareRate.rounded())),
+                ("cpuMicrosecondsPerWrite", .double(((bareCPUPerWrite ?? 0) * 1000).rounded() / 1000)),
             ])))
             fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
+            if let bareCPU = bareCPUPerWrite, bareCPU > 0 {
+                fields.append(("cpuRatioToBare", .double((cpuPerWrite / bareCPU * 1000).rounded() / 1000)))
+            }
         }
         return .object(fields)
     }
@@ -110,8 +128,13 @@ struct ModeFigures: Sendable {
         if let blockedNanoseconds, let blockedWaits {
             lines.append("  waiting on backpressure: \(seconds3(Double(blockedNanoseconds) / 1e9)) s (\(blockedWaits) send\(blockedWaits == 1 ? "" : "s") found the socket full)")
         }
+        lines.append("  CPU per write: \(format2(cpuPerWrite)) µs (this process, every thread)")
         if let bareRate = bareWritesPerSecond, let ratio {
-            lines.append("  bare socket loop: \(rate(bareRate * Double(size)))/s, \(Int(bareRate.rounded())) writes/s; mirror/bare = \(format2(ratio))")
+            var bareLine = "  bare socket loop: \(rate(bareRate * Double(size)))/s, \(Int(bareRate.rounded())) writes/s; mirror/bare = \(format2(ratio))"
+            if let bareCPU = bareCPUPerWrite {
+                bareLine += "; CPU per write \(format2(bareCPU)) µs, mirror/bare = \(format2(cpuPerWrite / max(bareCPU, 0.001)))"
+            }
+            lines.append(bareLine)
         }
         return lines
     }
@@ -149,6 +172,14 @@ enum Bench {
     static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
         let session = try await Session.open(target, inv)
         defer { session.close() }
+        do {
+            return try await run(session, target: target, plan: plan, inv: inv)
+        } catch let error as GATTError {
+            throw await session.labelled(error)
+        }
+    }
+
+    static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
@@ -161,11 +192,19 @@ enum Bench {
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
-            for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
+            // Back-to-back requests run on the bearer's executor, as the library benchmark (gatt-bench) runs them:
+            // each caller continues on the reader thread as soon as its response arrives.
+            try await withTaskExecutorPreference(client.bearerExecutor) {
+                for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
+            }
             try bare?.requests(handle: plan.handle, value: value, writes: plan.warmup)
             for _ in 0..<plan.rounds {
-                try await measureRequests(client, plan: plan, value: value, into: &figures)
-                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: figures.rounds.last!.writes)) }
+                let (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
+                    try await measureRequests(client, plan: plan, value: value)
+                }
+                figures.rounds.append(round)
+                figures.latencies += latencies
+                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes)) }
             }
             figures.confirmed = figures.writes
             modes.append(figures)
@@ -201,8 +240,11 @@ enum Bench {
     }
 
     /// One round of Write Requests, each awaited: its rate and every round trip.
-    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8], into figures: inout ModeFigures) async throws {
+    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8]) async throws -> (RoundFigures, [UInt64]) {
+        var latencies: [UInt64] = []
+        latencies.reserveCapacity(plan.count ?? 100_000)
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
+        let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         var now = start
         var writes = 0
@@ -211,11 +253,11 @@ enum Bench {
             if let deadline, now >= deadline { break }
             try await client.write(handle: plan.handle, value: value)
             let after = monotonicNanoseconds()
-            figures.latencies.append(after - now)
+            latencies.append(after - now)
             now = after
             writes += 1
         }
-        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: now - start))
+        return (RoundFigures(writes: writes, nanoseconds: now - start, cpuNanoseconds: processCPUNanoseconds() - cpu), latencies)
     }
 
     /// One round of Write Commands, timed until the peer answered a request sent after the last one (it handles
@@ -223,6 +265,7 @@ enum Bench {
     static func measureCommands(_ session: Session, plan: BenchPlan, value: [UInt8], into figures: inout ModeFigures) async throws {
         let client = session.client
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
+        let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         var writes = 0
         while true {
@@ -232,7 +275,8 @@ enum Bench {
             writes += 1
         }
         _ = try await drain(client, plan: plan)
-        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start))
+        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start,
+                                           cpuNanoseconds: processCPUNanoseconds() - cpu))
     }
 
     /// A request whose answer proves every earlier command was handled: the counter's read when there is one
@@ -320,6 +364,7 @@ final class BareLoop {
     @discardableResult
     func requests(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
         let request = ATTPDU.writeRequest(handle: handle, value: value[...]).bytes
+        let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         for _ in 0..<writes {
             try send(request)
@@ -328,17 +373,18 @@ final class BareLoop {
                 throw CLIError.protocolViolation("the bare loop's Write Request got opcode \(hex8(op)) instead of a Write Response")
             }
         }
-        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start)
+        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
     }
 
     @discardableResult
     func commands(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
         let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
+        let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         for _ in 0..<writes { try send(command) }
         try send(ATTPDU.readRequest(handle: handle).bytes)
         _ = try receive()
-        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start)
+        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
     }
 }
 

@@ -277,6 +277,38 @@ final class Session: Sendable {
                 targets.append(c)
             }
         }
+        do {
+            try await subscribe(targets, preferIndications: preferIndications, subscribed: subscribed)
+        } catch {
+            // The link ended while subscribing: print what arrived before it did (the stream ends after them).
+            if case .disconnected = error {
+                var received = 0
+                do {
+                    for try await n in stream {
+                        handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication,
+                                            value: n.value, droppedBefore: n.droppedBefore))
+                        received += 1
+                        if let count, received >= count { return received }
+                    }
+                } catch {}
+            }
+            throw error
+        }
+        var received = 0
+        if let count, received >= count { return received }
+        for try await n in stream {
+            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value,
+                                droppedBefore: n.droppedBefore))
+            received += 1
+            if let count, received >= count { break }
+        }
+        return received
+    }
+
+    /// Writes each characteristic's CCCD (notifications, or indications when preferred or the only kind) and
+    /// reads its value right after.
+    private func subscribe(_ targets: [GATTCharacteristic], preferIndications: Bool,
+                           subscribed: (GATTCharacteristic, GATTSubscriptionMode, [UInt8]?) -> Void) async throws(GATTError) {
         for c in targets {
             guard c.properties.contains(.notify) || c.properties.contains(.indicate) else {
                 throw GATTError.unsupported("characteristic \(c.uuid) at \(hex16(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
@@ -290,15 +322,6 @@ final class Session: Sendable {
                                                         readValue: c.properties.contains(.read))
             subscribed(c, mode, value)
         }
-        var received = 0
-        if let count, received >= count { return received }
-        for try await n in stream {
-            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value,
-                                droppedBefore: n.droppedBefore))
-            received += 1
-            if let count, received >= count { break }
-        }
-        return received
     }
 
     func close() {

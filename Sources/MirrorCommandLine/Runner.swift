@@ -148,7 +148,8 @@ public enum MirrorMain {
     static func report(_ report: ErrorReport, json: Bool, console: Console) -> Int32 {
         console.err("mirror: \(report.message)")
         if let hint = report.hint { console.err(hint) }
-        if json { console.out(report.json.pretty) }
+        // One line, so that it also ends a stream of JSON lines (listen, scan) as one more line.
+        if json { console.out(report.json.compact) }
         return report.status.rawValue
     }
 }

@@ -152,6 +152,17 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(peer.counters.confirmations, 3)
     }
 
+    func testListenEndsWithTheConnectionErrorAsOneMoreJSONLine() throws {
+        peer.close()
+        peer = try ScriptedPeer(behaviour: .init(closeAfterNotifying: true))
+        let run = try MirrorProcess.run(["listen", peer.target, peer.hexHandle("counter"), "--json"])
+        XCTAssertEqual(run.status, 6, run.stderr)
+        let lines = try run.jsonLines()
+        XCTAssertEqual(lines.count, 4, run.stdout)
+        XCTAssertEqual(lines.prefix(3).map { $0["kind"] }, ["notification", "notification", "notification"])
+        XCTAssertEqual(lines.last?["error"]?["kind"], "connection")
+    }
+
     func testListenToEverythingThatNotifies() throws {
         let run = try MirrorProcess.run(["listen", peer.target, "--count", "6", "--json"])
         XCTAssertEqual(run.status, 0, run.stderr)

@@ -114,6 +114,8 @@ final class ScriptedPeer: Sendable {
         var garbageOn: Set<UInt8> = []
         /// Notifications (or indications, one per confirmation) sent after a CCCD is enabled.
         var notificationsPerSubscription = 3
+        /// Close the connection right after sending a subscription's notifications.
+        var closeAfterNotifying = false
     }
 
     struct Counters: Sendable, Equatable {
@@ -371,6 +373,7 @@ final class PeerConnection: ATTTransportSink {
             send(.handleValueIndication(handle: valueHandle, value: values[0][...]))
         } else if value[0] & 0x01 != 0 {
             for v in values { send(.handleValueNotification(handle: valueHandle, value: v[...])) }
+            if peer.behaviour.closeAfterNotifying { bearer.close(reason: "scripted: close after notifying") }
         }
     }
 }

@@ -104,29 +104,20 @@ final class HostileScenarioTests: XCTestCase {
         let c = try await connect(peer, timeout: timeout)
         defer { c.close() }
         _ = try await c.exchangeMTU()
-        // Two reads race for the one transaction slot; which one wins is up to the scheduler. The one in the slot
-        // must end with its own named timeout, the one queued behind it must fail at once naming that ATT timeout
-        // (Vol 3 Part F §3.3.3), and the late response must change nothing.
-        let other = Task { () async -> GATTError? in
-            do throws(GATTError) { _ = try await c.read(handle: 5); return nil } catch { return error }
+        // The read of 0x0003 goes out first (the peer has it), then a read of 0x0005 queues behind it.
+        let start = ContinuousClock.now
+        let first = Task { try await c.read(handle: HostileDatabase.deviceNameHandle) }
+        XCTAssertTrue(peer.wait(timeout: 5) { $0.requests == 2 }, "Exchange MTU and the read")
+        let queued = Task { try await c.read(handle: 5) }
+        do { _ = try await first.value; XCTFail("the read succeeded") } catch {
+            XCTAssertEqual(error as? GATTError, .timeout(GATTTimeoutError(waitingFor: "Read Response", handle: 3, after: timeout)))
+            XCTAssertEqual("\(error)", "timed out after 400 ms waiting for Read Response on handle 0x0003")
         }
-        let e = await expectFailure(within: deadline, "Read after its timeout") { () async throws(GATTError) in
-            try await c.read(handle: HostileDatabase.deviceNameHandle)
-        }
-        let queuedError = await other.value
-        XCTAssertNotNil(queuedError, "the other read succeeded")
-        let results: [(handle: UInt16, error: GATTError?)] = [(HostileDatabase.deviceNameHandle, e), (5, queuedError)]
-        let timedOut = results.filter { r in
-            if case .timeout = r.error { return true } else { return false }
-        }
-        XCTAssertEqual(timedOut.count, 1, "exactly one read held the slot and timed out: \(results)")
-        if let winner = timedOut.first, let loser = results.first(where: { $0.handle != winner.handle }) {
-            let h = String(format: "0x%04X", winner.handle)
-            XCTAssertEqual(winner.error, .timeout(GATTTimeoutError(waitingFor: "Read Response", handle: winner.handle, after: timeout)))
-            XCTAssertEqual(winner.error?.description, "timed out after 400 ms waiting for Read Response on handle \(h)")
-            XCTAssertTrue(loser.error?.isDisconnected ?? false, "\(String(describing: loser.error))")
-            XCTAssertTrue("\(String(describing: loser.error))".contains("ATT timeout: no Read Response on handle \(h) within 400 ms"),
-                          "\(String(describing: loser.error))")
+        XCTAssertLessThan(ContinuousClock.now - start, deadline)
+        // The request queued behind it fails at once, naming the ATT timeout (Vol 3 Part F §3.3.3).
+        do { _ = try await queued.value; XCTFail("queued read succeeded") } catch {
+            XCTAssertTrue((error as? GATTError)?.isDisconnected ?? false, "\(error)")
+            XCTAssertTrue("\(error)".contains("ATT timeout: no Read Response on handle 0x0003 within 400 ms"), "\(error)")
         }
         XCTAssertTrue(c.isClosed)
         // The late answer goes nowhere: the peer's connection ends, the client is unchanged.

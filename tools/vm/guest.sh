@@ -1,29 +1,51 @@
 #!/bin/bash
-# Runs inside the VM, chrooted into the host's root: brings loopback up, then runs one scenario
-# (tools/vm/scenarios/$SCENARIO.sh, with tools/vm/lib.sh's helpers) under its time limit and writes its
-# exit status to $OUT/result. Started by init.sh as: guest.sh OUT_DIR (the read-write results share).
-OUT=${1:?usage: guest.sh OUT_DIR}
-# shellcheck disable=SC1091
-. "$OUT/env"
-export OUT SCENARIO REPO VM_TIMEOUT_SCALE VM_LIMIT
+# Runs inside the VM, chrooted into the host's root: brings loopback up, then runs each scenario named in
+# $RUNS/env (tools/vm/scenarios/NAME.sh, with tools/vm/lib.sh's helpers) in turn, each under its own time
+# limit, with its logs in $RUNS/NAME/ and its exit status in $RUNS/NAME/result (also: started, seconds,
+# ended = uptime at its end). Started by init.sh as: guest.sh RUNS_DIR (the read-write share).
+RUNS=${1:?usage: guest.sh RUNS_DIR}
+# shellcheck disable=SC1090
+. "$RUNS/env"
+export REPO VM_TIMEOUT_SCALE
 export BIN="$REPO/.build/release"
-cd "$OUT" || exit 1
-exec >>"$OUT/guest.log" 2>&1
-echo "guest: $SCENARIO starting at $(cut -d' ' -f1 /proc/uptime) s (uptime), kernel $(uname -r)"
-ip link set lo up || echo "guest: ip link set lo up failed"
-# Leave a quarter of the VM's limit (at least 20 s) for boot and power-off, so that a stuck step is
-# stopped here and still leaves its logs, before the host kills qemu.
-margin=$(( VM_LIMIT / 4 > 20 ? VM_LIMIT / 4 : 20 ))
-inner=$(( VM_LIMIT - margin > 10 ? VM_LIMIT - margin : 10 ))
-timeout -k 5 "$inner" /bin/bash -c '
-  . "$REPO/tools/vm/lib.sh"
-  trap vm_cleanup EXIT
-  trap "vm_log \"scenario killed: over its limit\"; exit 124" TERM
-  . "$REPO/tools/vm/scenarios/$SCENARIO.sh"
-'
-rc=$?
-[ $rc -eq 124 ] && echo "guest: $SCENARIO did not finish within $inner s"
-echo "guest: $SCENARIO exit $rc at $(cut -d' ' -f1 /proc/uptime) s (uptime)"
-sync
-echo "$rc" > "$OUT/result"
+ip link set lo up || echo "guest: ip link set lo up failed" >&2
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
+
+for SCENARIO in $SCENARIOS; do
+  OUT="$RUNS/$SCENARIO"
+  mkdir -p "$OUT"
+  eval "VM_LIMIT=\${LIMIT_${SCENARIO//[^A-Za-z0-9_]/_}:-120}"
+  export OUT SCENARIO VM_LIMIT
+  : > "$OUT/started"
+  {
+    echo "guest: $SCENARIO starting at $(uptime_s) s (uptime), kernel $(uname -r)"
+    cd "$OUT" || exit 1
+    # Just under the scenario's limit: a stuck step is stopped here and leaves its logs.
+    inner=$(( VM_LIMIT > 15 ? VM_LIMIT - 5 : 10 ))
+    t0=${EPOCHREALTIME/./}
+    timeout -k 5 "$inner" /bin/bash -c '
+      . "$REPO/tools/vm/lib.sh"
+      trap vm_cleanup EXIT
+      trap "vm_log \"scenario killed: over its limit\"; exit 124" TERM
+      . "$REPO/tools/vm/scenarios/$SCENARIO.sh"
+    ' &
+    group=$!   # timeout(1) leads its own process group
+    wait $group
+    rc=$?
+    # Whatever the scenario left behind (a forked child of a stopped step) goes with its group.
+    kill -KILL -- "-$group" 2>/dev/null
+    t=$(( ${EPOCHREALTIME/./} - t0 ))
+    [ $rc -eq 124 ] && echo "guest: $SCENARIO did not finish within $inner s"
+    echo "guest: $SCENARIO exit $rc at $(uptime_s) s (uptime)"
+    # The next scenario starts its own controllers: wait (bounded) until these are gone.
+    for _ in $(seq 100); do
+      compgen -G "/sys/class/bluetooth/hci*" >/dev/null || break
+      sleep 0.1
+    done
+    compgen -G "/sys/class/bluetooth/hci*" >/dev/null && echo "guest: controllers still present after $SCENARIO: $(ls /sys/class/bluetooth)"
+    printf '%d.%d\n' $((t / 1000000)) $(((t % 1000000) / 100000)) > "$OUT/seconds"
+    uptime_s > "$OUT/ended"
+    echo "$rc" > "$OUT/result"
+  } >>"$OUT/guest.log" 2>&1
+done
 sync

@@ -143,10 +143,11 @@ vm_need() {
 }
 
 # vm_controllers: starts btvirt's two linked LE-only controllers (hci0 00:AA:01:00:00:00 and
-# hci1 00:AA:01:01:00:01), a btmon capture ($OUT/hci.btsnoop), and powers both on.
+# hci1 00:AA:01:01:00:01), a btmon capture ($OUT/hci.btsnoop; its decoded text would only cost time), and
+# powers both on.
 # Set VM_BTMON=0 before it to go without the capture.
 vm_controllers() {
-  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
+  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon sh -c 'exec btmon -w "$1" >/dev/null' btmon "$OUT/hci.btsnoop"
   vm_bg btvirt btvirt -l2 -L
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
   vm_ok hci0-up 15 hciconfig hci0 up
@@ -244,7 +245,7 @@ vm_big_buffers() { vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.c
 # Information 0x0012-0x0014. Larger socket buffers first, so that bluetoothd keeps every Write Command.
 vm_gatt_peer() {
   vm_big_buffers
-  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon btmon -w "$OUT/hci.btsnoop"
+  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon sh -c 'exec btmon -w "$1" >/dev/null' btmon "$OUT/hci.btsnoop"
   vm_bg btvirt btvirt -l2 -L
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
   mkdir -p /run/dbus

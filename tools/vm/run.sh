@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The end-to-end rig: boots Debian's kernel (Bluetooth as modules) under qemu (TCG), chroots into the
-# host's root shared read-only over 9p, starts BlueZ's linked virtual controllers (btvirt) and runs one
-# scenario script (tools/vm/scenarios/NAME.sh) per VM boot against the project's release build.
+# host's root shared read-only over 9p, and runs scenario scripts (tools/vm/scenarios/NAME.sh: BlueZ's
+# linked virtual controllers from btvirt, peers, and the project's release build) in it.
 # Usage: tools/vm/run.sh [--list | --all | SCENARIO...]
 #   (needs root; builds nothing: run `swift build -c release` first; --all runs every scenario, by name)
 # Prints "vm: NAME passed|failed (N.N s)" per scenario and "vm: N passed, N failed" last;
-# exits 0 only when every named scenario passed. Logs: tools/vm/cache/runs/NAME/ (console.log, guest.log,
-# each step's own STEP.log, hci.btsnoop). Environment: VM_CACHE (cache directory), VM_TIMEOUT_SCALE
-# (multiplies every scenario's time limit, default 1), VM_KEEP_GOING=0 (stop at the first failure),
+# exits 0 only when every named scenario passed. One VM boot runs them all in turn (VM_ISOLATE=1: one boot
+# each). Logs: tools/vm/cache/runs/NAME/ (guest.log, each step's own STEP.log, hci.btsnoop) and
+# tools/vm/cache/runs/console-FIRST.log (kernel and init). Environment: VM_CACHE (cache directory),
+# VM_TIMEOUT_SCALE (multiplies every scenario's time limit, default 1), VM_ISOLATE=1 (one boot per scenario),
 # VM_QEMU_EXTRA (more qemu options).
+# The time printed per scenario is measured in the guest (the boot is printed once, on stderr).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -54,57 +56,95 @@ echo "vm: prepared in $(elapsed "$t0" "$(now)") s ($(basename "$(dirname "$kerne
 bios=""
 [ -f /usr/share/qemu/qboot.rom ] && bios="-bios /usr/share/qemu/qboot.rom"
 
+runs="$cache/runs"
+mkdir -p "$runs"
+
+# boot NAMES...: one VM that runs the named scenarios in turn (guest.sh), each under its own limit; the host
+# kills qemu after the sum of their limits plus 60 s for boot and power-off. Console: $runs/console-FIRST.log.
+boot() {
+  local names=("$@") total=60 n limit
+  local console="$runs/console-${names[0]}.log"
+  rm -f "$console" "$runs/qemu.log"
+  for n in "${names[@]}"; do total=$((total + ${limits[$n]})); done
+  {
+    printf 'REPO=%q\n' "$repo"
+    printf 'VM_TIMEOUT_SCALE=%q\n' "$scale"
+    printf 'SCENARIOS=%q\n' "${names[*]}"
+    for n in "${names[@]}"; do printf 'LIMIT_%s=%q\n' "${n//[^A-Za-z0-9_]/_}" "${limits[$n]}"; done
+  } > "$runs/env"
+  local start; start=$(now)
+  # shellcheck disable=SC2086
+  timeout -k 5 "$total" qemu-system-x86_64 \
+    -accel tcg -cpu max -m 1024 -smp 2 $bios ${VM_QEMU_EXTRA:-} \
+    -nodefaults -no-user-config -display none -no-reboot \
+    -serial "file:$console" \
+    -kernel "$kernel" -initrd "$initrd" \
+    -append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
+    -virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
+    -virtfs "local,path=$runs,mount_tag=out,security_model=none,multidevs=remap" \
+    </dev/null >"$runs/qemu.log" 2>&1
+  local qrc=$?
+  local took; took=$(elapsed "$start" "$(now)")
+  local booted; booted=$(tr -d '\r' <"$console" | sed -n 's/^vm-init: chroot \([0-9.]*\) s$/\1/p' | head -n 1)
+  echo "vm: one boot for ${names[*]}: ${took} s in all, ${booted:-?} s to the chroot (qemu exit $qrc)" >&2
+  # A guest kernel that oopsed fails the scenario it happened in and every later one of this boot.
+  local oops oops_at=""
+  oops=$(grep -m 1 -E "kernel BUG at|Oops:|general protection fault|list_del corruption|BUG: unable to handle|Kernel panic" "$console" 2>/dev/null)
+  [ -n "$oops" ] && oops_at=$(sed -n 's/^\[ *\([0-9]*\)\.[0-9]*\].*/\1/p' <<<"$oops")
+  for n in "${names[@]}"; do
+    local out="$runs/$n" result secs reason=""
+    result=$(cat "$out/result" 2>/dev/null)
+    secs=$(cat "$out/seconds" 2>/dev/null)
+    local ended; ended=$(cat "$out/ended" 2>/dev/null)
+    if [ -n "$oops_at" ] && { [ -z "$ended" ] || [ "${ended%.*}" -ge "$oops_at" ]; }; then
+      reason="the guest kernel oopsed: ${oops#\[*\] } (see $(basename "$console"))"
+    elif [ -z "$result" ] && [ -f "$out/started" ]; then
+      reason="the guest did not finish it: qemu $( [ $qrc -eq 124 ] || [ $qrc -eq 137 ] && echo "killed after $total s" || echo "exit $qrc")"
+    elif [ -z "$result" ]; then
+      reason="not run: the guest stopped before it (qemu exit $qrc)"
+    elif [ "$result" != 0 ]; then
+      reason="scenario exit $result"
+    fi
+    if [ -z "$reason" ]; then
+      echo "vm: $n passed (${secs:-?} s)"; passed=$((passed + 1)); continue
+    fi
+    echo "vm: $n: $reason"
+    echo "vm: $n: logs in $out"
+    [ -f "$out/guest.log" ] && sed 's/^/  guest| /' "$out/guest.log" | tail -n 40
+    failed=$((failed + 1))
+    if [ -z "$result" ] || [ -n "$oops_at" ]; then
+      [ -s "$runs/qemu.log" ] && sed 's/^/  qemu| /' "$runs/qemu.log" | tail -n 20
+      sed 's/^/  console| /' "$console" 2>/dev/null | tail -n 30
+    fi
+    echo "vm: $n failed (${secs:-0.0} s)"
+  done
+}
+
+# Each scenario declares its own time limit ("# vm-timeout: SECONDS", default 120).
+declare -A limits
+valid=()
 passed=0 failed=0
 for name in "$@"; do
+  [ -n "${limits[$name]+x}" ] && { echo "vm: $name is named twice: it runs once" >&2; continue; }
   script="$here/scenarios/$name.sh"
-  out="$cache/runs/$name"
-  rm -rf "$out"; mkdir -p "$out"
+  rm -rf "${runs:?}/$name"; mkdir -p "$runs/$name"
   if [ ! -f "$script" ]; then
     echo "vm: $name: no such scenario ($script)"
     echo "vm: $name failed (0.0 s)"; failed=$((failed + 1)); continue
   fi
-  # A scenario declares its own time limit for the whole VM run ("# vm-timeout: SECONDS").
   limit=$(sed -n 's/^# vm-timeout: *\([0-9]*\).*/\1/p' "$script" | head -n 1)
-  limit=$(awk -v l="${limit:-120}" -v s="$scale" 'BEGIN { printf "%d", l * s }')
-  {
-    printf 'SCENARIO=%q\n' "$name"
-    printf 'REPO=%q\n' "$repo"
-    printf 'VM_TIMEOUT_SCALE=%q\n' "$scale"
-    printf 'VM_LIMIT=%q\n' "$limit"
-  } > "$out/env"
-  start=$(now)
-  # shellcheck disable=SC2086
-  timeout -k 5 "$limit" qemu-system-x86_64 \
-    -accel tcg -cpu max -m 1024 -smp 2 $bios ${VM_QEMU_EXTRA:-} \
-    -nodefaults -no-user-config -display none -no-reboot \
-    -serial "file:$out/console.log" \
-    -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
-    -virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
-    -virtfs "local,path=$out,mount_tag=out,security_model=none,multidevs=remap" \
-    </dev/null >"$out/qemu.log" 2>&1
-  qrc=$?
-  took=$(elapsed "$start" "$(now)")
-  result=$(cat "$out/result" 2>/dev/null)
-  # A guest kernel that oopsed fails the scenario whatever its steps saw, and is named as the cause.
-  oops=$(grep -m 1 -E "kernel BUG at|Oops:|general protection fault|list_del corruption|BUG: unable to handle|Kernel panic" "$out/console.log" 2>/dev/null)
-  if [ "$result" = 0 ] && [ $qrc -eq 0 ] && [ -z "$oops" ]; then
-    echo "vm: $name passed ($took s)"; passed=$((passed + 1)); continue
-  fi
-  if [ $qrc -eq 124 ] || [ $qrc -eq 137 ]; then
-    echo "vm: $name: the guest did not finish within $limit s: qemu killed"
-  elif [ -z "$result" ]; then
-    echo "vm: $name: the guest wrote no result (qemu exit $qrc)"
-  else
-    echo "vm: $name: scenario exit $result"
-  fi
-  [ -n "$oops" ] && echo "vm: $name: the guest kernel oopsed: ${oops#\[*\] } (see console.log)"
-  echo "vm: $name: logs in $out"
-  [ -s "$out/qemu.log" ] && sed 's/^/  qemu| /' "$out/qemu.log" | tail -n 20
-  [ -f "$out/guest.log" ] && sed 's/^/  guest| /' "$out/guest.log" | tail -n 40
-  sed 's/^/  console| /' "$out/console.log" 2>/dev/null | tail -n 30
-  echo "vm: $name failed ($took s)"; failed=$((failed + 1))
-  [ "${VM_KEEP_GOING:-1}" = 0 ] && break
+  limits[$name]=$(awk -v l="${limit:-120}" -v s="$scale" 'BEGIN { printf "%d", l * s }')
+  valid+=("$name")
 done
+
+# One boot for all (each scenario stops what it started; guest.sh waits for the controllers to go away
+# between them), or VM_ISOLATE=1: one boot per scenario.
+if [ "${#valid[@]}" -gt 0 ]; then
+  if [ "${VM_ISOLATE:-0}" = 1 ]; then
+    for name in "${valid[@]}"; do boot "$name"; done
+  else
+    boot "${valid[@]}"
+  fi
+fi
 echo "vm: $passed passed, $failed failed"
-[ $failed -eq 0 ] && [ $passed -eq $# ]
+[ $failed -eq 0 ] && [ $passed -gt 0 ]

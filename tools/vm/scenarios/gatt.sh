@@ -10,7 +10,7 @@ vm_ok gatttool-chars 40 gatttool -i hci0 -b $peer -t public --characteristics
 vm_ok gatttool-desc 40 gatttool -i hci0 -b $peer -t public --char-desc
 vm_ok gatttool-read 40 gatttool -i hci0 -b $peer -t public --char-read -a 0x0003
 vm_ok mirror-gatt 60 "$BIN/mirror" gatt $peer --adapter hci0 --json --read
-vm_ok compare 30 python3 "$REPO/tools/vm/gatt_compare.py" "$OUT/mirror-gatt.log" \
+vm_ok compare 30 python3 -I -S "$REPO/tools/vm/gatt_compare.py" "$OUT/mirror-gatt.log" \
   "$OUT/gatttool-primary.log" "$OUT/gatttool-chars.log" "$OUT/gatttool-desc.log"
 sed 's/^/    | /' "$OUT/compare.log"
 gap_name=$(sed -n 's/.*value\/descriptor: //p' "$OUT/gatttool-read.log" | tr -d ' \n')
@@ -33,5 +33,5 @@ vm_bg listen "$BIN/mirror" listen $peer --adapter hci0 --json
 vm_alive listen 40 "mirror listen's connection outlives bluetoothd's 30 s ATT timeout"
 vm_stop listen 10
 vm_no_grep "$OUT/listen.log" '"error"|disconnect|timed out' "mirror listen saw no error and no disconnect"
-vm_ok att-answers 30 python3 "$REPO/tools/vm/btsnoop_att.py" "$OUT/hci.btsnoop" --adapter 0 --answered
+vm_ok att-answers 30 python3 -I -S "$REPO/tools/vm/btsnoop_att.py" "$OUT/hci.btsnoop" --adapter 0 --answered
 sed 's/^/    | /' "$OUT/att-answers.log"
