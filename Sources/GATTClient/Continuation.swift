@@ -17,4 +17,3 @@ nonisolated(nonsending) func withEngineContinuation<T: Sendable>(_ body: (Engine
     try await withUnsafeThrowingContinuation(body)
 }
 #endif
-

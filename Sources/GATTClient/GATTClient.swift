@@ -418,7 +418,8 @@ public final class GATTClient: Sendable {
     /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
     /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
     /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
-    public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
+    /// Runs on the caller's executor (no hop to the global executor and back): the fast path takes no suspension.
+    nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
         let blocked: Bool
         switch try engine.trySendCommandFast(handle: handle, value: value) {
         case .sent: return

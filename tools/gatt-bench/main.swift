@@ -2,6 +2,7 @@
 // SOCK_SEQPACKET), against the same peer running in another thread.
 //
 //   writeRequestRatio = (client's Write Request round trip) / (bare send+recv round trip)   goal <= 1.3
+//                       (both loops on connections open side by side, alternating in chunks of 500)
 //   writeCommandRatio = (client's Write Command throughput) / (bare send loop throughput)   goal >= 0.8
 //
 // Every Write Command is counted at the peer: a run ends only when the peer has received all of them.
@@ -169,6 +170,58 @@ func bareRequests(_ listener: Listener, n: Int) throws -> Cost {
     return cost
 }
 
+/// A bare request loop and a client on two connections open side by side, measured in alternating chunks so
+/// that background load (other processes on a shared machine) hits both alike: a round's ratio compares runs
+/// milliseconds apart, not a bare run with a client run a second later.
+func interleavedRequests(_ listener: Listener, n: Int, chunk: Int) async throws -> (bare: Cost, client: Cost) {
+    let fd = try rawConnect(listener)
+    let peer = try listener.acceptPeer(expectedCommands: .max)
+    let (client, _) = try await connectClient(listener, expectedCommands: .max)
+    let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
+    let value: [UInt8] = [0x01, 0x02]
+    var buf = [UInt8](repeating: 0, count: 1024)
+    var revents: Int16 = 0
+    var truncated: Int32 = 0
+    // The same bare round trip as `bareRequests`.
+    func bareOnce() throws {
+        while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
+            guard cbz_errno() == EAGAIN else { throw fail("send") }
+            _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
+        }
+        while true {
+            let r = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+            if r > 0 { break }
+            guard r < 0, cbz_errno() == EAGAIN else { throw fail("recv") }
+            _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
+        }
+    }
+    func clientChunk(_ k: Int) async throws {
+        for _ in 0..<k { try await client.write(handle: 0x0012, value: value) }
+    }
+    // The whole loop prefers the bearer's executor, so that the client's chunks start without a hop from another
+    // thread; the bare chunks run wherever the task is (the reader thread, idle meanwhile): the same code either way.
+    let (bare, cli) = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> (Cost, Cost) in
+        for _ in 0..<min(n, 2000) { try bareOnce() }
+        try await clientChunk(min(n, 2000))
+        var bare = Cost(wall: 0, cpu: 0), cli = Cost(wall: 0, cpu: 0)
+        var done = 0
+        while done < n {
+            let k = min(chunk, n - done)
+            let b = try measure(k) { for _ in 0..<k { try bareOnce() } }
+            let c = try await measure(k) { try await clientChunk(k) }
+            bare.wall += b.wall * Double(k); bare.cpu += b.cpu * Double(k)
+            cli.wall += c.wall * Double(k); cli.cpu += c.cpu * Double(k)
+            done += k
+        }
+        return (bare, cli)
+    }
+    _ = cbz_close(fd)
+    _ = peer
+    client.close()
+    return (Cost(wall: bare.wall / Double(n), cpu: bare.cpu / Double(n)),
+            Cost(wall: cli.wall / Double(n), cpu: cli.cpu / Double(n)))
+}
+
 /// The bare send loop: `n` Write Commands, waiting for POLLOUT on EAGAIN; ends when the peer counted them all.
 func bareCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Cost {
     let fd = try rawConnect(listener)
@@ -281,7 +334,7 @@ while let a = args.popFirst() {
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
     case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine]")
+        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine|bare-commands|client-commands]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
@@ -299,17 +352,21 @@ do {
         case "client-requests": t = try await clientRequests(listener, n: requests, inline: true)
         case "pool-requests": t = try await clientRequests(listener, n: requests, inline: false)
         case "engine": t = try await engineOnly(n: requests)
-        default: throw BenchError(description: "--only takes bare-requests, client-requests, pool-requests or engine")
+        case "bare-commands": t = try await bareCommands(listener, n: commands, valueLength: 20)
+        case "client-commands": t = try await clientCommands(listener, n: commands, valueLength: 20)
+        default: throw BenchError(description: "--only takes bare-requests, client-requests, pool-requests, engine, bare-commands or client-commands")
         }
         print(String(format: "%@: %.2f us per operation, %.2f us of CPU", only, t.wall / 1000, t.cpu / 1000))
         exit(0)
     }
     let valueLength = 20
     var bareReq: [Cost] = [], clientReq: [Cost] = [], poolReq: [Cost] = [], bareCmd: [Cost] = [], clientCmd: [Cost] = []
-    // Rounds alternate bare and client runs so that background load hits both alike.
+    // Rounds alternate bare and client runs so that background load hits both alike; within a round the bare and
+    // client request loops alternate in chunks of 500 round trips.
     for _ in 0..<rounds {
-        bareReq.append(try bareRequests(listener, n: requests))
-        clientReq.append(try await clientRequests(listener, n: requests, inline: true))
+        let (b, c) = try await interleavedRequests(listener, n: requests, chunk: 500)
+        bareReq.append(b)
+        clientReq.append(c)
         poolReq.append(try await clientRequests(listener, n: requests, inline: false))
         bareCmd.append(try await bareCommands(listener, n: commands, valueLength: valueLength))
         clientCmd.append(try await clientCommands(listener, n: commands, valueLength: valueLength))
