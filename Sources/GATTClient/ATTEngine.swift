@@ -281,6 +281,11 @@ final class ATTEngine: ATTTransportSink {
                 }
                 if register { registerWritable() }
                 return
+            case .failure(let error) where Self.peerHasClosed(error):
+                // The peer closed the link (EPIPE, ECONNRESET): the reader is about to read the end of it. This
+                // request fails then, with the close's reason, after every PDU the peer sent before closing has been
+                // delivered in order (a listener sees the notifications that came first). The ATT timeout bounds it.
+                return
             case .failure(let error):
                 // The transport refused the PDU: fail this request and move on to the next one.
                 let (resume, next): (Resumption?, Pending?) = state.withLock { s in
@@ -296,6 +301,12 @@ final class ATTEngine: ATTTransportSink {
                 nextPDU = next.pdu
             }
         }
+    }
+
+    /// A send that failed because the peer is gone (the reader will see the end of the connection).
+    static func peerHasClosed(_ error: TransportError) -> Bool {
+        guard case .socket(let e) = error else { return false }
+        return e.errnoName == "EPIPE" || e.errnoName == "ECONNRESET"
     }
 
     /// Moves the queue's first request into the empty slot and starts its deadline (under the lock).
