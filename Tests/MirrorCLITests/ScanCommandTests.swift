@@ -43,7 +43,18 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertEqual(upload["entries"], ["mesh.ply", "measurements.json"])
         // One object per event: every notification, read and write is there.
         let kinds = lines.compactMap { line -> String? in if case .string(let s)? = line["event"] { return s }; return nil }
-        XCTAssertEqual(kinds.filter { $0 == "notification" }.count, 9)
+        // The scanState notifications are the eight steps, in order, each once; scanError said noError first.
+        func decoded(_ characteristic: String) -> [String] {
+            lines.compactMap { line -> String? in
+                guard line["event"] == "notification", line["characteristic"] == .string(characteristic),
+                      case .string(let d)? = line["decoded"] else { return nil }
+                return d
+            }
+        }
+        XCTAssertEqual(decoded("scanState"), ["alignScale", "warmingUp", "waitingForWeight", "countDown", "preCheck",
+                                              "scanning", "postCheck", "complete"])
+        XCTAssertEqual(decoded("scanError").first, "noError")
+        XCTAssertFalse(decoded("scanError").contains { $0 != "noError" }, "\(decoded("scanError"))")
         XCTAssertTrue(kinds.contains("read") && kinds.contains("write") && kinds.contains("writeResult") && kinds.contains("upload"))
     }
 
