@@ -1,4 +1,4 @@
-// The lock that guards the engine's state: a pthread mutex around one value.
+// The lock that guards the engine's state, and shared state in Mirror, the simulator and the CLI: a pthread mutex around one value.
 //
 // Why not `Mutex` from the Synchronization module: on Linux it is built on raw futex syscalls that
 // ThreadSanitizer cannot see, so `swift test --sanitize=thread` reports every access it guards as a race (checked
@@ -11,13 +11,13 @@ import Musl
 #endif
 
 /// A value guarded by a pthread mutex; `withLock` is the only way in.
-final class Lock<Value>: @unchecked Sendable {
+package final class Lock<Value>: @unchecked Sendable {
     // @unchecked: `value` is read and written only inside `withLock`, while `mutex` is held. It lives behind a
     // pointer so that no dynamic exclusivity check runs on every access (the mutex already excludes).
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let value: UnsafeMutablePointer<Value>
 
-    init(_ value: Value) {
+    package init(_ value: Value) {
         self.value = UnsafeMutablePointer<Value>.allocate(capacity: 1)
         self.value.initialize(to: value)
         mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
@@ -36,7 +36,7 @@ final class Lock<Value>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the value.
     @inline(__always)
-    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+    package func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&value.pointee)

@@ -3,6 +3,7 @@
 // complete, and reports its size, SHA-256 and ZIP entries.
 import CMicroHTTPD
 import Foundation
+import GATTClient
 
 /// A result the mirror posted: where it is stored, how big it is, its digest and its ZIP entries.
 public struct ReceivedUpload: Sendable, Equatable {

@@ -1,5 +1,6 @@
 import Mirror
 import Foundation
+import GATTClient
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -5,6 +5,7 @@ import ATTStack
 import Dispatch
 import Foundation
 import Mirror
+import GATTClient
 
 /// A simulated body-scanning mirror: a GATT server on ATTStack transports with the mirror's behaviour
 /// (Core Spec 5.4 Vol 3 Part F §3.4 for the server's answers, Part G §3.3.3.3 for the CCCD).

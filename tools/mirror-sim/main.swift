@@ -6,6 +6,7 @@ import ATTStack
 import Dispatch
 import Foundation
 import MirrorSimulator
+import GATTClient
 
 let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
