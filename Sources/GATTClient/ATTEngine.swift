@@ -66,7 +66,14 @@ final class ATTEngine: ATTTransportSink {
         var deadline = ClockInstant(nanoseconds: 0)
         /// False while the transport said `.wouldBlock` and the PDU waits for POLLOUT.
         var sent = false
+        /// Set when the send met a closed peer (EPIPE, ECONNRESET): the request waits, at most `peerGoneGrace`,
+        /// for the reader to read the end of the connection, then fails as a disconnect with this error.
+        var peerGone: TransportError?
     }
+
+    /// How long a request whose send met a closed peer waits for the reader to see the end of the connection (so
+    /// that what the peer sent before closing is delivered first) before it fails as a disconnect on its own.
+    static let peerGoneGrace: UInt64 = 1_000_000_000
 
     /// A write without response waiting for a permit (Core Spec 5.4 Vol 3 Part F §3.4.5.3).
     struct PermitWaiter {
@@ -284,7 +291,15 @@ final class ATTEngine: ATTTransportSink {
             case .failure(let error) where Self.peerHasClosed(error):
                 // The peer closed the link (EPIPE, ECONNRESET): the reader is about to read the end of it. This
                 // request fails then, with the close's reason, after every PDU the peer sent before closing has been
-                // delivered in order (a listener sees the notifications that came first). The ATT timeout bounds it.
+                // delivered in order (a listener sees the notifications that came first). A named grace bounds the
+                // wait: if the reader reports no end by then, the request fails as a disconnect with the send's error.
+                state.withLock { s in
+                    guard s.slot?.id == nextID else { return }
+                    s.slot!.peerGone = error
+                    let grace = ClockInstant(nanoseconds: clock.now().nanoseconds &+ Self.peerGoneGrace)
+                    if grace < s.slot!.deadline { s.slot!.deadline = grace }
+                    armTimer(&s, at: s.slot!.deadline)
+                }
                 return
             case .failure(let error):
                 // The transport refused the PDU: fail this request and move on to the next one.
@@ -360,6 +375,16 @@ final class ATTEngine: ATTTransportSink {
             s.armed = nil
             guard s.closedReason == nil else { return }
             let now = clock.now()
+            if let slot = s.slot, slot.deadline <= now, let gone = slot.peerGone {
+                // The send met a closed peer and the reader never reported the end: the peer is gone.
+                let op = describe(slot.opcode, handle: slot.handle)
+                let reason = "\(gone.description) (no end of the connection was read within 1 s after it)"
+                s.slot = nil
+                if let c = slot.continuation { resumptions.append(.request(c, .failure(GATTError.sendFailure(gone, operation: op)))) }
+                resumptions += closeAll(&s, reason: reason)
+                closeReason = reason
+                return
+            }
             if let slot = s.slot, slot.deadline <= now {
                 let waited = describe(slot.response, handle: nil)
                 let on = slot.handle.map { " on handle \(hex4($0))" + (name(of: $0).map { " (\($0))" } ?? "") } ?? ""

@@ -99,11 +99,12 @@ final class EngineTests: XCTestCase {
     func testRequestsGoOutOneAtATimeInFIFOOrder() async throws {
         let peer = ScriptedPeer(raw("0a 01 00", "0b 01") + raw("0a 02 00", "0b 02") + raw("0a 03 00", "0b 03"))
         let client = try await makeClient(peer)
-        // Hold the first response until all three are submitted.
+        // Each read is submitted before the next task starts: a submitted request is either queued or was sent to
+        // the peer, so wait until those two together count every read added so far.
         let results = try await withThrowingTaskGroup(of: (UInt16, [UInt8]).self) { group in
             for h in UInt16(1)...3 {
                 group.addTask { (h, try await client.read(handle: h)) }
-                while client.engine.queuedRequests < Int(h) - 1 && peer.sent.count < Int(h) { await Task.yield() }
+                while client.engine.queuedRequests + peer.sent.count < Int(h) { await Task.yield() }
             }
             var out: [UInt16: [UInt8]] = [:]
             for try await (h, v) in group { out[h] = v }
