@@ -35,6 +35,11 @@ mkdir -p /host/tmp/vm /host/run/dbus
 mount -t 9p -o "$opts" out /host/tmp/vm || fail "cannot mount the results share (9p tag out)"
 [ -f /host/tmp/vm/env ] || fail "the results share has no env file"
 REPO=$(sed -n 's/^REPO=//p' /host/tmp/vm/env | tr -d "'\"")
+# A checkout under a directory the guest covers with a fresh tmpfs (/tmp, /run, /var/tmp) is out of sight in the
+# chroot: mount the repository's own share (9p tag repo, read-only) at its path there.
+if [ ! -f "/host$REPO/tools/vm/guest.sh" ]; then
+  mkdir -p "/host$REPO" && mount -t 9p -o "$opts,ro" repo "/host$REPO" || fail "cannot mount the repository (9p tag repo) at $REPO"
+fi
 echo "vm-init: chroot $(cut -d' ' -f1 /proc/uptime) s"
 chroot /host /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
   HOME=/root LANG=C.UTF-8 TERM=dumb /bin/bash "$REPO/tools/vm/guest.sh" /tmp/vm

@@ -263,6 +263,9 @@ vm_gatt_peer() {
 # with the given simulator flags, and waits until it listens.
 vm_sim() {
   local step=$1; shift
+  # An LE link of an earlier scan that is still being torn down would be reused by the next connect and reset
+  # under it: start each simulator with no link left on hci0.
+  vm_wait "no LE link left on hci0" 20 sh -c '! hcitool -i hci0 con | grep -q " LE "'
   vm_bg "$step" "$BIN/mirror-sim" --adapter hci1 --advertise mirror-sim "$@"
   vm_wait_log "$step" "^mirror-sim: listening" 30
 }

@@ -82,6 +82,7 @@ boot() {
     -append "console=ttyS0 quiet loglevel=5 panic=-1 mitigations=off" \
     -virtfs "local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap" \
     -virtfs "local,path=$runs,mount_tag=out,security_model=none,multidevs=remap" \
+    -virtfs "local,path=$repo,mount_tag=repo,security_model=none,readonly=on,multidevs=remap" \
     </dev/null >"$runs/qemu.log" 2>&1
   local qrc=$?
   local took; took=$(elapsed "$start" "$(now)")
