@@ -56,18 +56,7 @@ public struct ATTAttributeDataList: RandomAccessCollection, Sendable, Equatable,
         guard len >= 2 else {
             throw ATTDecodeError(opcode: op, field: .length, problem: .invalidLengthField(value: len, minimum: 2))
         }
-        guard !data.isEmpty else { throw ATTDecodeError(opcode: op, field: .attributeDataList, problem: .emptyList) }
-        guard data.count % len == 0 else {
-            throw ATTDecodeError(opcode: op, field: .attributeDataList,
-                                 problem: .oddListLength(listLength: data.count, elementLength: len))
-        }
-        var i = data.startIndex
-        while i < data.endIndex {
-            guard data.attLE16(at: i) != 0 else {
-                throw ATTDecodeError(opcode: op, field: .attributeDataList, problem: .zeroHandle)
-            }
-            i += len
-        }
+        try data.attValidateFixedList(opcode: op, field: .attributeDataList, elementLength: len)
         return Self(unchecked: len, bytes: data)
     }
 

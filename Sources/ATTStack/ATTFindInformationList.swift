@@ -58,18 +58,7 @@ public struct ATTFindInformationList: RandomAccessCollection, Sendable, Equatabl
         case format128: len = 18
         default: throw ATTDecodeError(opcode: op, field: .format, problem: .invalidFormat(format))
         }
-        guard !data.isEmpty else { throw ATTDecodeError(opcode: op, field: .informationData, problem: .emptyList) }
-        guard data.count % len == 0 else {
-            throw ATTDecodeError(opcode: op, field: .informationData,
-                                 problem: .oddListLength(listLength: data.count, elementLength: len))
-        }
-        var i = data.startIndex
-        while i < data.endIndex {
-            guard data.attLE16(at: i) != 0 else {
-                throw ATTDecodeError(opcode: op, field: .informationData, problem: .zeroHandle)
-            }
-            i += len
-        }
+        try data.attValidateFixedList(opcode: op, field: .informationData, elementLength: len)
         return Self(unchecked: format, bytes: data)
     }
 

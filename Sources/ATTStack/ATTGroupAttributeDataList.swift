@@ -59,18 +59,7 @@ public struct ATTGroupAttributeDataList: RandomAccessCollection, Sendable, Equat
         guard len >= 4 else {
             throw ATTDecodeError(opcode: op, field: .length, problem: .invalidLengthField(value: len, minimum: 4))
         }
-        guard !data.isEmpty else { throw ATTDecodeError(opcode: op, field: .attributeDataList, problem: .emptyList) }
-        guard data.count % len == 0 else {
-            throw ATTDecodeError(opcode: op, field: .attributeDataList,
-                                 problem: .oddListLength(listLength: data.count, elementLength: len))
-        }
-        var i = data.startIndex
-        while i < data.endIndex {
-            guard data.attLE16(at: i) != 0, data.attLE16(at: i + 2) != 0 else {
-                throw ATTDecodeError(opcode: op, field: .attributeDataList, problem: .zeroHandle)
-            }
-            i += len
-        }
+        try data.attValidateFixedList(opcode: op, field: .attributeDataList, elementLength: len, secondHandleOffset: 2)
         return Self(unchecked: len, bytes: data)
     }
 
