@@ -1,4 +1,4 @@
-// The socket bearer: one owner of one non-blocking SOCK_SEQPACKET socket that moves whole ATT PDUs.
+// The socket bearer: one owner of one SOCK_SEQPACKET socket that moves whole ATT PDUs.
 
 import CBlueZSocket
 import Foundation
@@ -7,10 +7,12 @@ import Synchronization
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
 ///
-/// Readiness comes from epoll on one reader thread per bearer; an eventfd wakes it for `close`. The sink is
-/// called on that thread, in arrival order. `trySend` is one non-blocking `send` under an uncontended lock.
-/// The reader thread keeps the bearer alive until it ends: call `close(reason:)` when done (its fds are
-/// released before the sink hears `didCloseWith`).
+/// One reader thread per bearer calls the sink in arrival order. On an AF_UNIX socket it waits in a blocking
+/// `recvmsg` (one syscall per PDU) and `close` wakes it with `shutdown`; on an L2CAP socket it waits in epoll, so that
+/// a dropped link's socket error is fetched on EPOLLERR before `recvmsg` consumes it, and an eventfd wakes it for
+/// `close`. `trySend` is one non-blocking `send` under an uncontended lock. POLLOUT waits (`whenWritable`) run on a
+/// second thread, started by the first of them. The threads keep the bearer alive until they end: call
+/// `close(reason:)` when done (its fds are released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
     /// What the socket is connected to.
     public enum Endpoint: Sendable, Equatable {
@@ -28,9 +30,15 @@ public final class ATTBearer: ATTTransport {
     public let receiveBufferSize: Int
 
     private let fd: Int32
+    /// True on an AF_UNIX socket: the reader waits in a blocking recvmsg (the socket is made blocking; every send
+    /// passes MSG_DONTWAIT). False on any other socket (L2CAP): the reader waits in epoll_wait on `epfd`.
+    private let blockingReceive: Bool
+    /// The epoll fd and the eventfd that wakes the reader for `close` (epoll mode only; -1 otherwise).
     private let epfd: Int32
     private let wakefd: Int32
-    private let state: LockedValue<State>
+    /// The eventfd that wakes the writable thread out of its poll when the reader ends.
+    private let writerWakefd: Int32
+    private let state: ConditionValue<State>
     /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
     /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
     private let receiveNeedsLock = Atomic<Bool>(false)
@@ -39,53 +47,66 @@ public final class ATTBearer: ATTTransport {
     private static let wakeToken: UInt64 = 2
     private static var readEvents: UInt32 { CBZ_EPOLLIN | CBZ_EPOLLRDHUP }
 
+    /// The writable thread's life: not started, running, or ended (after the reader told it to stop).
+    private enum WriterPhase { case none, running, ended }
+
     private struct State {
         var started = false
         /// Set by `close(reason:)`; the reader ends with `.closedLocally(reason)`.
         var closeRequested: String?
-        /// The three fds are closed; `finalReason` says why.
+        /// The fds are closed; `finalReason` says why.
         var released = false
         var finalReason: TransportError?
         var writableWaiters: [@Sendable () -> Void] = []
-        var pollOutArmed = false
+        /// The writable thread ("att-bearer-out"): started by the first `whenWritable` once the reader runs, it polls
+        /// for POLLOUT while waiters wait and ends when the reader ends (`stopWriter`), before the fds are closed.
+        var writer = WriterPhase.none
+        var stopWriter = false
         var snoop: (writer: BTSnoopWriter, index: UInt16)?
     }
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
     /// On failure the socket is closed.
     init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024) throws(TransportError) {
-        let ep = cbz_epoll_create()
-        if ep < 0 {
-            let e = lastSocketError("epoll_create1", "setting up the bearer for \(label)", .local)
-            _ = cbz_close(socket)
-            throw .socket(e)
+        var opened: [Int32] = [socket]
+        func fail(_ syscall: String) -> TransportError {
+            let e = lastSocketError(syscall, "setting up the bearer for \(label)", .local)
+            for fd in opened { _ = cbz_close(fd) }
+            return .socket(e)
         }
-        let wake = cbz_eventfd()
-        if wake < 0 {
-            let e = lastSocketError("eventfd", "setting up the bearer for \(label)", .local)
-            _ = cbz_close(socket)
-            _ = cbz_close(ep)
-            throw .socket(e)
-        }
-        if cbz_epoll_add(ep, socket, Self.readEvents, Self.socketToken) < 0
-            || cbz_epoll_add(ep, wake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
-            let e = lastSocketError("epoll_ctl", "setting up the bearer for \(label)", .local)
-            _ = cbz_close(socket)
-            _ = cbz_close(ep)
-            _ = cbz_close(wake)
-            throw .socket(e)
+        let unix = cbz_is_unix_socket(socket)
+        if unix < 0 { throw fail("getsockopt(SO_DOMAIN)") }
+        let writerWake = cbz_eventfd()
+        if writerWake < 0 { throw fail("eventfd") }
+        opened.append(writerWake)
+        var ep: Int32 = -1, wake: Int32 = -1
+        if unix == 1 {
+            if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
+        } else {
+            ep = cbz_epoll_create()
+            if ep < 0 { throw fail("epoll_create1") }
+            opened.append(ep)
+            wake = cbz_eventfd()
+            if wake < 0 { throw fail("eventfd") }
+            opened.append(wake)
+            if cbz_epoll_add(ep, socket, Self.readEvents, Self.socketToken) < 0
+                || cbz_epoll_add(ep, wake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
+                throw fail("epoll_ctl")
+            }
         }
         self.fd = socket
+        self.blockingReceive = unix == 1
         self.epfd = ep
         self.wakefd = wake
+        self.writerWakefd = writerWake
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
-        self.state = LockedValue(State())
+        self.state = ConditionValue(State())
     }
 
     deinit {
-        // Only reachable when the reader thread is not running (it holds a strong reference while it runs).
+        // Only reachable when neither thread runs (each holds a strong reference while it runs).
         let mustRelease = state.withLock { s in
             defer { s.released = true }
             return !s.released
@@ -95,8 +116,9 @@ public final class ATTBearer: ATTTransport {
 
     private func releaseFDs() {
         _ = cbz_close(fd)
-        _ = cbz_close(epfd)
-        _ = cbz_close(wakefd)
+        _ = cbz_close(writerWakefd)
+        if epfd >= 0 { _ = cbz_close(epfd) }
+        if wakefd >= 0 { _ = cbz_close(wakefd) }
     }
 
     private var domain: SocketDomain {
@@ -110,9 +132,10 @@ public final class ATTBearer: ATTTransport {
     // MARK: ATTTransport
 
     public func start(_ sink: any ATTTransportSink) {
-        let first = state.withLock { s in
-            defer { s.started = true }
-            return !s.started
+        let (first, startWriter) = state.withLock { s -> (Bool, Bool) in
+            if s.started { return (false, false) }
+            s.started = true
+            return (true, claimWriter(&s))
         }
         guard first else { return } // start is documented as call-once; later calls have no effect
         let thread = Thread { [self] in
@@ -120,6 +143,7 @@ public final class ATTBearer: ATTTransport {
             self.readLoop(sink)
         }
         thread.start()
+        if startWriter { startWriterThread() }
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
@@ -143,20 +167,16 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
+    /// Calls `callback` once, on the bearer's writable thread ("att-bearer-out"), when the socket polls writable;
+    /// or, when the bearer has closed, at once (on the caller's thread) or on the reader thread as it ends.
     public func whenWritable(_ callback: @escaping @Sendable () -> Void) {
-        let fireNow = state.withLock { s -> Bool in
-            if s.released { return true }
+        let (fireNow, startWriter) = state.withLockBroadcasting { s -> (Bool, Bool) in
+            if s.released { return (true, false) }
             s.writableWaiters.append(callback)
-            if !s.pollOutArmed {
-                if cbz_epoll_mod(epfd, fd, Self.readEvents | CBZ_EPOLLOUT, Self.socketToken) < 0 {
-                    s.writableWaiters.removeLast()
-                    return true // cannot wait: wake the waiter now so that it retries (and sees the error)
-                }
-                s.pollOutArmed = true
-            }
-            return false
+            return (false, claimWriter(&s))
         }
         if fireNow { callback() }
+        if startWriter { startWriterThread() }
     }
 
     public func close(reason: String) {
@@ -165,11 +185,13 @@ public final class ATTBearer: ATTTransport {
             s.closeRequested = reason
             receiveNeedsLock.store(true, ordering: .releasing)
             if s.started {
-                // The reader thread owns the teardown; the eventfd is still open because `released` is false.
-                _ = cbz_eventfd_signal(wakefd)
+                // The reader thread owns the teardown; the fds are still open because `released` is false.
+                // shutdown ends the reader's blocking recvmsg (it returns 0); in epoll mode the eventfd wakes it.
+                if blockingReceive { _ = cbz_shutdown(fd) } else { _ = cbz_eventfd_signal(wakefd) }
                 return []
             }
-            // No reader yet: release now (a later start() still delivers didCloseWith once) and wake writers.
+            // No reader yet (so no writable thread either): release now (a later start() still delivers
+            // didCloseWith once) and wake writers.
             s.released = true
             s.finalReason = .closedLocally(reason: reason)
             releaseFDs()
@@ -255,11 +277,70 @@ public final class ATTBearer: ATTTransport {
             sink.transport(didCloseWith: already)
             return
         }
-        let size = receiveBufferSize
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: size, alignment: 16)
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
         defer { buffer.deallocate() }
+        let reason = blockingReceive ? receiveLoop(buffer, sink) : epollLoop(buffer, sink)
+        finish(reason, sink)
+    }
+
+    /// Hands one received datagram of `got` bytes to the sink; returns the bearer's end instead when it must end.
+    @inline(__always)
+    private func deliver(_ got: Int, truncated: Int32, _ buffer: UnsafeMutableRawBufferPointer,
+                         _ sink: any ATTTransportSink) -> TransportError? {
+        if truncated != 0 { return .truncated(received: got, bufferSize: buffer.count) }
+        let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
+        // After close(reason:) no PDU is delivered, even one already read.
+        if receiveNeedsLock.load(ordering: .acquiring) {
+            let closing = state.withLock { s -> String? in
+                if s.closeRequested == nil, let snoop = s.snoop {
+                    snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                }
+                return s.closeRequested
+            }
+            if let closing { return .closedLocally(reason: closing) }
+        }
+        sink.transport(didReceiveBytes: pdu)
+        return nil
+    }
+
+    /// The close reason once `close(reason:)` has been called.
+    private func closeRequested() -> TransportError? {
+        guard receiveNeedsLock.load(ordering: .acquiring) else { return nil }
+        return state.withLock { $0.closeRequested }.map { .closedLocally(reason: $0) }
+    }
+
+    /// AF_UNIX: one blocking recvmsg per PDU. `close(reason:)` shuts the socket down, which ends the wait (recvmsg
+    /// returns 0). A socket error (ECONNRESET: the peer closed with data of ours unread) ends the bearer after the
+    /// datagrams still queued have been delivered, as the epoll loop does.
+    private func receiveLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
+        var truncated: Int32 = 0
+        while true {
+            let got = cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)
+            if got > 0 {
+                if let end = deliver(got, truncated: truncated, buffer, sink) { return end }
+                continue
+            }
+            if let closing = closeRequested() { return closing }
+            if got == 0 {
+                // End of file, or an empty datagram: the peer's hang-up tells them apart.
+                if cbz_peer_hung_up(fd) != 0 { return .closedByPeer }
+                sink.transport(didReceive: []) // an empty datagram (no hang-up): the engine rejects it
+                continue
+            }
+            let code = cbz_errno()
+            let end = TransportError.socket(socketError("recv", code, "the connection to \(label) ended", domain))
+            while true {
+                let queued = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
+                guard queued > 0 else { return end }
+                if let other = deliver(queued, truncated: truncated, buffer, sink) { return other }
+            }
+        }
+    }
+
+    /// L2CAP (and any socket that is not AF_UNIX): epoll_wait, then one recvmsg per wake-up.
+    private func epollLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
         var events = [cbz_epoll_event](repeating: cbz_epoll_event(), count: 4)
-        let reason: TransportError = events.withUnsafeMutableBufferPointer { ev in
+        return events.withUnsafeMutableBufferPointer { ev in
             // An L2CAP link that drops sets the socket error (ETIMEDOUT, ECONNRESET, ...) and shuts the socket
             // down; recv then reports plain EOF. EPOLLERR tells us to fetch SO_ERROR first, and the data still
             // queued is delivered before the error closes the bearer.
@@ -275,25 +356,12 @@ public final class ATTBearer: ATTTransport {
                         continue
                     }
                     if e.events & CBZ_EPOLLERR != 0, disconnect == nil { disconnect = pendingError() }
-                    if e.events & CBZ_EPOLLOUT != 0 { fireWritable() }
                     guard e.events & (CBZ_EPOLLIN | CBZ_EPOLLERR | CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 else { continue }
                     // One datagram per wake-up: epoll is level-triggered, so more data wakes us again at once.
                     var truncated: Int32 = 0
-                    let got = cbz_recv_datagram(fd, buffer.baseAddress, size, &truncated)
+                    let got = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
                     if got > 0 {
-                        if truncated != 0 { return .truncated(received: got, bufferSize: size) }
-                        let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
-                        // After close(reason:) no PDU is delivered, even one already read.
-                        if receiveNeedsLock.load(ordering: .acquiring) {
-                            let closing = state.withLock { s -> String? in
-                                if s.closeRequested == nil, let snoop = s.snoop {
-                                    snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
-                                }
-                                return s.closeRequested
-                            }
-                            if let closing { return .closedLocally(reason: closing) }
-                        }
-                        sink.transport(didReceiveBytes: pdu)
+                        if let end = deliver(got, truncated: truncated, buffer, sink) { return end }
                     } else if got == 0 {
                         if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {
                             return disconnect ?? .closedByPeer
@@ -310,7 +378,6 @@ public final class ATTBearer: ATTTransport {
                 }
             }
         }
-        finish(reason, sink)
     }
 
     private func pendingError() -> TransportError? {
@@ -320,18 +387,18 @@ public final class ATTBearer: ATTTransport {
         return .socket(socketError("recv", code, "the connection to \(label) ended", domain))
     }
 
-    private func fireWritable() {
-        let waiters = state.withLock { s -> [@Sendable () -> Void] in
-            let w = s.writableWaiters
-            s.writableWaiters.removeAll(keepingCapacity: true)
-            s.pollOutArmed = false
-            _ = cbz_epoll_mod(epfd, fd, Self.readEvents, Self.socketToken)
-            return w
-        }
-        for w in waiters { w() }
-    }
-
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {
+        // The writable thread polls the socket: it must be gone before the fds are closed.
+        let writerRuns = state.withLockBroadcasting { s -> Bool in
+            s.stopWriter = true
+            guard s.writer == .running else { return false }
+            _ = cbz_eventfd_signal(writerWakefd)
+            return true
+        }
+        if writerRuns {
+            // Bounded: the eventfd (or the broadcast, when it is idle) wakes the writable thread at once.
+            state.wait(until: { s in s.writer == .running ? nil : () })
+        }
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
             s.released = true
             s.finalReason = reason
@@ -342,6 +409,50 @@ public final class ATTBearer: ATTTransport {
         }
         for w in waiters { w() }
         sink.transport(didCloseWith: reason)
+    }
+
+    // MARK: The writable thread
+
+    /// Claims the start of the writable thread (under the lock): true when a waiter needs it and it may start.
+    private func claimWriter(_ s: inout State) -> Bool {
+        guard s.writer == .none, s.started, !s.stopWriter, !s.released, !s.writableWaiters.isEmpty else { return false }
+        s.writer = .running
+        return true
+    }
+
+    private func startWriterThread() {
+        let thread = Thread { [self] in
+            _ = cbz_set_thread_name("att-bearer-out")
+            self.writableLoop()
+        }
+        thread.start()
+    }
+
+    /// Waits for POLLOUT while callers wait for it, and calls them; idle (on the condition) otherwise. Ends when the
+    /// reader ends (`stopWriter`, with the eventfd signalled); the reader closes the fds only after that.
+    private func writableLoop() {
+        while true {
+            // Idle until a waiter arrives (whenWritable broadcasts) or the reader ends (finish broadcasts).
+            let proceed = state.wait(until: { s -> Bool? in
+                if s.stopWriter { return false }
+                return s.writableWaiters.isEmpty ? nil : true
+            })
+            guard proceed else { break }
+            // The fds stay open while this thread runs: the reader releases them only after it has ended.
+            var out: Int16 = 0, stop: Int16 = 0
+            let n = cbz_poll_two(fd, CBZ_POLLOUT, writerWakefd, CBZ_POLLIN, -1, &out, &stop)
+            if n < 0 && cbz_errno() == EINTR { continue }
+            // POLLOUT, or POLLERR/POLLHUP (a send then reports the error), or a failed poll: wake the waiters so
+            // that they retry; the eventfd alone means the reader is ending (the loop sees stopWriter).
+            if n > 0 && out == 0 { continue }
+            let waiters = state.withLock { s -> [@Sendable () -> Void] in
+                if s.stopWriter { return [] } // the reader's finish fires them after the close
+                defer { s.writableWaiters.removeAll(keepingCapacity: true) }
+                return s.writableWaiters
+            }
+            for w in waiters { w() }
+        }
+        state.withLockBroadcasting { s in s.writer = .ended }
     }
 }
 

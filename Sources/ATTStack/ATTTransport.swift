@@ -35,8 +35,9 @@ public protocol ATTTransport: AnyObject, Sendable {
     func start(_ sink: any ATTTransportSink)
     /// Sends one whole PDU without blocking. Never sends part of a PDU.
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult
-    /// Calls `callback` once, on the reader thread, when the socket can take more data (POLLOUT),
-    /// or when the transport closes (so that a waiter always wakes).
+    /// Calls `callback` once, on a thread of the transport (the socket bearer's writable thread), when the socket can
+    /// take more data (POLLOUT), or when the transport closes (so that a waiter always wakes). Never from inside
+    /// `whenWritable` itself unless the transport is already closed.
     func whenWritable(_ callback: @escaping @Sendable () -> Void)
     /// Closes the transport; the sink's `didCloseWith` follows with `.closedLocally(reason)`.
     func close(reason: String)

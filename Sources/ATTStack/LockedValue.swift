@@ -21,3 +21,43 @@ public final class LockedValue<Value: Sendable>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+/// A value behind a lock with a condition variable (NSCondition: a pthread mutex and condition variable, both
+/// visible to TSan): `withLock` as in `LockedValue`, and `wait(until:)` for a thread that sleeps until another
+/// thread changes the value and calls `withLockBroadcasting`.
+final class ConditionValue<Value: Sendable>: @unchecked Sendable {
+    // `condition` guards `value`: every access goes through withLock, withLockBroadcasting or wait(until:).
+    private let condition = NSCondition()
+    private var value: Value
+
+    init(_ value: Value) { self.value = value }
+
+    /// Runs `body` with exclusive access to the value.
+    @inline(__always)
+    func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
+        condition.lock()
+        defer { condition.unlock() }
+        return try body(&value)
+    }
+
+    /// Runs `body` with exclusive access to the value, then wakes every thread in `wait(until:)` to look again.
+    func withLockBroadcasting<R>(_ body: (inout Value) -> R) -> R {
+        condition.lock()
+        defer {
+            condition.broadcast()
+            condition.unlock()
+        }
+        return body(&value)
+    }
+
+    /// Sleeps until `body` returns a result: it runs under the lock at once, then after each broadcast.
+    /// Not a wait with a limit of its own: each caller says what wakes it (see the bearer).
+    func wait<R>(until body: (inout Value) -> R?) -> R {
+        condition.lock()
+        defer { condition.unlock() }
+        while true {
+            if let r = body(&value) { return r }
+            condition.wait()
+        }
+    }
+}

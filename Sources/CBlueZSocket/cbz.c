@@ -73,6 +73,35 @@ ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated) {
     return n;
 }
 
+ssize_t cbz_recv_datagram_wait(int fd, void *buf, size_t len, int *truncated) {
+    struct iovec iov = { .iov_base = buf, .iov_len = len };
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_TRUNC);
+    } while (n < 0 && errno == EINTR);
+    *truncated = (n >= 0 && ((msg.msg_flags & MSG_TRUNC) || (size_t)n > len)) ? 1 : 0;
+    return n;
+}
+
+int cbz_peer_hung_up(int fd) {
+    struct pollfd p = { .fd = fd, .events = POLLRDHUP, .revents = 0 };
+    int r;
+    do { r = poll(&p, 1, 0); } while (r < 0 && errno == EINTR);
+    if (r < 0) return -1;
+    return (p.revents & (POLLHUP | POLLRDHUP)) ? 1 : 0;
+}
+
+int cbz_is_unix_socket(int fd) {
+    int domain = 0;
+    socklen_t len = sizeof domain;
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) return -1;
+    return domain == AF_UNIX ? 1 : 0;
+}
+
 int cbz_socket_error(int fd, int *err) {
     socklen_t len = sizeof *err;
     return getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &len);
@@ -93,6 +122,12 @@ int cbz_set_nonblocking(int fd) {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0) return -1;
     return fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+int cbz_set_blocking(int fd) {
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0) return -1;
+    return fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 }
 
 int cbz_pending_bytes(int fd, int *bytes) { return ioctl(fd, FIONREAD, bytes); }

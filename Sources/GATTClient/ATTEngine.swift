@@ -117,6 +117,9 @@ final class ATTEngine: ATTTransportSink {
         var armed: (at: ClockInstant, wakeup: any ClockWakeup)?
         var writableArmed = false
         var controlBacklog: [[UInt8]] = []
+        /// `writable()` is sending a batch taken from `controlBacklog` (on the transport's writable thread): new
+        /// answers queue behind it, so that they leave in the order they were made.
+        var controlFlushing = false
         var permits = FIFO<PermitWaiter>()
         /// The permit waiter whose PDU the drainer is sending right now (cannot be cancelled any more).
         var permitInFlight: UInt64?
@@ -731,7 +734,7 @@ final class ATTEngine: ATTTransportSink {
         enum Queued { case no, yes, overflow(Int) }
         let queued: Queued = state.withLock { s in
             if s.closedReason != nil { return .yes }
-            if !s.controlBacklog.isEmpty {
+            if !s.controlBacklog.isEmpty || s.controlFlushing {
                 if s.controlBacklog.count >= Self.controlBacklogLimit {
                     s.stats.protocolViolations += 1
                     s.stats.droppedEvents += 1
@@ -796,6 +799,7 @@ final class ATTEngine: ATTTransportSink {
             if s.closedReason != nil { return ([], nil, false) }
             let b = s.controlBacklog
             s.controlBacklog = []
+            if !b.isEmpty { s.controlFlushing = true }
             var retry: Pending?
             if let slot = s.slot, !slot.sent {
                 s.slot!.sent = true
@@ -810,23 +814,37 @@ final class ATTEngine: ATTTransportSink {
             }
             return (b, retry, drain)
         }
-        for (i, pdu) in backlog.enumerated() {
-            let r: ATTSendResult
-            switch trySend(pdu) {
-            case .success(let v): r = v
-            case .failure(let error):
-                dropped("could not send [\(hexBytes(pdu))] to the peer: \(error)")
-                continue
-            }
-            if r == .wouldBlock {
-                let rest = Array(backlog[i...])
-                let register: Bool = state.withLock { s in
-                    s.controlBacklog = rest + s.controlBacklog
-                    return armWritable(&s)
+        // The backlog goes out in order; answers made meanwhile (on the reader thread) queue behind the batch and
+        // go out with the next one.
+        var batch = backlog
+        while !batch.isEmpty {
+            var blockedAt: Int?
+            for (i, pdu) in batch.enumerated() {
+                let r: ATTSendResult
+                switch trySend(pdu) {
+                case .success(let v): r = v
+                case .failure(let error):
+                    dropped("could not send [\(hexBytes(pdu))] to the peer: \(error)")
+                    continue
                 }
-                if register { registerWritable() }
-                break
+                if r == .wouldBlock {
+                    blockedAt = i
+                    break
+                }
             }
+            let (next, register): ([[UInt8]], Bool) = state.withLock { s in
+                if let i = blockedAt {
+                    if s.closedReason == nil { s.controlBacklog = Array(batch[i...]) + s.controlBacklog }
+                    s.controlFlushing = false
+                    return ([], s.closedReason == nil && armWritable(&s))
+                }
+                let more = s.controlBacklog
+                s.controlBacklog = []
+                if more.isEmpty { s.controlFlushing = false }
+                return (more, false)
+            }
+            if register { registerWritable() }
+            batch = next
         }
         if let retry { sendSlot(id: retry.id, pdu: retry.pdu) }
         if drain { drainPermits() }

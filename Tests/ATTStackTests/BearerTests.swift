@@ -365,7 +365,7 @@ final class BearerConcurrencyTests: XCTestCase {
         }
     }
 
-    func testEveryWritableWaiterFiresOnceOnTheReaderThread() throws {
+    func testEveryWritableWaiterFiresOnceOnTheWritableThread() throws {
         let (a, b) = try ATTBearer.pair()
         a.start(RecordingSink())
         try a.setSendBufferSize(4096)
@@ -381,8 +381,141 @@ final class BearerConcurrencyTests: XCTestCase {
         }
         b.start(RecordingSink())
         XCTAssertEqual(all.wait(timeout: .now() + 10), .success)
-        XCTAssertEqual(fired.withLock { $0 }, [0: ["att-bearer"], 1: ["att-bearer"], 2: ["att-bearer"]])
+        XCTAssertEqual(fired.withLock { $0 }, [0: ["att-bearer-out"], 1: ["att-bearer-out"], 2: ["att-bearer-out"]])
         a.close(reason: "done")
         b.close(reason: "done")
+    }
+}
+
+/// The reader's two ways of waiting: a blocking recvmsg on AF_UNIX (close shuts the socket down to wake it), epoll on
+/// any other socket (close signals an eventfd); and the writable thread that serves `whenWritable`.
+final class BearerReaderTests: XCTestCase {
+    func testCloseWakesAReaderBlockedInRecvmsgAtOnce() throws {
+        let (a, b) = try ATTBearer.pair()
+        let sinkA = RecordingSink(), sinkB = RecordingSink()
+        a.start(sinkA)
+        b.start(sinkB)
+        // One PDU through, so that the reader is back in its blocking recvmsg when close comes.
+        XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
+        sinkA.waitForPDUs(1)
+        let started = Date()
+        a.close(reason: "done waiting")
+        XCTAssertEqual(sinkA.waitForClose(seconds: 5), .closedLocally(reason: "done waiting"))
+        XCTAssertLessThan(Date().timeIntervalSince(started), 2, "close must wake the reader, not wait for data")
+        XCTAssertEqual(sinkA.closes.count, 1)
+        XCTAssertEqual(sinkB.waitForClose(), .closedByPeer, "the shutdown reaches the peer as end of file")
+        XCTAssertThrowsError(try send(a, [0x52, 0x01, 0x00])) { error in
+            XCTAssertEqual(error as? TransportError, .closedLocally(reason: "done waiting"))
+        }
+    }
+
+    func testAnEmptyDatagramIsNotEndOfFile() throws {
+        var fds: [Int32] = [-1, -1]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
+        let bearer = try ATTBearer(adoptingConnected: fds[1], label: "empty")
+        let sink = RecordingSink()
+        bearer.start(sink)
+        var nothing: UInt8 = 0
+        XCTAssertEqual(Glibc.send(fds[0], &nothing, 0, 0), 0)
+        let pdu: [UInt8] = [0x1B, 0x02, 0x00, 0x07]
+        XCTAssertEqual(Glibc.send(fds[0], pdu, pdu.count, 0), pdu.count)
+        sink.waitForPDUs(2)
+        XCTAssertEqual(sink.pdus, [[], pdu], "an empty datagram is delivered (the engine rejects it), and reading goes on")
+        Glibc.close(fds[0])
+        XCTAssertEqual(sink.waitForClose(), .closedByPeer)
+        XCTAssertEqual(sink.closes.count, 1)
+    }
+
+    func testAPeerThatClosesWithOurDataUnreadEndsWithECONNRESETAfterWhatItSent() throws {
+        let (a, b) = try ATTBearer.pair()
+        // a's PDU stays unread in b's queue, so that b's close reaches a as ECONNRESET (AF_UNIX).
+        XCTAssertEqual(try send(a, [0x12, 0x03, 0x00, 0x01]), .sent)
+        XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
+        XCTAssertEqual(try send(b, [0x1B, 0x02, 0x00]), .sent)
+        b.close(reason: "gone with data unread")
+        let sink = RecordingSink()
+        a.start(sink)
+        let reason = sink.waitForClose()
+        XCTAssertEqual(sink.pdus, [[0x1B, 0x01, 0x00], [0x1B, 0x02, 0x00]], "what the peer sent first is delivered first")
+        guard case .socket(let e)? = reason else { return XCTFail("\(String(describing: reason))") }
+        XCTAssertEqual(e.errnoName, "ECONNRESET")
+        XCTAssertEqual(e.syscall, "recv")
+        XCTAssertEqual(sink.closes.count, 1)
+    }
+
+    func testASocketThatIsNotAFUnixIsReadThroughEpollAndCloseWakesIt() throws {
+        // Connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX, so the reader uses epoll
+        // (the L2CAP path).
+        func udp() throws -> (fd: Int32, port: UInt16) {
+            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+            XCTAssertGreaterThanOrEqual(fd, 0)
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+            let bound = withUnsafeMutablePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+            }
+            XCTAssertTrue(bound)
+            return (fd, UInt16(bigEndian: addr.sin_port))
+        }
+        func connectTo(_ fd: Int32, _ port: UInt16) {
+            var addr = sockaddr_in()
+            addr.sin_family = sa_family_t(AF_INET)
+            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+            addr.sin_port = port.bigEndian
+            let r = withUnsafePointer(to: &addr) { p in
+                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            XCTAssertEqual(r, 0)
+        }
+        let (x, xPort) = try udp()
+        let (y, yPort) = try udp()
+        connectTo(x, yPort)
+        connectTo(y, xPort)
+        let bearer = try ATTBearer(adoptingConnected: y, label: "udp")
+        let sink = RecordingSink()
+        bearer.start(sink)
+        let pdus: [[UInt8]] = [[0x1B, 0x01, 0x00, 0xAA], [0x1D, 0x02, 0x00], [0x0A, 0x03, 0x00]]
+        for p in pdus { XCTAssertEqual(Glibc.send(x, p, p.count, 0), p.count) }
+        sink.waitForPDUs(3)
+        XCTAssertEqual(sink.pdus, pdus)
+        XCTAssertEqual(try send(bearer, [0x13]), .sent)
+        var back = [UInt8](repeating: 0, count: 16)
+        XCTAssertEqual(recv(x, &back, back.count, 0), 1)
+        XCTAssertEqual(back[0], 0x13)
+        bearer.close(reason: "udp done")
+        XCTAssertEqual(sink.waitForClose(seconds: 5), .closedLocally(reason: "udp done"))
+        XCTAssertEqual(sink.threadNames, ["att-bearer"])
+        Glibc.close(x)
+    }
+
+    func testTheWritableThreadServesBackpressureAgainAndAgainThenEndsWithTheBearer() throws {
+        let (a, b) = try ATTBearer.pair()
+        a.start(RecordingSink())
+        try a.setSendBufferSize(4096)
+        let sinkB = RecordingSink()
+        let pdu = [UInt8](repeating: 0x52, count: 200)
+        var total = 0
+        for round in 0..<5 {
+            while try send(a, pdu) == .sent { total += 1 }
+            let writable = DispatchSemaphore(value: 0)
+            a.whenWritable { writable.signal() }
+            if round == 0 { b.start(sinkB) }
+            XCTAssertEqual(writable.wait(timeout: .now() + 10), .success, "round \(round)")
+            sinkB.waitForPDUs(total)
+        }
+        // A waiter left when the bearer closes wakes then, once.
+        while try send(a, pdu) == .sent { total += 1 }
+        let fired = Atomic<Int>(0)
+        let woke = DispatchSemaphore(value: 0)
+        b.close(reason: "stop reading") // a's socket is full: the waiter is still waiting
+        a.whenWritable {
+            fired.add(1, ordering: .relaxed)
+            woke.signal()
+        }
+        XCTAssertEqual(woke.wait(timeout: .now() + 10), .success)
+        a.close(reason: "done")
+        XCTAssertEqual(fired.load(ordering: .relaxed), 1)
     }
 }

@@ -53,6 +53,14 @@ ssize_t cbz_send(int fd, const void *buf, size_t len);
 /// (which may exceed len on sockets that report it), 0 at end of stream, -1 with errno.
 /// *truncated is set to 1 when the kernel cut the datagram to fit (MSG_TRUNC in msg_flags).
 ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated);
+/// recvmsg(fd, MSG_TRUNC) of one datagram, waiting for it when the socket is blocking (EINTR is retried); the same
+/// results as cbz_recv_datagram. The socket bearer's reader uses it on AF_UNIX sockets made blocking for it.
+ssize_t cbz_recv_datagram_wait(int fd, void *buf, size_t len, int *truncated);
+/// Whether the socket's peer has hung up (poll with POLLRDHUP and a zero timeout: never waits): 1 yes, 0 no, -1 error.
+/// Tells end of file from an empty datagram after recvmsg returned 0.
+int cbz_peer_hung_up(int fd);
+/// 1 when the socket is AF_UNIX (getsockopt SO_DOMAIN), 0 for another family, -1 with errno.
+int cbz_is_unix_socket(int fd);
 /// getsockopt(SO_ERROR): stores the pending socket error (0 when none) in *err.
 int cbz_socket_error(int fd, int *err);
 /// getsockopt(SO_SNDBUF / SO_RCVBUF) and setsockopt; `which` is 0 for send, 1 for receive.
@@ -60,6 +68,8 @@ int cbz_get_buffer_size(int fd, int which, int *bytes);
 int cbz_set_buffer_size(int fd, int which, int bytes);
 /// fcntl(F_SETFL, O_NONBLOCK) added to the current flags.
 int cbz_set_nonblocking(int fd);
+/// fcntl(F_SETFL) without O_NONBLOCK (sends stay non-blocking: cbz_send passes MSG_DONTWAIT).
+int cbz_set_blocking(int fd);
 /// shutdown(fd, SHUT_RDWR).
 int cbz_shutdown(int fd);
 /// Number of bytes queued for receive (FIONREAD / SIOCINQ).
