@@ -36,7 +36,9 @@ public final class ATTBearer: ATTTransport {
     /// The epoll fd and the eventfd that wakes the reader for `close` (epoll mode only; -1 otherwise).
     private let epfd: Int32
     private let wakefd: Int32
-    /// The eventfd that wakes the writable thread out of its poll when the reader ends.
+    /// The writable thread's epoll fd (the socket, armed EPOLLOUT|EPOLLONESHOT while waiters wait, and the
+    /// eventfd that wakes it when the reader ends).
+    private let writerEpfd: Int32
     private let writerWakefd: Int32
     private let state: ConditionValue<State>
     /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
@@ -58,10 +60,12 @@ public final class ATTBearer: ATTTransport {
         var released = false
         var finalReason: TransportError?
         var writableWaiters: [@Sendable () -> Void] = []
-        /// The writable thread ("att-bearer-out"): started by the first `whenWritable` once the reader runs, it polls
-        /// for POLLOUT while waiters wait and ends when the reader ends (`stopWriter`), before the fds are closed.
+        /// The writable thread ("att-bearer-out"): started by the first `whenWritable` once the reader runs, it waits
+        /// in epoll for POLLOUT and ends when the reader ends (`stopWriter`), before the fds are closed.
         var writer = WriterPhase.none
         var stopWriter = false
+        /// The socket is armed for one EPOLLOUT in the writable thread's epoll set.
+        var pollOutArmed = false
         var snoop: (writer: BTSnoopWriter, index: UInt16)?
     }
 
@@ -79,6 +83,15 @@ public final class ATTBearer: ATTTransport {
         let writerWake = cbz_eventfd()
         if writerWake < 0 { throw fail("eventfd") }
         opened.append(writerWake)
+        let writerEp = cbz_epoll_create()
+        if writerEp < 0 { throw fail("epoll_create1") }
+        opened.append(writerEp)
+        // The socket sits in the writable thread's set disarmed (EPOLLONESHOT and no event: at most one hang-up
+        // report) until a waiter arms EPOLLOUT.
+        if cbz_epoll_add(writerEp, socket, CBZ_EPOLLONESHOT, Self.socketToken) < 0
+            || cbz_epoll_add(writerEp, writerWake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
+            throw fail("epoll_ctl")
+        }
         var ep: Int32 = -1, wake: Int32 = -1
         if unix == 1 {
             if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
@@ -99,6 +112,7 @@ public final class ATTBearer: ATTTransport {
         self.epfd = ep
         self.wakefd = wake
         self.writerWakefd = writerWake
+        self.writerEpfd = writerEp
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
@@ -117,6 +131,7 @@ public final class ATTBearer: ATTTransport {
     private func releaseFDs() {
         _ = cbz_close(fd)
         _ = cbz_close(writerWakefd)
+        _ = cbz_close(writerEpfd)
         if epfd >= 0 { _ = cbz_close(epfd) }
         if wakefd >= 0 { _ = cbz_close(wakefd) }
     }
@@ -170,9 +185,16 @@ public final class ATTBearer: ATTTransport {
     /// Calls `callback` once, on the bearer's writable thread ("att-bearer-out"), when the socket polls writable;
     /// or, when the bearer has closed, at once (on the caller's thread) or on the reader thread as it ends.
     public func whenWritable(_ callback: @escaping @Sendable () -> Void) {
-        let (fireNow, startWriter) = state.withLockBroadcasting { s -> (Bool, Bool) in
+        let (fireNow, startWriter) = state.withLock { s -> (Bool, Bool) in
             if s.released { return (true, false) }
             s.writableWaiters.append(callback)
+            if !s.pollOutArmed {
+                if cbz_epoll_mod(writerEpfd, fd, CBZ_EPOLLOUT | CBZ_EPOLLONESHOT, Self.socketToken) < 0 {
+                    s.writableWaiters.removeLast()
+                    return (true, false) // cannot wait: wake the waiter now so that it retries (and sees the error)
+                }
+                s.pollOutArmed = true
+            }
             return (false, claimWriter(&s))
         }
         if fireNow { callback() }
@@ -389,14 +411,14 @@ public final class ATTBearer: ATTTransport {
 
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {
         // The writable thread polls the socket: it must be gone before the fds are closed.
-        let writerRuns = state.withLockBroadcasting { s -> Bool in
+        let writerRuns = state.withLock { s -> Bool in
             s.stopWriter = true
             guard s.writer == .running else { return false }
             _ = cbz_eventfd_signal(writerWakefd)
             return true
         }
         if writerRuns {
-            // Bounded: the eventfd (or the broadcast, when it is idle) wakes the writable thread at once.
+            // Bounded: the eventfd wakes the writable thread at once.
             state.wait(until: { s in s.writer == .running ? nil : () })
         }
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
@@ -428,29 +450,28 @@ public final class ATTBearer: ATTTransport {
         thread.start()
     }
 
-    /// Waits for POLLOUT while callers wait for it, and calls them; idle (on the condition) otherwise. Ends when the
-    /// reader ends (`stopWriter`, with the eventfd signalled); the reader closes the fds only after that.
+    /// Waits in epoll for the one-shot EPOLLOUT that `whenWritable` arms, and calls the waiters. Ends when the reader
+    /// ends (`stopWriter`, with the eventfd signalled); the reader closes the fds only after that.
     private func writableLoop() {
-        while true {
-            // Idle until a waiter arrives (whenWritable broadcasts) or the reader ends (finish broadcasts).
-            let proceed = state.wait(until: { s -> Bool? in
-                if s.stopWriter { return false }
-                return s.writableWaiters.isEmpty ? nil : true
-            })
-            guard proceed else { break }
-            // The fds stay open while this thread runs: the reader releases them only after it has ended.
-            var out: Int16 = 0, stop: Int16 = 0
-            let n = cbz_poll_two(fd, CBZ_POLLOUT, writerWakefd, CBZ_POLLIN, -1, &out, &stop)
-            if n < 0 && cbz_errno() == EINTR { continue }
-            // POLLOUT, or POLLERR/POLLHUP (a send then reports the error), or a failed poll: wake the waiters so
-            // that they retry; the eventfd alone means the reader is ending (the loop sees stopWriter).
-            if n > 0 && out == 0 { continue }
-            let waiters = state.withLock { s -> [@Sendable () -> Void] in
-                if s.stopWriter { return [] } // the reader's finish fires them after the close
-                defer { s.writableWaiters.removeAll(keepingCapacity: true) }
-                return s.writableWaiters
+        var events = [cbz_epoll_event](repeating: cbz_epoll_event(), count: 2)
+        events.withUnsafeMutableBufferPointer { ev in
+            while true {
+                // The fds stay open while this thread runs: the reader releases them only after it has ended.
+                let n = cbz_epoll_wait(writerEpfd, ev.baseAddress, Int32(ev.count), -1)
+                // EPOLLOUT, or EPOLLERR/EPOLLHUP (a send then reports the error), or a failed wait: wake the waiters
+                // so that they retry. The eventfd alone means the reader is ending.
+                var socketReady = n < 0
+                for i in 0..<max(0, Int(n)) where ev[i].data == Self.socketToken { socketReady = true }
+                let waiters = state.withLock { s -> [@Sendable () -> Void]? in
+                    if s.stopWriter { return nil } // the reader's finish fires the waiters after the close
+                    guard socketReady else { return [] }
+                    s.pollOutArmed = false
+                    defer { s.writableWaiters.removeAll(keepingCapacity: true) }
+                    return s.writableWaiters
+                }
+                guard let waiters else { return }
+                for w in waiters { w() }
             }
-            for w in waiters { w() }
         }
         state.withLockBroadcasting { s in s.writer = .ended }
     }

@@ -364,7 +364,7 @@ int cbz_hci_send_command(int fd, uint16_t ogf, uint16_t ocf, const uint8_t *para
 // MARK: - poll / epoll / eventfd
 
 const uint32_t CBZ_EPOLLIN = EPOLLIN, CBZ_EPOLLOUT = EPOLLOUT, CBZ_EPOLLERR = EPOLLERR,
-               CBZ_EPOLLHUP = EPOLLHUP, CBZ_EPOLLRDHUP = EPOLLRDHUP;
+               CBZ_EPOLLHUP = EPOLLHUP, CBZ_EPOLLRDHUP = EPOLLRDHUP, CBZ_EPOLLONESHOT = EPOLLONESHOT;
 const short CBZ_POLLIN = POLLIN, CBZ_POLLOUT = POLLOUT, CBZ_POLLERR = POLLERR, CBZ_POLLHUP = POLLHUP;
 
 int cbz_poll_one(int fd, short events, int timeout_ms, short *revents) {

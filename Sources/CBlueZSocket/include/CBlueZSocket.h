@@ -180,7 +180,7 @@ typedef struct { uint32_t events; uint64_t data; } cbz_epoll_event;
 /// epoll_wait into `out` (at most max); retries EINTR itself.
 int cbz_epoll_wait(int epfd, cbz_epoll_event *out, int max, int timeout_ms);
 /// Event bits, exported as plain constants.
-extern const uint32_t CBZ_EPOLLIN, CBZ_EPOLLOUT, CBZ_EPOLLERR, CBZ_EPOLLHUP, CBZ_EPOLLRDHUP;
+extern const uint32_t CBZ_EPOLLIN, CBZ_EPOLLOUT, CBZ_EPOLLERR, CBZ_EPOLLHUP, CBZ_EPOLLRDHUP, CBZ_EPOLLONESHOT;
 extern const short CBZ_POLLIN, CBZ_POLLOUT, CBZ_POLLERR, CBZ_POLLHUP;
 /// eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC); signal adds 1; drain reads the counter to zero.
 int cbz_eventfd(void);
