@@ -231,15 +231,16 @@ final class ATTEngine: ATTTransportSink {
         let id = makeID()
         let opcode = ATTOpcode(pdu[0])
         do {
-            // The executor-inheriting form of withTaskCancellationHandler: the same handler record, without the two
-            // hops back to `#isolation` the isolated form makes (with a task executor preference, each hop takes the
-            // task's status lock). This function is nonisolated(nonsending), so the caller's isolation is restored
-            // once, when `request` returns to it.
+            // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
+            // record and continuation, without the hops back to `#isolation` the isolated forms make after the
+            // resumption (with a task executor preference, each hop takes the task's status lock). The operation
+            // closure is nonisolated, so running on whatever generic executor resumed it is right; this function is
+            // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
             return try await _unsafeInheritExecutor_withTaskCancellationHandler {
-                try await withEngineContinuation { (c: EngineContinuation<[UInt8]>) in
+                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<[UInt8], any Error>) in
                     submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
-                                   ignoresCancellation: ignoresCancellation, continuation: c))
+                                   ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
                 }
             } onCancel: {
                 if !ignoresCancellation { cancel(id) }

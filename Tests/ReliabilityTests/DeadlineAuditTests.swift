@@ -19,7 +19,7 @@ struct KnownWait {
 }
 
 let knownWaits: [KnownWait] = [
-    KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "withEngineContinuation { (c: EngineContinuation<[UInt8]>)",
+    KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "_unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<[UInt8], any Error>)",
               bound: "the ATT transaction timeout (Configuration.transactionTimeout, 30 s by default): every request, so MTU, each procedure, the subscription's CCCD write and first read",
               trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
     KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "withEngineContinuation { (c: EngineContinuation<Void>)",
