@@ -67,8 +67,15 @@ final class ATTEngine: ATTTransportSink {
         /// False while the transport said `.wouldBlock` and the PDU waits for POLLOUT.
         var sent = false
         /// Set when the send met a closed peer (EPIPE, ECONNRESET): the request waits, at most `peerGoneGrace`,
-        /// for the reader to read the end of the connection, then fails as a disconnect with this error.
-        var peerGone: TransportError?
+        /// for the reader to read the end of the connection, then fails as a disconnect with this error. Boxed: a
+        /// TransportError is large, and every request's Pending is copied on the hot path.
+        var peerGone: PeerGone?
+    }
+
+    /// The send error of a request whose send met a closed peer (see `Pending.peerGone`).
+    final class PeerGone: Sendable {
+        let error: TransportError
+        init(_ error: TransportError) { self.error = error }
     }
 
     /// How long a request whose send met a closed peer waits for the reader to see the end of the connection (so
@@ -299,7 +306,7 @@ final class ATTEngine: ATTTransportSink {
                 // wait: if the reader reports no end by then, the request fails as a disconnect with the send's error.
                 state.withLock { s in
                     guard s.slot?.id == nextID else { return }
-                    s.slot!.peerGone = error
+                    s.slot!.peerGone = PeerGone(error)
                     let grace = ClockInstant(nanoseconds: clock.now().nanoseconds &+ Self.peerGoneGrace)
                     if grace < s.slot!.deadline { s.slot!.deadline = grace }
                     armTimer(&s, at: s.slot!.deadline)
@@ -379,7 +386,7 @@ final class ATTEngine: ATTTransportSink {
             s.armed = nil
             guard s.closedReason == nil else { return }
             let now = clock.now()
-            if let slot = s.slot, slot.deadline <= now, let gone = slot.peerGone {
+            if let slot = s.slot, slot.deadline <= now, let gone = slot.peerGone?.error {
                 // The send met a closed peer and the reader never reported the end: the peer is gone.
                 let op = describe(slot.opcode, handle: slot.handle)
                 let reason = "\(gone.description) (no end of the connection was read within 1 s after it)"
@@ -577,6 +584,8 @@ final class ATTEngine: ATTTransportSink {
     }
 
     private func handleResponse(_ pdu: [UInt8], _ op: ATTOpcode) {
+        // The hot path (the expected response) resumes with the PDU as is; everything else goes through Resumption.
+        var answered: (EngineContinuation<[UInt8]>, [UInt8])?
         var resume: Resumption?
         var next: Pending?
         var violation: GATTProtocolViolation?
@@ -639,14 +648,18 @@ final class ATTEngine: ATTTransportSink {
             }
             s.slot = nil
             if let c = slot.continuation {
-                resume = .request(c, result)
+                if case .success(let value) = result { answered = (c, value) } else { resume = .request(c, result) }
             } else {
                 droppedText = "a \(op.name) for \(opText), whose caller was cancelled"
                 s.stats.droppedEvents += 1
             }
             next = promoteNext(&s)
         }
-        if let resume { executor.resumingInline { resume.run() } }
+        if let (c, value) = answered {
+            executor.resumingInline { c.resume(returning: value) }
+        } else if let resume {
+            executor.resumingInline { resume.run() }
+        }
         if let violation { events?(.protocolViolation(violation, failed: failedOp)) }
         if let droppedText { events?(.dropped(droppedText)) }
         if let next { sendSlot(id: next.id, pdu: next.pdu) }
