@@ -257,29 +257,32 @@ final class ATTEngine: ATTTransportSink {
         }
     }
 
-    private func submit(_ p: Pending) {
-        var p = p
+    private func submit(_ p: consuming Pending) {
+        // The request is moved into the slot or the queue, never copied (a copy retains its PDU and more).
+        let id = p.id, pdu = p.pdu, continuation = p.continuation, opcode = p.opcode, handle = p.handle
         let cancelled = !p.ignoresCancellation && Task.isCancelled
+        var held: Pending? = consume p
         let (refusal, sendNow): (GATTError?, Bool) = state.withLock { s in
             if let reason = s.closedReason {
-                return (.disconnected(GATTDisconnectedError(reason: reason, during: describe(p.opcode, handle: p.handle))), false)
+                return (.disconnected(GATTDisconnectedError(reason: reason, during: describe(opcode, handle: handle))), false)
             }
-            if cancelled { return (.cancelled(operation: describe(p.opcode, handle: p.handle)), false) }
+            if cancelled { return (.cancelled(operation: describe(opcode, handle: handle)), false) }
             if s.slot == nil {
-                p.deadline = deadlineFromNow()
-                p.sent = true
-                s.slot = p
-                armTimer(&s, at: p.deadline)
+                let deadline = deadlineFromNow()
+                held!.deadline = deadline
+                held!.sent = true
+                s.slot = held.take()
+                armTimer(&s, at: deadline)
                 return (nil, true)
             }
-            s.queue.append(p)
+            s.queue.append(held.take()!)
             return (nil, false)
         }
         if let refusal {
-            p.continuation?.resume(throwing: refusal)
+            continuation?.resume(throwing: refusal)
             return
         }
-        if sendNow { sendSlot(id: p.id, pdu: p.pdu) }
+        if sendNow { sendSlot(id: id, pdu: pdu) }
     }
 
     /// Sends the slot's PDU (the slot's owner `id` only). Runs outside the lock.
