@@ -109,3 +109,98 @@ final class FlowControlTests: XCTestCase {
         }
     }
 }
+
+/// A transport whose socket is full until the test says otherwise, and whose next send can be held at a gate: lets
+/// a test interleave the writable thread's flush of held answers with a new answer made on the reader thread.
+final class GatedTransport: ATTTransport, @unchecked Sendable {
+    // @unchecked: every stored property below `label` is guarded by `lock`.
+    let label = "gated"
+    private let lock = NSLock()
+    private var full = true
+    private var gateArmed = false
+    private var sentPDUs: [[UInt8]] = []
+    private var writable: [@Sendable () -> Void] = []
+    private(set) var sink: (any ATTTransportSink)?
+    /// Signalled when a send reaches the armed gate; the send then waits for `openGate`.
+    let atGate = DispatchSemaphore(value: 0)
+    private let gate = DispatchSemaphore(value: 0)
+    /// Signalled after every PDU that was sent.
+    let sentOne = DispatchSemaphore(value: 0)
+
+    func start(_ sink: any ATTTransportSink) {
+        lock.lock()
+        self.sink = sink
+        lock.unlock()
+    }
+
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        lock.lock()
+        if full {
+            lock.unlock()
+            return .wouldBlock
+        }
+        let waitAtGate = gateArmed
+        gateArmed = false
+        lock.unlock()
+        if waitAtGate {
+            atGate.signal()
+            gate.wait()
+        }
+        lock.lock()
+        sentPDUs.append(Array(pdu))
+        lock.unlock()
+        sentOne.signal()
+        return .sent
+    }
+
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) {
+        lock.lock()
+        writable.append(callback)
+        lock.unlock()
+    }
+
+    func close(reason: String) {}
+
+    /// The socket has room again, the next send stops at the gate, and the writable callbacks run on a thread of
+    /// their own (the bearer's writable thread).
+    func drainWithGateOnAnotherThread() {
+        lock.lock()
+        full = false
+        gateArmed = true
+        let callbacks = writable
+        writable = []
+        lock.unlock()
+        Thread { for c in callbacks { c() } }.start()
+    }
+
+    func openGate() { gate.signal() }
+
+    var sent: [[UInt8]] {
+        lock.lock()
+        defer { lock.unlock() }
+        return sentPDUs
+    }
+}
+
+/// Answers to the peer leave in the order they were made, also when the writable thread flushes the held ones while
+/// the reader makes a new one.
+final class AnswerOrderTests: XCTestCase {
+    func testAnAnswerMadeWhileTheWritableThreadFlushesHeldOnesGoesOutAfterThem() async throws {
+        let transport = GatedTransport()
+        let client = try await GATTClient.connect(transport: transport)
+        let sink = try XCTUnwrap(transport.sink)
+        // The socket is full: the answer to the peer's Read Request is held, and POLLOUT is awaited.
+        sink.transport(didReceive: [0x0A, 0x03, 0x00])
+        XCTAssertEqual(client.engine.state.withLock { $0.controlBacklog.count }, 1)
+        // POLLOUT: the writable thread takes the held answer and is stopped at the gate while sending it.
+        transport.drainWithGateOnAnotherThread()
+        XCTAssertEqual(transport.atGate.wait(timeout: .now() + 10), .success)
+        // Meanwhile the reader receives a Write Request: its answer must queue behind the one being sent.
+        sink.transport(didReceive: [0x12, 0x05, 0x00, 0x01])
+        transport.openGate()
+        for _ in 0..<2 { XCTAssertEqual(transport.sentOne.wait(timeout: .now() + 10), .success) }
+        XCTAssertEqual(transport.sent, [[0x01, 0x0A, 0x00, 0x00, 0x06], [0x01, 0x12, 0x00, 0x00, 0x06]],
+                       "the answers left in the order the requests came")
+        client.close()
+    }
+}
