@@ -1,4 +1,4 @@
-# vm-about: faults over a real LE link: a dropped response (timeout naming what it waited for), a peer that hangs up mid-request, a slow answer, our adapter going down under a connection, nobody at the address, no such adapter
+# vm-about: faults over a real LE link: a dropped response (timeout naming what it waited for), a peer that hangs up mid-request, a slow answer, our adapter going down under a connection, nobody at the address, no such adapter, the peer process killed in the middle of a long write, the controller removed (btvirt killed) under a running listen
 # vm-timeout: 240
 vm_need mirror mirror-sim
 vm_controllers
@@ -46,3 +46,42 @@ vm_json "$OUT/nobody.log" 'j["error"]["exitStatus"] == 5 and "00:AA:01:09:09:09"
 vm_run no-adapter 30 "$BIN/mirror" read $peer 0x0003 --adapter hci7 --json
 [ "$VM_RC" != 0 ] || vm_fail "read through hci7 (no such adapter) exited 0"
 vm_json "$OUT/no-adapter.log" '"error" in j and "hci7" in j["error"]["message"]' "no such adapter: an error naming hci7 (exit $VM_RC)"
+
+# 7. The peer's process killed in the middle of a long write: 300 bytes at MTU 23 are 17 Prepare Write parts; a
+#    fresh simulator holds back its answer to the 5th (delay, so that the kill lands mid-write every time) and is
+#    killed (SIGKILL) once that part arrived. Its socket closes with it; mirror must end with a named error.
+vm_stop sim 10
+vm_sim sim-killed --token-limit 512 --fault delay:cloudToken:60000@5
+value=$(python3 -I -S -c 'print(bytes(range(256)).hex() + bytes(range(44)).hex())')
+vm_bg write-killed "$BIN/mirror" write $peer 0x0012 "$value" --long --adapter hci0 --mtu 23 --timeout 20 --json --trace
+vm_wait_log sim-killed "fault delay:cloudToken:60000 on Prepare Write Request" 40
+t0=$(vm_now)
+kill -KILL "$(vm_pid sim-killed)"
+vm_log "killed mirror-sim (SIGKILL) with the 5th Prepare Write Request unanswered"
+vm_join write-killed 40
+took=$(vm_secs $(($(vm_now) - t0)))
+vm_log "mirror write ended $took s after the kill, exit $VM_RC"
+vm_grep "$OUT/write-killed.log" "> Prepare Write Request handle 0x0012 offset 72 " "the 5th part (offset 72) went out before the kill"
+vm_no_grep "$OUT/write-killed.log" "Execute Write Request" "no Execute Write was sent"
+[ "$VM_RC" = 6 ] || { sed 's/^/    | /' "$OUT/write-killed.log" | tail -n 12; vm_fail "mirror write --long exited $VM_RC when the peer was killed (expected 6)"; }
+vm_json "$OUT/write-killed.log" \
+  'j["error"]["kind"] == "connection" and j["error"]["exitStatus"] == 6 and j["error"]["during"] == "Prepare Write Request to handle 0x0012"' \
+  "peer killed mid long write: exit 6, a connection error during the Prepare Write Request to 0x0012"
+vm_log "killed peer: $(grep -m 1 '"message"' "$OUT/write-killed.log")"
+
+# 8. The controller removed under a running listen: btvirt killed (SIGKILL), so hci0 and hci1 are unregistered.
+#    Last, because the controllers are gone for good.
+vm_sim sim-last
+vm_bg listen-gone "$BIN/mirror" listen $peer 0x000c --adapter hci0 --json --trace
+vm_wait_log listen-gone "< Write Response" 40
+t0=$(vm_now)
+kill -KILL "$(vm_pid btvirt)"
+vm_log "killed btvirt (SIGKILL) under mirror listen, subscribed to scanState"
+vm_join listen-gone 30
+took=$(vm_secs $(($(vm_now) - t0)))
+vm_log "mirror listen ended $took s after the controller went away, exit $VM_RC"
+[ "$VM_RC" = 6 ] || { sed 's/^/    | /' "$OUT/listen-gone.log" | tail -n 12; vm_fail "mirror listen exited $VM_RC when btvirt was killed (expected 6)"; }
+vm_json "$OUT/listen-gone.log" \
+  'j["error"]["kind"] == "connection" and j["error"]["exitStatus"] == 6' \
+  "controller removed under listen: exit 6, a connection error"
+vm_log "controller removed: $(grep -m 1 '"message"' "$OUT/listen-gone.log")"
