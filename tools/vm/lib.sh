@@ -278,3 +278,8 @@ vm_scan() {
   vm_run "$step" "$limit" "$BIN/mirror" scan 00:AA:01:01:00:01 --adapter hci0 --json \
     --upload-host 127.0.0.1 --upload-port 0 --upload-dir "$OUT/$step.up" "$@"
 }
+
+# vm_no_le_link: waits until hci0 has no LE link left. A command started within the kernel's disconnect delay
+# (2 s after the last socket closes) reuses the previous command's link, and a peer like bluetoothd keeps that
+# link's ATT state (its ATT_MTU) across our processes: wait before a step that offers another --mtu.
+vm_no_le_link() { vm_wait "no LE link left on hci0" 20 sh -c '! hcitool -i hci0 con | grep -q " LE "'; }
