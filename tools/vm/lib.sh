@@ -249,6 +249,8 @@ vm_gatt_peer() {
   vm_bg btvirt btvirt -l2 -L
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
   mkdir -p /run/dbus
+  # An earlier scenario's bus (same boot) leaves its socket behind: the wait below must see the new one.
+  rm -f /run/dbus/system_bus_socket
   vm_bg dbus dbus-daemon --system --nofork --nopidfile
   vm_wait "the system bus" 15 test -S /run/dbus/system_bus_socket
   vm_bg bluetoothd /usr/sbin/bluetoothd -n
