@@ -49,6 +49,9 @@ public final class ATTBearer: ATTTransport {
         var writableWaiters: [@Sendable () -> Void] = []
         var pollOutArmed = false
         var snoop: (writer: BTSnoopWriter, index: UInt16)?
+        /// Set by `detach(reason:_:)`: the reader ends as for `close(reason:)` but hands the socket here
+        /// instead of closing it.
+        var detachReceiver: (@Sendable (Int32?) -> Void)?
     }
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
@@ -93,8 +96,8 @@ public final class ATTBearer: ATTTransport {
         if mustRelease { releaseFDs() }
     }
 
-    private func releaseFDs() {
-        _ = cbz_close(fd)
+    private func releaseFDs(keepingSocket: Bool = false) {
+        if !keepingSocket { _ = cbz_close(fd) }
         _ = cbz_close(epfd)
         _ = cbz_close(wakefd)
     }
@@ -177,6 +180,39 @@ public final class ATTBearer: ATTTransport {
             return s.writableWaiters
         }
         for w in waiters { w() }
+    }
+
+    /// Ends the bearer as `close(reason:)` does (the sink hears `didCloseWith(.closedLocally(reason))`), but
+    /// leaves the connected socket open and hands it to `receiver`, once the reader thread has stopped and
+    /// before the sink hears the close: the new owner (a bare socket loop, say) may use it from then on. The
+    /// kernel allows one CID 4 socket per LE link, so this is how a second user gets the same link.
+    /// `receiver` gets nil when the bearer had already ended or was closing, or the link ended before the
+    /// reader stopped (the socket is then closed). A PDU the reader had already read is dropped, as after close.
+    public func detach(reason: String, _ receiver: @escaping @Sendable (Int32?) -> Void) {
+        enum Outcome { case refused, wakeReader, handed([@Sendable () -> Void]) }
+        let outcome = state.withLock { s -> Outcome in
+            guard !s.released, s.closeRequested == nil else { return .refused }
+            s.closeRequested = reason
+            s.detachReceiver = receiver
+            receiveNeedsLock.store(true, ordering: .releasing)
+            if s.started {
+                _ = cbz_eventfd_signal(wakefd)
+                return .wakeReader
+            }
+            s.released = true
+            s.finalReason = .closedLocally(reason: reason)
+            s.detachReceiver = nil
+            releaseFDs(keepingSocket: true)
+            defer { s.writableWaiters = [] }
+            return .handed(s.writableWaiters)
+        }
+        switch outcome {
+        case .refused: receiver(nil)
+        case .wakeReader: break
+        case .handed(let waiters):
+            receiver(fd)
+            for w in waiters { w() }
+        }
     }
 
     // MARK: Options
@@ -332,14 +368,19 @@ public final class ATTBearer: ATTTransport {
     }
 
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {
-        let waiters = state.withLock { s -> [@Sendable () -> Void] in
+        let (waiters, receiver, handed) = state.withLock { s -> ([@Sendable () -> Void], (@Sendable (Int32?) -> Void)?, Int32?) in
             s.released = true
             s.finalReason = reason
-            releaseFDs()
+            // A detach keeps the socket only when the reader stopped for it, not for a link that ended first.
+            var keep = false
+            if s.detachReceiver != nil, case .closedLocally = reason { keep = true }
+            releaseFDs(keepingSocket: keep)
             let w = s.writableWaiters
             s.writableWaiters = []
-            return w
+            defer { s.detachReceiver = nil }
+            return (w, s.detachReceiver, keep ? fd : nil)
         }
+        receiver?(handed)
         for w in waiters { w() }
         sink.transport(didCloseWith: reason)
     }

@@ -65,6 +65,9 @@ struct ModeFigures: Sendable {
     /// Writes the peer confirmed: Write Responses received (requests), or the counter's increase (commands).
     var confirmed: Int?
     var bare: [RoundFigures] = []
+    /// The bare loop's writes the peer confirmed: Write Responses (requests), or the counter's increase over its
+    /// rounds when it runs alone on the connection (commands); nil when nothing tells.
+    var bareConfirmed: Int?
 
     var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
     var seconds: Double { Double(rounds.reduce(0) { $0 + $1.nanoseconds }) / 1e9 }
@@ -108,6 +111,7 @@ struct ModeFigures: Sendable {
                 ("bytesPerSecond", .double((bareRate * Double(size)).rounded())),
                 ("writesPerSecond", .double(bareRate.rounded())),
                 ("cpuMicrosecondsPerWrite", .double(((bareCPUPerWrite ?? 0) * 1000).rounded() / 1000)),
+                ("confirmed", bareConfirmed.map { .int($0) } ?? .null),
             ])))
             fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
             if let bareCPU = bareCPUPerWrite, bareCPU > 0 {
@@ -134,9 +138,25 @@ struct ModeFigures: Sendable {
             if let bareCPU = bareCPUPerWrite {
                 bareLine += "; CPU per write \(format2(bareCPU)) µs, mirror/bare = \(format2(cpuPerWrite / max(bareCPU, 0.001)))"
             }
+            if let bareConfirmed { bareLine += "; peer confirmed \(bareConfirmed)" }
             lines.append(bareLine)
         }
         return lines
+    }
+}
+
+/// Where `mirror bench` runs its bare socket loop.
+enum BareLoopPlacement: String, Sendable {
+    /// unix: targets: a second connection to the same peer, its rounds alternating with the CLI's.
+    case secondConnection = "second-connection"
+    /// LE targets: the same connection's socket, handed over by the GATT client after its rounds.
+    case sameConnection = "same-connection"
+
+    var describe: String {
+        switch self {
+        case .secondConnection: return "a second connection to the same peer, rounds alternating with mirror's"
+        case .sameConnection: return "this connection's socket, handed over after mirror's rounds (an LE link takes one ATT socket), same counts"
+        }
     }
 }
 
@@ -148,17 +168,21 @@ struct BenchResult: Sendable {
     var mtu: Int
     var warmup: Int
     var rounds: Int
+    /// Where the bare socket loop ran; nil when it did not.
+    var bareLoop: BareLoopPlacement?
     var modes: [ModeFigures]
 
     var json: JSONValue {
         .object([
             ("target", .string(target)), ("handle", .int(Int(handle))), ("size", .int(size)), ("mtu", .int(mtu)),
-            ("warmup", .int(warmup)), ("rounds", .int(rounds)), ("modes", .array(modes.map(\.json))),
+            ("warmup", .int(warmup)), ("rounds", .int(rounds)),
+            ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
         ])
     }
 
     var text: [String] {
         ["bench \(target) handle \(hex16(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+            + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
     }
 }
@@ -183,12 +207,15 @@ enum Bench {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        // The bare loop, for unix: targets: its own connection to the same peer, with the same MTU.
-        var bare: BareLoop?
+        // The bare loop, for unix: targets: its own connection to the same peer, with the same MTU, its rounds
+        // alternating with the CLI's. An LE link takes one ATT socket only (a second connect on CID 4 to the
+        // same peer is EBUSY: the kernel's l2cap_chan_connect finds the fixed channel taken), so there the bare
+        // loop runs on this connection's socket once the GATT client has handed it back, after its own rounds.
+        var interleaved: BareLoop?
         if case .unix(let path) = target.target {
-            bare = try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)
+            interleaved = try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)
         }
-        defer { bare?.close() }
+        defer { interleaved?.close() }
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
@@ -197,39 +224,83 @@ enum Bench {
             try await withTaskExecutorPreference(client.bearerExecutor) {
                 for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
             }
-            try bare?.requests(handle: plan.handle, value: value, writes: plan.warmup)
+            try interleaved?.requests(handle: plan.handle, value: value, writes: plan.warmup)
             for _ in 0..<plan.rounds {
                 let (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
                     try await measureRequests(client, plan: plan, value: value)
                 }
                 figures.rounds.append(round)
                 figures.latencies += latencies
-                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes)) }
+                if let bare = interleaved {
+                    figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes))
+                }
             }
             figures.confirmed = figures.writes
+            if interleaved != nil { figures.bareConfirmed = figures.bare.reduce(0) { $0 + $1.writes } }
             modes.append(figures)
         }
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
             for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
-            try bare?.commands(handle: plan.handle, value: value, writes: plan.warmup)
+            try interleaved?.commands(handle: plan.handle, value: value, writes: plan.warmup)
             let before = try await drain(client, plan: plan)
             let observedBefore = session.transport.observations
             for _ in 0..<plan.rounds {
                 try await measureCommands(session, plan: plan, value: value, into: &figures)
-                if let bare { figures.bare.append(try bare.commands(handle: plan.handle, value: value, writes: figures.rounds.last!.writes)) }
+                if let bare = interleaved {
+                    figures.bare.append(try bare.commands(handle: plan.handle, value: value, writes: figures.rounds.last!.writes))
+                }
             }
             let observedAfter = session.transport.observations
             figures.blockedNanoseconds = observedAfter.blockedNanoseconds - observedBefore.blockedNanoseconds
             figures.blockedWaits = observedAfter.wouldBlockCount - observedBefore.wouldBlockCount
-            // The counter counts the bare loop's commands too (same handle, same peer): take them out.
+            // The counter counts the interleaved bare loop's commands too (same handle, same peer): take them out.
             if let after = try await drain(client, plan: plan), let before {
                 figures.confirmed = after - before - figures.bare.reduce(0) { $0 + $1.writes }
             }
             modes.append(figures)
         }
+        var bareLoop: BareLoopPlacement? = interleaved == nil ? nil : .secondConnection
+        if interleaved == nil, let bearer = session.transport.inner as? ATTBearer {
+            try await sameSocketBareLoop(bearer, plan: plan, value: value, timeout: inv.global.timeout, modes: &modes)
+            bareLoop = .sameConnection
+        }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, modes: modes)
+                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: bareLoop, modes: modes)
+    }
+
+    /// The bare loop of an LE target: the GATT client hands the connection's socket over (its engine is done:
+    /// every write confirmed, every command drained), and the loop repeats each mode's warm-up and rounds on it,
+    /// round for round with the same counts. One owner of the socket at a time; the loop closes it.
+    static func sameSocketBareLoop(_ bearer: ATTBearer, plan: BenchPlan, value: [UInt8], timeout: Double,
+                                   modes: inout [ModeFigures]) async throws {
+        let fd = await withCheckedContinuation { (c: CheckedContinuation<Int32?, Never>) in
+            bearer.detach(reason: "mirror bench: the bare socket loop takes over the connection's socket") { c.resume(returning: $0) }
+        }
+        guard let fd else {
+            throw CLIError.connection("the connection to \(bearer.label) ended before the bare socket loop could take its socket")
+        }
+        let bare = BareLoop(connected: fd, label: bearer.label, timeout: timeout)
+        defer { bare.close() }
+        for i in modes.indices {
+            switch modes[i].mode {
+            case .withResponse:
+                try bare.requests(handle: plan.handle, value: value, writes: plan.warmup)
+                for round in modes[i].rounds {
+                    modes[i].bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes))
+                }
+                modes[i].bareConfirmed = modes[i].bare.reduce(0) { $0 + $1.writes }
+            default:
+                try bare.commands(handle: plan.handle, value: value, writes: plan.warmup, drain: plan.counter)
+                let before = try plan.counter.map { try bare.readCounter($0) }
+                for round in modes[i].rounds {
+                    modes[i].bare.append(try bare.commands(handle: plan.handle, value: value, writes: round.writes, drain: plan.counter))
+                }
+                if let counter = plan.counter, let before {
+                    modes[i].bareConfirmed = try bare.readCounter(counter) - before
+                }
+            }
+        }
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).
@@ -298,13 +369,25 @@ enum Bench {
 /// One owner of its socket.
 final class BareLoop {
     let fd: Int32
-    let path: String
+    /// unix:PATH, or the LE connection's label.
+    let label: String
     let timeoutMilliseconds: Int32
     let timeout: Double
     var buffer = [UInt8](repeating: 0, count: 1024)
+    /// The length of the last answer `receive` returned (in `buffer`).
+    var received = 0
 
+    /// Takes over a connected, non-blocking socket whose MTU is already exchanged (the GATT client's, handed over).
+    init(connected fd: Int32, label: String, timeout: Double) {
+        self.fd = fd
+        self.label = label
+        self.timeout = timeout
+        timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
+    }
+
+    /// A second connection to a unix: peer, with the same MTU as the GATT client's.
     init(path: String, clientRxMTU: Int, timeout: Double) throws {
-        self.path = path
+        label = "unix:\(path)"
         self.timeout = timeout
         timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
         fd = cbz_unix_socket()
@@ -349,9 +432,10 @@ final class BareLoop {
                     try send([ATTOpcode.handleValueConfirmation.rawValue])
                     continue
                 }
+                received = n
                 return buffer[0]
             }
-            if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection") }
+            if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection to \(label)") }
             let e = cbz_errno()
             guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw BareLoop.failure("recv", "the bare loop's receive", e) }
             var revents: Int16 = 0
@@ -376,15 +460,26 @@ final class BareLoop {
         return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
     }
 
+    /// Write Commands, then one Read Request (of `drain`, else of `handle`) whose answer proves they were handled.
     @discardableResult
-    func commands(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
+    func commands(handle: UInt16, value: [UInt8], writes: Int, drain: UInt16? = nil) throws -> RoundFigures {
         let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
         let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         for _ in 0..<writes { try send(command) }
-        try send(ATTPDU.readRequest(handle: handle).bytes)
+        try send(ATTPDU.readRequest(handle: drain ?? handle).bytes)
         _ = try receive()
         return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+    }
+
+    /// Reads the peer's write counter (little-endian, 1-8 bytes) with one Read Request.
+    func readCounter(_ handle: UInt16) throws -> Int {
+        try send(ATTPDU.readRequest(handle: handle).bytes)
+        let op = try receive()
+        guard op == ATTOpcode.readResponse.rawValue else {
+            throw CLIError.protocolViolation("the bare loop's Read Request of the counter \(hex16(handle)) got opcode \(hex8(op)) instead of a Read Response")
+        }
+        return buffer[1..<min(received, 9)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
     }
 }
 

@@ -14,9 +14,11 @@ let benchCommand = Command(CommandSpec(
         after the last one, so the figure is what the peer took in, not what the kernel buffered. The peer \
         confirms each Write Request with its Write Response; with --counter H (a characteristic whose value \
         is the peer's little-endian count of writes received), the count read before and after says how many \
-        Write Commands arrived. For unix: targets it also runs a bare socket loop (the same PDUs, no ATT \
-        engine) over the same socket type, alternating round by round with the CLI's, and prints the ratio \
-        mirror/bare.
+        Write Commands arrived. It also runs a bare socket loop (the same PDUs, no ATT engine, the same \
+        handle, size and counts) and prints the ratio mirror/bare for each mode: for unix: targets on a second \
+        connection, alternating round by round with the CLI's; for an LE address on the same connection's \
+        socket, which the GATT client hands over after its own rounds (the kernel gives an LE link one ATT \
+        socket: a second connect on CID 4 to a connected peer fails with EBUSY).
 
         --loopback needs no TARGET: it runs a plain peer in this process on a private unix socket (it answers \
         at once and counts what it receives, like the library benchmark tools/gatt-bench), so the figures show \
