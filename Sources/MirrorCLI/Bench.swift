@@ -33,6 +33,16 @@ struct BenchPlan: Sendable {
     /// A characteristic whose value is the peer's little-endian count of writes received, read around each mode.
     var counter: UInt16?
     var rounds: Int
+    /// Where the bare socket loop runs (--bare-loop); nil for the target's default: a second connection for
+    /// unix: targets, the same connection for LE ones.
+    var bareLoop: BareLoopOption? = nil
+}
+
+/// `--bare-loop`: where `mirror bench` runs its bare socket loop, or not at all.
+enum BareLoopOption: String, Sendable, CaseIterable {
+    case secondConnection = "second-connection"
+    case sameConnection = "same-connection"
+    case none
 }
 
 /// One timed run of one mode: wall time, and the CPU time of the whole process (every thread), which stays
@@ -211,8 +221,12 @@ enum Bench {
         // alternating with the CLI's. An LE link takes one ATT socket only (a second connect on CID 4 to the
         // same peer is EBUSY: the kernel's l2cap_chan_connect finds the fixed channel taken), so there the bare
         // loop runs on this connection's socket once the GATT client has handed it back, after its own rounds.
+        let choice = plan.bareLoop ?? (target.isUnix ? .secondConnection : .sameConnection)
         var interleaved: BareLoop?
-        if case .unix(let path) = target.target {
+        if choice == .secondConnection {
+            guard case .unix(let path) = target.target else {
+                throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection", command: "bench")
+            }
             interleaved = try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)
         }
         defer { interleaved?.close() }
@@ -261,7 +275,10 @@ enum Bench {
             modes.append(figures)
         }
         var bareLoop: BareLoopPlacement? = interleaved == nil ? nil : .secondConnection
-        if interleaved == nil, let bearer = session.transport.inner as? ATTBearer {
+        if choice == .sameConnection {
+            guard let bearer = session.transport.inner as? ATTBearer else {
+                throw CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
+            }
             try await sameSocketBareLoop(bearer, plan: plan, value: value, timeout: inv.global.timeout, modes: &modes)
             bareLoop = .sameConnection
         }
