@@ -438,16 +438,25 @@ final class BareLoop {
         }
     }
 
-    /// The opcode of the next answer (notifications are skipped, indications confirmed).
+    /// The opcode of the next answer: notifications and the peer's commands are skipped, indications confirmed,
+    /// and the peer's own requests answered with Request Not Supported (a peer that is also a GATT client, as
+    /// bluetoothd is, drops a link whose requests go unanswered).
     func receive() throws -> UInt8 {
         while true {
             var truncated: Int32 = 0
             let n = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
             if n > 0 {
-                if buffer[0] == ATTOpcode.handleValueNotification.rawValue { continue }
-                if buffer[0] == ATTOpcode.handleValueIndication.rawValue {
+                let opcode = ATTOpcode(rawValue: buffer[0])
+                switch opcode.kind {
+                case .notification, .command: continue
+                case .unknown where buffer[0] & 0x40 != 0: continue  // a command this stack does not know
+                case .indication:
                     try send([ATTOpcode.handleValueConfirmation.rawValue])
                     continue
+                case .request:
+                    try send(ATTPDU.errorResponse(requestOpcode: opcode, handle: 0, error: .requestNotSupported).bytes)
+                    continue
+                default: break
                 }
                 received = n
                 return buffer[0]

@@ -136,4 +136,21 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(bad.stderr.split(separator: "\n").first.map(String.init),
                        "mirror: --bare-loop: invalid bare loop placement \"elsewhere\": expected one of second-connection, same-connection, none")
     }
+
+    /// A peer that is also a GATT client (bluetoothd is) sends requests of its own: the engine answers them during
+    /// mirror's rounds, the bare loop during its own (Request Not Supported), so the link is not dropped.
+    func testPeerRequestsAreAnsweredByTheEngineAndTheBareLoop() throws {
+        peer.close()
+        var behaviour = ScriptedPeer.Behaviour()
+        behaviour.peerRequestEvery = 30
+        peer = try ScriptedPeer(behaviour: behaviour)
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "100",
+                                         "--warmup", "0", "--rounds", "1", "--mode", "with-response",
+                                         "--bare-loop", "same-connection", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(try run.json()["modes"]?[0]?["bare"]?["confirmed"], 100)
+        XCTAssertEqual(peer.counters.writeRequests, 200)
+        XCTAssertEqual(peer.counters.peerRequestsSent, 6)
+        XCTAssertEqual(peer.counters.peerRequestsAnswered, 6, "3 answered by the engine, 3 by the bare loop")
+    }
 }
