@@ -49,9 +49,10 @@ public final class ATTBearer: ATTTransport {
         var writableWaiters: [@Sendable () -> Void] = []
         var pollOutArmed = false
         var snoop: (writer: BTSnoopWriter, index: UInt16)?
-        /// Set by `detach(reason:_:)`: the reader ends as for `close(reason:)` but hands the socket here
-        /// instead of closing it.
-        var detachReceiver: (@Sendable (Int32?) -> Void)?
+        /// Bodies waiting to borrow the socket (`lend`), run by the reader thread at its next wake-up.
+        var loans: [@Sendable (Int32?) -> Void] = []
+        /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on POLLOUT after the loan).
+        var lent = false
     }
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
@@ -96,8 +97,8 @@ public final class ATTBearer: ATTTransport {
         if mustRelease { releaseFDs() }
     }
 
-    private func releaseFDs(keepingSocket: Bool = false) {
-        if !keepingSocket { _ = cbz_close(fd) }
+    private func releaseFDs() {
+        _ = cbz_close(fd)
         _ = cbz_close(epfd)
         _ = cbz_close(wakefd)
     }
@@ -132,6 +133,7 @@ public final class ATTBearer: ATTTransport {
         let outcome: (n: Int, errno: Int32) = try state.withLock { s throws(TransportError) in
             if let reason = s.finalReason { throw reason }
             if let reason = s.closeRequested { throw TransportError.closedLocally(reason: reason) }
+            if s.lent { return (-1, EAGAIN) }
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
             if n < 0 { return (n, cbz_errno()) }
             if let snoop = s.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
@@ -182,37 +184,32 @@ public final class ATTBearer: ATTTransport {
         for w in waiters { w() }
     }
 
-    /// Ends the bearer as `close(reason:)` does (the sink hears `didCloseWith(.closedLocally(reason))`), but
-    /// leaves the connected socket open and hands it to `receiver`, once the reader thread has stopped and
-    /// before the sink hears the close: the new owner (a bare socket loop, say) may use it from then on. The
-    /// kernel allows one CID 4 socket per LE link, so this is how a second user gets the same link.
-    /// `receiver` gets nil when the bearer had already ended or was closing, or the link ended before the
-    /// reader stopped (the socket is then closed). A PDU the reader had already read is dropped, as after close.
-    public func detach(reason: String, _ receiver: @escaping @Sendable (Int32?) -> Void) {
-        enum Outcome { case refused, wakeReader, handed([@Sendable () -> Void]) }
-        let outcome = state.withLock { s -> Outcome in
-            guard !s.released, s.closeRequested == nil else { return .refused }
-            s.closeRequested = reason
-            s.detachReceiver = receiver
-            receiveNeedsLock.store(true, ordering: .releasing)
-            if s.started {
-                _ = cbz_eventfd_signal(wakefd)
-                return .wakeReader
-            }
-            s.released = true
-            s.finalReason = .closedLocally(reason: reason)
-            s.detachReceiver = nil
-            releaseFDs(keepingSocket: true)
-            defer { s.writableWaiters = [] }
-            return .handed(s.writableWaiters)
+    /// Lends the connected socket to `body`, which the reader thread runs at its next wake-up: while it runs,
+    /// the bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend`
+    /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. The body must not close the socket
+    /// and must return within a bounded time (it blocks the reader). It gets nil, at once or at the reader's
+    /// next wake-up, when the bearer is not started, ended, or closing. An LE link takes one ATT socket, so
+    /// this is how something other than the ATT engine (a bare socket loop) uses the same link in turn.
+    public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
+        let queued = state.withLock { s -> Bool in
+            guard s.started, !s.released, s.closeRequested == nil else { return false }
+            s.loans.append(body)
+            _ = cbz_eventfd_signal(wakefd)
+            return true
         }
-        switch outcome {
-        case .refused: receiver(nil)
-        case .wakeReader: break
-        case .handed(let waiters):
-            receiver(fd)
-            for w in waiters { w() }
+        if !queued { body(nil) }
+    }
+
+    /// Runs the loans queued so far, on the reader thread (each gets nil when the bearer is closing).
+    private func runLoans() {
+        let (loans, closing) = state.withLock { s -> ([@Sendable (Int32?) -> Void], Bool) in
+            let loans = s.loans
+            s.loans = []
+            s.lent = !loans.isEmpty && s.closeRequested == nil
+            return (loans, s.closeRequested != nil)
         }
+        for loan in loans { loan(closing ? nil : fd) }
+        if !loans.isEmpty { state.withLock { $0.lent = false } }
     }
 
     // MARK: Options
@@ -307,6 +304,7 @@ public final class ATTBearer: ATTTransport {
                     let e = ev[i]
                     if e.data == Self.wakeToken {
                         _ = cbz_eventfd_drain(wakefd)
+                        runLoans()
                         if let r = state.withLock({ $0.closeRequested }) { return .closedLocally(reason: r) }
                         continue
                     }
@@ -368,19 +366,16 @@ public final class ATTBearer: ATTTransport {
     }
 
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {
-        let (waiters, receiver, handed) = state.withLock { s -> ([@Sendable () -> Void], (@Sendable (Int32?) -> Void)?, Int32?) in
+        let waiters = state.withLock { s -> [@Sendable () -> Void] in
             s.released = true
             s.finalReason = reason
-            // A detach keeps the socket only when the reader stopped for it, not for a link that ended first.
-            var keep = false
-            if s.detachReceiver != nil, case .closedLocally = reason { keep = true }
-            releaseFDs(keepingSocket: keep)
+            releaseFDs()
             let w = s.writableWaiters
             s.writableWaiters = []
-            defer { s.detachReceiver = nil }
-            return (w, s.detachReceiver, keep ? fd : nil)
+            let loans = s.loans
+            s.loans = []
+            return w + loans.map { loan in { loan(nil) } }
         }
-        receiver?(handed)
         for w in waiters { w() }
         sink.transport(didCloseWith: reason)
     }

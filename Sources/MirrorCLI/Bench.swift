@@ -75,8 +75,8 @@ struct ModeFigures: Sendable {
     /// Writes the peer confirmed: Write Responses received (requests), or the counter's increase (commands).
     var confirmed: Int?
     var bare: [RoundFigures] = []
-    /// The bare loop's writes the peer confirmed: Write Responses (requests), or the counter's increase over its
-    /// rounds when it runs alone on the connection (commands); nil when nothing tells.
+    /// The bare loop's writes the peer confirmed: Write Responses (requests), or the counter's increase over each
+    /// of its rounds (commands, with --counter); nil when nothing tells.
     var bareConfirmed: Int?
 
     var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
@@ -159,13 +159,13 @@ struct ModeFigures: Sendable {
 enum BareLoopPlacement: String, Sendable {
     /// unix: targets: a second connection to the same peer, its rounds alternating with the CLI's.
     case secondConnection = "second-connection"
-    /// LE targets: the same connection's socket, handed over by the GATT client after its rounds.
+    /// LE targets: the same connection's socket, lent by the GATT client's bearer for each of the loop's turns.
     case sameConnection = "same-connection"
 
     var describe: String {
         switch self {
         case .secondConnection: return "a second connection to the same peer, rounds alternating with mirror's"
-        case .sameConnection: return "this connection's socket, handed over after mirror's rounds (an LE link takes one ATT socket), same counts"
+        case .sameConnection: return "this connection's socket, lent by mirror's bearer round by round (an LE link takes one ATT socket)"
         }
     }
 }
@@ -217,19 +217,31 @@ enum Bench {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        // The bare loop, for unix: targets: its own connection to the same peer, with the same MTU, its rounds
-        // alternating with the CLI's. An LE link takes one ATT socket only (a second connect on CID 4 to the
-        // same peer is EBUSY: the kernel's l2cap_chan_connect finds the fixed channel taken), so there the bare
-        // loop runs on this connection's socket once the GATT client has handed it back, after its own rounds.
+        // The bare loop's rounds alternate with the CLI's. For unix: targets it has its own connection to the same
+        // peer, with the same MTU. An LE link takes one ATT socket only (a second connect on CID 4 to the same peer
+        // is EBUSY: the kernel's l2cap_chan_connect finds the fixed channel taken), so there the bearer lends the
+        // GATT client's own socket to the bare loop for each of its turns: one owner at a time.
         let choice = plan.bareLoop ?? (target.isUnix ? .secondConnection : .sameConnection)
-        var interleaved: BareLoop?
-        if choice == .secondConnection {
+        var bare: BareSocket?
+        var placement: BareLoopPlacement?
+        switch choice {
+        case .secondConnection:
             guard case .unix(let path) = target.target else {
                 throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection", command: "bench")
             }
-            interleaved = try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)
+            bare = .own(try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout))
+            placement = .secondConnection
+        case .sameConnection:
+            guard let bearer = session.transport.inner as? ATTBearer else {
+                throw CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
+            }
+            bare = .lent(bearer, timeout: inv.global.timeout)
+            placement = .sameConnection
+        case .none:
+            break
         }
-        defer { interleaved?.close() }
+        defer { bare?.close() }
+        let handle = plan.handle, counter = plan.counter, warmup = plan.warmup
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
@@ -238,86 +250,50 @@ enum Bench {
             try await withTaskExecutorPreference(client.bearerExecutor) {
                 for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
             }
-            try interleaved?.requests(handle: plan.handle, value: value, writes: plan.warmup)
+            if let bare { _ = try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) } }
             for _ in 0..<plan.rounds {
                 let (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
                     try await measureRequests(client, plan: plan, value: value)
                 }
                 figures.rounds.append(round)
                 figures.latencies += latencies
-                if let bare = interleaved {
-                    figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes))
+                if let bare {
+                    figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
             }
             figures.confirmed = figures.writes
-            if interleaved != nil { figures.bareConfirmed = figures.bare.reduce(0) { $0 + $1.writes } }
+            // Each bare Write Request counts only once its Write Response arrived.
+            if bare != nil { figures.bareConfirmed = figures.bare.reduce(0) { $0 + $1.writes } }
             modes.append(figures)
         }
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
             for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
-            try interleaved?.commands(handle: plan.handle, value: value, writes: plan.warmup)
+            if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
             let before = try await drain(client, plan: plan)
             let observedBefore = session.transport.observations
+            var bareCounted: Int? = counter == nil ? nil : 0
             for _ in 0..<plan.rounds {
                 try await measureCommands(session, plan: plan, value: value, into: &figures)
-                if let bare = interleaved {
-                    figures.bare.append(try bare.commands(handle: plan.handle, value: value, writes: figures.rounds.last!.writes))
+                if let bare {
+                    let writes = figures.rounds.last!.writes
+                    let (round, counted) = try await bare.run { try $0.commands(handle: handle, value: value, writes: writes, counter: counter) }
+                    figures.bare.append(round)
+                    if let counted, let sum = bareCounted { bareCounted = sum + counted }
                 }
             }
             let observedAfter = session.transport.observations
             figures.blockedNanoseconds = observedAfter.blockedNanoseconds - observedBefore.blockedNanoseconds
             figures.blockedWaits = observedAfter.wouldBlockCount - observedBefore.wouldBlockCount
-            // The counter counts the interleaved bare loop's commands too (same handle, same peer): take them out.
+            if bare != nil { figures.bareConfirmed = bareCounted }
+            // The counter counts the bare loop's commands too (same handle, same peer): take them out.
             if let after = try await drain(client, plan: plan), let before {
-                figures.confirmed = after - before - figures.bare.reduce(0) { $0 + $1.writes }
+                figures.confirmed = after - before - (figures.bareConfirmed ?? 0)
             }
             modes.append(figures)
         }
-        var bareLoop: BareLoopPlacement? = interleaved == nil ? nil : .secondConnection
-        if choice == .sameConnection {
-            guard let bearer = session.transport.inner as? ATTBearer else {
-                throw CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
-            }
-            try await sameSocketBareLoop(bearer, plan: plan, value: value, timeout: inv.global.timeout, modes: &modes)
-            bareLoop = .sameConnection
-        }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: bareLoop, modes: modes)
-    }
-
-    /// The bare loop of an LE target: the GATT client hands the connection's socket over (its engine is done:
-    /// every write confirmed, every command drained), and the loop repeats each mode's warm-up and rounds on it,
-    /// round for round with the same counts. One owner of the socket at a time; the loop closes it.
-    static func sameSocketBareLoop(_ bearer: ATTBearer, plan: BenchPlan, value: [UInt8], timeout: Double,
-                                   modes: inout [ModeFigures]) async throws {
-        let fd = await withCheckedContinuation { (c: CheckedContinuation<Int32?, Never>) in
-            bearer.detach(reason: "mirror bench: the bare socket loop takes over the connection's socket") { c.resume(returning: $0) }
-        }
-        guard let fd else {
-            throw CLIError.connection("the connection to \(bearer.label) ended before the bare socket loop could take its socket")
-        }
-        let bare = BareLoop(connected: fd, label: bearer.label, timeout: timeout)
-        defer { bare.close() }
-        for i in modes.indices {
-            switch modes[i].mode {
-            case .withResponse:
-                try bare.requests(handle: plan.handle, value: value, writes: plan.warmup)
-                for round in modes[i].rounds {
-                    modes[i].bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes))
-                }
-                modes[i].bareConfirmed = modes[i].bare.reduce(0) { $0 + $1.writes }
-            default:
-                try bare.commands(handle: plan.handle, value: value, writes: plan.warmup, drain: plan.counter)
-                let before = try plan.counter.map { try bare.readCounter($0) }
-                for round in modes[i].rounds {
-                    modes[i].bare.append(try bare.commands(handle: plan.handle, value: value, writes: round.writes, drain: plan.counter))
-                }
-                if let counter = plan.counter, let before {
-                    modes[i].bareConfirmed = try bare.readCounter(counter) - before
-                }
-            }
-        }
+                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, modes: modes)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).
@@ -380,6 +356,37 @@ enum Bench {
     }
 }
 
+/// Where the bare loop's socket comes from: a connection of its own (unix:), or the GATT client's socket, lent by
+/// the bearer for each turn (an LE link takes one ATT socket). One owner at a time either way.
+enum BareSocket {
+    case own(BareLoop)
+    case lent(ATTBearer, timeout: Double)
+
+    /// Runs one turn of the bare loop: at once on its own socket, or on the bearer's reader thread while the bearer
+    /// reads nothing and sends nothing (`ATTBearer.lend`).
+    func run<T: Sendable>(_ body: @escaping @Sendable (BareLoop) throws -> T) async throws -> T {
+        switch self {
+        case .own(let loop):
+            return try body(loop)
+        case .lent(let bearer, let timeout):
+            return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
+                bearer.lend { fd in
+                    guard let fd else {
+                        return c.resume(throwing: CLIError.connection("the connection to \(bearer.label) ended before the bare socket loop's turn"))
+                    }
+                    // The loop borrows the socket: it never closes it.
+                    c.resume(with: Result { try body(BareLoop(connected: fd, label: bearer.label, timeout: timeout)) })
+                }
+            }
+        }
+    }
+
+    /// Closes the bare loop's own connection (a lent socket stays the bearer's).
+    func close() {
+        if case .own(let loop) = self { loop.close() }
+    }
+}
+
 /// The same Write Requests and Write Commands moved over the same kind of socket by a plain loop: send, then
 /// poll and receive (requests), or send until EAGAIN, poll for POLLOUT, send again, then one request whose
 /// answer proves the commands arrived (commands). No ATT engine, no tasks: the floor the CLI is compared with.
@@ -394,7 +401,7 @@ final class BareLoop {
     /// The length of the last answer `receive` returned (in `buffer`).
     var received = 0
 
-    /// Takes over a connected, non-blocking socket whose MTU is already exchanged (the GATT client's, handed over).
+    /// Uses a connected, non-blocking socket whose MTU is already exchanged (the GATT client's, lent by its bearer).
     init(connected fd: Int32, label: String, timeout: Double) {
         self.fd = fd
         self.label = label
@@ -486,16 +493,24 @@ final class BareLoop {
         return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
     }
 
-    /// Write Commands, then one Read Request (of `drain`, else of `handle`) whose answer proves they were handled.
+    /// Write Commands, then one Read Request whose answer proves they were handled (the peer handles PDUs in order):
+    /// of the counter when there is one (then also read just before, untimed, and the increase returned), else of
+    /// `handle`.
     @discardableResult
-    func commands(handle: UInt16, value: [UInt8], writes: Int, drain: UInt16? = nil) throws -> RoundFigures {
+    func commands(handle: UInt16, value: [UInt8], writes: Int, counter: UInt16? = nil) throws -> (RoundFigures, counted: Int?) {
         let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
+        let before = try counter.map { try readCounter($0) }
         let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         for _ in 0..<writes { try send(command) }
-        try send(ATTPDU.readRequest(handle: drain ?? handle).bytes)
-        _ = try receive()
-        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        var counted: Int?
+        if let counter, let before {
+            counted = try readCounter(counter) - before
+        } else {
+            try send(ATTPDU.readRequest(handle: handle).bytes)
+            _ = try receive()
+        }
+        return (RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu), counted)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes) with one Read Request.
