@@ -16,9 +16,9 @@ let benchCommand = Command(CommandSpec(
         is the peer's little-endian count of writes received), the count read before and after says how many \
         Write Commands arrived. It also runs a bare socket loop (the same PDUs, no ATT engine, the same \
         handle, size and counts) and prints the ratio mirror/bare for each mode: for unix: targets on a second \
-        connection, alternating round by round with the CLI's; for an LE address on the same connection's \
-        socket, which the GATT client hands over after its own rounds (the kernel gives an LE link one ATT \
-        socket: a second connect on CID 4 to a connected peer fails with EBUSY). --bare-loop chooses: \
+        connection; for an LE address on the same connection's socket, which the GATT client's bearer lends \
+        it for each round (the kernel gives an LE link one ATT socket: a second connect on CID 4 to a \
+        connected peer fails with EBUSY); either way alternating round by round with the CLI's. --bare-loop: \
         second-connection (unix: only), same-connection, or none.
 
         --loopback needs no TARGET: it runs a plain peer in this process on a private unix socket (it answers \
@@ -44,7 +44,7 @@ let benchCommand = Command(CommandSpec(
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
         ("mirror bench --loopback --size 20 --rounds 5", "the host stack alone, against a plain in-process peer"),
-        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, after mirror's rounds"),
+        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, lent round by round"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--count", "--duration"])

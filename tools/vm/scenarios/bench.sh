@@ -7,9 +7,10 @@ vm_sim sim
 peer=00:AA:01:01:00:01
 # The rates are logged, not compared: under TCG on a loaded machine they swing several-fold.
 # cloudToken's value handle (0x0012) takes values up to the mirror's 40-byte limit.
-# --count is per round; "writes" adds up the rounds (--rounds, default 3); 20 warm-up writes per mode (default 100). An LE link takes one ATT socket (a
-# second CID 4 connect to the same peer is EBUSY), so the bare socket loop runs on the same connection's socket
-# after mirror's rounds, with the same handle, size and counts ("bareLoop": "same-connection").
+# --count is per round; "writes" adds up the rounds (--rounds, default 3); 20 warm-up writes per mode (default
+# 100). An LE link takes one ATT socket (a second CID 4 connect to the same peer is EBUSY), so the bare socket
+# loop runs on the same connection's socket, lent by mirror's bearer for each of its rounds, alternating with
+# mirror's, with the same handle, size and counts ("bareLoop": "same-connection").
 # mirror-sim logs, as each connection closes, the Write Requests and Write Commands it received on it:
 # bench_table.py checks them against what each tool sent (connection 1: bench-517, 2: bench-23, 3: gatttool).
 bench_ok='j["bareLoop"] == "same-connection" and all(m["ratioToBare"] > 0 and m["bare"]["writesPerSecond"] > 0 and m["bare"]["writes"] == m["writes"] for m in j["modes"])'
