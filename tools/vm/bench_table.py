@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """Checks the bench scenario's counts at the peer and prints the side-by-side table (tools/vm/scenarios/bench.sh).
 
-usage: bench_table.py SIM_LOG MIRROR_JSON:CONNECTION... [--gatttool GATTTOOL_JSON:CONNECTION]
+usage: bench_table.py SIM_LOG MIRROR_JSON:CONNECTION... [--gatttool GATTTOOL_JSON:CONNECTION]...
 
 SIM_LOG is mirror-sim's output: for each closed connection N a line "connection N closed: ...; received R Write
 Requests, C Write Commands". Each MIRROR_JSON is `mirror bench --json` over connection N: the peer must have
 counted 2 x warm-up + mirror's writes + the bare loop's writes of each mode (the bare loop runs on the same
-connection with its own warm-up). GATTTOOL_JSON is tools/vm/gatttool_bench.py's output: the peer must have counted
-exactly the Write Requests and Write Commands it sent. Prints "FAIL ..." and exits 1 at the first mismatch; else
+connection with its own warm-up). Each GATTTOOL_JSON is tools/vm/gatttool_bench.py's output: the peer must have
+counted exactly the Write Requests and Write Commands it sent; its figures go in the row of the same MTU and size. Prints "FAIL ..." and exits 1 at the first mismatch; else
 one "ok ..." line per check, then the table of writes/s: mirror, gatttool and the bare loop, per mode and MTU.
 """
 import json
@@ -53,12 +53,12 @@ def main():
     if not args:
         sys.exit(__doc__)
     counts = peer_counts(args[0])
-    mirrors, gatttool = [], None
+    mirrors, gatttools = [], []
     i = 1
     while i < len(args):
         if args[i] == "--gatttool":
             path, conn = args[i + 1].rsplit(":", 1)
-            gatttool = (load(path), int(conn))
+            gatttools.append((load(path), int(conn)))
             i += 2
             continue
         path, conn = args[i].rsplit(":", 1)
@@ -72,13 +72,12 @@ def main():
         for mode, n in want.items():
             check(got[mode] == n, f"MTU {j['mtu']} {mode}: the peer counted {got[mode]} writes of {n} "
                                   f"(2 x {j['warmup']} warm-up + mirror's and the bare loop's)")
-    if gatttool:
-        g, conn = gatttool
-        check(conn in counts, f"mirror-sim logged what it received on connection {conn} (gatttool)")
+    for g, conn in gatttools:
+        check(conn in counts, f"mirror-sim logged what it received on connection {conn} (gatttool, MTU {g['mtu']})")
         sent = g["sent"]
         check(counts[conn] == (sent["writeRequests"], sent["writeCommands"]),
-              f"gatttool: the peer counted {counts[conn][0]} Write Requests and {counts[conn][1]} Write Commands, "
-              f"gatttool sent {sent['writeRequests']} and {sent['writeCommands']}")
+              f"gatttool at MTU {g['mtu']}: the peer counted {counts[conn][0]} Write Requests and {counts[conn][1]} "
+              f"Write Commands, gatttool sent {sent['writeRequests']} and {sent['writeCommands']}")
 
     # The table: one row per MTU and mode.
     print()
@@ -86,10 +85,11 @@ def main():
     header = f"{'MTU':>4} {'size':>4}  {'mode':<17} {'mirror':>8} {'gatttool':>9} {'bare loop':>10} {'mirror/bare':>12} {'gatttool/bare':>14}"
     print(header)
     print("-" * len(header))
-    gmodes = {m["mode"]: m for m in gatttool[0]["modes"]} if gatttool else {}
     for j, _ in mirrors:
+        same = [g for g, _ in gatttools if g["mtu"] == j["mtu"] and g["size"] == j["size"]]
+        gmodes = {m["mode"]: m for m in same[0]["modes"]} if same else {}
         for m in j["modes"]:
-            g = gmodes.get(m["mode"]) if gatttool and gatttool[0]["mtu"] == j["mtu"] and gatttool[0]["size"] == j["size"] else None
+            g = gmodes.get(m["mode"])
             bare = m["bare"]["writesPerSecond"]
             grate = f"{g['writesPerSecond']:>9}" if g else f"{'-':>9}"
             gratio = f"{g['writesPerSecond'] / bare:>14.2f}" if g and bare else f"{'-':>14}"

@@ -12,7 +12,8 @@ peer=00:AA:01:01:00:01
 # loop runs on the same connection's socket, lent by mirror's bearer for each of its rounds, alternating with
 # mirror's, with the same handle, size and counts ("bareLoop": "same-connection").
 # mirror-sim logs, as each connection closes, the Write Requests and Write Commands it received on it:
-# bench_table.py checks them against what each tool sent (connection 1: bench-517, 2: bench-23, 3: gatttool).
+# bench_table.py checks them against what each tool sent (connections 1 and 2: mirror bench at MTU 517 and 23;
+# 3 and 4: gatttool at MTU 517 and 23).
 bench_ok='j["bareLoop"] == "same-connection" and all(m["ratioToBare"] > 0 and m["bare"]["writesPerSecond"] > 0 and m["bare"]["writes"] == m["writes"] for m in j["modes"])'
 bench_confirmed='j["modes"][0]["bare"]["confirmed"] == j["modes"][0]["bare"]["writes"]'
 vm_ok bench-517 120 "$BIN/mirror" bench $peer --adapter hci0 --handle 0x0012 --size 20 --count 100 --warmup 20 --json
@@ -29,14 +30,19 @@ vm_json "$OUT/bench-23.log" \
   "$bench_ok" "MTU 23: a bare loop of the same count in both modes, ratio present and positive" \
   "$bench_confirmed" "MTU 23: every bare-loop Write Request confirmed"
 vm_wait_log sim "connection 2 closed" 20
-# The same workload as bench-517 (20-byte values to 0x0012 at MTU 517, 20 warm-up writes, then 3 rounds of 100 per
-# mode) through gatttool -I (tools/vm/gatttool_bench.py drives it over a pty).
-vm_ok gatttool 150 python3 -I -S "$REPO/tools/vm/gatttool_bench.py" --adapter hci0 --peer $peer --handle 0x0012 \
+# The same workloads as bench-517 and bench-23 (20-byte values to 0x0012, 20 warm-up writes, then 3 rounds of 100
+# per mode) through gatttool -I (tools/vm/gatttool_bench.py drives it over a pty), at MTU 517 and at MTU 23.
+vm_ok gatttool-517 150 python3 -I -S "$REPO/tools/vm/gatttool_bench.py" --adapter hci0 --peer $peer --handle 0x0012 \
   --size 20 --count 100 --rounds 3 --warmup 20 --mtu 517
-vm_json "$OUT/gatttool.log" \
+vm_json "$OUT/gatttool-517.log" \
   'j["mtu"] == 517 and [m["writes"] for m in j["modes"]] == [300, 300] and j["sent"]["writeRequests"] == 320 and j["sent"]["writeCommands"] == 320' "gatttool: MTU 517, 300 writes per mode measured (320 sent with the warm-up)"
 vm_wait_log sim "connection 3 closed" 20
+vm_ok gatttool-23 150 python3 -I -S "$REPO/tools/vm/gatttool_bench.py" --adapter hci0 --peer $peer --handle 0x0012 \
+  --size 20 --count 100 --rounds 3 --warmup 20 --mtu 23
+vm_json "$OUT/gatttool-23.log" \
+  'j["mtu"] == 23 and [m["writes"] for m in j["modes"]] == [300, 300] and j["sent"]["writeRequests"] == 320 and j["sent"]["writeCommands"] == 320' "gatttool: MTU 23, 300 writes per mode measured (320 sent with the warm-up)"
+vm_wait_log sim "connection 4 closed" 20
 vm_ok table 30 python3 -I -S "$REPO/tools/vm/bench_table.py" "$OUT/sim.log" "$OUT/bench-517.log:1" "$OUT/bench-23.log:2" \
-  --gatttool "$OUT/gatttool.log:3"
+  --gatttool "$OUT/gatttool-517.log:3" --gatttool "$OUT/gatttool-23.log:4"
 grep '^ok ' "$OUT/table.log" | while IFS= read -r line; do vm_log "ok: ${line#ok }"; done
 grep -v '^ok ' "$OUT/table.log" | sed 's/^/    | /'
