@@ -153,4 +153,19 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(peer.counters.peerRequestsSent, 6)
         XCTAssertEqual(peer.counters.peerRequestsAnswered, 6, "3 answered by the engine, 3 by the bare loop")
     }
+
+    /// A bare-loop turn on the lent socket is bounded by --timeout: a peer that stops answering after mirror's
+    /// round fails the run naming what the bare loop waited for, and the bearer's close still comes.
+    func testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt() throws {
+        peer.close()
+        var behaviour = ScriptedPeer.Behaviour()
+        behaviour.silentAfterWriteRequests = 10
+        peer = try ScriptedPeer(behaviour: behaviour)
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "10",
+                                         "--warmup", "0", "--rounds", "1", "--mode", "with-response",
+                                         "--bare-loop", "same-connection", "--timeout", "1"])
+        XCTAssertEqual(run.status, 5, run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: timed out after 1 s waiting for a response in the bare loop")
+        XCTAssertEqual(peer.counters.writeRequests, 11, "mirror's 10 answered, the bare loop's first never")
+    }
 }

@@ -119,6 +119,8 @@ final class ScriptedPeer: Sendable {
         /// Every Nth Write Request, the peer sends a request of its own (Read By Type of Device Name, as
         /// bluetoothd's GATT client does) before its Write Response.
         var peerRequestEvery: Int?
+        /// Write Requests after this many go unanswered (a peer that stops answering mid-run).
+        var silentAfterWriteRequests: Int?
     }
 
     struct Counters: Sendable, Equatable {
@@ -301,10 +303,12 @@ final class PeerConnection: ATTTransportSink {
 
         case .writeRequest(let handle, let value):
             let sink = peer.handles["sink"]
-            peer.state.withLock {
+            let received = peer.state.withLock {
                 $0.counters.writeRequests += 1
                 if handle == sink { $0.counters.sinkWrites += 1 }
+                return $0.counters.writeRequests
             }
+            if let limit = behaviour.silentAfterWriteRequests, received > limit { return }
             guard let a = attribute(handle) else { return error(.writeRequest, handle, .invalidHandle) }
             if let e = a.writeError { return error(.writeRequest, handle, e) }
             guard a.writable else { return error(.writeRequest, handle, .writeNotPermitted) }
