@@ -31,6 +31,9 @@ PY
 ) || vm_fail "no handles for 2a37, 2a19, 2a39 and the test characteristic in mirror gatt's JSON"
 eval "$handles"
 vm_log "handles: Heart Rate Measurement $hr, Battery Level $battery, Control Point $hrcp, test characteristic $test (User Description $cud, test descriptor $desc)"
+# gatttool on mirror gatt's link (within the kernel's 2 s disconnect delay) failed once with "Internal application
+# error: I/O": it starts on a fresh link, as in the gatt scenario.
+vm_no_le_link
 vm_ok gatttool-primary 40 gatttool -i hci0 -b $peer -t public --primary
 vm_ok gatttool-chars 40 gatttool -i hci0 -b $peer -t public --characteristics
 vm_ok gatttool-desc 40 gatttool -i hci0 -b $peer -t public --char-desc
