@@ -8,6 +8,8 @@ cd "$(dirname "$0")/.."
 PACKAGES=(libbluetooth-dev libcap-dev libcap2-bin libmicrohttpd-dev tshark)
 # The VM rig (tools/vm): qemu, the initramfs tools, and the Bluetooth stack's user space that runs in the guest.
 PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils zstd bluez bluez-test-tools dbus iproute2 python3)
+# The second GATT peer (tools/vm/peers): BlueZ's example-gatt-server (bluez-test-scripts), its python3 modules, patch.
+PACKAGES+=(bluez-test-scripts python3-dbus python3-gi patch)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

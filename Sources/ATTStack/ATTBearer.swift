@@ -67,6 +67,10 @@ public final class ATTBearer: ATTTransport {
         /// The socket is armed for one EPOLLOUT in the writable thread's epoll set.
         var pollOutArmed = false
         var snoop: (writer: BTSnoopWriter, index: UInt16)?
+        /// Bodies waiting to borrow the socket (`lend`), run by the reader thread at its next wake-up.
+        var loans: [@Sendable (Int32?) -> Void] = []
+        /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on POLLOUT after the loan).
+        var lent = false
     }
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
@@ -168,6 +172,7 @@ public final class ATTBearer: ATTTransport {
         let outcome: (n: Int, errno: Int32) = try state.withLock { s throws(TransportError) in
             if let reason = s.finalReason { throw reason }
             if let reason = s.closeRequested { throw TransportError.closedLocally(reason: reason) }
+            if s.lent { return (-1, EAGAIN) }
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
             if n < 0 { return (n, cbz_errno()) }
             if let snoop = s.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
@@ -221,6 +226,34 @@ public final class ATTBearer: ATTTransport {
             return s.writableWaiters
         }
         for w in waiters { w() }
+    }
+
+    /// Lends the connected socket to `body`, which the reader thread runs at its next wake-up: while it runs,
+    /// the bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend`
+    /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. The body must not close the socket
+    /// and must return within a bounded time (it blocks the reader). It gets nil, at once or at the reader's
+    /// next wake-up, when the bearer is not started, ended, or closing. An LE link takes one ATT socket, so
+    /// this is how something other than the ATT engine (a bare socket loop) uses the same link in turn.
+    public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
+        let queued = state.withLock { s -> Bool in
+            guard s.started, !s.released, s.closeRequested == nil else { return false }
+            s.loans.append(body)
+            _ = cbz_eventfd_signal(wakefd)
+            return true
+        }
+        if !queued { body(nil) }
+    }
+
+    /// Runs the loans queued so far, on the reader thread (each gets nil when the bearer is closing).
+    private func runLoans() {
+        let (loans, closing) = state.withLock { s -> ([@Sendable (Int32?) -> Void], Bool) in
+            let loans = s.loans
+            s.loans = []
+            s.lent = !loans.isEmpty && s.closeRequested == nil
+            return (loans, s.closeRequested != nil)
+        }
+        for loan in loans { loan(closing ? nil : fd) }
+        if !loans.isEmpty { state.withLock { $0.lent = false } }
     }
 
     // MARK: Options
@@ -374,6 +407,7 @@ public final class ATTBearer: ATTTransport {
                     let e = ev[i]
                     if e.data == Self.wakeToken {
                         _ = cbz_eventfd_drain(wakefd)
+                        runLoans()
                         if let r = state.withLock({ $0.closeRequested }) { return .closedLocally(reason: r) }
                         continue
                     }
@@ -427,7 +461,9 @@ public final class ATTBearer: ATTTransport {
             releaseFDs()
             let w = s.writableWaiters
             s.writableWaiters = []
-            return w
+            let loans = s.loans
+            s.loans = []
+            return w + loans.map { loan in { loan(nil) } }
         }
         for w in waiters { w() }
         sink.transport(didCloseWith: reason)

@@ -57,21 +57,29 @@ extension ATTBearer {
             guard code == EINPROGRESS || code == EAGAIN else {
                 throw .socket(socketError("connect", code, "connecting to \(label)", domain))
             }
-            var revents: Int16 = 0
-            let ms = Int32(clamping: Int((max(0, timeout) * 1000).rounded(.up)))
-            var ready: Int32
-            repeat { ready = cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
-            if ready < 0 { throw .socket(lastSocketError("poll", "waiting for the connection to \(label)", domain)) }
-            if ready == 0 { throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
-            var soError: Int32 = 0
-            if cbz_socket_error(fd, &soError) < 0 { soError = cbz_errno() }
-            if soError != 0 { throw .socket(socketError("connect", soError, "connecting to \(label)", domain)) }
+            try waitForConnection(fd: fd, label: label, timeout: timeout, domain: domain)
         }
         var rcv: UInt16 = 0
         let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
                              label: label, receiveBufferSize: max(1024, rcvMTU))
+    }
+
+    /// Waits for a non-blocking connect on `fd` to finish (POLLOUT), at most `timeout` seconds, then reads its
+    /// outcome (SO_ERROR). Throws `.connectTimedOut` naming `label` and the limit when POLLOUT does not come (the
+    /// caller closes the socket, which cancels the attempt), or the connect's error. Any socket type: the tests
+    /// drive it with an AF_UNIX socket whose send buffer is full.
+    static func waitForConnection(fd: Int32, label: String, timeout: Double, domain: SocketDomain) throws(TransportError) {
+        var revents: Int16 = 0
+        let ms = Int32(clamping: Int((max(0, timeout) * 1000).rounded(.up)))
+        var ready: Int32
+        repeat { ready = cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
+        if ready < 0 { throw .socket(lastSocketError("poll", "waiting for the connection to \(label)", domain)) }
+        if ready == 0 { throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
+        var soError: Int32 = 0
+        if cbz_socket_error(fd, &soError) < 0 { soError = cbz_errno() }
+        if soError != 0 { throw .socket(socketError("connect", soError, "connecting to \(label)", domain)) }
     }
 
     /// Connects to an AF_UNIX SOCK_SEQPACKET socket at `path` (each datagram one ATT PDU).

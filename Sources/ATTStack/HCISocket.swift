@@ -168,6 +168,13 @@ public final class HCISocket {
         self.fd = fd
     }
 
+    /// Takes ownership of `fd` as the raw HCI socket of `adapter`: any datagram socket that carries HCI packets
+    /// (the tests drive commands and events over an AF_UNIX socketpair, as no controller is needed for that).
+    init(adopting fd: Int32, adapter: HCIAdapter) {
+        self.adapter = adapter
+        self.fd = fd
+    }
+
     deinit { _ = cbz_close(fd) }
 
     /// Sends one command packet.
@@ -229,7 +236,7 @@ public final class HCISocket {
             }
         }
         throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: nil,
-                                detail: "no Command Complete within \(bearerSeconds(timeout)) s")
+                                detail: "no answer (Command Complete or Command Status) within \(bearerSeconds(timeout)) s")
     }
 }
 

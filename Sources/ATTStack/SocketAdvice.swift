@@ -49,7 +49,7 @@ func advice(_ syscall: String, _ code: Int32, _ domain: SocketDomain) -> String 
     case (ECONNRESET, .l2cap(let peer)):
         return "\(peer) closed the link"
     case (ECONNABORTED, .l2cap):
-        return "this host ended the link (the adapter went down or the connection was cancelled)"
+        return "this host ended the link (the adapter went down or was removed, or the connection was cancelled)"
     case (ENOTCONN, .l2cap):
         return "the link is not connected (or pairing is still running after a BT_SECURITY raise)"
     case (EINVAL, .l2cap):

@@ -31,6 +31,12 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// A send the transport refused with ENOTCONN (on an LE link: pairing still runs after a BT_SECURITY raise).
+    var isNotConnectedSend: Bool {
+        guard case .transport(.socket(let e), _) = self else { return false }
+        return e.syscall == "send" && e.errnoName == "ENOTCONN"
+    }
+
     /// The ATT error, when this is one.
     public var attributeError: GATTAttributeError? {
         if case .attribute(let e) = self { return e }

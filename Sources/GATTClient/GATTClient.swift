@@ -541,7 +541,45 @@ public final class GATTClient: Sendable {
                 throw error
             }
             try await setSecurityLevel(target)
-            return try await body()
+            return try await retryWhilePairing(after: target, body)
+        }
+    }
+
+    /// How many sends that fail with ENOTCONN right after a raise are retried, each after a wait for POLLOUT.
+    static let pairingSendRetries = 3
+
+    /// The retry after raising the security level. While the pairing that BT_SECURITY started runs, the kernel keeps
+    /// the socket in BT_CONFIG: sends fail with ENOTCONN and POLLOUT does not come until the link is encrypted (or
+    /// lost). So a send that fails with ENOTCONN here waits for POLLOUT, at most the transaction timeout (named), and
+    /// goes again, at most `pairingSendRetries` times; any other outcome is the caller's.
+    nonisolated(nonsending) func retryWhilePairing<T: Sendable>(after level: GATTSecurityLevel, _ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
+        var retries = 0
+        while true {
+            do {
+                return try await body()
+            } catch {
+                guard error.isNotConnectedSend, retries < Self.pairingSendRetries else { throw error }
+                retries += 1
+                try await waitForTheLink(after: level)
+            }
+        }
+    }
+
+    /// Waits for POLLOUT on the transport after a raise to `level`: the link takes data again once pairing is
+    /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
+    func waitForTheLink(after level: GATTSecurityLevel) async throws(GATTError) {
+        let what = "the link to take data again after raising security to \(level) (pairing)"
+        let limit = configuration.transactionTimeout
+        let clock = configuration.clock
+        let once = OnceBox<Void>()
+        let timeout = GATTError.timeout(GATTTimeoutError(waitingFor: what, after: limit))
+        let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) { once.finish(.failure(timeout)) }
+        defer { wakeup.cancel() }
+        engine.transport.whenWritable { once.finish(.success(())) }
+        do {
+            try await once.value()
+        } catch {
+            throw GATTError.from(error, operation: "waiting for \(what)")
         }
     }
 

@@ -33,6 +33,16 @@ struct BenchPlan: Sendable {
     /// A characteristic whose value is the peer's little-endian count of writes received, read around each mode.
     var counter: UInt16?
     var rounds: Int
+    /// Where the bare socket loop runs (--bare-loop); nil for the target's default: a second connection for
+    /// unix: targets, the same connection for LE ones.
+    var bareLoop: BareLoopOption? = nil
+}
+
+/// `--bare-loop`: where `mirror bench` runs its bare socket loop, or not at all.
+enum BareLoopOption: String, Sendable, CaseIterable {
+    case secondConnection = "second-connection"
+    case sameConnection = "same-connection"
+    case none
 }
 
 /// One timed run of one mode: wall time, and the CPU time of the whole process (every thread), which stays
@@ -65,6 +75,9 @@ struct ModeFigures: Sendable {
     /// Writes the peer confirmed: Write Responses received (requests), or the counter's increase (commands).
     var confirmed: Int?
     var bare: [RoundFigures] = []
+    /// The bare loop's writes the peer confirmed: Write Responses (requests), or the counter's increase over each
+    /// of its rounds (commands, with --counter); nil when nothing tells.
+    var bareConfirmed: Int?
 
     var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
     var seconds: Double { Double(rounds.reduce(0) { $0 + $1.nanoseconds }) / 1e9 }
@@ -108,6 +121,7 @@ struct ModeFigures: Sendable {
                 ("bytesPerSecond", .double((bareRate * Double(size)).rounded())),
                 ("writesPerSecond", .double(bareRate.rounded())),
                 ("cpuMicrosecondsPerWrite", .double(((bareCPUPerWrite ?? 0) * 1000).rounded() / 1000)),
+                ("confirmed", bareConfirmed.map { .int($0) } ?? .null),
             ])))
             fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
             if let bareCPU = bareCPUPerWrite, bareCPU > 0 {
@@ -134,9 +148,25 @@ struct ModeFigures: Sendable {
             if let bareCPU = bareCPUPerWrite {
                 bareLine += "; CPU per write \(format2(bareCPU)) µs, mirror/bare = \(format2(cpuPerWrite / max(bareCPU, 0.001)))"
             }
+            if let bareConfirmed { bareLine += "; peer confirmed \(bareConfirmed)" }
             lines.append(bareLine)
         }
         return lines
+    }
+}
+
+/// Where `mirror bench` runs its bare socket loop.
+enum BareLoopPlacement: String, Sendable {
+    /// unix: targets: a second connection to the same peer, its rounds alternating with the CLI's.
+    case secondConnection = "second-connection"
+    /// LE targets: the same connection's socket, lent by the GATT client's bearer for each of the loop's turns.
+    case sameConnection = "same-connection"
+
+    var describe: String {
+        switch self {
+        case .secondConnection: return "a second connection to the same peer, rounds alternating with mirror's"
+        case .sameConnection: return "this connection's socket, lent by mirror's bearer round by round (an LE link takes one ATT socket)"
+        }
     }
 }
 
@@ -148,17 +178,21 @@ struct BenchResult: Sendable {
     var mtu: Int
     var warmup: Int
     var rounds: Int
+    /// Where the bare socket loop ran; nil when it did not.
+    var bareLoop: BareLoopPlacement?
     var modes: [ModeFigures]
 
     var json: JSONValue {
         .object([
             ("target", .string(target)), ("handle", .int(Int(handle))), ("size", .int(size)), ("mtu", .int(mtu)),
-            ("warmup", .int(warmup)), ("rounds", .int(rounds)), ("modes", .array(modes.map(\.json))),
+            ("warmup", .int(warmup)), ("rounds", .int(rounds)),
+            ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
         ])
     }
 
     var text: [String] {
         ["bench \(target) handle \(hex16(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+            + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
     }
 }
@@ -183,12 +217,31 @@ enum Bench {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
-        // The bare loop, for unix: targets: its own connection to the same peer, with the same MTU.
-        var bare: BareLoop?
-        if case .unix(let path) = target.target {
-            bare = try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)
+        // The bare loop's rounds alternate with the CLI's. For unix: targets it has its own connection to the same
+        // peer, with the same MTU. An LE link takes one ATT socket only (a second connect on CID 4 to the same peer
+        // is EBUSY: the kernel's l2cap_chan_connect finds the fixed channel taken), so there the bearer lends the
+        // GATT client's own socket to the bare loop for each of its turns: one owner at a time.
+        let choice = plan.bareLoop ?? (target.isUnix ? .secondConnection : .sameConnection)
+        var bare: BareSocket?
+        var placement: BareLoopPlacement?
+        switch choice {
+        case .secondConnection:
+            guard case .unix(let path) = target.target else {
+                throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection", command: "bench")
+            }
+            bare = .own(try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout))
+            placement = .secondConnection
+        case .sameConnection:
+            guard let bearer = session.transport.inner as? ATTBearer else {
+                throw CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
+            }
+            bare = .lent(bearer, timeout: inv.global.timeout)
+            placement = .sameConnection
+        case .none:
+            break
         }
         defer { bare?.close() }
+        let handle = plan.handle, counter = plan.counter, warmup = plan.warmup
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
@@ -197,39 +250,50 @@ enum Bench {
             try await withTaskExecutorPreference(client.bearerExecutor) {
                 for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
             }
-            try bare?.requests(handle: plan.handle, value: value, writes: plan.warmup)
+            if let bare { _ = try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) } }
             for _ in 0..<plan.rounds {
                 let (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
                     try await measureRequests(client, plan: plan, value: value)
                 }
                 figures.rounds.append(round)
                 figures.latencies += latencies
-                if let bare { figures.bare.append(try bare.requests(handle: plan.handle, value: value, writes: round.writes)) }
+                if let bare {
+                    figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
+                }
             }
             figures.confirmed = figures.writes
+            // Each bare Write Request counts only once its Write Response arrived.
+            if bare != nil { figures.bareConfirmed = figures.bare.reduce(0) { $0 + $1.writes } }
             modes.append(figures)
         }
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
             for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
-            try bare?.commands(handle: plan.handle, value: value, writes: plan.warmup)
+            if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
             let before = try await drain(client, plan: plan)
             let observedBefore = session.transport.observations
+            var bareCounted: Int? = counter == nil ? nil : 0
             for _ in 0..<plan.rounds {
                 try await measureCommands(session, plan: plan, value: value, into: &figures)
-                if let bare { figures.bare.append(try bare.commands(handle: plan.handle, value: value, writes: figures.rounds.last!.writes)) }
+                if let bare {
+                    let writes = figures.rounds.last!.writes
+                    let (round, counted) = try await bare.run { try $0.commands(handle: handle, value: value, writes: writes, counter: counter) }
+                    figures.bare.append(round)
+                    if let counted, let sum = bareCounted { bareCounted = sum + counted }
+                }
             }
             let observedAfter = session.transport.observations
             figures.blockedNanoseconds = observedAfter.blockedNanoseconds - observedBefore.blockedNanoseconds
             figures.blockedWaits = observedAfter.wouldBlockCount - observedBefore.wouldBlockCount
+            if bare != nil { figures.bareConfirmed = bareCounted }
             // The counter counts the bare loop's commands too (same handle, same peer): take them out.
             if let after = try await drain(client, plan: plan), let before {
-                figures.confirmed = after - before - figures.bare.reduce(0) { $0 + $1.writes }
+                figures.confirmed = after - before - (figures.bareConfirmed ?? 0)
             }
             modes.append(figures)
         }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, modes: modes)
+                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, modes: modes)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).
@@ -292,19 +356,62 @@ enum Bench {
     }
 }
 
+/// Where the bare loop's socket comes from: a connection of its own (unix:), or the GATT client's socket, lent by
+/// the bearer for each turn (an LE link takes one ATT socket). One owner at a time either way.
+enum BareSocket {
+    case own(BareLoop)
+    case lent(ATTBearer, timeout: Double)
+
+    /// Runs one turn of the bare loop: at once on its own socket, or on the bearer's reader thread while the bearer
+    /// reads nothing and sends nothing (`ATTBearer.lend`).
+    func run<T: Sendable>(_ body: @escaping @Sendable (BareLoop) throws -> T) async throws -> T {
+        switch self {
+        case .own(let loop):
+            return try body(loop)
+        case .lent(let bearer, let timeout):
+            return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
+                bearer.lend { fd in
+                    guard let fd else {
+                        return c.resume(throwing: CLIError.connection("the connection to \(bearer.label) ended before the bare socket loop's turn"))
+                    }
+                    // The loop borrows the socket: it never closes it.
+                    c.resume(with: Result { try body(BareLoop(connected: fd, label: bearer.label, timeout: timeout)) })
+                }
+            }
+        }
+    }
+
+    /// Closes the bare loop's own connection (a lent socket stays the bearer's).
+    func close() {
+        if case .own(let loop) = self { loop.close() }
+    }
+}
+
 /// The same Write Requests and Write Commands moved over the same kind of socket by a plain loop: send, then
 /// poll and receive (requests), or send until EAGAIN, poll for POLLOUT, send again, then one request whose
 /// answer proves the commands arrived (commands). No ATT engine, no tasks: the floor the CLI is compared with.
 /// One owner of its socket.
 final class BareLoop {
     let fd: Int32
-    let path: String
+    /// unix:PATH, or the LE connection's label.
+    let label: String
     let timeoutMilliseconds: Int32
     let timeout: Double
     var buffer = [UInt8](repeating: 0, count: 1024)
+    /// The length of the last answer `receive` returned (in `buffer`).
+    var received = 0
 
+    /// Uses a connected, non-blocking socket whose MTU is already exchanged (the GATT client's, lent by its bearer).
+    init(connected fd: Int32, label: String, timeout: Double) {
+        self.fd = fd
+        self.label = label
+        self.timeout = timeout
+        timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
+    }
+
+    /// A second connection to a unix: peer, with the same MTU as the GATT client's.
     init(path: String, clientRxMTU: Int, timeout: Double) throws {
-        self.path = path
+        label = "unix:\(path)"
         self.timeout = timeout
         timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
         fd = cbz_unix_socket()
@@ -338,20 +445,30 @@ final class BareLoop {
         }
     }
 
-    /// The opcode of the next answer (notifications are skipped, indications confirmed).
+    /// The opcode of the next answer: notifications and the peer's commands are skipped, indications confirmed,
+    /// and the peer's own requests answered with Request Not Supported (a peer that is also a GATT client, as
+    /// bluetoothd is, drops a link whose requests go unanswered).
     func receive() throws -> UInt8 {
         while true {
             var truncated: Int32 = 0
             let n = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
             if n > 0 {
-                if buffer[0] == ATTOpcode.handleValueNotification.rawValue { continue }
-                if buffer[0] == ATTOpcode.handleValueIndication.rawValue {
+                let opcode = ATTOpcode(rawValue: buffer[0])
+                switch opcode.kind {
+                case .notification, .command: continue
+                case .unknown where buffer[0] & 0x40 != 0: continue  // a command this stack does not know
+                case .indication:
                     try send([ATTOpcode.handleValueConfirmation.rawValue])
                     continue
+                case .request:
+                    try send(ATTPDU.errorResponse(requestOpcode: opcode, handle: 0, error: .requestNotSupported).bytes)
+                    continue
+                default: break
                 }
+                received = n
                 return buffer[0]
             }
-            if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection") }
+            if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection to \(label)") }
             let e = cbz_errno()
             guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw BareLoop.failure("recv", "the bare loop's receive", e) }
             var revents: Int16 = 0
@@ -376,15 +493,34 @@ final class BareLoop {
         return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
     }
 
+    /// Write Commands, then one Read Request whose answer proves they were handled (the peer handles PDUs in order):
+    /// of the counter when there is one (then also read just before, untimed, and the increase returned), else of
+    /// `handle`.
     @discardableResult
-    func commands(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
+    func commands(handle: UInt16, value: [UInt8], writes: Int, counter: UInt16? = nil) throws -> (RoundFigures, counted: Int?) {
         let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
+        let before = try counter.map { try readCounter($0) }
         let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
         for _ in 0..<writes { try send(command) }
+        var counted: Int?
+        if let counter, let before {
+            counted = try readCounter(counter) - before
+        } else {
+            try send(ATTPDU.readRequest(handle: handle).bytes)
+            _ = try receive()
+        }
+        return (RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu), counted)
+    }
+
+    /// Reads the peer's write counter (little-endian, 1-8 bytes) with one Read Request.
+    func readCounter(_ handle: UInt16) throws -> Int {
         try send(ATTPDU.readRequest(handle: handle).bytes)
-        _ = try receive()
-        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        let op = try receive()
+        guard op == ATTOpcode.readResponse.rawValue else {
+            throw CLIError.protocolViolation("the bare loop's Read Request of the counter \(hex16(handle)) got opcode \(hex8(op)) instead of a Read Response")
+        }
+        return buffer[1..<min(received, 9)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
     }
 }
 

@@ -17,6 +17,7 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(json["size"], 100)
         XCTAssertEqual(json["mtu"], 247)
         XCTAssertEqual(json["rounds"], 2)
+        XCTAssertEqual(json["bareLoop"], "second-connection")
         let request = json["modes"]?[0]
         let command = json["modes"]?[1]
         XCTAssertEqual(request?["mode"], "with-response")
@@ -36,6 +37,8 @@ final class BenchCommandTests: XCTestCase {
             XCTAssertGreaterThan(ratio, 0)
             XCTAssertEqual(mode?["bare"]?["writes"], 600)
         }
+        XCTAssertEqual(request?["bare"]?["confirmed"], 600, "each bare Write Request got its Write Response")
+        XCTAssertEqual(command?["bare"]?["confirmed"], 600, "the counter read around each bare round")
         // Everything the CLI and the bare loop sent arrived: warm-ups, measured writes and the bare loop's own.
         XCTAssertEqual(peer.counters.writeCommands, 20 + 600 + 20 + 600)
     }
@@ -46,7 +49,8 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         let lines = run.stdout.split(separator: "\n").map(String.init)
         XCTAssertTrue(lines[0].hasPrefix("bench \(peer.target) handle \(peer.hexHandle("sink")): 244-byte values, MTU 247, 100 warm-up writes, median of 3 rounds"), run.stdout)
-        XCTAssertTrue(lines[1].hasPrefix("without response (Write Command): "), run.stdout)
+        XCTAssertEqual(lines[1], "bare socket loop: a second connection to the same peer, rounds alternating with mirror's")
+        XCTAssertTrue(lines[2].hasPrefix("without response (Write Command): "), run.stdout)
         XCTAssertFalse(run.stdout.contains("with response (Write Request)"))
         XCTAssertTrue(lines.contains { $0.hasPrefix("  waiting on backpressure: ") }, run.stdout)
         XCTAssertTrue(lines.contains { $0.hasPrefix("  bare socket loop: ") && $0.contains("mirror/bare = ") }, run.stdout)
@@ -73,5 +77,95 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(both.stderr.split(separator: "\n").first, "mirror: --loopback runs its own peer: no TARGET (\"unix:/tmp/x\" was given)")
         let neither = try MirrorProcess.run(["bench"])
         XCTAssertEqual(neither.status, 2)
+    }
+
+    /// The bare loop as it runs over LE (one ATT socket per link): on the GATT client's own socket, lent by its
+    /// bearer for each round, with the same counts.
+    func testSameConnectionBareLoopAsOverLE() throws {
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "200",
+                                         "--warmup", "10", "--size", "50", "--counter", peer.hexHandle("writeCount"),
+                                         "--rounds", "2", "--bare-loop", "same-connection", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        XCTAssertEqual(json["bareLoop"], "same-connection")
+        XCTAssertEqual(peer.counters.connections, 1, "no second connection")
+        for (i, name) in ["with-response", "without-response"].enumerated() {
+            let mode = json["modes"]?[i]
+            XCTAssertEqual(mode?["mode"], .string(name))
+            XCTAssertEqual(mode?["writes"], 400)
+            XCTAssertEqual(mode?["confirmed"], 400, "\(name): mirror's own writes, the bare loop's not mixed in")
+            XCTAssertEqual(mode?["bare"]?["writes"], 400)
+            XCTAssertEqual(mode?["bare"]?["confirmed"], 400, "\(name): every bare-loop write confirmed or counted")
+            guard case .double(let ratio)? = mode?["ratioToBare"] else { return XCTFail("\(name): no ratio: \(run.stdout)") }
+            XCTAssertGreaterThan(ratio, 0)
+            switch mode?["bare"]?["writesPerSecond"] {
+            case .int(let rate)?: XCTAssertGreaterThan(rate, 0)
+            case .double(let rate)?: XCTAssertGreaterThan(rate, 0)
+            default: XCTFail("\(name): no bare rate: \(run.stdout)")
+            }
+        }
+        XCTAssertEqual(peer.counters.writeRequests, 10 + 400 + 10 + 400)
+        XCTAssertEqual(peer.counters.writeCommands, 10 + 400 + 10 + 400)
+
+        let text = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "50",
+                                          "--warmup", "5", "--rounds", "1", "--bare-loop", "same-connection"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let lines = text.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines[1], "bare socket loop: this connection's socket, lent by mirror's bearer round by round (an LE link takes one ATT socket)")
+        let bareLines = lines.filter { $0.hasPrefix("  bare socket loop: ") }
+        XCTAssertEqual(bareLines.count, 2, text.stdout)
+        XCTAssertTrue(bareLines[0].contains("mirror/bare = ") && bareLines[0].hasSuffix("; peer confirmed 50"), text.stdout)
+    }
+
+    func testBareLoopNoneAndItsLimits() throws {
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "50",
+                                         "--warmup", "5", "--rounds", "1", "--bare-loop", "none", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        XCTAssertEqual(json["bareLoop"], .null)
+        XCTAssertNil(json["modes"]?[0]?["ratioToBare"])
+        XCTAssertNil(json["modes"]?[1]?["bare"])
+        XCTAssertEqual(peer.counters.connections, 1)
+
+        let le = try MirrorProcess.run(["bench", "00:AA:01:01:00:01", "--handle", "0x0012", "--bare-loop", "second-connection"])
+        XCTAssertEqual(le.status, 2, le.stderr)
+        XCTAssertEqual(le.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: --bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection")
+        let bad = try MirrorProcess.run(["bench", peer.target, "--handle", "0x0012", "--bare-loop", "elsewhere"])
+        XCTAssertEqual(bad.status, 2, bad.stderr)
+        XCTAssertEqual(bad.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: --bare-loop: invalid bare loop placement \"elsewhere\": expected one of second-connection, same-connection, none")
+    }
+
+    /// A peer that is also a GATT client (bluetoothd is) sends requests of its own: the engine answers them during
+    /// mirror's rounds, the bare loop during its own (Request Not Supported), so the link is not dropped.
+    func testPeerRequestsAreAnsweredByTheEngineAndTheBareLoop() throws {
+        peer.close()
+        var behaviour = ScriptedPeer.Behaviour()
+        behaviour.peerRequestEvery = 30
+        peer = try ScriptedPeer(behaviour: behaviour)
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "100",
+                                         "--warmup", "0", "--rounds", "1", "--mode", "with-response",
+                                         "--bare-loop", "same-connection", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(try run.json()["modes"]?[0]?["bare"]?["confirmed"], 100)
+        XCTAssertEqual(peer.counters.writeRequests, 200)
+        XCTAssertEqual(peer.counters.peerRequestsSent, 6)
+        XCTAssertEqual(peer.counters.peerRequestsAnswered, 6, "3 answered by the engine, 3 by the bare loop")
+    }
+
+    /// A bare-loop turn on the lent socket is bounded by --timeout: a peer that stops answering after mirror's
+    /// round fails the run naming what the bare loop waited for, and the bearer's close still comes.
+    func testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt() throws {
+        peer.close()
+        var behaviour = ScriptedPeer.Behaviour()
+        behaviour.silentAfterWriteRequests = 10
+        peer = try ScriptedPeer(behaviour: behaviour)
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "10",
+                                         "--warmup", "0", "--rounds", "1", "--mode", "with-response",
+                                         "--bare-loop", "same-connection", "--timeout", "1"])
+        XCTAssertEqual(run.status, 5, run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: timed out after 1 s waiting for a response in the bare loop")
+        XCTAssertEqual(peer.counters.writeRequests, 11, "mirror's 10 answered, the bare loop's first never")
     }
 }

@@ -4,6 +4,10 @@ import Foundation
 import MirrorCommandLine
 import XCTest
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 final class ScanCommandTests: XCTestCase {
     var directory = ""
 
@@ -99,6 +103,45 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertEqual(lines.last?["outcome"], "timeout")
     }
 
+    func testTheStatusLineRedrawsEverySecondOnATerminalAndStopsWithTheScan() throws {
+        // Each scan step takes 5 s, so after the first events nothing happens: what stderr shows after that is the
+        // once-a-second redraw (the time left going down). When the 3 s scan deadline passes, the scan ends and the
+        // redraw task with it: mirror exits at once and the line is cleared.
+        let sim = try SimulatorProcess(["--step-ms", "5000"])
+        defer { sim.stop() }
+        guard let (master, slave) = openPseudoTerminal() else { return XCTFail("no pseudo-terminal: errno \(errno)") }
+        let process = Process()
+        process.executableURL = MirrorProcess.executable
+        process.arguments = ["scan", sim.target, "--upload-dir", directory, "--upload-port", "0", "--settle", "0.05", "--timeout", "3"]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
+        process.standardInput = FileHandle.nullDevice
+        let started = Date()
+        try process.run()
+        close(slave)
+        // Read the terminal until the child is gone (read then fails with EIO).
+        var terminal = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(master, &buffer, buffer.count)
+            if n <= 0 { break }
+            terminal.append(contentsOf: buffer[0..<n])
+        }
+        close(master)
+        process.waitUntilExit()
+        let took = Date().timeIntervalSince(started)
+        XCTAssertEqual(process.terminationStatus, 5, "the scan timed out")
+        let text = String(decoding: terminal, as: UTF8.self)
+        let lefts = Set(text.components(separatedBy: "\u{1B}[K").compactMap { line -> String? in
+            guard let r = line.range(of: #"\d+ s left"#, options: .regularExpression) else { return nil }
+            return String(line[r])
+        })
+        XCTAssertTrue(lefts.contains("3 s left"), "\(lefts): \(text)")
+        XCTAssertTrue(lefts.contains("1 s left") || lefts.contains("0 s left"), "no redraw while nothing happened: \(lefts)")
+        XCTAssertTrue(text.hasSuffix("\r\u{1B}[K") || text.contains("\r\u{1B}[K"), "the line is cleared: \(text)")
+        XCTAssertLessThan(took, 10, "mirror took \(took) s: the redraw task held it")
+    }
+
     func testWiFiListJoinStatus() throws {
         let sim = try SimulatorProcess(["--wifi", "offline", "--networks", "alpha,beta"])
         defer { sim.stop() }
@@ -118,4 +161,30 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertTrue(bad.stdout.contains("failed"), bad.stdout)
         XCTAssertEqual(try MirrorProcess.run(["wifi", "join", sim.target]).status, 2)
     }
+}
+
+/// A pseudo-terminal (master, slave), through glibc's posix_openpt, grantpt, unlockpt and ptsname_r: the Glibc
+/// module does not import them (they need _XOPEN_SOURCE), so they are looked up by name.
+func openPseudoTerminal() -> (master: Int32, slave: Int32)? {
+    typealias IntOfInt = @convention(c) (Int32) -> Int32
+    typealias Name = @convention(c) (Int32, UnsafeMutablePointer<CChar>, Int) -> Int32
+    func symbol<T>(_ name: String, as: T.Type) -> T? {
+        dlsym(UnsafeMutableRawPointer(bitPattern: 0), name).map { unsafeBitCast($0, to: T.self) }
+    }
+    guard let openpt = symbol("posix_openpt", as: IntOfInt.self), let grant = symbol("grantpt", as: IntOfInt.self),
+          let unlock = symbol("unlockpt", as: IntOfInt.self), let ptsname = symbol("ptsname_r", as: Name.self) else { return nil }
+    let master = openpt(O_RDWR | O_NOCTTY)
+    guard master >= 0 else { return nil }
+    var name = [CChar](repeating: 0, count: 128)
+    guard grant(master) == 0, unlock(master) == 0, ptsname(master, &name, name.count) == 0 else {
+        close(master)
+        return nil
+    }
+    let path = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    let slave = open(path, O_RDWR | O_NOCTTY)
+    guard slave >= 0 else {
+        close(master)
+        return nil
+    }
+    return (master, slave)
 }

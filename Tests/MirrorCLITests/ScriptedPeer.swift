@@ -116,6 +116,11 @@ final class ScriptedPeer: Sendable {
         var notificationsPerSubscription = 3
         /// Close the connection right after sending a subscription's notifications.
         var closeAfterNotifying = false
+        /// Every Nth Write Request, the peer sends a request of its own (Read By Type of Device Name, as
+        /// bluetoothd's GATT client does) before its Write Response.
+        var peerRequestEvery: Int?
+        /// Write Requests after this many go unanswered (a peer that stops answering mid-run).
+        var silentAfterWriteRequests: Int?
     }
 
     struct Counters: Sendable, Equatable {
@@ -127,6 +132,9 @@ final class ScriptedPeer: Sendable {
         var executedWrites = 0
         /// Write Requests and Write Commands to the "sink" characteristic (read through "writeCount").
         var sinkWrites = 0
+        /// The peer's own requests sent (`peerRequestEvery`), and the answers it got to them.
+        var peerRequestsSent = 0
+        var peerRequestsAnswered = 0
     }
 
     let path: String
@@ -295,14 +303,24 @@ final class PeerConnection: ATTTransportSink {
 
         case .writeRequest(let handle, let value):
             let sink = peer.handles["sink"]
-            peer.state.withLock {
+            let received = peer.state.withLock {
                 $0.counters.writeRequests += 1
                 if handle == sink { $0.counters.sinkWrites += 1 }
+                return $0.counters.writeRequests
             }
+            if let limit = behaviour.silentAfterWriteRequests, received > limit { return }
             guard let a = attribute(handle) else { return error(.writeRequest, handle, .invalidHandle) }
             if let e = a.writeError { return error(.writeRequest, handle, e) }
             guard a.writable else { return error(.writeRequest, handle, .writeNotPermitted) }
             store(handle, Array(value))
+            if let every = behaviour.peerRequestEvery {
+                let due = peer.state.withLock { s in
+                    guard s.counters.writeRequests % every == 0 else { return false }
+                    s.counters.peerRequestsSent += 1
+                    return true
+                }
+                if due { send(.readByTypeRequest(range: ATTHandleRange(start: 1, end: 0xFFFF), type: .deviceName)) }
+            }
             send(.writeResponse)
             if a.type == .clientCharacteristicConfiguration { subscribed(cccd: handle, value: Array(value)) }
 
@@ -339,6 +357,10 @@ final class PeerConnection: ATTTransportSink {
                 peer.state.withLock { $0.counters.executedWrites += 1 }
             }
             send(.executeWriteResponse)
+
+        case .errorResponse(.readByTypeRequest, _, _), .readByTypeResponse:
+            // An answer to the peer's own request (`peerRequestEvery`).
+            peer.state.withLock { $0.counters.peerRequestsAnswered += 1 }
 
         case .handleValueConfirmation:
             peer.state.withLock { $0.counters.confirmations += 1 }

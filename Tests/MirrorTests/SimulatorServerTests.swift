@@ -1,7 +1,9 @@
 // The simulator's ATT server, byte for byte (Core Spec 5.4 Vol 3 Part F §3.4), and the mirror's
 // behaviours the seeds tell, driven with raw PDUs through a test transport.
 import ATTStack
+import Dispatch
 import Foundation
+import GATTClient
 import Mirror
 @testable import MirrorSimulator
 import XCTest
@@ -78,6 +80,29 @@ final class SimulatorServerTests: XCTestCase {
         XCTAssertEqual(hexOf(t.request([0x0A] + le16(scanState))), hexOf([0x0B, 0x00]))
         // Read Multiple: Device Name and Appearance.
         XCTAssertEqual(hexOf(t.request([0x0E, 0x05, 0x00, 0x03, 0x00])), hexOf([0x0F, 0x00, 0x00] + Array("mirror-sim".utf8)))
+    }
+
+    /// The writes a connection brought are counted (any handle, accepted or refused) and logged when it closes:
+    /// the VM's bench checks every tool's writes against this line.
+    func testWritesReceivedAreCountedAndLoggedAtClose() {
+        let lines = Lock<[String]>([])
+        let closed = DispatchSemaphore(value: 0)
+        let sim = SimulatedMirror(options: SimOptions(), log: { line in
+            lines.withLock { $0.append(line) }
+        }, connectionClosed: { _ in closed.signal() })
+        let t = TestTransport()
+        sim.attach(t)
+        let token = sim.valueHandle("cloudToken")!
+        for _ in 0..<3 { XCTAssertEqual(t.request([0x12] + le16(token) + [0x41]), [0x13]) }
+        XCTAssertEqual(t.request([0x12, 0x03, 0x00, 0x41]), [0x01, 0x12, 0x03, 0x00, 0x03])  // refused, still received
+        for _ in 0..<5 { t.deliver([0x52] + le16(token) + [0x42]) }
+        XCTAssertEqual(t.request([0x0A] + le16(token)), [0x0B, 0x42], "the commands were handled before the read")
+        XCTAssertEqual(sim.snapshot.writeRequests, 4)
+        XCTAssertEqual(sim.snapshot.writeCommands, 5)
+        t.close(reason: "bench done")
+        XCTAssertEqual(closed.wait(timeout: .now() + 5), .success)
+        let last = lines.withLock { $0.last ?? "" }
+        XCTAssertTrue(last.hasSuffix("connection 1 closed: closed by this host: bench done; received 4 Write Requests, 5 Write Commands"), last)
     }
 
     func testCloudTokenLongerThanItsLimitIsRejectedWhileTheMTUAllowsIt() {

@@ -152,6 +152,59 @@ final class HostileCLITests: XCTestCase {
         XCTAssertTrue(r2.stdout.contains("\"mtu\": 517"), r2.stdout)
     }
 
+    /// The JSON error object `mirror ... --json` printed on stdout.
+    func jsonError(_ run: ToolRun, file: StaticString = #filePath, line: UInt = #line) -> [String: Any] {
+        let object = try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
+        guard let error = object?["error"] as? [String: Any] else {
+            XCTFail("no JSON error object on stdout: \(run.stdout)", file: file, line: line)
+            return [:]
+        }
+        return error
+    }
+
+    func testTheBenchsBareLoopTimesOutNamingTheResponseItWaitedFor() throws {
+        // --timeout 2, not 1: it also bounds the GATT connection's Exchange MTU, which must succeed on a loaded machine.
+        // The GATT connection is answered; the bare loop's own connection is read but never answered, so its
+        // Exchange MTU waits for a response until --timeout.
+        let peer = try HostilePeerProcess("later-connections-silent")
+        defer { peer.stop() }
+        let started = Date()
+        let run = try runMirror(["bench", peer.target, "--handle", "0x000B", "--size", "2", "--count", "10", "--rounds", "1",
+                                 "--timeout", "2", "--json"], timeout: 30)
+        let took = Date().timeIntervalSince(started)
+        XCTAssertEqual(run.status, 5, run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: timed out after 2 s waiting for a response in the bare loop")
+        let error = jsonError(run)
+        XCTAssertEqual(error["kind"] as? String, "timeout")
+        XCTAssertEqual(error["message"] as? String, "timed out after 2 s waiting for a response in the bare loop")
+        XCTAssertEqual(error["waitingFor"] as? String, "a response in the bare loop")
+        XCTAssertEqual(error["seconds"] as? Double, 2)
+        XCTAssertEqual(error["exitStatus"] as? Int, 5)
+        XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout")
+        XCTAssertLessThan(took, 15)
+    }
+
+    func testTheBenchsBareLoopTimesOutNamingTheSocketThatTookNoMoreData() throws {
+        // The bare loop's connection gets its Exchange MTU answered, then is never read: its Write Commands fill
+        // the socket, and the loop waits for POLLOUT until --timeout.
+        let peer = try HostilePeerProcess("later-connections-stop-reading")
+        defer { peer.stop() }
+        let started = Date()
+        let run = try runMirror(["bench", peer.target, "--handle", "0x000B", "--size", "200", "--mode", "without-response",
+                                 "--warmup", "5000", "--count", "10", "--rounds", "1", "--timeout", "2", "--json"], timeout: 30)
+        let took = Date().timeIntervalSince(started)
+        XCTAssertEqual(run.status, 5, run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: timed out after 2 s waiting for the bare loop's socket to take more data")
+        let error = jsonError(run)
+        XCTAssertEqual(error["kind"] as? String, "timeout")
+        XCTAssertEqual(error["waitingFor"] as? String, "the bare loop's socket to take more data")
+        XCTAssertEqual(error["seconds"] as? Double, 2)
+        XCTAssertEqual(error["exitStatus"] as? Int, 5)
+        XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout")
+        XCTAssertLessThan(took, 15)
+    }
+
     func testListenDuringANotificationFloodStopsAtItsCount() throws {
         let peer = try HostilePeerProcess("notification-flood", ["--count", "200000"])
         defer { peer.stop() }

@@ -30,6 +30,9 @@ public final class SimulatedMirror: Sendable {
         public var reboots: Int
         /// One line per upload attempt: "posted 1234 bytes to URL: HTTP 200" or the failure.
         public var uploads: [String]
+        /// Write Requests and Write Commands received over every connection (any handle, accepted or not).
+        public var writeRequests: Int
+        public var writeCommands: Int
     }
 
     struct Conn {
@@ -39,6 +42,9 @@ public final class SimulatedMirror: Sendable {
         var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
         var outbound: [[UInt8]] = []
         var waitingWritable = false
+        /// Write Requests and Write Commands received on this connection (logged when it closes).
+        var writeRequests = 0
+        var writeCommands = 0
     }
 
     struct DeviceState {
@@ -58,6 +64,8 @@ public final class SimulatedMirror: Sendable {
         var nextConnectionID = 1
         var reboots = 0
         var uploads: [String] = []
+        var writeRequests = 0
+        var writeCommands = 0
     }
 
     /// Work to do after the lock is released (closing a transport can call back into us).
@@ -90,7 +98,7 @@ public final class SimulatedMirror: Sendable {
         state.withLock { s in
             Snapshot(scanState: s.scanState, scanError: s.scanError, wifiStatus: s.wifiStatus,
                      cloudToken: String(decoding: s.cloudToken, as: UTF8.self), connections: s.connections.count,
-                     reboots: s.reboots, uploads: s.uploads)
+                     reboots: s.reboots, uploads: s.uploads, writeRequests: s.writeRequests, writeCommands: s.writeCommands)
         }
     }
 
@@ -124,11 +132,13 @@ public final class SimulatedMirror: Sendable {
     }
 
     fileprivate func closed(_ id: Int, _ reason: TransportError) {
-        let remaining = state.withLock { s in
-            s.connections.removeValue(forKey: id)
-            return s.connections.count
+        let (remaining, conn) = state.withLock { s in
+            let c = s.connections.removeValue(forKey: id)
+            return (s.connections.count, c)
         }
-        log("connection \(id) closed: \(reason)")
+        // The counts say how many writes of a benchmark arrived (tools/vm/scenarios/bench.sh reads this line).
+        let counts = conn.map { "; received \($0.writeRequests) Write Requests, \($0.writeCommands) Write Commands" } ?? ""
+        log("connection \(id) closed: \(reason)\(counts)")
         connectionClosed(remaining)
     }
 
@@ -419,6 +429,13 @@ public final class SimulatedMirror: Sendable {
 
         case .writeRequest(let handle, let value), .writeCommand(let handle, let value):
             let isCommand = pdu.opcode == .writeCommand
+            if isCommand {
+                s.connections[id]?.writeCommands += 1
+                s.writeCommands += 1
+            } else {
+                s.connections[id]?.writeRequests += 1
+                s.writeRequests += 1
+            }
             guard let a = database.attribute(handle) else { return isCommand ? .none : error(.invalidHandle, handle) }
             guard a.writable else { return isCommand ? .none : error(.writeNotPermitted, handle) }
             guard value.count <= ATTMTU.maximumAttributeValue else { return isCommand ? .none : error(.invalidAttributeValueLength, handle) }

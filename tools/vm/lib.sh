@@ -249,6 +249,8 @@ vm_gatt_peer() {
   vm_bg btvirt btvirt -l2 -L
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
   mkdir -p /run/dbus
+  # An earlier scenario's bus (same boot) leaves its socket behind: the wait below must see the new one.
+  rm -f /run/dbus/system_bus_socket
   vm_bg dbus dbus-daemon --system --nofork --nopidfile
   vm_wait "the system bus" 15 test -S /run/dbus/system_bus_socket
   vm_bg bluetoothd /usr/sbin/bluetoothd -n
@@ -278,3 +280,8 @@ vm_scan() {
   vm_run "$step" "$limit" "$BIN/mirror" scan 00:AA:01:01:00:01 --adapter hci0 --json \
     --upload-host 127.0.0.1 --upload-port 0 --upload-dir "$OUT/$step.up" "$@"
 }
+
+# vm_no_le_link: waits until hci0 has no LE link left. A command started within the kernel's disconnect delay
+# (2 s after the last socket closes) reuses the previous command's link, and a peer like bluetoothd keeps that
+# link's ATT state (its ATT_MTU) across our processes: wait before a step that offers another --mtu.
+vm_no_le_link() { vm_wait "no LE link left on hci0" 20 sh -c '! hcitool -i hci0 con | grep -q " LE "'; }

@@ -14,9 +14,12 @@ let benchCommand = Command(CommandSpec(
         after the last one, so the figure is what the peer took in, not what the kernel buffered. The peer \
         confirms each Write Request with its Write Response; with --counter H (a characteristic whose value \
         is the peer's little-endian count of writes received), the count read before and after says how many \
-        Write Commands arrived. For unix: targets it also runs a bare socket loop (the same PDUs, no ATT \
-        engine) over the same socket type, alternating round by round with the CLI's, and prints the ratio \
-        mirror/bare.
+        Write Commands arrived. It also runs a bare socket loop (the same PDUs, no ATT engine, the same \
+        handle, size and counts) and prints the ratio mirror/bare for each mode: for unix: targets on a second \
+        connection; for an LE address on the same connection's socket, which the GATT client's bearer lends \
+        it for each round (the kernel gives an LE link one ATT socket: a second connect on CID 4 to a \
+        connected peer fails with EBUSY); either way alternating round by round with the CLI's. --bare-loop: \
+        second-connection (unix: only), same-connection, or none.
 
         --loopback needs no TARGET: it runs a plain peer in this process on a private unix socket (it answers \
         at once and counts what it receives, like the library benchmark tools/gatt-bench), so the figures show \
@@ -32,6 +35,7 @@ let benchCommand = Command(CommandSpec(
         .value("--warmup", "N", help: "writes per mode before measuring (default 100)"),
         .value("--counter", "H", help: "a characteristic holding the peer's little-endian count of writes received"),
         .value("--rounds", "N", help: "rounds per mode, alternating with the bare loop; figures are medians (default 3)"),
+        .value("--bare-loop", "WHERE", help: "second-connection (unix: default), same-connection (LE default) or none"),
         .flag("--loopback", help: "no TARGET: a plain peer in this process on a private unix socket, to see what the host stack costs"),
     ],
     globals: GlobalOptionName.connection,
@@ -40,6 +44,7 @@ let benchCommand = Command(CommandSpec(
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
         ("mirror bench --loopback --size 20 --rounds 5", "the host stack alone, against a plain in-process peer"),
+        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, lent round by round"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--count", "--duration"])
@@ -62,12 +67,18 @@ let benchCommand = Command(CommandSpec(
     let mode = try inv.option("--mode") { (s: String) throws(UsageError) in try parseChoice(s, BenchMode.self, what: "mode") } ?? .both
     let rounds = try inv.option("--rounds") { (s: String) throws(UsageError) in try parseCount(s, in: 1...1000, what: "rounds") } ?? 3
     let givenCounter = try inv.option("--counter", parseHandle)
+    let bareLoop = try inv.option("--bare-loop") { (s: String) throws(UsageError) in try parseChoice(s, BareLoopOption.self, what: "bare loop placement") }
+    if bareLoop == .secondConnection, let givenTarget, !givenTarget.isUnix {
+        throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection",
+                         token: "second-connection", command: "bench")
+    }
     let peer = loopback ? try LoopbackPeer() : nil
     defer { peer?.close() }
     let target = try givenTarget ?? parseTarget("unix:\(peer!.path)", type: nil)
     let plan = BenchPlan(handle: givenHandle ?? LoopbackPeer.sinkHandle, size: size,
                          count: duration == nil ? (count ?? 5000) : nil, duration: duration, warmup: warmup, mode: mode,
-                         counter: givenCounter ?? (loopback ? LoopbackPeer.counterHandle : nil), rounds: rounds)
+                         counter: givenCounter ?? (loopback ? LoopbackPeer.counterHandle : nil), rounds: rounds,
+                         bareLoop: bareLoop)
     let result = try await Bench.run(target: target, plan: plan, inv: inv)
     if inv.global.json {
         inv.console.out(result.json.pretty)

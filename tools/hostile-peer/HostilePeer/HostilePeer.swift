@@ -174,9 +174,10 @@ public final class HostilePeer: @unchecked Sendable {
             connectionFDs.insert(c)
             threads += 1
             _stats.connections += 1
+            let number = _stats.connections
             condition.broadcast()
             condition.unlock()
-            let connection = HostileConnection(fd: c, peer: self)
+            let connection = HostileConnection(fd: c, peer: self, number: number)
             let t = Thread { [self] in
                 connection.run()
                 condition.lock()
@@ -211,6 +212,8 @@ final class HostileConnection: @unchecked Sendable {
     let fd: Int32
     let peer: HostilePeer
     let options: HostileOptions
+    /// 1 for the peer's first connection, 2 for the next, ...
+    let number: Int
     var server: WellBehavedServer
     var mtu: Int {
         get { server.mtu }
@@ -222,9 +225,10 @@ final class HostileConnection: @unchecked Sendable {
     let floodDone = DispatchSemaphore(value: 0)
     var floodRunning = false
 
-    init(fd: Int32, peer: HostilePeer) {
+    init(fd: Int32, peer: HostilePeer, number: Int) {
         self.fd = fd
         self.peer = peer
+        self.number = number
         self.options = peer.options
         self.server = WellBehavedServer(serverRxMTU: peer.options.serverRxMTU)
     }
@@ -236,14 +240,39 @@ final class HostileConnection: @unchecked Sendable {
 
     func run() {
         var buffer = [UInt8](repeating: 0, count: 4096)
+        let later = number > 1
         while true {
             let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
             if n < 0 && errno == EINTR { continue }
             if n <= 0 { break }
-            if !handle(Array(buffer[0..<n])) { break }
+            let pdu = Array(buffer[0..<n])
+            if later && options.scenario == .laterConnectionsSilent {
+                countSilently(pdu)
+                continue
+            }
+            if later && options.scenario == .laterConnectionsStopReading {
+                if pdu.first == 0x02 { _ = handle(pdu) } else { countSilently(pdu) }
+                // Read nothing more: wait, without polling, for the client to close (or `close()` to shut the
+                // socket down), while whatever the client sends fills the buffers.
+                var p = pollfd(fd: fd, events: 0, revents: 0)
+                while poll(&p, 1, -1) < 0 && errno == EINTR {}
+                break
+            }
+            if !handle(pdu) { break }
         }
         shutdown(fd, Int32(SHUT_RDWR))
         if floodRunning { floodDone.wait() }
+    }
+
+    /// Counts a PDU that gets no answer.
+    func countSilently(_ pdu: [UInt8]) {
+        guard let op = pdu.first else { return }
+        peer.update { s in
+            if op == 0x52 { s.commands += 1 } else if HostileScenario.requestOpcodes.contains(op) {
+                s.requests += 1
+                s.requestsByOpcode[op, default: 0] += 1
+            }
+        }
     }
 
     /// Sends one datagram (blocking); false when the socket is gone.
@@ -296,7 +325,8 @@ final class HostileConnection: @unchecked Sendable {
     func attack(_ pdu: [UInt8]) -> Bool {
         let op = pdu[0]
         switch options.scenario {
-        case .wellBehaved:
+        case .wellBehaved, .laterConnectionsSilent, .laterConnectionsStopReading:
+            // (The later-connections scenarios attack no request: their connections after the first are handled in `run`.)
             send(answer(pdu, mode: .normal))
         case .wrongOpcode:
             var a = answer(pdu, mode: .normal)

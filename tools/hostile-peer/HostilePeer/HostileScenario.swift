@@ -40,6 +40,12 @@ public enum HostileScenario: String, Sendable, CaseIterable {
     case silent
     /// Closes the socket on receiving the attacked request.
     case close
+    /// Answers the first connection well; every later one is accepted and read but never answered (what
+    /// `mirror bench`'s bare loop, its second connection, then waits for: a response).
+    case laterConnectionsSilent = "later-connections-silent"
+    /// Answers the first connection well; on every later one answers Exchange MTU, then never reads again, so
+    /// the connection's buffer fills (what `mirror bench`'s bare loop then waits for: room to send).
+    case laterConnectionsStopReading = "later-connections-stop-reading"
 
     /// One line for `hostile-peer --list`.
     public var summary: String {
@@ -62,6 +68,8 @@ public enum HostileScenario: String, Sendable, CaseIterable {
         case .indicationStorm: return "a CCCD write starts --count indications (default 100000) without waiting or reading"
         case .silent: return "never answers"
         case .close: return "closes the socket on the attacked request (--nth, default the first)"
+        case .laterConnectionsSilent: return "answers the first connection; reads every later one and never answers"
+        case .laterConnectionsStopReading: return "answers the first connection; on later ones answers Exchange MTU, then never reads"
         }
     }
 
@@ -69,7 +77,7 @@ public enum HostileScenario: String, Sendable, CaseIterable {
     public var defaultVictims: Set<UInt8> {
         let allButMTU = HostileScenario.requestOpcodes.subtracting([0x02])
         switch self {
-        case .wellBehaved: return []
+        case .wellBehaved, .laterConnectionsSilent, .laterConnectionsStopReading: return []
         case .wrongOpcode, .errorForOtherRequest, .unsolicitedResponses, .lateResponse, .oversized, .overBuffer, .close:
             return allButMTU
         case .truncated:

@@ -1,4 +1,4 @@
-# vm-about: faults over a real LE link: a dropped response (timeout naming what it waited for), a peer that hangs up mid-request, a slow answer, our adapter going down under a connection, nobody at the address, no such adapter
+# vm-about: faults over a real LE link: a dropped response (timeout naming what it waited for), a peer that hangs up mid-request, a slow answer, our adapter going down under a connection, nobody at the address, no such adapter, the peer process killed in the middle of a long write, the controller removed (btvirt killed) under a running listen
 # vm-timeout: 240
 vm_need mirror mirror-sim
 vm_controllers
@@ -46,3 +46,51 @@ vm_json "$OUT/nobody.log" 'j["error"]["exitStatus"] == 5 and "00:AA:01:09:09:09"
 vm_run no-adapter 30 "$BIN/mirror" read $peer 0x0003 --adapter hci7 --json
 [ "$VM_RC" != 0 ] || vm_fail "read through hci7 (no such adapter) exited 0"
 vm_json "$OUT/no-adapter.log" '"error" in j and "hci7" in j["error"]["message"]' "no such adapter: an error naming hci7 (exit $VM_RC)"
+
+# 7. The peer's process killed in the middle of a long write: 300 bytes at MTU 23 are 17 Prepare Write parts; a
+#    fresh simulator holds back its answer to the 5th (delay, so that the kill lands mid-write every time) and is
+#    killed (SIGKILL) once that part arrived. Its socket closes with it, the kernel drops the link about 4 s
+#    later, and mirror must end then with a named disconnect error (not at its 20 s ATT timeout).
+vm_stop sim 10
+# Step 4's link is still up on hci1's side: btvirt tells hci1 nothing when hci0 resets, so the kernel on hci1 keeps
+# that link until about 4 s after its last socket closed (the simulator's, just now). A connection from hci0 before
+# then gets the same handle, is taken for that stale link on hci1 (no accept) and dropped with it.
+vm_wait "no LE link left on hci1" 20 sh -c '! hcitool -i hci1 con | grep -q " LE "'
+vm_sim sim-killed --token-limit 512 --fault delay:cloudToken:60000@5
+value=$(python3 -I -S -c 'print(bytes(range(256)).hex() + bytes(range(44)).hex())')
+vm_bg write-killed "$BIN/mirror" write $peer 0x0012 "$value" --long --adapter hci0 --mtu 23 --timeout 20 --json --trace
+vm_wait_log sim-killed "fault delay:cloudToken:60000 on Prepare Write Request" 40
+t0=$(vm_now)
+kill -KILL "$(vm_pid sim-killed)"
+vm_log "killed mirror-sim (SIGKILL) with the 5th Prepare Write Request unanswered"
+vm_join write-killed 40
+us=$(($(vm_now) - t0))
+vm_log "mirror write ended $(vm_secs $us) s after the kill, exit $VM_RC"
+# The kernel keeps the peer's side of the link up about 4 s after its last socket closed (twice the 2 s
+# disconnect delay, for a link the peer accepted), then disconnects: well before the 20 s ATT timeout.
+[ $us -lt $(($(vm_scaled 15) * 1000000)) ] || vm_fail "mirror write took $(vm_secs $us) s to end after the peer was killed (expected the link to drop within $(vm_scaled 15) s)"
+vm_grep "$OUT/write-killed.log" "> Prepare Write Request handle 0x0012 offset 72 " "the 5th part (offset 72) went out before the kill"
+vm_no_grep "$OUT/write-killed.log" "Execute Write Request" "no Execute Write was sent"
+[ "$VM_RC" = 6 ] || { sed 's/^/    | /' "$OUT/write-killed.log" | tail -n 12; vm_fail "mirror write --long exited $VM_RC when the peer was killed (expected 6)"; }
+vm_json "$OUT/write-killed.log" \
+  'j["error"]["kind"] == "connection" and j["error"]["exitStatus"] == 6 and j["error"]["during"] == "Prepare Write Request to handle 0x0012" and "ECONNRESET" in j["error"]["reason"] and "00:AA:01:01:00:01 closed the link" in j["error"]["reason"]' \
+  "peer killed mid long write: exit 6, disconnected during the Prepare Write Request to 0x0012: ECONNRESET, the peer closed the link"
+vm_log "killed peer: $(grep -m 1 '"message"' "$OUT/write-killed.log")"
+
+# 8. The controller removed under a running listen: btvirt killed (SIGKILL), so hci0 and hci1 are unregistered.
+#    Last, because the controllers are gone for good.
+vm_sim sim-last
+vm_bg listen-gone "$BIN/mirror" listen $peer 0x000c --adapter hci0 --json --trace
+vm_wait_log listen-gone "< Write Response" 40
+t0=$(vm_now)
+kill -KILL "$(vm_pid btvirt)"
+vm_log "killed btvirt (SIGKILL) under mirror listen, subscribed to scanState"
+vm_join listen-gone 30
+us=$(($(vm_now) - t0))
+vm_log "mirror listen ended $(vm_secs $us) s after the controller went away, exit $VM_RC"
+[ $us -lt $(($(vm_scaled 5) * 1000000)) ] || vm_fail "mirror listen took $(vm_secs $us) s to end after btvirt was killed (expected under $(vm_scaled 5) s)"
+[ "$VM_RC" = 6 ] || { sed 's/^/    | /' "$OUT/listen-gone.log" | tail -n 12; vm_fail "mirror listen exited $VM_RC when btvirt was killed (expected 6)"; }
+vm_json "$OUT/listen-gone.log" \
+  'j["error"]["kind"] == "connection" and j["error"]["exitStatus"] == 6 and j["error"]["during"] == "the notification stream" and "ECONNABORTED" in j["error"]["reason"] and "removed" in j["error"]["reason"]' \
+  "controller removed under listen: exit 6, disconnected during the notification stream: ECONNABORTED, the adapter went down or was removed"
+vm_log "controller removed: $(grep -m 1 '"message"' "$OUT/listen-gone.log")"

@@ -29,6 +29,9 @@ vm_json "$OUT/mirror-write.log" \
 
 # 3. The peer is a GATT client too: bluetoothd sends Exchange MTU and discovery requests to hci0. Answered,
 #    the link stays up; unanswered, bluetoothd drops it 30 s later. mirror listen holds one connection 40 s.
+#    A fresh link: on one left by an earlier command (within the kernel's 2 s disconnect delay), bluetoothd sent its
+#    requests to that command (gatttool answers two and may exit before the third) and drops the link 30 s later.
+vm_no_le_link
 vm_bg listen "$BIN/mirror" listen $peer --adapter hci0 --json
 vm_alive listen 40 "mirror listen's connection outlives bluetoothd's 30 s ATT timeout"
 vm_stop listen 10

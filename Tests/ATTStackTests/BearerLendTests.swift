@@ -1,0 +1,102 @@
+import CBlueZSocket
+import Dispatch
+import Foundation
+import XCTest
+@testable import ATTStack
+
+/// `ATTBearer.lend`: the reader thread runs a body with the connected socket; meanwhile the bearer reads nothing
+/// and sends nothing, and afterwards it goes on as before.
+final class BearerLendTests: XCTestCase {
+    /// One datagram from a non-blocking socket, waiting at most 10 s.
+    private static func receive(_ fd: Int32) -> [UInt8]? {
+        var revents: Int16 = 0
+        guard cbz_poll_one(fd, CBZ_POLLIN, 10_000, &revents) > 0 else { return nil }
+        var buffer = [UInt8](repeating: 0, count: 1024)
+        var truncated: Int32 = 0
+        let n = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+        return n > 0 ? Array(buffer[..<n]) : nil
+    }
+
+    private static func sendRaw(_ fd: Int32, _ pdu: [UInt8]) -> Int {
+        pdu.withUnsafeBytes { cbz_send(fd, $0.baseAddress, $0.count) }
+    }
+
+    func testTheBodyOwnsTheSocketWhileTheBearerWaitsThenGoesOn() throws {
+        let (a, b) = try ATTBearer.pair()
+        let sinkA = RecordingSink(), sinkB = RecordingSink()
+        a.start(sinkA)
+        b.start(sinkB)
+        XCTAssertEqual(try send(b, [0x13]), .sent)
+        sinkA.waitForPDUs(1)
+
+        let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
+        let seen = LockedValue<(thread: String, answer: [UInt8]?)>(("", nil))
+        a.lend { fd in
+            guard let fd else { return XCTFail("no socket lent") }
+            entered.signal()
+            _ = proceed.wait(timeout: .now() + 10)
+            // The body's request, and the peer's answer read by the body, not by the bearer's sink.
+            XCTAssertEqual(Self.sendRaw(fd, [0x12, 0x12, 0x00, 0xAA]), 4)
+            let answer = Self.receive(fd)
+            seen.withLock { $0 = (currentThreadName(), answer) }
+            done.signal()
+        }
+        XCTAssertEqual(entered.wait(timeout: .now() + 10), .success)
+        // During the loan the bearer sends nothing: its sender waits for POLLOUT, which comes after the loan.
+        XCTAssertEqual(try send(a, [0x52, 0x01, 0x00]), .wouldBlock)
+        let writable = DispatchSemaphore(value: 0)
+        a.whenWritable { writable.signal() }
+        proceed.signal()
+        sinkB.waitForPDUs(1)
+        XCTAssertEqual(sinkB.pdus, [[0x12, 0x12, 0x00, 0xAA]])
+        XCTAssertEqual(try send(b, [0x13]), .sent)
+        XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(seen.withLock { $0.answer }, [0x13])
+        XCTAssertEqual(seen.withLock { $0.thread }, "att-bearer", "the loan runs on the bearer's reader thread")
+        XCTAssertEqual(writable.wait(timeout: .now() + 10), .success, "the waiting sender wakes after the loan")
+        XCTAssertEqual(try send(a, [0x52, 0x01, 0x00]), .sent)
+        sinkB.waitForPDUs(2)
+        // And the bearer reads again.
+        XCTAssertEqual(try send(b, [0x1B, 0x03, 0x00, 0x01]), .sent)
+        sinkA.waitForPDUs(2)
+        XCTAssertEqual(sinkA.pdus, [[0x13], [0x1B, 0x03, 0x00, 0x01]], "the answer the body read never reached the sink")
+        XCTAssertTrue(sinkA.closes.isEmpty)
+        a.close(reason: "done")
+        XCTAssertEqual(sinkA.waitForClose(), .closedLocally(reason: "done"))
+    }
+
+    func testACloseDuringALoanWaitsForItsEnd() throws {
+        let (a, b) = try ATTBearer.pair()
+        let sinkA = RecordingSink(), sinkB = RecordingSink()
+        a.start(sinkA)
+        b.start(sinkB)
+        let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0)
+        a.lend { fd in
+            guard let fd else { return XCTFail("no socket lent") }
+            entered.signal()
+            _ = proceed.wait(timeout: .now() + 10)
+            XCTAssertEqual(Self.sendRaw(fd, [0x52, 0x01, 0x00, 0x07]), 4, "the socket stays open until the loan ends")
+        }
+        XCTAssertEqual(entered.wait(timeout: .now() + 10), .success)
+        a.close(reason: "closing under a loan")
+        XCTAssertTrue(sinkA.closes.isEmpty, "the close waits for the loan")
+        proceed.signal()
+        XCTAssertEqual(sinkA.waitForClose(), .closedLocally(reason: "closing under a loan"))
+        sinkB.waitForPDUs(1)
+        XCTAssertEqual(sinkB.pdus, [[0x52, 0x01, 0x00, 0x07]])
+        XCTAssertEqual(sinkB.waitForClose(), .closedByPeer)
+    }
+
+    func testNoLoanFromABearerThatIsNotRunning() throws {
+        let (a, b) = try ATTBearer.pair()
+        let got = LockedValue<[Int32?]>([])
+        a.lend { fd in got.withLock { $0.append(fd) } }
+        XCTAssertEqual(got.withLock { $0 }, [nil], "not started: nothing to lend")
+        let sinkA = RecordingSink()
+        a.start(sinkA)
+        b.close(reason: "peer gone")
+        XCTAssertEqual(sinkA.waitForClose(), .closedByPeer)
+        a.lend { fd in got.withLock { $0.append(fd) } }
+        XCTAssertEqual(got.withLock { $0 }, [nil, nil], "ended: nothing to lend")
+    }
+}

@@ -1,0 +1,177 @@
+// The security retry while pairing runs: after BT_SECURITY is raised the kernel refuses sends with ENOTCONN (the
+// socket is in BT_CONFIG) and reports POLLOUT once the link is encrypted; the retry waits for that, bounded and named.
+import ATTStack
+import Dispatch
+import Foundation
+import XCTest
+@testable import GATTClient
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A transport for a link whose pairing the test controls. Reads of 0x0003 are answered with Insufficient
+/// Encryption until the link is encrypted, then with the value [1]. While pairing runs, every send fails with
+/// ENOTCONN and POLLOUT waiters are held; `finishPairing()` encrypts the link and wakes them.
+final class PairingTransport: ATTTransport, @unchecked Sendable {
+    // @unchecked: every mutable property lives in `state`, guarded by its lock.
+    struct State {
+        var sink: (any ATTTransportSink)?
+        var pairing = false
+        var encrypted = false
+        /// Sends refused with ENOTCONN, and requests the peer received.
+        var notConnected = 0
+        var received: [[UInt8]] = []
+        var writableWaiters: [@Sendable () -> Void] = []
+        var writableRequests = 0
+    }
+    let state = Lock(State())
+    let queue = DispatchQueue(label: "pairing.reader")
+    let label = "pairing"
+    /// When pairing ends on its own: as soon as someone waits for POLLOUT (the kernel's state change), or never.
+    let completesWhenWaitedOn: Bool
+    /// ENOTCONN even after pairing (a link that stays unusable: POLLOUT comes, sends still fail).
+    let neverUsable: Bool
+    /// Finished when the first POLLOUT waiter registers.
+    let waitedOn = OnceBox<Void>()
+
+    init(completesWhenWaitedOn: Bool = true, neverUsable: Bool = false, pairingFromTheStart: Bool = false) {
+        self.completesWhenWaitedOn = completesWhenWaitedOn
+        self.neverUsable = neverUsable
+        state.withLock { $0.pairing = pairingFromTheStart }
+    }
+
+    func start(_ sink: any ATTTransportSink) { state.withLock { $0.sink = sink } }
+
+    /// What BT_SECURITY does on an LE link that is not encrypted enough: pairing starts.
+    func raise(to level: GATTSecurityLevel) { state.withLock { $0.pairing = true } }
+
+    func finishPairing() {
+        let waiters: [@Sendable () -> Void] = state.withLock { s in
+            s.pairing = false
+            s.encrypted = true
+            defer { s.writableWaiters = [] }
+            return s.writableWaiters
+        }
+        for w in waiters { queue.async { w() } }
+    }
+
+    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        let bytes = [UInt8](pdu)
+        let outcome: (answer: [UInt8]?, sink: (any ATTTransportSink)?, refused: Bool) = state.withLock { s in
+            if s.pairing || neverUsable && s.encrypted {
+                s.notConnected += 1
+                return (nil, nil, true)
+            }
+            s.received.append(bytes)
+            guard bytes == [0x0A, 0x03, 0x00] else { return ([0x01, bytes[0], 0, 0, 0x06], s.sink, false) }
+            return (s.encrypted ? [0x0B, 0x01] : [0x01, 0x0A, 0x03, 0x00, 0x0F], s.sink, false)
+        }
+        if outcome.refused {
+            throw .socket(SocketError(syscall: "send", errno: ENOTCONN, context: "sending a \(bytes.count)-byte PDU to \(label)"))
+        }
+        if let answer = outcome.answer, let sink = outcome.sink { queue.async { sink.transport(didReceive: answer) } }
+        return .sent
+    }
+
+    func whenWritable(_ callback: @escaping @Sendable () -> Void) {
+        let (now, first): (Bool, Bool) = state.withLock { s in
+            s.writableRequests += 1
+            if !s.pairing { return (true, s.writableRequests == 1) }
+            s.writableWaiters.append(callback)
+            return (false, s.writableRequests == 1)
+        }
+        if first { waitedOn.finish(.success(())) }
+        if now {
+            queue.async { callback() }
+        } else if completesWhenWaitedOn {
+            queue.async { [self] in finishPairing() }
+        }
+    }
+
+    func close(reason: String) {
+        let sink: (any ATTTransportSink)? = state.withLock { s in
+            defer { s.sink = nil }
+            return s.sink
+        }
+        if let sink { queue.async { sink.transport(didCloseWith: .closedLocally(reason: reason)) } }
+    }
+
+    var counts: (notConnected: Int, received: Int, writableRequests: Int) {
+        state.withLock { ($0.notConnected, $0.received.count, $0.writableRequests) }
+    }
+}
+
+final class PairingRetryTests: XCTestCase {
+    func client(_ transport: PairingTransport, clock: ManualClock = ManualClock(), retry: Bool = true) async throws -> GATTClient {
+        var c = GATTClient.Configuration()
+        c.clock = clock
+        c.retryAfterRaisingSecurity = retry
+        c.setSecurityLevel = { level in transport.raise(to: level) }
+        return try await GATTClient.connect(transport: transport, configuration: c)
+    }
+
+    func testASendRefusedWithENOTCONNWhilePairingWaitsForPOLLOUTAndGoesAgain() async throws {
+        let transport = PairingTransport()
+        let c = try await client(transport)
+        defer { c.close() }
+        let value = try await within(10) { try await c.read(handle: 3) }
+        XCTAssertEqual(value, [1])
+        XCTAssertEqual(c.securityLevel, .medium)
+        let counts = transport.counts
+        XCTAssertEqual(counts.notConnected, 1, "the first retry met pairing")
+        XCTAssertEqual(counts.writableRequests, 1, "one wait for POLLOUT")
+        XCTAssertEqual(counts.received, 2, "the peer saw the refused read and the retry after pairing")
+        XCTAssertFalse(c.isClosed)
+    }
+
+    func testPairingThatNeverEndsTimesOutNamingTheLinkAndTheLevel() async throws {
+        let clock = ManualClock()
+        let transport = PairingTransport(completesWhenWaitedOn: false)
+        let c = try await client(transport, clock: clock)
+        defer { c.close() }
+        let read = Task { try await c.read(handle: 3) }
+        // The deadline is armed before the POLLOUT wait registers: once it has, time can move.
+        try await within(10, "the retry's wait for POLLOUT") { try await transport.waitedOn.value() }
+        clock.advance(by: .seconds(30))
+        do {
+            _ = try await read.value
+            XCTFail("a read got through a link that never finished pairing")
+        } catch {
+            XCTAssertEqual("\(error)", "timed out after 30 s waiting for the link to take data again after raising security to medium (pairing)")
+        }
+        XCTAssertEqual(transport.counts.notConnected, 1)
+        XCTAssertFalse(c.isClosed, "the wait fails the one request, not the bearer")
+    }
+
+    func testALinkThatStaysUnusableIsRetriedABoundedNumberOfTimes() async throws {
+        let transport = PairingTransport(neverUsable: true)
+        let c = try await client(transport)
+        defer { c.close() }
+        do {
+            _ = try await within(10) { try await c.read(handle: 3) }
+            XCTFail("a read got through a link that refuses every send")
+        } catch let error as GATTError {
+            XCTAssertTrue(error.isNotConnectedSend, "\(error)")
+            XCTAssertTrue(error.description.contains("send failed with ENOTCONN"), error.description)
+        }
+        let counts = transport.counts
+        XCTAssertEqual(counts.notConnected, 1 + GATTClient.pairingSendRetries, "the send and its bounded retries")
+        XCTAssertEqual(counts.writableRequests, GATTClient.pairingSendRetries, "one POLLOUT wait before each retry")
+    }
+
+    func testENOTCONNWithoutARaiseIsNotRetried() async throws {
+        let transport = PairingTransport(pairingFromTheStart: true)
+        let c = try await client(transport)
+        defer { c.close() }
+        do {
+            _ = try await within(10) { try await c.read(handle: 3) }
+            XCTFail("a read got through a link that refuses every send")
+        } catch let error as GATTError {
+            XCTAssertTrue(error.isNotConnectedSend, "\(error)")
+        }
+        XCTAssertEqual(transport.counts.notConnected, 1)
+        XCTAssertEqual(transport.counts.writableRequests, 0, "no wait for POLLOUT without a raise")
+        XCTAssertEqual(c.securityLevel, .low)
+    }
+}
