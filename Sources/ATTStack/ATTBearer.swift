@@ -24,8 +24,19 @@ public final class ATTBearer: ATTTransport {
         case socketPair
     }
 
+    /// How the reader thread waits for the next PDU.
+    public enum ReaderWait: Sendable, Equatable {
+        /// A blocking recvmsg: one syscall per PDU. AF_UNIX only; `close` wakes it with shutdown. Nothing else
+        /// can wake it, so such a bearer cannot `lend` its socket.
+        case blockingReceive
+        /// epoll_wait, then recvmsg: an eventfd wakes the reader for `close` and `lend`. Always on L2CAP.
+        case epoll
+    }
+
     public let label: String
     public let endpoint: Endpoint
+    /// How the reader waits: `.blockingReceive` by default on AF_UNIX, `.epoll` on every other socket (or when asked).
+    public var readerWait: ReaderWait { blockingReceive ? .blockingReceive : .epoll }
     /// The receive buffer's size: at least 1024 bytes (ATT's maximum MTU is 517), or L2CAP's BT_RCVMTU if larger.
     public let receiveBufferSize: Int
 
@@ -75,7 +86,10 @@ public final class ATTBearer: ATTTransport {
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
     /// On failure the socket is closed.
-    init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024) throws(TransportError) {
+    /// `readerWait`: nil for the default (`.blockingReceive` on AF_UNIX, `.epoll` otherwise); `.epoll` for a bearer
+    /// that will `lend` its socket. `.blockingReceive` on a socket that is not AF_UNIX is taken as `.epoll`.
+    init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024,
+         readerWait: ReaderWait? = nil) throws(TransportError) {
         var opened: [Int32] = [socket]
         func fail(_ syscall: String) -> TransportError {
             let e = lastSocketError(syscall, "setting up the bearer for \(label)", .local)
@@ -97,7 +111,8 @@ public final class ATTBearer: ATTTransport {
             throw fail("epoll_ctl")
         }
         var ep: Int32 = -1, wake: Int32 = -1
-        if unix == 1 {
+        let blocking = unix == 1 && readerWait != .epoll
+        if blocking {
             if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
         } else {
             ep = cbz_epoll_create()
@@ -112,7 +127,7 @@ public final class ATTBearer: ATTTransport {
             }
         }
         self.fd = socket
-        self.blockingReceive = unix == 1
+        self.blockingReceive = blocking
         self.epfd = ep
         self.wakefd = wake
         self.writerWakefd = writerWake
@@ -232,11 +247,13 @@ public final class ATTBearer: ATTTransport {
     /// the bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend`
     /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. The body must not close the socket
     /// and must return within a bounded time (it blocks the reader). It gets nil, at once or at the reader's
-    /// next wake-up, when the bearer is not started, ended, or closing. An LE link takes one ATT socket, so
-    /// this is how something other than the ATT engine (a bare socket loop) uses the same link in turn.
+    /// next wake-up, when the bearer is not started, ended, or closing, and at once on a bearer whose reader waits
+    /// in a blocking recvmsg (`readerWait == .blockingReceive`: nothing can wake it but data or the end; make the
+    /// bearer with `readerWait: .epoll` to lend it). An LE link takes one ATT socket, so this is how something other
+    /// than the ATT engine (a bare socket loop) uses the same link in turn.
     public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
         let queued = state.withLock { s -> Bool in
-            guard s.started, !s.released, s.closeRequested == nil else { return false }
+            guard !blockingReceive, s.started, !s.released, s.closeRequested == nil else { return false }
             s.loans.append(body)
             _ = cbz_eventfd_signal(wakefd)
             return true
@@ -253,7 +270,16 @@ public final class ATTBearer: ATTTransport {
             return (loans, s.closeRequested != nil)
         }
         for loan in loans { loan(closing ? nil : fd) }
-        if !loans.isEmpty { state.withLock { $0.lent = false } }
+        guard !loans.isEmpty else { return }
+        state.withLock { s in
+            s.lent = false
+            // Senders that met the loan (`.wouldBlock`) wait for POLLOUT: the writable thread held them while the
+            // socket was lent; arm it again so that they wake now.
+            if !s.writableWaiters.isEmpty, !s.pollOutArmed, !s.released,
+               cbz_epoll_mod(writerEpfd, fd, CBZ_EPOLLOUT | CBZ_EPOLLONESHOT, Self.socketToken) == 0 {
+                s.pollOutArmed = true
+            }
+        }
     }
 
     // MARK: Options
@@ -502,6 +528,7 @@ public final class ATTBearer: ATTTransport {
                     if s.stopWriter { return nil } // the reader's finish fires the waiters after the close
                     guard socketReady else { return [] }
                     s.pollOutArmed = false
+                    if s.lent { return [] } // the socket is lent: the loan's end arms POLLOUT again
                     defer { s.writableWaiters.removeAll(keepingCapacity: true) }
                     return s.writableWaiters
                 }

@@ -22,7 +22,7 @@ final class BearerLendTests: XCTestCase {
     }
 
     func testTheBodyOwnsTheSocketWhileTheBearerWaitsThenGoesOn() throws {
-        let (a, b) = try ATTBearer.pair()
+        let (a, b) = try ATTBearer.pair(readerWait: .epoll)
         let sinkA = RecordingSink(), sinkB = RecordingSink()
         a.start(sinkA)
         b.start(sinkB)
@@ -66,7 +66,7 @@ final class BearerLendTests: XCTestCase {
     }
 
     func testACloseDuringALoanWaitsForItsEnd() throws {
-        let (a, b) = try ATTBearer.pair()
+        let (a, b) = try ATTBearer.pair(readerWait: .epoll)
         let sinkA = RecordingSink(), sinkB = RecordingSink()
         a.start(sinkA)
         b.start(sinkB)
@@ -87,8 +87,28 @@ final class BearerLendTests: XCTestCase {
         XCTAssertEqual(sinkB.waitForClose(), .closedByPeer)
     }
 
-    func testNoLoanFromABearerThatIsNotRunning() throws {
+    func testABearerWhoseReaderWaitsInRecvmsgLendsNothing() throws {
+        // AF_UNIX bearers wait in a blocking recvmsg by default: nothing but data or the end wakes that reader.
         let (a, b) = try ATTBearer.pair()
+        XCTAssertEqual(a.readerWait, .blockingReceive)
+        let sinkA = RecordingSink()
+        a.start(sinkA)
+        let got = LockedValue<[Int32?]>([])
+        a.lend { fd in got.withLock { $0.append(fd) } }
+        XCTAssertEqual(got.withLock { $0 }, [nil], "a blocking-receive bearer gives nil at once")
+        XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
+        sinkA.waitForPDUs(1)
+        XCTAssertEqual(sinkA.pdus, [[0x1B, 0x01, 0x00]], "and goes on reading")
+        let (c, d) = try ATTBearer.pair(readerWait: .epoll)
+        XCTAssertEqual(c.readerWait, .epoll)
+        c.close(reason: "done")
+        d.close(reason: "done")
+        a.close(reason: "done")
+        b.close(reason: "done")
+    }
+
+    func testNoLoanFromABearerThatIsNotRunning() throws {
+        let (a, b) = try ATTBearer.pair(readerWait: .epoll)
         let got = LockedValue<[Int32?]>([])
         a.lend { fd in got.withLock { $0.append(fd) } }
         XCTAssertEqual(got.withLock { $0 }, [nil], "not started: nothing to lend")
