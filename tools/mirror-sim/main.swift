@@ -8,6 +8,25 @@ import Foundation
 import MirrorSimulator
 import GATTClient
 
+// SIGINT and SIGTERM are blocked from the first line, before any thread exists (threads inherit the mask): one
+// that comes before the waiter below is ready stays pending instead of being lost, and `sigwait` takes it.
+let stopSignals: sigset_t = {
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGINT)
+    sigaddset(&set, SIGTERM)
+    pthread_sigmask(SIG_BLOCK, &set, nil)
+    return set
+}()
+
+/// Waits for SIGINT or SIGTERM (blocked above) and returns which one came.
+func waitForStopSignal() -> Int32 {
+    var set = stopSignals
+    var received: Int32 = 0
+    while sigwait(&set, &received) != 0 {}
+    return received
+}
+
 let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
       --profile FILE          mirror profile JSON (default: the bundled simulator profile)
@@ -133,14 +152,11 @@ func shutdown(_ why: String) -> Never {
     if let adapter = advertiseAdapter { try? LEAdvertiser.stop(adapter: adapter) }
     exit(0)
 }
-signal(SIGINT, SIG_IGN)
-signal(SIGTERM, SIG_IGN)
-let signalSources = [SIGINT, SIGTERM].map { sig -> DispatchSourceSignal in
-    let source = DispatchSource.makeSignalSource(signal: sig, queue: .main)
-    source.setEventHandler { shutdown(sig == SIGINT ? "interrupted" : "terminated") }
-    source.resume()
-    return source
+let signalThread = Thread {
+    let sig = waitForStopSignal()
+    shutdown(sig == SIGINT ? "interrupted" : "terminated")
 }
+signalThread.start()
 
 // One accept loop per listener, each on its own thread (accept blocks in poll until close wakes it).
 for listener in listeners {
@@ -158,4 +174,4 @@ for listener in listeners {
     }
     thread.start()
 }
-withExtendedLifetime(signalSources) { dispatchMain() }
+dispatchMain()

@@ -2,6 +2,25 @@
 import Foundation
 import HostilePeer
 
+// SIGINT and SIGTERM are blocked from the first line, before any thread exists (threads inherit the mask): one
+// that comes before the waiter below is ready stays pending instead of being lost, and `sigwait` takes it.
+let stopSignals: sigset_t = {
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGINT)
+    sigaddset(&set, SIGTERM)
+    pthread_sigmask(SIG_BLOCK, &set, nil)
+    return set
+}()
+
+/// Waits for SIGINT or SIGTERM (blocked above) and returns which one came.
+func waitForStopSignal() -> Int32 {
+    var set = stopSignals
+    var received: Int32 = 0
+    while sigwait(&set, &received) != 0 {}
+    return received
+}
+
 let usage = """
     usage: hostile-peer SCENARIO unix:PATH [--on OPCODES] [--nth N] [--count N] [--delay-ms N]
            hostile-peer --list
@@ -68,16 +87,7 @@ let peer: HostilePeer
 do { peer = try HostilePeer(path: path, options: options) } catch { fail("\(error)") }
 peer.start()
 say("hostile-peer: \(scenario.rawValue) listening on \(peer.target)")
-let done = DispatchSemaphore(value: 0)
-var sources: [any DispatchSourceSignal] = []
-for sig in [SIGINT, SIGTERM] {
-    signal(sig, SIG_IGN)
-    let s = DispatchSource.makeSignalSource(signal: sig, queue: .global())
-    s.setEventHandler { done.signal() }
-    s.resume()
-    sources.append(s)
-}
-done.wait()
+_ = waitForStopSignal()
 peer.close()
 let s = peer.stats
 say("hostile-peer: \(s.connections) connections, \(s.requests) requests, \(s.notificationsSent) notifications, \(s.indicationsSent) indications sent")
