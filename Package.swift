@@ -45,7 +45,7 @@ let package = Package(
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
         .target(name: "HostilePeer", dependencies: ["ATTStack"], path: "tools/hostile-peer/HostilePeer"),
-        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer"], path: "tools/hostile-peer/hostile-peer"),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack"], path: "tools/hostile-peer/hostile-peer"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
         .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),

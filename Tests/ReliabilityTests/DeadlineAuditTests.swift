@@ -106,6 +106,9 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }",
               bound: "the signal thread: waits for SIGINT/SIGTERM for the life of the process by design; no operation waits on it",
               trigger: "untriggered: by design (a process-lifetime signal thread)"),
+    KnownWait(file: "Sources/ATTStack/StopSignals.swift", snippet: "while sigwait(&set, &received) != 0 {}",
+              bound: "mirror-sim and hostile-peer run until SIGINT or SIGTERM by design (blocked from their first line, so none is lost); no operation waits on it",
+              trigger: "HostileCLITests.testASIGTERMRightAfterTheListeningLineEndsThePeerEveryTime"),
     KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents)",
               bound: "mirror bench's loopback peer (a server thread, not an operation): close() signals its eventfd",
               trigger: "BenchCommandTests.testLoopbackNeedsNoTarget"),
@@ -130,6 +133,7 @@ func scanForWaits() throws -> [(file: String, line: String)] {
         #"\bcbz_(e)?poll(_one|_two|_wait)?\("#,
         #"\.wait\((timeout:)?"#,
         #"\bcbz_recv_datagram_wait\("#,
+        #"\bsigwait\("#,
     ].map { try! NSRegularExpression(pattern: $0) }
     var hits: [(String, String)] = []
     let sources = root.appendingPathComponent("Sources")

@@ -95,6 +95,24 @@ final class HostileCLITests: XCTestCase {
         XCTAssertLessThan(took, seconds, "\(scenario): took \(took) s", file: file, line: line)
     }
 
+    /// SIGTERM sent the moment the peer says it is listening (as every test here does) ends it: the signal stays
+    /// blocked from its first line until its sigwait takes it, so none is lost and no run hangs.
+    func testASIGTERMRightAfterTheListeningLineEndsThePeerEveryTime() throws {
+        for i in 0..<20 {
+            let peer = try HostilePeerProcess("silent")
+            let ended = DispatchSemaphore(value: 0)
+            peer.process.terminationHandler = { _ in ended.signal() }
+            peer.process.terminate()
+            if ended.wait(timeout: .now() + 10) == .timedOut {
+                kill(peer.process.processIdentifier, SIGKILL)
+                XCTFail("run \(i): hostile-peer did not end within 10 s of SIGTERM sent right after its listening line")
+                return
+            }
+            XCTAssertEqual(peer.process.terminationReason, .exit, "run \(i)")
+            XCTAssertEqual(peer.process.terminationStatus, 0, "run \(i)")
+        }
+    }
+
     func testWrongOpcodeIsAProtocolViolation() throws {
         try check("wrong-opcode", [], ["read", "TARGET", "0x0003"], status: 8,
                   message: "mirror: protocol violation by the peer: a 0x0D Read Blob Response while 0x0A Read Request is in flight")

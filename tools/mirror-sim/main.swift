@@ -8,24 +8,8 @@ import Foundation
 import MirrorSimulator
 import GATTClient
 
-// SIGINT and SIGTERM are blocked from the first line, before any thread exists (threads inherit the mask): one
-// that comes before the waiter below is ready stays pending instead of being lost, and `sigwait` takes it.
-let stopSignals: sigset_t = {
-    var set = sigset_t()
-    sigemptyset(&set)
-    sigaddset(&set, SIGINT)
-    sigaddset(&set, SIGTERM)
-    pthread_sigmask(SIG_BLOCK, &set, nil)
-    return set
-}()
-
-/// Waits for SIGINT or SIGTERM (blocked above) and returns which one came.
-func waitForStopSignal() -> Int32 {
-    var set = stopSignals
-    var received: Int32 = 0
-    while sigwait(&set, &received) != 0 {}
-    return received
-}
+// SIGINT and SIGTERM stay pending from here on (before any thread exists) until the wait below takes one.
+StopSignals.block()
 
 let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
@@ -153,7 +137,7 @@ func shutdown(_ why: String) -> Never {
     exit(0)
 }
 let signalThread = Thread {
-    let sig = waitForStopSignal()
+    let sig = StopSignals.wait()
     shutdown(sig == SIGINT ? "interrupted" : "terminated")
 }
 signalThread.start()

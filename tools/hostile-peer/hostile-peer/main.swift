@@ -1,25 +1,10 @@
 // hostile-peer SCENARIO unix:PATH: a hostile ATT server for reliability tests (here and in the VM).
 import Foundation
 import HostilePeer
+import ATTStack
 
-// SIGINT and SIGTERM are blocked from the first line, before any thread exists (threads inherit the mask): one
-// that comes before the waiter below is ready stays pending instead of being lost, and `sigwait` takes it.
-let stopSignals: sigset_t = {
-    var set = sigset_t()
-    sigemptyset(&set)
-    sigaddset(&set, SIGINT)
-    sigaddset(&set, SIGTERM)
-    pthread_sigmask(SIG_BLOCK, &set, nil)
-    return set
-}()
-
-/// Waits for SIGINT or SIGTERM (blocked above) and returns which one came.
-func waitForStopSignal() -> Int32 {
-    var set = stopSignals
-    var received: Int32 = 0
-    while sigwait(&set, &received) != 0 {}
-    return received
-}
+// SIGINT and SIGTERM stay pending from here on (before any thread exists) until the wait below takes one.
+StopSignals.block()
 
 let usage = """
     usage: hostile-peer SCENARIO unix:PATH [--on OPCODES] [--nth N] [--count N] [--delay-ms N]
@@ -87,7 +72,7 @@ let peer: HostilePeer
 do { peer = try HostilePeer(path: path, options: options) } catch { fail("\(error)") }
 peer.start()
 say("hostile-peer: \(scenario.rawValue) listening on \(peer.target)")
-_ = waitForStopSignal()
+_ = StopSignals.wait()
 peer.close()
 let s = peer.stats
 say("hostile-peer: \(s.connections) connections, \(s.requests) requests, \(s.notificationsSent) notifications, \(s.indicationsSent) indications sent")
