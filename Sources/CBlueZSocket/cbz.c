@@ -59,7 +59,9 @@ ssize_t cbz_send(int fd, const void *buf, size_t len) {
     return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated) {
+/// One recvmsg of one whole datagram with `flags` (plus MSG_TRUNC, so a datagram longer than `len` is reported in
+/// `truncated`, never silently cut); retried on EINTR.
+static ssize_t cbz_recvmsg_datagram(int fd, void *buf, size_t len, int *truncated, int flags) {
     struct iovec iov = { .iov_base = buf, .iov_len = len };
     struct msghdr msg;
     memset(&msg, 0, sizeof msg);
@@ -67,24 +69,18 @@ ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated) {
     msg.msg_iovlen = 1;
     ssize_t n;
     do {
-        n = recvmsg(fd, &msg, MSG_DONTWAIT | MSG_TRUNC);
+        n = recvmsg(fd, &msg, flags | MSG_TRUNC);
     } while (n < 0 && errno == EINTR);
     *truncated = (n >= 0 && ((msg.msg_flags & MSG_TRUNC) || (size_t)n > len)) ? 1 : 0;
     return n;
 }
 
+ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated) {
+    return cbz_recvmsg_datagram(fd, buf, len, truncated, MSG_DONTWAIT);
+}
+
 ssize_t cbz_recv_datagram_wait(int fd, void *buf, size_t len, int *truncated) {
-    struct iovec iov = { .iov_base = buf, .iov_len = len };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    ssize_t n;
-    do {
-        n = recvmsg(fd, &msg, MSG_TRUNC);
-    } while (n < 0 && errno == EINTR);
-    *truncated = (n >= 0 && ((msg.msg_flags & MSG_TRUNC) || (size_t)n > len)) ? 1 : 0;
-    return n;
+    return cbz_recvmsg_datagram(fd, buf, len, truncated, 0);
 }
 
 int cbz_peer_hung_up(int fd) {

@@ -180,47 +180,44 @@ final class HostileCLITests: XCTestCase {
         return error
     }
 
-    func testTheBenchsBareLoopTimesOutNamingTheResponseItWaitedFor() throws {
-        // --timeout 2, not 1: it also bounds the GATT connection's Exchange MTU, which must succeed on a loaded machine.
-        // The GATT connection is answered; the bare loop's own connection is read but never answered, so its
-        // Exchange MTU waits for a response until --timeout.
-        let peer = try HostilePeerProcess("later-connections-silent")
+    /// Runs `mirror bench TARGET ARGS --timeout 2 --json` against `hostile-peer SCENARIO` and checks that the bare
+    /// loop's wait ends it: exit 5 after at least the 2 s bound, the sentence on stderr and the JSON fields naming
+    /// `waitingFor`.
+    func checkBareLoopTimeout(_ scenario: String, _ args: [String], waitingFor: String,
+                              file: StaticString = #filePath, line: UInt = #line) throws {
+        let peer = try HostilePeerProcess(scenario)
         defer { peer.stop() }
         let started = Date()
-        let run = try runMirror(["bench", peer.target, "--handle", "0x000B", "--size", "2", "--count", "10", "--rounds", "1",
-                                 "--timeout", "2", "--json"], timeout: 30)
+        let run = try runMirror(["bench", peer.target] + args + ["--timeout", "2", "--json"], timeout: 30, file: file, line: line)
         let took = Date().timeIntervalSince(started)
-        XCTAssertEqual(run.status, 5, run.stderr)
-        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: timed out after 2 s waiting for a response in the bare loop")
-        let error = jsonError(run)
-        XCTAssertEqual(error["kind"] as? String, "timeout")
-        XCTAssertEqual(error["message"] as? String, "timed out after 2 s waiting for a response in the bare loop")
-        XCTAssertEqual(error["waitingFor"] as? String, "a response in the bare loop")
-        XCTAssertEqual(error["seconds"] as? Double, 2)
-        XCTAssertEqual(error["exitStatus"] as? Int, 5)
-        XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout")
-        XCTAssertLessThan(took, 15)
+        let message = "timed out after 2 s waiting for \(waitingFor)"
+        XCTAssertEqual(run.status, 5, run.stderr, file: file, line: line)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: " + message, file: file, line: line)
+        let error = jsonError(run, file: file, line: line)
+        XCTAssertEqual(error["kind"] as? String, "timeout", file: file, line: line)
+        XCTAssertEqual(error["message"] as? String, message, file: file, line: line)
+        XCTAssertEqual(error["waitingFor"] as? String, waitingFor, file: file, line: line)
+        XCTAssertEqual(error["seconds"] as? Double, 2, file: file, line: line)
+        XCTAssertEqual(error["exitStatus"] as? Int, 5, file: file, line: line)
+        XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout", file: file, line: line)
+        XCTAssertLessThan(took, 15, file: file, line: line)
+    }
+
+    func testTheBenchsBareLoopTimesOutNamingTheResponseItWaitedFor() throws {
+        // The GATT connection is answered; the bare loop's own connection is read but never answered, so its
+        // Exchange MTU waits for a response until --timeout.
+        try checkBareLoopTimeout("later-connections-silent",
+                                 ["--handle", "0x000B", "--size", "2", "--count", "10", "--rounds", "1"],
+                                 waitingFor: "a response in the bare loop")
     }
 
     func testTheBenchsBareLoopTimesOutNamingTheSocketThatTookNoMoreData() throws {
         // The bare loop's connection gets its Exchange MTU answered, then is never read: its Write Commands fill
         // the socket, and the loop waits for POLLOUT until --timeout.
-        let peer = try HostilePeerProcess("later-connections-stop-reading")
-        defer { peer.stop() }
-        let started = Date()
-        let run = try runMirror(["bench", peer.target, "--handle", "0x000B", "--size", "200", "--mode", "without-response",
-                                 "--warmup", "5000", "--count", "10", "--rounds", "1", "--timeout", "2", "--json"], timeout: 30)
-        let took = Date().timeIntervalSince(started)
-        XCTAssertEqual(run.status, 5, run.stderr)
-        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init),
-                       "mirror: timed out after 2 s waiting for the bare loop's socket to take more data")
-        let error = jsonError(run)
-        XCTAssertEqual(error["kind"] as? String, "timeout")
-        XCTAssertEqual(error["waitingFor"] as? String, "the bare loop's socket to take more data")
-        XCTAssertEqual(error["seconds"] as? Double, 2)
-        XCTAssertEqual(error["exitStatus"] as? Int, 5)
-        XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout")
-        XCTAssertLessThan(took, 15)
+        try checkBareLoopTimeout("later-connections-stop-reading",
+                                 ["--handle", "0x000B", "--size", "200", "--mode", "without-response", "--warmup", "5000",
+                                  "--count", "10", "--rounds", "1"],
+                                 waitingFor: "the bare loop's socket to take more data")
     }
 
     func testListenDuringANotificationFloodStopsAtItsCount() throws {
