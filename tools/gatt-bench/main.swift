@@ -143,14 +143,16 @@ func measure(_ n: Int, _ body: () async throws -> Void) async rethrows -> Cost {
     return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
 }
 
-/// The bare loop: send a Write Request, wait for POLLIN, receive the response; `n` times.
-func bareRequests(_ listener: Listener, n: Int) throws -> Cost {
-    let fd = try rawConnect(listener)
-    let peer = try listener.acceptPeer(expectedCommands: .max)
-    let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
-    var buf = [UInt8](repeating: 0, count: 1024)
-    var revents: Int16 = 0
-    var truncated: Int32 = 0
+/// The bare round trip that both request loops time: send a Write Request, wait for POLLIN, receive the response.
+final class BareRequester {
+    let fd: Int32
+    private let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
+    private var buf = [UInt8](repeating: 0, count: 1024)
+    private var revents: Int16 = 0
+    private var truncated: Int32 = 0
+
+    init(fd: Int32) { self.fd = fd }
+
     func once() throws {
         while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
             guard cbz_errno() == EAGAIN else { throw fail("send") }
@@ -163,8 +165,15 @@ func bareRequests(_ listener: Listener, n: Int) throws -> Cost {
             _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
         }
     }
-    for _ in 0..<min(n, 2000) { try once() }
-    let cost = try measure(n) { for _ in 0..<n { try once() } }
+}
+
+/// The bare loop: `BareRequester.once()`, `n` times.
+func bareRequests(_ listener: Listener, n: Int) throws -> Cost {
+    let fd = try rawConnect(listener)
+    let peer = try listener.acceptPeer(expectedCommands: .max)
+    let bare = BareRequester(fd: fd)
+    for _ in 0..<min(n, 2000) { try bare.once() }
+    let cost = try measure(n) { for _ in 0..<n { try bare.once() } }
     _ = cbz_close(fd)
     _ = peer
     return cost
@@ -177,37 +186,22 @@ func interleavedRequests(_ listener: Listener, n: Int, chunk: Int) async throws 
     let fd = try rawConnect(listener)
     let peer = try listener.acceptPeer(expectedCommands: .max)
     let (client, _) = try await connectClient(listener, expectedCommands: .max)
-    let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
     let value: [UInt8] = [0x01, 0x02]
-    var buf = [UInt8](repeating: 0, count: 1024)
-    var revents: Int16 = 0
-    var truncated: Int32 = 0
     // The same bare round trip as `bareRequests`.
-    func bareOnce() throws {
-        while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
-            guard cbz_errno() == EAGAIN else { throw fail("send") }
-            _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
-        }
-        while true {
-            let r = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if r > 0 { break }
-            guard r < 0, cbz_errno() == EAGAIN else { throw fail("recv") }
-            _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
-        }
-    }
+    let requester = BareRequester(fd: fd)
     func clientChunk(_ k: Int) async throws {
         for _ in 0..<k { try await client.write(handle: 0x0012, value: value) }
     }
     // The whole loop prefers the bearer's executor, so that the client's chunks start without a hop from another
     // thread; the bare chunks run wherever the task is (the reader thread, idle meanwhile): the same code either way.
     let (bare, cli) = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> (Cost, Cost) in
-        for _ in 0..<min(n, 2000) { try bareOnce() }
+        for _ in 0..<min(n, 2000) { try requester.once() }
         try await clientChunk(min(n, 2000))
         var bare = Cost(wall: 0, cpu: 0), cli = Cost(wall: 0, cpu: 0)
         var done = 0
         while done < n {
             let k = min(chunk, n - done)
-            let b = try measure(k) { for _ in 0..<k { try bareOnce() } }
+            let b = try measure(k) { for _ in 0..<k { try requester.once() } }
             let c = try await measure(k) { try await clientChunk(k) }
             bare.wall += b.wall * Double(k); bare.cpu += b.cpu * Double(k)
             cli.wall += c.wall * Double(k); cli.cpu += c.cpu * Double(k)
