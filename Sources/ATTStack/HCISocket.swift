@@ -236,7 +236,7 @@ public final class HCISocket {
             }
         }
         throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: nil,
-                                detail: "no answer (Command Complete or Command Status) within \(bearerSeconds(timeout)) s")
+                                detail: "no answer (Command Complete or Command Status) within \(bearerSeconds(timeout)) s: the controller is not responding; check it with `btmgmt -i \(adapter.name) info` and reset it with `sudo hciconfig \(adapter.name) reset`")
     }
 }
 

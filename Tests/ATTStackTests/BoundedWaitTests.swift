@@ -164,8 +164,8 @@ final class HCICommandWaitTests: XCTestCase {
             XCTFail("a command nobody answered succeeded")
         } catch {
             XCTAssertEqual(error, .hciCommandFailed(command: "LE Set Scan Enable", adapter: "hci0", status: nil,
-                                                    detail: "no answer (Command Complete or Command Status) within 0.2 s"))
-            XCTAssertEqual(error.description, "LE Set Scan Enable on hci0 failed: no answer (Command Complete or Command Status) within 0.2 s")
+                                                    detail: "no answer (Command Complete or Command Status) within 0.2 s: the controller is not responding; check it with `btmgmt -i hci0 info` and reset it with `sudo hciconfig hci0 reset`"))
+            XCTAssertEqual(error.description, "LE Set Scan Enable on hci0 failed: no answer (Command Complete or Command Status) within 0.2 s: the controller is not responding; check it with `btmgmt -i hci0 info` and reset it with `sudo hciconfig hci0 reset`")
         }
         let took = ContinuousClock.now - start
         XCTAssertGreaterThanOrEqual(took, .milliseconds(195), "returned before its limit")
