@@ -17,6 +17,12 @@ public enum ATTMTU {
         effective(mtu) - 3
     }
 
+    /// The longest value one Write Request or Write Command carries: ATT_MTU - 3, and never more than an attribute
+    /// holds (§3.2.9: 512), so at an ATT_MTU of 517 it is 512, not 514.
+    @inlinable public static func writeValueLimit<T: BinaryInteger>(_ mtu: T) -> Int {
+        min(writeValueBudget(mtu), maximumAttributeValue)
+    }
+
     /// Value bytes in one Prepare Write Request part: ATT_MTU - 5 (opcode + handle + offset).
     @inlinable public static func prepareWritePartBudget<T: BinaryInteger>(_ mtu: T) -> Int {
         effective(mtu) - 5

@@ -76,6 +76,14 @@ extension ATTPDU {
         return encodeUnchecked(into: buffer)
     }
 
+    /// Writes a PDU that `validate()` already accepted at the start of `buffer` (at least `encodedLength` bytes);
+    /// returns the byte count. For a sender that validates once, when the PDU is handed over, and encodes per send.
+    @inlinable
+    public func encode(validatedInto buffer: UnsafeMutableRawBufferPointer) -> Int {
+        precondition(buffer.count >= encodedLength, "the buffer is shorter than the PDU")
+        return encodeUnchecked(into: buffer)
+    }
+
     /// Appends the PDU's bytes to `out`, as its fields say (no validation: see `validate()`).
     @inlinable
     public func encode(appendingTo out: inout [UInt8]) {

@@ -11,6 +11,16 @@ struct FIFO<Element> {
 
     mutating func append(_ e: Element) { storage.append(e) }
 
+    /// Puts `e` back at the front (an element taken with `popFirst` that could not be used yet).
+    mutating func prepend(_ e: Element) {
+        if head > 0 {
+            head -= 1
+            storage[head] = e
+        } else {
+            storage.insert(e, at: 0)
+        }
+    }
+
     mutating func popFirst() -> Element? {
         guard head < storage.count else { return nil }
         let e = storage[head]

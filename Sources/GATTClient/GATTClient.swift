@@ -71,6 +71,10 @@ public final class GATTClient: Sendable {
     /// The ATT_MTU in effect (23 until an Exchange MTU).
     public var mtu: Int { engine.mtu }
 
+    /// The server's Rx MTU from its Exchange MTU Response (Part F §3.4.2.2); nil before the exchange, or when the
+    /// peer answered it with an Error Response (Request Not Supported: the ATT_MTU stays 23).
+    public var serverRxMTU: Int? { engine.serverRxMTU }
+
     /// True once the bearer closed (from either side, or after an ATT timeout).
     public var isClosed: Bool { engine.isClosed }
 
@@ -107,11 +111,11 @@ public final class GATTClient: Sendable {
             let pdu = try await transact(.exchangeMTURequest(clientRxMTU: UInt16(rx)), handle: nil)
             guard case .exchangeMTUResponse(let serverRx) = pdu else { throw unexpected(pdu, "Exchange MTU Response") }
             let m = ATTMTU.negotiated(clientRxMTU: rx, serverRxMTU: Int(serverRx))
-            engine.setMTU(m)
+            engine.setMTU(m, serverRxMTU: Int(serverRx))
             return m
         } catch {
             if let a = error.attributeError, a.rejectedBy == .peer, a.code == .requestNotSupported {
-                engine.setMTU(ATTMTU.minimumLE)
+                engine.setMTU(ATTMTU.minimumLE, serverRxMTU: nil)
                 return ATTMTU.minimumLE
             }
             throw error
@@ -373,33 +377,25 @@ public final class GATTClient: Sendable {
     // MARK: - Writes (Part G §4.9)
 
     /// The value budget of one Write Request or Write Command: MTU-3, and never more than 512.
-    public var writeValueBudget: Int { min(ATTMTU.writeValueBudget(mtu), ATTMTU.maximumAttributeValue) }
+    public var writeValueBudget: Int { ATTMTU.writeValueLimit(mtu) }
 
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
         let m = mtu
-        let budget = min(ATTMTU.writeValueBudget(m), ATTMTU.maximumAttributeValue)
+        let budget = ATTMTU.writeValueLimit(m)
         guard value.count <= budget else {
             throw localLimit(.writeRequest, handle: handle, length: value.count, budget: budget, mtu: m)
         }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(3 + value.count)
-        bytes.append(ATTOpcode.writeRequest.rawValue)
-        bytes.append(UInt8(handle & 0xFF))
-        bytes.append(UInt8(handle >> 8))
-        bytes.append(contentsOf: value)
-        let rsp: [UInt8]
+        // The engine decodes the answer: only a well-formed Write Response (its opcode alone) comes back.
+        let request = ATTPDU.writeRequest(handle: handle, value: value[...])
         if canRetryAfterRaisingSecurity {
-            rsp = try await withSecurityRetry { () async throws(GATTError) -> [UInt8] in
-                try await engine.request(bytes, expecting: .writeResponse, handle: handle, valueLength: value.count, budget: budget)
+            _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
+                try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
             }
         } else {
             // The hot path (no security retry configured): one call less, one executor check less per request.
-            rsp = try await engine.request(bytes, expecting: .writeResponse, handle: handle, valueLength: value.count, budget: budget)
-        }
-        guard rsp.count == 1 else {
-            throw violation(rsp, "Write Response (1 byte)", "a Write Response of \(rsp.count) bytes")
+            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
         }
     }
 
@@ -420,20 +416,15 @@ public final class GATTClient: Sendable {
     /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
     /// Runs on the caller's executor (no hop to the global executor and back): the fast path takes no suspension.
     nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
-        let blocked: Bool
-        switch try engine.trySendCommandFast(handle: handle, value: value) {
+        // A view of the caller's value: the codec encodes it at the send, on the stack (no copy, no allocation).
+        let command = ATTPDU.writeCommand(handle: handle, value: value[...])
+        switch try engine.trySendCommandFast(command, handle: handle, valueLength: value.count) {
         case .sent: return
         case .tooLong(let m, let budget):
             throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
-        case .mustWait(let b): blocked = b
+        case .mustWait: break
         }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(3 + value.count)
-        bytes.append(ATTOpcode.writeCommand.rawValue)
-        bytes.append(UInt8(handle & 0xFF))
-        bytes.append(UInt8(handle >> 8))
-        bytes.append(contentsOf: value)
-        try await engine.waitForPermit(bytes, handle: handle, limit: timeout ?? configuration.permitTimeout, blocked: blocked)
+        try await engine.waitForPermit(command, handle: handle, limit: timeout ?? configuration.permitTimeout)
     }
 
     // MARK: - Subscriptions (Part G §4.10, §4.11)
@@ -585,21 +576,12 @@ public final class GATTClient: Sendable {
 
     // MARK: - helpers
 
-    /// Sends one request PDU and decodes its success response.
+    /// Sends one request PDU and returns its success response, decoded once by the engine's inbound router.
     func transact(_ request: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
                   ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
-        let bytes = request.bytes
-        let response = request.opcode.responseOpcode!
-        let raw = try await withSecurityRetry { () async throws(GATTError) -> [UInt8] in
-            try await engine.request(bytes, expecting: response, handle: handle, valueLength: valueLength,
+        try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
+            try await engine.request(request, handle: handle, valueLength: valueLength,
                                      budget: budget, ignoresCancellation: ignoresCancellation)
-        }
-        do {
-            return try ATTPDU.decode(raw)
-        } catch {
-            let v = GATTProtocolViolation(received: raw, expected: "a well-formed \(response.name)", problem: error.description)
-            engine.recordViolation(v, failed: engine.describe(request.opcode, handle: handle))
-            throw .protocolViolation(v)
         }
     }
 

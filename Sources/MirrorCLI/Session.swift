@@ -71,7 +71,7 @@ final class Session: Sendable {
     var mtu: Int { client.mtu }
 
     var mtuExchange: MTUExchangeInfo {
-        MTUExchangeInfo(clientRxMTU: clientRxMTU, serverRxMTU: transport.observations.serverRxMTU)
+        MTUExchangeInfo(clientRxMTU: clientRxMTU, serverRxMTU: client.serverRxMTU)
     }
 
     /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace) and

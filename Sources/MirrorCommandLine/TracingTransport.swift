@@ -1,25 +1,21 @@
 // The CLI's view of the PDUs between the GATT client and the bearer: `--trace` (every ATT PDU, decoded, with its
-// direction and a timestamp, on stderr), the server's Rx MTU from Exchange MTU, and the time Write Commands
-// spent waiting on the socket's backpressure (for `mirror bench`).
+// direction and a timestamp, on stderr) and the time Write Commands spent waiting on the socket's backpressure
+// (for `mirror bench`). The MTU is the client's to know (`GATTClient.mtu`, `serverRxMTU`), not sniffed here.
 
 import ATTStack
 
 /// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
 /// Part F §3.4): with `trace`, prints each as one line on stderr
-/// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`); always notes the Exchange MTU answer and
-/// how long sends waited after the socket reported EAGAIN.
+/// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`); always notes how long sends waited after the
+/// socket reported EAGAIN.
 public final class ObservedTransport: ATTTransport {
     public let inner: any ATTTransport
     let console: Console?
-    /// Guards what was observed: the Exchange MTU answer and the backpressure accounting.
+    /// Guards what was observed: the backpressure accounting.
     let observed = LockedValue<Observations>(Observations())
 
     /// What went by.
     public struct Observations: Sendable {
-        /// The server's Rx MTU from its Exchange MTU Response; nil before, or when it answered with an error.
-        public var serverRxMTU: Int?
-        /// The peer answered Exchange MTU with an Error Response (Request Not Supported: stay at 23).
-        public var exchangeMTURefused = false
         /// Sends that found the socket full (EAGAIN).
         public var wouldBlockCount = 0
         /// Total time from a send finding the socket full to the socket becoming writable, in nanoseconds.
@@ -77,13 +73,6 @@ public final class ObservedTransport: ATTTransport {
 
     func received(_ pdu: [UInt8]) {
         if let console { console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
-        // Exchange MTU Response (0x03), or an Error Response (0x01) to an Exchange MTU Request (0x02).
-        if pdu.count == 3 && pdu[0] == 0x03 {
-            let mtu = Int(pdu[1]) | Int(pdu[2]) << 8
-            observed.withLock { $0.serverRxMTU = mtu }
-        } else if pdu.count == 5 && pdu[0] == 0x01 && pdu[1] == 0x02 {
-            observed.withLock { $0.exchangeMTURefused = true }
-        }
     }
 
     func closed(_ reason: TransportError) {
@@ -104,6 +93,15 @@ final class ObservingSink: ATTTransportSink {
     func transport(didReceive pdu: [UInt8]) {
         transport.received(pdu)
         next.transport(didReceive: pdu)
+    }
+
+    /// Without `--trace` nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
+    func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
+        if transport.console == nil {
+            next.transport(didReceiveBytes: pdu)
+        } else {
+            transport(didReceive: Array(pdu))
+        }
     }
 
     func transport(didCloseWith reason: TransportError) {

@@ -262,7 +262,7 @@ final class EngineTests: XCTestCase {
         // Fill the socket: the capacity left is 1 (one slot request sent).
         try await client.writeWithoutResponse(handle: 0x0050, value: [1])
         let permit = Task { try await client.writeWithoutResponse(handle: 0x0050, value: [2]) }
-        while client.engine.state.withLock({ $0.permits.count }) < 1 { await Task.yield() }
+        while client.engine.state.withLock({ $0.outbox.permits.count }) < 1 { await Task.yield() }
         let streamEnd = Task { () -> GATTError? in
             do { for try await _ in stream {} } catch let e as GATTError { return e } catch { return .unsupported("\(error)") }
             return nil

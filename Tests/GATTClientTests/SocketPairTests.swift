@@ -222,7 +222,7 @@ final class SocketPairTests: XCTestCase {
         }
         // Wait until the socket is full and writes queue for a permit, then let the peer read.
         try await within {
-            while client.engine.state.withLock({ !$0.blocked && $0.permits.isEmpty }) { await Task.yield() }
+            while client.engine.state.withLock({ !$0.outbox.blocked && $0.outbox.permits.isEmpty }) { await Task.yield() }
         }
         peer.openGate()
         try await within(20) { try await writer.value }

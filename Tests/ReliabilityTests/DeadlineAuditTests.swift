@@ -19,10 +19,10 @@ struct KnownWait {
 }
 
 let knownWaits: [KnownWait] = [
-    KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "_unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<[UInt8], any Error>)",
+    KnownWait(file: "Sources/GATTClient/Engine/RequestSlot.swift", snippet: "_unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>)",
               bound: "the ATT transaction timeout (Configuration.transactionTimeout, 30 s by default): every request, so MTU, each procedure, the subscription's CCCD write and first read",
               trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
-    KnownWait(file: "Sources/GATTClient/ATTEngine.swift", snippet: "withEngineContinuation { (c: EngineContinuation<Void>)",
+    KnownWait(file: "Sources/GATTClient/Engine/WriteWithoutResponse.swift", snippet: "withEngineContinuation { (c: EngineContinuation<Void>)",
               bound: "a permit for write without response: its `timeout`, by default the transaction timeout",
               trigger: "DeadlineAuditTests.testAPermitWaitTimesOutNamingThePermitWithAndWithoutALimit"),
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "withEngineContinuation { (c: EngineContinuation<T>)",

@@ -1,4 +1,5 @@
 // mirror mtu TARGET [--mtu N]: exchange MTU and print the result.
+import ATTStack
 import MirrorCommandLine
 
 let mtuCommand = Command(CommandSpec(
@@ -22,17 +23,19 @@ let mtuCommand = Command(CommandSpec(
     defer { session.close() }
     let exchange = session.mtuExchange
     let mtu = session.mtu
+    // The budgets as ATTMTU computes them (MTU-3, MTU-5, MTU-1; Core Spec Vol 3 Part F §3.4).
+    let write = ATTMTU.writeValueBudget(mtu), prepare = ATTMTU.prepareWritePartBudget(mtu), blob = ATTMTU.readBlobPartBudget(mtu)
     if inv.global.json {
         inv.console.out(JSONValue.object([
             ("clientRxMTU", .int(exchange.clientRxMTU)),
             ("serverRxMTU", exchange.serverRxMTU.map { .int($0) } ?? .null),
             ("mtu", .int(mtu)),
-            ("writeBudget", .int(mtu - 3)), ("prepareWriteBudget", .int(mtu - 5)), ("readBlobBudget", .int(mtu - 1)),
+            ("writeBudget", .int(write)), ("prepareWriteBudget", .int(prepare)), ("readBlobBudget", .int(blob)),
         ]).pretty)
     } else {
         let server = exchange.serverRxMTU.map(String.init) ?? "not given (the peer does not support Exchange MTU)"
         inv.console.out("client Rx MTU \(exchange.clientRxMTU), server Rx MTU \(server): MTU \(mtu)")
-        inv.console.out("budgets: write/notify \(mtu - 3) bytes, prepare write part \(mtu - 5), read blob part \(mtu - 1)")
+        inv.console.out("budgets: write/notify \(write) bytes, prepare write part \(prepare), read blob part \(blob)")
     }
     return .success
 }

@@ -1,0 +1,255 @@
+// The ATT transaction engine of one bearer (Core Spec 5.4 Vol 3 Part F §3.3), cut along BlueZ's
+// src/shared/att.c: the request slot (RequestSlot.swift), one outbox with one writer (Outbox.swift), the inbound
+// router (InboundRouter.swift), the notification fan-out (NotificationFanOut.swift), deadlines (Deadlines.swift).
+// This file holds the state, its lock, and closing.
+//
+// Every event is one function that changes the state under one lock: submit, inbound PDU, timer, cancel,
+// writable, close. Each checks the operation ID against the slot before it acts, and a continuation is resumed
+// only after it has left the state, outside the lock: so a stale timer, a late response or a second cancel can
+// never resume an operation twice or resume somebody else's.
+import ATTStack
+import Synchronization
+
+/// The ATT transaction engine for one bearer (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.3.3): one request in flight,
+/// a FIFO of waiting requests, one outbox for everything sent, the notification fan-out.
+final class ATTEngine: ATTTransportSink {
+    /// A request the engine holds: in the slot or in the queue. Its PDU is encoded by the codec when it is written.
+    struct Pending {
+        var id: UInt64
+        var pdu: ATTPDU
+        var response: ATTOpcode
+        var handle: UInt16?
+        var valueLength: Int?
+        var budget: Int?
+        var ignoresCancellation: Bool
+        var continuation: EngineContinuation<ATTPDU>?
+        var deadline = ClockInstant(nanoseconds: 0)
+        /// True once the writer picked the PDU; false while it waits in the slot for the socket.
+        var written = false
+        /// It could not be written at once (a full socket): its deadline restarts when it is (§3.3.3).
+        var deferred = false
+        /// Set when the send met a closed peer (EPIPE, ECONNRESET): the request waits, at most `peerGoneGrace`,
+        /// for the reader to read the end of the connection, then fails as a disconnect with this error. Boxed: a
+        /// TransportError is large, and every request's Pending is moved on the hot path.
+        var peerGone: PeerGone?
+
+        var opcode: ATTOpcode { pdu.opcode }
+    }
+
+    /// The send error of a request whose send met a closed peer (see `Pending.peerGone`).
+    final class PeerGone: Sendable {
+        let error: TransportError
+        init(_ error: TransportError) { self.error = error }
+    }
+
+    /// How long a request whose send met a closed peer waits for the reader to see the end of the connection (so
+    /// that what the peer sent before closing is delivered first) before it fails as a disconnect on its own.
+    static let peerGoneGrace: UInt64 = 1_000_000_000
+
+    /// A write without response waiting for a permit (Core Spec 5.4 Vol 3 Part F §3.4.5.3).
+    struct PermitWaiter {
+        var id: UInt64
+        var pdu: ATTPDU
+        var handle: UInt16
+        var deadline: ClockInstant?
+        var limit: Duration?
+        var continuation: EngineContinuation<Void>
+    }
+
+    /// A resumption taken out of the state under the lock and run after it, so each continuation runs once.
+    enum Resumption {
+        case request(EngineContinuation<ATTPDU>, Result<ATTPDU, GATTError>)
+        case permit(EngineContinuation<Void>, Result<Void, GATTError>)
+        case stream(NotificationSink, GATTError?)
+
+        func run() {
+            switch self {
+            case .request(let c, let r):
+                switch r {
+                case .success(let v): c.resume(returning: v)
+                case .failure(let e): c.resume(throwing: e)
+                }
+            case .permit(let c, let r):
+                switch r {
+                case .success: c.resume()
+                case .failure(let e): c.resume(throwing: e)
+                }
+            case .stream(let s, let e):
+                if let e { s.continuation.finish(throwing: e) } else { s.continuation.finish() }
+            }
+        }
+    }
+
+    struct State {
+        var requests = RequestSlot()
+        var outbox = Outbox()
+        var mtu = ATTMTU.minimumLE
+        var mtuExchanged = false
+        /// The server's Rx MTU from its Exchange MTU Response (§3.4.2.2); nil before, or when it refused.
+        var serverRxMTU: Int?
+        var closedReason: String?
+        var armed: (at: ClockInstant, wakeup: any ClockWakeup)?
+        var subscribers: [UInt16: [NotificationSink]] = [:]
+        var catchAll: NotificationSink?
+        var stats = GATTClientStatistics()
+    }
+
+    let transport: any ATTTransport
+    let clock: any GATTClock
+    let timeout: Duration
+    /// `timeout` in nanoseconds (computed once: Duration arithmetic is not free on the hot path).
+    let timeoutNanoseconds: UInt64
+    let clientRxMTU: Int
+    let streamLimit: Int
+    let events: (@Sendable (GATTClientEvent) -> Void)?
+    /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
+    let state: Lock<State>
+    let nextID = Atomic<UInt64>(1)
+    /// `State.mtu`, readable without the lock (every request reads it); stored under the lock with `State.mtu`.
+    let mtuMirror = Atomic<Int>(ATTMTU.minimumLE)
+    /// Guards the names callers gave to handles (used only when building error messages).
+    let names = Lock<[UInt16: String]>([:])
+    /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
+    let executor = BearerExecutor()
+    /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
+    let catchAllStream: GATTNotificationStream
+
+    init(transport: any ATTTransport, clock: any GATTClock, timeout: Duration, clientRxMTU: Int,
+         streamLimit: Int, events: (@Sendable (GATTClientEvent) -> Void)?) {
+        self.transport = transport
+        self.clock = clock
+        self.timeout = timeout
+        self.timeoutNanoseconds = UInt64(max(0, timeout.nanosecondsClamped))
+        self.clientRxMTU = clientRxMTU
+        self.streamLimit = streamLimit
+        self.events = events
+        let (stream, sink) = NotificationSink.make(id: 0, handle: nil, limit: streamLimit)
+        self.catchAllStream = stream
+        var s = State()
+        s.catchAll = sink
+        self.state = Lock(s)
+    }
+
+    func start() { transport.start(self) }
+
+    func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
+
+    // MARK: names and descriptions
+
+    func name(of handle: UInt16) -> String? { names.withLock { $0[handle] } }
+    func setName(_ name: String?, for handle: UInt16) { names.withLock { $0[handle] = name } }
+
+    /// "Write Request to handle 0x0012 (cloudToken)"
+    func describe(_ opcode: ATTOpcode, handle: UInt16?) -> String {
+        guard let handle else { return opcode.name }
+        let prep = opcode.preposition
+        if let n = name(of: handle) { return "\(opcode.name) \(prep) handle \(hex4(handle)) (\(n))" }
+        return "\(opcode.name) \(prep) handle \(hex4(handle))"
+    }
+
+    // MARK: what callers and tests read
+
+    var mtu: Int { mtuMirror.load(ordering: .acquiring) }
+    var serverRxMTU: Int? { state.withLock { $0.serverRxMTU } }
+    var isClosed: Bool { state.withLock { $0.closedReason != nil } }
+    var statistics: GATTClientStatistics { state.withLock { $0.stats } }
+
+    /// Deadlines the engine holds (the slot's, and every permit waiter's with a limit); zero when idle.
+    var pendingDeadlines: Int {
+        state.withLock { s in
+            (s.requests.inFlight != nil ? 1 : 0) + s.outbox.permits.elements.filter { $0.deadline != nil }.count
+        }
+    }
+
+    /// Requests queued behind the slot.
+    var queuedRequests: Int { state.withLock { $0.requests.queue.count } }
+
+    /// The ATT_MTU after an Exchange MTU (§3.4.2.2), with the server's Rx MTU when it answered.
+    func setMTU(_ m: Int, serverRxMTU: Int?) {
+        state.withLock { s in
+            s.mtu = m
+            mtuMirror.store(m, ordering: .releasing)
+            s.mtuExchanged = true
+            s.serverRxMTU = serverRxMTU
+        }
+        events?(.mtuChanged(m))
+    }
+
+    func markMTUExchanged() -> Bool {
+        state.withLock { s in
+            if s.mtuExchanged { return false }
+            s.mtuExchanged = true
+            return true
+        }
+    }
+
+    // MARK: reports
+
+    /// Counts and reports a violation a procedure found in a response (a malformed or unexpected PDU).
+    func recordViolation(_ v: GATTProtocolViolation, failed: String?) { report(v, failed: failed) }
+
+    func report(_ v: GATTProtocolViolation, failed: String?) {
+        state.withLock { $0.stats.protocolViolations += 1 }
+        events?(.protocolViolation(v, failed: failed))
+    }
+
+    func dropped(_ text: String) {
+        state.withLock { $0.stats.droppedEvents += 1 }
+        events?(.dropped(text))
+    }
+
+    // MARK: closing
+
+    /// Fails every waiter (under the lock; the caller runs the resumptions after unlocking).
+    func closeAll(_ s: inout State, reason: String) -> [Resumption] {
+        s.closedReason = reason
+        var out: [Resumption] = []
+        if let slot = s.requests.inFlight.take(), let c = slot.continuation {
+            out.append(.request(c, .failure(.disconnected(GATTDisconnectedError(
+                reason: reason, during: describe(slot.opcode, handle: slot.handle))))))
+        }
+        for p in s.requests.queue.removeAll() {
+            if let c = p.continuation {
+                out.append(.request(c, .failure(.disconnected(GATTDisconnectedError(
+                    reason: reason, during: describe(p.opcode, handle: p.handle))))))
+            }
+        }
+        for w in s.outbox.permits.removeAll() {
+            out.append(.permit(w.continuation, .failure(.disconnected(GATTDisconnectedError(
+                reason: reason, during: describe(.writeCommand, handle: w.handle))))))
+        }
+        for (handle, sinks) in s.subscribers {
+            for sink in sinks {
+                let during = "notifications of handle \(hex4(handle))" + (name(of: handle).map { " (\($0))" } ?? "")
+                out.append(.stream(sink, .disconnected(GATTDisconnectedError(reason: reason, during: during))))
+            }
+        }
+        s.subscribers = [:]
+        if let c = s.catchAll {
+            out.append(.stream(c, .disconnected(GATTDisconnectedError(reason: reason, during: "the notification stream"))))
+            s.catchAll = nil
+        }
+        s.armed?.wakeup.cancel()
+        s.armed = nil
+        _ = s.outbox.answers.removeAll()
+        return out
+    }
+
+    /// Closes the bearer from this side: every waiter fails at once, then the transport closes.
+    func close(reason: String) {
+        let rs: [Resumption] = state.withLock { s in
+            guard s.closedReason == nil else { return [] }
+            return closeAll(&s, reason: "closed by this host: \(reason)")
+        }
+        for r in rs { r.run() }
+        transport.close(reason: reason)
+    }
+
+    func transport(didCloseWith reason: TransportError) {
+        let rs: [Resumption] = state.withLock { s in
+            guard s.closedReason == nil else { return [] }
+            return closeAll(&s, reason: reason.description)
+        }
+        for r in rs { r.run() }
+    }
+}

@@ -1,0 +1,60 @@
+// The notification fan-out (Core Spec 5.4 Vol 3 Part F §3.4.7): every value the peer pushes goes to the
+// catch-all stream and to each stream subscribed to its handle, in arrival order, on the reader thread.
+import ATTStack
+
+extension ATTEngine {
+    func deliver(handle: UInt16, value: [UInt8], kind: GATTNotification.Kind) {
+        let (catchAll, sinks): (NotificationSink?, [NotificationSink]?) = state.withLock { s in
+            s.stats.notificationsReceived += 1
+            return (s.catchAll, s.subscribers[handle])
+        }
+        // Every drop is counted; an event is reported once per burst (when a stream starts dropping).
+        var dropCount = 0
+        var burstStarts: [UInt16?] = []
+        func note(_ d: NotificationSink.Delivery, _ stream: UInt16?) {
+            if case .dropped(let first) = d {
+                dropCount += 1
+                if first { burstStarts.append(stream) }
+            }
+        }
+        if let catchAll { note(catchAll.deliver(handle: handle, value: value, kind: kind), nil) }
+        if let sinks {
+            for sink in sinks { note(sink.deliver(handle: handle, value: value, kind: kind), handle) }
+        }
+        if dropCount > 0 {
+            state.withLock { $0.stats.droppedNotifications += dropCount }
+            for d in burstStarts { events?(.notificationDropped(handle: handle, stream: d)) }
+        }
+    }
+
+    /// Arms a per-handle stream before anything is written, so no value that arrives afterwards is missed.
+    func addSubscriber(handle: UInt16) throws(GATTError) -> (GATTNotificationStream, NotificationSink) {
+        let (stream, sink) = NotificationSink.make(id: makeID(), handle: handle, limit: streamLimit)
+        let refused: String? = state.withLock { s in
+            if let r = s.closedReason { return r }
+            s.subscribers[handle, default: []].append(sink)
+            return nil
+        }
+        if let refused {
+            throw .disconnected(GATTDisconnectedError(reason: refused, during: "subscribing to handle \(hex4(handle))"))
+        }
+        sink.continuation.onTermination = { _ in self.removeSubscriber(sink) }
+        return (stream, sink)
+    }
+
+    func removeSubscriber(_ sink: NotificationSink) {
+        guard let handle = sink.handle else { return }
+        state.withLock { s in
+            s.subscribers[handle]?.removeAll { $0 === sink }
+            if s.subscribers[handle]?.isEmpty == true { s.subscribers[handle] = nil }
+        }
+    }
+
+    /// Ends every stream of `handle` (after an unsubscribe).
+    func finishSubscribers(handle: UInt16) {
+        let sinks: [NotificationSink] = state.withLock { s in s.subscribers.removeValue(forKey: handle) ?? [] }
+        for sink in sinks { sink.continuation.finish() }
+    }
+
+    func subscriberCount(handle: UInt16) -> Int { state.withLock { $0.subscribers[handle]?.count ?? 0 } }
+}

@@ -1,0 +1,186 @@
+// The request slot: one request in flight per bearer and the FIFO of those waiting for it (Core Spec 5.4 Vol 3
+// Part F §3.3.2), as BlueZ's src/shared/att.c keeps `pending_req` and `req_queue`; and the matching of a
+// response to the request in flight.
+import ATTStack
+
+/// The request in flight (with its deadline) and the requests queued behind it, in submission order.
+struct RequestSlot {
+    var inFlight: ATTEngine.Pending?
+    var queue = FIFO<ATTEngine.Pending>()
+}
+
+extension ATTEngine {
+    /// Sends one request and waits for its decoded response (success response only: an Error Response throws
+    /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
+    /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
+    nonisolated(nonsending) func request(_ pdu: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
+                                         ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
+        let opcode = pdu.opcode
+        guard let response = opcode.responseOpcode, opcode.kind == .request else {
+            throw .unsupported("\(describe(opcode, handle: handle)) is not an ATT request")
+        }
+        // Checked once here, so that every send encodes without checking again (§3.4: no zero handles).
+        do throws(ATTEncodeError) { try pdu.validate() } catch {
+            throw .unsupported("\(describe(opcode, handle: handle)) cannot be sent: \(error)")
+        }
+        let id = makeID()
+        do {
+            // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
+            // record and continuation, without the hops back to `#isolation` the isolated forms make after the
+            // resumption (with a task executor preference, each hop takes the task's status lock). The operation
+            // closure is nonisolated, so running on whatever generic executor resumed it is right; this function is
+            // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
+            return try await _unsafeInheritExecutor_withTaskCancellationHandler {
+                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>) in
+                    submit(Pending(id: id, pdu: pdu, response: response, handle: handle,
+                                   valueLength: valueLength, budget: budget,
+                                   ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
+                }
+            } onCancel: {
+                if !ignoresCancellation { cancel(id) }
+            }
+        } catch {
+            throw GATTError.from(error, operation: describe(opcode, handle: handle))
+        }
+    }
+
+    private func submit(_ p: consuming Pending) {
+        // The request is moved into the slot or the queue, never copied (a copy retains its PDU and more).
+        let continuation = p.continuation, opcode = p.opcode, handle = p.handle
+        let cancelled = !p.ignoresCancellation && Task.isCancelled
+        var held: Pending? = consume p
+        let (refusal, write): (GATTError?, Outgoing?) = state.withLock { s in
+            if let reason = s.closedReason {
+                return (.disconnected(GATTDisconnectedError(reason: reason, during: describe(opcode, handle: handle))), nil)
+            }
+            if cancelled { return (.cancelled(operation: describe(opcode, handle: handle)), nil) }
+            if s.requests.inFlight == nil {
+                enterSlot(&s, held.take()!)
+                return (nil, claimWriter(&s))
+            }
+            s.requests.queue.append(held.take()!)
+            return (nil, nil)
+        }
+        if let refusal {
+            continuation?.resume(throwing: refusal)
+            return
+        }
+        if let write { runWriter(write) }
+    }
+
+    /// Puts `p` in the empty slot with its deadline armed (under the lock): the outbox writes it next.
+    func enterSlot(_ s: inout State, _ p: consuming Pending) {
+        p.deadline = deadlineFromNow()
+        p.deferred = s.outbox.blocked
+        armTimer(&s, at: p.deadline)
+        s.requests.inFlight = p
+    }
+
+    /// Moves the queue's first request into the empty slot (under the lock).
+    func promoteNext(_ s: inout State) {
+        guard s.requests.inFlight == nil, s.closedReason == nil, let p = s.requests.queue.popFirst() else { return }
+        enterSlot(&s, p)
+    }
+
+    /// Cancellation from the caller's task: a queued request leaves the queue; a request in flight keeps the slot
+    /// but its caller is released at once; a permit waiter leaves the permit queue.
+    func cancel(_ id: UInt64) {
+        let resume: Resumption? = state.withLock { s in
+            if s.requests.inFlight?.id == id, let c = s.requests.inFlight?.continuation {
+                s.requests.inFlight!.continuation = nil
+                let op = describe(s.requests.inFlight!.opcode, handle: s.requests.inFlight!.handle)
+                return .request(c, .failure(.cancelled(operation: op + " (still in flight; its response will be dropped)")))
+            }
+            if let p = s.requests.queue.remove(where: { $0.id == id }), let c = p.continuation {
+                return .request(c, .failure(.cancelled(operation: describe(p.opcode, handle: p.handle))))
+            }
+            if s.outbox.permitInFlight != id, let w = s.outbox.permits.remove(where: { $0.id == id }) {
+                return .permit(w.continuation, .failure(.cancelled(operation: describe(.writeCommand, handle: w.handle))))
+            }
+            return nil
+        }
+        resume?.run()
+    }
+
+    /// A response (or Error Response) from the peer, decoded once by the router (`decoded`), matched to the request
+    /// in flight: it leaves the slot whatever it says, and the next request enters (§3.3.2).
+    func answer(_ decoded: Result<ATTPDU, ATTDecodeError>, opcode op: ATTOpcode, raw pdu: [UInt8]) {
+        // The hot path (the expected response) resumes with the PDU as is; everything else goes through Resumption.
+        var answered: (EngineContinuation<ATTPDU>, ATTPDU)?
+        var resume: Resumption?
+        var write: Outgoing?
+        var violation: GATTProtocolViolation?
+        var failedOp: String?
+        var droppedText: String?
+        state.withLock { s in
+            if s.closedReason != nil {
+                // A response that was already on its way when the bearer closed (after an ATT timeout, say).
+                droppedText = "a \(op.name) that arrived after the bearer closed"
+                s.stats.droppedEvents += 1
+                return
+            }
+            // The slot is moved out (not copied): the request leaves the state here whatever the response says.
+            guard s.requests.inFlight?.written == true, let slot = s.requests.inFlight.take() else {
+                violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
+                                                  problem: "an unsolicited \(op.name)")
+                s.stats.protocolViolations += 1
+                return
+            }
+            // Built only on the slow paths (a violation, a dropped response): the hot path formats no strings.
+            var opText: String { describe(slot.opcode, handle: slot.handle) }
+            let result = match(decoded, op, pdu, to: slot, mtu: s.mtu, &violation)
+            if violation != nil {
+                s.stats.protocolViolations += 1
+                failedOp = opText
+            }
+            if let c = slot.continuation {
+                if case .success(let value) = result { answered = (c, value) } else { resume = .request(c, result) }
+            } else {
+                droppedText = "a \(op.name) for \(opText), whose caller was cancelled"
+                s.stats.droppedEvents += 1
+            }
+            promoteNext(&s)
+            write = claimWriter(&s)
+        }
+        if let (c, value) = answered {
+            executor.resumingInline { c.resume(returning: value) }
+        } else if let resume {
+            executor.resumingInline { resume.run() }
+        }
+        if let violation { events?(.protocolViolation(violation, failed: failedOp)) }
+        if let droppedText { events?(.dropped(droppedText)) }
+        if let write { runWriter(write) }
+    }
+
+    /// What a response means for `slot`'s caller: its success response, the peer's Error Response, or a
+    /// violation (set in `violation`): too long for the ATT_MTU (§3.2.8), malformed, or for another request.
+    private func match(_ decoded: Result<ATTPDU, ATTDecodeError>, _ op: ATTOpcode, _ pdu: [UInt8], to slot: Pending,
+                       mtu: Int, _ violation: inout GATTProtocolViolation?) -> Result<ATTPDU, GATTError> {
+        var expected: String { "\(slot.response.description) or Error Response for \(slot.opcode.name)" }
+        func violated(_ expected: String, _ problem: String) -> Result<ATTPDU, GATTError> {
+            let v = GATTProtocolViolation(received: pdu, expected: expected, problem: problem)
+            violation = v
+            return .failure(.protocolViolation(v))
+        }
+        if pdu.count > mtu {
+            // Core Spec 5.4 Vol 3 Part F §3.2.8: no PDU is longer than ATT_MTU.
+            return violated(expected, "a \(pdu.count)-byte \(op.name), longer than the ATT_MTU of \(mtu)")
+        }
+        switch decoded {
+        case .success(.errorResponse(let request, let handle, let code)):
+            guard request == slot.opcode else {
+                return violated(expected, "an Error Response for \(request.description) while \(slot.opcode.description) is in flight")
+            }
+            let shownHandle = handle != 0 ? handle : (slot.handle ?? 0)
+            return .failure(.attribute(GATTAttributeError(
+                code: code, requestOpcode: slot.opcode, handle: shownHandle, handleName: name(of: shownHandle),
+                rejectedBy: .peer, valueLength: slot.valueLength, budget: slot.budget, mtu: mtu)))
+        case .success(let response) where op == slot.response:
+            return .success(response)
+        case .failure(let error) where op == slot.response || op == .errorResponse:
+            return violated(op == .errorResponse ? expected : "a well-formed \(slot.response.name)", error.description)
+        case .success, .failure:
+            return violated(expected, "a \(op.description) while \(slot.opcode.description) is in flight")
+        }
+    }
+}
