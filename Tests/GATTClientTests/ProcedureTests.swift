@@ -11,9 +11,11 @@ final class ProcedureTests: XCTestCase {
         let peer = ScriptedPeer(raw("02 05 02", "03 f7 00"))
         let client = try await makeClient(peer)
         XCTAssertEqual(client.mtu, 23)
+        XCTAssertNil(client.serverRxMTU)
         let m = try await client.exchangeMTU()
         XCTAssertEqual(m, 247)
         XCTAssertEqual(client.mtu, 247)
+        XCTAssertEqual(client.serverRxMTU, 247)
         let again = try await client.exchangeMTU()   // once per connection: nothing sent
         XCTAssertEqual(again, 247)
         peer.assertScriptDone()
@@ -24,6 +26,7 @@ final class ProcedureTests: XCTestCase {
         let client = try await makeClient(peer) { $0.clientRxMTU = 256 }
         let m = try await client.exchangeMTU()
         XCTAssertEqual(m, 256)
+        XCTAssertEqual(client.serverRxMTU, 517, "the server's own Rx MTU, not the agreed one")
         peer.assertScriptDone()
     }
 
@@ -32,6 +35,7 @@ final class ProcedureTests: XCTestCase {
         let client = try await makeClient(peer)
         let m = try await client.exchangeMTU()
         XCTAssertEqual(m, 23)
+        XCTAssertNil(client.serverRxMTU, "the peer refused: no server Rx MTU")
         peer.assertScriptDone()
     }
 

@@ -69,7 +69,8 @@ extension ATTEngine {
 
     /// Responses go to the slot; commands are dropped; any other request is answered Request Not Supported.
     private func route(opcode op: ATTOpcode, _ bytes: [UInt8], response: (ATTOpcode) -> Void) {
-        if op == .errorResponse || op.kind == .response {
+        // A response is an Error Response or an opcode that answers a request (confirmations were routed above).
+        if op == .errorResponse || op.requestOpcode != nil {
             response(op)
         } else if op.isCommand {
             // Commands are never answered (§3.3); this client has no attribute server to apply them to.

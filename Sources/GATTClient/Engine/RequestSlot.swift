@@ -16,7 +16,7 @@ extension ATTEngine {
     nonisolated(nonsending) func request(_ pdu: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
                                          ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
         let opcode = pdu.opcode
-        guard let response = opcode.responseOpcode, opcode.kind == .request else {
+        guard let response = opcode.responseOpcode, response != .handleValueConfirmation else {
             throw .unsupported("\(describe(opcode, handle: handle)) is not an ATT request")
         }
         // Checked once here, so that every send encodes without checking again (§3.4: no zero handles).
