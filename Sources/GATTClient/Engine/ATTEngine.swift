@@ -17,6 +17,7 @@ final class ATTEngine: ATTTransportSink {
     struct Pending {
         var id: UInt64
         var pdu: ATTPDU
+        var opcode: ATTOpcode
         var response: ATTOpcode
         var handle: UInt16?
         var valueLength: Int?
@@ -32,8 +33,6 @@ final class ATTEngine: ATTTransportSink {
         /// for the reader to read the end of the connection, then fails as a disconnect with this error. Boxed: a
         /// TransportError is large, and every request's Pending is moved on the hot path.
         var peerGone: PeerGone?
-
-        var opcode: ATTOpcode { pdu.opcode }
     }
 
     /// The send error of a request whose send met a closed peer (see `Pending.peerGone`).

@@ -5,6 +5,12 @@
 import ATTStack
 
 extension ATTEngine {
+    /// A PDU from the peer as the codec read it: decoded, or why it is malformed.
+    enum Received {
+        case pdu(ATTPDU)
+        case malformed(ATTDecodeError)
+    }
+
     /// A Write Response is its opcode alone: every one is decoded from this shared array, not a fresh copy.
     static let writeResponsePDU: [UInt8] = [ATTOpcode.writeResponse.rawValue]
 
@@ -39,7 +45,8 @@ extension ATTEngine {
             report(GATTProtocolViolation(received: bytes, expected: "no Handle Value Confirmation (this client sends no indications)",
                                          problem: "an unsolicited Handle Value Confirmation"), failed: nil)
         default:
-            route(opcode: decoded.opcode, bytes) { answer(.success(decoded), opcode: $0, raw: bytes) }
+            let op = decoded.opcode
+            if Self.isResponse(op) { answer(.pdu(decoded), opcode: op, raw: bytes) } else { refuse(op, bytes) }
         }
     }
 
@@ -63,16 +70,16 @@ extension ATTEngine {
             queueAnswer(answer, counting: nil)
             events?(.answeredPeerRequest(request: bytes, answer: answer.bytes))
         default:
-            route(opcode: op, bytes) { answer(.failure(error), opcode: $0, raw: bytes) }
+            if Self.isResponse(op) { answer(.malformed(error), opcode: op, raw: bytes) } else { refuse(op, bytes) }
         }
     }
 
-    /// Responses go to the slot; commands are dropped; any other request is answered Request Not Supported.
-    private func route(opcode op: ATTOpcode, _ bytes: [UInt8], response: (ATTOpcode) -> Void) {
-        // A response is an Error Response or an opcode that answers a request (confirmations were routed above).
-        if op == .errorResponse || op.requestOpcode != nil {
-            response(op)
-        } else if op.isCommand {
+    /// A response: an Error Response or an opcode that answers a request (confirmations are routed before this).
+    static func isResponse(_ op: ATTOpcode) -> Bool { op == .errorResponse || op.requestOpcode != nil }
+
+    /// What is not a response: a command is dropped; any other request is answered Request Not Supported.
+    private func refuse(_ op: ATTOpcode, _ bytes: [UInt8]) {
+        if op.isCommand {
             // Commands are never answered (§3.3); this client has no attribute server to apply them to.
             dropped("a \(op.description) from the peer (this client has no attribute server)")
         } else {

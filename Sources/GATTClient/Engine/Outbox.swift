@@ -57,7 +57,7 @@ extension ATTEngine {
     /// The next PDU to send, in the outbox's order (under the lock); nil when nothing can go.
     func pickNext(_ s: inout State) -> Outgoing? {
         guard s.closedReason == nil else { return nil }
-        if let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, pdu: answer) }
+        if !s.outbox.answers.isEmpty, let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, pdu: answer) }
         if s.requests.inFlight?.written == false {
             // The deadline runs from the moment the PDU is written (§3.3.3).
             if s.requests.inFlight!.deferred {
@@ -67,7 +67,7 @@ extension ATTEngine {
             s.requests.inFlight!.written = true
             return Outgoing(role: .request(id: s.requests.inFlight!.id), pdu: s.requests.inFlight!.pdu)
         }
-        if let w = s.outbox.permits.first {
+        if !s.outbox.permits.isEmpty, let w = s.outbox.permits.first {
             s.outbox.permitInFlight = w.id
             return Outgoing(role: .permit(id: w.id), pdu: w.pdu)
         }
@@ -77,14 +77,12 @@ extension ATTEngine {
     /// The writer: sends `first`, then whatever `pickNext` chooses, until nothing is left or the socket is full.
     /// Run only by the thread that claimed `Outbox.writing`, outside the lock.
     func runWriter(_ first: Outgoing) {
-        var item = first
-        while true {
+        var next: Outgoing? = first
+        while let item = next {
             let result = send(item.pdu)
             var after = AfterSend()
-            let next: Outgoing? = state.withLock { s in settle(item.role, item.pdu, result, &s, &after) }
+            next = state.withLock { s in settle(item.role, item.pdu, result, &s, &after) }
             finish(after)
-            guard let next else { return }
-            item = next
         }
     }
 

@@ -32,7 +32,7 @@ extension ATTEngine {
             // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
             return try await _unsafeInheritExecutor_withTaskCancellationHandler {
                 try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>) in
-                    submit(Pending(id: id, pdu: pdu, response: response, handle: handle,
+                    submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
                                    ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
                 }
@@ -102,9 +102,9 @@ extension ATTEngine {
         resume?.run()
     }
 
-    /// A response (or Error Response) from the peer, decoded once by the router (`decoded`), matched to the request
-    /// in flight: it leaves the slot whatever it says, and the next request enters (§3.3.2).
-    func answer(_ decoded: Result<ATTPDU, ATTDecodeError>, opcode op: ATTOpcode, raw pdu: [UInt8]) {
+    /// A response (or Error Response) from the peer, decoded once by the router, matched to the request in flight:
+    /// it leaves the slot whatever it says, and the next request enters (§3.3.2).
+    func answer(_ received: Received, opcode op: ATTOpcode, raw pdu: [UInt8]) {
         // The hot path (the expected response) resumes with the PDU as is; everything else goes through Resumption.
         var answered: (EngineContinuation<ATTPDU>, ATTPDU)?
         var resume: Resumption?
@@ -128,13 +128,17 @@ extension ATTEngine {
             }
             // Built only on the slow paths (a violation, a dropped response): the hot path formats no strings.
             var opText: String { describe(slot.opcode, handle: slot.handle) }
-            let result = match(decoded, op, pdu, to: slot, mtu: s.mtu, &violation)
+            let failure = mismatch(received, op, pdu, to: slot, mtu: s.mtu, &violation)
             if violation != nil {
                 s.stats.protocolViolations += 1
                 failedOp = opText
             }
             if let c = slot.continuation {
-                if case .success(let value) = result { answered = (c, value) } else { resume = .request(c, result) }
+                if let failure {
+                    resume = .request(c, .failure(failure))
+                } else if case .pdu(let response) = received {
+                    answered = (c, response)
+                }
             } else {
                 droppedText = "a \(op.name) for \(opText), whose caller was cancelled"
                 s.stats.droppedEvents += 1
@@ -152,34 +156,34 @@ extension ATTEngine {
         if let write { runWriter(write) }
     }
 
-    /// What a response means for `slot`'s caller: its success response, the peer's Error Response, or a
-    /// violation (set in `violation`): too long for the ATT_MTU (§3.2.8), malformed, or for another request.
-    private func match(_ decoded: Result<ATTPDU, ATTDecodeError>, _ op: ATTOpcode, _ pdu: [UInt8], to slot: Pending,
-                       mtu: Int, _ violation: inout GATTProtocolViolation?) -> Result<ATTPDU, GATTError> {
+    /// Why a response fails `slot`'s caller, nil when it is the success response: the peer's Error Response, or a
+    /// violation (also set in `violation`): too long for the ATT_MTU (§3.2.8), malformed, or for another request.
+    private func mismatch(_ received: Received, _ op: ATTOpcode, _ pdu: [UInt8], to slot: Pending,
+                          mtu: Int, _ violation: inout GATTProtocolViolation?) -> GATTError? {
         var expected: String { "\(slot.response.description) or Error Response for \(slot.opcode.name)" }
-        func violated(_ expected: String, _ problem: String) -> Result<ATTPDU, GATTError> {
+        func violated(_ expected: String, _ problem: String) -> GATTError {
             let v = GATTProtocolViolation(received: pdu, expected: expected, problem: problem)
             violation = v
-            return .failure(.protocolViolation(v))
+            return .protocolViolation(v)
         }
         if pdu.count > mtu {
             // Core Spec 5.4 Vol 3 Part F §3.2.8: no PDU is longer than ATT_MTU.
             return violated(expected, "a \(pdu.count)-byte \(op.name), longer than the ATT_MTU of \(mtu)")
         }
-        switch decoded {
-        case .success(.errorResponse(let request, let handle, let code)):
+        switch received {
+        case .pdu(.errorResponse(let request, let handle, let code)):
             guard request == slot.opcode else {
                 return violated(expected, "an Error Response for \(request.description) while \(slot.opcode.description) is in flight")
             }
             let shownHandle = handle != 0 ? handle : (slot.handle ?? 0)
-            return .failure(.attribute(GATTAttributeError(
+            return .attribute(GATTAttributeError(
                 code: code, requestOpcode: slot.opcode, handle: shownHandle, handleName: name(of: shownHandle),
-                rejectedBy: .peer, valueLength: slot.valueLength, budget: slot.budget, mtu: mtu)))
-        case .success(let response) where op == slot.response:
-            return .success(response)
-        case .failure(let error) where op == slot.response || op == .errorResponse:
+                rejectedBy: .peer, valueLength: slot.valueLength, budget: slot.budget, mtu: mtu))
+        case .pdu where op == slot.response:
+            return nil
+        case .malformed(let error) where op == slot.response || op == .errorResponse:
             return violated(op == .errorResponse ? expected : "a well-formed \(slot.response.name)", error.description)
-        case .success, .failure:
+        case .pdu, .malformed:
             return violated(expected, "a \(op.description) while \(slot.opcode.description) is in flight")
         }
     }
