@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
+        .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
@@ -22,38 +23,44 @@ let package = Package(
             name: "CBlueZSocket",
             linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("cap")]
         ),
-        .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "CBlueZSocket", "Mirror"]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
+        // The Attribute Protocol's codec (Core Spec Vol 3 Part F): PDUs, opcodes, error codes, UUIDs, MTU arithmetic.
+        // Pure Swift: no C, no I/O, no Foundation.
+        .target(name: "ATTStack"),
+        // The Linux I/O under it: the socket bearer and ATTTransport, HCI, btsnoop, the doctor, capabilities,
+        // signals, and the package's one lock type.
+        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket", "Mirror"]),
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI's parsing, formatting and error table, as a library so that tests can import it.
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD"]),
         // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "Mirror"], path: "tools/MirrorSimulator"),
-        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack"], path: "tools/mirror-sim"),
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "Mirror"], path: "tools/MirrorSimulator"),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
-        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
+        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
-        .target(name: "HostilePeer", dependencies: ["ATTStack"], path: "tools/hostile-peer/HostilePeer"),
-        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack"], path: "tools/hostile-peer/hostile-peer"),
-        .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
-        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
+        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer/HostilePeer"),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer/hostile-peer"),
+        .testTarget(name: "ATTStackTests", dependencies: ["ATTStack"]),
+        .testTarget(name: "LinuxBluetoothTests", dependencies: ["LinuxBluetooth", "ATTStack", "CBlueZSocket"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth", "GATTClient", "Mirror"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

@@ -2,6 +2,7 @@
 import XCTest
 @testable import MirrorCommandLine
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import Mirror
 

@@ -4,6 +4,7 @@
 // in FIFO order. Whichever thread finds work and no writer becomes the writer, so there is no thread hop:
 // a caller with room in the socket sends on its own thread, and POLLOUT resumes the writer after a full socket.
 import ATTStack
+import LinuxBluetooth
 
 /// What waits to be sent besides the slot's request, and who is sending.
 struct Outbox {
