@@ -15,6 +15,10 @@ final class ATTMTUTests: XCTestCase {
         XCTAssertEqual(ATTMTU.readBlobPartBudget(23), 22)
         XCTAssertEqual(ATTMTU.writeValueBudget(247), 244)
         XCTAssertEqual(ATTMTU.writeValueBudget(517), 514)
+        // What one Write Request or Command may carry: MTU-3, never past the 512-byte attribute maximum.
+        XCTAssertEqual(ATTMTU.writeValueLimit(23), 20)
+        XCTAssertEqual(ATTMTU.writeValueLimit(515), 512)
+        XCTAssertEqual(ATTMTU.writeValueLimit(517), 512)
         XCTAssertEqual(ATTMTU.prepareWritePartBudget(517), 512)
         XCTAssertEqual(ATTMTU.readBlobPartBudget(UInt16(185)), 184)
         // Below the LE minimum counts as 23.

@@ -36,6 +36,11 @@ final class ATTPDURoundTripTests: XCTestCase {
             pdu.encode(appendingTo: &appended)
             XCTAssertEqual(Array(buffer[..<n]), pdu.bytes)
             XCTAssertEqual(Array(appended.dropFirst()), pdu.bytes)
+            // Exactly `encodedLength` bytes are enough for the validated path the engine sends with.
+            var exact = [UInt8](repeating: 0, count: pdu.encodedLength)
+            let m = exact.withUnsafeMutableBytes { pdu.encode(validatedInto: $0) }
+            XCTAssertEqual(m, n)
+            XCTAssertEqual(exact, pdu.bytes)
         }
     }
 
