@@ -24,12 +24,13 @@ let package = Package(
         ),
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "CBlueZSocket", "Mirror"]),
+        // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
-        // The CLI's parsing, formatting and error table, as a library so that tests can import it.
+        // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),

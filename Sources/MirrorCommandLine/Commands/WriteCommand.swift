@@ -1,5 +1,4 @@
 // mirror write TARGET HANDLE HEX [--no-response | --long | --reliable]
-import MirrorCommandLine
 
 let writeCommand = Command(CommandSpec(
     name: "write",

@@ -1,5 +1,4 @@
 // mirror discover: an LE scan through raw HCI.
-import MirrorCommandLine
 
 let discoverCommand = Command(CommandSpec(
     name: "discover",

@@ -1,5 +1,4 @@
 // mirror mtu TARGET [--mtu N]: exchange MTU and print the result.
-import MirrorCommandLine
 
 let mtuCommand = Command(CommandSpec(
     name: "mtu",

@@ -1,6 +1,5 @@
 // mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
 import Mirror
-import MirrorCommandLine
 
 let wifiCommand = Command(CommandSpec(
     name: "wifi",

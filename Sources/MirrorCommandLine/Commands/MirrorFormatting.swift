@@ -1,7 +1,6 @@
 // How `mirror scan` and `mirror wifi` print the Mirror library's events and results: text lines and JSON.
 import Foundation
 import Mirror
-import MirrorCommandLine
 
 /// One event as a JSON object: {"event", "time", then what the event has}.
 func mirrorEventJSON(_ e: MirrorEvent) -> JSONValue {

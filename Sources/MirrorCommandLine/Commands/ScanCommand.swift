@@ -3,7 +3,6 @@ import Dispatch
 import Foundation
 import GATTClient
 import Mirror
-import MirrorCommandLine
 
 #if canImport(Glibc)
 import Glibc

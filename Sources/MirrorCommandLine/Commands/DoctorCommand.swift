@@ -1,6 +1,5 @@
 // mirror doctor and mirror adapters: what this machine can do with Bluetooth, and what to do about it.
 import ATTStack
-import MirrorCommandLine
 
 let doctorCommand = Command(CommandSpec(
     name: "doctor",

@@ -1,6 +1,5 @@
 // mirror listen TARGET [HANDLE...]: subscribe and print notifications and indications.
 import GATTClient
-import MirrorCommandLine
 
 let listenCommand = Command(CommandSpec(
     name: "listen",

@@ -1,5 +1,4 @@
 // mirror gatt TARGET [--read]: the whole GATT database.
-import MirrorCommandLine
 
 let gattCommand = Command(CommandSpec(
     name: "gatt",

@@ -1,5 +1,4 @@
 // mirror read TARGET HANDLE|UUID: one value (long reads automatic).
-import MirrorCommandLine
 
 let readCommand = Command(CommandSpec(
     name: "read",

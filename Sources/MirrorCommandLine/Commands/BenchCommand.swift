@@ -1,5 +1,4 @@
 // mirror bench TARGET --handle H: write throughput with and without response, side by side.
-import MirrorCommandLine
 
 let benchCommand = Command(CommandSpec(
     name: "bench",

@@ -5,7 +5,6 @@ import ATTStack
 import CBlueZSocket
 import Foundation
 import GATTClient
-import MirrorCommandLine
 import Synchronization
 
 #if canImport(Glibc)

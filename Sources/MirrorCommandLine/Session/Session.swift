@@ -4,7 +4,6 @@
 import ATTStack
 import GATTClient
 import Mirror
-import MirrorCommandLine
 
 /// How `mirror write` writes (Core Spec Vol 3 Part G §4.9).
 enum WriteMode: String, Sendable {
