@@ -108,7 +108,7 @@ public struct GATTAttributeError: Error, Sendable, Equatable, CustomStringConver
 
     /// "to handle 0x0012 (cloudToken)" for writes, "of handle 0x0021" otherwise.
     var handleText: String {
-        let h = handleName.map { "handle \(hex4(handle)) (\($0))" } ?? "handle \(hex4(handle))"
+        let h = handleName.map { "handle \(ATTHex.handle(handle)) (\($0))" } ?? "handle \(ATTHex.handle(handle))"
         return "\(requestOpcode.preposition) \(h)"
     }
 
@@ -124,7 +124,7 @@ public struct GATTAttributeError: Error, Sendable, Equatable, CustomStringConver
             return "not sent: \(len)-byte value exceeds the \(b)-byte budget of MTU \(mtu) (local limit), "
                 + "\(requestOpcode.name) \(handleText)"
         case .peer:
-            var s = "ATT error \(hex2(code.rawValue)) \(code.name) from the peer, on \(requestOpcode.name) \(handleText)"
+            var s = "ATT error \(ATTHex.byte(code.rawValue)) \(code.name) from the peer, on \(requestOpcode.name) \(handleText)"
             if let valueLength, let budget {
                 if code == .invalidAttributeValueLength && valueLength <= budget {
                     s += ": \(valueLength)-byte value, within the \(budget)-byte budget of MTU \(mtu), "
@@ -170,7 +170,7 @@ public struct GATTProtocolViolation: Error, Sendable, Equatable, CustomStringCon
     }
 
     public var description: String {
-        "protocol violation by the peer: \(problem); received [\(hexBytes(received))], expected \(expected)"
+        "protocol violation by the peer: \(problem); received [\(ATTHex.string(received, separator: " ", uppercase: true))], expected \(expected)"
     }
 }
 

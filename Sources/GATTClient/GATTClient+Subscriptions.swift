@@ -13,14 +13,14 @@ extension GATTClient {
     {
         let c = characteristic
         guard let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) else {
-            throw .unsupported("characteristic \(c.uuid) at \(hex4(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
+            throw .unsupported("characteristic \(c.uuid) at \(ATTHex.handle(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
         }
         var cccd = c.cccd
         if cccd == nil && c.descriptors.isEmpty {
             cccd = try await discoverDescriptors(of: c).first { $0.isCCCD }
         }
         guard let cccd else {
-            throw .unsupported("characteristic \(c.uuid) at \(hex4(c.valueHandle)) has no Client Characteristic Configuration descriptor (0x2902)")
+            throw .unsupported("characteristic \(c.uuid) at \(ATTHex.handle(c.valueHandle)) has no Client Characteristic Configuration descriptor (0x2902)")
         }
         return try await subscribe(valueHandle: c.valueHandle, cccdHandle: cccd.handle, mode: mode,
                                    readValue: c.properties.contains(.read))

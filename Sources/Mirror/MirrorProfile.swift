@@ -57,7 +57,7 @@ public struct MirrorProfile: Sendable, Equatable {
     public func wifiStatusByte(_ name: String) -> UInt8? { wifiConnectionStatuses.first { $0.value == name }?.key }
 
     static func name(_ byte: UInt8, in table: [UInt8: String]) -> String {
-        table[byte] ?? "unknown(0x\(byte < 16 ? "0" : "")\(String(byte, radix: 16, uppercase: true)))"
+        table[byte] ?? "unknown(\(ATTHex.byte(byte)))"
     }
 
     /// The default wifiConnectionStatus table (the simulator's; the seeds name only notConnected).

@@ -61,7 +61,7 @@ extension ErrorReport {
                                fields: [("reason", .string(d.reason)), ("during", .string(d.during))])
         case .protocolViolation(let p):
             return ErrorReport(status: .protocolViolation, message: p.description, fields: [
-                ("received", .string(hexString(p.received))), ("expected", .string(p.expected)),
+                ("received", .string(ATTHex.string(p.received))), ("expected", .string(p.expected)),
                 ("problem", .string(p.problem)),
             ])
         case .cancelled(let operation):

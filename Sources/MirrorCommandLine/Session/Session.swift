@@ -246,8 +246,8 @@ final class Session: Sendable {
             for h in handles {
                 guard let c = characteristics.first(where: { $0.valueHandle == h || $0.declarationHandle == h }) else {
                     let list = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
-                        .map { hex16($0.valueHandle) }.joined(separator: ", ")
-                    throw GATTError.unsupported("handle \(hex16(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
+                        .map { ATTHex.handle($0.valueHandle) }.joined(separator: ", ")
+                    throw GATTError.unsupported("handle \(ATTHex.handle(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
                 }
                 targets.append(c)
             }
