@@ -34,8 +34,11 @@ let package = Package(
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
+        .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib"]),
         // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "Mirror"], path: "tools/MirrorSimulator"),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack"], path: "tools/mirror-sim"),
