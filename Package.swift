@@ -23,6 +23,8 @@ let package = Package(
             linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("cap")]
         ),
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
+        // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
+        .target(name: "JSON", dependencies: ["ATTStack"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
@@ -31,19 +33,19 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket", "JSON"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
         .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
         // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "Mirror"], path: "tools/MirrorSimulator"),
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "Mirror", "JSON"], path: "tools/MirrorSimulator"),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "JSON"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
         .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
@@ -52,10 +54,10 @@ let package = Package(
         .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack"], path: "tools/hostile-peer/hostile-peer"),
         .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
-        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
+        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror", "JSON"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),

@@ -2,6 +2,7 @@
 // Every error any command can end with passes through `ErrorReport.init(_:)`.
 
 import ATTStack
+import JSON
 
 /// How `mirror` exits. Scripts can tell a peer's ATT error from a local refusal, a timeout, a connection
 /// failure and bad usage.

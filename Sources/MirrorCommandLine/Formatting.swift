@@ -5,6 +5,7 @@ import ATTStack
 
 #if canImport(Glibc)
 import Glibc
+import JSON
 #endif
 
 /// A discovered GATT database as `mirror gatt` prints it (Core Spec Vol 3 Part G §3: services, includes,

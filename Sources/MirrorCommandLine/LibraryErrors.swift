@@ -3,6 +3,7 @@
 
 import ATTStack
 import GATTClient
+import JSON
 import Mirror
 
 #if canImport(Glibc)

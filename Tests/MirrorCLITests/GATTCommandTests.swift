@@ -1,5 +1,6 @@
 // `mirror gatt`, `read`, `write`, `mtu`, `listen` against the scripted peer over a unix: socket: text and JSON.
 import ATTStack
+import JSON
 import XCTest
 import MirrorCommandLine
 

@@ -1,4 +1,5 @@
 // mirror bench TARGET --handle H: write throughput with and without response, side by side.
+import JSON
 
 let benchCommand = Command(CommandSpec(
     name: "bench",

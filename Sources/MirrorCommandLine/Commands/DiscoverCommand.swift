@@ -1,4 +1,5 @@
 // mirror discover: an LE scan through raw HCI.
+import JSON
 
 let discoverCommand = Command(CommandSpec(
     name: "discover",

@@ -1,4 +1,5 @@
 // mirror gatt TARGET [--read]: the whole GATT database.
+import JSON
 
 let gattCommand = Command(CommandSpec(
     name: "gatt",

@@ -1,6 +1,7 @@
 // mirror listen TARGET [HANDLE...]: subscribe and print notifications and indications.
 import ATTStack
 import GATTClient
+import JSON
 
 let listenCommand = Command(CommandSpec(
     name: "listen",

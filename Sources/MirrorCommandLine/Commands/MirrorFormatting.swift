@@ -1,6 +1,7 @@
 // How `mirror scan` and `mirror wifi` print the Mirror library's events and results: text lines and JSON.
 import ATTStack
 import Foundation
+import JSON
 import Mirror
 
 /// One event as a JSON object: {"event", "time", then what the event has}.

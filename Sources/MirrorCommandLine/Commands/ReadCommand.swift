@@ -1,5 +1,6 @@
 // mirror read TARGET HANDLE|UUID: one value (long reads automatic).
 import ATTStack
+import JSON
 
 let readCommand = Command(CommandSpec(
     name: "read",

@@ -2,6 +2,7 @@
 import Dispatch
 import Foundation
 import GATTClient
+import JSON
 import Mirror
 
 #if canImport(Glibc)

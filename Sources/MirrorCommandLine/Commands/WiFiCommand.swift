@@ -1,4 +1,5 @@
 // mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
+import JSON
 import Mirror
 
 let wifiCommand = Command(CommandSpec(

@@ -1,5 +1,6 @@
 // mirror write TARGET HANDLE HEX [--no-response | --long | --reliable]
 import ATTStack
+import JSON
 
 let writeCommand = Command(CommandSpec(
     name: "write",

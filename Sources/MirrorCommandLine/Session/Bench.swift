@@ -5,6 +5,7 @@ import ATTStack
 import CBlueZSocket
 import Foundation
 import GATTClient
+import JSON
 import Synchronization
 
 #if canImport(Glibc)
