@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
+        .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
@@ -22,44 +23,50 @@ let package = Package(
             name: "CBlueZSocket",
             linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("cap")]
         ),
-        .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
+        // The Attribute Protocol's codec (Core Spec Vol 3 Part F): PDUs, opcodes, error codes, UUIDs, MTU arithmetic.
+        // Pure Swift: no C, no I/O, no Foundation.
+        .target(name: "ATTStack"),
+        // The Linux I/O under it: the socket bearer and ATTTransport, HCI, btsnoop, the doctor, capabilities,
+        // signals, and the package's one lock type.
+        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket", "JSON"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
         .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
         // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "Mirror", "JSON"], path: "tools/MirrorSimulator"),
-        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack"], path: "tools/mirror-sim"),
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "Mirror", "JSON"], path: "tools/MirrorSimulator"),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "JSON"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
-        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
+        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
-        .target(name: "HostilePeer", dependencies: ["ATTStack"], path: "tools/hostile-peer/HostilePeer"),
-        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack"], path: "tools/hostile-peer/hostile-peer"),
-        .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
-        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "JSON"]),
+        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer/HostilePeer"),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer/hostile-peer"),
+        .testTarget(name: "ATTStackTests", dependencies: ["ATTStack"]),
+        .testTarget(name: "LinuxBluetoothTests", dependencies: ["LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror", "JSON"]),
+        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth", "GATTClient", "Mirror", "JSON"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

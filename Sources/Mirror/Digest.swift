@@ -2,7 +2,7 @@
 // what it stored, fed incrementally as the body arrives.
 import ATTStack
 import CCrypto
-import GATTClient
+import LinuxBluetooth
 
 /// An incremental SHA-256 digest with value semantics: a copy goes on from the same state independently.
 public struct SHA256: Sendable {

@@ -1,6 +1,7 @@
 // The security retry while pairing runs: after BT_SECURITY is raised the kernel refuses sends with ENOTCONN (the
 // socket is in BT_CONFIG) and reports POLLOUT once the link is encrypted; the retry waits for that, bounded and named.
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import XCTest

@@ -1,6 +1,7 @@
 // An in-memory ATTTransport with a scripted peer, in the style of BlueZ's unit/test-gatt.c: a list of the client
 // PDUs the peer expects, each followed by the peer's replies. A mismatch is recorded with both byte strings.
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Synchronization
 import XCTest

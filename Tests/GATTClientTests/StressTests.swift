@@ -1,4 +1,5 @@
 import ATTStack
+import LinuxBluetooth
 import Synchronization
 import XCTest
 @testable import GATTClient

@@ -1,5 +1,6 @@
 // The JSON writer, the error table and the output formats, called directly.
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import JSON
 import Mirror

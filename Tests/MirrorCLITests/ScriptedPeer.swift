@@ -1,6 +1,7 @@
 // A small scripted ATT server (Core Spec 5.4 Vol 3 Part F §3.4 answered from an attribute table, Part G's
 // declarations) on a unix: socket, for running the built `mirror` against: every command and every error form.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 
 /// One attribute of the scripted database.
@@ -140,7 +141,7 @@ final class ScriptedPeer: Sendable {
     let path: String
     let listener: ATTBearerListener
     let behaviour: Behaviour
-    let state: LockedValue<(database: PeerDatabase, counters: Counters)>
+    let state: Lock<(database: PeerDatabase, counters: Counters)>
     let handles: [String: UInt16]
 
     init(database: PeerDatabase = .standard(), behaviour: Behaviour = Behaviour()) throws {
@@ -148,7 +149,7 @@ final class ScriptedPeer: Sendable {
         listener = try ATTBearerListener.unix(path: path)
         self.behaviour = behaviour
         self.handles = database.handles
-        state = LockedValue((database, Counters()))
+        state = Lock((database, Counters()))
         let thread = Thread { [self] in self.acceptLoop() }
         thread.name = "scripted-peer"
         thread.start()
@@ -181,7 +182,7 @@ final class PeerConnection: ATTTransportSink {
     let peer: ScriptedPeer
     let bearer: ATTBearer
     /// Guards the connection's ATT MTU, the prepare-write queue and pending indications.
-    let state = LockedValue<(mtu: Int, prepared: [(UInt16, UInt16, [UInt8])], pendingIndications: [(UInt16, [UInt8])])>((23, [], []))
+    let state = Lock<(mtu: Int, prepared: [(UInt16, UInt16, [UInt8])], pendingIndications: [(UInt16, [UInt8])])>((23, [], []))
 
     init(peer: ScriptedPeer, bearer: ATTBearer) {
         self.peer = peer

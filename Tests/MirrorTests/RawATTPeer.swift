@@ -2,6 +2,7 @@
 // PDU bytes and waits for what comes back (byte-exact checks of the server's answers).
 import Mirror
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import Dispatch
 import Foundation

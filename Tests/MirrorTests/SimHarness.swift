@@ -1,5 +1,6 @@
 // The simulator on a real unix: SEQPACKET socket in this process, and GATT clients connected to it over ATTBearer.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import Mirror

@@ -1,6 +1,7 @@
 // The simulator's ATT server, byte for byte (Core Spec 5.4 Vol 3 Part F §3.4), and the mirror's
 // behaviours the seeds tell, driven with raw PDUs through a test transport.
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import GATTClient

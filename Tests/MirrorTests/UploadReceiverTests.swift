@@ -1,6 +1,7 @@
 import Mirror
 import Foundation
 import GATTClient
+import LinuxBluetooth
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

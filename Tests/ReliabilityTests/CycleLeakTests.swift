@@ -1,6 +1,7 @@
 // Thousands of connect / operate / close cycles over unix: sockets: the process's open file descriptors come back
 // to where they started and its resident memory stays within a small bound.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import HostilePeer

@@ -1,6 +1,7 @@
 // A send that races the peer's close fails with EPIPE (or ECONNRESET) before the reader sees the end of file:
 // that is the peer going away, a disconnect, not an unexplained socket error.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import XCTest

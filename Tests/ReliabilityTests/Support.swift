@@ -1,6 +1,7 @@
 // Shared helpers: a hostile peer on a fresh unix socket, a client connected to it, deadlines, and the process's
 // own resource counters (/proc/self/fd, VmRSS).
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import HostilePeer

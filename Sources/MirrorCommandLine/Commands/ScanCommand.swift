@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import GATTClient
 import JSON
+import LinuxBluetooth
 import Mirror
 
 #if canImport(Glibc)

@@ -2,6 +2,7 @@
 // (Core Spec 5.4 Vol 3 Part G §4.9.3, §4.9.1), timed after a warm-up, in rounds that alternate with a bare socket
 // loop moving the same PDUs over the same socket type without the ATT engine; figures are medians of the rounds.
 import ATTStack
+import LinuxBluetooth
 import CBlueZSocket
 import Foundation
 import GATTClient

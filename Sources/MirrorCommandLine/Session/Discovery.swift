@@ -2,6 +2,7 @@
 // LE Advertising Reports, Core Spec 5.4 Vol 4 Part E §7.8.10-11, §7.7.65.2), summarised per device.
 import ATTStack
 import JSON
+import LinuxBluetooth
 
 /// One advertiser seen during a scan.
 struct DiscoveredDevice: Sendable {

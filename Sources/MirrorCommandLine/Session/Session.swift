@@ -2,6 +2,7 @@
 // Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
 // every procedure is the GATT client's.
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import Mirror
 

@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// The socket bearer over socketpairs and AF_UNIX listeners: delivery, truncation, backpressure, close, errors.
 final class BearerTests: XCTestCase {
@@ -143,7 +144,7 @@ final class BearerTests: XCTestCase {
         let path = temporarySocketPath("echo")
         let listener = try ATTBearerListener.unix(path: path)
         XCTAssertEqual(listener.label, "unix:\(path)")
-        let accepted = LockedValue<ATTBearer?>(nil)
+        let accepted = Lock<ATTBearer?>(nil)
         let acceptedSignal = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             if let b = try? listener.accept(timeout: 10) {
@@ -225,7 +226,7 @@ final class BearerTests: XCTestCase {
             guard case .connectTimedOut? = error as? TransportError else { return XCTFail("\(error)") }
         }
         let done = DispatchSemaphore(value: 0)
-        let result = LockedValue<TransportError?>(nil)
+        let result = Lock<TransportError?>(nil)
         DispatchQueue.global().async {
             do { _ = try listener.accept() } catch { result.withLock { $0 = error as? TransportError } }
             done.signal()
@@ -326,7 +327,7 @@ final class BearerConcurrencyTests: XCTestCase {
             a.start(sinkA)
             let sinkB = RecordingSink()
             b.start(sinkB)
-            let outcomes = LockedValue<[String: Int]>([:])
+            let outcomes = Lock<[String: Int]>([:])
             let group = DispatchGroup()
             for t in 0..<4 {
                 group.enter()
@@ -370,7 +371,7 @@ final class BearerConcurrencyTests: XCTestCase {
         a.start(RecordingSink())
         try a.setSendBufferSize(4096)
         while try send(a, [UInt8](repeating: 7, count: 256)) == .sent {}
-        let fired = LockedValue<[Int: [String]]>([:])
+        let fired = Lock<[Int: [String]]>([:])
         let all = DispatchGroup()
         for i in 0..<3 {
             all.enter()

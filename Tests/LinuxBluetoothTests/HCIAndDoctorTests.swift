@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// HCI command bytes, event parsing, the doctor's findings and capabilities.
 final class HCICommandTests: XCTestCase {

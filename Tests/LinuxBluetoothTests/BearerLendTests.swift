@@ -3,6 +3,7 @@ import Dispatch
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// `ATTBearer.lend`: the reader thread runs a body with the connected socket; meanwhile the bearer reads nothing
 /// and sends nothing, and afterwards it goes on as before.
@@ -30,7 +31,7 @@ final class BearerLendTests: XCTestCase {
         sinkA.waitForPDUs(1)
 
         let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
-        let seen = LockedValue<(thread: String, answer: [UInt8]?)>(("", nil))
+        let seen = Lock<(thread: String, answer: [UInt8]?)>(("", nil))
         a.lend { fd in
             guard let fd else { return XCTFail("no socket lent") }
             entered.signal()
@@ -93,7 +94,7 @@ final class BearerLendTests: XCTestCase {
         XCTAssertEqual(a.readerWait, .blockingReceive)
         let sinkA = RecordingSink()
         a.start(sinkA)
-        let got = LockedValue<[Int32?]>([])
+        let got = Lock<[Int32?]>([])
         a.lend { fd in got.withLock { $0.append(fd) } }
         XCTAssertEqual(got.withLock { $0 }, [nil], "a blocking-receive bearer gives nil at once")
         XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
@@ -109,7 +110,7 @@ final class BearerLendTests: XCTestCase {
 
     func testNoLoanFromABearerThatIsNotRunning() throws {
         let (a, b) = try ATTBearer.pair(readerWait: .epoll)
-        let got = LockedValue<[Int32?]>([])
+        let got = Lock<[Int32?]>([])
         a.lend { fd in got.withLock { $0.append(fd) } }
         XCTAssertEqual(got.withLock { $0 }, [nil], "not started: nothing to lend")
         let sinkA = RecordingSink()

@@ -2,6 +2,7 @@ import Dispatch
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// A sink that records what a bearer delivers and lets a test wait for it (semaphores, no sleeps).
 final class RecordingSink: ATTTransportSink {
@@ -12,7 +13,7 @@ final class RecordingSink: ATTTransportSink {
         var onPDU: (@Sendable ([UInt8]) -> Void)?
     }
     // Guards everything the reader thread records.
-    private let state = LockedValue(State())
+    private let state = Lock(State())
     private let pduSignal = DispatchSemaphore(value: 0)
     private let closeSignal = DispatchSemaphore(value: 0)
 

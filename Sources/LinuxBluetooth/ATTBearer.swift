@@ -51,7 +51,7 @@ public final class ATTBearer: ATTTransport {
     /// eventfd that wakes it when the reader ends).
     private let writerEpfd: Int32
     private let writerWakefd: Int32
-    private let state: ConditionValue<State>
+    private let state: Lock<State>
     /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
     /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
     private let receiveNeedsLock = Atomic<Bool>(false)
@@ -135,7 +135,7 @@ public final class ATTBearer: ATTTransport {
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
-        self.state = ConditionValue(State())
+        self.state = Lock(State())
     }
 
     deinit {

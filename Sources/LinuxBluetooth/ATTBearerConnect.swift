@@ -146,7 +146,7 @@ public final class ATTBearerListener: Sendable {
         var released = false
     }
     // Guards the two fds' lifetime: they are closed once closed is set and no accept is running.
-    private let state = LockedValue(State())
+    private let state = Lock(State())
 
     private init(fd: Int32, wakefd: Int32, kind: Kind, label: String) {
         self.fd = fd
