@@ -35,7 +35,7 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A send the transport refused with ENOTCONN (on an LE link: pairing still runs after a BT_SECURITY raise).
     var isNotConnectedSend: Bool {
         guard case .transport(.socket(let e), _) = self else { return false }
-        return e.syscall == "send" && e.errnoName == "ENOTCONN"
+        return e.syscall == "send" && e.errno == .notConnected
     }
 
     /// The ATT error, when this is one.
@@ -50,7 +50,7 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
         switch e {
         case .closedByPeer, .closedLocally:
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
-        case .socket(let s) where s.syscall == "send" && (s.errnoName == "EPIPE" || s.errnoName == "ECONNRESET"):
+        case .socket(let s) where s.syscall == "send" && (s.errno == .brokenPipe || s.errno == .connectionReset):
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
         default:
             return .transport(e, operation: operation)

@@ -60,7 +60,7 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
         for id in ids.prefix(min(Int(n), ids.count)).sorted() {
             do { out.append(try info(ctl, index: Int(id))) } catch {
                 // A controller removed between the list and the info call is simply gone.
-                if case .socket(let e) = error, e.errno == ENODEV { continue }
+                if case .socket(let e) = error, e.errno == .noSuchDevice { continue }
                 throw error
             }
         }
@@ -109,7 +109,7 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
     public static func resolve(_ selector: String) throws(TransportError) -> HCIAdapter {
         if let idx = index(fromName: selector) {
             do { return try info(index: idx) } catch {
-                if case .socket(let e) = error, e.errno == ENODEV {
+                if case .socket(let e) = error, e.errno == .noSuchDevice {
                     throw .noSuchAdapter(selector, available: ((try? list()) ?? []).map(\.name))
                 }
                 throw error

@@ -139,7 +139,7 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(local.status, .localRefusal)
         XCTAssertEqual(local.message, "not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
         XCTAssertNil(local.hint, "a value over 512 bytes gets no --long hint")
-        let socket = ErrorReport(TransportError.socket(SocketError(syscall: "socket", errno: EAFNOSUPPORT, context: "opening")))
+        let socket = ErrorReport(TransportError.socket(SocketError(syscall: "socket", errno: .addressFamilyNotSupported, context: "opening")))
         XCTAssertEqual(socket.status, .unsupported)
         XCTAssertEqual(socket.json["error"]?["errnoName"], "EAFNOSUPPORT")
         XCTAssertEqual(ErrorReport(TransportError.connectTimedOut(peer: "00:AA:01:01:00:01", seconds: 10)).status, .timeout)

@@ -230,7 +230,7 @@ func listen(_ o: Options) -> Int32 {
     // Over LE, a central's normal disconnect (Remote User Terminated) reaches the peripheral as ECONNRESET.
     switch sink.reason.withLock({ $0 }) {
     case .closedByPeer?, .closedLocally?: return 0
-    case .socket(let e)? where e.errnoName == "ECONNRESET": return 0
+    case .socket(let e)? where e.errno == .connectionReset: return 0
     default: return 1
     }
 }

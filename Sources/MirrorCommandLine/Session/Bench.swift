@@ -432,7 +432,7 @@ final class BareLoop {
     func close() { _ = cbz_close(fd) }
 
     static func failure(_ syscall: String, _ context: String, _ code: Int32 = cbz_errno()) -> SocketError {
-        SocketError(syscall: syscall, errno: code, context: context)
+        SocketError(syscall: syscall, errno: Errno(code), context: context)
     }
 
     func send(_ pdu: [UInt8]) throws {
