@@ -35,6 +35,12 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         }
     }
 
+    /// An object with its keys in byte order (as Foundation's JSONEncoder writes `.sortedKeys`): the reports of
+    /// `mirror doctor --json` and `mirror adapters --json`.
+    public static func sortedObject(_ fields: [(String, JSONValue)]) -> JSONValue {
+        .object(fields.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) })
+    }
+
     /// The value of `key` in an object; nil for a missing key or a non-object. Setting replaces the (first) key's value
     /// in place (or appends the key); setting nil removes it; setting on a non-object does nothing.
     public subscript(key: String) -> JSONValue? {

@@ -74,7 +74,7 @@ public struct HCICommand: Sendable, Equatable {
 }
 
 /// One LE advertising report (Core Spec 5.4 Vol 4 Part E §7.7.65.2).
-public struct LEAdvertisingReport: Sendable, Equatable, Codable {
+public struct LEAdvertisingReport: Sendable, Equatable {
     /// 0 ADV_IND, 1 ADV_DIRECT_IND, 2 ADV_SCAN_IND, 3 ADV_NONCONN_IND, 4 SCAN_RSP.
     public var eventType: UInt8
     public var addressType: LEAddressType

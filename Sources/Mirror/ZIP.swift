@@ -14,7 +14,7 @@ public enum CRC32 {
 }
 
 /// One entry of a ZIP archive's central directory.
-public struct ZIPEntry: Sendable, Equatable, Codable {
+public struct ZIPEntry: Sendable, Equatable {
     public var name: String
     /// 0 stored, 8 deflated, ...
     public var method: UInt16

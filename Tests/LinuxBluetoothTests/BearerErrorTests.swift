@@ -1,4 +1,5 @@
 import Foundation
+import JSON
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
@@ -51,8 +52,7 @@ final class BearerErrorTests: XCTestCase {
         let report = AdaptersReport.collect()
         XCTAssertEqual(report.adapters, [])
         XCTAssertTrue(report.text.hasPrefix("adapters: none can be listed: listing Bluetooth adapters: socket(AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI) failed with EAFNOSUPPORT"), report.text)
-        let decoded = try? JSONDecoder().decode(AdaptersReport.self, from: Data(report.json.utf8))
-        XCTAssertEqual(decoded, report)
+        XCTAssertEqual(try parseJSON(report.json), .object([("adapters", []), ("error", .string(report.error ?? "?"))]))
     }
 
     func testTheSentencesForEachBluetoothFailure() {
