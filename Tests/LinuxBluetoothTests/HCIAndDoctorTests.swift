@@ -98,7 +98,7 @@ final class ParserRobustnessTests: XCTestCase {
             var chars: [Character]
             switch Int.random(in: 0..<3, using: &rng) {
             case 0: // an address, maybe with one character replaced, dropped or added
-                chars = Array((0..<6).map { _ in String(format: "%02X", Int.random(in: 0...255, using: &rng)) }.joined(separator: ":"))
+                chars = Array(ATTHex.string((0..<6).map { _ in UInt8.random(in: 0...255, using: &rng) }, separator: ":", uppercase: true))
                 let i = Int.random(in: 0..<chars.count, using: &rng)
                 switch Int.random(in: 0..<4, using: &rng) {
                 case 0: chars[i] = alphabet.randomElement(using: &rng)!
