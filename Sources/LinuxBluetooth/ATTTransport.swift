@@ -1,6 +1,7 @@
 // The seam between the ATT transaction engine (GATTClient) and whatever moves whole ATT PDUs:
 // the socket bearer (L2CAP CID 4, AF_UNIX SOCK_SEQPACKET, a socketpair) or a test double.
 
+import ATTStack
 import CBlueZSocket
 
 /// Receives what a transport reads, on the transport's one reader thread, in arrival order.
@@ -81,7 +82,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
         case .invalidTarget(let e): return e.description
         case .hciCommandFailed(let command, let adapter, let status, let detail):
             if let status {
-                return "\(command) on \(adapter) failed with HCI status 0x\(bearerHex2(status)): \(detail)"
+                return "\(command) on \(adapter) failed with HCI status \(ATTHex.byte(status)): \(detail)"
             }
             return "\(command) on \(adapter) failed: \(detail)"
         }
@@ -115,10 +116,4 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
 func bearerSeconds(_ s: Double) -> String {
     let tenths = (s * 10).rounded() / 10
     return tenths == tenths.rounded() ? String(Int(tenths)) : String(tenths)
-}
-
-/// Two uppercase hex digits.
-func bearerHex2(_ b: UInt8) -> String {
-    let digits = Array("0123456789ABCDEF")
-    return String([digits[Int(b >> 4)], digits[Int(b & 0x0F)]])
 }

@@ -1,6 +1,7 @@
 // Raw HCI: LE advertising (to be a connectable peripheral) and LE scanning (to find devices).
 // The socket, its filter and the ioctls live in the C shim; commands and events are Swift over raw bytes.
 
+import ATTStack
 import CBlueZSocket
 import Glibc
 
@@ -249,7 +250,7 @@ func hciStatusMeaning(_ status: UInt8) -> String {
     case 0x0D: return "Connection Rejected due to Limited Resources"
     case 0x07: return "Memory Capacity Exceeded"
     case 0x11: return "Unsupported Feature or Parameter Value"
-    default: return "see Core Spec Vol 1 Part F for status 0x\(bearerHex2(status))"
+    default: return "see Core Spec Vol 1 Part F for status \(ATTHex.byte(status))"
     }
 }
 
