@@ -28,7 +28,12 @@ public final class Lock<Value>: @unchecked Sendable {
         precondition(r == 0, "pthread_mutex_init failed with \(r)")
         condition = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
         condition.initialize(to: pthread_cond_t())
-        let c = pthread_cond_init(condition, nil)
+        // The condition measures timed waits on CLOCK_MONOTONIC: a wall-clock step cannot stretch or cut them.
+        var attributes = pthread_condattr_t()
+        pthread_condattr_init(&attributes)
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC)
+        let c = pthread_cond_init(condition, &attributes)
+        pthread_condattr_destroy(&attributes)
         precondition(c == 0, "pthread_cond_init failed with \(c)")
     }
 
@@ -69,6 +74,22 @@ public final class Lock<Value>: @unchecked Sendable {
         while true {
             if let r = body(&value.pointee) { return r }
             pthread_cond_wait(condition, mutex)
+        }
+    }
+
+    /// As `wait(until:)`, but gives up after `timeoutNanoseconds` and returns nil: a bounded wait for a caller
+    /// that acts again on timeout (the bearer's loan re-interrupts its reader).
+    public func wait<R>(until body: (inout Value) -> R?, timeoutNanoseconds: Int) -> R? {
+        var deadline = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &deadline)
+        let total = Int(deadline.tv_nsec) + timeoutNanoseconds
+        deadline.tv_sec += total / 1_000_000_000
+        deadline.tv_nsec = total % 1_000_000_000
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        while true {
+            if let r = body(&value.pointee) { return r }
+            if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return body(&value.pointee) }
         }
     }
 }

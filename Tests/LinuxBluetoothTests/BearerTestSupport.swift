@@ -1,4 +1,7 @@
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import XCTest
 @testable import ATTStack
@@ -90,4 +93,43 @@ func kernelHasBluetooth() -> Bool {
 func currentThreadName() -> String {
     let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
     return comm.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Two connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX, so a bearer over one waits
+/// in epoll (the L2CAP path) while AF_UNIX bearers wait in a blocking recvmsg.
+func connectedUDPSockets() throws -> (Int32, Int32) {
+    func udp() -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        XCTAssertTrue(bound)
+        return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+    func connectTo(_ fd: Int32, _ port: UInt16) {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = port.bigEndian
+        let r = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        XCTAssertEqual(r, 0)
+    }
+    let (x, xPort) = udp()
+    let (y, yPort) = udp()
+    connectTo(x, yPort)
+    connectTo(y, xPort)
+    return (x, y)
+}
+
+/// Two bearers over connected UDP sockets: both readers wait in epoll.
+func epollBearerPair() throws -> (ATTBearer, ATTBearer) {
+    let (x, y) = try connectedUDPSockets()
+    return (try ATTBearer(adoptingConnected: x, label: "udp-a"), try ATTBearer(adoptingConnected: y, label: "udp-b"))
 }

@@ -447,33 +447,7 @@ final class BearerReaderTests: XCTestCase {
     func testASocketThatIsNotAFUnixIsReadThroughEpollAndCloseWakesIt() throws {
         // Connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX, so the reader uses epoll
         // (the L2CAP path).
-        func udp() throws -> (fd: Int32, port: UInt16) {
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            XCTAssertGreaterThanOrEqual(fd, 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-            }
-            XCTAssertTrue(bound)
-            return (fd, UInt16(bigEndian: addr.sin_port))
-        }
-        func connectTo(_ fd: Int32, _ port: UInt16) {
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = port.bigEndian
-            let r = withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            XCTAssertEqual(r, 0)
-        }
-        let (x, xPort) = try udp()
-        let (y, yPort) = try udp()
-        connectTo(x, yPort)
-        connectTo(y, xPort)
+        let (x, y) = try connectedUDPSockets()
         let bearer = try ATTBearer(adoptingConnected: y, label: "udp")
         let sink = RecordingSink()
         bearer.start(sink)

@@ -74,6 +74,12 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "state.wait(until: { s in s.writer == .running ? nil : () })",
               bound: "the reader's end waits for the writable thread to leave its poll before closing the fds: the eventfd signal and a broadcast wake it at once",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "let taken = state.wait(until: { s in s.loans.isEmpty || s.released ? true : nil }, timeoutNanoseconds: 1_000_000)",
+              bound: "ATTBearer.lend on a blocking reader: 1 ms per interrupt, repeated within loanInterruptLimit (5 s), then the body gets nil",
+              trigger: "BearerLendTests.testALoanTheReaderCannotTakeInTimeGetsNilAndTheBearerGoesOn"),
+    KnownWait(file: "Sources/LinuxBluetooth/Lock.swift", snippet: "if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return body(&value.pointee) }",
+              bound: "Lock.wait(until:timeoutNanoseconds:): its timeout",
+              trigger: "BearerLendTests.testALoanTheReaderCannotTakeInTimeGetsNilAndTheBearerGoesOn"),
     KnownWait(file: "Sources/LinuxBluetooth/Lock.swift", snippet: "pthread_cond_wait(condition, mutex)",
               bound: "Lock.wait(until:): a helper, not a wait of its own; each caller is listed above",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
@@ -135,7 +141,7 @@ func scanForWaits() throws -> [(file: String, line: String)] {
         #"\.wait\((timeout:)?"#,
         #"\bcbz_recv_datagram_wait\("#,
         #"\bsigwait\("#,
-        #"\bpthread_cond_wait\("#,
+        #"\bpthread_cond_(timed)?wait\("#,
     ].map { try! NSRegularExpression(pattern: $0) }
     var hits: [(String, String)] = []
     let sources = root.appendingPathComponent("Sources")

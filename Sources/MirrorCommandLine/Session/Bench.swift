@@ -205,9 +205,8 @@ func median(_ xs: [Double]) -> Double {
 
 enum Bench {
     static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
-        // The same-connection bare loop borrows the bearer's socket (`ATTBearer.lend`), which needs a reader that
-        // waits in epoll (LE bearers always do).
-        let session = try await Session.open(target, inv, lendable: plan.bareLoop == .sameConnection)
+        // The same-connection bare loop borrows the bearer's socket for each turn (`ATTBearer.lend`).
+        let session = try await Session.open(target, inv)
         defer { session.close() }
         do {
             return try await run(session, target: target, plan: plan, inv: inv)
