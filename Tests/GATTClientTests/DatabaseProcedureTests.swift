@@ -76,13 +76,6 @@ final class DatabaseProcedureTests: XCTestCase {
         peer.assertScriptDone()
     }
 
-    func testReadByTypeValueBudget() {
-        XCTAssertEqual(ATTMTU.readByTypeValueBudget(23), 19)
-        XCTAssertEqual(ATTMTU.readByTypeValueBudget(10), 19, "an LE ATT_MTU is never below 23")
-        XCTAssertEqual(ATTMTU.readByTypeValueBudget(257), 253)
-        XCTAssertEqual(ATTMTU.readByTypeValueBudget(517), 253)
-    }
-
     // MARK: subscribe(to:preferIndications:)
 
     private let both = GATTCharacteristic(uuid: .bit16(0x2A05), declarationHandle: 0x0D, valueHandle: 0x0E,
