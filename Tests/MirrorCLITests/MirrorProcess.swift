@@ -1,5 +1,6 @@
 // Runs the built `mirror` binary as a subprocess and collects what it printed and how it exited.
 import Foundation
+import JSON
 import XCTest
 import MirrorCommandLine
 

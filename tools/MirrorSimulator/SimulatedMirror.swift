@@ -182,7 +182,7 @@ public final class SimulatedMirror: Sendable {
 
     private func send(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: [UInt8]) {
         guard var c = s.connections[id] else { return }
-        if options.verbose { fx.logs.append("conn \(id) <- \(hexBytes(pdu))") }
+        if options.verbose { fx.logs.append("conn \(id) <- \(ATTHex.string(pdu, separator: " "))") }
         if !c.outbound.isEmpty {
             c.outbound.append(pdu)
             s.connections[id] = c
@@ -211,7 +211,7 @@ public final class SimulatedMirror: Sendable {
     }
 
     private func sendError(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ opcode: ATTOpcode, _ handle: UInt16, _ code: ATTErrorCode) {
-        if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle 0x\(String(handle, radix: 16))") }
+        if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))") }
         sendPDU(&s, &fx, id, .errorResponse(requestOpcode: opcode, handle: handle, error: code))
     }
 
@@ -219,7 +219,7 @@ public final class SimulatedMirror: Sendable {
     private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
         guard let handle = database.valueHandles[name] else { return }
         for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where (c.cccd[handle] ?? 0) & 0x0001 != 0 {
-            fx.logs.append("conn \(id): notify \(name) = \(hexBytes(value))")
+            fx.logs.append("conn \(id): notify \(name) = \(ATTHex.string(value, separator: " "))")
             sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(c.mtu - 3)))
         }
     }
@@ -264,7 +264,7 @@ public final class SimulatedMirror: Sendable {
 
     private func handle(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ bytes: [UInt8]) {
         guard s.connections[id] != nil else { return }
-        if options.verbose { fx.logs.append("conn \(id) -> \(hexBytes(bytes))") }
+        if options.verbose { fx.logs.append("conn \(id) -> \(ATTHex.string(bytes, separator: " "))") }
         let pdu: ATTPDU
         do { pdu = try ATTPDU.decode(bytes) } catch {
             guard let opcode = error.opcode, !opcode.isCommand else { return }  // commands are never answered
@@ -332,7 +332,7 @@ public final class SimulatedMirror: Sendable {
     private func answer(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) -> Reply {
         let mtu = s.connections[id]?.mtu ?? ATTMTU.minimumLE
         func error(_ code: ATTErrorCode, _ handle: UInt16) -> Reply {
-            if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(pdu.opcode.name) handle 0x\(String(handle, radix: 16))") }
+            if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(pdu.opcode.name) handle \(ATTHex.short(handle))") }
             return .now(.errorResponse(requestOpcode: pdu.opcode, handle: handle, error: code))
         }
         switch pdu {
@@ -521,7 +521,7 @@ public final class SimulatedMirror: Sendable {
             guard value.count == 2 else { return .rejected(.invalidAttributeValueLength) }
             let v = UInt16(value[0]) | UInt16(value[1]) << 8
             s.connections[id]?.cccd[valueHandle] = v
-            fx.logs.append("conn \(id): CCCD of \(database.names[valueHandle] ?? "0x\(String(valueHandle, radix: 16))") = 0x\(String(v, radix: 16))")
+            fx.logs.append("conn \(id): CCCD of \(database.names[valueHandle] ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
             return .ok(nil)
         case .value(let name):
             return writeMirror(&s, &fx, name, value)
@@ -577,7 +577,7 @@ public final class SimulatedMirror: Sendable {
                 setScanError(&s, &fx, byte(error: "invalid"))
                 return .ok(nil)
             default:
-                fx.logs.append("scannerAction: unknown command 0x\(String(command, radix: 16))")
+                fx.logs.append("scannerAction: unknown command \(ATTHex.short(command))")
                 return .rejected(.valueNotAllowed)
             }
 
@@ -704,6 +704,3 @@ final class SimConnectionSink: ATTTransportSink {
     func transport(didCloseWith reason: TransportError) { mirror?.closed(id, reason) }
 }
 
-func hexBytes<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ")
-}

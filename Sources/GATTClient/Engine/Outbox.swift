@@ -170,7 +170,7 @@ extension ATTEngine {
     /// A send that failed because the peer is gone (the reader will see the end of the connection).
     static func peerHasClosed(_ error: TransportError) -> Bool {
         guard case .socket(let e) = error else { return false }
-        return e.errnoName == "EPIPE" || e.errnoName == "ECONNRESET"
+        return e.errno == .brokenPipe || e.errno == .connectionReset
     }
 
     // MARK: POLLOUT

@@ -1,6 +1,6 @@
 // mirror mtu TARGET [--mtu N]: exchange MTU and print the result.
 import ATTStack
-import MirrorCommandLine
+import JSON
 
 let mtuCommand = Command(CommandSpec(
     name: "mtu",
