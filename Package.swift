@@ -11,6 +11,7 @@ let package = Package(
         .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
+        .library(name: "GATTServer", targets: ["GATTServer"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
         .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
@@ -24,6 +25,8 @@ let package = Package(
         ),
         .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
         .target(name: "GATTClient", dependencies: ["ATTStack"]),
+        // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
+        .target(name: "GATTServer", dependencies: ["ATTStack", "GATTClient"]),
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "CBlueZSocket", "Mirror"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
