@@ -39,7 +39,7 @@ let package = Package(
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
         .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD"]),
         // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "Mirror"]),
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "GATTServer", "Mirror"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),

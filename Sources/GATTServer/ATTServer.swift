@@ -72,29 +72,25 @@ public struct ATTServer: Sendable {
     public typealias ReadHandler = (AttributeRead) -> ReadOutcome
     public typealias WriteHandler = (AttributeWrite) -> WriteOutcome
 
-    /// The answer to raw bytes: a PDU the codec rejects gets Request Not Supported (unknown opcode), Invalid Handle
-    /// (a zero handle) or Invalid PDU, unless it is a command (Vol 3 Part F §3.4.1.1, §3.3.2).
+    /// The answer to raw bytes: a malformed request gets its Error Response, a malformed command nothing (§3.3.2).
     public mutating func answer(bytes: [UInt8], session: inout ATTSession,
                                 read: ReadHandler = { _ in .stored }, write: WriteHandler = { _ in .store }) -> ATTServerReply {
         switch Self.decode(bytes) {
         case .pdu(let pdu): return answer(pdu, session: &session, read: read, write: write)
-        case .malformed(let reply): return reply
+        case .malformed(_, let reply): return reply
         }
     }
 
     /// A client's bytes, decoded, or the answer a malformed PDU gets.
     public enum Input: Sendable {
         case pdu(ATTPDU)
-        case malformed(ATTServerReply)
+        case malformed(ATTDecodeError, ATTServerReply)
     }
 
-    /// Decodes a client's PDU, or gives the Error Response a malformed one gets (`.none` for a command).
+    /// Decodes a client's PDU, or gives the Error Response the codec says a malformed request gets (§3.4.1.1).
     public static func decode(_ bytes: [UInt8]) -> Input {
         do { return .pdu(try ATTPDU.decode(bytes)) } catch {
-            guard let opcode = error.opcode, !opcode.isCommand else { return .malformed(.none) }
-            let code: ATTErrorCode = error.problem == .unknownOpcode ? .requestNotSupported
-                : error.problem == .zeroHandle ? .invalidHandle : .invalidPDU
-            return .malformed(.now(.errorResponse(requestOpcode: opcode, handle: 0, error: code)))
+            return .malformed(error, error.serverErrorResponse.map { .now($0) } ?? .none)
         }
     }
 

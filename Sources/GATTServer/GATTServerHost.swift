@@ -91,7 +91,7 @@ public final class GATTServerHost: Sendable {
         let pdu: ATTPDU
         switch ATTServer.decode(bytes) {
         case .pdu(let p): pdu = p
-        case .malformed(let reply):
+        case .malformed(_, let reply):
             if case .now(let error) = reply { send(c) { _ in error.bytes } }
             return
         }
