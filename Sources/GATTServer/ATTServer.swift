@@ -314,7 +314,9 @@ public struct ATTServer: Sendable {
             isCCCD = true
         }
         let outcome = write(AttributeWrite(attribute: a, value: value, opcode: opcode))
-        if outcome == .store, !isCCCD { database.setValue(value, at: handle) }
+        guard outcome == .store, !isCCCD else { return outcome }
+        // A write replaces the value; an executed long write puts its octets from offset 0 over it (§3.4.6.3).
+        database.setValue(opcode == .executeWriteRequest ? value + a.value.dropFirst(value.count) : value, at: handle)
         return outcome
     }
 }

@@ -4,6 +4,7 @@
 import ATTStack
 import Foundation
 import GATTClient
+import GATTServer
 import HostilePeer
 import Mirror
 import MirrorSimulator
@@ -109,6 +110,12 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/ATTStack/StopSignals.swift", snippet: "while sigwait(&set, &received) != 0 {}",
               bound: "mirror-sim and hostile-peer run until SIGINT or SIGTERM by design (blocked from their first line, so none is lost); no operation waits on it",
               trigger: "HostileCLITests.testASIGTERMRightAfterTheListeningLineEndsThePeerEveryTime"),
+    KnownWait(file: "Sources/HostilePeer/HostilePeer.swift", snippet: "if !condition.wait(until: deadline) { return predicate(_stats) }",
+              bound: "HostilePeer.wait(timeout:until:): the caller's timeout, then it answers whether the counters got there",
+              trigger: "HostileScenarioTests.testAHostilePeerWaitForCountersThatNeverComeEndsAtItsTimeout"),
+    KnownWait(file: "Sources/HostilePeer/HostilePeer.swift", snippet: "if floodRunning { floodDone.wait() }",
+              bound: "a connection's end waits for its flood thread, which stops at its count or at the first failed send (the socket is shut down first)",
+              trigger: "HostileScenarioTests.testAMillionNotificationsKeepMemoryBoundedAndRequestsAnswered"),
     KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents)",
               bound: "mirror bench's loopback peer (a server thread, not an operation): close() signals its eventfd",
               trigger: "BenchCommandTests.testLoopbackNeedsNoTarget"),
@@ -182,12 +189,13 @@ func testClassBodies() throws -> [String: String] {
 /// An in-memory transport that answers as a well-behaved server except for the requests it keeps silent on, and
 /// takes no more than `capacity` sends (nil: any). Answers come from a serial queue, the "reader thread".
 final class SelectiveTransport: ATTTransport, @unchecked Sendable {
-    // @unchecked: `server`, `capacity`, `closed` and `sink` are guarded by `lock`.
+    // @unchecked: `server`, `session`, `capacity`, `closed` and `sink` are guarded by `lock`.
     let label = "selective"
     let silentOn: Set<UInt8>
     let queue = DispatchQueue(label: "selective.reader")
     let lock = NSLock()
-    var server = WellBehavedServer()
+    var server = ATTServer(database: HostilePeer.database)
+    var session = ATTSession()
     var capacity: Int?
     var sink: (any ATTTransportSink)?
     var closed = false
@@ -218,7 +226,8 @@ final class SelectiveTransport: ATTTransport, @unchecked Sendable {
             silentSent.finish(.success(()))
             return .sent
         }
-        guard let answer = server.answer(bytes), let sink else { return .sent }
+        guard case .now(let reply) = server.answer(bytes: bytes, session: &session), let sink else { return .sent }
+        let answer = reply.bytes
         queue.async { [self] in
             lock.lock()
             let open = !closed

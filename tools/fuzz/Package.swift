@@ -25,6 +25,7 @@ let package = Package(
             dependencies: [
                 .product(name: "ATTStack", package: "mirror"),
                 .product(name: "GATTClient", package: "mirror"),
+                .product(name: "GATTServer", package: "mirror"),
                 .product(name: "HostilePeer", package: "mirror"),
             ]
         ),

@@ -12,6 +12,7 @@
 // cycle), and every PDU the client sent must decode (the client never sends a malformed PDU). A violation traps.
 import ATTStack
 import GATTClient
+import GATTServer
 import HostilePeer
 import Synchronization
 
@@ -224,7 +225,8 @@ func run(_ input: [UInt8]) {
         }
     }
     executor.runUntilIdle()
-    var server = WellBehavedServer()
+    var server = ATTServer(database: HostilePeer.database)
+    var session = ATTSession()
     var i = 0
     func byte() -> UInt8 {
         guard i < input.count else { return 0 }
@@ -265,7 +267,7 @@ func run(_ input: [UInt8]) {
             // 0xE1, 0xE9...0xFF: the well-formed answer to the last request.
             if let r = transport.pendingRequest {
                 transport.pendingRequest = nil
-                if let a = server.answer(r) { transport.deliver(a) }
+                if case .now(let a) = server.answer(bytes: r, session: &session) { transport.deliver(a.bytes) }
             }
         }
         transport.finishClose()
