@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "GATTServer", targets: ["GATTServer"]),
+        .library(name: "TestSupport", targets: ["TestSupport"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
         .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
@@ -49,14 +50,17 @@ let package = Package(
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
         .target(name: "HostilePeer", dependencies: ["ATTStack", "GATTServer"]),
         .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack"], path: "tools/hostile-peer", exclude: ["README.md"]),
-        .testTarget(name: "ATTStackTests", dependencies: ["ATTStack", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack"]),
-        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
+        // What every test target shares (no XCTest, so the fuzzers link it too): the scripted peer in the style of
+        // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
+        .target(name: "TestSupport", dependencies: ["ATTStack", "GATTClient"]),
+        .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack", "CBlueZSocket"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack"]),
+        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
+        .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTServer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

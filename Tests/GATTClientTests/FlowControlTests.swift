@@ -1,3 +1,4 @@
+import TestSupport
 import ATTStack
 import Synchronization
 import XCTest
@@ -20,7 +21,7 @@ final class FlowControlTests: XCTestCase {
 
     func testWaitersGetPermitsInFIFOOrderWhenTheSocketDrains() async throws {
         let peer = ScriptedPeer([], capacity: 0)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         var tasks: [Task<Void, any Error>] = []
         for i in 0..<20 {
@@ -39,7 +40,7 @@ final class FlowControlTests: XCTestCase {
 
     func testAWaitingWriterCanBeCancelledAndLeavesTheQueue() async throws {
         let peer = ScriptedPeer([], capacity: 0)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         let a = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1]) }
         while client.engine.state.withLock({ $0.permits.count }) < 1 { await Task.yield() }
@@ -77,7 +78,7 @@ final class FlowControlTests: XCTestCase {
 
     func testManyConcurrentWritersEachKeepTheirOrderAndNothingIsLost() async throws {
         let peer = ScriptedPeer([], capacity: 3)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         let writers = 8, each = 200
         let refill = Task {

@@ -1,6 +1,7 @@
 // The named-deadline audit: every place the code waits (a continuation, an async stream, a task's value, a poll)
 // is in a known list that says what bounds it, and a test triggers each bound and checks the message names what
 // was waited for. A new wait in the sources fails the audit until it is listed here with its test.
+import TestSupport
 import ATTStack
 import Foundation
 import GATTClient
