@@ -27,6 +27,8 @@ let package = Package(
                 .product(name: "GATTClient", package: "mirror"),
                 .product(name: "GATTServer", package: "mirror"),
                 .product(name: "HostilePeer", package: "mirror"),
+                // ManualClock; TestSupport has no XCTest.
+                .product(name: "TestSupport", package: "mirror"),
             ]
         ),
     ],

@@ -4,7 +4,7 @@
 // procedures runs: MTU, discovery, reads (long too), writes (long and reliable), subscribe, write without response.
 //
 // Everything runs on this one thread: the script's tasks prefer a task executor that this driver drains, the
-// transport delivers inbound PDUs from here, and a ManualClock fires deadlines from here. So each input runs the
+// transport delivers inbound PDUs from here, and TestSupport's ManualClock fires deadlines from here. So each input runs the
 // same way every time, and "idle" is exact: no job left means every operation is waiting for the peer.
 //
 // After the input: the clock jumps past every deadline (repeatedly), then the peer closes. Every operation must
@@ -15,6 +15,7 @@ import GATTClient
 import GATTServer
 import HostilePeer
 import Synchronization
+import TestSupport
 
 // MARK: the executor the driver drains
 
