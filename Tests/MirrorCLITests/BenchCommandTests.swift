@@ -1,5 +1,6 @@
 // `mirror bench` against the scripted peer: both modes in one run, the figures' shape, the peer's counts, and the
 // ratio to the bare socket loop.
+import TestSupport
 import XCTest
 import MirrorCommandLine
 

@@ -1,5 +1,6 @@
 // Every error form of the issue, produced by the built `mirror` against the scripted peer: the exact sentence,
 // the JSON fields, and the exit status that tells them apart.
+import TestSupport
 import ATTStack
 import XCTest
 import MirrorCommandLine

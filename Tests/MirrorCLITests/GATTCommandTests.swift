@@ -1,4 +1,5 @@
 // `mirror gatt`, `read`, `write`, `mtu`, `listen` against the scripted peer over a unix: socket: text and JSON.
+import TestSupport
 import ATTStack
 import XCTest
 import MirrorCommandLine

@@ -1,4 +1,5 @@
 // The JSON writer, the error table and the output formats, called directly.
+import TestSupport
 import XCTest
 @testable import MirrorCommandLine
 import ATTStack

@@ -1,5 +1,6 @@
 // A small scripted ATT server (Core Spec 5.4 Vol 3 Part F §3.4 answered from an attribute table, Part G's
 // declarations) on a unix: socket, for running the built `mirror` against: every command and every error form.
+import TestSupport
 import ATTStack
 import Foundation
 

@@ -1,5 +1,6 @@
 // Thousands of connect / operate / close cycles over unix: sockets: the process's open file descriptors come back
 // to where they started and its resident memory stays within a small bound.
+import TestSupport
 import ATTStack
 import Foundation
 import GATTClient

@@ -1,6 +1,7 @@
 // The GATT client against every hostile peer scenario over unix: sockets: each operation ends with a named
 // error within its deadline (or succeeds where the spec lets the client carry on), memory stays bounded, and
 // nothing crashes or hangs.
+import TestSupport
 import ATTStack
 import Foundation
 import GATTClient
