@@ -6,19 +6,19 @@ import XCTest
 import MirrorCommandLine
 
 final class ErrorFormTests: XCTestCase {
-    var peer: ScriptedPeer!
+    var peer: GATTPeer!
 
     override func setUpWithError() throws {
-        peer = try ScriptedPeer()
+        peer = try GATTPeer()
     }
 
     override func tearDown() {
         peer.close()
     }
 
-    func restart(_ behaviour: ScriptedPeer.Behaviour) throws {
+    func restart(_ behaviour: GATTPeer.Behaviour) throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: behaviour)
+        peer = try GATTPeer(behaviour: behaviour)
     }
 
     func testPeerRejectsAtTheApplicationLayer() throws {

@@ -5,10 +5,10 @@ import XCTest
 import MirrorCommandLine
 
 final class GATTCommandTests: XCTestCase {
-    var peer: ScriptedPeer!
+    var peer: GATTPeer!
 
     override func setUpWithError() throws {
-        peer = try ScriptedPeer()
+        peer = try GATTPeer()
     }
 
     override func tearDown() {
@@ -123,7 +123,7 @@ final class GATTCommandTests: XCTestCase {
 
     func testMTUNotSupportedStaysAt23() throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: .init(mtuNotSupported: true))
+        peer = try GATTPeer(behaviour: .init(mtuNotSupported: true))
         let run = try MirrorProcess.run(["mtu", peer.target, "--json"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(try run.json()["serverRxMTU"], .null)
@@ -155,7 +155,7 @@ final class GATTCommandTests: XCTestCase {
 
     func testListenEndsWithTheConnectionErrorAsOneMoreJSONLine() throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: .init(closeAfterNotifying: true))
+        peer = try GATTPeer(behaviour: .init(closeAfterNotifying: true))
         let run = try MirrorProcess.run(["listen", peer.target, peer.hexHandle("counter"), "--json"])
         XCTAssertEqual(run.status, 6, run.stderr)
         let lines = try run.jsonLines()
@@ -219,7 +219,7 @@ final class GATTCommandTests: XCTestCase {
 
     func testCtrlCEndsOtherCommandsWithTheSignalStatus() throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: .init(silentOn: [0x0A]))
+        peer = try GATTPeer(behaviour: .init(silentOn: [0x0A]))
         let process = Process()
         process.executableURL = MirrorProcess.executable
         process.arguments = ["read", peer.target, "3", "--trace"]
