@@ -55,6 +55,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["ATTStack", "GATTClient"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack"]),
+        .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack"]),
         .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (the scripted peer here, and `mirror-sim`).
