@@ -10,6 +10,7 @@ let package = Package(
         .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
+        .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "GATTServer", targets: ["GATTServer"]),
         .library(name: "TestSupport", targets: ["TestSupport"]),
@@ -24,44 +25,51 @@ let package = Package(
             name: "CBlueZSocket",
             linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("cap")]
         ),
-        .target(name: "ATTStack", dependencies: ["CBlueZSocket"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack"]),
+        // The Attribute Protocol's codec (Core Spec Vol 3 Part F): PDUs, opcodes, error codes, UUIDs, MTU arithmetic.
+        // Pure Swift: no C, no I/O, no Foundation.
+        .target(name: "ATTStack"),
+        // The Linux I/O under it: the socket bearer and ATTTransport, HCI, btsnoop, the doctor, capabilities,
+        // signals, and the package's one lock type.
+        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
-        .target(name: "GATTServer", dependencies: ["ATTStack", "GATTClient"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "CBlueZSocket", "Mirror"]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "CAllocCounter"], path: "tools/att-bench",
+        .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket", "Mirror"]),
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI's parsing, formatting and error table, as a library so that tests can import it.
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "Mirror", "CBlueZSocket"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "GATTClient", "CMicroHTTPD"]),
-        // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "GATTClient", "GATTServer", "Mirror"]),
-        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack"], path: "tools/mirror-sim"),
+        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD"]),
+        // The simulated mirror: GATTServer with the mirror's state machine and faults.
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror"]),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
-        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "CBlueZSocket"], path: "tools/gatt-bench"),
+        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
-        .target(name: "HostilePeer", dependencies: ["ATTStack", "GATTServer"]),
-        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack"], path: "tools/hostile-peer", exclude: ["README.md"]),
+        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTServer"]),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer", exclude: ["README.md"]),
         // What every test target shares (no XCTest, so the fuzzers link it too): the scripted peer in the style of
         // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
-        .target(name: "TestSupport", dependencies: ["ATTStack", "GATTClient"]),
-        .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack"]),
-        .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack"]),
-        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack"]),
+        .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
+        .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
+        .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
-        // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "GATTClient", "Mirror"]),
+        // (GATTServer's host here, and `mirror-sim`).
+        .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
+                                                         "GATTClient", "GATTServer", "Mirror"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

@@ -7,6 +7,7 @@
 // only after it has left the state, outside the lock: so a stale timer, a late response or a second cancel can
 // never resume an operation twice or resume somebody else's.
 import ATTStack
+import LinuxBluetooth
 import Synchronization
 
 /// Something the engine reports that no caller waits for: a peer's protocol violation, an answer to a peer's

@@ -2,6 +2,7 @@
 // (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s transaction timeout) and every named wait in GATTClient takes its
 // time from a GATTClock: this one, or TestSupport's ManualClock in tests.
 import Dispatch
+import LinuxBluetooth
 import Synchronization
 
 /// A point on a monotonic clock, in nanoseconds from an arbitrary origin. Never goes backwards.

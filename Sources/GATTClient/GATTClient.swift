@@ -1,6 +1,7 @@
 // GATTClient: the GATT client procedures (Core Specification 5.4, Vol 3, Part G §4) over the ATT transaction
 // engine of one bearer. Each procedure is a short sequence of engine requests; no socket, no timer of its own.
 import ATTStack
+import LinuxBluetooth
 import Synchronization
 
 /// A GATT client on one ATT bearer (Core Spec 5.4 Vol 3 Part G §4): MTU exchange, discovery, reads, writes,

@@ -1,4 +1,5 @@
 // The resume-exactly-once box and named deadlines: every wait has a limit, and a timeout says what it waited for.
+import LinuxBluetooth
 import Synchronization
 
 /// A box around one continuation that resumes exactly once, from whichever side gets there first: a callback,

@@ -4,6 +4,7 @@
 // against the profile's cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed
 // before the writes; one named deadline for COMPLETE plus the upload, or ERROR; a final read whatever happened.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 

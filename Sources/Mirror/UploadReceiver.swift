@@ -4,6 +4,7 @@
 import CMicroHTTPD
 import Foundation
 import GATTClient
+import LinuxBluetooth
 
 /// A result the mirror posted: where it is stored, how big it is, its digest and its ZIP entries.
 public struct ReceivedUpload: Sendable, Equatable {

@@ -2,6 +2,7 @@
 // (Core Spec 5.4 Vol 3 Part G §4.9.3, §4.9.1), timed after a warm-up, in rounds that alternate with a bare socket
 // loop moving the same PDUs over the same socket type without the ATT engine; figures are medians of the rounds.
 import ATTStack
+import LinuxBluetooth
 import CBlueZSocket
 import Foundation
 import GATTClient
@@ -204,9 +205,8 @@ func median(_ xs: [Double]) -> Double {
 
 enum Bench {
     static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
-        // The same-connection bare loop borrows the bearer's socket (`ATTBearer.lend`), which needs a reader that
-        // waits in epoll (LE bearers always do).
-        let session = try await Session.open(target, inv, lendable: plan.bareLoop == .sameConnection)
+        // The same-connection bare loop borrows the bearer's socket for each turn (`ATTBearer.lend`).
+        let session = try await Session.open(target, inv)
         defer { session.close() }
         do {
             return try await run(session, target: target, plan: plan, inv: inv)

@@ -2,6 +2,7 @@
 // Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
 // every procedure is the GATT client's.
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import Mirror
 import MirrorCommandLine
@@ -76,9 +77,7 @@ final class Session: Sendable {
 
     /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace) and
     /// exchanges the MTU (--mtu, default 517).
-    /// `lendable`: the bearer's reader waits in epoll, so that it can lend its socket (mirror bench's same-connection
-    /// bare loop); otherwise a unix: bearer's reader waits in a blocking recvmsg.
-    static func open(_ target: TargetArgument, _ inv: Invocation, lendable: Bool = false) async throws -> Session {
+    static func open(_ target: TargetArgument, _ inv: Invocation) async throws -> Session {
         let g = inv.global
         let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
         let security = g.security.map { level -> BTSecurityLevel in
@@ -89,8 +88,7 @@ final class Session: Sendable {
             }
         }
         let bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
-                                           timeout: g.timeout, security: target.isUnix ? nil : security,
-                                           readerWait: lendable ? .epoll : nil)
+                                           timeout: g.timeout, security: target.isUnix ? nil : security)
         var snoop: BTSnoopWriter?
         if let path = g.btsnoop {
             do {

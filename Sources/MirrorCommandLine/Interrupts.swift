@@ -2,6 +2,7 @@
 // one; every other command (or a second signal) ends at once with the shell's status, 128 + the signal number.
 
 import ATTStack
+import LinuxBluetooth
 import CBlueZSocket
 import Synchronization
 
@@ -17,7 +18,7 @@ public enum Interrupts {
     /// The eventfd the handler signals; -1 until installed.
     static let wakeFD = Atomic<Int32>(-1)
     /// Guards the running command's handler.
-    private static let handler = LockedValue<(@Sendable () -> Void)?>(nil)
+    private static let handler = Lock<(@Sendable () -> Void)?>(nil)
 
     /// Installs the SIGINT and SIGTERM handler and starts the thread that acts on it. Idempotent.
     public static func install() {

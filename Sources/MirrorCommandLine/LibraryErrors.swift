@@ -2,6 +2,7 @@
 // GATT client's errors. Kept next to ErrorTable.swift's `ErrorReport.init(_:)`.
 
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import Mirror
 

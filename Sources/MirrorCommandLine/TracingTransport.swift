@@ -3,6 +3,7 @@
 // spent waiting on the socket's backpressure (for `mirror bench`).
 
 import ATTStack
+import LinuxBluetooth
 
 /// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
 /// Part F §3.4): with `trace`, prints each as one line on stderr
@@ -12,7 +13,7 @@ public final class ObservedTransport: ATTTransport {
     public let inner: any ATTTransport
     let console: Console?
     /// Guards what was observed: the Exchange MTU answer and the backpressure accounting.
-    let observed = LockedValue<Observations>(Observations())
+    let observed = Lock<Observations>(Observations())
 
     /// What went by.
     public struct Observations: Sendable {

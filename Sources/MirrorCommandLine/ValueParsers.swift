@@ -1,6 +1,7 @@
 // Parsers for the values on a command line. Each refuses with the exact token that was wrong.
 
 import ATTStack
+import LinuxBluetooth
 
 /// A TARGET: a Bluetooth device address with its type, or `unix:PATH` (a simulator's AF_UNIX SOCK_SEQPACKET socket).
 public struct TargetArgument: Sendable, Equatable, CustomStringConvertible {

@@ -2,6 +2,7 @@
 // mirror's state machine as the seeds tell it: notifications only on change, the latched ERROR, the
 // early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import Mirror

@@ -3,6 +3,7 @@
 // A mismatch is recorded with both byte strings. Unscripted, it is the far end of a server under test: the test
 // injects requests and takes what the server sent. No XCTest here (the fuzzer links this module).
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import GATTClient

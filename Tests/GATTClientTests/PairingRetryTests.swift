@@ -2,6 +2,7 @@
 // socket is in BT_CONFIG) and reports POLLOUT once the link is encrypted; the retry waits for that, bounded and named.
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import XCTest

@@ -1,5 +1,6 @@
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Synchronization
 import XCTest
 @testable import GATTClient

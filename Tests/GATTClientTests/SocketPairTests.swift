@@ -1,5 +1,6 @@
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Synchronization
 import XCTest

@@ -3,6 +3,7 @@ import TestSupport
 import XCTest
 @testable import MirrorCommandLine
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import Mirror
 

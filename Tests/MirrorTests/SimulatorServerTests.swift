@@ -2,6 +2,7 @@
 // behaviours the seeds tell, driven with raw PDUs through a test transport.
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import GATTClient

@@ -2,6 +2,7 @@ import TestSupport
 import Mirror
 import Foundation
 import GATTClient
+import LinuxBluetooth
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -2,6 +2,7 @@
 // to where they started and its resident memory stays within a small bound.
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import HostilePeer

@@ -3,6 +3,7 @@
 // was waited for. A new wait in the sources fails the audit until it is listed here with its test.
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import GATTServer
@@ -57,28 +58,34 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "return try await task.value",
               bound: "an interruptible command's task (mirror listen, scan): ends with the command; SIGINT/SIGTERM cancel it",
               trigger: "HostileCLITests.testListenDuringANotificationFloodStopsAtItsCount"),
-    KnownWait(file: "Sources/ATTStack/ATTBearerConnect.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents)",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearerConnect.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents)",
               bound: "the LE connect (ATTBearer.waitForConnection): `timeout` seconds, then TransportError.connectTimedOut (\"connecting to PEER got no answer in N s\")",
               trigger: "ConnectWaitTests.testTheConnectWaitTimesOutNamingThePeerAndTheLimitWhenPOLLOUTNeverComes"),
-    KnownWait(file: "Sources/ATTStack/ATTBearerConnect.swift", snippet: "cbz_poll_two(fd, CBZ_POLLIN, wakefd, CBZ_POLLIN, ms, &r1, &r2)",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearerConnect.swift", snippet: "cbz_poll_two(fd, CBZ_POLLIN, wakefd, CBZ_POLLIN, ms, &r1, &r2)",
               bound: "ATTBearerListener.accept(timeout:): the timeout, then connectTimedOut naming the listener; close() wakes it",
               trigger: "BearerTests.testAcceptTimesOutAndCloseWakesAccept"),
-    KnownWait(file: "Sources/ATTStack/ATTBearer.swift", snippet: "cbz_epoll_wait(epfd, ev.baseAddress, Int32(ev.count), -1)",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "cbz_epoll_wait(epfd, ev.baseAddress, Int32(ev.count), -1)",
               bound: "the bearer's reader thread on an L2CAP socket, not an operation: it ends when close() signals its eventfd or the socket ends; every operation above it has its own deadline",
               trigger: "BearerReaderTests.testASocketThatIsNotAFUnixIsReadThroughEpollAndCloseWakesIt"),
-    KnownWait(file: "Sources/ATTStack/ATTBearer.swift", snippet: "cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)",
               bound: "the bearer's reader thread on an AF_UNIX socket, not an operation: close() shuts the socket down (recvmsg returns 0), or the socket ends; every operation above it has its own deadline",
               trigger: "BearerReaderTests.testCloseWakesAReaderBlockedInRecvmsgAtOnce"),
-    KnownWait(file: "Sources/ATTStack/ATTBearer.swift", snippet: "cbz_epoll_wait(writerEpfd, ev.baseAddress, Int32(ev.count), -1)",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "cbz_epoll_wait(writerEpfd, ev.baseAddress, Int32(ev.count), -1)",
               bound: "the bearer's writable thread, not an operation: wakes for the one-shot EPOLLOUT a waiter arms, and ends when the reader's end signals its eventfd; a waiter above it (a permit, a request's send) has its own deadline",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
-    KnownWait(file: "Sources/ATTStack/ATTBearer.swift", snippet: "state.wait(until: { s in s.writer == .running ? nil : () })",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "state.wait(until: { s in s.writer == .running ? nil : () })",
               bound: "the reader's end waits for the writable thread to leave its poll before closing the fds: the eventfd signal and a broadcast wake it at once",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
-    KnownWait(file: "Sources/ATTStack/LockedValue.swift", snippet: "condition.wait()",
-              bound: "ConditionValue.wait(until:): a helper, not a wait of its own; each caller is listed above",
+    KnownWait(file: "Sources/LinuxBluetooth/ATTBearer.swift", snippet: "let taken = state.wait(until: { s in s.loans.isEmpty || s.released ? true : nil }, timeoutNanoseconds: 1_000_000)",
+              bound: "ATTBearer.lend on a blocking reader: 1 ms per interrupt, repeated within loanInterruptLimit (5 s), then the body gets nil",
+              trigger: "BearerLendTests.testALoanTheReaderCannotTakeInTimeGetsNilAndTheBearerGoesOn"),
+    KnownWait(file: "Sources/LinuxBluetooth/Lock.swift", snippet: "if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return body(&value.pointee) }",
+              bound: "Lock.wait(until:timeoutNanoseconds:): its timeout",
+              trigger: "BearerLendTests.testALoanTheReaderCannotTakeInTimeGetsNilAndTheBearerGoesOn"),
+    KnownWait(file: "Sources/LinuxBluetooth/Lock.swift", snippet: "pthread_cond_wait(condition, mutex)",
+              bound: "Lock.wait(until:): a helper, not a wait of its own; each caller is listed above",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
-    KnownWait(file: "Sources/ATTStack/HCISocket.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)",
+    KnownWait(file: "Sources/LinuxBluetooth/HCISocket.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)",
               bound: "an HCI command's answer (HCISocket.run, nextEvent): its timeout, then hciCommandFailed naming the command and \"no answer (Command Complete or Command Status) within N s\"",
               trigger: "HCICommandWaitTests.testACommandNobodyAnswersFailsNamingTheCommandAndNoAnswerAfterItsTimeout"),
     KnownWait(file: "Sources/MirrorCLI/Bench.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, timeoutMilliseconds, &revents)",
@@ -108,7 +115,7 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }",
               bound: "the signal thread: waits for SIGINT/SIGTERM for the life of the process by design; no operation waits on it",
               trigger: "untriggered: by design (a process-lifetime signal thread)"),
-    KnownWait(file: "Sources/ATTStack/StopSignals.swift", snippet: "while sigwait(&set, &received) != 0 {}",
+    KnownWait(file: "Sources/LinuxBluetooth/StopSignals.swift", snippet: "while sigwait(&set, &received) != 0 {}",
               bound: "mirror-sim and hostile-peer run until SIGINT or SIGTERM by design (blocked from their first line, so none is lost); no operation waits on it",
               trigger: "HostileCLITests.testASIGTERMRightAfterTheListeningLineEndsThePeerEveryTime"),
     KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in queue.async { c.resume() } }",
@@ -151,6 +158,7 @@ func scanForWaits() throws -> [(file: String, line: String)] {
         #"\.wait\((timeout:)?"#,
         #"\bcbz_recv_datagram_wait\("#,
         #"\bsigwait\("#,
+        #"\bpthread_cond_(timed)?wait\("#,
     ].map { try! NSRegularExpression(pattern: $0) }
     var hits: [(String, String)] = []
     let sources = root.appendingPathComponent("Sources")

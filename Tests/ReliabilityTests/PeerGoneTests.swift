@@ -2,6 +2,7 @@
 // that is the peer going away, a disconnect, not an unexplained socket error.
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import XCTest

@@ -1,5 +1,6 @@
 // Shared helpers: a hostile peer on a fresh unix socket, a client connected to it, deadlines.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import HostilePeer

@@ -18,6 +18,7 @@
 // Exit status: 0 on success, 1 on failure, 2 on a usage error.
 
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 
@@ -115,9 +116,9 @@ final class EchoSink: ATTTransportSink {
         var count = 0
     }
     // Guards the echo queue and the bearer reference (set once after accept).
-    private let state = LockedValue(State())
+    private let state = Lock(State())
     let closed = DispatchSemaphore(value: 0)
-    let reason = LockedValue<TransportError?>(nil)
+    let reason = Lock<TransportError?>(nil)
 
     func attach(_ b: ATTBearer) { state.withLock { $0.bearer = b } }
 
@@ -225,7 +226,7 @@ func listen(_ o: Options) -> Int32 {
 /// Collects echoes for the connecting side.
 final class CheckSink: ATTTransportSink {
     // Guards the received echoes and the close reason.
-    let state = LockedValue<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
+    let state = Lock<(pdus: [[UInt8]], closed: TransportError?)>(([], nil))
     let signal = DispatchSemaphore(value: 0)
     func transport(didReceive pdu: [UInt8]) {
         state.withLock { $0.pdus.append(pdu) }
@@ -372,7 +373,7 @@ func dropCaps() -> Int32 {
 // MARK: bench
 
 final class BenchEcho: ATTTransportSink {
-    let peer = LockedValue<ATTBearer?>(nil)
+    let peer = Lock<ATTBearer?>(nil)
     func transport(didReceive pdu: [UInt8]) { if let p = peer.withLock({ $0 }) { _ = try? sendBytes(p, pdu) } }
     func transport(didCloseWith reason: TransportError) {}
 }
@@ -385,9 +386,9 @@ final class BenchWaiter: ATTTransportSink {
 
 /// The client's sink sends the next PDU itself, on the reader thread (no hop to a waiting thread).
 final class BenchChain: ATTTransportSink {
-    let left = LockedValue(0)
+    let left = Lock(0)
     let done = DispatchSemaphore(value: 0)
-    let bearer = LockedValue<ATTBearer?>(nil)
+    let bearer = Lock<ATTBearer?>(nil)
     let pdu: [UInt8]
     init(pdu: [UInt8]) { self.pdu = pdu }
     func transport(didReceive _: [UInt8]) {

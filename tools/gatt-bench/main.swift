@@ -8,6 +8,7 @@
 // Every Write Command is counted at the peer: a run ends only when the peer has received all of them.
 // Usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]
 import ATTStack
+import LinuxBluetooth
 import CBlueZSocket
 import Dispatch
 import Foundation

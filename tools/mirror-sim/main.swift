@@ -3,6 +3,7 @@
 // the seeds tell (see Sources/MirrorSimulator and `mirror-sim --help`).
 import Mirror
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import Foundation
 import MirrorSimulator

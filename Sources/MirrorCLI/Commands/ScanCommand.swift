@@ -2,6 +2,7 @@
 import Dispatch
 import Foundation
 import GATTClient
+import LinuxBluetooth
 import Mirror
 import MirrorCommandLine
 

@@ -11,6 +11,7 @@
 // have ended by then (no hang), the clock must hold no wake-up (no timer leak), the client must be freed (no
 // cycle), and every PDU the client sent must decode (the client never sends a malformed PDU). A violation traps.
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import GATTServer
 import HostilePeer

@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// btsnoop files that a real decoder (Debian's tshark) reads back as the ATT PDUs that crossed the bearer.
 final class BTSnoopTests: XCTestCase {

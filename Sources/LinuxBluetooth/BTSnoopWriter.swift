@@ -25,7 +25,7 @@ public final class BTSnoopWriter: Sendable {
         var failure: SocketError?
     }
     // Guards the fd, the index counter and the first failure.
-    private let state: LockedValue<State>
+    private let state: Lock<State>
 
     /// Creates (or truncates) `path` and writes the btsnoop header.
     public init(path: String) throws(TransportError) {
@@ -40,7 +40,7 @@ public final class BTSnoopWriter: Sendable {
             throw .socket(e)
         }
         self.path = path
-        self.state = LockedValue(State(fd: fd))
+        self.state = Lock(State(fd: fd))
     }
 
     deinit { close() }

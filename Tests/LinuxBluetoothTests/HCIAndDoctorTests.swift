@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// HCI command bytes, event parsing, the doctor's findings and capabilities.
 final class HCICommandTests: XCTestCase {

@@ -24,18 +24,18 @@ public final class ATTBearer: ATTTransport {
         case socketPair
     }
 
-    /// How the reader thread waits for the next PDU.
+    /// How the reader thread waits for the next PDU: decided by the socket's family, never by a caller.
     public enum ReaderWait: Sendable, Equatable {
-        /// A blocking recvmsg: one syscall per PDU. AF_UNIX only; `close` wakes it with shutdown. Nothing else
-        /// can wake it, so such a bearer cannot `lend` its socket.
+        /// A blocking recvmsg: one syscall per PDU. AF_UNIX; `close` wakes it with shutdown, `lend` with a
+        /// SIGURG that makes recvmsg return EINTR.
         case blockingReceive
-        /// epoll_wait, then recvmsg: an eventfd wakes the reader for `close` and `lend`. Always on L2CAP.
+        /// epoll_wait, then recvmsg: an eventfd wakes the reader for `close` and `lend`. L2CAP (and any other family).
         case epoll
     }
 
     public let label: String
     public let endpoint: Endpoint
-    /// How the reader waits: `.blockingReceive` by default on AF_UNIX, `.epoll` on every other socket (or when asked).
+    /// How the reader waits: `.blockingReceive` on AF_UNIX, `.epoll` on every other socket.
     public var readerWait: ReaderWait { blockingReceive ? .blockingReceive : .epoll }
     /// The receive buffer's size: at least 1024 bytes (ATT's maximum MTU is 517), or L2CAP's BT_RCVMTU if larger.
     public let receiveBufferSize: Int
@@ -51,10 +51,17 @@ public final class ATTBearer: ATTTransport {
     /// eventfd that wakes it when the reader ends).
     private let writerEpfd: Int32
     private let writerWakefd: Int32
-    private let state: ConditionValue<State>
+    private let state: Lock<State>
     /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
     /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
     private let receiveNeedsLock = Atomic<Bool>(false)
+    /// True while `lend` has queued a body the reader has not taken yet (set and cleared under the lock with
+    /// `loans`): the blocking reader looks at it before each recvmsg.
+    private let loanPending = Atomic<Bool>(false)
+    /// How long `lend` keeps interrupting a blocking reader that has not taken its body (each interrupt is
+    /// followed by a 1 ms wait for the reader): a reader that EINTR cannot reach (the app's SIGURG handler
+    /// with SA_RESTART) gives the body nil after this.
+    public static let loanInterruptLimit: Duration = .seconds(5)
 
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
@@ -82,14 +89,15 @@ public final class ATTBearer: ATTTransport {
         var loans: [@Sendable (Int32?) -> Void] = []
         /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on POLLOUT after the loan).
         var lent = false
+        /// The reader thread (blocking mode), for `lend`'s interrupt; set when the reader starts.
+        var readerThread: UInt?
+        /// How long `lend` interrupts a blocking reader before it gives up (`loanInterruptLimit`; tests shorten it).
+        var loanLimit = ATTBearer.loanInterruptLimit
     }
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
     /// On failure the socket is closed.
-    /// `readerWait`: nil for the default (`.blockingReceive` on AF_UNIX, `.epoll` otherwise); `.epoll` for a bearer
-    /// that will `lend` its socket. `.blockingReceive` on a socket that is not AF_UNIX is taken as `.epoll`.
-    init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024,
-         readerWait: ReaderWait? = nil) throws(TransportError) {
+    init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024) throws(TransportError) {
         var opened: [Int32] = [socket]
         func fail(_ syscall: String) -> TransportError {
             let e = lastSocketError(syscall, "setting up the bearer for \(label)", .local)
@@ -111,7 +119,7 @@ public final class ATTBearer: ATTTransport {
             throw fail("epoll_ctl")
         }
         var ep: Int32 = -1, wake: Int32 = -1
-        let blocking = unix == 1 && readerWait != .epoll
+        let blocking = unix == 1
         if blocking {
             if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
         } else {
@@ -135,7 +143,7 @@ public final class ATTBearer: ATTTransport {
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
-        self.state = ConditionValue(State())
+        self.state = Lock(State())
     }
 
     deinit {
@@ -229,7 +237,8 @@ public final class ATTBearer: ATTTransport {
             if s.started {
                 // The reader thread owns the teardown; the fds are still open because `released` is false.
                 // shutdown ends the reader's blocking recvmsg (it returns 0); in epoll mode the eventfd wakes it.
-                if blockingReceive { _ = cbz_shutdown(fd) } else { _ = cbz_eventfd_signal(wakefd) }
+                // Under a loan the socket stays whole: the reader ends when the loan returns.
+                if blockingReceive { if !s.lent { _ = cbz_shutdown(fd) } } else { _ = cbz_eventfd_signal(wakefd) }
                 return []
             }
             // No reader yet (so no writable thread either): release now (a later start() still delivers
@@ -243,29 +252,52 @@ public final class ATTBearer: ATTTransport {
         for w in waiters { w() }
     }
 
-    /// Lends the connected socket to `body`, which the reader thread runs at its next wake-up: while it runs,
+    /// Lends the connected socket to `body`, which the reader thread runs between two receives: while it runs,
     /// the bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend`
-    /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. The body must not close the socket
-    /// and must return within a bounded time (it blocks the reader). It gets nil, at once or at the reader's
-    /// next wake-up, when the bearer is not started, ended, or closing, and at once on a bearer whose reader waits
-    /// in a blocking recvmsg (`readerWait == .blockingReceive`: nothing can wake it but data or the end; make the
-    /// bearer with `readerWait: .epoll` to lend it). An LE link takes one ATT socket, so this is how something other
-    /// than the ATT engine (a bare socket loop) uses the same link in turn.
+    /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. One owner at a time: loans run one after
+    /// another. The body must not close the socket and must return within a bounded time (it blocks the reader).
+    /// The reader is woken for it at once: the eventfd in epoll mode; on AF_UNIX, SIGURG interrupts its recvmsg
+    /// (EINTR), and the interrupt is repeated every 1 ms until the reader has taken the body (a signal that lands
+    /// just before recvmsg starts is otherwise lost), within `loanInterruptLimit`. The body gets nil, at once or
+    /// when the reader ends, when the bearer is not started, ended or closing, or past that limit. An LE link takes
+    /// one ATT socket, so this is how something other than the ATT engine (a bare socket loop) uses it in turn.
     public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
         let queued = state.withLock { s -> Bool in
-            guard !blockingReceive, s.started, !s.released, s.closeRequested == nil else { return false }
+            guard s.started, !s.released, s.closeRequested == nil else { return false }
             s.loans.append(body)
-            _ = cbz_eventfd_signal(wakefd)
+            loanPending.store(true, ordering: .releasing)
+            if !blockingReceive { _ = cbz_eventfd_signal(wakefd) }
             return true
         }
-        if !queued { body(nil) }
+        guard queued else { return body(nil) }
+        if blockingReceive { interruptReader() }
+    }
+
+    /// Shortens (or lengthens) `loanInterruptLimit` for this bearer: tests make a reader that cannot be reached.
+    package func setLoanInterruptLimit(_ limit: Duration) { state.withLock { $0.loanLimit = limit } }
+
+    /// Interrupts the blocking reader until it has taken the queued loans (or ended), within `loanInterruptLimit`;
+    /// past it, withdraws the loans it has not taken and gives them nil.
+    private func interruptReader() {
+        let attempts = max(1, Int(state.withLock { $0.loanLimit } / .milliseconds(1)))
+        for _ in 0..<attempts {
+            if let thread = state.withLock({ $0.readerThread }) { _ = cbz_reader_interrupt(thread) }
+            let taken = state.wait(until: { s in s.loans.isEmpty || s.released ? true : nil }, timeoutNanoseconds: 1_000_000)
+            if taken != nil { return }
+        }
+        let withdrawn = state.withLock { s -> [@Sendable (Int32?) -> Void] in
+            defer { s.loans = []; loanPending.store(false, ordering: .releasing) }
+            return s.loans
+        }
+        for loan in withdrawn { loan(nil) }
     }
 
     /// Runs the loans queued so far, on the reader thread (each gets nil when the bearer is closing).
     private func runLoans() {
-        let (loans, closing) = state.withLock { s -> ([@Sendable (Int32?) -> Void], Bool) in
+        let (loans, closing) = state.withLockBroadcasting { s -> ([@Sendable (Int32?) -> Void], Bool) in
             let loans = s.loans
             s.loans = []
+            loanPending.store(false, ordering: .releasing)
             s.lent = !loans.isEmpty && s.closeRequested == nil
             return (loans, s.closeRequested != nil)
         }
@@ -395,7 +427,14 @@ public final class ATTBearer: ATTTransport {
     /// datagrams still queued have been delivered, as the epoll loop does.
     private func receiveLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
         var truncated: Int32 = 0
+        let thread = cbz_reader_interruptible()
+        state.withLock { $0.readerThread = thread }
         while true {
+            // A loan is taken between two receives; `lend` interrupts the recvmsg below to get here.
+            if loanPending.load(ordering: .acquiring) {
+                runLoans()
+                if let closing = closeRequested() { return closing }
+            }
             let got = cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)
             if got > 0 {
                 if let end = deliver(got, truncated: truncated, buffer, sink) { return end }
@@ -409,6 +448,7 @@ public final class ATTBearer: ATTTransport {
                 continue
             }
             let code = cbz_errno()
+            if code == EINTR { continue } // a loan's interrupt (or another signal): look at the loans, wait again
             let end = TransportError.socket(socketError("recv", code, "the connection to \(label) ended", domain))
             while true {
                 let queued = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
@@ -481,7 +521,7 @@ public final class ATTBearer: ATTTransport {
             // Bounded: the eventfd wakes the writable thread at once.
             state.wait(until: { s in s.writer == .running ? nil : () })
         }
-        let waiters = state.withLock { s -> [@Sendable () -> Void] in
+        let waiters = state.withLockBroadcasting { s -> [@Sendable () -> Void] in
             s.released = true
             s.finalReason = reason
             releaseFDs()
@@ -489,6 +529,7 @@ public final class ATTBearer: ATTTransport {
             s.writableWaiters = []
             let loans = s.loans
             s.loans = []
+            loanPending.store(false, ordering: .releasing)
             return w + loans.map { loan in { loan(nil) } }
         }
         for w in waiters { w() }

@@ -2,6 +2,7 @@ import TestSupport
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// Errors a user can act on: each names the syscall, errno and what to do. The Bluetooth ones are real here
 /// (this kernel has no Bluetooth: EAFNOSUPPORT); on a Bluetooth kernel the same tests check the next error.
@@ -57,16 +58,16 @@ final class BearerErrorTests: XCTestCase {
 
     func testTheSentencesForEachBluetoothFailure() {
         let peer = SocketDomain.l2cap(peer: "00:AA:01:01:00:01")
-        XCTAssertEqual(ATTStack.socketError("connect", ECONNREFUSED, "connecting to 00:AA:01:01:00:01 (LE public) via hci0", peer).description,
+        XCTAssertEqual(LinuxBluetooth.socketError("connect", ECONNREFUSED, "connecting to 00:AA:01:01:00:01 (LE public) via hci0", peer).description,
                        "connecting to 00:AA:01:01:00:01 (LE public) via hci0: connect failed with ECONNREFUSED (Connection refused): 00:AA:01:01:00:01 did not accept the connection (the kernel also reports an LE connection attempt that timed out this way): check that it is advertising as connectable and in range")
-        let busy = ATTStack.socketError("connect", EBUSY, "connecting", peer)
+        let busy = LinuxBluetooth.socketError("connect", EBUSY, "connecting", peer)
         XCTAssertEqual(busy.errnoName, "EBUSY")
         XCTAssertTrue(busy.advice.contains("already holds the ATT channel of a connection to 00:AA:01:01:00:01"), busy.advice)
         XCTAssertTrue(busy.advice.contains("`sudo systemctl stop bluetooth`"), busy.advice)
-        let perm = ATTStack.socketError("socket/bind(BTPROTO_HCI, HCI_CHANNEL_RAW)", EPERM, "opening a raw HCI socket on hci0", .hci(adapter: "hci0"))
+        let perm = LinuxBluetooth.socketError("socket/bind(BTPROTO_HCI, HCI_CHANNEL_RAW)", EPERM, "opening a raw HCI socket on hci0", .hci(adapter: "hci0"))
         XCTAssertTrue(perm.advice.hasSuffix("run `sudo setcap cap_net_raw,cap_net_admin+ep \(Capabilities.executablePath())`, or run as root"), perm.advice)
-        XCTAssertTrue(ATTStack.socketError("recv", ETIMEDOUT, "receiving", peer).advice.contains("supervision timeout"))
-        XCTAssertEqual(ATTStack.socketError("connect", EHOSTUNREACH, "c", peer).advice, "no powered adapter can reach the peer: check `mirror adapters` (is an adapter present and up?)")
+        XCTAssertTrue(LinuxBluetooth.socketError("recv", ETIMEDOUT, "receiving", peer).advice.contains("supervision timeout"))
+        XCTAssertEqual(LinuxBluetooth.socketError("connect", EHOSTUNREACH, "c", peer).advice, "no powered adapter can reach the peer: check `mirror adapters` (is an adapter present and up?)")
         XCTAssertEqual(TransportError.connectTimedOut(peer: "00:AA:01:01:00:09 (LE public) via hci0", seconds: 2.5).description,
                        "connecting to 00:AA:01:01:00:09 (LE public) via hci0 got no answer in 2.5 s: the peer is not reachable; check that it is advertising as connectable, in range, and not already connected to another central")
         XCTAssertEqual(TransportError.adapterDown("hci1").description,

@@ -9,12 +9,11 @@ extension ATTBearer {
 
     /// Connects to a target: an LE device address (with `type`, through `adapter` or the kernel's choice) or
     /// `unix:/path`. `timeout` bounds the LE connection attempt.
-    /// `readerWait` applies to a unix: target (an LE bearer always waits in epoll); `.epoll` for one that will `lend`.
     public static func connect(to target: BearerTarget, type: LEAddressType = .public, adapter: String? = nil,
                                timeout: Double = defaultConnectTimeout,
-                               security: BTSecurityLevel? = nil, readerWait: ReaderWait? = nil) throws(TransportError) -> ATTBearer {
+                               security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
         switch target {
-        case .unix(let path): return try connect(unixPath: path, readerWait: readerWait)
+        case .unix(let path): return try connect(unixPath: path)
         case .bluetooth(let address):
             return try connect(to: address, type: type, adapter: adapter, timeout: timeout, security: security)
         }
@@ -84,7 +83,7 @@ extension ATTBearer {
     }
 
     /// Connects to an AF_UNIX SOCK_SEQPACKET socket at `path` (each datagram one ATT PDU).
-    public static func connect(unixPath path: String, readerWait: ReaderWait? = nil) throws(TransportError) -> ATTBearer {
+    public static func connect(unixPath path: String) throws(TransportError) -> ATTBearer {
         let label = "unix:\(path)"
         let domain = SocketDomain.unix(path: path)
         let fd = cbz_unix_socket()
@@ -94,7 +93,7 @@ extension ATTBearer {
             _ = cbz_close(fd)
             throw .socket(e)
         }
-        return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label, readerWait: readerWait)
+        return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
     }
 
     /// Takes ownership of a connected SOCK_SEQPACKET socket made elsewhere (inherited, or from another API).
@@ -110,17 +109,17 @@ extension ATTBearer {
 
     /// Two connected bearers over a socketpair (in-process tests and loopback).
     public static func pair(labels: (String, String) = ("socketpair:a", "socketpair:b"),
-                            receiveBufferSize: Int = 1024, readerWait: ReaderWait? = nil) throws(TransportError) -> (ATTBearer, ATTBearer) {
+                            receiveBufferSize: Int = 1024) throws(TransportError) -> (ATTBearer, ATTBearer) {
         var fds: [Int32] = [-1, -1]
         if cbz_unix_socketpair(&fds) < 0 {
             throw .socket(lastSocketError("socketpair(AF_UNIX, SOCK_SEQPACKET)", "creating a bearer pair", .local))
         }
         let a: ATTBearer
-        do { a = try ATTBearer(adopting: fds[0], endpoint: .socketPair, label: labels.0, receiveBufferSize: receiveBufferSize, readerWait: readerWait) } catch {
+        do { a = try ATTBearer(adopting: fds[0], endpoint: .socketPair, label: labels.0, receiveBufferSize: receiveBufferSize) } catch {
             _ = cbz_close(fds[1])
             throw error
         }
-        let b = try ATTBearer(adopting: fds[1], endpoint: .socketPair, label: labels.1, receiveBufferSize: receiveBufferSize, readerWait: readerWait)
+        let b = try ATTBearer(adopting: fds[1], endpoint: .socketPair, label: labels.1, receiveBufferSize: receiveBufferSize)
         return (a, b)
     }
 }
@@ -146,7 +145,7 @@ public final class ATTBearerListener: Sendable {
         var released = false
     }
     // Guards the two fds' lifetime: they are closed once closed is set and no accept is running.
-    private let state = LockedValue(State())
+    private let state = Lock(State())
 
     private init(fd: Int32, wakefd: Int32, kind: Kind, label: String) {
         self.fd = fd

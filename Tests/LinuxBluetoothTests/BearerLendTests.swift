@@ -4,6 +4,7 @@ import Dispatch
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// `ATTBearer.lend`: the reader thread runs a body with the connected socket; meanwhile the bearer reads nothing
 /// and sends nothing, and afterwards it goes on as before.
@@ -23,7 +24,75 @@ final class BearerLendTests: XCTestCase {
     }
 
     func testTheBodyOwnsTheSocketWhileTheBearerWaitsThenGoesOn() throws {
-        let (a, b) = try ATTBearer.pair(readerWait: .epoll)
+        // AF_UNIX: the reader waits in a blocking recvmsg, which the loan interrupts.
+        let (a, b) = try ATTBearer.pair()
+        XCTAssertEqual(a.readerWait, .blockingReceive)
+        try bodyOwnsTheSocket(a, b)
+    }
+
+    func testTheBodyOwnsTheSocketOfABearerThatWaitsInEpoll() throws {
+        // The L2CAP path: the reader waits in epoll, which the loan wakes through its eventfd.
+        let (a, b) = try epollBearerPair()
+        XCTAssertEqual(a.readerWait, .epoll)
+        try bodyOwnsTheSocket(a, b)
+        b.close(reason: "done")
+    }
+
+    func testLoanAfterLoanOnABlockedReaderEachRunsOnce() throws {
+        // Many loans while the reader sits in recvmsg: each interrupt reaches it, each body runs once, in order.
+        let (a, b) = try ATTBearer.pair()
+        let sinkA = RecordingSink()
+        a.start(sinkA)
+        let order = Lock<[Int]>([])
+        for i in 0..<200 {
+            let ran = DispatchSemaphore(value: 0)
+            a.lend { fd in
+                XCTAssertNotNil(fd)
+                order.withLock { $0.append(i) }
+                ran.signal()
+            }
+            XCTAssertEqual(ran.wait(timeout: .now() + 10), .success, "loan \(i) ran")
+        }
+        XCTAssertEqual(order.withLock { $0 }, Array(0..<200))
+        XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
+        sinkA.waitForPDUs(1)
+        XCTAssertEqual(sinkA.pdus, [[0x1B, 0x01, 0x00]], "and the reader goes on reading")
+        a.close(reason: "done")
+        XCTAssertEqual(sinkA.waitForClose(), .closedLocally(reason: "done"))
+        b.close(reason: "done")
+    }
+
+    func testALoanTheReaderCannotTakeInTimeGetsNilAndTheBearerGoesOn() throws {
+        // The reader is held inside the sink (not in recvmsg), so no interrupt reaches it: past the limit the
+        // loan is withdrawn and its body gets nil; the reader then goes on as before.
+        let release = DispatchSemaphore(value: 0), held = DispatchSemaphore(value: 0)
+        let (a, b) = try ATTBearer.pair()
+        a.setLoanInterruptLimit(.milliseconds(200))
+        let sinkA = RecordingSink(onPDU: { pdu in
+            guard pdu == [0x1B, 0x01, 0x00] else { return }
+            held.signal()
+            _ = release.wait(timeout: .now() + 10)
+        })
+        a.start(sinkA)
+        XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
+        XCTAssertEqual(held.wait(timeout: .now() + 10), .success)
+        let got = Lock<[Int32?]>([])
+        let started = ContinuousClock.now
+        a.lend { fd in got.withLock { $0.append(fd) } }
+        let waited = ContinuousClock.now - started
+        XCTAssertEqual(got.withLock { $0 }, [nil], "withdrawn past the limit")
+        XCTAssertGreaterThanOrEqual(waited, .milliseconds(200))
+        release.signal()
+        XCTAssertEqual(try send(b, [0x1B, 0x02, 0x00]), .sent)
+        sinkA.waitForPDUs(2)
+        XCTAssertEqual(sinkA.pdus, [[0x1B, 0x01, 0x00], [0x1B, 0x02, 0x00]])
+        XCTAssertEqual(got.withLock { $0 }, [nil], "the withdrawn body never runs again")
+        a.close(reason: "done")
+        XCTAssertEqual(sinkA.waitForClose(), .closedLocally(reason: "done"))
+        b.close(reason: "done")
+    }
+
+    private func bodyOwnsTheSocket(_ a: ATTBearer, _ b: ATTBearer) throws {
         let sinkA = RecordingSink(), sinkB = RecordingSink()
         a.start(sinkA)
         b.start(sinkB)
@@ -31,7 +100,7 @@ final class BearerLendTests: XCTestCase {
         sinkA.waitForPDUs(1)
 
         let entered = DispatchSemaphore(value: 0), proceed = DispatchSemaphore(value: 0), done = DispatchSemaphore(value: 0)
-        let seen = LockedValue<(thread: String, answer: [UInt8]?)>(("", nil))
+        let seen = Lock<(thread: String, answer: [UInt8]?)>(("", nil))
         a.lend { fd in
             guard let fd else { return XCTFail("no socket lent") }
             entered.signal()
@@ -67,7 +136,7 @@ final class BearerLendTests: XCTestCase {
     }
 
     func testACloseDuringALoanWaitsForItsEnd() throws {
-        let (a, b) = try ATTBearer.pair(readerWait: .epoll)
+        let (a, b) = try ATTBearer.pair()
         let sinkA = RecordingSink(), sinkB = RecordingSink()
         a.start(sinkA)
         b.start(sinkB)
@@ -88,29 +157,9 @@ final class BearerLendTests: XCTestCase {
         XCTAssertEqual(sinkB.waitForClose(), .closedByPeer)
     }
 
-    func testABearerWhoseReaderWaitsInRecvmsgLendsNothing() throws {
-        // AF_UNIX bearers wait in a blocking recvmsg by default: nothing but data or the end wakes that reader.
-        let (a, b) = try ATTBearer.pair()
-        XCTAssertEqual(a.readerWait, .blockingReceive)
-        let sinkA = RecordingSink()
-        a.start(sinkA)
-        let got = LockedValue<[Int32?]>([])
-        a.lend { fd in got.withLock { $0.append(fd) } }
-        XCTAssertEqual(got.withLock { $0 }, [nil], "a blocking-receive bearer gives nil at once")
-        XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
-        sinkA.waitForPDUs(1)
-        XCTAssertEqual(sinkA.pdus, [[0x1B, 0x01, 0x00]], "and goes on reading")
-        let (c, d) = try ATTBearer.pair(readerWait: .epoll)
-        XCTAssertEqual(c.readerWait, .epoll)
-        c.close(reason: "done")
-        d.close(reason: "done")
-        a.close(reason: "done")
-        b.close(reason: "done")
-    }
-
     func testNoLoanFromABearerThatIsNotRunning() throws {
-        let (a, b) = try ATTBearer.pair(readerWait: .epoll)
-        let got = LockedValue<[Int32?]>([])
+        let (a, b) = try ATTBearer.pair()
+        let got = Lock<[Int32?]>([])
         a.lend { fd in got.withLock { $0.append(fd) } }
         XCTAssertEqual(got.withLock { $0 }, [nil], "not started: nothing to lend")
         let sinkA = RecordingSink()

@@ -1,8 +1,12 @@
 import TestSupport
 import Dispatch
+#if canImport(Glibc)
+import Glibc
+#endif
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// A sink that records what a bearer delivers and lets a test wait for it (semaphores, no sleeps).
 final class RecordingSink: ATTTransportSink {
@@ -13,7 +17,7 @@ final class RecordingSink: ATTTransportSink {
         var onPDU: (@Sendable ([UInt8]) -> Void)?
     }
     // Guards everything the reader thread records.
-    private let state = LockedValue(State())
+    private let state = Lock(State())
     private let pduSignal = DispatchSemaphore(value: 0)
     private let closeSignal = DispatchSemaphore(value: 0)
 
@@ -79,4 +83,43 @@ func kernelHasBluetooth() -> Bool {
 func currentThreadName() -> String {
     let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"
     return comm.trimmingCharacters(in: .whitespacesAndNewlines)
+}
+
+/// Two connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX, so a bearer over one waits
+/// in epoll (the L2CAP path) while AF_UNIX bearers wait in a blocking recvmsg.
+func connectedUDPSockets() throws -> (Int32, Int32) {
+    func udp() -> (fd: Int32, port: UInt16) {
+        let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
+        XCTAssertGreaterThanOrEqual(fd, 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
+        }
+        XCTAssertTrue(bound)
+        return (fd, UInt16(bigEndian: addr.sin_port))
+    }
+    func connectTo(_ fd: Int32, _ port: UInt16) {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = port.bigEndian
+        let r = withUnsafePointer(to: &addr) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        XCTAssertEqual(r, 0)
+    }
+    let (x, xPort) = udp()
+    let (y, yPort) = udp()
+    connectTo(x, yPort)
+    connectTo(y, xPort)
+    return (x, y)
+}
+
+/// Two bearers over connected UDP sockets: both readers wait in epoll.
+func epollBearerPair() throws -> (ATTBearer, ATTBearer) {
+    let (x, y) = try connectedUDPSockets()
+    return (try ATTBearer(adoptingConnected: x, label: "udp-a"), try ATTBearer(adoptingConnected: y, label: "udp-b"))
 }

@@ -4,6 +4,7 @@ import Foundation
 import Synchronization
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 /// The socket bearer over socketpairs and AF_UNIX listeners: delivery, truncation, backpressure, close, errors.
 final class BearerTests: XCTestCase {
@@ -144,7 +145,7 @@ final class BearerTests: XCTestCase {
         let path = temporarySocketPath("echo")
         let listener = try ATTBearerListener.unix(path: path)
         XCTAssertEqual(listener.label, "unix:\(path)")
-        let accepted = LockedValue<ATTBearer?>(nil)
+        let accepted = Lock<ATTBearer?>(nil)
         let acceptedSignal = DispatchSemaphore(value: 0)
         DispatchQueue.global().async {
             if let b = try? listener.accept(timeout: 10) {
@@ -226,7 +227,7 @@ final class BearerTests: XCTestCase {
             guard case .connectTimedOut? = error as? TransportError else { return XCTFail("\(error)") }
         }
         let done = DispatchSemaphore(value: 0)
-        let result = LockedValue<TransportError?>(nil)
+        let result = Lock<TransportError?>(nil)
         DispatchQueue.global().async {
             do { _ = try listener.accept() } catch { result.withLock { $0 = error as? TransportError } }
             done.signal()
@@ -327,7 +328,7 @@ final class BearerConcurrencyTests: XCTestCase {
             a.start(sinkA)
             let sinkB = RecordingSink()
             b.start(sinkB)
-            let outcomes = LockedValue<[String: Int]>([:])
+            let outcomes = Lock<[String: Int]>([:])
             let group = DispatchGroup()
             for t in 0..<4 {
                 group.enter()
@@ -371,7 +372,7 @@ final class BearerConcurrencyTests: XCTestCase {
         a.start(RecordingSink())
         try a.setSendBufferSize(4096)
         while try send(a, [UInt8](repeating: 7, count: 256)) == .sent {}
-        let fired = LockedValue<[Int: [String]]>([:])
+        let fired = Lock<[Int: [String]]>([:])
         let all = DispatchGroup()
         for i in 0..<3 {
             all.enter()
@@ -447,33 +448,7 @@ final class BearerReaderTests: XCTestCase {
     func testASocketThatIsNotAFUnixIsReadThroughEpollAndCloseWakesIt() throws {
         // Connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX, so the reader uses epoll
         // (the L2CAP path).
-        func udp() throws -> (fd: Int32, port: UInt16) {
-            let fd = socket(AF_INET, Int32(SOCK_DGRAM.rawValue), 0)
-            XCTAssertGreaterThanOrEqual(fd, 0)
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, len) == 0 && getsockname(fd, $0, &len) == 0 }
-            }
-            XCTAssertTrue(bound)
-            return (fd, UInt16(bigEndian: addr.sin_port))
-        }
-        func connectTo(_ fd: Int32, _ port: UInt16) {
-            var addr = sockaddr_in()
-            addr.sin_family = sa_family_t(AF_INET)
-            addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-            addr.sin_port = port.bigEndian
-            let r = withUnsafePointer(to: &addr) { p in
-                p.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            XCTAssertEqual(r, 0)
-        }
-        let (x, xPort) = try udp()
-        let (y, yPort) = try udp()
-        connectTo(x, yPort)
-        connectTo(y, xPort)
+        let (x, y) = try connectedUDPSockets()
         let bearer = try ATTBearer(adoptingConnected: y, label: "udp")
         let sink = RecordingSink()
         bearer.start(sink)

@@ -6,6 +6,7 @@ import Dispatch
 import Foundation
 import XCTest
 @testable import ATTStack
+@testable import LinuxBluetooth
 
 #if canImport(Glibc)
 import Glibc
@@ -190,7 +191,7 @@ final class HCICommandWaitTests: XCTestCase {
             // LE Set Scan Enable: Command Status 0 (pending, accepted).
             [event(0x0F, [0x00, 1, 0x0C, 0x20])],
         ]
-        let received = LockedValue<[[UInt8]]>([])
+        let received = Lock<[[UInt8]]>([])
         let controller = DispatchSemaphore(value: 0)
         let b = pair.b
         DispatchQueue.global().async {
