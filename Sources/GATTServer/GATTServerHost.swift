@@ -1,6 +1,7 @@
 // The ATT server over ATT transports: one database for any number of connections, each with its own session
 // (Core Spec 5.4 Vol 3 Part F §3.2.8, Part G §3.3.3.3), its outbox, and its one indication in flight (Part F §3.4.7.2).
 import ATTStack
+import LinuxBluetooth
 import Dispatch
 import GATTClient
 

@@ -2,6 +2,7 @@
 // the one GATT server (GATTServer; Core Spec 5.4 Vol 3 Part F §3.4, Part G) wrapped by faults that break the protocol in one chosen way.
 // Blocking sockets and a thread per connection: the peer must be able to stop reading, flood, or go silent.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTServer
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 // The hostile peer's database and its well-behaved answers, from GATTServer (Core Spec 5.4 Vol 3 Part F §3.4,
 // Part G §3): the scenarios bend these answers, so everything they leave alone is the one server's.
 import ATTStack
+import LinuxBluetooth
 import GATTServer
 
 extension HostilePeer {

@@ -1,6 +1,7 @@
 // The GATT client tests' helpers around TestSupport's ScriptedPeer: the script check as an XCTest assertion, an
 // event log, a client over a scripted peer, a real-time limit, a shared counter.
 import ATTStack
+import LinuxBluetooth
 import Synchronization
 import TestSupport
 import XCTest

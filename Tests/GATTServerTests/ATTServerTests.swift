@@ -1,6 +1,7 @@
 // The one ATT server, byte for byte (Core Spec 5.4 Vol 3 Part F §3.4): the requests the simulator and the peers do
 // not exercise, the per-connection CCCDs (Part G §3.3.3.3), indications one at a time, and the fault layer.
 import ATTStack
+import LinuxBluetooth
 import GATTClient
 import GATTServer
 import TestSupport

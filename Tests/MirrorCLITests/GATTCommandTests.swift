@@ -186,6 +186,16 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertGreaterThan(data.count, 16 + 4 * 24)
     }
 
+    /// The runner's bound: `mirror listen` without --count runs until stopped, so a run with a 1 s limit is
+    /// terminated and the test is told which command did not finish.
+    func testARunThatDoesNotEndInTimeIsTerminatedAndNamed() throws {
+        let started = Date()
+        XCTAssertThrowsError(try MirrorProcess.run(["listen", peer.target, peer.hexHandle("counter")], timeout: 1)) { error in
+            XCTAssertEqual("\(error)", "mirror listen \(peer.target) \(peer.hexHandle("counter")) did not finish in 1.0 s")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 7)
+    }
+
     func testListenEndsCleanlyOnCtrlC() throws {
         let process = Process()
         process.executableURL = MirrorProcess.executable

@@ -1,6 +1,7 @@
 // The CLI tests' peer: GATTServer's host (Core Spec 5.4 Vol 3 Part F §3.4 answered from an attribute database, Part
 // G's declarations) on a unix: socket, with a database for every command and error form and a fault layer.
 import ATTStack
+import LinuxBluetooth
 import Foundation
 import GATTClient
 import GATTServer
