@@ -90,9 +90,10 @@ public final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     }
 
     /// A peer that answers every client PDU with steps: replies, `.delay`, `.serverClose`.
-    public init(label: String = "responder", stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
+    /// `capacity` as in the scripted form: sends beyond it report `.wouldBlock` until `grantWritable(_:)`.
+    public init(label: String = "responder", capacity: Int? = nil, stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
         self.label = label
-        var s = State(steps: [])
+        var s = State(steps: [], capacity: capacity)
         s.responder = stepResponder
         s.strict = false
         state = Lock(s)

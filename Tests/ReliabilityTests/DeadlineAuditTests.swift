@@ -213,67 +213,22 @@ func testClassBodies() throws -> [String: String] {
     return bodies
 }
 
-/// An in-memory transport that answers as a well-behaved server except for the requests it keeps silent on, and
-/// takes no more than `capacity` sends (nil: any). Answers come from a serial queue, the "reader thread".
-final class SelectiveTransport: ATTTransport, @unchecked Sendable {
-    // @unchecked: `server`, `session`, `capacity`, `closed` and `sink` are guarded by `lock`.
-    let label = "selective"
-    let silentOn: Set<UInt8>
-    let queue = DispatchQueue(label: "selective.reader")
-    let lock = NSLock()
-    var server = ATTServer(database: HostilePeer.database)
-    var session = ATTSession()
-    var capacity: Int?
-    var sink: (any ATTTransportSink)?
-    var closed = false
-    /// Finished when the first request it keeps silent on has been sent.
+/// A scripted peer that answers as the one server (over the hostile peer's database) except for the requests it
+/// keeps silent on; `silentSent` is finished when the first of those has been sent.
+func selectivePeer(silentOn: Set<UInt8>, capacity: Int? = nil) -> (peer: ScriptedPeer, silentSent: OnceBox<Void>) {
     let silentSent = OnceBox<Void>()
-
-    init(silentOn: Set<UInt8>, capacity: Int? = nil) {
-        self.silentOn = silentOn
-        self.capacity = capacity
-    }
-
-    func start(_ sink: any ATTTransportSink) {
-        lock.lock()
-        self.sink = sink
-        lock.unlock()
-    }
-
-    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        let bytes = Array(pdu)
-        lock.lock()
-        defer { lock.unlock() }
-        if closed { throw .closedLocally(reason: "closed") }
-        if let c = capacity {
-            if c == 0 { return .wouldBlock }
-            capacity = c - 1
-        }
+    let server = Lock((ATTServer(database: HostilePeer.database), ATTSession()))
+    let peer = ScriptedPeer(label: "selective", capacity: capacity) { bytes in
         if silentOn.contains(bytes[0]) {
             silentSent.finish(.success(()))
-            return .sent
+            return []
         }
-        guard case .now(let reply) = server.answer(bytes: bytes, session: &session), let sink else { return .sent }
-        let answer = reply.bytes
-        queue.async { [self] in
-            lock.lock()
-            let open = !closed
-            lock.unlock()
-            if open { sink.transport(didReceive: answer) }
+        return server.withLock { s in
+            guard case .now(let answer) = s.0.answer(bytes: bytes, session: &s.1) else { return [] }
+            return [.server(answer.bytes)]
         }
-        return .sent
     }
-
-    func whenWritable(_ callback: @escaping @Sendable () -> Void) {}
-
-    func close(reason: String) {
-        lock.lock()
-        let s = closed ? nil : sink
-        closed = true
-        sink = nil
-        lock.unlock()
-        if let s { queue.async { s.transport(didCloseWith: .closedLocally(reason: reason)) } }
-    }
+    return (peer, silentSent)
 }
 
 final class DeadlineAuditTests: XCTestCase {
@@ -324,13 +279,13 @@ final class DeadlineAuditTests: XCTestCase {
         var configuration = GATTClient.Configuration()
         configuration.clock = clock
         configuration.clientRxMTU = mtu
-        let transport = SelectiveTransport(silentOn: silentOn)
+        let (transport, silentSent) = selectivePeer(silentOn: silentOn)
         let c = try await GATTClient.connect(transport: transport, configuration: configuration)
         if mtu != 23 { _ = try await c.exchangeMTU() }
         let task = Task { try await procedure(c) }
         // Time moves only once the silent request is out (its deadline is armed before it is sent): the answered
         // requests before it resolve without time passing.
-        try await transport.silentSent.value()
+        try await silentSent.value()
         await clock.waitForPendingWakeups(atLeast: 1)
         clock.advance(by: .seconds(30))
         do {
@@ -371,7 +326,7 @@ final class DeadlineAuditTests: XCTestCase {
             let clock = ManualClock()
             var configuration = GATTClient.Configuration()
             configuration.clock = clock
-            let c = try await GATTClient.connect(transport: SelectiveTransport(silentOn: [], capacity: 0), configuration: configuration)
+            let c = try await GATTClient.connect(transport: selectivePeer(silentOn: [], capacity: 0).peer, configuration: configuration)
             let task = Task { try await c.writeWithoutResponse(handle: 11, value: [1, 2], timeout: limit) }
             await clock.waitForPendingWakeups(atLeast: 1)
             clock.advance(by: limit ?? .seconds(30))
