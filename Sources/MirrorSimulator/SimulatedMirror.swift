@@ -1,5 +1,5 @@
-// The simulated mirror: the GATTServer's ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the mirror's database, and the
-// mirror's state machine as the seeds tell it: notifications only on change, the latched ERROR, the
+// The simulated mirror: GATTServer's ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the mirror's database, and
+// the mirror's state machine as the seeds tell it: notifications only on change, the latched ERROR, the
 // early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
 import ATTStack
 import LinuxBluetooth
@@ -9,10 +9,10 @@ import Mirror
 import GATTClient
 import GATTServer
 
-/// A simulated body-scanning mirror: a GATT server on ATTStack transports with the mirror's behaviour
-/// (Core Spec 5.4 Vol 3 Part F §3.4 for the server's answers, Part G §3.3.3.3 for the CCCD).
-/// One lock (`state`) guards everything: the mirror's values, every connection's MTU, CCCDs, prepare
-/// queue and outbound FIFO. Timers run on one serial queue and check a generation before acting.
+/// A simulated body-scanning mirror: GATTServer's ATT server on ATT transports, with the mirror's behaviour behind
+/// its read and write handlers (Core Spec 5.4 Vol 3 Part F §3.4 for the answers, Part G §3.3.3.3 for the CCCD).
+/// One lock (`state`) guards everything: the mirror's values, every connection's session (MTU, CCCDs, prepare
+/// queue) and outbox. Timers run on one serial queue and check a generation before acting.
 public final class SimulatedMirror: Sendable {
     public let options: SimOptions
     public let database: AttributeDatabase
