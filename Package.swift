@@ -30,26 +30,32 @@ let package = Package(
         .target(name: "ATTStack"),
         // The Linux I/O under it: the socket bearer and ATTTransport, HCI, btsnoop, the doctor, capabilities,
         // signals, and the package's one lock type.
-        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket"]),
+        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
+        // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
+        .target(name: "JSON", dependencies: ["ATTStack"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
         .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine", "GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket", "Mirror"]),
+        // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
-        // The CLI's parsing, formatting and error table, as a library so that tests can import it.
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket"]),
+        // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
+        .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
+        .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror"]),
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
         .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
@@ -60,14 +66,14 @@ let package = Package(
         // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
         .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
-        .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket"]),
+        .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
         .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
-        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
         .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
-                                                         "GATTClient", "GATTServer", "Mirror"]),
+                                                         "GATTClient", "GATTServer", "Mirror", "JSON"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),

@@ -1,45 +1,57 @@
-// Small hexadecimal formatting helpers shared by the codec's descriptions (no Foundation).
+// The project's one hexadecimal formatter (no Foundation): the codec's descriptions, the GATT client's errors,
+// the CLI's text and JSON, the simulator's logs and the digests all print bytes and numbers through it.
 
-/// Lower-level hex formatting used by `description`s in ATTStack.
-@usableFromInline
-enum ATTHex {
-    @usableFromInline static let digits: [Character] = Array("0123456789ABCDEF")
-    @usableFromInline static let lowerDigits: [Character] = Array("0123456789abcdef")
+/// Hexadecimal text for handles, bytes and byte strings.
+public enum ATTHex {
+    static let upperDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+    static let lowerDigits: [UInt8] = Array("0123456789abcdef".utf8)
 
     /// `0x0D`
-    @usableFromInline static func byte(_ b: UInt8) -> String {
-        "0x" + String(digits[Int(b >> 4)]) + String(digits[Int(b & 0xF)])
+    public static func byte(_ b: UInt8) -> String {
+        "0x" + fixed(UInt64(b), digits: 2, lowercase: false)
     }
 
     /// `0x002A`
-    @usableFromInline static func handle(_ h: UInt16) -> String {
+    public static func handle(_ h: UInt16) -> String {
         "0x" + fixed(UInt64(h), digits: 4, lowercase: false)
     }
 
-    /// `value` as exactly `digits` hex digits.
-    static func fixed(_ value: UInt64, digits count: Int, lowercase: Bool) -> String {
-        let table = lowercase ? lowerDigits : digits
-        var out = ""
+    /// `0x2a`, `0xc`: lowercase, as few digits as the value needs.
+    public static func short(_ value: some BinaryInteger) -> String {
+        "0x" + String(value, radix: 16)
+    }
+
+    /// `value` as exactly `count` hex digits (the low ones).
+    public static func fixed(_ value: UInt64, digits count: Int, lowercase: Bool) -> String {
+        let table = lowercase ? lowerDigits : upperDigits
+        var out: [UInt8] = []
         out.reserveCapacity(count)
         var shift = (count - 1) * 4
         while shift >= 0 {
             out.append(table[Int((value >> UInt64(shift)) & 0xF)])
             shift -= 4
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 
-    /// `01 02 ff` (lowercase, space separated), cut after `limit` bytes with "…".
-    static func bytes<C: Collection>(_ bytes: C, limit: Int = 32) -> String where C.Element == UInt8 {
-        var out = ""
-        var n = 0
+    /// `0102ff` (lowercase unless `uppercase`), with `separator` between bytes: `01 02 ff`.
+    public static func string(_ bytes: some Sequence<UInt8>, separator: String = "", uppercase: Bool = false) -> String {
+        let table = uppercase ? upperDigits : lowerDigits
+        let sep = Array(separator.utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.underestimatedCount * (2 + sep.count))
+        var first = true
         for b in bytes {
-            if n == limit { out += " …"; break }
-            if n > 0 { out.append(" ") }
-            out.append(lowerDigits[Int(b >> 4)])
-            out.append(lowerDigits[Int(b & 0xF)])
-            n += 1
+            if !first { out.append(contentsOf: sep) }
+            first = false
+            out.append(table[Int(b >> 4)])
+            out.append(table[Int(b & 0xF)])
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `01 02 ff` (lowercase, space separated), cut after `limit` bytes with " …": the codec's descriptions.
+    public static func bytes<C: Collection>(_ bytes: C, limit: Int = 32) -> String where C.Element == UInt8 {
+        string(bytes.prefix(limit), separator: " ") + (bytes.count > limit ? " …" : "")
     }
 }

@@ -27,6 +27,12 @@ public enum ATTMTU {
         effective(mtu) - 1
     }
 
+    /// Value bytes of one handle-value pair in a Read By Type Response: ATT_MTU - 4 (opcode, length, handle),
+    /// and at most 253 because the pair's length is one octet (§3.4.4.2).
+    @inlinable public static func readByTypeValueBudget<T: BinaryInteger>(_ mtu: T) -> Int {
+        min(effective(mtu) - 4, 255 - 2)
+    }
+
     /// The ATT_MTU both sides use after an Exchange MTU: the smaller Rx MTU, never below 23 (§3.4.2.2).
     @inlinable public static func negotiated<A: BinaryInteger, B: BinaryInteger>(clientRxMTU: A, serverRxMTU: B) -> Int {
         max(minimumLE, min(Int(clamping: clientRxMTU), Int(clamping: serverRxMTU)))

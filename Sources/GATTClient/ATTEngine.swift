@@ -336,7 +336,7 @@ final class ATTEngine: ATTTransportSink {
     /// A send that failed because the peer is gone (the reader will see the end of the connection).
     static func peerHasClosed(_ error: TransportError) -> Bool {
         guard case .socket(let e) = error else { return false }
-        return e.errnoName == "EPIPE" || e.errnoName == "ECONNRESET"
+        return e.errno == .brokenPipe || e.errno == .connectionReset
     }
 
     /// Moves the queue's first request into the empty slot and starts its deadline (under the lock).

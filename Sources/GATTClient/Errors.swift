@@ -35,7 +35,7 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A send the transport refused with ENOTCONN (on an LE link: pairing still runs after a BT_SECURITY raise).
     var isNotConnectedSend: Bool {
         guard case .transport(.socket(let e), _) = self else { return false }
-        return e.syscall == "send" && e.errnoName == "ENOTCONN"
+        return e.syscall == "send" && e.errno == .notConnected
     }
 
     /// The ATT error, when this is one.
@@ -50,7 +50,7 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
         switch e {
         case .closedByPeer, .closedLocally:
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
-        case .socket(let s) where s.syscall == "send" && (s.errnoName == "EPIPE" || s.errnoName == "ECONNRESET"):
+        case .socket(let s) where s.syscall == "send" && (s.errno == .brokenPipe || s.errno == .connectionReset):
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
         default:
             return .transport(e, operation: operation)
@@ -109,7 +109,7 @@ public struct GATTAttributeError: Error, Sendable, Equatable, CustomStringConver
 
     /// "to handle 0x0012 (cloudToken)" for writes, "of handle 0x0021" otherwise.
     var handleText: String {
-        let h = handleName.map { "handle \(hex4(handle)) (\($0))" } ?? "handle \(hex4(handle))"
+        let h = handleName.map { "handle \(ATTHex.handle(handle)) (\($0))" } ?? "handle \(ATTHex.handle(handle))"
         return "\(requestOpcode.preposition) \(h)"
     }
 
@@ -125,7 +125,7 @@ public struct GATTAttributeError: Error, Sendable, Equatable, CustomStringConver
             return "not sent: \(len)-byte value exceeds the \(b)-byte budget of MTU \(mtu) (local limit), "
                 + "\(requestOpcode.name) \(handleText)"
         case .peer:
-            var s = "ATT error \(hex2(code.rawValue)) \(code.name) from the peer, on \(requestOpcode.name) \(handleText)"
+            var s = "ATT error \(ATTHex.byte(code.rawValue)) \(code.name) from the peer, on \(requestOpcode.name) \(handleText)"
             if let valueLength, let budget {
                 if code == .invalidAttributeValueLength && valueLength <= budget {
                     s += ": \(valueLength)-byte value, within the \(budget)-byte budget of MTU \(mtu), "
@@ -171,7 +171,7 @@ public struct GATTProtocolViolation: Error, Sendable, Equatable, CustomStringCon
     }
 
     public var description: String {
-        "protocol violation by the peer: \(problem); received [\(hexBytes(received))], expected \(expected)"
+        "protocol violation by the peer: \(problem); received [\(ATTHex.string(received, separator: " ", uppercase: true))], expected \(expected)"
     }
 }
 

@@ -439,34 +439,6 @@ public final class GATTClient: Sendable {
 
     // MARK: - Subscriptions (Part G §4.10, §4.11)
 
-    /// Subscribes to a characteristic's notifications (or indications, when it only indicates): arms the stream
-    /// first, then writes the CCCD, then reads the value (when readable) and returns it with the stream, so the
-    /// caller knows the current state and misses no change that comes before the CCCD write's response.
-    /// Descriptors are discovered when `characteristic.descriptors` is empty.
-    public func subscribe(to characteristic: GATTCharacteristic) async throws(GATTError)
-        -> (value: [UInt8]?, notifications: GATTNotificationStream)
-    {
-        let mode: GATTSubscriptionMode
-        if characteristic.properties.contains(.notify) {
-            mode = .notify
-        } else if characteristic.properties.contains(.indicate) {
-            mode = .indicate
-        } else {
-            throw .unsupported("characteristic \(characteristic.uuid) at \(handleText(characteristic.valueHandle)) "
-                + "neither notifies nor indicates (properties: \(characteristic.properties))")
-        }
-        var cccd = characteristic.cccd
-        if cccd == nil && characteristic.descriptors.isEmpty {
-            cccd = try await discoverDescriptors(of: characteristic).first { $0.isCCCD }
-        }
-        guard let cccd else {
-            throw .unsupported("characteristic \(characteristic.uuid) at \(handleText(characteristic.valueHandle)) "
-                + "has no Client Characteristic Configuration descriptor (0x2902)")
-        }
-        return try await subscribe(valueHandle: characteristic.valueHandle, cccdHandle: cccd.handle, mode: mode,
-                                   readValue: characteristic.properties.contains(.read))
-    }
-
     /// Subscribes by handles: arms the stream, writes `mode` to the CCCD at `cccdHandle`, then (when `readValue`)
     /// reads the value. On a failure the stream is finished and the error thrown.
     public func subscribe(valueHandle: UInt16, cccdHandle: UInt16, mode: GATTSubscriptionMode = .notify,

@@ -44,7 +44,7 @@ public struct GATTDescriptor: Sendable, Hashable, CustomStringConvertible {
     /// True for the Client Characteristic Configuration descriptor (0x2902).
     public var isCCCD: Bool { uuid == .clientCharacteristicConfiguration }
 
-    public var description: String { "\(hex4(handle)) \(uuid)" }
+    public var description: String { "\(ATTHex.handle(handle)) \(uuid)" }
 }
 
 /// A characteristic (Core Spec 5.4 Vol 3 Part G §3.3): its declaration, value handle, properties, the last handle
@@ -74,7 +74,7 @@ public struct GATTCharacteristic: Sendable, Hashable, CustomStringConvertible {
     /// The Client Characteristic Configuration descriptor, when discovered.
     public var cccd: GATTDescriptor? { descriptors.first { $0.isCCCD } }
 
-    public var description: String { "\(hex4(valueHandle)) \(uuid) [\(properties)]" }
+    public var description: String { "\(ATTHex.handle(valueHandle)) \(uuid) [\(properties)]" }
 }
 
 /// An included service reference (Core Spec 5.4 Vol 3 Part G §3.2), found by Find Included Services (§4.5.1).
@@ -116,7 +116,7 @@ public struct GATTService: Sendable, Hashable, CustomStringConvertible {
 
     public var range: ATTHandleRange { ATTHandleRange(start: startHandle, end: endHandle) }
 
-    public var description: String { "\(hex4(startHandle))-\(hex4(endHandle)) \(uuid)" }
+    public var description: String { "\(ATTHex.handle(startHandle))-\(ATTHex.handle(endHandle)) \(uuid)" }
 }
 
 /// The security level of the link, as BlueZ's BT_SECURITY socket option names it (Core Spec 5.4 Vol 3 Part C §10.2).

@@ -29,7 +29,7 @@ public struct GATTNotification: Sendable, Equatable, CustomStringConvertible {
     }
 
     public var description: String {
-        var s = "\(kind.rawValue) handle \(hex4(handle)) [\(hexBytes(value))]"
+        var s = "\(kind.rawValue) handle \(ATTHex.handle(handle)) [\(ATTHex.string(value, separator: " ", uppercase: true))]"
         if droppedBefore > 0 { s += " (\(droppedBefore) dropped before this one: buffer full)" }
         return s
     }

@@ -121,24 +121,3 @@ public func withDeadline<T: Sendable>(
         worker.cancel()
     }
 }
-
-/// "0x0012"
-@inline(__always)
-func hex4(_ v: UInt16) -> String {
-    let digits = Array("0123456789ABCDEF")
-    return "0x" + String([digits[Int(v >> 12) & 0xF], digits[Int(v >> 8) & 0xF], digits[Int(v >> 4) & 0xF], digits[Int(v) & 0xF]])
-}
-
-/// "0x0D"
-func hex2(_ v: UInt8) -> String {
-    let digits = Array("0123456789ABCDEF")
-    return "0x" + String([digits[Int(v >> 4) & 0xF], digits[Int(v) & 0xF]])
-}
-
-/// "12 34 AB"
-func hexBytes<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-    bytes.map { b -> String in
-        let s = hex2(b)
-        return String(s.dropFirst(2))
-    }.joined(separator: " ")
-}

@@ -179,7 +179,7 @@ public final class ATTBearerListener: Sendable {
             let code = cbz_errno()
             guard code == EADDRINUSE, isStale(path) else {
                 if code == EADDRINUSE, cbz_is_socket_file(path) == 0 {
-                    throw .socket(SocketError(syscall: "bind", errno: code, context: "listening at \(path)",
+                    throw .socket(SocketError(syscall: "bind", errno: Errno(code), context: "listening at \(path)",
                                               advice: "\(path) exists and is not a socket: choose another path (it is left untouched)"))
                 }
                 throw .socket(socketError("bind", code, "listening at \(path)", domain))

@@ -1,6 +1,7 @@
 // The seam between the ATT transaction engine (GATTClient) and whatever moves whole ATT PDUs:
 // the socket bearer (L2CAP CID 4, AF_UNIX SOCK_SEQPACKET, a socketpair) or a test double.
 
+import ATTStack
 import CBlueZSocket
 
 /// Receives what a transport reads, on the transport's one reader thread, in arrival order.
@@ -81,7 +82,7 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
         case .invalidTarget(let e): return e.description
         case .hciCommandFailed(let command, let adapter, let status, let detail):
             if let status {
-                return "\(command) on \(adapter) failed with HCI status 0x\(bearerHex2(status)): \(detail)"
+                return "\(command) on \(adapter) failed with HCI status \(ATTHex.byte(status)): \(detail)"
             }
             return "\(command) on \(adapter) failed: \(detail)"
         }
@@ -91,40 +92,28 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
 /// A failed syscall: which one, errno with its name and meaning, and what we were doing.
 public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
     public var syscall: String
-    public var errno: Int32
+    public var errno: Errno
     public var context: String
     /// What the user can do about it, one sentence ("this kernel has no Bluetooth support: ..."); may be empty.
     public var advice: String
-    public init(syscall: String, errno: Int32, context: String, advice: String = "") {
+    public init(syscall: String, errno: Errno, context: String, advice: String = "") {
         self.syscall = syscall
         self.errno = errno
         self.context = context
         self.advice = advice
     }
-    /// errno's symbolic name: "ECONNREFUSED" (or "errno 1234" for a number glibc does not know).
-    public var errnoName: String { errnoSymbol(errno) }
-    /// errno's meaning as the C library words it: "Connection refused".
-    public var errnoMeaning: String { String(cString: cbz_errno_description(errno)) }
+    /// errno's symbolic name: "ECONNREFUSED" (`Errno.name`).
+    public var errnoName: String { errno.name }
+    /// errno's meaning as the C library words it: "Connection refused" (`Errno.meaning`).
+    public var errnoMeaning: String { errno.meaning }
     public var description: String {
         let base = "\(context): \(syscall) failed with \(errnoName) (\(errnoMeaning))"
         return advice.isEmpty ? base : "\(base): \(advice)"
     }
 }
 
-/// errno's symbolic name through glibc's strerrorname_np.
-func errnoSymbol(_ code: Int32) -> String {
-    if let p = cbz_errno_name(code) { return String(cString: p) }
-    return "errno \(code)"
-}
-
 /// "5" for 5.0 s, "2.5" for 2.5 s (one decimal at most).
 func bearerSeconds(_ s: Double) -> String {
     let tenths = (s * 10).rounded() / 10
     return tenths == tenths.rounded() ? String(Int(tenths)) : String(tenths)
-}
-
-/// Two uppercase hex digits.
-func bearerHex2(_ b: UInt8) -> String {
-    let digits = Array("0123456789ABCDEF")
-    return String([digits[Int(b >> 4)], digits[Int(b & 0x0F)]])
 }

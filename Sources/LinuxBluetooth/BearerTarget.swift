@@ -1,5 +1,6 @@
 // Addresses and targets: what a user types where a device is expected.
 
+import ATTStack
 import CBlueZSocket
 
 /// A Bluetooth device address (BD_ADDR, Core Spec 5.4 Vol 2 Part B §1.2), held in the printed order:
@@ -62,7 +63,7 @@ public struct BluetoothAddress: Sendable, Hashable, CustomStringConvertible, Cod
     }
 
     /// "00:AA:01:01:00:01" (uppercase).
-    public var description: String { bytes.map(bearerHex2).joined(separator: ":") }
+    public var description: String { ATTHex.string(bytes, separator: ":", uppercase: true) }
 
     public init(from decoder: any Decoder) throws {
         let text = try decoder.singleValueContainer().decode(String.self)

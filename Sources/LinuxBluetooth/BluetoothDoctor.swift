@@ -2,10 +2,11 @@
 
 import CBlueZSocket
 import Foundation
+import JSON
 
 /// One finding of the doctor: what was checked, how it stands, what it means, and what to do.
-public struct DoctorFinding: Sendable, Equatable, Codable {
-    public enum Status: String, Sendable, Codable {
+public struct DoctorFinding: Sendable, Equatable {
+    public enum Status: String, Sendable {
         case ok, info, warning, problem
     }
     /// "kernel", "rfkill", "adapters", "adapter hci0", "capabilities", "bluetoothd".
@@ -21,10 +22,16 @@ public struct DoctorFinding: Sendable, Equatable, Codable {
         self.detail = detail
         self.action = action
     }
+
+    /// The finding as a JSON object, keys sorted; `action` only when there is one.
+    public var jsonValue: JSONValue {
+        .sortedObject([("check", .string(check)), ("status", .string(status.rawValue)), ("detail", .string(detail))]
+                      + (action.map { [("action", .string($0))] } ?? []))
+    }
 }
 
 /// The doctor's report: every finding, with text and JSON renderings.
-public struct DoctorReport: Sendable, Equatable, Codable {
+public struct DoctorReport: Sendable, Equatable {
     public var findings: [DoctorFinding]
 
     /// No finding is a problem (warnings allowed).
@@ -47,22 +54,14 @@ public struct DoctorReport: Sendable, Equatable, Codable {
         return s
     }
 
-    private enum CodingKeys: String, CodingKey { case findings, healthy }
-
     public init(findings: [DoctorFinding]) { self.findings = findings }
 
-    public init(from decoder: any Decoder) throws {
-        let c = try decoder.container(keyedBy: CodingKeys.self)
-        findings = try c.decode([DoctorFinding].self, forKey: .findings)
-    }
+    /// The report as one line of JSON, keys sorted: every finding, and whether it is healthy.
+    public var json: String { jsonValue.compact }
 
-    public func encode(to encoder: any Encoder) throws {
-        var c = encoder.container(keyedBy: CodingKeys.self)
-        try c.encode(findings, forKey: .findings)
-        try c.encode(isHealthy, forKey: .healthy)
+    public var jsonValue: JSONValue {
+        .sortedObject([("findings", .array(findings.map(\.jsonValue))), ("healthy", .bool(isHealthy))])
     }
-
-    public var json: String { renderJSON(self) }
 }
 
 /// Examines kernel Bluetooth support, rfkill, the adapters, this process's and binary's capabilities, and

@@ -2,10 +2,11 @@
 
 import CBlueZSocket
 import Foundation
+import JSON
 
 /// One Bluetooth controller as the kernel reports it (HCIGETDEVINFO); `supportsLE` is the LMP feature bit
 /// "LE Supported (Controller)" (Core Spec 5.4 Vol 2 Part C §3.3, page 0 bit 38).
-public struct HCIAdapter: Sendable, Equatable, Codable {
+public struct HCIAdapter: Sendable, Equatable {
     /// The kernel's device index: 0 for hci0.
     public var index: Int
     /// "hci0".
@@ -60,7 +61,7 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
         for id in ids.prefix(min(Int(n), ids.count)).sorted() {
             do { out.append(try info(ctl, index: Int(id))) } catch {
                 // A controller removed between the list and the info call is simply gone.
-                if case .socket(let e) = error, e.errno == ENODEV { continue }
+                if case .socket(let e) = error, e.errno == .noSuchDevice { continue }
                 throw error
             }
         }
@@ -109,7 +110,7 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
     public static func resolve(_ selector: String) throws(TransportError) -> HCIAdapter {
         if let idx = index(fromName: selector) {
             do { return try info(index: idx) } catch {
-                if case .socket(let e) = error, e.errno == ENODEV {
+                if case .socket(let e) = error, e.errno == .noSuchDevice {
                     throw .noSuchAdapter(selector, available: ((try? list()) ?? []).map(\.name))
                 }
                 throw error
@@ -162,7 +163,7 @@ public struct HCIAdapter: Sendable, Equatable, Codable {
 }
 
 /// The `mirror adapters` report: every controller, or why none can be listed, with text and JSON renderings.
-public struct AdaptersReport: Sendable, Equatable, Codable {
+public struct AdaptersReport: Sendable, Equatable {
     public var adapters: [HCIAdapter]
     /// Why listing failed (no Bluetooth in the kernel, ...), nil when it worked.
     public var error: String?
@@ -186,13 +187,21 @@ public struct AdaptersReport: Sendable, Equatable, Codable {
         return s
     }
 
-    public var json: String { renderJSON(self) }
+    /// The report as one line of JSON, keys sorted; `error` only when listing failed.
+    public var json: String { jsonValue.compact }
+
+    public var jsonValue: JSONValue {
+        .sortedObject([("adapters", .array(adapters.map(\.jsonValue)))] + (error.map { [("error", .string($0))] } ?? []))
+    }
 }
 
-/// Sorted-keys JSON of a report, as one line.
-func renderJSON<T: Encodable>(_ value: T) -> String {
-    let enc = JSONEncoder()
-    enc.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-    guard let data = try? enc.encode(value) else { return "{}" }
-    return String(decoding: data, as: UTF8.self)
+extension HCIAdapter {
+    /// The adapter as a JSON object, keys sorted.
+    public var jsonValue: JSONValue {
+        .sortedObject([
+            ("index", .int(index)), ("name", .string(name)), ("address", .string(address.description)), ("isUp", .bool(isUp)),
+            ("supportsLE", .bool(supportsLE)), ("supportsBREDR", .bool(supportsBREDR)), ("featuresKnown", .bool(featuresKnown)),
+            ("aclMTU", .int(aclMTU)), ("aclPackets", .int(aclPackets)), ("bus", .string(bus)),
+        ])
+    }
 }

@@ -1,6 +1,7 @@
 // Raw HCI: LE advertising (to be a connectable peripheral) and LE scanning (to find devices).
 // The socket, its filter and the ioctls live in the C shim; commands and events are Swift over raw bytes.
 
+import ATTStack
 import CBlueZSocket
 import Glibc
 
@@ -74,7 +75,7 @@ public struct HCICommand: Sendable, Equatable {
 }
 
 /// One LE advertising report (Core Spec 5.4 Vol 4 Part E §7.7.65.2).
-public struct LEAdvertisingReport: Sendable, Equatable, Codable {
+public struct LEAdvertisingReport: Sendable, Equatable {
     /// 0 ADV_IND, 1 ADV_DIRECT_IND, 2 ADV_SCAN_IND, 3 ADV_NONCONN_IND, 4 SCAN_RSP.
     public var eventType: UInt8
     public var addressType: LEAddressType
@@ -249,7 +250,7 @@ func hciStatusMeaning(_ status: UInt8) -> String {
     case 0x0D: return "Connection Rejected due to Limited Resources"
     case 0x07: return "Memory Capacity Exceeded"
     case 0x11: return "Unsupported Feature or Parameter Value"
-    default: return "see Core Spec Vol 1 Part F for status 0x\(bearerHex2(status))"
+    default: return "see Core Spec Vol 1 Part F for status \(ATTHex.byte(status))"
     }
 }
 

@@ -23,62 +23,62 @@ func lastSocketError(_ syscall: String, _ context: String, _ domain: SocketDomai
 
 /// A SocketError for `code`, with advice for the domain.
 func socketError(_ syscall: String, _ code: Int32, _ context: String, _ domain: SocketDomain) -> SocketError {
-    SocketError(syscall: syscall, errno: code, context: context, advice: advice(syscall, code, domain))
+    SocketError(syscall: syscall, errno: Errno(code), context: context, advice: advice(syscall, Errno(code), domain))
 }
 
 /// One sentence on what to do about `code` from `syscall` in `domain`; empty when there is nothing specific.
-func advice(_ syscall: String, _ code: Int32, _ domain: SocketDomain) -> String {
+func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String {
     switch (code, domain) {
-    case (EAFNOSUPPORT, .l2cap), (EAFNOSUPPORT, .hci):
+    case (.addressFamilyNotSupported, .l2cap), (.addressFamilyNotSupported, .hci):
         return "this kernel has no Bluetooth support (CONFIG_BT is off or the bluetooth module is not loaded): try `sudo modprobe bluetooth`, or use a kernel built with Bluetooth"
-    case (EPERM, .hci), (EACCES, .hci), (EPERM, .l2cap), (EACCES, .l2cap):
+    case (.notPermitted, .hci), (.permissionDenied, .hci), (.notPermitted, .l2cap), (.permissionDenied, .l2cap):
         return "raw HCI work (scan, advertise, adapter up/down) needs CAP_NET_RAW and CAP_NET_ADMIN: run `\(setcapCommand())`, or run as root"
-    case (ECONNREFUSED, .l2cap(let peer)):
+    case (.connectionRefused, .l2cap(let peer)):
         return "\(peer) did not accept the connection (the kernel also reports an LE connection attempt that timed out this way): check that it is advertising as connectable and in range"
-    case (EBUSY, .l2cap(let peer)):
+    case (.busy, .l2cap(let peer)):
         let holder = BluetoothDaemon.runningPID().map { "bluetoothd (pid \($0))" } ?? "another program (often bluetoothd)"
         return "\(holder) already holds the ATT channel of a connection to \(peer): disconnect it there (`bluetoothctl disconnect \(peer)`) or stop bluetoothd (`sudo systemctl stop bluetooth`)"
-    case (EHOSTUNREACH, .l2cap), (ENODEV, .l2cap), (ENETDOWN, .l2cap):
+    case (.noRouteToHost, .l2cap), (.noSuchDevice, .l2cap), (.networkDown, .l2cap):
         return "no powered adapter can reach the peer: check `mirror adapters` (is an adapter present and up?)"
-    case (EADDRNOTAVAIL, .l2cap):
+    case (.addressNotAvailable, .l2cap):
         return "no adapter has that address: check `mirror adapters`"
-    case (EHOSTDOWN, .l2cap(let peer)):
+    case (.hostIsDown, .l2cap(let peer)):
         return "\(peer) is not reachable (host down): is it switched on and in range?"
-    case (ETIMEDOUT, .l2cap(let peer)):
+    case (.timedOut, .l2cap(let peer)):
         return "the link to \(peer) timed out (supervision timeout): the peer went out of range or stopped answering"
-    case (ECONNRESET, .l2cap(let peer)):
+    case (.connectionReset, .l2cap(let peer)):
         return "\(peer) closed the link"
-    case (ECONNABORTED, .l2cap):
+    case (.connectionAbort, .l2cap):
         return "this host ended the link (the adapter went down or was removed, or the connection was cancelled)"
-    case (ENOTCONN, .l2cap):
+    case (.notConnected, .l2cap):
         return "the link is not connected (or pairing is still running after a BT_SECURITY raise)"
-    case (EINVAL, .l2cap):
+    case (.invalidArgument, .l2cap):
         return "the kernel rejected the address: check the address type (--type public|random)"
-    case (EMSGSIZE, _):
+    case (.messageTooLong, _):
         return "the PDU is larger than the channel's MTU"
-    case (ENOENT, .unix(let path)):
+    case (.noSuchFileOrDirectory, .unix(let path)):
         return "nothing exists at \(path): start the simulator (or listener) first"
-    case (ECONNREFUSED, .unix(let path)):
+    case (.connectionRefused, .unix(let path)):
         return "\(path) exists but nobody listens on it: start the simulator (or listener) again"
-    case (EADDRINUSE, .unix(let path)):
+    case (.addressInUse, .unix(let path)):
         return "another process already listens at \(path)"
-    case (EACCES, .unix(let path)):
+    case (.permissionDenied, .unix(let path)):
         return "no permission to use \(path)"
-    case (EAGAIN, .unix(let path)):
+    case (.wouldBlock, .unix(let path)):
         return "the listener at \(path) has a full backlog"
-    case (ENAMETOOLONG, .unix):
+    case (.fileNameTooLong, .unix):
         return "AF_UNIX socket paths hold at most \(cbz_unix_path_max()) bytes"
-    case (EPIPE, _), (ECONNRESET, _):
+    case (.brokenPipe, _), (.connectionReset, _):
         return "the peer closed the connection"
-    case (EMFILE, _), (ENFILE, _):
+    case (.tooManyOpenFiles, _), (.tooManyOpenFilesInSystem, _):
         return "too many open files: raise `ulimit -n` or close connections"
-    case (ENODEV, .hci(let adapter)):
+    case (.noSuchDevice, .hci(let adapter)):
         return "there is no adapter \(adapter): see `mirror adapters`"
-    case (ENETDOWN, .hci(let adapter)):
+    case (.networkDown, .hci(let adapter)):
         return "adapter \(adapter) is down: `sudo btmgmt -i \(adapter) power on`"
-    case (ERFKILL, .hci), (ERFKILL, .l2cap):
+    case (.blockedByRFKill, .hci), (.blockedByRFKill, .l2cap):
         return "the adapter is blocked by rfkill: run `rfkill unblock bluetooth`"
-    case (EBUSY, .hci(let adapter)):
+    case (.busy, .hci(let adapter)):
         let holder = BluetoothDaemon.runningPID().map { "bluetoothd (pid \($0))" } ?? "another program"
         return "\(holder) holds \(adapter): stop it (`sudo systemctl stop bluetooth`) and retry"
     default:

@@ -97,7 +97,7 @@ public func decodeMirrorValue(_ name: String?, _ value: [UInt8], profile: Mirror
     case "wifiNumNetworks"?: return value.first.map { "\($0)" } ?? "empty"
     case "scannerAction"?:
         guard value.count == 1 else { return nil }
-        return profile.commands.first { $0.value == value[0] }?.key ?? "unknown(0x\(String(value[0], radix: 16)))"
+        return profile.commands.first { $0.value == value[0] }?.key ?? "unknown(\(ATTHex.short(value[0])))"
     case "cloudToken"?, "wifiNetworkSSIDEnum"?, "wifiSetSSID"?: return String(decoding: value, as: UTF8.self)
     default: return nil
     }

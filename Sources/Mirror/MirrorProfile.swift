@@ -2,6 +2,7 @@
 // the seeds' words (scanState, scanError, cloudToken, scannerAction, initDeviceForScan, cancelScan).
 import ATTStack
 import Foundation
+import JSON
 
 /// A mirror profile: the GATT service and characteristic UUIDs, the scanState / scanError enums,
 /// the scannerAction command bytes and the cloudToken length limit (schema in README, issue 5).
@@ -57,7 +58,7 @@ public struct MirrorProfile: Sendable, Equatable {
     public func wifiStatusByte(_ name: String) -> UInt8? { wifiConnectionStatuses.first { $0.value == name }?.key }
 
     static func name(_ byte: UInt8, in table: [UInt8: String]) -> String {
-        table[byte] ?? "unknown(0x\(byte < 16 ? "0" : "")\(String(byte, radix: 16, uppercase: true)))"
+        table[byte] ?? "unknown(\(ATTHex.byte(byte)))"
     }
 
     /// The default wifiConnectionStatus table (the simulator's; the seeds name only notConnected).
@@ -74,26 +75,28 @@ public struct MirrorProfile: Sendable, Equatable {
     /// Parses and checks profile JSON; `source` names it in errors.
     public static func parse(_ data: Data, source: String) throws(MirrorProfileError) -> MirrorProfile {
         func fail(_ problem: String) -> MirrorProfileError { MirrorProfileError(source: source, problem: problem) }
-        let object: Any
-        do { object = try JSONSerialization.jsonObject(with: data) } catch {
-            throw fail("not valid JSON (\(error.localizedDescription))")
+        let object: JSONValue
+        do { object = try parseJSON(bytes: Array(data)) } catch {
+            throw fail("not valid JSON (\(error))")
         }
-        guard let root = object as? [String: Any] else { throw fail("the top level is not a JSON object") }
-        guard let name = root["name"] as? String else { throw fail("missing \"name\" (a string)") }
-        guard let serviceText = root["service"] as? String else { throw fail("missing \"service\" (a UUID string)") }
+        guard let root = object.fields.map(Dictionary.init(uniqueKeysWithValues:)) else {
+            throw fail("the top level is not a JSON object")
+        }
+        guard let name = root["name"]?.string else { throw fail("missing \"name\" (a string)") }
+        guard let serviceText = root["service"]?.string else { throw fail("missing \"service\" (a UUID string)") }
         guard let service = BluetoothUUID(string: serviceText) else { throw fail("\"service\": \(serviceText) is not a UUID") }
-        guard let chars = root["characteristics"] as? [String: Any] else { throw fail("missing \"characteristics\" (an object of name: UUID)") }
+        guard let chars = root["characteristics"]?.fields else { throw fail("missing \"characteristics\" (an object of name: UUID)") }
         var characteristics: [String: BluetoothUUID] = [:]
         for (key, value) in chars {
-            guard let text = value as? String, let uuid = BluetoothUUID(string: text) else {
-                throw fail("characteristic \"\(key)\": \(value) is not a UUID string")
+            guard let text = value.string, let uuid = BluetoothUUID(string: text) else {
+                throw fail("characteristic \"\(key)\": \(value.text) is not a UUID string")
             }
             characteristics[key] = uuid
         }
         for required in requiredCharacteristics where characteristics[required] == nil {
             throw fail("missing required characteristic \"\(required)\"")
         }
-        guard let maxLength = (root["cloudTokenMaxLength"] as? NSNumber)?.intValue else {
+        guard let maxLength = root["cloudTokenMaxLength"]?.integer else {
             throw fail("missing \"cloudTokenMaxLength\" (a number)")
         }
         guard maxLength > 0 && maxLength <= ATTMTU.maximumAttributeValue else {
@@ -104,11 +107,11 @@ public struct MirrorProfile: Sendable, Equatable {
             throw fail("\"scanStates\" has no \"\(required)\" value")
         }
         let scanErrors = try byteTable(root, "scanErrors", source: source, required: true)
-        guard let commandObject = root["commands"] as? [String: Any] else { throw fail("missing \"commands\" (an object of name: byte)") }
+        guard let commandObject = root["commands"]?.fields else { throw fail("missing \"commands\" (an object of name: byte)") }
         var commands: [String: UInt8] = [:]
         for (key, value) in commandObject {
-            guard let n = (value as? NSNumber)?.intValue, let byte = UInt8(exactly: n) else {
-                throw fail("command \"\(key)\": \(value) is not a byte (0-255)")
+            guard let n = value.integer, let byte = UInt8(exactly: n) else {
+                throw fail("command \"\(key)\": \(value.text) is not a byte (0-255)")
             }
             commands[key] = byte
         }
@@ -121,19 +124,19 @@ public struct MirrorProfile: Sendable, Equatable {
                              scanStates: scanStates, scanErrors: scanErrors, commands: commands, wifiConnectionStatuses: wifi)
     }
 
-    private static func byteTable(_ root: [String: Any], _ key: String, source: String, required: Bool) throws(MirrorProfileError) -> [UInt8: String] {
+    private static func byteTable(_ root: [String: JSONValue], _ key: String, source: String, required: Bool) throws(MirrorProfileError) -> [UInt8: String] {
         guard let object = root[key] else {
             if required { throw MirrorProfileError(source: source, problem: "missing \"\(key)\" (an object of \"byte\": name)") }
             return [:]
         }
-        guard let table = object as? [String: Any] else {
+        guard let table = object.fields else {
             throw MirrorProfileError(source: source, problem: "\"\(key)\" is not an object of \"byte\": name")
         }
         var out: [UInt8: String] = [:]
         for (k, v) in table {
             let trimmed = k.lowercased().hasPrefix("0x") ? UInt8(k.dropFirst(2), radix: 16) : UInt8(k)
             guard let byte = trimmed else { throw MirrorProfileError(source: source, problem: "\"\(key)\": key \"\(k)\" is not a byte (0-255)") }
-            guard let name = v as? String else { throw MirrorProfileError(source: source, problem: "\"\(key)\".\"\(k)\" is not a string") }
+            guard let name = v.string else { throw MirrorProfileError(source: source, problem: "\"\(key)\".\"\(k)\" is not a string") }
             out[byte] = name
         }
         return out

@@ -68,7 +68,7 @@ public struct MirrorScanResult: Sendable, Equatable {
 /// The scan procedure.
 public enum MirrorScan {
     /// A short scan ID: 6 lowercase hex digits.
-    public static func makeScanID() -> String { String(format: "%06x", UInt32.random(in: 0...0xFF_FFFF)) }
+    public static func makeScanID() -> String { ATTHex.fixed(UInt64.random(in: 0...0xFF_FFFF), digits: 6, lowercase: true) }
 
     /// Runs a scan on a connected client. `emit` gets every event as it happens (from several threads, in order
     /// per source). Throws only when the procedure cannot start (no mirror service, receiver cannot listen).
@@ -154,7 +154,7 @@ public enum MirrorScan {
             let pre = try await steps.read("scanState", purpose: "preflight")
             result.preflightScanState = pre.first.map(profile.scanStateName) ?? "empty"
             if pre.first != invalid {
-                steps.step("pre-flight scanState is \(result.preflightScanState!): sending cancelScan (0x\(String(profile.cancelScanCommand, radix: 16)))")
+                steps.step("pre-flight scanState is \(result.preflightScanState!): sending cancelScan (\(ATTHex.short(profile.cancelScanCommand)))")
                 result.resetAttempted = true
                 try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "reset")
                 steps.step("settling \(options.settle) before the re-read")
@@ -310,7 +310,7 @@ final class ScanTracker: Sendable {
                 let n = profile.scanErrorName(b)
                 guard s.armed, n != "invalid", n != "noError" else { return }
                 if !notification && b == s.scanErrorAtArming { return }
-                if s.errorSeen == nil { s.errorSeen = "scanError \(n) (0x\(String(b, radix: 16)))" }
+                if s.errorSeen == nil { s.errorSeen = "scanError \(n) (\(ATTHex.short(b)))" }
             default: return
             }
         }

@@ -32,7 +32,7 @@ public enum UploadEvent: Sendable, Equatable {
 public struct UploadReceiverError: Error, Sendable, Equatable, CustomStringConvertible {
     public var host: String
     public var port: UInt16
-    public var errno: Int32
+    public var errno: Errno
     public var problem: String
     /// True when the upload directory is the problem (not the listening socket).
     public var directoryProblem = false
@@ -69,15 +69,15 @@ public final class UploadReceiver: Sendable {
         self.daemon = Lock(0)
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
-            throw UploadReceiverError(host: host, port: port, errno: ENOENT, problem: "the upload directory \(directory) does not exist",
+            throw UploadReceiverError(host: host, port: port, errno: .noSuchFileOrDirectory, problem: "the upload directory \(directory) does not exist",
                                       directoryProblem: true)
         }
         let opaque = Unmanaged.passUnretained(self).toOpaque()
         guard let d = cmhd_start(host, port, 30, uploadAccessHandler, uploadCompletedHandler, opaque) else {
-            let e = errno
-            let problem = e == EINVAL ? "not a numeric IPv4 or IPv6 address"
-                : e == EADDRINUSE ? "the port is in use (EADDRINUSE)"
-                : e == 0 ? "MHD_start_daemon failed" : "MHD_start_daemon failed: \(String(cString: strerror(e)))"
+            let e = Errno.current
+            let problem = e == .invalidArgument ? "not a numeric IPv4 or IPv6 address"
+                : e == .addressInUse ? "the port is in use (EADDRINUSE)"
+                : e.rawValue == 0 ? "MHD_start_daemon failed" : "MHD_start_daemon failed: \(e.meaning)"
             throw UploadReceiverError(host: host, port: port, errno: e, problem: problem)
         }
         daemon.withLock { $0 = UInt(bitPattern: Int(bitPattern: d)) }

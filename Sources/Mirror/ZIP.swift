@@ -1,24 +1,20 @@
 // A minimal ZIP archive (PKWARE APPNOTE 6.3.x) writer with stored (uncompressed) entries and CRC-32,
 // and a reader of the central directory: the simulator builds its result ZIP with the first, the
-// upload receiver lists what arrived with the second. No outside tool or package.
+// upload receiver lists what arrived with the second. The CRC-32 is zlib's.
 
-/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), as ZIP uses it.
+import CZlib
+
+/// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), as ZIP uses it: zlib's, behind the CZlib shim.
 public enum CRC32 {
-    private static let table: [UInt32] = (0..<256).map { n -> UInt32 in
-        var c = UInt32(n)
-        for _ in 0..<8 { c = (c & 1) != 0 ? 0xEDB8_8320 ^ (c >> 1) : c >> 1 }
-        return c
-    }
     /// The CRC-32 of `bytes`, continuing from `crc` (0 to start).
     public static func checksum<C: Collection>(_ bytes: C, continuing crc: UInt32 = 0) -> UInt32 where C.Element == UInt8 {
-        var c = ~crc
-        for b in bytes { c = table[Int((c ^ UInt32(b)) & 0xFF)] ^ (c >> 8) }
-        return ~c
+        if let c = bytes.withContiguousStorageIfAvailable({ czl_crc32(crc, $0.baseAddress, $0.count) }) { return c }
+        return Array(bytes).withUnsafeBytes { czl_crc32(crc, $0.baseAddress, $0.count) }
     }
 }
 
 /// One entry of a ZIP archive's central directory.
-public struct ZIPEntry: Sendable, Equatable, Codable {
+public struct ZIPEntry: Sendable, Equatable {
     public var name: String
     /// 0 stored, 8 deflated, ...
     public var method: UInt16

@@ -1,5 +1,5 @@
-// mirror: the command-line tool. Thin: parse arguments, call the libraries, print text or JSON.
-// The commands are in Commands/, listed in CommandTable.swift; the framework is in MirrorCommandLine.
+// mirror: the command-line tool. Only the entry point: the commands, the session, parsing, formatting and
+// the error table are the MirrorCommandLine library (Sources/MirrorCommandLine, the table in Commands/CommandTable.swift).
 import MirrorCommandLine
 
 #if canImport(Glibc)

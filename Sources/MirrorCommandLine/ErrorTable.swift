@@ -2,6 +2,7 @@
 // Every error any command can end with passes through `ErrorReport.init(_:)`.
 
 import ATTStack
+import JSON
 
 /// How `mirror` exits. Scripts can tell a peer's ATT error from a local refusal, a timeout, a connection
 /// failure and bad usage.
@@ -119,22 +120,22 @@ public struct ATTErrorFacts: Sendable, Equatable {
             if let length = valueLength, let budget, let mtu {
                 return "not sent: \(length)-byte value exceeds the \(budget)-byte budget of MTU \(mtu) (local limit)"
             }
-            var s = "not sent: \(name), on \(requestName) to handle \(hex16(handle))"
+            var s = "not sent: \(name), on \(requestName) to handle \(ATTHex.handle(handle))"
             if let handleLabel { s += " (\(handleLabel))" }
             return s + " (local limit)"
         }
         var s = "ATT error "
         if let code {
-            s += hex8(code) + " "
+            s += ATTHex.byte(code) + " "
             if isApplicationError {
-                s += "application error (raw value \(hex8(code)), defined by the peripheral's application)"
+                s += "application error (raw value \(ATTHex.byte(code)), defined by the peripheral's application)"
             } else {
                 s += name
             }
         } else {
             s += name
         }
-        s += " from the peer, on \(requestName) to handle \(hex16(handle))"
+        s += " from the peer, on \(requestName) to handle \(ATTHex.handle(handle))"
         if let handleLabel { s += " (\(handleLabel))" }
         if let length = valueLength {
             s += ": \(length)-byte value"
@@ -250,18 +251,6 @@ public struct ErrorReport: Sendable {
         case .failure(let s): self.init(status: .failure, message: s)
         }
     }
-}
-
-/// "0x0D"
-public func hex8(_ v: UInt8) -> String {
-    let s = String(v, radix: 16, uppercase: true)
-    return "0x" + (s.count < 2 ? "0" + s : s)
-}
-
-/// "0x0012"
-public func hex16(_ v: UInt16) -> String {
-    let s = String(v, radix: 16, uppercase: true)
-    return "0x" + String(repeating: "0", count: 4 - s.count) + s
 }
 
 /// "30 s", "0.5 s"

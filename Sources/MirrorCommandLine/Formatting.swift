@@ -5,6 +5,7 @@ import ATTStack
 
 #if canImport(Glibc)
 import Glibc
+import JSON
 #endif
 
 /// A discovered GATT database as `mirror gatt` prints it (Core Spec Vol 3 Part G §3: services, includes,
@@ -144,15 +145,15 @@ public struct DatabaseModel: Sendable, Equatable {
         }
         var lines = ["MTU \(mtu)"]
         for s in services {
-            lines.append("\(s.primary ? "Primary" : "Secondary") service \(s.uuid)\(nameSuffix(s.uuid))  handles \(hex16(s.start))-\(hex16(s.end))")
+            lines.append("\(s.primary ? "Primary" : "Secondary") service \(s.uuid)\(nameSuffix(s.uuid))  handles \(ATTHex.handle(s.start))-\(ATTHex.handle(s.end))")
             for inc in s.includes {
-                lines.append("  Include \(hex16(inc.handle)): service \(inc.uuid ?? "(128-bit)")\(inc.uuid.map(nameSuffix) ?? "")  handles \(hex16(inc.start))-\(hex16(inc.end))")
+                lines.append("  Include \(ATTHex.handle(inc.handle)): service \(inc.uuid ?? "(128-bit)")\(inc.uuid.map(nameSuffix) ?? "")  handles \(ATTHex.handle(inc.start))-\(ATTHex.handle(inc.end))")
             }
             for c in s.characteristics {
-                lines.append("  Characteristic \(c.uuid)\(nameSuffix(c.uuid))  handle \(hex16(c.handle))  value handle \(hex16(c.valueHandle))  [\(propertyNames(c.properties).joined(separator: ", "))]")
+                lines.append("  Characteristic \(c.uuid)\(nameSuffix(c.uuid))  handle \(ATTHex.handle(c.handle))  value handle \(ATTHex.handle(c.valueHandle))  [\(propertyNames(c.properties).joined(separator: ", "))]")
                 if let v = c.value { lines.append("    value: " + readOutcomeText(v)) }
                 for d in c.descriptors {
-                    lines.append("    Descriptor \(d.uuid)\(nameSuffix(d.uuid))  handle \(hex16(d.handle))")
+                    lines.append("    Descriptor \(d.uuid)\(nameSuffix(d.uuid))  handle \(ATTHex.handle(d.handle))")
                     if let v = d.value { lines.append("      value: " + readOutcomeText(v)) }
                 }
             }
@@ -163,7 +164,7 @@ public struct DatabaseModel: Sendable, Equatable {
 
 func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome) -> [(String, JSONValue)] {
     switch outcome {
-    case .value(let bytes): return [("value", .string(hexString(bytes))), ("text", .string(printableText(bytes)))]
+    case .value(let bytes): return [("value", .string(ATTHex.string(bytes))), ("text", .string(printableText(bytes)))]
     case .error(let facts): return [("readError", .object(facts.jsonFields))]
     }
 }
@@ -178,22 +179,12 @@ func readOutcomeText(_ outcome: DatabaseModel.ReadOutcome) -> String {
 /// "4d 69 72 (3 bytes) "Mir"": hex, length and printable text.
 public func valueText(_ bytes: [UInt8]) -> String {
     if bytes.isEmpty { return "(empty)" }
-    return "\(hexString(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
+    return "\(ATTHex.string(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
 }
 
-/// Lowercase hex, with an optional separator between bytes.
-public func hexString(_ bytes: some Sequence<UInt8>, separator: String = "") -> String {
-    let digits = Array("0123456789abcdef".utf8)
-    var out: [UInt8] = []
-    out.reserveCapacity(bytes.underestimatedCount * (2 + separator.utf8.count))
-    var first = true
-    for b in bytes {
-        if !first { out.append(contentsOf: separator.utf8) }
-        first = false
-        out.append(digits[Int(b >> 4)])
-        out.append(digits[Int(b & 0x0F)])
-    }
-    return String(decoding: out, as: UTF8.self)
+/// TracingTransport's name for `ATTHex.string` (the one hex formatter, in ATTStack).
+func hexString(_ bytes: some Sequence<UInt8>, separator: String = "") -> String {
+    ATTHex.string(bytes, separator: separator)
 }
 
 /// The bytes as text: valid UTF-8 with control characters shown as "."; otherwise printable ASCII with "."

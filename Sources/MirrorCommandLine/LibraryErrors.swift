@@ -4,6 +4,7 @@
 import ATTStack
 import LinuxBluetooth
 import GATTClient
+import JSON
 import Mirror
 
 #if canImport(Glibc)
@@ -36,8 +37,8 @@ extension ErrorReport {
             return ErrorReport(status: .failure, message: e.description, fields: [("problem", .string(e.problem))])
         case let e as UploadReceiverError:
             return ErrorReport(status: .failure, message: e.description, fields: [
-                ("host", .string(e.host)), ("port", .int(Int(e.port))), ("errno", .int(Int(e.errno))),
-                ("errnoName", .string(SocketError(syscall: "", errno: e.errno, context: "").errnoName)),
+                ("host", .string(e.host)), ("port", .int(Int(e.port))), ("errno", .int(Int(e.errno.rawValue))),
+                ("errnoName", .string(e.errno.name)),
                 ("problem", .string(e.problem)),
             ])
         case let e as BearerTargetError:
@@ -62,7 +63,7 @@ extension ErrorReport {
                                fields: [("reason", .string(d.reason)), ("during", .string(d.during))])
         case .protocolViolation(let p):
             return ErrorReport(status: .protocolViolation, message: p.description, fields: [
-                ("received", .string(hexString(p.received))), ("expected", .string(p.expected)),
+                ("received", .string(ATTHex.string(p.received))), ("expected", .string(p.expected)),
                 ("problem", .string(p.problem)),
             ])
         case .cancelled(let operation):
@@ -108,7 +109,7 @@ extension ErrorReport {
 
     static func socketReport(_ e: SocketError) -> ErrorReport {
         var fields: [(String, JSONValue)] = [
-            ("syscall", .string(e.syscall)), ("errno", .int(Int(e.errno))), ("errnoName", .string(e.errnoName)),
+            ("syscall", .string(e.syscall)), ("errno", .int(Int(e.errno.rawValue))), ("errnoName", .string(e.errno.name)),
             ("context", .string(e.context)),
         ]
         if !e.advice.isEmpty { fields.append(("advice", .string(e.advice))) }
@@ -118,16 +119,16 @@ extension ErrorReport {
             return ErrorReport(status: .failure, message: e.description, fields: fields)
         }
         switch e.errno {
-        case EAFNOSUPPORT:
+        case .addressFamilyNotSupported:
             fields.append(("needs", "a kernel with Bluetooth (AF_BLUETOOTH)"))
             return ErrorReport(status: .unsupported, message: e.description,
                                hint: "without Bluetooth, the GATT commands still work against the simulator on a unix:PATH target",
                                fields: fields)
-        case EPERM, EACCES:
+        case .notPermitted, .permissionDenied:
             fields.append(("needs", "CAP_NET_RAW and CAP_NET_ADMIN"))
             let message = e.advice.isEmpty ? e.description + ": this needs CAP_NET_RAW and CAP_NET_ADMIN" : e.description
             return ErrorReport(status: .unsupported, message: message, fields: fields)
-        case ETIMEDOUT:
+        case .timedOut:
             return ErrorReport(status: .timeout, message: e.description, fields: fields)
         default:
             return ErrorReport(status: .connection, message: e.description, fields: fields)

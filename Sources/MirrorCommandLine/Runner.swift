@@ -5,6 +5,7 @@
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
+import JSON
 #endif
 
 /// A command: how it looks on the command line and what it does.

@@ -186,7 +186,7 @@ public final class SimulatedMirror: Sendable {
 
     private func send(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: [UInt8]) {
         guard var c = s.connections[id] else { return }
-        if options.verbose { fx.logs.append("conn \(id) <- \(hexBytes(pdu))") }
+        if options.verbose { fx.logs.append("conn \(id) <- \(ATTHex.string(pdu, separator: " "))") }
         do {
             if try c.outbox.send(pdu, on: c.transport) { fx.writableWaits.append((id, c.transport)) }
             s.connections[id] = c
@@ -204,7 +204,7 @@ public final class SimulatedMirror: Sendable {
     private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
         guard let handle = database.handle(name) else { return }
         for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where c.session.subscribed(handle) {
-            fx.logs.append("conn \(id): notify \(name) = \(hexBytes(value))")
+            fx.logs.append("conn \(id): notify \(name) = \(ATTHex.string(value, separator: " "))")
             sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(c.session.mtu))))
         }
     }
@@ -236,7 +236,7 @@ public final class SimulatedMirror: Sendable {
 
     private func handle(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ bytes: [UInt8]) {
         guard s.connections[id] != nil else { return }
-        if options.verbose { fx.logs.append("conn \(id) -> \(hexBytes(bytes))") }
+        if options.verbose { fx.logs.append("conn \(id) -> \(ATTHex.string(bytes, separator: " "))") }
         let pdu: ATTPDU
         switch ATTServer.decode(bytes) {
         case .pdu(let p): pdu = p
@@ -326,7 +326,7 @@ public final class SimulatedMirror: Sendable {
 
     private func logError(_ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) {
         guard options.verbose, case .errorResponse(let opcode, let handle, let code) = pdu else { return }
-        fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle 0x\(String(handle, radix: 16))")
+        fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))")
     }
 
     // MARK: - the mirror's values
@@ -356,7 +356,7 @@ public final class SimulatedMirror: Sendable {
         switch w.attribute.role {
         case .cccd(let valueHandle):
             let v = UInt16(w.value[0]) | UInt16(w.value[1]) << 8
-            fx.logs.append("conn \(id): CCCD of \(database.name(of: valueHandle) ?? "0x\(String(valueHandle, radix: 16))") = 0x\(String(v, radix: 16))")
+            fx.logs.append("conn \(id): CCCD of \(database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
             return .store
         case .value where w.attribute.name != nil:
             if w.opcode == .prepareWriteRequest { return .store }
@@ -415,7 +415,7 @@ public final class SimulatedMirror: Sendable {
                 setScanError(&s, &fx, byte(error: "invalid"))
                 return .accepted(responseAfterMilliseconds: nil)
             default:
-                fx.logs.append("scannerAction: unknown command 0x\(String(command, radix: 16))")
+                fx.logs.append("scannerAction: unknown command \(ATTHex.short(command))")
                 return .rejected(.valueNotAllowed)
             }
 
@@ -542,6 +542,3 @@ final class SimConnectionSink: ATTTransportSink {
     func transport(didCloseWith reason: TransportError) { mirror?.closed(id, reason) }
 }
 
-func hexBytes<C: Collection>(_ bytes: C) -> String where C.Element == UInt8 {
-    bytes.map { ($0 < 16 ? "0" : "") + String($0, radix: 16) }.joined(separator: " ")
-}

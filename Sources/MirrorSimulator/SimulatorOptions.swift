@@ -1,5 +1,6 @@
 // What the simulator does: its behaviours and faults, from the command line or a scenario file.
 import Foundation
+import JSON
 import Mirror
 
 /// A fault the simulator injects into one request to a named characteristic.
@@ -126,17 +127,14 @@ public struct SimOptions: Sendable, Equatable {
     /// Applies a scenario file: a JSON object whose keys are the long flags without "--"
     /// ("scale": "misaligned", "wifi": "offline", "faults": ["drop:cloudToken"], ...).
     public mutating func apply(scenario data: Data, source: String) throws(SimOptionsError) {
-        let object: Any
-        do { object = try JSONSerialization.jsonObject(with: data) } catch {
-            throw SimOptionsError(problem: "scenario \(source): not valid JSON (\(error.localizedDescription))")
+        let object: JSONValue
+        do { object = try parseJSON(bytes: Array(data)) } catch {
+            throw SimOptionsError(problem: "scenario \(source): not valid JSON (\(error))")
         }
-        guard let root = object as? [String: Any] else { throw SimOptionsError(problem: "scenario \(source): not a JSON object") }
-        for key in root.keys.sorted() {
-            let value = root[key]!
-            let items = (value as? [Any]) ?? [value]
-            for item in items {
-                let text = (item as? String) ?? (item as? NSNumber)?.stringValue ?? "\(item)"
-                try set(key, text)
+        guard let fields = object.fields else { throw SimOptionsError(problem: "scenario \(source): not a JSON object") }
+        for (key, value) in fields.sorted(by: { $0.0 < $1.0 }) {
+            for item in value.items ?? [value] {
+                try set(key, item.text)
             }
         }
     }

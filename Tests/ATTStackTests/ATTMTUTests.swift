@@ -30,6 +30,16 @@ final class ATTMTUTests: XCTestCase {
         XCTAssertEqual(blob.encodedLength, 100)
     }
 
+    /// A Read By Type pair is opcode, length and handle short of the MTU, and its one-octet length caps it at
+    /// 253 value bytes (Part F §3.4.4.2).
+    func testReadByTypeValueBudget() {
+        XCTAssertEqual(ATTMTU.readByTypeValueBudget(23), 19)
+        XCTAssertEqual(ATTMTU.readByTypeValueBudget(10), 19, "an LE ATT_MTU is never below 23")
+        XCTAssertEqual(ATTMTU.readByTypeValueBudget(UInt16(247)), 243)
+        XCTAssertEqual(ATTMTU.readByTypeValueBudget(257), 253)
+        XCTAssertEqual(ATTMTU.readByTypeValueBudget(517), 253)
+    }
+
     func testNegotiated() {
         XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: 517, serverRxMTU: 247), 247)
         XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: UInt16(185), serverRxMTU: UInt16(517)), 185)

@@ -70,7 +70,7 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
             return (s.encrypted ? [0x0B, 0x01] : [0x01, 0x0A, 0x03, 0x00, 0x0F], s.sink, false)
         }
         if outcome.refused {
-            throw .socket(SocketError(syscall: "send", errno: ENOTCONN, context: "sending a \(bytes.count)-byte PDU to \(label)"))
+            throw .socket(SocketError(syscall: "send", errno: .notConnected, context: "sending a \(bytes.count)-byte PDU to \(label)"))
         }
         if let answer = outcome.answer, let sink = outcome.sink { queue.async { sink.transport(didReceive: answer) } }
         return .sent

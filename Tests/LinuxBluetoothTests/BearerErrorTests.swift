@@ -1,5 +1,6 @@
 import TestSupport
 import Foundation
+import JSON
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
@@ -52,8 +53,7 @@ final class BearerErrorTests: XCTestCase {
         let report = AdaptersReport.collect()
         XCTAssertEqual(report.adapters, [])
         XCTAssertTrue(report.text.hasPrefix("adapters: none can be listed: listing Bluetooth adapters: socket(AF_BLUETOOTH, SOCK_RAW, BTPROTO_HCI) failed with EAFNOSUPPORT"), report.text)
-        let decoded = try? JSONDecoder().decode(AdaptersReport.self, from: Data(report.json.utf8))
-        XCTAssertEqual(decoded, report)
+        XCTAssertEqual(try parseJSON(report.json), .object([("adapters", []), ("error", .string(report.error ?? "?"))]))
     }
 
     func testTheSentencesForEachBluetoothFailure() {
@@ -78,7 +78,7 @@ final class BearerErrorTests: XCTestCase {
                        "no such adapter hci0: this machine has no Bluetooth adapter (see `mirror adapters`)")
         XCTAssertEqual(TransportError.hciCommandFailed(command: "LE Set Advertising Enable", adapter: "hci1", status: 0x0C, detail: hciStatusMeaning(0x0C)).description,
                        "LE Set Advertising Enable on hci1 failed with HCI status 0x0C: Command Disallowed (advertising or scanning is already running, or another host owns the state: is bluetoothd using this adapter?)")
-        XCTAssertEqual(SocketError(syscall: "send", errno: 4000, context: "x").description, "x: send failed with errno 4000 (Unknown error)")
+        XCTAssertEqual(SocketError(syscall: "send", errno: Errno(4000), context: "x").description, "x: send failed with errno 4000 (Unknown error)")
     }
 
     func testAdapterSelectorsParse() {

@@ -1,5 +1,6 @@
 import TestSupport
 import Foundation
+import JSON
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
@@ -98,7 +99,7 @@ final class ParserRobustnessTests: XCTestCase {
             var chars: [Character]
             switch Int.random(in: 0..<3, using: &rng) {
             case 0: // an address, maybe with one character replaced, dropped or added
-                chars = Array((0..<6).map { _ in String(format: "%02X", Int.random(in: 0...255, using: &rng)) }.joined(separator: ":"))
+                chars = Array(ATTHex.string((0..<6).map { _ in UInt8.random(in: 0...255, using: &rng) }, separator: ":", uppercase: true))
                 let i = Int.random(in: 0..<chars.count, using: &rng)
                 switch Int.random(in: 0..<4, using: &rng) {
                 case 0: chars[i] = alphabet.randomElement(using: &rng)!
@@ -180,16 +181,38 @@ final class DoctorTests: XCTestCase {
         XCTAssertEqual(BluetoothDoctor.rfkillFindings([.init(name: "hci0", soft: false, hard: false)]), [])
     }
 
+    /// The JSON of `mirror doctor --json` and `mirror adapters --json`, byte for byte: one line, keys in byte
+    /// order, an absent action or error left out.
+    func testReportJSONIsOneLineWithSortedKeys() throws {
+        let doctor = DoctorReport(findings: [
+            DoctorFinding(check: "kernel", status: .ok, detail: "AF_BLUETOOTH \"works\" at /sys"),
+            DoctorFinding(check: "adapter hci0", status: .problem, detail: "down", action: "sudo btmgmt -i hci0 power on"),
+        ])
+        XCTAssertEqual(doctor.json, #"{"findings":[{"check":"kernel","detail":"AF_BLUETOOTH \"works\" at /sys","status":"ok"},"#
+                       + #"{"action":"sudo btmgmt -i hci0 power on","check":"adapter hci0","detail":"down","status":"problem"}],"healthy":false}"#)
+        let adapter = HCIAdapter(index: 1, name: "hci1", address: try BluetoothAddress(parsing: "00:AA:01:01:00:01"), isUp: true,
+                                 supportsLE: true, supportsBREDR: false, aclMTU: 251, aclPackets: 8, bus: "virtual", featuresKnown: false)
+        XCTAssertEqual(AdaptersReport(adapters: [adapter], error: nil).json,
+                       #"{"adapters":[{"aclMTU":251,"aclPackets":8,"address":"00:AA:01:01:00:01","bus":"virtual","featuresKnown":false,"#
+                       + #""index":1,"isUp":true,"name":"hci1","supportsBREDR":false,"supportsLE":true}]}"#)
+        XCTAssertEqual(AdaptersReport(adapters: [], error: "no Bluetooth").json, #"{"adapters":[],"error":"no Bluetooth"}"#)
+    }
+
     func testReportOnThisMachineRendersAsTextAndJSON() throws {
         let report = BluetoothDoctor.run()
         XCTAssertEqual(report.findings.first?.check, "kernel")
         XCTAssertEqual(report.findings.first?.status, kernelHasBluetooth() ? .ok : .problem)
         XCTAssertTrue(report.findings.contains { $0.check == "capabilities" })
         XCTAssertTrue(report.findings.contains { $0.check == "bluetoothd" })
-        let json = try JSONSerialization.jsonObject(with: Data(report.json.utf8)) as? [String: Any]
-        XCTAssertEqual(json?["healthy"] as? Bool, report.isHealthy)
-        XCTAssertEqual((json?["findings"] as? [Any])?.count, report.findings.count)
-        XCTAssertEqual(try JSONDecoder().decode(DoctorReport.self, from: Data(report.json.utf8)), report)
+        let json = try parseJSON(report.json)
+        XCTAssertEqual(json["healthy"], .bool(report.isHealthy))
+        let findings = try XCTUnwrap(json["findings"]?.items)
+        XCTAssertEqual(findings.count, report.findings.count)
+        // Every finding says all of itself: the JSON gives back the report.
+        XCTAssertEqual(findings.map { f in
+            DoctorFinding(check: f["check"]?.string ?? "?", status: f["status"]?.string.flatMap(DoctorFinding.Status.init) ?? .info,
+                          detail: f["detail"]?.string ?? "?", action: f["action"]?.string)
+        }, report.findings)
         if !kernelHasBluetooth() {
             XCTAssertFalse(report.isHealthy)
             XCTAssertTrue(report.text.hasPrefix("PROBLEM  kernel: this kernel has no Bluetooth support"), report.text)
@@ -233,17 +256,17 @@ final class CapabilityTests: XCTestCase {
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
         XCTAssertEqual(p.terminationStatus, 0, String(decoding: data, as: UTF8.self))
-        let json = try XCTUnwrap(JSONSerialization.jsonObject(with: data) as? [String: Any])
-        let before = try XCTUnwrap(json["before"] as? [String: String])
-        let after = try XCTUnwrap(json["after"] as? [String: String])
+        let json = try parseJSON(bytes: Array(data))
+        let before = try XCTUnwrap(json["before"]?.fields.map { Dictionary(uniqueKeysWithValues: $0.map { ($0.0, $0.1.string) }) })
+        let after = try XCTUnwrap(json["after"]?.fields.map { Dictionary(uniqueKeysWithValues: $0.map { ($0.0, $0.1.string) }) })
         // The child starts with what this process has (root here: non-zero) and ends with nothing.
-        XCTAssertEqual(UInt64(before["CapEff"] ?? "", radix: 16), ownBefore)
+        XCTAssertEqual(UInt64((before["CapEff"] ?? nil) ?? "", radix: 16), ownBefore)
         if getuid() == 0 { XCTAssertNotEqual(before["CapEff"], "0000000000000000", "run as root, the child starts privileged") }
         XCTAssertEqual(after["CapEff"], "0000000000000000")
         XCTAssertEqual(after["CapPrm"], "0000000000000000")
         XCTAssertEqual(after["CapInh"], "0000000000000000")
         XCTAssertEqual(after["CapAmb"], "0000000000000000")
-        XCTAssertEqual(json["libcap_effective_after"] as? String, "none")
+        XCTAssertEqual(json["libcap_effective_after"]?.string, "none")
         // This process keeps its own.
         XCTAssertEqual(capEff(try String(contentsOfFile: "/proc/self/status", encoding: .utf8)), ownBefore)
     }

@@ -1,6 +1,7 @@
 // `mirror gatt`, `read`, `write`, `mtu`, `listen` against the scripted peer over a unix: socket: text and JSON.
 import TestSupport
 import ATTStack
+import JSON
 import XCTest
 import MirrorCommandLine
 
@@ -69,7 +70,7 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         guard case .array(let services)? = try run.json()["services"] else { return XCTFail() }
         XCTAssertEqual(services[0]["characteristics"]?[0]?["text"], "Scripted Peer")
-        XCTAssertEqual(services[0]["characteristics"]?[0]?["value"], .string(hexString(Array("Scripted Peer".utf8))))
+        XCTAssertEqual(services[0]["characteristics"]?[0]?["value"], .string(ATTHex.string(Array("Scripted Peer".utf8))))
         guard case .array(let custom)? = services[2]["characteristics"] else { return XCTFail() }
         let secret = custom.first { $0["valueHandle"] == .int(Int(peer.handle("secret"))) }
         XCTAssertEqual(secret?["readError"]?["code"], 5)
@@ -84,12 +85,12 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(long.status, 0, long.stderr)
         let json = try long.json()
         XCTAssertEqual(json["length"], 300)
-        XCTAssertEqual(json["value"], .string(hexString((0..<300).map { UInt8($0 & 0xFF) })))
+        XCTAssertEqual(json["value"], .string(ATTHex.string((0..<300).map { UInt8($0 & 0xFF) })))
         let byUUID = try MirrorProcess.run(["read", peer.target, "2a00", "--json"])
         XCTAssertEqual(byUUID.status, 0, byUUID.stderr)
         XCTAssertEqual(try byUUID.json().compact,
                        #"{"values":[{"handle":3,"value":"5363726970746564205065657","text":"Scripted Peer","length":13}]}"#
-                           .replacingOccurrences(of: "5363726970746564205065657", with: hexString(Array("Scripted Peer".utf8))))
+                           .replacingOccurrences(of: "5363726970746564205065657", with: ATTHex.string(Array("Scripted Peer".utf8))))
     }
 
     func testWriteRequestCommandLongAndReliable() throws {
@@ -102,12 +103,12 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(run.stdout, "wrote 2 bytes to \(sink) (Write Command, not confirmed)\n")
         let long = (0..<400).map { UInt8($0 % 251) }
-        run = try MirrorProcess.run(["write", peer.target, sink, hexString(long), "--long", "--json"])
+        run = try MirrorProcess.run(["write", peer.target, sink, ATTHex.string(long), "--long", "--json"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(try run.json().compact, #"{"handle":\#(peer.handle("sink")),"length":400,"mode":"long","mtu":247,"confirmed":true}"#)
         XCTAssertEqual(peer.value("sink"), long)
         let reliable = Array(long.reversed())
-        run = try MirrorProcess.run(["write", peer.target, sink, hexString(reliable), "--reliable"])
+        run = try MirrorProcess.run(["write", peer.target, sink, ATTHex.string(reliable), "--reliable"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(peer.value("sink"), reliable)
     }

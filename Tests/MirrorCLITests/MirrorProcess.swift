@@ -1,5 +1,6 @@
 // The built `mirror` as a subprocess (TestSupport's runner), and its output read as JSON.
 import Foundation
+import JSON
 import MirrorCommandLine
 import TestSupport
 import XCTest

@@ -1,11 +1,12 @@
 // The JSON writer, the error table and the output formats, called directly.
 import TestSupport
-import XCTest
-@testable import MirrorCommandLine
 import ATTStack
 import LinuxBluetooth
 import GATTClient
+import JSON
 import Mirror
+@testable import MirrorCommandLine
+import XCTest
 
 final class OutputTests: XCTestCase {
     func testJSONKeepsKeyOrderAndEscapes() throws {
@@ -17,6 +18,28 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(JSONValue.double(0.1 + 0.2).compact, "0.3")
         XCTAssertEqual(JSONValue.double(.nan).compact, "null")
         XCTAssertThrowsError(try parseJSON("{\"a\":1,}"))
+    }
+
+    /// What profile and scenario files read: fields (a repeated key keeps its last value at its first place),
+    /// items, strings, numbers as integers, and editing in place.
+    func testJSONReadingAndEditing() throws {
+        var v = try parseJSON(bytes: Array(#"{"a":1,"b":{"c":"x"},"a":2.9,"l":[true,"s",-3.5]}"#.utf8))
+        XCTAssertEqual(v.fields?.map(\.0), ["a", "b", "l"])
+        XCTAssertEqual(v.fields?.first?.1, .double(2.9))
+        XCTAssertEqual(v["a"], 1, "the subscript reads the first of a repeated key")
+        XCTAssertEqual(v["l"]?.items?.map(\.text), ["true", "s", "-3.5"])
+        XCTAssertEqual(v["l"]?[2]?.integer, -3)
+        XCTAssertEqual(v["b"]?["c"]?.string, "x")
+        XCTAssertNil(v["b"]?.string)
+        XCTAssertNil(JSONValue.double(1e300).integer)
+        v["b"]?["c"] = nil
+        v["b"]?["d"] = [1]
+        v["a"] = nil
+        v["z"] = "new"
+        XCTAssertEqual(v.compact, #"{"b":{"d":[1]},"l":[true,"s",-3.5],"z":"new"}"#)
+        do { _ = try parseJSON("{"); XCTFail("parsed") } catch {
+            XCTAssertEqual(error.description, "invalid JSON at byte 1: unexpected end")
+        }
     }
 
     let peerError = ATTErrorFacts(code: .invalidAttributeValueLength, request: .writeRequest, handle: 0x12,
@@ -117,7 +140,7 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(local.status, .localRefusal)
         XCTAssertEqual(local.message, "not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
         XCTAssertNil(local.hint, "a value over 512 bytes gets no --long hint")
-        let socket = ErrorReport(TransportError.socket(SocketError(syscall: "socket", errno: EAFNOSUPPORT, context: "opening")))
+        let socket = ErrorReport(TransportError.socket(SocketError(syscall: "socket", errno: .addressFamilyNotSupported, context: "opening")))
         XCTAssertEqual(socket.status, .unsupported)
         XCTAssertEqual(socket.json["error"]?["errnoName"], "EAFNOSUPPORT")
         XCTAssertEqual(ErrorReport(TransportError.connectTimedOut(peer: "00:AA:01:01:00:01", seconds: 10)).status, .timeout)

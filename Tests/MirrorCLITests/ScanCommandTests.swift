@@ -2,6 +2,7 @@
 // both subprocesses, on a unix: socket (SimulatorProcess is in SimulatorTests.swift).
 import TestSupport
 import Foundation
+import JSON
 import MirrorCommandLine
 import XCTest
 

@@ -1,5 +1,6 @@
 // The built `mirror` against the mirror simulator `mirror-sim` (a separate process) on a unix: socket.
 import Foundation
+import JSON
 import XCTest
 import MirrorCommandLine
 import TestSupport

@@ -1,6 +1,7 @@
 import TestSupport
 import ATTStack
 import Foundation
+import JSON
 @testable import Mirror
 import XCTest
 
@@ -23,12 +24,12 @@ final class MirrorProfileTests: XCTestCase {
         XCTAssertEqual(p.characteristicName(p.scanError), "scanError")
     }
 
-    func profileJSON(removing path: [String], adding extra: [String: Any] = [:]) throws -> Data {
-        var root = try JSONSerialization.jsonObject(with: Data(MirrorProfile.bundledJSON.utf8)) as! [String: Any]
+    func profileJSON(removing path: [String], adding extra: [(String, JSONValue)] = []) throws -> Data {
+        var root = try parseJSON(MirrorProfile.bundledJSON)
         if path.count == 1 { root[path[0]] = nil }
-        if path.count == 2, var inner = root[path[0]] as? [String: Any] { inner[path[1]] = nil; root[path[0]] = inner }
+        if path.count == 2 { root[path[0]]?[path[1]] = nil }
         for (k, v) in extra { root[k] = v }
-        return try JSONSerialization.data(withJSONObject: root)
+        return Data(root.compact.utf8)
     }
 
     func testMissingRequiredEntriesAreNamed() throws {
@@ -42,19 +43,21 @@ final class MirrorProfileTests: XCTestCase {
                 XCTAssertTrue("\(error)".hasPrefix("profile p.json: "), "\(error)")
             }
         }
-        XCTAssertThrowsError(try MirrorProfile.parse(Data("{".utf8), source: "bad.json"))
+        XCTAssertThrowsError(try MirrorProfile.parse(Data("{".utf8), source: "bad.json")) { error in
+            XCTAssertEqual("\(error)", "profile bad.json: not valid JSON (invalid JSON at byte 1: unexpected end)")
+        }
+        XCTAssertThrowsError(try MirrorProfile.parse(profileJSON(removing: [], adding: [("commands", .object([("wifiScan", "x")]))]),
+                                                     source: "p.json")) { error in
+            XCTAssertEqual("\(error)", #"profile p.json: command "wifiScan": x is not a byte (0-255)"#)
+        }
         XCTAssertThrowsError(try MirrorProfile.load(path: "/nonexistent/profile.json"))
     }
 
     func testExtraCharacteristicsAndEnumValuesAreAllowed() throws {
-        var root = try JSONSerialization.jsonObject(with: Data(MirrorProfile.bundledJSON.utf8)) as! [String: Any]
-        var chars = root["characteristics"] as! [String: Any]
-        chars["batteryLevel"] = "2a19"
-        root["characteristics"] = chars
-        var errors = root["scanErrors"] as! [String: Any]
-        errors["12"] = "scaleLowBattery"
-        root["scanErrors"] = errors
-        let p = try MirrorProfile.parse(JSONSerialization.data(withJSONObject: root), source: "extra")
+        var root = try parseJSON(MirrorProfile.bundledJSON)
+        root["characteristics"]?["batteryLevel"] = "2a19"
+        root["scanErrors"]?["12"] = "scaleLowBattery"
+        let p = try MirrorProfile.parse(Data(root.compact.utf8), source: "extra")
         XCTAssertEqual(p.uuid("batteryLevel"), .bit16(0x2A19))
         XCTAssertEqual(p.scanErrorName(12), "scaleLowBattery")
     }

@@ -21,9 +21,31 @@ final class DigestAndZIPTests: XCTestCase {
         XCTAssertEqual(h.hexDigest(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0")
     }
 
+    /// A copy goes on from the same state on its own (the libcrypto context is copied on write), and a
+    /// digest can be taken mid-way and feeding go on.
+    func testSHA256CopiesAreIndependentAndADigestCanBeTakenMidway() {
+        var a = SHA256()
+        a.update(Array("ab".utf8))
+        var b = a
+        XCTAssertEqual(a.hexDigest(), SHA256.hex(of: Array("ab".utf8)))
+        a.update(Array("c".utf8))
+        b.update(Array("d".utf8))
+        XCTAssertEqual(a.hexDigest(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        XCTAssertEqual(b.hexDigest(), SHA256.hex(of: Array("abd".utf8)))
+        XCTAssertNotEqual(a.finalize(), b.finalize())
+        var c = SHA256()
+        Array("abc".utf8).withUnsafeBytes { c.update($0) }
+        c.update([UInt8]())
+        XCTAssertEqual(c.finalize(), a.finalize())
+        XCTAssertEqual(SHA256.hex(of: Array("abc".utf8)[...].lazy.map { $0 }), a.hexDigest(), "a non-contiguous collection")
+    }
+
     func testCRC32KnownValue() {
         XCTAssertEqual(CRC32.checksum(Array("123456789".utf8)), 0xCBF4_3926)
         XCTAssertEqual(CRC32.checksum(Array("56789".utf8), continuing: CRC32.checksum(Array("1234".utf8))), 0xCBF4_3926)
+        XCTAssertEqual(CRC32.checksum([UInt8](), continuing: 0xCBF4_3926), 0xCBF4_3926, "nothing fed keeps the CRC")
+        XCTAssertEqual(CRC32.checksum([UInt8]()), 0)
+        XCTAssertEqual(CRC32.checksum(Array("123456789".utf8).lazy.map { $0 }), 0xCBF4_3926, "a non-contiguous collection")
     }
 
     func testStoredZIPRoundTripsAndDetectsCorruption() throws {

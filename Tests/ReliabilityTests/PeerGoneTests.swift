@@ -19,7 +19,7 @@ final class GoneTransport: ATTTransport, @unchecked Sendable {
     init(_ code: Int32) { self.code = code }
     func start(_ sink: any ATTTransportSink) {}
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        throw .socket(SocketError(syscall: "send", errno: code, context: "sending a \(pdu.count)-byte PDU to unix:/gone",
+        throw .socket(SocketError(syscall: "send", errno: Errno(code), context: "sending a \(pdu.count)-byte PDU to unix:/gone",
                                   advice: "the peer closed the connection"))
     }
     func whenWritable(_ callback: @escaping @Sendable () -> Void) {}

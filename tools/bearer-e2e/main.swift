@@ -21,12 +21,26 @@ import ATTStack
 import LinuxBluetooth
 import Dispatch
 import Foundation
+import JSON
 
 // MARK: Output
 
+/// Prints `object` as one line of JSON with its keys sorted (the scripts in tools/vm read these lines).
 func emit(_ object: [String: Any]) {
-    guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else { return }
-    FileHandle.standardOutput.write(data + Data("\n".utf8))
+    FileHandle.standardOutput.write(Data((jsonValue(object).compact + "\n").utf8))
+}
+
+/// The JSON value of what `emit` is given: strings, numbers, booleans, arrays and objects (keys sorted).
+func jsonValue(_ any: Any) -> JSONValue {
+    switch any {
+    case let b as Bool: return .bool(b)
+    case let s as String: return .string(s)
+    case let i as any BinaryInteger: return .int(Int(truncatingIfNeeded: i))
+    case let d as Double: return .double(d)
+    case let a as [Any]: return .array(a.map(jsonValue))
+    case let o as [String: Any]: return .object(o.keys.sorted().map { ($0, jsonValue(o[$0]!)) })
+    default: return .string(String(describing: any))
+    }
 }
 
 func usage(_ message: String) -> Never {
@@ -128,7 +142,7 @@ final class EchoSink: ATTTransportSink {
             s.queue.append(pdu)
             return s.count
         }
-        emit(["event": "pdu", "seq": n, "length": pdu.count, "opcode": pdu.first.map { String(format: "0x%02x", $0) } ?? "none"])
+        emit(["event": "pdu", "seq": n, "length": pdu.count, "opcode": pdu.first.map { "0x" + ATTHex.fixed(UInt64($0), digits: 2, lowercase: true) } ?? "none"])
         flush()
     }
 
@@ -216,7 +230,7 @@ func listen(_ o: Options) -> Int32 {
     // Over LE, a central's normal disconnect (Remote User Terminated) reaches the peripheral as ECONNRESET.
     switch sink.reason.withLock({ $0 }) {
     case .closedByPeer?, .closedLocally?: return 0
-    case .socket(let e)? where e.errnoName == "ECONNRESET": return 0
+    case .socket(let e)? where e.errno == .connectionReset: return 0
     default: return 1
     }
 }

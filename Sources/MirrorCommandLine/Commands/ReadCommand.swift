@@ -1,5 +1,6 @@
 // mirror read TARGET HANDLE|UUID: one value (long reads automatic).
-import MirrorCommandLine
+import ATTStack
+import JSON
 
 let readCommand = Command(CommandSpec(
     name: "read",
@@ -27,7 +28,7 @@ let readCommand = Command(CommandSpec(
     let values = try await session.read(selector)
     if inv.global.json {
         let items: [JSONValue] = values.map { v in
-            .object([("handle", .int(Int(v.handle))), ("value", .string(hexString(v.value))),
+            .object([("handle", .int(Int(v.handle))), ("value", .string(ATTHex.string(v.value))),
                      ("text", .string(printableText(v.value))), ("length", .int(v.value.count))])
         }
         if case .handle = selector, let only = items.first {
@@ -36,7 +37,7 @@ let readCommand = Command(CommandSpec(
             inv.console.out(JSONValue.object([("values", .array(items))]).pretty)
         }
     } else {
-        for v in values { inv.console.out("\(hex16(v.handle)): \(valueText(v.value))") }
+        for v in values { inv.console.out("\(ATTHex.handle(v.handle)): \(valueText(v.value))") }
     }
     return .success
 }

@@ -1,5 +1,7 @@
-// A JSON value with ordered object keys, and its writer: the key order is the order the fields were
-// given in, so `--json` output is stable from run to run (RFC 8259).
+// The project's one JSON mechanism (RFC 8259): a value with ordered object keys, its writer and its parser.
+// `--json` output, the doctor's and adapters' reports, profiles and simulator scenarios all go through it; the
+// key order is the order the fields were given in, so output is stable from run to run.
+import ATTStack
 
 /// A JSON value whose objects keep their keys in the order given.
 public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, ExpressibleByIntegerLiteral,
@@ -33,10 +35,66 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         }
     }
 
-    /// The value of `key` in an object; nil for a missing key or a non-object.
+    /// An object with its keys in byte order (as Foundation's JSONEncoder writes `.sortedKeys`): the reports of
+    /// `mirror doctor --json` and `mirror adapters --json`.
+    public static func sortedObject(_ fields: [(String, JSONValue)]) -> JSONValue {
+        .object(fields.sorted { $0.0.utf8.lexicographicallyPrecedes($1.0.utf8) })
+    }
+
+    /// The value of `key` in an object; nil for a missing key or a non-object. Setting replaces the (first) key's value
+    /// in place (or appends the key); setting nil removes it; setting on a non-object does nothing.
     public subscript(key: String) -> JSONValue? {
-        guard case .object(let fields) = self else { return nil }
-        return fields.first { $0.0 == key }?.1
+        get {
+            guard case .object(let fields) = self else { return nil }
+            return fields.first { $0.0 == key }?.1
+        }
+        set {
+            guard case .object(var fields) = self else { return }
+            if let newValue {
+                if let i = fields.firstIndex(where: { $0.0 == key }) { fields[i].1 = newValue } else { fields.append((key, newValue)) }
+            } else {
+                fields.removeAll { $0.0 == key }
+            }
+            self = .object(fields)
+        }
+    }
+
+    /// An object's fields in document order, each key once (a repeated key keeps its last value, at its
+    /// first place); nil for a non-object.
+    public var fields: [(String, JSONValue)]? {
+        guard case .object(let all) = self else { return nil }
+        var out: [(String, JSONValue)] = []
+        for (key, value) in all {
+            if let i = out.firstIndex(where: { $0.0 == key }) { out[i].1 = value } else { out.append((key, value)) }
+        }
+        return out
+    }
+
+    /// An array's elements; nil for a non-array.
+    public var items: [JSONValue]? {
+        guard case .array(let items) = self else { return nil }
+        return items
+    }
+
+    /// A string's text; nil for a non-string.
+    public var string: String? {
+        guard case .string(let s) = self else { return nil }
+        return s
+    }
+
+    /// A number as an integer (a fraction truncated toward zero); nil for a non-number or one out of Int's range.
+    public var integer: Int? {
+        switch self {
+        case .int(let i): return i
+        case .double(let d): return Int(exactly: d.rounded(.towardZero))
+        default: return nil
+        }
+    }
+
+    /// A value as a setting's text: a string as it is, anything else in compact form.
+    public var text: String {
+        if case .string(let s) = self { return s }
+        return compact
     }
 
     /// The element at `index` of an array; nil out of range or for a non-array.
@@ -118,8 +176,7 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             case let c where c.value < 0x20:
-                let hex = String(c.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                out += "\\u" + ATTHex.fixed(UInt64(c.value), digits: 4, lowercase: true)
             default: out.unicodeScalars.append(scalar)
             }
         }
@@ -127,9 +184,14 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
     }
 }
 
-/// Parses JSON text back into a `JSONValue` (keys in document order). Used by tests and for profile files.
+/// Parses JSON text into a `JSONValue` (keys in document order): profile and scenario files, and tests.
 public func parseJSON(_ text: String) throws(JSONParseError) -> JSONValue {
-    var parser = JSONParser(bytes: Array(text.utf8))
+    try parseJSON(bytes: Array(text.utf8))
+}
+
+/// Parses JSON from UTF-8 bytes (a file's contents).
+public func parseJSON(bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
+    var parser = JSONParser(bytes: bytes)
     parser.skipSpace()
     let value = try parser.value()
     parser.skipSpace()

@@ -1,5 +1,5 @@
 // mirror discover: an LE scan through raw HCI.
-import MirrorCommandLine
+import JSON
 
 let discoverCommand = Command(CommandSpec(
     name: "discover",

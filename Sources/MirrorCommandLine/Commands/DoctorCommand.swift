@@ -1,7 +1,6 @@
 // mirror doctor and mirror adapters: what this machine can do with Bluetooth, and what to do about it.
 import ATTStack
 import LinuxBluetooth
-import MirrorCommandLine
 
 let doctorCommand = Command(CommandSpec(
     name: "doctor",

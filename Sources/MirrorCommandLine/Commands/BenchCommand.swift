@@ -1,5 +1,5 @@
 // mirror bench TARGET --handle H: write throughput with and without response, side by side.
-import MirrorCommandLine
+import JSON
 
 let benchCommand = Command(CommandSpec(
     name: "bench",

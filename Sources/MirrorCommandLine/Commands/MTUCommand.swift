@@ -1,5 +1,5 @@
 // mirror mtu TARGET [--mtu N]: exchange MTU and print the result.
-import MirrorCommandLine
+import JSON
 
 let mtuCommand = Command(CommandSpec(
     name: "mtu",

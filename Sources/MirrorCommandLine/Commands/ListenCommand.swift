@@ -1,6 +1,7 @@
 // mirror listen TARGET [HANDLE...]: subscribe and print notifications and indications.
+import ATTStack
 import GATTClient
-import MirrorCommandLine
+import JSON
 
 let listenCommand = Command(CommandSpec(
     name: "listen",
@@ -45,7 +46,7 @@ let listenCommand = Command(CommandSpec(
             subscribed: { c, mode, value in
                 guard !json else { return }
                 let name = c.uuid.name.map { " \($0)" } ?? ""
-                var line = "subscribed to \(hex16(c.valueHandle)) \(c.uuid)\(name) (\(mode == .indicate ? "indications" : "notifications"))"
+                var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(name) (\(mode == .indicate ? "indications" : "notifications"))"
                 if let value { line += ", current value: " + valueText(value) }
                 console.err(line)
             }
@@ -54,7 +55,7 @@ let listenCommand = Command(CommandSpec(
                 var fields: [(String, JSONValue)] = [
                     ("time", .double(event.time)), ("handle", .int(Int(event.handle))),
                     ("kind", .string(event.indication ? "indication" : "notification")),
-                    ("value", .string(hexString(event.value))), ("text", .string(printableText(event.value))),
+                    ("value", .string(ATTHex.string(event.value))), ("text", .string(printableText(event.value))),
                 ]
                 if event.droppedBefore > 0 { fields.append(("droppedBefore", .int(event.droppedBefore))) }
                 console.out(JSONValue.object(fields).compact)
@@ -62,7 +63,7 @@ let listenCommand = Command(CommandSpec(
                 if event.droppedBefore > 0 {
                     console.err("(\(event.droppedBefore) value\(event.droppedBefore == 1 ? "" : "s") dropped before this one: the output fell behind)")
                 }
-                console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(hex16(event.handle)): \(valueText(event.value))")
+                console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(ATTHex.handle(event.handle)): \(valueText(event.value))")
             }
         }
     }

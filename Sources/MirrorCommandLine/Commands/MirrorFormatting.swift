@@ -1,7 +1,8 @@
 // How `mirror scan` and `mirror wifi` print the Mirror library's events and results: text lines and JSON.
+import ATTStack
 import Foundation
+import JSON
 import Mirror
-import MirrorCommandLine
 
 /// One event as a JSON object: {"event", "time", then what the event has}.
 func mirrorEventJSON(_ e: MirrorEvent) -> JSONValue {
@@ -30,7 +31,7 @@ func mirrorEventJSON(_ e: MirrorEvent) -> JSONValue {
     case .uploadListening, .step, .failed: break
     }
     if let c = e.characteristic { f.append(("characteristic", .string(c))) }
-    if let v = e.value { f.append(("value", .string(hexString(v)))) }
+    if let v = e.value { f.append(("value", .string(ATTHex.string(v)))) }
     if let d = e.decoded { f.append(("decoded", .string(d))) }
     if let p = e.purpose { f.append(("purpose", .string(p))) }
     if let d = e.detail { f.append(("detail", .string(d))) }
@@ -57,12 +58,12 @@ func mirrorEventText(_ e: MirrorEvent) -> String {
     let name = e.characteristic ?? "?"
     let value: String = {
         guard let v = e.value else { return "" }
-        let hex = hexString(v, separator: " ")
+        let hex = ATTHex.string(v, separator: " ")
         if let d = e.decoded, !d.isEmpty { return "\(d) (\(hex.isEmpty ? "empty" : hex))" }
         return hex.isEmpty ? "(empty)" : hex
     }()
     switch e.kind {
-    case .notification(let h): return "\(t)  NOTIFY \(e.characteristic ?? hex16(h)) = \(value)"
+    case .notification(let h): return "\(t)  NOTIFY \(e.characteristic ?? ATTHex.handle(h)) = \(value)"
     case .read: return "\(t)  read \(name) = \(value)" + (e.purpose.map { " [\($0)]" } ?? "")
     case .write: return "\(t)  write \(name) = \(value)" + (e.purpose.map { " [\($0)]" } ?? "")
     case .writeResult(_, let error): return "\(t)  \(name): " + (error.map { "write failed: \($0)" } ?? "Write Response")

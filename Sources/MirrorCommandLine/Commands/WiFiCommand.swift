@@ -1,6 +1,6 @@
 // mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
+import JSON
 import Mirror
-import MirrorCommandLine
 
 let wifiCommand = Command(CommandSpec(
     name: "wifi",

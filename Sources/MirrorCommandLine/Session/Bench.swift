@@ -6,7 +6,7 @@ import LinuxBluetooth
 import CBlueZSocket
 import Foundation
 import GATTClient
-import MirrorCommandLine
+import JSON
 import Synchronization
 
 #if canImport(Glibc)
@@ -192,7 +192,7 @@ struct BenchResult: Sendable {
     }
 
     var text: [String] {
-        ["bench \(target) handle \(hex16(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+        ["bench \(target) handle \(ATTHex.handle(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
     }
@@ -431,7 +431,7 @@ final class BareLoop {
     func close() { _ = cbz_close(fd) }
 
     static func failure(_ syscall: String, _ context: String, _ code: Int32 = cbz_errno()) -> SocketError {
-        SocketError(syscall: syscall, errno: code, context: context)
+        SocketError(syscall: syscall, errno: Errno(code), context: context)
     }
 
     func send(_ pdu: [UInt8]) throws {
@@ -489,7 +489,7 @@ final class BareLoop {
             try send(request)
             let op = try receive()
             guard op == ATTOpcode.writeResponse.rawValue else {
-                throw CLIError.protocolViolation("the bare loop's Write Request got opcode \(hex8(op)) instead of a Write Response")
+                throw CLIError.protocolViolation("the bare loop's Write Request got opcode \(ATTHex.byte(op)) instead of a Write Response")
             }
         }
         return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
@@ -520,7 +520,7 @@ final class BareLoop {
         try send(ATTPDU.readRequest(handle: handle).bytes)
         let op = try receive()
         guard op == ATTOpcode.readResponse.rawValue else {
-            throw CLIError.protocolViolation("the bare loop's Read Request of the counter \(hex16(handle)) got opcode \(hex8(op)) instead of a Read Response")
+            throw CLIError.protocolViolation("the bare loop's Read Request of the counter \(ATTHex.handle(handle)) got opcode \(ATTHex.byte(op)) instead of a Read Response")
         }
         return buffer[1..<min(received, 9)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
     }

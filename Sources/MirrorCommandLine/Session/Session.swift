@@ -5,7 +5,6 @@ import ATTStack
 import LinuxBluetooth
 import GATTClient
 import Mirror
-import MirrorCommandLine
 
 /// How `mirror write` writes (Core Spec Vol 3 Part G §4.9).
 enum WriteMode: String, Sendable {
@@ -128,7 +127,7 @@ final class Session: Sendable {
     /// The whole database (primary services, their includes, and the secondary services they include), with
     /// every readable value read when `readValues`.
     func database(readValues: Bool) async throws -> DatabaseModel {
-        let services = try await discoverServices()
+        let services = try await client.discoverDatabase()
         var model = DatabaseModel(services: services, mtu: mtu)
         for c in services.flatMap(\.characteristics) {
             if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
@@ -153,24 +152,6 @@ final class Session: Sendable {
         return model
     }
 
-    /// Every primary service with its includes, characteristics and descriptors, and the secondary services
-    /// the includes reach, in handle order.
-    func discoverServices() async throws -> [GATTService] {
-        var services = try await client.discoverAll()
-        // Secondary services are reached through include declarations (Core Spec Vol 3 Part G §4.5.1).
-        var known = Set(services.map(\.startHandle))
-        for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
-            known.insert(inc.startHandle)
-            var secondary = GATTService(uuid: inc.uuid, startHandle: inc.startHandle, endHandle: inc.endHandle, isPrimary: false)
-            var chars = try await client.discoverCharacteristics(in: secondary.range)
-            for j in chars.indices { chars[j].descriptors = try await client.discoverDescriptors(of: chars[j]) }
-            secondary.characteristics = chars
-            services.append(secondary)
-        }
-        services.sort { $0.startHandle < $1.startHandle }
-        return services
-    }
-
     /// A value, or the ATT error the peer answered with (other failures end the command).
     private func readOutcome(_ handle: UInt16) async throws -> DatabaseModel.ReadOutcome {
         do {
@@ -190,22 +171,13 @@ final class Session: Sendable {
                 throw await labelled(error)
             }
         case .uuid(let uuid):
-            let found = try await client.read(uuid: uuid)
+            let found = try await client.readLong(uuid: uuid)
             guard !found.isEmpty else {
                 // The server answered Read By Type with Attribute Not Found over the whole range.
                 throw CLIError.att(ATTErrorFacts(code: .attributeNotFound, request: .readByTypeRequest, handle: 0x0001,
                                                  handleLabel: "no attribute of type \(uuid)", rejectedBy: .peer))
             }
-            var values: [ReadValue] = []
-            for (handle, value) in found {
-                // Read By Type returns at most MTU-4 bytes: a value that filled it may be longer.
-                if value.count >= ATTMTU.writeValueBudget(mtu) - 1 {
-                    values.append(ReadValue(handle: handle, value: try await client.readLong(handle: handle)))
-                } else {
-                    values.append(ReadValue(handle: handle, value: value))
-                }
-            }
-            return values
+            return found.map { ReadValue(handle: $0.handle, value: $0.value) }
         }
     }
 
@@ -260,7 +232,7 @@ final class Session: Sendable {
                 subscribed: (GATTCharacteristic, GATTSubscriptionMode, [UInt8]?) -> Void,
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = client.notifications
-        let services = try await discoverServices()
+        let services = try await client.discoverDatabase()
         let characteristics = services.flatMap(\.characteristics)
         var targets: [GATTCharacteristic] = []
         if handles.isEmpty {
@@ -272,8 +244,8 @@ final class Session: Sendable {
             for h in handles {
                 guard let c = characteristics.first(where: { $0.valueHandle == h || $0.declarationHandle == h }) else {
                     let list = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
-                        .map { hex16($0.valueHandle) }.joined(separator: ", ")
-                    throw GATTError.unsupported("handle \(hex16(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
+                        .map { ATTHex.handle($0.valueHandle) }.joined(separator: ", ")
+                    throw GATTError.unsupported("handle \(ATTHex.handle(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
                 }
                 targets.append(c)
             }
@@ -306,22 +278,14 @@ final class Session: Sendable {
         return received
     }
 
-    /// Writes each characteristic's CCCD (notifications, or indications when preferred or the only kind) and
-    /// reads its value right after.
+    /// Subscribes to each characteristic (the GATT client checks it and writes its CCCD) and tells `subscribed`
+    /// the mode and the value read right after.
     private func subscribe(_ targets: [GATTCharacteristic], preferIndications: Bool,
                            subscribed: (GATTCharacteristic, GATTSubscriptionMode, [UInt8]?) -> Void) async throws(GATTError) {
         for c in targets {
-            guard c.properties.contains(.notify) || c.properties.contains(.indicate) else {
-                throw GATTError.unsupported("characteristic \(c.uuid) at \(hex16(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
-            }
-            guard let cccd = c.cccd else {
-                throw GATTError.unsupported("characteristic \(c.uuid) at \(hex16(c.valueHandle)) has no Client Characteristic Configuration descriptor (0x2902)")
-            }
-            let mode: GATTSubscriptionMode = c.properties.contains(.indicate) && (preferIndications || !c.properties.contains(.notify))
-                ? .indicate : .notify
-            let (value, _) = try await client.subscribe(valueHandle: c.valueHandle, cccdHandle: cccd.handle, mode: mode,
-                                                        readValue: c.properties.contains(.read))
-            subscribed(c, mode, value)
+            let (value, _) = try await client.subscribe(to: c, preferIndications: preferIndications)
+            // subscribe(to:) has checked that the characteristic notifies or indicates.
+            subscribed(c, GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications)!, value)
         }
     }
 

@@ -1,8 +1,8 @@
 // The LE scan behind `mirror discover`: raw HCI through the bearer's scanner (LE Set Scan Parameters / Enable and
 // LE Advertising Reports, Core Spec 5.4 Vol 4 Part E §7.8.10-11, §7.7.65.2), summarised per device.
 import ATTStack
+import JSON
 import LinuxBluetooth
-import MirrorCommandLine
 
 /// One advertiser seen during a scan.
 struct DiscoveredDevice: Sendable {

@@ -1,5 +1,6 @@
 // mirror write TARGET HANDLE HEX [--no-response | --long | --reliable]
-import MirrorCommandLine
+import ATTStack
+import JSON
 
 let writeCommand = Command(CommandSpec(
     name: "write",
@@ -45,7 +46,7 @@ let writeCommand = Command(CommandSpec(
             ("mtu", .int(session.mtu)), ("confirmed", .bool(mode != .command)),
         ]).pretty)
     } else {
-        inv.console.out("wrote \(value.count) byte\(value.count == 1 ? "" : "s") to \(hex16(handle)) (\(mode.describe))")
+        inv.console.out("wrote \(value.count) byte\(value.count == 1 ? "" : "s") to \(ATTHex.handle(handle)) (\(mode.describe))")
     }
     return .success
 }

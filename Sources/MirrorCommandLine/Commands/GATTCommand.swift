@@ -1,5 +1,5 @@
 // mirror gatt TARGET [--read]: the whole GATT database.
-import MirrorCommandLine
+import JSON
 
 let gattCommand = Command(CommandSpec(
     name: "gatt",

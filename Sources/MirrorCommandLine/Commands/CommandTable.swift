@@ -1,7 +1,7 @@
 // The command table: every `mirror` command, in the order `mirror --help` lists them.
 //
 // How to add a command (one file plus one line here; docs/cli.md says the same at more length):
-//  1. Create Sources/MirrorCLI/Commands/NameCommand.swift with
+//  1. Create Sources/MirrorCommandLine/Commands/NameCommand.swift with
 //         let nameCommand = Command(CommandSpec(
 //             name: "name", summary: "one line for mirror --help",
 //             discussion: "paragraphs for mirror name --help",
@@ -26,9 +26,8 @@
 //  Parsers for addresses, handles, UUIDs, hex, counts and durations are in MirrorCommandLine/ValueParsers.swift.
 //  A command that runs until Ctrl-C wraps its loop in `Interrupts.whileInterruptible { ... }` (the first
 //  SIGINT cancels that task; any other command exits at once with 128 + the signal).
-import MirrorCommandLine
 
-let commandTable: [Command] = [
+public let commandTable: [Command] = [
     discoverCommand,
     gattCommand,
     readCommand,

@@ -2,9 +2,9 @@
 import Dispatch
 import Foundation
 import GATTClient
+import JSON
 import LinuxBluetooth
 import Mirror
-import MirrorCommandLine
 
 #if canImport(Glibc)
 import Glibc

@@ -1,0 +1,39 @@
+// Procedures over the whole database that a GATT client user wants in one call: every service including the
+// secondary ones, and Read Using Characteristic UUID with long values read whole (Core Spec 5.4 Vol 3 Part G §4).
+import ATTStack
+
+extension GATTClient {
+    /// Every primary service with its includes, characteristics and descriptors, and the secondary services
+    /// the includes reach (Part G §4.5.1: they are found only through include declarations), in handle order.
+    public func discoverDatabase() async throws(GATTError) -> [GATTService] {
+        var services = try await discoverAll()
+        var known = Set(services.map(\.startHandle))
+        for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
+            known.insert(inc.startHandle)
+            var secondary = GATTService(uuid: inc.uuid, startHandle: inc.startHandle, endHandle: inc.endHandle,
+                                        isPrimary: false)
+            var chars = try await discoverCharacteristics(in: secondary.range)
+            for j in chars.indices { chars[j].descriptors = try await discoverDescriptors(of: chars[j]) }
+            secondary.characteristics = chars
+            services.append(secondary)
+        }
+        services.sort { $0.startHandle < $1.startHandle }
+        return services
+    }
+
+    /// Read Using Characteristic UUID (Part G §4.8.2) with each value that filled its Read By Type pair
+    /// (ATT_MTU - 4 bytes, at most 253) read again whole by Read Long Characteristic Value (§4.8.3).
+    public func readLong(uuid: BluetoothUUID, in range: ATTHandleRange = .all) async throws(GATTError)
+        -> [(handle: UInt16, value: [UInt8])]
+    {
+        var out: [(handle: UInt16, value: [UInt8])] = []
+        for (handle, value) in try await read(uuid: uuid, in: range) {
+            if value.count >= ATTMTU.readByTypeValueBudget(mtu) {
+                out.append((handle, try await readLong(handle: handle)))
+            } else {
+                out.append((handle, value))
+            }
+        }
+        return out
+    }
+}
