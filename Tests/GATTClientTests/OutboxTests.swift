@@ -1,3 +1,4 @@
+import TestSupport
 import ATTStack
 import XCTest
 @testable import GATTClient
@@ -8,7 +9,7 @@ import XCTest
 final class OutboxTests: XCTestCase {
     func testAfterAFullSocketAnswersGoFirstThenTheSlotsRequestThenPermitsInFIFOOrder() async throws {
         let peer = ScriptedPeer([], capacity: 0)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         let first = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1]) }
         while client.engine.state.withLock({ $0.outbox.permits.count }) < 1 { await Task.yield() }
@@ -33,7 +34,7 @@ final class OutboxTests: XCTestCase {
     func testTheATTTimeoutRunsFromTheMomentTheRequestIsWrittenNotFromWhenItWasQueued() async throws {
         let clock = ManualClock()
         let peer = ScriptedPeer([], capacity: 0)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer, clock: clock)
         let read = Task { try await client.read(handle: 0x03) }
         while client.engine.state.withLock({ $0.outbox.blocked == false }) { await Task.yield() }

@@ -1,4 +1,5 @@
 // `mirror scan` against the simulator over unix: sockets: the seeds' failure stories as regression tests.
+import TestSupport
 import ATTStack
 import Foundation
 import GATTClient
