@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

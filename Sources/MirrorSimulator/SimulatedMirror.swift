@@ -1,5 +1,5 @@
 // The simulated mirror: GATTServer's ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the mirror's database, and
-// the mirror's state machine as the seeds tell it: notifications only on change, the latched ERROR, the
+// the mirror's state machine as a real mirror behaves: notifications only on change, the latched ERROR, the
 // early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
 import ATTStack
 import LinuxBluetooth
@@ -209,7 +209,7 @@ public final class SimulatedMirror: Sendable {
         }
     }
 
-    // Notifications only on change (what the seeds saw: a latched ERROR sends nothing new).
+    // Notifications only on change (as a real mirror does: a latched ERROR sends nothing new).
     private func setScanState(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
         guard s.scanState != value else { return }
         s.scanState = value
@@ -372,7 +372,7 @@ public final class SimulatedMirror: Sendable {
         let online = s.wifiStatus == (profile.wifiStatusByte("connected") ?? 2)
         switch name {
         case "cloudToken":
-            // The mirror's own limit, whatever the MTU allows (seed 000: "two errors with the same code").
+            // The mirror's own limit, whatever the MTU allows (a real mirror answers 0x0D both for it and for a too-long value).
             guard value.count <= options.effectiveTokenLimit else {
                 fx.logs.append("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
                 return .rejected(.invalidAttributeValueLength)
@@ -380,7 +380,7 @@ public final class SimulatedMirror: Sendable {
             s.cloudToken = value
             fx.logs.append("cloudToken = \(String(decoding: value, as: UTF8.self))")
             guard online else {
-                // Seed 001, step 13: no Wi-Fi, so the token cannot be used: ERROR / PROCESSOR_BUSY, latched.
+                // A cloudToken written while Wi-Fi is not connected cannot be used: ERROR / PROCESSOR_BUSY, latched.
                 let error = byte(state: "error"), busy = byte(error: "processorBusy")
                 after(t.latchNotifyMilliseconds) { [self] s, fx in
                     setScanState(&s, &fx, error)
@@ -446,7 +446,7 @@ public final class SimulatedMirror: Sendable {
         let t = options.timings
         let errorState = byte(state: "error")
         if !options.scaleAligned {
-            // Seeds 000 and 001: SCALE_ALIGNMENT 63 and 92 ms after the write, before its Write Response.
+            // A misaligned scale: SCALE_ALIGNMENT 60-90 ms after the write, before its Write Response (a real mirror's timing).
             let delay = Int.random(in: t.alignmentNotifyWindow)
             let alignment = byte(error: "scaleAlignment")
             after(delay) { [self] s, fx in

@@ -13,7 +13,7 @@ public func hex(_ s: String) -> [UInt8] {
     s.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { UInt8($0, radix: 16)! }
 }
 
-public func show(_ b: [UInt8]?) -> String { b.map { $0.map { String(format: "%02x", $0) }.joined(separator: " ") } ?? "nil" }
+public func show(_ b: [UInt8]?) -> String { b.map { ATTHex.string($0, separator: " ") } ?? "nil" }
 
 /// A 16-bit value little-endian, as ATT carries it (Vol 3 Part F §3.3).
 public func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }

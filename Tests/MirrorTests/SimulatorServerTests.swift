@@ -1,5 +1,5 @@
 // The simulator's ATT server, byte for byte (Core Spec 5.4 Vol 3 Part F §3.4), and the mirror's
-// behaviours the seeds tell, driven with raw PDUs through a test transport.
+// behaviours of a real mirror, driven with raw PDUs through a test transport.
 import TestSupport
 import ATTStack
 import LinuxBluetooth
@@ -141,7 +141,7 @@ final class SimulatorServerTests: XCTestCase {
         let token = sim.valueHandle("cloudToken")!
         let stateH = sim.valueHandle("scanState")!, errorH = sim.valueHandle("scanError")!
         var notes: [[UInt8]] = []
-        // Seed 001, step 13: the notifications come before the Write Response.
+        // The notifications come before the Write Response.
         XCTAssertEqual(show(t.request([0x12] + le16(token) + Array("http://debug.local:7777/upload/test".utf8), notes: &notes)), show([0x13]))
         XCTAssertEqual(notes.map { show($0) }, [show([0x1B] + le16(stateH) + [9]), show([0x1B] + le16(errorH) + [5])])
         XCTAssertEqual(sim.snapshot.scanState, 9)

@@ -1,6 +1,7 @@
 // The built `mirror` against the built `hostile-peer`, both as subprocesses on a unix: socket: each hostile
 // scenario ends the command with the right exit status and a message that names what went wrong.
 import Foundation
+import JSON
 import TestSupport
 import XCTest
 
@@ -110,11 +111,10 @@ final class HostileCLITests: XCTestCase {
     }
 
     /// The JSON error object `mirror ... --json` printed on stdout.
-    func jsonError(_ run: ToolRun, file: StaticString = #filePath, line: UInt = #line) -> [String: Any] {
-        let object = try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
-        guard let error = object?["error"] as? [String: Any] else {
+    func jsonError(_ run: ToolRun, file: StaticString = #filePath, line: UInt = #line) -> JSONValue {
+        guard let error = (try? parseJSON(run.stdout))?["error"], error.fields != nil else {
             XCTFail("no JSON error object on stdout: \(run.stdout)", file: file, line: line)
-            return [:]
+            return .object([])
         }
         return error
     }
@@ -133,11 +133,11 @@ final class HostileCLITests: XCTestCase {
         XCTAssertEqual(run.status, 5, run.stderr, file: file, line: line)
         XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: " + message, file: file, line: line)
         let error = jsonError(run, file: file, line: line)
-        XCTAssertEqual(error["kind"] as? String, "timeout", file: file, line: line)
-        XCTAssertEqual(error["message"] as? String, message, file: file, line: line)
-        XCTAssertEqual(error["waitingFor"] as? String, waitingFor, file: file, line: line)
-        XCTAssertEqual(error["seconds"] as? Double, 2, file: file, line: line)
-        XCTAssertEqual(error["exitStatus"] as? Int, 5, file: file, line: line)
+        XCTAssertEqual(error["kind"]?.string, "timeout", file: file, line: line)
+        XCTAssertEqual(error["message"]?.string, message, file: file, line: line)
+        XCTAssertEqual(error["waitingFor"]?.string, waitingFor, file: file, line: line)
+        XCTAssertEqual(error["seconds"]?.number, 2, file: file, line: line)
+        XCTAssertEqual(error["exitStatus"]?.integer, 5, file: file, line: line)
         XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout", file: file, line: line)
         XCTAssertLessThan(took, 15, file: file, line: line)
     }
