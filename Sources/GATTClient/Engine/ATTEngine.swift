@@ -14,10 +14,10 @@ import Synchronization
 /// The ATT transaction engine for one bearer (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.3.3): one request in flight,
 /// a FIFO of waiting requests, one outbox for everything sent, the notification fan-out.
 final class ATTEngine: ATTTransportSink {
-    /// A request the engine holds: in the slot or in the queue. Its PDU is encoded by the codec when it is written.
+    /// A request the engine holds: in the slot or in the queue, as the bytes the codec encoded (small to move).
     struct Pending {
         var id: UInt64
-        var pdu: ATTPDU
+        var bytes: [UInt8]
         var opcode: ATTOpcode
         var response: ATTOpcode
         var handle: UInt16?
@@ -49,7 +49,7 @@ final class ATTEngine: ATTTransportSink {
     /// A write without response waiting for a permit (Core Spec 5.4 Vol 3 Part F §3.4.5.3).
     struct PermitWaiter {
         var id: UInt64
-        var pdu: ATTPDU
+        var bytes: [UInt8]
         var handle: UInt16
         var deadline: ClockInstant?
         var limit: Duration?

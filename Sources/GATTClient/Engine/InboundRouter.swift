@@ -67,8 +67,8 @@ extension ATTEngine {
         case .exchangeMTURequest:
             // The one request this client serves, malformed: Invalid PDU (§3.4.1.1).
             let answer = ATTPDU.errorResponse(requestOpcode: op, handle: 0, error: .invalidPDU)
-            queueAnswer(answer, counting: nil)
-            events?(.answeredPeerRequest(request: bytes, answer: answer.bytes))
+            let sent = queueAnswer(answer, counting: nil)
+            events?(.answeredPeerRequest(request: bytes, answer: sent))
         default:
             if Self.isResponse(op) { answer(.malformed(error), opcode: op, raw: bytes) } else { refuse(op, bytes) }
         }
@@ -85,8 +85,8 @@ extension ATTEngine {
         } else {
             // A request (or an unknown opcode without the command bit): Request Not Supported (§3.4.1.1).
             let answer = ATTPDU.errorResponse(requestOpcode: op, handle: 0, error: .requestNotSupported)
-            queueAnswer(answer, counting: .peerRequest)
-            events?(.answeredPeerRequest(request: bytes, answer: answer.bytes))
+            let sent = queueAnswer(answer, counting: .peerRequest)
+            events?(.answeredPeerRequest(request: bytes, answer: sent))
         }
     }
 
@@ -99,8 +99,8 @@ extension ATTEngine {
             s.mtuExchanged = true
         }
         let answer = ATTPDU.exchangeMTUResponse(serverRxMTU: UInt16(clientRxMTU))
-        queueAnswer(answer, counting: .peerRequest)
-        events?(.answeredPeerRequest(request: request, answer: answer.bytes))
+        let sent = queueAnswer(answer, counting: .peerRequest)
+        events?(.answeredPeerRequest(request: request, answer: sent))
         events?(.mtuChanged(newMTU))
     }
 }

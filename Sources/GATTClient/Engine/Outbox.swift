@@ -8,8 +8,8 @@ import LinuxBluetooth
 
 /// What waits to be sent besides the slot's request, and who is sending.
 struct Outbox {
-    /// Answers to the peer's requests and confirmations of its indications, in the order they were made.
-    var answers = FIFO<ATTPDU>()
+    /// Answers to the peer's requests and confirmations of its indications (encoded), in the order they were made.
+    var answers = FIFO<[UInt8]>()
     /// Write Commands waiting for a permit (room in the socket), in FIFO order.
     var permits = FIFO<ATTEngine.PermitWaiter>()
     /// The permit waiter whose PDU the writer is sending right now (cannot be cancelled any more).
@@ -23,7 +23,7 @@ struct Outbox {
 }
 
 extension ATTEngine {
-    /// One PDU the writer sends, and what it is for.
+    /// One PDU the writer sends (as the codec encoded it), and what it is for.
     struct Outgoing {
         enum Role {
             case answer
@@ -33,7 +33,7 @@ extension ATTEngine {
             case command
         }
         var role: Role
-        var pdu: ATTPDU
+        var bytes: [UInt8]
     }
 
     /// What a send leaves to do after the lock: a caller to resume, an event, a POLLOUT wait to register.
@@ -58,7 +58,7 @@ extension ATTEngine {
     /// The next PDU to send, in the outbox's order (under the lock); nil when nothing can go.
     func pickNext(_ s: inout State) -> Outgoing? {
         guard s.closedReason == nil else { return nil }
-        if !s.outbox.answers.isEmpty, let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, pdu: answer) }
+        if !s.outbox.answers.isEmpty, let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, bytes: answer) }
         if s.requests.inFlight?.written == false {
             // The deadline runs from the moment the PDU is written (§3.3.3).
             if s.requests.inFlight!.deferred {
@@ -66,11 +66,11 @@ extension ATTEngine {
                 s.requests.inFlight!.deadline = deadlineFromNow()
             }
             s.requests.inFlight!.written = true
-            return Outgoing(role: .request(id: s.requests.inFlight!.id), pdu: s.requests.inFlight!.pdu)
+            return Outgoing(role: .request(id: s.requests.inFlight!.id), bytes: s.requests.inFlight!.bytes)
         }
         if !s.outbox.permits.isEmpty, let w = s.outbox.permits.first {
             s.outbox.permitInFlight = w.id
-            return Outgoing(role: .permit(id: w.id), pdu: w.pdu)
+            return Outgoing(role: .permit(id: w.id), bytes: w.bytes)
         }
         return nil
     }
@@ -80,15 +80,15 @@ extension ATTEngine {
     func runWriter(_ first: Outgoing) {
         var next: Outgoing? = first
         while let item = next {
-            let result = send(item.pdu)
+            let result = send(item.bytes)
             var after = AfterSend()
-            next = state.withLock { s in settle(item.role, item.pdu, result, &s, &after) }
+            next = state.withLock { s in settle(item.role, item.bytes, result, &s, &after) }
             finish(after)
         }
     }
 
     /// Records what one send did (under the lock) and picks the next PDU; nil: the writer stops.
-    func settle(_ role: Outgoing.Role, _ pdu: ATTPDU, _ result: Result<ATTSendResult, TransportError>,
+    func settle(_ role: Outgoing.Role, _ pdu: [UInt8], _ result: Result<ATTSendResult, TransportError>,
                 _ s: inout State, _ after: inout AfterSend) -> Outgoing? {
         switch (role, result) {
         case (.permit(let id), .success(.sent)):
@@ -123,7 +123,7 @@ extension ATTEngine {
             return nil
         case (.answer, .failure(let error)):
             s.stats.droppedEvents += 1
-            after.dropped = "could not send [\(hexBytes(pdu.bytes))] to the peer: \(error)"
+            after.dropped = "could not send [\(hexBytes(pdu))] to the peer: \(error)"
         case (.request(let id), .failure(let error)) where Self.peerHasClosed(error):
             // The peer closed the link (EPIPE, ECONNRESET): the reader is about to read the end of it. This
             // request fails then, with the close's reason, after every PDU the peer sent before closing has been
@@ -155,15 +155,23 @@ extension ATTEngine {
         if after.register { registerWritable() }
     }
 
+    /// Sends one whole encoded PDU, without blocking.
+    func send(_ bytes: [UInt8]) -> Result<ATTSendResult, TransportError> {
+        bytes.withUnsafeBytes { send($0) }
+    }
+
     /// Encodes `pdu` with the codec into a buffer on the stack (no allocation) and sends it whole, without blocking.
     func send(_ pdu: ATTPDU) -> Result<ATTSendResult, TransportError> {
         withUnsafeTemporaryAllocation(byteCount: pdu.encodedLength, alignment: 1) { buffer in
-            let n = pdu.encode(validatedInto: buffer)
-            do throws(TransportError) {
-                return .success(try transport.trySend(UnsafeRawBufferPointer(rebasing: buffer[..<n])))
-            } catch {
-                return .failure(error)
-            }
+            send(UnsafeRawBufferPointer(rebasing: buffer[..<pdu.encode(validatedInto: buffer)]))
+        }
+    }
+
+    private func send(_ buffer: UnsafeRawBufferPointer) -> Result<ATTSendResult, TransportError> {
+        do throws(TransportError) {
+            return .success(try transport.trySend(buffer))
+        } catch {
+            return .failure(error)
         }
     }
 
@@ -203,8 +211,10 @@ extension ATTEngine {
 
     /// Queues an answer to the peer (a confirmation, an Error Response, an Exchange MTU Response) at the head of the
     /// outbox's order and sends it when this thread can be the writer. Beyond `answerLimit` held answers the peer is
-    /// flooding: the answer is dropped and reported.
-    func queueAnswer(_ answer: ATTPDU, counting counter: AnswerCounter?) {
+    /// flooding: the answer is dropped and reported. Returns the answer's bytes (for the event that names them).
+    @discardableResult
+    func queueAnswer(_ answer: ATTPDU, counting counter: AnswerCounter?) -> [UInt8] {
+        let bytes = answer.bytes
         enum Queued { case done, overflow(Int), write(Outgoing) }
         let queued: Queued = state.withLock { s in
             switch counter {
@@ -218,7 +228,7 @@ extension ATTEngine {
                 s.stats.droppedEvents += 1
                 return .overflow(s.outbox.answers.count)
             }
-            s.outbox.answers.append(answer)
+            s.outbox.answers.append(bytes)
             return claimWriter(&s).map { .write($0) } ?? .done
         }
         switch queued {
@@ -226,9 +236,10 @@ extension ATTEngine {
         case .write(let first): runWriter(first)
         case .overflow(let held):
             let v = GATTProtocolViolation(
-                received: answer.bytes, expected: "at most one outstanding request and one outstanding indication from the peer",
+                received: bytes, expected: "at most one outstanding request and one outstanding indication from the peer",
                 problem: "the peer keeps sending requests or indications without reading our answers (\(held) answers already wait for room in the socket); this answer was dropped")
             events?(.protocolViolation(v, failed: nil))
         }
+        return bytes
     }
 }

@@ -19,10 +19,11 @@ extension ATTEngine {
         guard let response = opcode.responseOpcode, response != .handleValueConfirmation else {
             throw .unsupported("\(describe(opcode, handle: handle)) is not an ATT request")
         }
-        // Checked once here, so that every send encodes without checking again (§3.4: no zero handles).
+        // Checked and encoded by the codec once, here (§3.4: no zero handles); the writer sends these bytes.
         do throws(ATTEncodeError) { try pdu.validate() } catch {
             throw .unsupported("\(describe(opcode, handle: handle)) cannot be sent: \(error)")
         }
+        let bytes = pdu.bytes
         let id = makeID()
         do {
             // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
@@ -32,7 +33,7 @@ extension ATTEngine {
             // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
             return try await _unsafeInheritExecutor_withTaskCancellationHandler {
                 try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>) in
-                    submit(Pending(id: id, pdu: pdu, opcode: opcode, response: response, handle: handle,
+                    submit(Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle,
                                    valueLength: valueLength, budget: budget,
                                    ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
                 }
@@ -105,8 +106,8 @@ extension ATTEngine {
     /// A response (or Error Response) from the peer, decoded once by the router, matched to the request in flight:
     /// it leaves the slot whatever it says, and the next request enters (§3.3.2).
     func answer(_ received: Received, opcode op: ATTOpcode, raw pdu: [UInt8]) {
-        // The hot path (the expected response) resumes with the PDU as is; everything else goes through Resumption.
-        var answered: (EngineContinuation<ATTPDU>, ATTPDU)?
+        // The hot path (the expected response) resumes with the decoded PDU as is; the rest goes through Resumption.
+        var answered: EngineContinuation<ATTPDU>?
         var resume: Resumption?
         var write: Outgoing?
         var violation: GATTProtocolViolation?
@@ -134,11 +135,7 @@ extension ATTEngine {
                 failedOp = opText
             }
             if let c = slot.continuation {
-                if let failure {
-                    resume = .request(c, .failure(failure))
-                } else if case .pdu(let response) = received {
-                    answered = (c, response)
-                }
+                if let failure { resume = .request(c, .failure(failure)) } else { answered = c }
             } else {
                 droppedText = "a \(op.name) for \(opText), whose caller was cancelled"
                 s.stats.droppedEvents += 1
@@ -146,8 +143,8 @@ extension ATTEngine {
             promoteNext(&s)
             write = claimWriter(&s)
         }
-        if let (c, value) = answered {
-            executor.resumingInline { c.resume(returning: value) }
+        if let c = answered, case .pdu(let response) = received {
+            executor.resumingInline { c.resume(returning: response) }
         } else if let resume {
             executor.resumingInline { resume.run() }
         }

@@ -38,7 +38,7 @@ extension ATTEngine {
         }
         let result = send(pdu)
         var after = AfterSend()
-        let next: Outgoing? = state.withLock { s in settle(.command, pdu, result, &s, &after) }
+        let next: Outgoing? = state.withLock { s in settle(.command, [], result, &s, &after) }
         finish(after)
         if let next { runWriter(next) }
         switch result {
@@ -50,6 +50,8 @@ extension ATTEngine {
 
     /// Queues one Write Command for a permit (FIFO) and returns once it has been sent; `limit` bounds the wait.
     func waitForPermit(_ pdu: ATTPDU, handle: UInt16, limit: Duration?) async throws(GATTError) {
+        // A waiter keeps the encoded bytes: the caller's value may change once this call returns.
+        let bytes = pdu.bytes
         let id = makeID()
         do {
             try await withTaskCancellationHandler {
@@ -66,7 +68,7 @@ extension ATTEngine {
                             deadline = d
                             armTimer(&s, at: d)
                         }
-                        s.outbox.permits.append(PermitWaiter(id: id, pdu: pdu, handle: handle, deadline: deadline,
+                        s.outbox.permits.append(PermitWaiter(id: id, bytes: bytes, handle: handle, deadline: deadline,
                                                              limit: limit, continuation: c))
                         return (nil, claimWriter(&s))
                     }
