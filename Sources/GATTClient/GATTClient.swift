@@ -388,8 +388,8 @@ public final class GATTClient: Sendable {
         guard value.count <= budget else {
             throw localLimit(.writeRequest, handle: handle, length: value.count, budget: budget, mtu: m)
         }
-        // The engine decodes the answer: only a well-formed Write Response (its opcode alone) comes back.
-        let request = ATTPDU.writeRequest(handle: handle, value: value[...])
+        // The codec encodes the request; the engine decodes the answer (a well-formed Write Response comes back).
+        let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
         if canRetryAfterRaisingSecurity {
             _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
                 try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
@@ -552,8 +552,9 @@ public final class GATTClient: Sendable {
     /// Sends one request PDU and returns its success response, decoded once by the engine's inbound router.
     func transact(_ request: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
                   ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
-        try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
-            try await engine.request(request, handle: handle, valueLength: valueLength,
+        let encoded = try engine.encode(request: request, handle: handle)
+        return try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
+            try await engine.request(encoded, handle: handle, valueLength: valueLength,
                                      budget: budget, ignoresCancellation: ignoresCancellation)
         }
     }

@@ -105,6 +105,8 @@ final class ATTEngine: ATTTransportSink {
     /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
     let state: Lock<State>
     let nextID = Atomic<UInt64>(1)
+    /// Who writes (see `WriterState`): claimed under `state`'s lock, released under it or by the writer's own CAS.
+    let writer = Atomic<UInt8>(WriterState.idle)
     /// `State.mtu`, readable without the lock (every request reads it); stored under the lock with `State.mtu`.
     let mtuMirror = Atomic<Int>(ATTMTU.minimumLE)
     /// Guards the names callers gave to handles (used only when building error messages).

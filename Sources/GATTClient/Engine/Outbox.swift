@@ -14,12 +14,19 @@ struct Outbox {
     var permits = FIFO<ATTEngine.PermitWaiter>()
     /// The permit waiter whose PDU the writer is sending right now (cannot be cancelled any more).
     var permitInFlight: UInt64?
-    /// A thread runs the writer: everyone else only queues. When false and not `blocked`, nothing waits.
-    var writing = false
     /// The last send met a full socket (EAGAIN): nothing is sent until POLLOUT.
     var blocked = false
     /// A POLLOUT callback is registered with the transport.
     var writableArmed = false
+}
+
+/// Who writes (BlueZ's `writer_active`), in `ATTEngine.writer`: nobody, one thread, or one thread while more work
+/// waits. Idle and not `blocked` means nothing waits. Changed under the lock, except that a writer whose request
+/// or command went out with nothing else waiting releases it with one compare-and-swap (no second lock).
+enum WriterState {
+    static let idle: UInt8 = 0
+    static let writing: UInt8 = 1
+    static let workWaiting: UInt8 = 2
 }
 
 extension ATTEngine {
@@ -31,6 +38,14 @@ extension ATTEngine {
             case permit(id: UInt64)
             /// A Write Command sent by its caller's fast path (nobody waits in the state for it).
             case command
+
+            /// Sent, it changes nothing in the state (a request is marked written when it is picked).
+            var settledBySending: Bool {
+                switch self {
+                case .request, .command: return true
+                case .answer, .permit: return false
+                }
+            }
         }
         var role: Role
         var bytes: [UInt8]
@@ -49,10 +64,40 @@ extension ATTEngine {
     static let answerLimit = 8
 
     /// Makes this thread the writer when there is work and no writer (under the lock); returns its first PDU.
+    /// With a writer at work, it tells it that more waits.
     func claimWriter(_ s: inout State) -> Outgoing? {
-        guard !s.outbox.writing, !s.outbox.blocked, let next = pickNext(&s) else { return nil }
-        s.outbox.writing = true
+        guard !s.outbox.blocked, hasWork(s) else { return nil }
+        while true {
+            if writer.compareExchange(expected: WriterState.idle, desired: WriterState.writing,
+                                      ordering: .acquiringAndReleasing).exchanged {
+                return picked(&s)
+            }
+            if writer.compareExchange(expected: WriterState.writing, desired: WriterState.workWaiting,
+                                      ordering: .acquiringAndReleasing).exchanged
+                || writer.load(ordering: .acquiring) == WriterState.workWaiting { return nil }
+        }
+    }
+
+    /// Something waits to be sent (under the lock).
+    func hasWork(_ s: State) -> Bool {
+        !s.outbox.answers.isEmpty || s.requests.inFlight?.written == false || !s.outbox.permits.isEmpty
+    }
+
+    /// The writer's next PDU (under the lock, by the writer): none releases the writer; more work after it keeps
+    /// the writer from releasing without the lock.
+    private func picked(_ s: inout State) -> Outgoing? {
+        guard let next = pickNext(&s) else {
+            writer.store(WriterState.idle, ordering: .releasing)
+            return nil
+        }
+        writer.store(hasWork(s) ? WriterState.workWaiting : WriterState.writing, ordering: .releasing)
         return next
+    }
+
+    /// The writer gives up its claim without the lock, when nothing was queued since its last pick.
+    @inline(__always)
+    func releaseWriter() -> Bool {
+        writer.compareExchange(expected: WriterState.writing, desired: WriterState.idle, ordering: .acquiringAndReleasing).exchanged
     }
 
     /// The next PDU to send, in the outbox's order (under the lock); nil when nothing can go.
@@ -76,11 +121,12 @@ extension ATTEngine {
     }
 
     /// The writer: sends `first`, then whatever `pickNext` chooses, until nothing is left or the socket is full.
-    /// Run only by the thread that claimed `Outbox.writing`, outside the lock.
+    /// Run only by the thread that claimed `writer`, outside the lock.
     func runWriter(_ first: Outgoing) {
         var next: Outgoing? = first
         while let item = next {
             let result = send(item.bytes)
+            if case .success(.sent) = result, item.role.settledBySending, releaseWriter() { return }
             var after = AfterSend()
             next = state.withLock { s in settle(item.role, item.bytes, result, &s, &after) }
             finish(after)
@@ -118,7 +164,7 @@ extension ATTEngine {
             case .command: break
             }
             s.outbox.blocked = true
-            s.outbox.writing = false
+            writer.store(WriterState.idle, ordering: .releasing)
             after.register = s.closedReason == nil && armWritable(&s)
             return nil
         case (.answer, .failure(let error)):
@@ -143,9 +189,7 @@ extension ATTEngine {
                 promoteNext(&s)
             }
         }
-        if let next = pickNext(&s) { return next }
-        s.outbox.writing = false
-        return nil
+        return picked(&s)
     }
 
     /// Runs what `settle` left to do, outside the lock.

@@ -10,20 +10,32 @@ struct RequestSlot {
 }
 
 extension ATTEngine {
-    /// Sends one request and waits for its decoded response (success response only: an Error Response throws
-    /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
-    /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
-    nonisolated(nonsending) func request(_ pdu: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
-                                         ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
+    /// A request as the codec encoded it, with the response that completes it.
+    struct EncodedRequest: Sendable {
+        var bytes: [UInt8]
+        var opcode: ATTOpcode
+        var response: ATTOpcode
+    }
+
+    /// Checks and encodes a request with the codec, once (§3.4: no zero handles); the writer sends these bytes.
+    /// Synchronous, so that the PDU value never lives in an async frame.
+    func encode(request pdu: ATTPDU, handle: UInt16?) throws(GATTError) -> EncodedRequest {
         let opcode = pdu.opcode
         guard let response = opcode.responseOpcode, response != .handleValueConfirmation else {
             throw .unsupported("\(describe(opcode, handle: handle)) is not an ATT request")
         }
-        // Checked and encoded by the codec once, here (§3.4: no zero handles); the writer sends these bytes.
         do throws(ATTEncodeError) { try pdu.validate() } catch {
             throw .unsupported("\(describe(opcode, handle: handle)) cannot be sent: \(error)")
         }
-        let bytes = pdu.bytes
+        return EncodedRequest(bytes: pdu.bytes, opcode: opcode, response: response)
+    }
+
+    /// Sends one request and waits for its decoded response (success response only: an Error Response throws
+    /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
+    /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
+    nonisolated(nonsending) func request(_ encoded: EncodedRequest, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
+                                         ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
+        let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
         do {
             // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler

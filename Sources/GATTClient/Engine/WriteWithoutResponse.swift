@@ -25,8 +25,8 @@ extension ATTEngine {
             let budget = ATTMTU.writeValueLimit(s.mtu)
             guard valueLength <= budget else { return .tooLong(mtu: s.mtu, budget: budget) }
             // Idle (no writer, not blocked) means nothing waits in the outbox: this PDU is next in every order.
-            guard !s.outbox.writing, !s.outbox.blocked else { return .wait }
-            s.outbox.writing = true
+            guard !s.outbox.blocked, writer.compareExchange(expected: WriterState.idle, desired: WriterState.writing,
+                                                           ordering: .acquiringAndReleasing).exchanged else { return .wait }
             return .claimed
         }
         switch claim {
@@ -37,6 +37,7 @@ extension ATTEngine {
         case .claimed: break
         }
         let result = send(pdu)
+        if case .success(.sent) = result, releaseWriter() { return .sent }
         var after = AfterSend()
         let next: Outgoing? = state.withLock { s in settle(.command, [], result, &s, &after) }
         finish(after)
