@@ -12,6 +12,8 @@ let package = Package(
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
+        .library(name: "GATTServer", targets: ["GATTServer"]),
+        .library(name: "TestSupport", targets: ["TestSupport"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
         .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
@@ -34,6 +36,8 @@ let package = Package(
         .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
+        // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
+        .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
@@ -49,8 +53,8 @@ let package = Package(
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
         .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
-        // The simulated mirror: a GATT server on ATTStack with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "Mirror", "JSON"], path: "tools/MirrorSimulator"),
+        // The simulated mirror: GATTServer with the mirror's state machine and faults.
+        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON"], path: "tools/bearer-e2e"),
@@ -58,18 +62,23 @@ let package = Package(
         .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "BareATT"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
-        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer/HostilePeer"),
-        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer/hostile-peer"),
-        .testTarget(name: "ATTStackTests", dependencies: ["ATTStack"]),
-        .testTarget(name: "LinuxBluetoothTests", dependencies: ["LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
+        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTServer"]),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer", exclude: ["README.md"]),
+        // What every test target shares (no XCTest, so the fuzzers link it too): the scripted peer in the style of
+        // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
+        .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
+        .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
+        .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth"]),
-        .testTarget(name: "MirrorTests", dependencies: ["Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
-        // (the scripted peer here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth", "GATTClient", "Mirror", "JSON"]),
+        // (GATTServer's host here, and `mirror-sim`).
+        .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
+                                                         "GATTClient", "GATTServer", "Mirror", "JSON"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["HostilePeer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

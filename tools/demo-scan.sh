@@ -3,7 +3,7 @@
 # `mirror scan unix:PATH` against it (extra arguments go to `mirror scan`, e.g. --json), stops the
 # simulator, and exits with the scan's status (0 only when the scan completed and the ZIP arrived).
 # The received ZIP stays in the printed directory. MIRROR_SIM_ARGS adds simulator flags, e.g.
-#   MIRROR_SIM_ARGS="--scale misaligned" tools/demo-scan.sh      (the seeds' SCALE_ALIGNMENT story)
+#   MIRROR_SIM_ARGS="--scale misaligned" tools/demo-scan.sh      (SCALE_ALIGNMENT before the Write Response)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 config=${MIRROR_BUILD_CONFIG:-debug}

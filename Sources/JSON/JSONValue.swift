@@ -91,6 +91,15 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
         }
     }
 
+    /// A number (integer or not) as a Double; nil for a non-number.
+    public var number: Double? {
+        switch self {
+        case .int(let i): return Double(i)
+        case .double(let d): return d
+        default: return nil
+        }
+    }
+
     /// A value as a setting's text: a string as it is, anything else in compact form.
     public var text: String {
         if case .string(let s) = self { return s }

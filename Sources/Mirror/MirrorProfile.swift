@@ -1,5 +1,5 @@
 // The mirror's UUIDs, enums and limits, read from a JSON profile (never hard-coded): the names are
-// the seeds' words (scanState, scanError, cloudToken, scannerAction, initDeviceForScan, cancelScan).
+// the mirror's own words (scanState, scanError, cloudToken, scannerAction, initDeviceForScan, cancelScan).
 import ATTStack
 import Foundation
 import JSON
@@ -61,7 +61,7 @@ public struct MirrorProfile: Sendable, Equatable {
         table[byte] ?? "unknown(\(ATTHex.byte(byte)))"
     }
 
-    /// The default wifiConnectionStatus table (the simulator's; the seeds name only notConnected).
+    /// The default wifiConnectionStatus table (the simulator's; a real mirror is known to report only notConnected).
     public static let defaultWiFiStatuses: [UInt8: String] = [0: "notConnected", 1: "connecting", 2: "connected", 3: "failed"]
 
     /// Reads and checks a profile file.

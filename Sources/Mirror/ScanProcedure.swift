@@ -1,4 +1,4 @@
-// `mirror scan`: the procedure of seed 001 with nothing left to luck. Every notification is logged from the
+// `mirror scan`: one body scan with nothing left to luck. Every notification is logged from the
 // start; scanState and scanError are subscribed AND read; a pre-flight read with a cancelScan reset and a
 // re-read that says whether it worked; the upload receiver starts before any write; the upload URL is checked
 // against the profile's cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed
@@ -22,7 +22,7 @@ public struct MirrorScanOptions: Sendable {
     /// Where a received ZIP is stored.
     public var uploadDirectory: String
     public var maxUploadBytes: Int = 512 << 20
-    /// The pause after cancelScan before the re-read (seed 001: about 500 ms).
+    /// The pause after cancelScan before the re-read (a real mirror needs about 500 ms).
     public var settle: Duration = .milliseconds(500)
     /// The scan ID in the URL (default: 6 random hex digits).
     public var scanID: String?

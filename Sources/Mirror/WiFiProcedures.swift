@@ -1,4 +1,4 @@
-// `mirror wifi list|status|join`: the Wi-Fi steps the seeds describe (wifiScan 0x31 on scannerAction, then
+// `mirror wifi list|status|join`: the mirror's Wi-Fi steps (wifiScan 0x31 on scannerAction, then
 // wifiNumNetworks and one wifiNetworkSSIDEnum read per network; wifiSetSSID; wifiConnectionStatus), each
 // under a named deadline, with decoded values.
 import ATTStack

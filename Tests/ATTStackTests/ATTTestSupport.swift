@@ -1,10 +1,6 @@
+import TestSupport
 import XCTest
 @testable import ATTStack
-
-/// Parses "12 07 00 01" into bytes (test vectors are written the way BlueZ and the spec print them).
-func hex(_ s: String) -> [UInt8] {
-    s.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { UInt8($0, radix: 16)! }
-}
 
 /// Decodes `bytes`, checks the result equals `expected`, and that every encoder writes exactly `bytes`.
 func assertVector(_ bytes: [UInt8], _ expected: ATTPDU, file: StaticString = #filePath, line: UInt = #line) {

@@ -1,6 +1,7 @@
 // The procedures over the whole database that GATTClient offers beyond the single ATT ones: every service
 // with the secondary ones (Part G §4.5.1), Read Using Characteristic UUID with long values read whole
 // (§4.8.2, §4.8.3), and subscribing to a discovered characteristic (§4.10, §4.11), against scripted peers.
+import TestSupport
 import ATTStack
 import XCTest
 @testable import GATTClient
@@ -106,7 +107,7 @@ final class DatabaseProcedureTests: XCTestCase {
         do { _ = try await client.subscribe(to: c); XCTFail("subscribed") } catch {
             XCTAssertEqual(error.description, "characteristic 2a00 at 0x0003 neither notifies nor indicates (properties: read|write)")
         }
-        XCTAssertEqual(peer.state.withLock { $0.sent }, [])
+        XCTAssertEqual(peer.sent, [])
     }
 
     /// Descriptors already discovered without a CCCD: the client says so and does not discover them again.
@@ -119,6 +120,6 @@ final class DatabaseProcedureTests: XCTestCase {
         do { _ = try await client.subscribe(to: c, preferIndications: true); XCTFail("subscribed") } catch {
             XCTAssertEqual(error.description, "characteristic 2a37 at 0x000E has no Client Characteristic Configuration descriptor (0x2902)")
         }
-        XCTAssertEqual(peer.state.withLock { $0.sent }, [])
+        XCTAssertEqual(peer.sent, [])
     }
 }

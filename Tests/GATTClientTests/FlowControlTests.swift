@@ -1,3 +1,4 @@
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Synchronization
@@ -21,7 +22,7 @@ final class FlowControlTests: XCTestCase {
 
     func testWaitersGetPermitsInFIFOOrderWhenTheSocketDrains() async throws {
         let peer = ScriptedPeer([], capacity: 0)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         var tasks: [Task<Void, any Error>] = []
         for i in 0..<20 {
@@ -40,7 +41,7 @@ final class FlowControlTests: XCTestCase {
 
     func testAWaitingWriterCanBeCancelledAndLeavesTheQueue() async throws {
         let peer = ScriptedPeer([], capacity: 0)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         let a = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1]) }
         while client.engine.state.withLock({ $0.permits.count }) < 1 { await Task.yield() }
@@ -78,7 +79,7 @@ final class FlowControlTests: XCTestCase {
 
     func testManyConcurrentWritersEachKeepTheirOrderAndNothingIsLost() async throws {
         let peer = ScriptedPeer([], capacity: 3)
-        peer.state.withLock { $0.strict = false }
+        peer.strict = false
         let client = try await makeClient(peer)
         let writers = 8, each = 200
         let refill = Task {

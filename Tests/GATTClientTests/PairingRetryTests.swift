@@ -1,5 +1,6 @@
 // The security retry while pairing runs: after BT_SECURITY is raised the kernel refuses sends with ENOTCONN (the
 // socket is in BT_CONFIG) and reports POLLOUT once the link is encrypted; the retry waits for that, bounded and named.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Dispatch

@@ -1,3 +1,4 @@
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Dispatch

@@ -1,3 +1,4 @@
+import TestSupport
 import CBlueZSocket
 import Dispatch
 import Foundation

@@ -1,3 +1,4 @@
+import TestSupport
 import Dispatch
 #if canImport(Glibc)
 import Glibc
@@ -69,17 +70,6 @@ final class RecordingSink: ATTTransportSink {
 func send(_ t: any ATTTransport, _ bytes: [UInt8]) throws(TransportError) -> ATTSendResult {
     let result = bytes.withUnsafeBytes { b in Result { () throws(TransportError) in try t.trySend(b) } }
     return try result.get()
-}
-
-/// A fresh path under the temporary directory for a unix socket.
-func temporarySocketPath(_ name: String) -> String {
-    let dir = FileManager.default.temporaryDirectory.path
-    return "\(dir)/attb-\(getpid())-\(name)-\(UInt32.random(in: 0...UInt32.max)).sock"
-}
-
-/// Open descriptors of this process.
-func openFDCount() -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
 }
 
 /// Whether this kernel can open a Bluetooth socket (false here: EAFNOSUPPORT).

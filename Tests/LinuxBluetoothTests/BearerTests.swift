@@ -1,3 +1,4 @@
+import TestSupport
 import Dispatch
 import Foundation
 import Synchronization
@@ -260,7 +261,7 @@ final class BearerTests: XCTestCase {
             s.waitForClose()
             a.close(reason: "warm-up")
         }
-        let before = openFDCount()
+        let before = openFileDescriptors()
         let path = temporarySocketPath("leak")
         for i in 0..<1000 {
             let (a, b) = try ATTBearer.pair()
@@ -281,7 +282,7 @@ final class BearerTests: XCTestCase {
                 _ = try? ATTBearer.connect(unixPath: path) // ENOENT path: must not leak either
             }
         }
-        XCTAssertEqual(openFDCount(), before)
+        XCTAssertEqual(openFileDescriptors(), before)
     }
 }
 

@@ -1,5 +1,6 @@
 // The two waits below the GATT client that need a radio or a controller to reach in use, driven over AF_UNIX
 // socketpairs instead: the LE connect's wait for POLLOUT, and a raw HCI command's wait for its answer.
+import TestSupport
 import CBlueZSocket
 import Dispatch
 import Foundation

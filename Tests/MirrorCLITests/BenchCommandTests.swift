@@ -1,12 +1,13 @@
 // `mirror bench` against the scripted peer: both modes in one run, the figures' shape, the peer's counts, and the
 // ratio to the bare socket loop.
+import TestSupport
 import XCTest
 import MirrorCommandLine
 
 final class BenchCommandTests: XCTestCase {
-    var peer: ScriptedPeer!
+    var peer: GATTPeer!
 
-    override func setUpWithError() throws { peer = try ScriptedPeer() }
+    override func setUpWithError() throws { peer = try GATTPeer() }
     override func tearDown() { peer.close() }
 
     func testBothModesInOneRunAsJSON() throws {
@@ -141,9 +142,9 @@ final class BenchCommandTests: XCTestCase {
     /// mirror's rounds, the bare loop during its own (Request Not Supported), so the link is not dropped.
     func testPeerRequestsAreAnsweredByTheEngineAndTheBareLoop() throws {
         peer.close()
-        var behaviour = ScriptedPeer.Behaviour()
+        var behaviour = GATTPeer.Behaviour()
         behaviour.peerRequestEvery = 30
-        peer = try ScriptedPeer(behaviour: behaviour)
+        peer = try GATTPeer(behaviour: behaviour)
         let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "100",
                                          "--warmup", "0", "--rounds", "1", "--mode", "with-response",
                                          "--bare-loop", "same-connection", "--json"])
@@ -158,9 +159,9 @@ final class BenchCommandTests: XCTestCase {
     /// round fails the run naming what the bare loop waited for, and the bearer's close still comes.
     func testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt() throws {
         peer.close()
-        var behaviour = ScriptedPeer.Behaviour()
+        var behaviour = GATTPeer.Behaviour()
         behaviour.silentAfterWriteRequests = 10
-        peer = try ScriptedPeer(behaviour: behaviour)
+        peer = try GATTPeer(behaviour: behaviour)
         let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "10",
                                          "--warmup", "0", "--rounds", "1", "--mode", "with-response",
                                          "--bare-loop", "same-connection", "--timeout", "1"])

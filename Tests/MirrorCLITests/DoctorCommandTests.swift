@@ -1,5 +1,6 @@
 // mirror doctor and mirror adapters, run as the built binary. On a kernel without Bluetooth (these build
 // machines) both must say so with EAFNOSUPPORT and exit 7; on one with Bluetooth (the VM) they must list.
+import TestSupport
 import Foundation
 import JSON
 import XCTest

@@ -1,23 +1,24 @@
 // Every error form of the issue, produced by the built `mirror` against the scripted peer: the exact sentence,
 // the JSON fields, and the exit status that tells them apart.
+import TestSupport
 import ATTStack
 import XCTest
 import MirrorCommandLine
 
 final class ErrorFormTests: XCTestCase {
-    var peer: ScriptedPeer!
+    var peer: GATTPeer!
 
     override func setUpWithError() throws {
-        peer = try ScriptedPeer()
+        peer = try GATTPeer()
     }
 
     override func tearDown() {
         peer.close()
     }
 
-    func restart(_ behaviour: ScriptedPeer.Behaviour) throws {
+    func restart(_ behaviour: GATTPeer.Behaviour) throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: behaviour)
+        peer = try GATTPeer(behaviour: behaviour)
     }
 
     func testPeerRejectsAtTheApplicationLayer() throws {

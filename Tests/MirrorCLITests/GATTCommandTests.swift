@@ -1,14 +1,15 @@
 // `mirror gatt`, `read`, `write`, `mtu`, `listen` against the scripted peer over a unix: socket: text and JSON.
+import TestSupport
 import ATTStack
 import JSON
 import XCTest
 import MirrorCommandLine
 
 final class GATTCommandTests: XCTestCase {
-    var peer: ScriptedPeer!
+    var peer: GATTPeer!
 
     override func setUpWithError() throws {
-        peer = try ScriptedPeer()
+        peer = try GATTPeer()
     }
 
     override func tearDown() {
@@ -123,7 +124,7 @@ final class GATTCommandTests: XCTestCase {
 
     func testMTUNotSupportedStaysAt23() throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: .init(mtuNotSupported: true))
+        peer = try GATTPeer(behaviour: .init(mtuNotSupported: true))
         let run = try MirrorProcess.run(["mtu", peer.target, "--json"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(try run.json()["serverRxMTU"], .null)
@@ -155,7 +156,7 @@ final class GATTCommandTests: XCTestCase {
 
     func testListenEndsWithTheConnectionErrorAsOneMoreJSONLine() throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: .init(closeAfterNotifying: true))
+        peer = try GATTPeer(behaviour: .init(closeAfterNotifying: true))
         let run = try MirrorProcess.run(["listen", peer.target, peer.hexHandle("counter"), "--json"])
         XCTAssertEqual(run.status, 6, run.stderr)
         let lines = try run.jsonLines()
@@ -184,6 +185,16 @@ final class GATTCommandTests: XCTestCase {
         let data = try Data(contentsOf: URL(fileURLWithPath: snoop))
         XCTAssertEqual(Array(data.prefix(8)), Array("btsnoop\0".utf8))
         XCTAssertGreaterThan(data.count, 16 + 4 * 24)
+    }
+
+    /// The runner's bound: `mirror listen` without --count runs until stopped, so a run with a 1 s limit is
+    /// terminated and the test is told which command did not finish.
+    func testARunThatDoesNotEndInTimeIsTerminatedAndNamed() throws {
+        let started = Date()
+        XCTAssertThrowsError(try MirrorProcess.run(["listen", peer.target, peer.hexHandle("counter")], timeout: 1)) { error in
+            XCTAssertEqual("\(error)", "mirror listen \(peer.target) \(peer.hexHandle("counter")) did not finish in 1.0 s")
+        }
+        XCTAssertLessThan(Date().timeIntervalSince(started), 7)
     }
 
     func testListenEndsCleanlyOnCtrlC() throws {
@@ -219,7 +230,7 @@ final class GATTCommandTests: XCTestCase {
 
     func testCtrlCEndsOtherCommandsWithTheSignalStatus() throws {
         peer.close()
-        peer = try ScriptedPeer(behaviour: .init(silentOn: [0x0A]))
+        peer = try GATTPeer(behaviour: .init(silentOn: [0x0A]))
         let process = Process()
         process.executableURL = MirrorProcess.executable
         process.arguments = ["read", peer.target, "3", "--trace"]

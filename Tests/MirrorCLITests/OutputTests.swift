@@ -1,4 +1,5 @@
 // The JSON writer, the error table and the output formats, called directly.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import GATTClient

@@ -1,4 +1,5 @@
 // The command-line parsers and the argument parser, called directly.
+import TestSupport
 import XCTest
 @testable import MirrorCommandLine
 import ATTStack

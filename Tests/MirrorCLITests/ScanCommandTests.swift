@@ -1,5 +1,6 @@
 // `mirror scan` and `mirror wifi` as a user runs them: the built `mirror` against the built `mirror-sim`,
 // both subprocesses, on a unix: socket (SimulatorProcess is in SimulatorTests.swift).
+import TestSupport
 import Foundation
 import JSON
 import MirrorCommandLine

@@ -3,39 +3,21 @@ import Foundation
 import JSON
 import XCTest
 import MirrorCommandLine
+import TestSupport
 
 /// A running `mirror-sim`, started on a fresh socket path; ready once it says it listens.
 final class SimulatorProcess {
-    let path: String
-    let process = Process()
+    let path = temporarySocketPath("mirror-cli-sim")
+    let tool: BackgroundTool
 
     init(_ extra: [String] = []) throws {
-        path = NSTemporaryDirectory() + "mirror-cli-sim-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-        process.executableURL = MirrorProcess.executable.deletingLastPathComponent().appendingPathComponent("mirror-sim")
-        process.arguments = ["unix:\(path)"] + extra
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = out
-        try process.run()
-        // Read until the listening line (it prints it once the socket is bound and listening).
-        var seen = Data()
-        let handle = out.fileHandleForReading
-        while !String(decoding: seen, as: UTF8.self).contains("listening on unix:\(path)") {
-            let chunk = handle.availableData
-            if chunk.isEmpty {
-                throw NSError(domain: "mirror-sim", code: 1, userInfo: [NSLocalizedDescriptionKey: "mirror-sim exited: \(String(decoding: seen, as: UTF8.self))"])
-            }
-            seen.append(chunk)
-        }
-        // Keep draining its log so that it never blocks on a full pipe.
-        handle.readabilityHandler = { h in _ = h.availableData }
+        tool = try BackgroundTool("mirror-sim", ["unix:\(path)"] + extra, readyWhen: "listening on unix:\(path)", stderrToo: true)
     }
 
     var target: String { "unix:\(path)" }
 
     func stop() {
-        process.terminate()
-        process.waitUntilExit()
+        tool.stop()
         try? FileManager.default.removeItem(atPath: path)
     }
 }

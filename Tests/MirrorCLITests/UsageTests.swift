@@ -1,4 +1,5 @@
 // The built `mirror`: help, and bad usage refused with the exact token, exit status 2, text and JSON.
+import TestSupport
 import XCTest
 import MirrorCommandLine
 

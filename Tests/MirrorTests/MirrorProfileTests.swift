@@ -1,3 +1,4 @@
+import TestSupport
 import ATTStack
 import Foundation
 import JSON
@@ -5,7 +6,7 @@ import JSON
 import XCTest
 
 final class MirrorProfileTests: XCTestCase {
-    func testBundledProfileMatchesTheShippedFileAndTheSeedsEnums() throws {
+    func testBundledProfileMatchesTheShippedFileAndTheMirrorsEnums() throws {
         let file = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("profiles/mirror-sim.json")
         let text = try String(contentsOf: file, encoding: .utf8)

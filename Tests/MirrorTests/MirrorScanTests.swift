@@ -1,4 +1,5 @@
-// `mirror scan` against the simulator over unix: sockets: the seeds' failure stories as regression tests.
+// `mirror scan` against the simulator over unix: sockets: the known failures of real mirrors as regression tests.
+import TestSupport
 import ATTStack
 import Foundation
 import GATTClient
@@ -55,7 +56,7 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertEqual(r.outcome, .complete, r.failure ?? "")
     }
 
-    /// Seed 001: a mirror latched at ERROR that cancelScan cannot clear. initDeviceForScan changes nothing, so
+    /// A mirror latched at ERROR that cancelScan cannot clear. initDeviceForScan changes nothing, so
     /// nothing is notified: the scan must still end, with the truth from its reads, not wait 90 s.
     func testLatchedErrorThatCancelCannotClearEndsAsErrorFromTheReadsNotATimeout() async throws {
         let h = try SimHarness { $0.initialScanState = 9; $0.initialScanError = 5; $0.cancelResets = false }
@@ -74,7 +75,7 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertEqual(log.all.filter { if case .notification = $0.kind { return true }; return false }.count, 0)
     }
 
-    /// Seeds 000 and 001: SCALE_ALIGNMENT arrives 60-90 ms after initDeviceForScan, before its Write Response.
+    /// A misaligned scale: SCALE_ALIGNMENT arrives 60-90 ms after initDeviceForScan, before its Write Response.
     func testEarlyScaleAlignmentBeforeTheWriteResponseIsCaught() async throws {
         let h = try SimHarness { $0.scaleAligned = false }
         defer { h.stop() }
@@ -94,7 +95,7 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertLessThan(delay, 0.5)
     }
 
-    /// Seed 001, step 13: a cloudToken write while Wi-Fi is not connected latches ERROR / PROCESSOR_BUSY.
+    /// A cloudToken write while Wi-Fi is not connected latches ERROR / PROCESSOR_BUSY.
     func testCloudTokenWhileOfflineEndsAsProcessorBusy() async throws {
         let h = try SimHarness { $0.wifiConnected = false }
         defer { h.stop() }
@@ -106,7 +107,7 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertTrue(r.sawAnyScanState)
     }
 
-    /// Seed 000: Invalid Attribute Value Length from the mirror's own limit while the MTU allows the value.
+    /// Invalid Attribute Value Length from the mirror's own limit while the MTU allows the value.
     func testTooLongCloudTokenIsClassifiedAsThePeripheralsRejection() async throws {
         let h = try SimHarness { $0.cloudTokenLimit = 30 }
         defer { h.stop() }
@@ -145,10 +146,10 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertFalse(r2.failure?.contains("cloudTokenMaxLength") ?? true)
     }
 
-    /// Seed 000: step 14's 0x31 write has a timer; step 15's writes land before it fires. The stale timer must
-    /// not resolve step 15's initDeviceForScan write (in flight when it fires) with a fake timeout.
+    /// A 0x31 write has a timer; the next writes land before it fires. The stale timer must
+    /// not resolve the initDeviceForScan write (in flight when it fires) with a fake timeout.
     func testStaleTimerOfTheWiFiScanWriteDoesNotTouchTheScansWrite() async throws {
-        // Transaction timeout 1 s. Step 14 (the Wi-Fi list) writes 0x31 at t0: its timer would fire at t0+1 s.
+        // Transaction timeout 1 s. The Wi-Fi list writes 0x31 at t0: its timer would fire at t0+1 s.
         // The scan's cloudToken answer is 250 ms late, and initDeviceForScan's 900 ms late: that write is in
         // flight from about t0+0.3 s to t0+1.2 s, across t0+1 s, and within its own 1 s limit.
         let faults = [try SimFault(parsing: "delay:cloudToken:250"), try SimFault(parsing: "delay:scannerAction:900@2")]
@@ -164,7 +165,7 @@ final class MirrorScanTests: XCTestCase {
         let write = try XCTUnwrap(log.all.first { if case .write = $0.kind { return $0.purpose == "initDeviceForScan" }; return false })
         let answer = try XCTUnwrap(log.all.first { if case .writeResult = $0.kind { return $0.purpose == "initDeviceForScan" }; return false })
         XCTAssertEqual(answer.kind, .writeResult(handle: h.sim.valueHandle("scannerAction")!, error: nil))
-        // The write really was in flight when step 14's timer would have fired.
+        // The write really was in flight when the Wi-Fi list write's timer would have fired.
         let scanStart = (ContinuousClock.now - t0) - .seconds(r.seconds)
         let sent = scanStart + .seconds(write.time), answered = scanStart + .seconds(answer.time)
         XCTAssertLessThan(sent, .seconds(1), "the initDeviceForScan write went out before t0+1 s")

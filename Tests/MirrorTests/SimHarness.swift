@@ -1,4 +1,5 @@
 // The simulator on a real unix: SEQPACKET socket in this process, and GATT clients connected to it over ATTBearer.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Foundation

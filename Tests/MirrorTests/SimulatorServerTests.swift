@@ -1,5 +1,6 @@
 // The simulator's ATT server, byte for byte (Core Spec 5.4 Vol 3 Part F §3.4), and the mirror's
-// behaviours the seeds tell, driven with raw PDUs through a test transport.
+// behaviours of a real mirror, driven with raw PDUs through a test transport.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Dispatch
@@ -10,11 +11,11 @@ import Mirror
 import XCTest
 
 final class SimulatorServerTests: XCTestCase {
-    func makeSim(_ configure: (inout SimOptions) -> Void = { _ in }) -> (SimulatedMirror, TestTransport) {
+    func makeSim(_ configure: (inout SimOptions) -> Void = { _ in }) -> (SimulatedMirror, ScriptedPeer) {
         var options = SimOptions()
         configure(&options)
         let sim = SimulatedMirror(options: options)
-        let t = TestTransport()
+        let t = ScriptedPeer(unscripted: "test-double")
         sim.attach(t)
         return (sim, t)
     }
@@ -25,26 +26,26 @@ final class SimulatorServerTests: XCTestCase {
         let (sim, t) = makeSim()
         defer { withExtendedLifetime(sim) {} }
         // At the default MTU 23: GAP and GATT (16-bit) fit one response; the 128-bit service needs its own.
-        XCTAssertEqual(hexOf(t.request([0x10, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28])),
-                       hexOf([0x11, 0x06, 0x01, 0x00, 0x05, 0x00, 0x00, 0x18, 0x06, 0x00, 0x09, 0x00, 0x01, 0x18]))
-        XCTAssertEqual(hexOf(t.request([0x10, 0x0A, 0x00, 0xFF, 0xFF, 0x00, 0x28])),
-                       hexOf([0x11, 0x14, 0x0A, 0x00, 0x1D, 0x00] + serviceLE))
-        XCTAssertEqual(hexOf(t.request([0x10, 0x1E, 0x00, 0xFF, 0xFF, 0x00, 0x28])), hexOf([0x01, 0x10, 0x1E, 0x00, 0x0A]))
+        XCTAssertEqual(show(t.request([0x10, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28])),
+                       show([0x11, 0x06, 0x01, 0x00, 0x05, 0x00, 0x00, 0x18, 0x06, 0x00, 0x09, 0x00, 0x01, 0x18]))
+        XCTAssertEqual(show(t.request([0x10, 0x0A, 0x00, 0xFF, 0xFF, 0x00, 0x28])),
+                       show([0x11, 0x14, 0x0A, 0x00, 0x1D, 0x00] + serviceLE))
+        XCTAssertEqual(show(t.request([0x10, 0x1E, 0x00, 0xFF, 0xFF, 0x00, 0x28])), show([0x01, 0x10, 0x1E, 0x00, 0x0A]))
         // Unsupported Group Type for a characteristic declaration; Invalid Handle for a reversed range.
-        XCTAssertEqual(hexOf(t.request([0x10, 0x01, 0x00, 0xFF, 0xFF, 0x03, 0x28])), hexOf([0x01, 0x10, 0x01, 0x00, 0x10]))
-        XCTAssertEqual(hexOf(t.request([0x10, 0x05, 0x00, 0x01, 0x00, 0x00, 0x28])), hexOf([0x01, 0x10, 0x05, 0x00, 0x01]))
-        XCTAssertEqual(hexOf(t.request([0x02, 0x05, 0x02])), hexOf([0x03, 0x05, 0x02]))
+        XCTAssertEqual(show(t.request([0x10, 0x01, 0x00, 0xFF, 0xFF, 0x03, 0x28])), show([0x01, 0x10, 0x01, 0x00, 0x10]))
+        XCTAssertEqual(show(t.request([0x10, 0x05, 0x00, 0x01, 0x00, 0x00, 0x28])), show([0x01, 0x10, 0x05, 0x00, 0x01]))
+        XCTAssertEqual(show(t.request([0x02, 0x05, 0x02])), show([0x03, 0x05, 0x02]))
         // Find By Type Value: the GAP service by its UUID, with its group end.
-        XCTAssertEqual(hexOf(t.request([0x06, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28, 0x00, 0x18])), hexOf([0x07, 0x01, 0x00, 0x05, 0x00]))
-        XCTAssertEqual(hexOf(t.request([0x06, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28, 0x0F, 0x18])), hexOf([0x01, 0x06, 0x01, 0x00, 0x0A]))
+        XCTAssertEqual(show(t.request([0x06, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28, 0x00, 0x18])), show([0x07, 0x01, 0x00, 0x05, 0x00]))
+        XCTAssertEqual(show(t.request([0x06, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28, 0x0F, 0x18])), show([0x01, 0x06, 0x01, 0x00, 0x0A]))
     }
 
     func testCharacteristicAndDescriptorDiscovery() {
         let (sim, t) = makeSim()
-        XCTAssertEqual(hexOf(t.request([0x02, 0x05, 0x02])), hexOf([0x03, 0x05, 0x02]))
+        XCTAssertEqual(show(t.request([0x02, 0x05, 0x02])), show([0x03, 0x05, 0x02]))
         // Read By Type 0x2803 in GAP: two declarations of 5 bytes.
-        XCTAssertEqual(hexOf(t.request([0x08, 0x01, 0x00, 0x05, 0x00, 0x03, 0x28])),
-                       hexOf([0x09, 0x07, 0x02, 0x00, 0x02, 0x03, 0x00, 0x00, 0x2A, 0x04, 0x00, 0x02, 0x05, 0x00, 0x01, 0x2A]))
+        XCTAssertEqual(show(t.request([0x08, 0x01, 0x00, 0x05, 0x00, 0x03, 0x28])),
+                       show([0x09, 0x07, 0x02, 0x00, 0x02, 0x03, 0x00, 0x00, 0x2A, 0x04, 0x00, 0x02, 0x05, 0x00, 0x01, 0x2A]))
         // In the mirror service every declaration has a 128-bit UUID (19 bytes): all eight fit at MTU 517.
         let answer = t.request([0x08, 0x0A, 0x00, 0x1D, 0x00, 0x03, 0x28])!
         XCTAssertEqual(Array(answer.prefix(2)), [0x09, 21])
@@ -52,35 +53,35 @@ final class SimulatorServerTests: XCTestCase {
         let scanState = sim.valueHandle("scanState")!
         XCTAssertEqual(Array(answer[2..<7]), le16(scanState - 1) + [0x12] + le16(scanState))
         // Find Information: the CCCD after scanState's value, 16-bit format.
-        XCTAssertEqual(hexOf(t.request([0x04] + le16(scanState + 1) + le16(scanState + 1))), hexOf([0x05, 0x01] + le16(scanState + 1) + [0x02, 0x29]))
+        XCTAssertEqual(show(t.request([0x04] + le16(scanState + 1) + le16(scanState + 1))), show([0x05, 0x01] + le16(scanState + 1) + [0x02, 0x29]))
         // The value itself has a 128-bit type: format 0x02.
         let info = t.request([0x04] + le16(scanState) + le16(scanState))!
         XCTAssertEqual(Array(info.prefix(4)), [0x05, 0x02] + le16(scanState))
         XCTAssertEqual(info.count, 2 + 18)
-        XCTAssertEqual(hexOf(t.request([0x04, 0x1E, 0x00, 0xFF, 0xFF])), hexOf([0x01, 0x04, 0x1E, 0x00, 0x0A]))
-        XCTAssertEqual(hexOf(t.request([0x04, 0x00, 0x00, 0xFF, 0xFF])), hexOf([0x01, 0x04, 0x00, 0x00, 0x01]))
+        XCTAssertEqual(show(t.request([0x04, 0x1E, 0x00, 0xFF, 0xFF])), show([0x01, 0x04, 0x1E, 0x00, 0x0A]))
+        XCTAssertEqual(show(t.request([0x04, 0x00, 0x00, 0xFF, 0xFF])), show([0x01, 0x04, 0x00, 0x00, 0x01]))
     }
 
     func testReadsWritesAndErrorResponses() {
         let (sim, t) = makeSim()
-        XCTAssertEqual(hexOf(t.request([0x0A, 0x03, 0x00])), hexOf([0x0B] + Array("mirror-sim".utf8)))
-        XCTAssertEqual(hexOf(t.request([0x0A, 0x40, 0x00])), hexOf([0x01, 0x0A, 0x40, 0x00, 0x01]))   // Invalid Handle
-        XCTAssertEqual(hexOf(t.request([0x0A, 0x08, 0x00])), hexOf([0x01, 0x0A, 0x08, 0x00, 0x02]))   // Service Changed: Read Not Permitted
-        XCTAssertEqual(hexOf(t.request([0x12, 0x03, 0x00, 0x41])), hexOf([0x01, 0x12, 0x03, 0x00, 0x03])) // Write Not Permitted
-        XCTAssertEqual(hexOf(t.request([0x0C, 0x03, 0x00, 0x04, 0x00])), hexOf([0x0D] + Array("or-sim".utf8)))
-        XCTAssertEqual(hexOf(t.request([0x0C, 0x03, 0x00, 0x0B, 0x00])), hexOf([0x01, 0x0C, 0x03, 0x00, 0x07]))  // Invalid Offset
-        XCTAssertEqual(hexOf(t.request([0x0A, 0x03])), hexOf([0x01, 0x0A, 0x00, 0x00, 0x04]))           // Invalid PDU
-        XCTAssertEqual(hexOf(t.request([0x0A, 0x00, 0x00])), hexOf([0x01, 0x0A, 0x00, 0x00, 0x01]))     // handle 0: Invalid Handle
-        XCTAssertEqual(hexOf(t.request([0x3F, 0x01])), hexOf([0x01, 0x3F, 0x00, 0x00, 0x06]))           // unknown request
-        t.deliver([0x7F, 0x01])                                                                        // unknown command: no answer
-        t.deliver([0x52, 0x08, 0x00, 0x01])                                                            // Write Command to a read-only one: no answer
+        XCTAssertEqual(show(t.request([0x0A, 0x03, 0x00])), show([0x0B] + Array("mirror-sim".utf8)))
+        XCTAssertEqual(show(t.request([0x0A, 0x40, 0x00])), show([0x01, 0x0A, 0x40, 0x00, 0x01]))   // Invalid Handle
+        XCTAssertEqual(show(t.request([0x0A, 0x08, 0x00])), show([0x01, 0x0A, 0x08, 0x00, 0x02]))   // Service Changed: Read Not Permitted
+        XCTAssertEqual(show(t.request([0x12, 0x03, 0x00, 0x41])), show([0x01, 0x12, 0x03, 0x00, 0x03])) // Write Not Permitted
+        XCTAssertEqual(show(t.request([0x0C, 0x03, 0x00, 0x04, 0x00])), show([0x0D] + Array("or-sim".utf8)))
+        XCTAssertEqual(show(t.request([0x0C, 0x03, 0x00, 0x0B, 0x00])), show([0x01, 0x0C, 0x03, 0x00, 0x07]))  // Invalid Offset
+        XCTAssertEqual(show(t.request([0x0A, 0x03])), show([0x01, 0x0A, 0x00, 0x00, 0x04]))           // Invalid PDU
+        XCTAssertEqual(show(t.request([0x0A, 0x00, 0x00])), show([0x01, 0x0A, 0x00, 0x00, 0x01]))     // handle 0: Invalid Handle
+        XCTAssertEqual(show(t.request([0x3F, 0x01])), show([0x01, 0x3F, 0x00, 0x00, 0x06]))           // unknown request
+        t.inject([0x7F, 0x01])                                                                        // unknown command: no answer
+        t.inject([0x52, 0x08, 0x00, 0x01])                                                            // Write Command to a read-only one: no answer
         let scanState = sim.valueHandle("scanState")!
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(scanState + 1) + [0x01])), hexOf([0x01, 0x12] + le16(scanState + 1) + [0x0D]))
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(scanState + 1) + [0x01, 0x00])), hexOf([0x13]))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(scanState + 1))), hexOf([0x0B, 0x01, 0x00]))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(scanState))), hexOf([0x0B, 0x00]))
+        XCTAssertEqual(show(t.request([0x12] + le16(scanState + 1) + [0x01])), show([0x01, 0x12] + le16(scanState + 1) + [0x0D]))
+        XCTAssertEqual(show(t.request([0x12] + le16(scanState + 1) + [0x01, 0x00])), show([0x13]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(scanState + 1))), show([0x0B, 0x01, 0x00]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(scanState))), show([0x0B, 0x00]))
         // Read Multiple: Device Name and Appearance.
-        XCTAssertEqual(hexOf(t.request([0x0E, 0x05, 0x00, 0x03, 0x00])), hexOf([0x0F, 0x00, 0x00] + Array("mirror-sim".utf8)))
+        XCTAssertEqual(show(t.request([0x0E, 0x05, 0x00, 0x03, 0x00])), show([0x0F, 0x00, 0x00] + Array("mirror-sim".utf8)))
     }
 
     /// The writes a connection brought are counted (any handle, accepted or refused) and logged when it closes:
@@ -91,12 +92,12 @@ final class SimulatorServerTests: XCTestCase {
         let sim = SimulatedMirror(options: SimOptions(), log: { line in
             lines.withLock { $0.append(line) }
         }, connectionClosed: { _ in closed.signal() })
-        let t = TestTransport()
+        let t = ScriptedPeer(unscripted: "test-double")
         sim.attach(t)
         let token = sim.valueHandle("cloudToken")!
         for _ in 0..<3 { XCTAssertEqual(t.request([0x12] + le16(token) + [0x41]), [0x13]) }
         XCTAssertEqual(t.request([0x12, 0x03, 0x00, 0x41]), [0x01, 0x12, 0x03, 0x00, 0x03])  // refused, still received
-        for _ in 0..<5 { t.deliver([0x52] + le16(token) + [0x42]) }
+        for _ in 0..<5 { t.inject([0x52] + le16(token) + [0x42]) }
         XCTAssertEqual(t.request([0x0A] + le16(token)), [0x0B, 0x42], "the commands were handled before the read")
         XCTAssertEqual(sim.snapshot.writeRequests, 4)
         XCTAssertEqual(sim.snapshot.writeCommands, 5)
@@ -108,29 +109,29 @@ final class SimulatorServerTests: XCTestCase {
 
     func testCloudTokenLongerThanItsLimitIsRejectedWhileTheMTUAllowsIt() {
         let (sim, t) = makeSim()
-        XCTAssertEqual(hexOf(t.request([0x02, 0x05, 0x02])), hexOf([0x03, 0x05, 0x02]))
+        XCTAssertEqual(show(t.request([0x02, 0x05, 0x02])), show([0x03, 0x05, 0x02]))
         let token = sim.valueHandle("cloudToken")!
         let url41 = Array("http://192.168.100.100:7777/upload/d55302".utf8)
         XCTAssertEqual(url41.count, 41)
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(token) + url41)), hexOf([0x01, 0x12] + le16(token) + [0x0D]))
+        XCTAssertEqual(show(t.request([0x12] + le16(token) + url41)), show([0x01, 0x12] + le16(token) + [0x0D]))
         XCTAssertEqual(sim.snapshot.cloudToken, "")
         let url40 = Array("http://192.168.1.23:7777/upload/d5530200".utf8)
         XCTAssertEqual(url40.count, 40)
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(token) + url40)), hexOf([0x13]))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(token))), hexOf([0x0B] + url40))
+        XCTAssertEqual(show(t.request([0x12] + le16(token) + url40)), show([0x13]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(token))), show([0x0B] + url40))
         // The same limit holds for a long write (Prepare Write + Execute Write) at MTU 23.
         let (sim2, t2) = makeSim()
         let h = sim2.valueHandle("cloudToken")!
-        XCTAssertEqual(hexOf(t2.request([0x16] + le16(h) + [0, 0] + Array(url41[0..<18]))), hexOf([0x17] + le16(h) + [0, 0] + Array(url41[0..<18])))
-        XCTAssertEqual(hexOf(t2.request([0x16] + le16(h) + [18, 0] + Array(url41[18..<36]))), hexOf([0x17] + le16(h) + [18, 0] + Array(url41[18..<36])))
-        XCTAssertEqual(hexOf(t2.request([0x16] + le16(h) + [36, 0] + Array(url41[36...]))), hexOf([0x17] + le16(h) + [36, 0] + Array(url41[36...])))
-        XCTAssertEqual(hexOf(t2.request([0x18, 0x01])), hexOf([0x01, 0x18] + le16(h) + [0x0D]))
+        XCTAssertEqual(show(t2.request([0x16] + le16(h) + [0, 0] + Array(url41[0..<18]))), show([0x17] + le16(h) + [0, 0] + Array(url41[0..<18])))
+        XCTAssertEqual(show(t2.request([0x16] + le16(h) + [18, 0] + Array(url41[18..<36]))), show([0x17] + le16(h) + [18, 0] + Array(url41[18..<36])))
+        XCTAssertEqual(show(t2.request([0x16] + le16(h) + [36, 0] + Array(url41[36...]))), show([0x17] + le16(h) + [36, 0] + Array(url41[36...])))
+        XCTAssertEqual(show(t2.request([0x18, 0x01])), show([0x01, 0x18] + le16(h) + [0x0D]))
     }
 
-    func subscribe(_ sim: SimulatedMirror, _ t: TestTransport, _ names: [String]) {
+    func subscribe(_ sim: SimulatedMirror, _ t: ScriptedPeer, _ names: [String]) {
         for name in names {
             let h = sim.valueHandle(name)!
-            XCTAssertEqual(hexOf(t.request([0x12] + le16(h + 1) + [0x01, 0x00])), hexOf([0x13]), name)
+            XCTAssertEqual(show(t.request([0x12] + le16(h + 1) + [0x01, 0x00])), show([0x13]), name)
         }
     }
 
@@ -140,19 +141,19 @@ final class SimulatorServerTests: XCTestCase {
         let token = sim.valueHandle("cloudToken")!
         let stateH = sim.valueHandle("scanState")!, errorH = sim.valueHandle("scanError")!
         var notes: [[UInt8]] = []
-        // Seed 001, step 13: the notifications come before the Write Response.
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(token) + Array("http://debug.local:7777/upload/test".utf8), notes: &notes)), hexOf([0x13]))
-        XCTAssertEqual(notes.map(hexOf), [hexOf([0x1B] + le16(stateH) + [9]), hexOf([0x1B] + le16(errorH) + [5])])
+        // The notifications come before the Write Response.
+        XCTAssertEqual(show(t.request([0x12] + le16(token) + Array("http://debug.local:7777/upload/test".utf8), notes: &notes)), show([0x13]))
+        XCTAssertEqual(notes.map { show($0) }, [show([0x1B] + le16(stateH) + [9]), show([0x1B] + le16(errorH) + [5])])
         XCTAssertEqual(sim.snapshot.scanState, 9)
         // The same write again: the values do not change, so nothing is notified.
         notes = []
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(token) + Array("http://debug.local:7777/upload/test".utf8), notes: &notes)), hexOf([0x13]))
+        XCTAssertEqual(show(t.request([0x12] + le16(token) + Array("http://debug.local:7777/upload/test".utf8), notes: &notes)), show([0x13]))
         XCTAssertEqual(notes.count, 0)
         XCTAssertNil(t.next(timeout: 0.1))
         // cancelScan resets both to INVALID (notified, since they change).
         let action = sim.valueHandle("scannerAction")!
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(action) + [0x36], notes: &notes)), hexOf([0x13]))
-        XCTAssertEqual(notes.map(hexOf), [hexOf([0x1B] + le16(stateH) + [0]), hexOf([0x1B] + le16(errorH) + [0])])
+        XCTAssertEqual(show(t.request([0x12] + le16(action) + [0x36], notes: &notes)), show([0x13]))
+        XCTAssertEqual(notes.map { show($0) }, [show([0x1B] + le16(stateH) + [0]), show([0x1B] + le16(errorH) + [0])])
     }
 
     func testMisalignedScaleNotifiesScaleAlignmentWithin60To90MillisecondsBeforeTheWriteResponse() {
@@ -160,38 +161,38 @@ final class SimulatorServerTests: XCTestCase {
         subscribe(sim, t, ["scanState", "scanError"])
         let action = sim.valueHandle("scannerAction")!, errorH = sim.valueHandle("scanError")!, stateH = sim.valueHandle("scanState")!
         let start = DispatchTime.now()
-        t.deliver([0x12] + le16(action) + [0x32])
+        t.inject([0x12] + le16(action) + [0x32])
         let first = t.next()
         let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e6
-        XCTAssertEqual(hexOf(first), hexOf([0x1B] + le16(errorH) + [11]))
+        XCTAssertEqual(show(first), show([0x1B] + le16(errorH) + [11]))
         XCTAssertGreaterThanOrEqual(elapsed, 59)
         XCTAssertLessThan(elapsed, 250)
-        XCTAssertEqual(hexOf(t.next()), hexOf([0x1B] + le16(stateH) + [9]))
-        XCTAssertEqual(hexOf(t.next()), hexOf([0x13]))
+        XCTAssertEqual(show(t.next()), show([0x1B] + le16(stateH) + [9]))
+        XCTAssertEqual(show(t.next()), show([0x13]))
     }
 
     func testCancelIgnoredByAWedgedMirror() {
         let (sim, t) = makeSim { $0.cancelResets = false; $0.initialScanState = 9; $0.initialScanError = 5 }
         let action = sim.valueHandle("scannerAction")!
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(action) + [0x36])), hexOf([0x13]))
+        XCTAssertEqual(show(t.request([0x12] + le16(action) + [0x36])), show([0x13]))
         XCTAssertEqual(sim.snapshot.scanState, 9)
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(action) + [0x99])), hexOf([0x01, 0x12] + le16(action) + [0x13]))
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(action) + [0x32, 0x00])), hexOf([0x01, 0x12] + le16(action) + [0x0D]))
+        XCTAssertEqual(show(t.request([0x12] + le16(action) + [0x99])), show([0x01, 0x12] + le16(action) + [0x13]))
+        XCTAssertEqual(show(t.request([0x12] + le16(action) + [0x32, 0x00])), show([0x01, 0x12] + le16(action) + [0x0D]))
     }
 
     func testRebootDropsTheConnectionAndComesBackClean() {
         let (sim, t) = makeSim { $0.initialScanState = 9; $0.initialScanError = 5 }
         let action = sim.valueHandle("scannerAction")!
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(action) + [0x33])), hexOf([0x13]))
+        XCTAssertEqual(show(t.request([0x12] + le16(action) + [0x33])), show([0x13]))
         XCTAssertNil(t.next(timeout: 2))
-        XCTAssertEqual(t.closedReason, "mirror rebooting")
+        XCTAssertEqual(t.closeReason, "mirror rebooting")
         let snap = sim.snapshot
         XCTAssertEqual([snap.scanState, snap.scanError], [0, 0])
         XCTAssertEqual(snap.reboots, 1)
         // A new connection finds it clean.
-        let t2 = TestTransport()
+        let t2 = ScriptedPeer(unscripted: "test-double")
         sim.attach(t2)
-        XCTAssertEqual(hexOf(t2.request([0x0A] + le16(sim.valueHandle("scanState")!))), hexOf([0x0B, 0x00]))
+        XCTAssertEqual(show(t2.request([0x0A] + le16(sim.valueHandle("scanState")!))), show([0x0B, 0x00]))
     }
 
     func testWiFiListSetSSIDAndStatus() {
@@ -199,23 +200,23 @@ final class SimulatorServerTests: XCTestCase {
         let action = sim.valueHandle("scannerAction")!, count = sim.valueHandle("wifiNumNetworks")!
         let ssidEnum = sim.valueHandle("wifiNetworkSSIDEnum")!, set = sim.valueHandle("wifiSetSSID")!
         let status = sim.valueHandle("wifiConnectionStatus")!
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(count))), hexOf([0x0B, 0x00]))
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(action) + [0x31])), hexOf([0x13]))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(count))), hexOf([0x0B, 0x02]))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(ssidEnum))), hexOf([0x0B] + Array("alpha".utf8)))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(ssidEnum))), hexOf([0x0B] + Array("beta-5G".utf8)))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(ssidEnum))), hexOf([0x0B]))
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(status))), hexOf([0x0B, 0x00]))
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(status + 1) + [0x01, 0x00])), hexOf([0x13]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(count))), show([0x0B, 0x00]))
+        XCTAssertEqual(show(t.request([0x12] + le16(action) + [0x31])), show([0x13]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(count))), show([0x0B, 0x02]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(ssidEnum))), show([0x0B] + Array("alpha".utf8)))
+        XCTAssertEqual(show(t.request([0x0A] + le16(ssidEnum))), show([0x0B] + Array("beta-5G".utf8)))
+        XCTAssertEqual(show(t.request([0x0A] + le16(ssidEnum))), show([0x0B]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(status))), show([0x0B, 0x00]))
+        XCTAssertEqual(show(t.request([0x12] + le16(status + 1) + [0x01, 0x00])), show([0x13]))
         func join(_ ssid: String) -> [String] {
             var notes: [[UInt8]] = []
-            XCTAssertEqual(hexOf(t.request([0x12] + le16(set) + Array(ssid.utf8), notes: &notes)), hexOf([0x13]))
+            XCTAssertEqual(show(t.request([0x12] + le16(set) + Array(ssid.utf8), notes: &notes)), show([0x13]))
             while notes.count < 2, let n = t.next() { notes.append(n) }
-            return notes.map(hexOf)
+            return notes.map { show($0) }
         }
-        XCTAssertEqual(join("beta-5G"), [hexOf([0x1B] + le16(status) + [1]), hexOf([0x1B] + le16(status) + [2])])
+        XCTAssertEqual(join("beta-5G"), [show([0x1B] + le16(status) + [1]), show([0x1B] + le16(status) + [2])])
         // An SSID it cannot see fails.
-        XCTAssertEqual(join("nowhere"), [hexOf([0x1B] + le16(status) + [1]), hexOf([0x1B] + le16(status) + [3])])
+        XCTAssertEqual(join("nowhere"), [show([0x1B] + le16(status) + [1]), show([0x1B] + le16(status) + [3])])
     }
 
     func testFaultsDropDelayDisconnectAndNotifyFirst() throws {
@@ -224,23 +225,23 @@ final class SimulatorServerTests: XCTestCase {
         let (sim, t) = makeSim { o in o.faults = faults }
         subscribe(sim, t, ["scanState"])
         let token = sim.valueHandle("cloudToken")!
-        t.deliver([0x12] + le16(token) + Array("http://h/upload/x".utf8))
+        t.inject([0x12] + le16(token) + Array("http://h/upload/x".utf8))
         XCTAssertNil(t.next(timeout: 0.3), "the dropped response must never come")
         XCTAssertEqual(sim.snapshot.cloudToken, "http://h/upload/x", "a dropped answer still acts")
         // Delay: the answer comes after 300 ms.
         let start = DispatchTime.now()
-        XCTAssertEqual(hexOf(t.request([0x0A] + le16(sim.valueHandle("wifiNumNetworks")!))), hexOf([0x0B, 0x00]))
+        XCTAssertEqual(show(t.request([0x0A] + le16(sim.valueHandle("wifiNumNetworks")!))), show([0x0B, 0x00]))
         XCTAssertGreaterThanOrEqual(Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e6, 290)
         // Notify-first: the (unchanged) scanState goes out before the Write Response.
         var notes: [[UInt8]] = []
-        XCTAssertEqual(hexOf(t.request([0x12] + le16(sim.valueHandle("wifiSetSSID")!) + Array("mirror-lab".utf8), notes: &notes)), hexOf([0x13]))
-        XCTAssertEqual(notes.first.map(hexOf), hexOf([0x1B] + le16(sim.valueHandle("scanState")!) + [0]))
+        XCTAssertEqual(show(t.request([0x12] + le16(sim.valueHandle("wifiSetSSID")!) + Array("mirror-lab".utf8), notes: &notes)), show([0x13]))
+        XCTAssertEqual(notes.first.map { show($0) }, show([0x1B] + le16(sim.valueHandle("scanState")!) + [0]))
         // Disconnect: the connection closes without an answer.
         let disconnect = try SimFault(parsing: "disconnect:scannerAction")
         let (sim2, t2) = makeSim { o in o.faults = [disconnect] }
-        t2.deliver([0x12] + le16(sim2.valueHandle("scannerAction")!) + [0x32])
+        t2.inject([0x12] + le16(sim2.valueHandle("scannerAction")!) + [0x32])
         XCTAssertNil(t2.next(timeout: 2))
-        XCTAssertEqual(t2.closedReason, "fault: disconnect during Write Request")
+        XCTAssertEqual(t2.closeReason, "fault: disconnect during Write Request")
         XCTAssertEqual(sim2.snapshot.scanState, 0)
     }
 

@@ -1,3 +1,4 @@
+import TestSupport
 import Mirror
 import Foundation
 import GATTClient

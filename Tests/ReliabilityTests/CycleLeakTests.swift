@@ -1,5 +1,6 @@
 // Thousands of connect / operate / close cycles over unix: sockets: the process's open file descriptors come back
 // to where they started and its resident memory stays within a small bound.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Foundation
@@ -50,10 +51,10 @@ final class CycleLeakTests: XCTestCase {
 
     func operate(_ c: GATTClient) async throws {
         _ = try await c.exchangeMTU()
-        _ = try await c.read(handle: HostileDatabase.deviceNameHandle)
-        try await c.write(handle: HostileDatabase.shortValueHandle, value: [1, 2, 3])
-        try await c.writeWithoutResponse(handle: HostileDatabase.shortValueHandle, value: [4])
-        _ = try await c.readLong(handle: HostileDatabase.longValueHandle)
+        _ = try await c.read(handle: HostilePeer.deviceNameHandle)
+        try await c.write(handle: HostilePeer.shortValueHandle, value: [1, 2, 3])
+        try await c.writeWithoutResponse(handle: HostilePeer.shortValueHandle, value: [4])
+        _ = try await c.readLong(handle: HostilePeer.longValueHandle)
         c.close(reason: "cycle done")
     }
 
@@ -100,7 +101,7 @@ final class CycleLeakTests: XCTestCase {
             }
             let watch = ClosingWatch(try ATTBearer.connect(unixPath: peer.path))
             let c = try await GATTClient.connect(transport: watch)
-            do { _ = try await c.readLong(handle: HostileDatabase.longValueHandle); XCTFail("read succeeded") } catch {
+            do { _ = try await c.readLong(handle: HostilePeer.longValueHandle); XCTFail("read succeeded") } catch {
                 XCTAssertTrue(error.isDisconnected, "\(error)")
             }
             c.close()

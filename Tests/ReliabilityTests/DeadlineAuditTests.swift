@@ -1,10 +1,12 @@
 // The named-deadline audit: every place the code waits (a continuation, an async stream, a task's value, a poll)
 // is in a known list that says what bounds it, and a test triggers each bound and checks the message names what
 // was waited for. A new wait in the sources fails the audit until it is listed here with its test.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Foundation
 import GATTClient
+import GATTServer
 import HostilePeer
 import Mirror
 import MirrorSimulator
@@ -35,7 +37,7 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/GATTClient/Clock.swift", snippet: "try await once.value()",
               bound: "clock.sleep(until:): the wake-up at its own deadline (the wait is the deadline)",
               trigger: "ClockAndOnceTests.testSleepOnManualClockEndsWhenTimeIsAdvanced"),
-    KnownWait(file: "Sources/GATTClient/Clock.swift", snippet: "try? await once.value()",
+    KnownWait(file: "Sources/TestSupport/ManualClock.swift", snippet: "try? await once.value()",
               bound: "ManualClock.waitForPendingWakeups: a test clock's helper; the test's own limit bounds it",
               trigger: "ClockAndOnceTests.testManualClockWakesSleepersInDeadlineOrderWhenAdvanced"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for try await n in client.notifications",
@@ -119,6 +121,30 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/LinuxBluetooth/StopSignals.swift", snippet: "while sigwait(&set, &received) != 0 {}",
               bound: "mirror-sim and hostile-peer run until SIGINT or SIGTERM by design (blocked from their first line, so none is lost); no operation waits on it",
               trigger: "HostileCLITests.testASIGTERMRightAfterTheListeningLineEndsThePeerEveryTime"),
+    KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "if done.wait(timeout: .now() + timeout) == .timedOut {",
+              bound: "ToolProcess.run: the run's timeout (60 s unless given); then the tool is terminated and the run throws, naming it",
+              trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed"),
+    KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "_ = done.wait(timeout: .now() + 5)",
+              bound: "ToolProcess.run: 5 s for a terminated tool to exit",
+              trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed"),
+    KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "group.wait()",
+              bound: "ToolProcess.run: its output pipes reach end of file when the tool has exited (bounded by the two waits above)",
+              trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed"),
+    KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in queue.async { c.resume() } }",
+              bound: "ScriptedPeer.flush: the peer's serial reader queue runs what was queued before it; nothing else is waited for",
+              trigger: "EngineTests.testStaleTimerOfAnEarlierWriteNeverResolvesALaterWrite"),
+    KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "if !done { try? await once.value() }",
+              bound: "ScriptedPeer.waitForSent: a test helper; the test's own `within` limit bounds it",
+              trigger: "EngineTests.testStaleTimerOfAnEarlierWriteNeverResolvesALaterWrite"),
+    KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "if arrived.wait(timeout: deadline) == .timedOut { return nil }",
+              bound: "ScriptedPeer.next(timeout:): its timeout, then nil (the test asserts on it)",
+              trigger: "SimulatorServerTests.testFaultsDropDelayDisconnectAndNotifyFirst"),
+    KnownWait(file: "Sources/HostilePeer/HostilePeer.swift", snippet: "if !condition.wait(until: deadline) { return predicate(_stats) }",
+              bound: "HostilePeer.wait(timeout:until:): the caller's timeout, then it answers whether the counters got there",
+              trigger: "HostileScenarioTests.testAHostilePeerWaitForCountersThatNeverComeEndsAtItsTimeout"),
+    KnownWait(file: "Sources/HostilePeer/HostilePeer.swift", snippet: "if floodRunning { floodDone.wait() }",
+              bound: "a connection's end waits for its flood thread, which stops at its count or at the first failed send (the socket is shut down first)",
+              trigger: "HostileScenarioTests.testAMillionNotificationsKeepMemoryBoundedAndRequestsAnswered"),
     KnownWait(file: "Sources/BareATT/PlainPeer.swift", snippet: "cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents)",
               bound: "the plain peer's accept thread (mirror bench --loopback, gatt-bench; a server thread, not an operation): close() signals its eventfd",
               trigger: "BenchCommandTests.testLoopbackNeedsNoTarget"),
@@ -190,65 +216,22 @@ func testClassBodies() throws -> [String: String] {
     return bodies
 }
 
-/// An in-memory transport that answers as a well-behaved server except for the requests it keeps silent on, and
-/// takes no more than `capacity` sends (nil: any). Answers come from a serial queue, the "reader thread".
-final class SelectiveTransport: ATTTransport, @unchecked Sendable {
-    // @unchecked: `server`, `capacity`, `closed` and `sink` are guarded by `lock`.
-    let label = "selective"
-    let silentOn: Set<UInt8>
-    let queue = DispatchQueue(label: "selective.reader")
-    let lock = NSLock()
-    var server = WellBehavedServer()
-    var capacity: Int?
-    var sink: (any ATTTransportSink)?
-    var closed = false
-    /// Finished when the first request it keeps silent on has been sent.
+/// A scripted peer that answers as the one server (over the hostile peer's database) except for the requests it
+/// keeps silent on; `silentSent` is finished when the first of those has been sent.
+func selectivePeer(silentOn: Set<UInt8>, capacity: Int? = nil) -> (peer: ScriptedPeer, silentSent: OnceBox<Void>) {
     let silentSent = OnceBox<Void>()
-
-    init(silentOn: Set<UInt8>, capacity: Int? = nil) {
-        self.silentOn = silentOn
-        self.capacity = capacity
-    }
-
-    func start(_ sink: any ATTTransportSink) {
-        lock.lock()
-        self.sink = sink
-        lock.unlock()
-    }
-
-    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        let bytes = Array(pdu)
-        lock.lock()
-        defer { lock.unlock() }
-        if closed { throw .closedLocally(reason: "closed") }
-        if let c = capacity {
-            if c == 0 { return .wouldBlock }
-            capacity = c - 1
-        }
+    let server = Lock((ATTServer(database: HostilePeer.database), ATTSession()))
+    let peer = ScriptedPeer(label: "selective", capacity: capacity) { bytes in
         if silentOn.contains(bytes[0]) {
             silentSent.finish(.success(()))
-            return .sent
+            return []
         }
-        guard let answer = server.answer(bytes), let sink else { return .sent }
-        queue.async { [self] in
-            lock.lock()
-            let open = !closed
-            lock.unlock()
-            if open { sink.transport(didReceive: answer) }
+        return server.withLock { s in
+            guard case .now(let answer) = s.0.answer(bytes: bytes, session: &s.1) else { return [] }
+            return [.server(answer.bytes)]
         }
-        return .sent
     }
-
-    func whenWritable(_ callback: @escaping @Sendable () -> Void) {}
-
-    func close(reason: String) {
-        lock.lock()
-        let s = closed ? nil : sink
-        closed = true
-        sink = nil
-        lock.unlock()
-        if let s { queue.async { s.transport(didCloseWith: .closedLocally(reason: reason)) } }
-    }
+    return (peer, silentSent)
 }
 
 final class DeadlineAuditTests: XCTestCase {
@@ -299,13 +282,13 @@ final class DeadlineAuditTests: XCTestCase {
         var configuration = GATTClient.Configuration()
         configuration.clock = clock
         configuration.clientRxMTU = mtu
-        let transport = SelectiveTransport(silentOn: silentOn)
+        let (transport, silentSent) = selectivePeer(silentOn: silentOn)
         let c = try await GATTClient.connect(transport: transport, configuration: configuration)
         if mtu != 23 { _ = try await c.exchangeMTU() }
         let task = Task { try await procedure(c) }
         // Time moves only once the silent request is out (its deadline is armed before it is sent): the answered
         // requests before it resolve without time passing.
-        try await transport.silentSent.value()
+        try await silentSent.value()
         await clock.waitForPendingWakeups(atLeast: 1)
         clock.advance(by: .seconds(30))
         do {
@@ -346,7 +329,7 @@ final class DeadlineAuditTests: XCTestCase {
             let clock = ManualClock()
             var configuration = GATTClient.Configuration()
             configuration.clock = clock
-            let c = try await GATTClient.connect(transport: SelectiveTransport(silentOn: [], capacity: 0), configuration: configuration)
+            let c = try await GATTClient.connect(transport: selectivePeer(silentOn: [], capacity: 0).peer, configuration: configuration)
             let task = Task { try await c.writeWithoutResponse(handle: 11, value: [1, 2], timeout: limit) }
             await clock.waitForPendingWakeups(atLeast: 1)
             clock.advance(by: limit ?? .seconds(30))

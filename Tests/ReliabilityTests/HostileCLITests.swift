@@ -1,84 +1,24 @@
 // The built `mirror` against the built `hostile-peer`, both as subprocesses on a unix: socket: each hostile
 // scenario ends the command with the right exit status and a message that names what went wrong.
 import Foundation
+import JSON
+import TestSupport
 import XCTest
-
-/// One finished run of a built executable.
-struct ToolRun {
-    var status: Int32
-    var stdout: String
-    var stderr: String
-}
-
-/// The products directory that holds the test bundle (.build/<triple>/debug), where `mirror` and `hostile-peer` are.
-private var productsDirectory: URL {
-    var dir = Bundle(for: ProductsMarker.self).bundleURL
-    if dir.pathExtension == "xctest" { dir.deleteLastPathComponent() }
-    return dir
-}
-
-private final class ProductsMarker {}
 
 /// `hostile-peer SCENARIO unix:PATH ...` running in the background until `stop()`.
 final class HostilePeerProcess {
-    let process = Process()
     let path: String
+    let tool: BackgroundTool
     var target: String { "unix:\(path)" }
+    var process: Process { tool.process }
 
     init(_ scenario: String, _ extra: [String] = []) throws {
         path = freshSocketPath("cli-" + scenario)
-        process.executableURL = productsDirectory.appendingPathComponent("hostile-peer")
-        process.arguments = [scenario, "unix:\(path)"] + extra
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardError = FileHandle.nullDevice
-        try process.run()
         // It prints its "listening" line once the socket accepts: read up to that line, no sleeping.
-        var line = Data()
-        while !line.contains(0x0A) {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            line += chunk
-        }
-        let text = String(decoding: line, as: UTF8.self)
-        guard text.contains("listening on unix:\(path)") else {
-            process.terminate()
-            throw NSError(domain: "hostile-peer", code: 1, userInfo: [NSLocalizedDescriptionKey: "hostile-peer did not start: \(text)"])
-        }
+        tool = try BackgroundTool("hostile-peer", [scenario, "unix:\(path)"] + extra, readyWhen: "listening on unix:\(path)")
     }
 
-    func stop() {
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-    }
-}
-
-/// Runs the built `mirror` with `arguments`; fails the test if it does not end within `timeout` seconds.
-func runMirror(_ arguments: [String], timeout: Double = 60, file: StaticString = #filePath, line: UInt = #line) throws -> ToolRun {
-    let process = Process()
-    process.executableURL = productsDirectory.appendingPathComponent("mirror")
-    process.arguments = arguments
-    let out = Pipe()
-    let err = Pipe()
-    process.standardOutput = out
-    process.standardError = err
-    process.standardInput = FileHandle.nullDevice
-    let done = DispatchSemaphore(value: 0)
-    process.terminationHandler = { _ in done.signal() }
-    try process.run()
-    nonisolated(unsafe) var outData = Data()
-    nonisolated(unsafe) var errData = Data()
-    let group = DispatchGroup()
-    DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
-    DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
-    if done.wait(timeout: .now() + timeout) == .timedOut {
-        process.terminate()
-        _ = done.wait(timeout: .now() + 5)
-        XCTFail("mirror \(arguments.joined(separator: " ")) did not finish in \(timeout) s", file: file, line: line)
-    }
-    group.wait()
-    return ToolRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                   stderr: String(decoding: errData, as: UTF8.self))
+    func stop() { tool.stop() }
 }
 
 final class HostileCLITests: XCTestCase {
@@ -88,7 +28,7 @@ final class HostileCLITests: XCTestCase {
         let peer = try HostilePeerProcess(scenario, peerArgs)
         defer { peer.stop() }
         let started = Date()
-        let run = try runMirror(args.map { $0 == "TARGET" ? peer.target : $0 }, file: file, line: line)
+        let run = try ToolProcess.run("mirror", args.map { $0 == "TARGET" ? peer.target : $0 })
         let took = Date().timeIntervalSince(started)
         XCTAssertEqual(run.status, status, "\(scenario): mirror \(args.joined(separator: " ")): \(run.stderr)", file: file, line: line)
         XCTAssertTrue(run.stderr.contains(message), "\(scenario): expected \(message) in: \(run.stderr)", file: file, line: line)
@@ -160,22 +100,21 @@ final class HostileCLITests: XCTestCase {
     func testMTUsOutOfRangeAreClamped() throws {
         let below = try HostilePeerProcess("mtu-below-23")
         defer { below.stop() }
-        let r1 = try runMirror(["read", below.target, "0x0008"])
+        let r1 = try ToolProcess.run("mirror", ["read", below.target, "0x0008"])
         XCTAssertEqual(r1.status, 0, r1.stderr)
         XCTAssertTrue(r1.stdout.hasPrefix("0x0008: 00 01 02"), r1.stdout)
         let above = try HostilePeerProcess("mtu-above-517")
         defer { above.stop() }
-        let r2 = try runMirror(["gatt", above.target, "--json"])
+        let r2 = try ToolProcess.run("mirror", ["gatt", above.target, "--json"])
         XCTAssertEqual(r2.status, 0, r2.stderr)
         XCTAssertTrue(r2.stdout.contains("\"mtu\": 517"), r2.stdout)
     }
 
     /// The JSON error object `mirror ... --json` printed on stdout.
-    func jsonError(_ run: ToolRun, file: StaticString = #filePath, line: UInt = #line) -> [String: Any] {
-        let object = try? JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any]
-        guard let error = object?["error"] as? [String: Any] else {
+    func jsonError(_ run: ToolRun, file: StaticString = #filePath, line: UInt = #line) -> JSONValue {
+        guard let error = (try? parseJSON(run.stdout))?["error"], error.fields != nil else {
             XCTFail("no JSON error object on stdout: \(run.stdout)", file: file, line: line)
-            return [:]
+            return .object([])
         }
         return error
     }
@@ -188,17 +127,17 @@ final class HostileCLITests: XCTestCase {
         let peer = try HostilePeerProcess(scenario)
         defer { peer.stop() }
         let started = Date()
-        let run = try runMirror(["bench", peer.target] + args + ["--timeout", "2", "--json"], timeout: 30, file: file, line: line)
+        let run = try ToolProcess.run("mirror", ["bench", peer.target] + args + ["--timeout", "2", "--json"], timeout: 30)
         let took = Date().timeIntervalSince(started)
         let message = "timed out after 2 s waiting for \(waitingFor)"
         XCTAssertEqual(run.status, 5, run.stderr, file: file, line: line)
         XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: " + message, file: file, line: line)
         let error = jsonError(run, file: file, line: line)
-        XCTAssertEqual(error["kind"] as? String, "timeout", file: file, line: line)
-        XCTAssertEqual(error["message"] as? String, message, file: file, line: line)
-        XCTAssertEqual(error["waitingFor"] as? String, waitingFor, file: file, line: line)
-        XCTAssertEqual(error["seconds"] as? Double, 2, file: file, line: line)
-        XCTAssertEqual(error["exitStatus"] as? Int, 5, file: file, line: line)
+        XCTAssertEqual(error["kind"]?.string, "timeout", file: file, line: line)
+        XCTAssertEqual(error["message"]?.string, message, file: file, line: line)
+        XCTAssertEqual(error["waitingFor"]?.string, waitingFor, file: file, line: line)
+        XCTAssertEqual(error["seconds"]?.number, 2, file: file, line: line)
+        XCTAssertEqual(error["exitStatus"]?.integer, 5, file: file, line: line)
         XCTAssertGreaterThanOrEqual(took, 2, "the bound is --timeout", file: file, line: line)
         XCTAssertLessThan(took, 15, file: file, line: line)
     }
@@ -223,7 +162,7 @@ final class HostileCLITests: XCTestCase {
     func testListenDuringANotificationFloodStopsAtItsCount() throws {
         let peer = try HostilePeerProcess("notification-flood", ["--count", "200000"])
         defer { peer.stop() }
-        let run = try runMirror(["listen", peer.target, "0x0008", "--count", "500"], timeout: 60)
+        let run = try ToolProcess.run("mirror", ["listen", peer.target, "0x0008", "--count", "500"], timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(run.stdout.split(separator: "\n").count, 500)
         XCTAssertTrue(run.stderr.contains("received 500 notifications and indications"), run.stderr)
@@ -232,7 +171,7 @@ final class HostileCLITests: XCTestCase {
     func testListenDuringAnIndicationStormStopsAtItsCount() throws {
         let peer = try HostilePeerProcess("indication-storm", ["--count", "20000"])
         defer { peer.stop() }
-        let run = try runMirror(["listen", peer.target, "0x0008", "--indicate", "--count", "100"], timeout: 60)
+        let run = try ToolProcess.run("mirror", ["listen", peer.target, "0x0008", "--indicate", "--count", "100"], timeout: 60)
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(run.stdout.split(separator: "\n").filter { $0.contains("indication") }.count, 100)
     }

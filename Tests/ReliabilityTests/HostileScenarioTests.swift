@@ -1,6 +1,7 @@
 // The GATT client against every hostile peer scenario over unix: sockets: each operation ends with a named
 // error within its deadline (or succeeds where the spec lets the client carry on), memory stays bounded, and
 // nothing crashes or hangs.
+import TestSupport
 import ATTStack
 import Foundation
 import GATTClient
@@ -15,13 +16,13 @@ let procedures: [(name: String, opcode: UInt8, run: Procedure)] = [
     ("Discover Primary Service by UUID", 0x06, { c throws(GATTError) in _ = try await c.discoverPrimaryServices(uuid: .bit16(0xFFF0)) }),
     ("Discover All Characteristics", 0x08, { c throws(GATTError) in _ = try await c.discoverCharacteristics(in: .all) }),
     ("Discover All Descriptors", 0x04, { c throws(GATTError) in _ = try await c.discoverDescriptors(in: .all) }),
-    ("Read", 0x0A, { c throws(GATTError) in _ = try await c.read(handle: HostileDatabase.deviceNameHandle) }),
-    ("Read Long", 0x0C, { c throws(GATTError) in _ = try await c.readLong(handle: HostileDatabase.longValueHandle) }),
+    ("Read", 0x0A, { c throws(GATTError) in _ = try await c.read(handle: HostilePeer.deviceNameHandle) }),
+    ("Read Long", 0x0C, { c throws(GATTError) in _ = try await c.readLong(handle: HostilePeer.longValueHandle) }),
     ("Read Multiple", 0x0E, { c throws(GATTError) in _ = try await c.readMultiple(handles: [3, 5]) }),
     ("Read Multiple Variable", 0x20, { c throws(GATTError) in _ = try await c.readMultipleVariable(handles: [3, 5]) }),
-    ("Write", 0x12, { c throws(GATTError) in try await c.write(handle: HostileDatabase.shortValueHandle, value: [1, 2, 3]) }),
-    ("Write Long", 0x16, { c throws(GATTError) in try await c.writeLong(handle: HostileDatabase.longValueHandle, value: Array(repeating: 7, count: 100)) }),
-    ("Reliable Write", 0x18, { c throws(GATTError) in try await c.writeReliable([(HostileDatabase.shortValueHandle, [9, 9])]) }),
+    ("Write", 0x12, { c throws(GATTError) in try await c.write(handle: HostilePeer.shortValueHandle, value: [1, 2, 3]) }),
+    ("Write Long", 0x16, { c throws(GATTError) in try await c.writeLong(handle: HostilePeer.longValueHandle, value: Array(repeating: 7, count: 100)) }),
+    ("Reliable Write", 0x18, { c throws(GATTError) in try await c.writeReliable([(HostilePeer.shortValueHandle, [9, 9])]) }),
 ]
 
 final class HostileScenarioTests: XCTestCase {
@@ -34,6 +35,16 @@ final class HostileScenarioTests: XCTestCase {
         continueAfterFailure = true
     }
 
+    func testAHostilePeerWaitForCountersThatNeverComeEndsAtItsTimeout() throws {
+        let peer = try startPeer(HostileOptions(.wellBehaved))
+        defer { peer.close() }
+        let start = ContinuousClock.now
+        XCTAssertFalse(peer.wait(timeout: 0.2) { $0.connections > 0 }, "nobody connected, so the counters never get there")
+        let took = ContinuousClock.now - start
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(200))
+        XCTAssertLessThan(took, .seconds(5))
+    }
+
     func testControlAWellBehavedPeerPassesEveryProcedure() async throws {
         let peer = try startPeer(HostileOptions(.wellBehaved))
         defer { peer.close() }
@@ -42,7 +53,7 @@ final class HostileScenarioTests: XCTestCase {
         let got = try await c.exchangeMTU()
         XCTAssertEqual(got, 517)
         for p in procedures { try await p.run(c) }
-        let long = try await c.readLong(handle: HostileDatabase.longValueHandle)
+        let long = try await c.readLong(handle: HostilePeer.longValueHandle)
         XCTAssertEqual(long.count, 300)
         XCTAssertEqual(c.statistics.protocolViolations, 0)
     }
@@ -85,12 +96,12 @@ final class HostileScenarioTests: XCTestCase {
         var stream = c.notifications.makeAsyncIterator()
         for round in 1...3 {
             let before = c.statistics.protocolViolations
-            let got = try await c.read(handle: HostileDatabase.deviceNameHandle)
+            let got = try await c.read(handle: HostilePeer.deviceNameHandle)
             XCTAssertEqual(got, Array("hostile-peer".utf8))
             // The marker follows the four unsolicited PDUs on the wire, so once it is here they were all handled.
             var marker: GATTNotification?
             while let n = try await stream.next() {
-                if n.handle == HostileDatabase.markerHandle { marker = n; break }
+                if n.handle == HostilePeer.markerHandle { marker = n; break }
             }
             XCTAssertNotNil(marker, "round \(round)")
             XCTAssertEqual(c.statistics.protocolViolations - before, 4, "round \(round)")
@@ -106,7 +117,7 @@ final class HostileScenarioTests: XCTestCase {
         _ = try await c.exchangeMTU()
         // The read of 0x0003 goes out first (the peer has it), then a read of 0x0005 queues behind it.
         let start = ContinuousClock.now
-        let first = Task { try await c.read(handle: HostileDatabase.deviceNameHandle) }
+        let first = Task { try await c.read(handle: HostilePeer.deviceNameHandle) }
         XCTAssertTrue(peer.wait(timeout: 5) { $0.requests == 2 }, "Exchange MTU and the read")
         let queued = Task { try await c.read(handle: 5) }
         do { _ = try await first.value; XCTFail("the read succeeded") } catch {
@@ -176,8 +187,8 @@ final class HostileScenarioTests: XCTestCase {
             XCTAssertEqual(c.mtu, expected)
             XCTAssertEqual(c.writeValueBudget, min(expected - 3, 512))
             // Everything after works at that MTU (the long read in MTU-1 parts).
-            let long = try await c.readLong(handle: HostileDatabase.longValueHandle)
-            XCTAssertEqual(long, HostileDatabase.longValue)
+            let long = try await c.readLong(handle: HostilePeer.longValueHandle)
+            XCTAssertEqual(long, HostilePeer.longValue)
         }
     }
 
@@ -208,7 +219,7 @@ final class HostileScenarioTests: XCTestCase {
             defer { c.close() }
             _ = try await c.exchangeMTU()
             let e = await expectFailure(within: deadline, "readLong at MTU \(mtu)") { () async throws(GATTError) in
-                try await c.readLong(handle: HostileDatabase.longValueHandle)
+                try await c.readLong(handle: HostilePeer.longValueHandle)
             }
             guard case .protocolViolation(let v)? = e else { XCTFail("MTU \(mtu): \(String(describing: e))"); continue }
             XCTAssertTrue(v.problem.contains("past the 512-byte maximum"), v.problem)
@@ -225,15 +236,15 @@ final class HostileScenarioTests: XCTestCase {
         _ = try await c.exchangeMTU()
         let value = (0..<40).map { UInt8($0) }
         let e = await expectFailure(within: deadline, "reliable write") { () async throws(GATTError) in
-            try await c.writeReliable([(HostileDatabase.longValueHandle, value)])
+            try await c.writeReliable([(HostilePeer.longValueHandle, value)])
         }
         guard case .protocolViolation(let v)? = e else { return XCTFail("\(String(describing: e))") }
         XCTAssertEqual(v.problem, "the echo of a reliable write differs from what was sent")
         XCTAssertEqual(peer.stats.executeWrites, [0x00], "the queue is cancelled, never executed")
-        let got = try await c.readLong(handle: HostileDatabase.longValueHandle)
-        XCTAssertEqual(got, HostileDatabase.longValue)
+        let got = try await c.readLong(handle: HostilePeer.longValueHandle)
+        XCTAssertEqual(got, HostilePeer.longValue)
         // A plain long write does not compare echoes (Part G §4.9.4): it goes through.
-        try await c.writeLong(handle: HostileDatabase.longValueHandle, value: value)
+        try await c.writeLong(handle: HostilePeer.longValueHandle, value: value)
         XCTAssertEqual(peer.stats.executeWrites, [0x00, 0x01])
     }
 
@@ -245,20 +256,20 @@ final class HostileScenarioTests: XCTestCase {
         defer { c.close() }
         _ = try await c.exchangeMTU()
         let rssBefore = residentKiB()
-        let (_, stream) = try await c.subscribe(valueHandle: HostileDatabase.longValueHandle,
-                                                cccdHandle: HostileDatabase.cccdHandle, readValue: false)
+        let (_, stream) = try await c.subscribe(valueHandle: HostilePeer.longValueHandle,
+                                                cccdHandle: HostilePeer.cccdHandle, readValue: false)
         // Requests during the flood are answered (each within the transaction timeout).
         var reads = 0
         while peer.stats.floodsDone == 0 && reads < 50 {
             let start = ContinuousClock.now
-            let got = try await c.read(handle: HostileDatabase.deviceNameHandle)
+            let got = try await c.read(handle: HostilePeer.deviceNameHandle)
             XCTAssertEqual(got, Array("hostile-peer".utf8))
             XCTAssertLessThan(ContinuousClock.now - start, .seconds(10))
             reads += 1
         }
         XCTAssertTrue(peer.wait(timeout: 120) { $0.floodsDone == 1 }, "the flood did not finish: \(peer.stats)")
         // This answer follows every notification on the wire: once it is here, the engine has handled them all.
-        _ = try await c.read(handle: HostileDatabase.deviceNameHandle)
+        _ = try await c.read(handle: HostilePeer.deviceNameHandle)
         XCTAssertEqual(c.statistics.notificationsReceived, count)
         XCTAssertGreaterThan(stream.droppedCount, 0, "nobody consumed the stream: it must have dropped")
         XCTAssertEqual(stream.droppedCount, count - 1024, "the stream keeps its 1024 oldest values")
@@ -275,11 +286,11 @@ final class HostileScenarioTests: XCTestCase {
         defer { c.close() }
         _ = try await c.exchangeMTU()
         let rssBefore = residentKiB()
-        let (_, stream) = try await c.subscribe(valueHandle: HostileDatabase.longValueHandle, cccdHandle: HostileDatabase.cccdHandle,
+        let (_, stream) = try await c.subscribe(valueHandle: HostilePeer.longValueHandle, cccdHandle: HostilePeer.cccdHandle,
                                                 mode: .indicate, readValue: false)
         XCTAssertTrue(peer.wait(timeout: 120) { $0.stormsDone == 1 }, "the storm did not finish: \(peer.stats)")
         // The peer reads again after its storm: this read's answer follows every indication.
-        let got = try await c.read(handle: HostileDatabase.deviceNameHandle)
+        let got = try await c.read(handle: HostilePeer.deviceNameHandle)
         XCTAssertEqual(got, Array("hostile-peer".utf8))
         XCTAssertEqual(c.statistics.notificationsReceived, count)
         XCTAssertEqual(c.statistics.indicationsConfirmed, count)
@@ -372,7 +383,7 @@ final class HostileScenarioTests: XCTestCase {
         let c = try await connect(peer)
         defer { c.close() }
         let (value, stream) = try await c.subscribe(valueHandle: 8, cccdHandle: 9)
-        XCTAssertEqual(value, HostileDatabase.longValue)
+        XCTAssertEqual(value, HostilePeer.longValue)
         let listener = Task { () -> String in
             do { for try await _ in stream {}; return "ended without an error" } catch { return "\(error)" }
         }

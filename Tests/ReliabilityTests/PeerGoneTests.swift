@@ -1,5 +1,6 @@
 // A send that races the peer's close fails with EPIPE (or ECONNRESET) before the reader sees the end of file:
 // that is the peer going away, a disconnect, not an unexplained socket error.
+import TestSupport
 import ATTStack
 import LinuxBluetooth
 import Foundation

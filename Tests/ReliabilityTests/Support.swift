@@ -1,10 +1,10 @@
-// Shared helpers: a hostile peer on a fresh unix socket, a client connected to it, deadlines, and the process's
-// own resource counters (/proc/self/fd, VmRSS).
+// Shared helpers: a hostile peer on a fresh unix socket, a client connected to it, deadlines.
 import ATTStack
 import LinuxBluetooth
 import Foundation
 import GATTClient
 import HostilePeer
+import TestSupport
 import XCTest
 
 #if canImport(Glibc)
@@ -12,9 +12,7 @@ import Glibc
 #endif
 
 /// A fresh socket path under /tmp (short enough for sun_path).
-func freshSocketPath(_ tag: String) -> String {
-    "/tmp/hp-\(tag.prefix(12))-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
-}
+func freshSocketPath(_ tag: String) -> String { temporarySocketPath("hp-" + tag.prefix(12)) }
 
 /// Starts a hostile peer with `options` on a fresh path.
 func startPeer(_ options: HostileOptions, file: StaticString = #filePath, line: UInt = #line) throws -> HostilePeer {
@@ -61,20 +59,6 @@ func expectFailure<T>(within limit: Duration, _ what: String, file: StaticString
         XCTAssertFalse(error.description.isEmpty, file: file, line: line)
         return error
     }
-}
-
-/// The process's open file descriptors (/proc/self/fd).
-func openFileDescriptors() -> Int {
-    ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 1) - 1
-}
-
-/// Resident set size in KiB (VmRSS of /proc/self/status).
-func residentKiB() -> Int {
-    guard let s = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
-    for line in s.split(separator: "\n") where line.hasPrefix("VmRSS:") {
-        return Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]) ?? 0
-    }
-    return 0
 }
 
 extension GATTError {

@@ -26,7 +26,10 @@ let package = Package(
                 .product(name: "ATTStack", package: "mirror"),
                 .product(name: "LinuxBluetooth", package: "mirror"),
                 .product(name: "GATTClient", package: "mirror"),
+                .product(name: "GATTServer", package: "mirror"),
                 .product(name: "HostilePeer", package: "mirror"),
+                // ManualClock; TestSupport has no XCTest.
+                .product(name: "TestSupport", package: "mirror"),
             ]
         ),
     ],

@@ -1,6 +1,6 @@
-// mirror-sim: the simulated body-scanning mirror. A GATT server on ATTStack serving the profile's mirror
+// mirror-sim: the simulated body-scanning mirror. A GATT server on GATTServer serving the profile's mirror
 // service (plus GAP and GATT) on a unix: SEQPACKET socket and/or a real adapter's LE CID 4, behaving as
-// the seeds tell (see tools/MirrorSimulator and `mirror-sim --help`).
+// a real mirror does (see Sources/MirrorSimulator and `mirror-sim --help`).
 import Mirror
 import ATTStack
 import LinuxBluetooth

@@ -3,7 +3,8 @@
 # host's root shared read-only over 9p, and runs scenario scripts (tools/vm/scenarios/NAME.sh: BlueZ's
 # linked virtual controllers from btvirt, peers, and the project's release build) in it.
 # Usage: tools/vm/run.sh [--list | --all | SCENARIO...]
-#   (needs root; builds nothing: run `swift build -c release` first; --all runs every scenario, by name)
+#   (needs root; builds nothing: run `swift build -c release` first; --all runs every scenario, by name, but those
+#   marked "# vm-manual: yes", such as perf, which run only when named)
 # Prints "vm: NAME passed|failed (N.N s)" per scenario and "vm: N passed, N failed" last;
 # exits 0 only when every named scenario passed. One VM boot runs them all in turn (VM_ISOLATE=1: one boot
 # each). Logs: tools/vm/cache/runs/NAME/ (guest.log, each step's own STEP.log, hci.btsnoop) and
@@ -26,8 +27,12 @@ if [ "${1:-}" = "--list" ]; then
 fi
 if [ "${1:-}" = "--all" ]; then
   # smoke first: it checks the rig alone (kernel, btvirt, BlueZ's l2test), before any project code runs.
+  # A scenario marked "# vm-manual: yes" (a measurement, not a check) runs only when named.
   set -- $( { [ -f "$here/scenarios/smoke.sh" ] && echo smoke
-              for f in "$here"/scenarios/*.sh; do n=$(basename "$f" .sh); [ "$n" = smoke ] || echo "$n"; done; } )
+              for f in "$here"/scenarios/*.sh; do
+                n=$(basename "$f" .sh)
+                [ "$n" = smoke ] || grep -q '^# vm-manual: yes' "$f" || echo "$n"
+              done; } )
 fi
 [ $# -gt 0 ] || { echo "usage: tools/vm/run.sh [--list | --all | SCENARIO...]" >&2; exit 2; }
 

@@ -14,7 +14,7 @@ let scanCommand = Command(CommandSpec(
     name: "scan",
     summary: "run one body scan: reset, upload URL, initDeviceForScan, wait for COMPLETE and the result ZIP",
     discussion: """
-        The procedure of seed 001, with nothing left to luck: every notification is logged from the start; \
+        One body scan with nothing left to luck: every notification is logged from the start; \
         scanState and scanError are subscribed AND read; a pre-flight read of scanState sends cancelScan when \
         it is not invalid, settles, and re-reads to say whether the reset worked; the upload receiver (HTTP, \
         POST /upload/ID) starts before any write; the upload URL is checked against the profile's \

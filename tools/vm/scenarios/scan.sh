@@ -1,4 +1,4 @@
-# vm-about: mirror-sim on hci1 (its own raw HCI advertising) and `mirror scan` from hci0: a complete scan with the upload over loopback, then the seeds' failure stories
+# vm-about: mirror-sim on hci1 (its own raw HCI advertising) and `mirror scan` from hci0: a complete scan with the upload over loopback, then the known failures (a misaligned scale, Wi-Fi offline, a latched mirror)
 # vm-timeout: 240
 vm_need mirror mirror-sim
 vm_controllers
@@ -19,21 +19,21 @@ vm_scan scan-again 60 --timeout 40
 vm_json "$OUT/scan-again.log" 'j["outcome"] == "complete" and j["preflightScanState"] == "complete" and j["resetAttempted"] is True and j["resetWorked"] is True' "a second scan resets the earlier COMPLETE first (cancelScan) and completes"
 vm_stop sim-ok 10 TERM
 
-# 3. Seed 000/001: the scale is misaligned: SCALE_ALIGNMENT arrives as a notification before the Write Response.
+# 3. The scale is misaligned: SCALE_ALIGNMENT arrives as a notification before the Write Response.
 vm_sim sim-misaligned --scale misaligned
 vm_scan scan-misaligned 60 --timeout 30
 [ "$VM_RC" != 0 ] || vm_fail "a scan on a misaligned scale exited 0"
 vm_json "$OUT/scan-misaligned.log" 'j["outcome"] == "error" and j["scanState"] == "error" and j["scanError"] == "scaleAlignment" and j["upload"] is None' "misaligned scale: ERROR / scaleAlignment, no upload"
 vm_stop sim-misaligned 10 TERM
 
-# 4. Seed 001: Wi-Fi offline: the cloudToken write latches ERROR / PROCESSOR_BUSY.
+# 4. Wi-Fi offline: the cloudToken write latches ERROR / PROCESSOR_BUSY.
 vm_sim sim-offline --wifi offline
 vm_scan scan-offline 60 --timeout 30
 [ "$VM_RC" != 0 ] || vm_fail "a scan with Wi-Fi offline exited 0"
 vm_json "$OUT/scan-offline.log" 'j["outcome"] == "error" and j["scanState"] == "error" and j["scanError"] == "processorBusy"' "Wi-Fi offline: ERROR / processorBusy"
 vm_stop sim-offline 10 TERM
 
-# 5. Seed 001: a mirror latched at ERROR from an earlier session that ignores cancelScan (wedged): the
+# 5. A mirror latched at ERROR from an earlier session that ignores cancelScan (wedged): the
 #    pre-flight read sees ERROR, the reset is tried and reported as not working, and no scan is faked.
 vm_sim sim-wedged --latched-error --cancel-resets no
 vm_scan scan-wedged 60 --timeout 20

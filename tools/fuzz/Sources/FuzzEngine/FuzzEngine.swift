@@ -4,7 +4,7 @@
 // procedures runs: MTU, discovery, reads (long too), writes (long and reliable), subscribe, write without response.
 //
 // Everything runs on this one thread: the script's tasks prefer a task executor that this driver drains, the
-// transport delivers inbound PDUs from here, and a ManualClock fires deadlines from here. So each input runs the
+// transport delivers inbound PDUs from here, and TestSupport's ManualClock fires deadlines from here. So each input runs the
 // same way every time, and "idle" is exact: no job left means every operation is waiting for the peer.
 //
 // After the input: the clock jumps past every deadline (repeatedly), then the peer closes. Every operation must
@@ -13,8 +13,10 @@
 import ATTStack
 import LinuxBluetooth
 import GATTClient
+import GATTServer
 import HostilePeer
 import Synchronization
+import TestSupport
 
 // MARK: the executor the driver drains
 
@@ -225,7 +227,8 @@ func run(_ input: [UInt8]) {
         }
     }
     executor.runUntilIdle()
-    var server = WellBehavedServer()
+    var server = ATTServer(database: HostilePeer.database)
+    var session = ATTSession()
     var i = 0
     func byte() -> UInt8 {
         guard i < input.count else { return 0 }
@@ -266,7 +269,7 @@ func run(_ input: [UInt8]) {
             // 0xE1, 0xE9...0xFF: the well-formed answer to the last request.
             if let r = transport.pendingRequest {
                 transport.pendingRequest = nil
-                if let a = server.answer(r) { transport.deliver(a) }
+                if case .now(let a) = server.answer(bytes: r, session: &session) { transport.deliver(a.bytes) }
             }
         }
         transport.finishClose()

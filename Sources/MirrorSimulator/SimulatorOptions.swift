@@ -75,7 +75,7 @@ public struct SimTimings: Sendable, Equatable {
     /// From a cloudToken write while offline to the ERROR / PROCESSOR_BUSY notifications, and to the Write Response.
     public var latchNotifyMilliseconds: Int
     public var latchResponseMilliseconds: Int
-    /// SCALE_ALIGNMENT is notified within this window after initDeviceForScan (the seeds saw 63 and 92 ms).
+    /// SCALE_ALIGNMENT is notified within this window after initDeviceForScan (a real mirror's took 63 and 92 ms).
     public var alignmentNotifyWindow: ClosedRange<Int>
     /// The Write Response to initDeviceForScan follows the SCALE_ALIGNMENT notification by this much.
     public var alignmentResponseAfterNotifyMilliseconds: Int

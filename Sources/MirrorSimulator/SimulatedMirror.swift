@@ -1,5 +1,5 @@
-// The simulated mirror: an ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the GATT database, and the
-// mirror's state machine as the seeds tell it: notifications only on change, the latched ERROR, the
+// The simulated mirror: GATTServer's ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the mirror's database, and
+// the mirror's state machine as a real mirror behaves: notifications only on change, the latched ERROR, the
 // early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
 import ATTStack
 import LinuxBluetooth
@@ -7,14 +7,17 @@ import Dispatch
 import Foundation
 import Mirror
 import GATTClient
+import GATTServer
 
-/// A simulated body-scanning mirror: a GATT server on ATTStack transports with the mirror's behaviour
-/// (Core Spec 5.4 Vol 3 Part F §3.4 for the server's answers, Part G §3.3.3.3 for the CCCD).
-/// One lock (`state`) guards everything: the mirror's values, every connection's MTU, CCCDs, prepare
-/// queue and outbound FIFO. Timers run on one serial queue and check a generation before acting.
+/// A simulated body-scanning mirror: GATTServer's ATT server on ATT transports, with the mirror's behaviour behind
+/// its read and write handlers (Core Spec 5.4 Vol 3 Part F §3.4 for the answers, Part G §3.3.3.3 for the CCCD).
+/// One lock (`state`) guards everything: the mirror's values, every connection's session (MTU, CCCDs, prepare
+/// queue) and outbox. Timers run on one serial queue and check a generation before acting.
 public final class SimulatedMirror: Sendable {
     public let options: SimOptions
-    public let database: GATTDatabase
+    public let database: AttributeDatabase
+    /// The ATT server; the mirror's read and write handlers are its state machine.
+    private let server: ATTServer
     private let timers = DispatchQueue(label: "mirror-sim.timers")
     private let state: Lock<DeviceState>
     private let logSink: @Sendable (String) -> Void
@@ -38,11 +41,9 @@ public final class SimulatedMirror: Sendable {
 
     struct Conn {
         let transport: any ATTTransport
-        var mtu: Int = ATTMTU.minimumLE
-        var cccd: [UInt16: UInt16] = [:]
-        var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
-        var outbound: [[UInt8]] = []
-        var waitingWritable = false
+        /// The MTU, CCCDs and prepare queue of this connection.
+        var session = ATTSession()
+        var outbox = ATTOutbox()
         /// Write Requests and Write Commands received on this connection (logged when it closes).
         var writeRequests = 0
         var writeCommands = 0
@@ -84,7 +85,8 @@ public final class SimulatedMirror: Sendable {
                 connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
         self.options = options
         self.connectionClosed = connectionClosed
-        self.database = GATTDatabase(profile: options.profile, deviceName: options.deviceName)
+        self.database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName)
+        self.server = ATTServer(database: database, serverRxMTU: options.serverMTU)
         self.logSink = log
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
@@ -104,7 +106,7 @@ public final class SimulatedMirror: Sendable {
     }
 
     /// The value handle of a profile characteristic ("scanState" -> 0x000f).
-    public func valueHandle(_ name: String) -> UInt16? { database.valueHandles[name] }
+    public func valueHandle(_ name: String) -> UInt16? { database.handle(name) }
 
     /// Serves a new connection: registers it, then starts the transport's reader.
     public func attach(_ transport: any ATTTransport) {
@@ -147,11 +149,13 @@ public final class SimulatedMirror: Sendable {
         var fx = Effects()
         state.withLock { s in
             guard var c = s.connections[id] else { return }
-            c.waitingWritable = false
-            let queued = c.outbound
-            c.outbound = []
+            do {
+                if try c.outbox.flush(on: c.transport) { fx.writableWaits.append((id, c.transport)) }
+            } catch {
+                fx.logs.append("conn \(id): send failed: \(error)")
+                fx.closes.append((c.transport, "send failed: \(error)"))
+            }
             s.connections[id] = c
-            for pdu in queued { send(&s, &fx, id, pdu) }
         }
         run(fx)
     }
@@ -183,22 +187,8 @@ public final class SimulatedMirror: Sendable {
     private func send(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: [UInt8]) {
         guard var c = s.connections[id] else { return }
         if options.verbose { fx.logs.append("conn \(id) <- \(ATTHex.string(pdu, separator: " "))") }
-        if !c.outbound.isEmpty {
-            c.outbound.append(pdu)
-            s.connections[id] = c
-            return
-        }
         do {
-            let result = try pdu.withUnsafeBytes { (b: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult in
-                try c.transport.trySend(b)
-            }
-            if result == .wouldBlock {
-                c.outbound.append(pdu)
-                if !c.waitingWritable {
-                    c.waitingWritable = true
-                    fx.writableWaits.append((id, c.transport))
-                }
-            }
+            if try c.outbox.send(pdu, on: c.transport) { fx.writableWaits.append((id, c.transport)) }
             s.connections[id] = c
         } catch {
             fx.logs.append("conn \(id): send failed: \(error)")
@@ -210,21 +200,16 @@ public final class SimulatedMirror: Sendable {
         send(&s, &fx, id, pdu.bytes)
     }
 
-    private func sendError(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ opcode: ATTOpcode, _ handle: UInt16, _ code: ATTErrorCode) {
-        if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))") }
-        sendPDU(&s, &fx, id, .errorResponse(requestOpcode: opcode, handle: handle, error: code))
-    }
-
     /// Notifies `name`'s value to every connection that enabled notifications on it.
     private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
-        guard let handle = database.valueHandles[name] else { return }
-        for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where (c.cccd[handle] ?? 0) & 0x0001 != 0 {
+        guard let handle = database.handle(name) else { return }
+        for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where c.session.subscribed(handle) {
             fx.logs.append("conn \(id): notify \(name) = \(ATTHex.string(value, separator: " "))")
-            sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(c.mtu - 3)))
+            sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(c.session.mtu))))
         }
     }
 
-    // Notifications only on change (what the seeds saw: a latched ERROR sends nothing new).
+    // Notifications only on change (as a real mirror does: a latched ERROR sends nothing new).
     private func setScanState(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
         guard s.scanState != value else { return }
         s.scanState = value
@@ -249,34 +234,22 @@ public final class SimulatedMirror: Sendable {
 
     // MARK: - the ATT server
 
-    /// What a write did: accepted (the answer after an optional delay in ms) or refused with an ATT error.
-    enum WriteOutcome {
-        case ok(Int?)
-        case rejected(ATTErrorCode)
-    }
-
-    /// What answering a request takes: an answer now, an answer later, or none.
-    enum Reply {
-        case none
-        case now(ATTPDU)
-        case later(milliseconds: Int, ATTPDU)
-    }
-
     private func handle(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ bytes: [UInt8]) {
         guard s.connections[id] != nil else { return }
         if options.verbose { fx.logs.append("conn \(id) -> \(ATTHex.string(bytes, separator: " "))") }
         let pdu: ATTPDU
-        do { pdu = try ATTPDU.decode(bytes) } catch {
-            guard let opcode = error.opcode, !opcode.isCommand else { return }  // commands are never answered
-            let code: ATTErrorCode = error.problem == .unknownOpcode ? .requestNotSupported
-                : error.problem == .zeroHandle ? .invalidHandle : .invalidPDU
+        switch ATTServer.decode(bytes) {
+        case .pdu(let p): pdu = p
+        case .malformed(let error, let reply):
+            guard case .now(let answer) = reply, case .errorResponse(_, _, let code) = answer else { return }
             fx.logs.append("conn \(id): \(error) -> \(code)")
-            sendError(&s, &fx, id, opcode, 0, code)
+            logError(&fx, id, answer)
+            sendPDU(&s, &fx, id, answer)
             return
         }
         // Faults match requests and commands on a characteristic's value handle.
         var fault: SimFault?
-        if let target = targetHandle(pdu), let name = database.names[target],
+        if let target = targetHandle(pdu), let name = database.name(of: target),
            let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
             if s.faults[index].occurrence > 1 {
                 s.faults[index].occurrence -= 1
@@ -314,8 +287,8 @@ public final class SimulatedMirror: Sendable {
     /// The fault "notify-first": scanState and scanError go out before the answer even when unchanged.
     private func notifyUnchanged(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int) {
         for (name, value) in [("scanState", s.scanState), ("scanError", s.scanError)] {
-            guard let handle = database.valueHandles[name], let c = s.connections[id] else { continue }
-            if (c.cccd[handle] ?? 0) & 1 != 0 { sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: [value][...])) }
+            guard let handle = database.handle(name), let c = s.connections[id] else { continue }
+            if c.session.subscribed(handle) { sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: [value][...])) }
         }
     }
 
@@ -327,204 +300,69 @@ public final class SimulatedMirror: Sendable {
         }
     }
 
-    private func validRange(_ r: ATTHandleRange) -> Bool { r.start != 0 && r.start <= r.end }
-
-    private func answer(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) -> Reply {
-        let mtu = s.connections[id]?.mtu ?? ATTMTU.minimumLE
-        func error(_ code: ATTErrorCode, _ handle: UInt16) -> Reply {
-            if options.verbose { fx.logs.append("conn \(id): Error Response \(code) to \(pdu.opcode.name) handle \(ATTHex.short(handle))") }
-            return .now(.errorResponse(requestOpcode: pdu.opcode, handle: handle, error: code))
+    /// The server's answer, with the mirror's values behind its read and write handlers.
+    private func answer(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) -> ATTServerReply {
+        guard var session = s.connections[id]?.session else { return .none }
+        switch pdu.opcode {
+        case .writeCommand:
+            s.connections[id]?.writeCommands += 1
+            s.writeCommands += 1
+        case .writeRequest:
+            s.connections[id]?.writeRequests += 1
+            s.writeRequests += 1
+        default: break
         }
-        switch pdu {
-        case .exchangeMTURequest(let clientRx):
-            let agreed = ATTMTU.negotiated(clientRxMTU: Int(clientRx), serverRxMTU: Int(options.serverMTU))
-            s.connections[id]?.mtu = agreed
-            fx.logs.append("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(agreed)")
-            return .now(.exchangeMTUResponse(serverRxMTU: options.serverMTU))
-
-        case .readByGroupTypeRequest(let range, let type):
-            guard validRange(range) else { return error(.invalidHandle, range.start) }
-            guard type == .bit16(0x2800) || type == .bit16(0x2801) else { return error(.unsupportedGroupType, range.start) }
-            var found: [(handle: UInt16, endGroup: UInt16, value: [UInt8])] = []
-            var used = 2
-            for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == type {
-                guard case .service(let end) = a.role else { continue }
-                if let first = found.first, first.value.count != a.value.count { break }
-                let value = Array(a.value.prefix(min(mtu - 6, 251)))
-                if used + 4 + value.count > mtu { break }
-                used += 4 + value.count
-                found.append((a.handle, end, value))
-            }
-            guard !found.isEmpty, let list = try? ATTGroupAttributeDataList(found) else { return error(.attributeNotFound, range.start) }
-            return .now(.readByGroupTypeResponse(list))
-
-        case .readByTypeRequest(let range, let type):
-            guard validRange(range) else { return error(.invalidHandle, range.start) }
-            var found: [(handle: UInt16, value: [UInt8])] = []
-            var used = 2
-            for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == type {
-                guard a.readable else {
-                    if found.isEmpty { return error(.readNotPermitted, a.handle) }
-                    break
-                }
-                let value = Array(readValue(&s, id, a, advancing: false).prefix(min(mtu - 4, 253)))
-                if let first = found.first, first.value.count != value.count { break }
-                if used + 2 + value.count > mtu { break }
-                used += 2 + value.count
-                found.append((a.handle, value))
-            }
-            guard !found.isEmpty, let list = try? ATTAttributeDataList(found) else { return error(.attributeNotFound, range.start) }
-            return .now(.readByTypeResponse(list))
-
-        case .findInformationRequest(let range):
-            guard validRange(range) else { return error(.invalidHandle, range.start) }
-            var found: [(handle: UInt16, type: BluetoothUUID)] = []
-            var short: Bool?
-            var used = 2
-            for a in database.attributes where a.handle >= range.start && a.handle <= range.end {
-                let isShort = a.type.uuid16 != nil
-                if short == nil { short = isShort }
-                if short != isShort { break }
-                let size = isShort ? 4 : 18
-                if used + size > mtu { break }
-                used += size
-                found.append((a.handle, a.type))
-            }
-            guard !found.isEmpty, let list = try? ATTFindInformationList(found) else { return error(.attributeNotFound, range.start) }
-            return .now(.findInformationResponse(list))
-
-        case .findByTypeValueRequest(let range, let type, let value):
-            guard validRange(range) else { return error(.invalidHandle, range.start) }
-            var found: [(found: UInt16, groupEnd: UInt16)] = []
-            var used = 1
-            for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == .bit16(type) {
-                guard readValue(&s, id, a, advancing: false)[...] == value else { continue }
-                if used + 4 > mtu { break }
-                used += 4
-                if case .service(let end) = a.role { found.append((a.handle, end)) } else { found.append((a.handle, a.handle)) }
-            }
-            guard !found.isEmpty, let list = try? ATTHandlesInformationList(found) else { return error(.attributeNotFound, range.start) }
-            return .now(.findByTypeValueResponse(list))
-
-        case .readRequest(let handle):
-            guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
-            guard a.readable else { return error(.readNotPermitted, handle) }
-            let value = readValue(&s, id, a, advancing: true)
-            return .now(.readResponse(value: Array(value.prefix(mtu - 1))[...]))
-
-        case .readBlobRequest(let handle, let offset):
-            guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
-            guard a.readable else { return error(.readNotPermitted, handle) }
-            let value = readValue(&s, id, a, advancing: false)
-            guard Int(offset) <= value.count else { return error(.invalidOffset, handle) }
-            return .now(.readBlobResponse(value: Array(value[Int(offset)...].prefix(mtu - 1))[...]))
-
-        case .readMultipleRequest(let handles):
-            var out: [UInt8] = []
-            for h in handles {
-                guard let a = database.attribute(h) else { return error(.invalidHandle, h) }
-                guard a.readable else { return error(.readNotPermitted, h) }
-                out += readValue(&s, id, a, advancing: false)
-            }
-            return .now(.readMultipleResponse(values: Array(out.prefix(mtu - 1))[...]))
-
-        case .writeRequest(let handle, let value), .writeCommand(let handle, let value):
-            let isCommand = pdu.opcode == .writeCommand
-            if isCommand {
-                s.connections[id]?.writeCommands += 1
-                s.writeCommands += 1
-            } else {
-                s.connections[id]?.writeRequests += 1
-                s.writeRequests += 1
-            }
-            guard let a = database.attribute(handle) else { return isCommand ? .none : error(.invalidHandle, handle) }
-            guard a.writable else { return isCommand ? .none : error(.writeNotPermitted, handle) }
-            guard value.count <= ATTMTU.maximumAttributeValue else { return isCommand ? .none : error(.invalidAttributeValueLength, handle) }
-            switch write(&s, &fx, id, a, Array(value)) {
-            case .rejected(let code): return isCommand ? .none : error(code, handle)
-            case .ok(let delay):
-                if isCommand { return .none }
-                return delay.map { .later(milliseconds: $0, .writeResponse) } ?? .now(.writeResponse)
-            }
-
-        case .prepareWriteRequest(let handle, let offset, let value):
-            guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
-            guard a.writable else { return error(.writeNotPermitted, handle) }
-            guard (s.connections[id]?.prepared.count ?? 0) < 64 else { return error(.prepareQueueFull, handle) }
-            s.connections[id]?.prepared.append((handle, Int(offset), Array(value)))
-            return .now(.prepareWriteResponse(handle: handle, offset: offset, value: value))
-
-        case .executeWriteRequest(let flags):
-            let queue = s.connections[id]?.prepared ?? []
-            s.connections[id]?.prepared = []
-            guard flags == .writeAll else { return .now(.executeWriteResponse) }
-            // Assemble each handle's parts in order; the offsets must follow each other from 0.
-            var order: [UInt16] = []
-            var values: [UInt16: [UInt8]] = [:]
-            for part in queue {
-                if values[part.handle] == nil { order.append(part.handle); values[part.handle] = [] }
-                guard part.offset == values[part.handle]!.count else { return error(.invalidOffset, part.handle) }
-                values[part.handle]! += part.value
-                guard values[part.handle]!.count <= ATTMTU.maximumAttributeValue else { return error(.invalidAttributeValueLength, part.handle) }
-            }
-            var delay: Int?
-            for handle in order {
-                guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
-                switch write(&s, &fx, id, a, values[handle]!) {
-                case .rejected(let code): return error(code, handle)
-                case .ok(let d): if let d { delay = max(delay ?? 0, d) }
-                }
-            }
-            return delay.map { .later(milliseconds: $0, .executeWriteResponse) } ?? .now(.executeWriteResponse)
-
-        case .handleValueConfirmation, .signedWriteCommand:
-            return .none
-
-        default:
-            // Responses, notifications and requests this server does not serve.
-            if pdu.opcode.kind == .request { return error(.requestNotSupported, 0) }
-            return .none
+        var server = self.server
+        let reply = server.answer(pdu, session: &session,
+                                  read: { readValue(&s, $0) },
+                                  write: { write(&s, &fx, id, $0) })
+        s.connections[id]?.session = session
+        if case .exchangeMTURequest(let clientRx) = pdu {
+            fx.logs.append("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(session.mtu)")
         }
+        if case .now(let p) = reply { logError(&fx, id, p) }
+        return reply
+    }
+
+    private func logError(_ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) {
+        guard options.verbose, case .errorResponse(let opcode, let handle, let code) = pdu else { return }
+        fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))")
     }
 
     // MARK: - the mirror's values
 
-    private func readValue(_ s: inout DeviceState, _ id: Int, _ a: SimAttribute, advancing: Bool) -> [UInt8] {
-        switch a.role {
-        case .service, .declaration, .fixed: return a.value
-        case .cccd(let valueHandle):
-            let v = s.connections[id]?.cccd[valueHandle] ?? 0
-            return [UInt8(v & 0xFF), UInt8(v >> 8)]
-        case .value(let name):
-            switch name {
-            case "scanState": return [s.scanState]
-            case "scanError": return [s.scanError]
-            case "cloudToken": return s.cloudToken
-            case "wifiNumNetworks": return [UInt8(s.wifiScanned ? min(options.networks.count, 255) : 0)]
-            case "wifiNetworkSSIDEnum":
-                guard s.wifiScanned, s.enumCursor < options.networks.count else { return [] }
-                let ssid = Array(options.networks[s.enumCursor].utf8)
-                if advancing { s.enumCursor += 1 }
-                return ssid
-            case "wifiSetSSID": return s.ssid
-            case "wifiConnectionStatus": return [s.wifiStatus]
-            default: return s.extras[name] ?? []
-            }
+    /// A named attribute is one of the mirror's values; the Wi-Fi list's cursor moves on a Read Request only.
+    private func readValue(_ s: inout DeviceState, _ read: AttributeRead) -> ReadOutcome {
+        guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
+        switch name {
+        case "scanState": return .value([s.scanState])
+        case "scanError": return .value([s.scanError])
+        case "cloudToken": return .value(s.cloudToken)
+        case "wifiNumNetworks": return .value([UInt8(s.wifiScanned ? min(options.networks.count, 255) : 0)])
+        case "wifiNetworkSSIDEnum":
+            guard s.wifiScanned, s.enumCursor < options.networks.count else { return .value([]) }
+            let ssid = Array(options.networks[s.enumCursor].utf8)
+            if read.opcode == .readRequest { s.enumCursor += 1 }
+            return .value(ssid)
+        case "wifiSetSSID": return .value(s.ssid)
+        case "wifiConnectionStatus": return .value([s.wifiStatus])
+        default: return .value(s.extras[name] ?? [])
         }
     }
 
-    /// A write to an attribute: success with an optional delay before the answer, or an ATT error.
-    private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ a: SimAttribute, _ value: [UInt8]) -> WriteOutcome {
-        switch a.role {
-        case .service, .declaration, .fixed: return .rejected(.writeNotPermitted)
+    /// A write to an attribute: a CCCD is logged (the server keeps it); a mirror value runs the state machine
+    /// (prepared parts only when executed).
+    private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ w: AttributeWrite) -> WriteOutcome {
+        switch w.attribute.role {
         case .cccd(let valueHandle):
-            guard value.count == 2 else { return .rejected(.invalidAttributeValueLength) }
-            let v = UInt16(value[0]) | UInt16(value[1]) << 8
-            s.connections[id]?.cccd[valueHandle] = v
-            fx.logs.append("conn \(id): CCCD of \(database.names[valueHandle] ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
-            return .ok(nil)
-        case .value(let name):
-            return writeMirror(&s, &fx, name, value)
+            let v = UInt16(w.value[0]) | UInt16(w.value[1]) << 8
+            fx.logs.append("conn \(id): CCCD of \(database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
+            return .store
+        case .value where w.attribute.name != nil:
+            if w.opcode == .prepareWriteRequest { return .store }
+            return writeMirror(&s, &fx, w.attribute.name!, w.value)
+        default:
+            return .rejected(.writeNotPermitted)
         }
     }
 
@@ -534,7 +372,7 @@ public final class SimulatedMirror: Sendable {
         let online = s.wifiStatus == (profile.wifiStatusByte("connected") ?? 2)
         switch name {
         case "cloudToken":
-            // The mirror's own limit, whatever the MTU allows (seed 000: "two errors with the same code").
+            // The mirror's own limit, whatever the MTU allows (a real mirror answers 0x0D both for it and for a too-long value).
             guard value.count <= options.effectiveTokenLimit else {
                 fx.logs.append("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
                 return .rejected(.invalidAttributeValueLength)
@@ -542,15 +380,15 @@ public final class SimulatedMirror: Sendable {
             s.cloudToken = value
             fx.logs.append("cloudToken = \(String(decoding: value, as: UTF8.self))")
             guard online else {
-                // Seed 001, step 13: no Wi-Fi, so the token cannot be used: ERROR / PROCESSOR_BUSY, latched.
+                // A cloudToken written while Wi-Fi is not connected cannot be used: ERROR / PROCESSOR_BUSY, latched.
                 let error = byte(state: "error"), busy = byte(error: "processorBusy")
                 after(t.latchNotifyMilliseconds) { [self] s, fx in
                     setScanState(&s, &fx, error)
                     setScanError(&s, &fx, busy)
                 }
-                return .ok(t.latchResponseMilliseconds)
+                return .accepted(responseAfterMilliseconds: t.latchResponseMilliseconds)
             }
-            return .ok(nil)
+            return .accepted(responseAfterMilliseconds: nil)
 
         case "scannerAction":
             guard value.count == 1 else { return .rejected(.invalidAttributeValueLength) }
@@ -560,22 +398,22 @@ public final class SimulatedMirror: Sendable {
                 s.wifiScanned = true
                 s.enumCursor = 0
                 fx.logs.append("wifiScan: \(options.networks.count) networks")
-                return .ok(t.wifiScanMilliseconds)
+                return .accepted(responseAfterMilliseconds: t.wifiScanMilliseconds)
             case profile.initDeviceForScanCommand:
                 return initDeviceForScan(&s, &fx, online: online)
             case profile.rebootCommand:
                 fx.logs.append("reboot: dropping every connection in \(t.rebootMilliseconds) ms")
                 after(t.rebootMilliseconds) { [self] s, fx in reboot(&s, &fx) }
-                return .ok(nil)
+                return .accepted(responseAfterMilliseconds: nil)
             case profile.cancelScanCommand:
                 guard options.cancelResets else {
                     fx.logs.append("cancelScan ignored (--cancel-resets no)")
-                    return .ok(nil)
+                    return .accepted(responseAfterMilliseconds: nil)
                 }
                 s.scanGeneration += 1
                 setScanState(&s, &fx, byte(state: "invalid"))
                 setScanError(&s, &fx, byte(error: "invalid"))
-                return .ok(nil)
+                return .accepted(responseAfterMilliseconds: nil)
             default:
                 fx.logs.append("scannerAction: unknown command \(ATTHex.short(command))")
                 return .rejected(.valueNotAllowed)
@@ -593,14 +431,14 @@ public final class SimulatedMirror: Sendable {
                 guard s.wifiGeneration == generation else { return }
                 setWiFiStatus(&s, &fx, known ? (profile.wifiStatusByte("connected") ?? 2) : (profile.wifiStatusByte("failed") ?? 3))
             }
-            return .ok(nil)
+            return .accepted(responseAfterMilliseconds: nil)
 
         case "wifiNumNetworks", "wifiNetworkSSIDEnum", "scanState", "scanError", "wifiConnectionStatus":
             return .rejected(.writeNotPermitted)
 
         default:
             s.extras[name] = value
-            return .ok(nil)
+            return .accepted(responseAfterMilliseconds: nil)
         }
     }
 
@@ -608,14 +446,14 @@ public final class SimulatedMirror: Sendable {
         let t = options.timings
         let errorState = byte(state: "error")
         if !options.scaleAligned {
-            // Seeds 000 and 001: SCALE_ALIGNMENT 63 and 92 ms after the write, before its Write Response.
+            // A misaligned scale: SCALE_ALIGNMENT 60-90 ms after the write, before its Write Response (a real mirror's timing).
             let delay = Int.random(in: t.alignmentNotifyWindow)
             let alignment = byte(error: "scaleAlignment")
             after(delay) { [self] s, fx in
                 setScanError(&s, &fx, alignment)
                 setScanState(&s, &fx, errorState)
             }
-            return .ok(delay + t.alignmentResponseAfterNotifyMilliseconds)
+            return .accepted(responseAfterMilliseconds: delay + t.alignmentResponseAfterNotifyMilliseconds)
         }
         let busy = byte(error: "processorBusy")
         let idle = [byte(state: "invalid"), byte(state: "complete")]
@@ -623,7 +461,7 @@ public final class SimulatedMirror: Sendable {
             // A latched ERROR (or a scan in progress) must be cancelled first: the mirror stays busy.
             fx.logs.append("initDeviceForScan refused: scanState is \(options.profile.scanStateName(s.scanState))")
             setScanError(&s, &fx, busy)
-            return .ok(nil)
+            return .accepted(responseAfterMilliseconds: nil)
         }
         guard online, !s.cloudToken.isEmpty else {
             fx.logs.append("initDeviceForScan refused: \(online ? "no cloudToken" : "Wi-Fi not connected")")
@@ -631,7 +469,7 @@ public final class SimulatedMirror: Sendable {
                 setScanState(&s, &fx, errorState)
                 setScanError(&s, &fx, busy)
             }
-            return .ok(t.latchResponseMilliseconds)
+            return .accepted(responseAfterMilliseconds: t.latchResponseMilliseconds)
         }
         s.scanGeneration += 1
         let generation = s.scanGeneration
@@ -645,7 +483,7 @@ public final class SimulatedMirror: Sendable {
                 if step == "complete" { upload(&s, &fx, generation) }
             }
         }
-        return .ok(nil)
+        return .accepted(responseAfterMilliseconds: nil)
     }
 
     private func reboot(_ s: inout DeviceState, _ fx: inout Effects) {

@@ -1,8 +1,10 @@
 // A hostile ATT server on an AF_UNIX SOCK_SEQPACKET socket (each datagram one ATT PDU, as on L2CAP CID 4):
-// a small GATT server (Core Spec 5.4 Vol 3 Part F §3.4, Part G) that breaks the protocol in one chosen way.
+// the one GATT server (GATTServer; Core Spec 5.4 Vol 3 Part F §3.4, Part G) wrapped by faults that break the protocol in one chosen way.
 // Blocking sockets and a thread per connection: the peer must be able to stop reading, flood, or go silent.
 import ATTStack
+import LinuxBluetooth
 import Foundation
+import GATTServer
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -214,10 +216,12 @@ final class HostileConnection: @unchecked Sendable {
     let options: HostileOptions
     /// 1 for the peer's first connection, 2 for the next, ...
     let number: Int
-    var server: WellBehavedServer
+    /// The well-behaved server this connection's faults wrap, with its own copy of the database.
+    var server: ATTServer
+    var session = ATTSession()
     var mtu: Int {
-        get { server.mtu }
-        set { server.mtu = newValue }
+        get { session.mtu }
+        set { session.mtu = newValue }
     }
     var victimsSeen = 0
     var firstDiscoveryStart: [UInt8: UInt16] = [:]
@@ -230,12 +234,23 @@ final class HostileConnection: @unchecked Sendable {
         self.peer = peer
         self.number = number
         self.options = peer.options
-        self.server = WellBehavedServer(serverRxMTU: peer.options.serverRxMTU)
+        self.server = ATTServer(database: HostilePeer.database, serverRxMTU: UInt16(clamping: peer.options.serverRxMTU))
     }
 
-    func answer(_ pdu: [UInt8], mode: DiscoveryMode) -> [UInt8] {
-        if pdu.first == 0x18, pdu.count == 2 { peer.update { $0.executeWrites.append(pdu[1]) } }
-        return server.answer(pdu, mode: mode) ?? errorResponse(pdu[0], 0, 0x06)
+    /// The server's answer to a request, with discovery bent per `mode`.
+    func answer(_ bytes: [UInt8], mode: DiscoveryMode) -> [UInt8] {
+        var request = (try? ATTPDU.decode(bytes))
+        if case .executeWriteRequest(let flags)? = request { peer.update { $0.executeWrites.append(flags.rawValue) } }
+        if case .from(let start) = mode, let r = request { request = Discovery.starting(r, at: start) }
+        let reply = request.map { server.answer($0, session: &session) } ?? server.answer(bytes: bytes, session: &session)
+        guard case .now(var answer) = reply else { return Self.notSupported(bytes[0]) }
+        if case .backwards = mode, let r = request, let start = Discovery.start(r) { answer = Discovery.backwards(answer, start: start) }
+        return answer.bytes
+    }
+
+    /// Request Not Supported for `opcode` (Vol 3 Part F §3.4.1.1).
+    static func notSupported(_ opcode: UInt8) -> [UInt8] {
+        ATTPDU.errorResponse(requestOpcode: ATTOpcode(rawValue: opcode), handle: 0, error: .requestNotSupported).bytes
     }
 
     func run() {
@@ -296,18 +311,18 @@ final class HostileConnection: @unchecked Sendable {
         }
         if op == 0x52 {
             peer.update { $0.commands += 1 }
-            _ = server.answer(pdu, mode: .normal)
+            _ = server.answer(bytes: pdu, session: &session)
             return true
         }
         guard HostileScenario.requestOpcodes.contains(op) else {
-            if op & 0x40 == 0 { send(errorResponse(op, 0, 0x06)) }
+            if op & 0x40 == 0 { send(Self.notSupported(op)) }
             return true
         }
         peer.update {
             $0.requests += 1
             $0.requestsByOpcode[op, default: 0] += 1
         }
-        if let s = HostileDatabase.discoveryStart(pdu), firstDiscoveryStart[op] == nil { firstDiscoveryStart[op] = s }
+        if let s = (try? ATTPDU.decode(pdu)).flatMap(Discovery.start), firstDiscoveryStart[op] == nil { firstDiscoveryStart[op] = s }
         var attacked = options.effectiveVictims.contains(op)
         if attacked {
             victimsSeen += 1
@@ -334,14 +349,19 @@ final class HostileConnection: @unchecked Sendable {
             send(a)
         case .errorForOtherRequest:
             let other: UInt8 = op == 0x0A ? 0x12 : 0x0A
-            send(errorResponse(other, pdu.count >= 3 ? u16(pdu, 1) : 0, 0x0A))
+            let handle = pdu.count >= 3 ? UInt16(pdu[1]) | UInt16(pdu[2]) << 8 : 0
+            send(ATTPDU.errorResponse(requestOpcode: ATTOpcode(rawValue: other), handle: handle, error: .attributeNotFound).bytes)
         case .unsolicitedResponses:
             send(answer(pdu, mode: .normal))
             afterAnswer(pdu)
             // Responses the client never expects after the MTU exchange: Exchange MTU, Read Multiple (Variable)
             // Responses, and a Handle Value Confirmation (this client sends no indications); then the marker.
-            for u: [UInt8] in [[0x03, 0x17, 0x00], [0x0F, 0x01, 0x02], [0x21], [0x1E]] { send(u) }
-            send([0x1B] + le16(HostileDatabase.markerHandle) + Array("marker".utf8))
+            // The empty Read Multiple Variable Response is raw: the codec makes no PDU without a tuple.
+            send(ATTPDU.exchangeMTUResponse(serverRxMTU: 23).bytes)
+            send(ATTPDU.readMultipleResponse(values: [0x01, 0x02]).bytes)
+            send([ATTOpcode.readMultipleVariableResponse.rawValue])
+            send(ATTPDU.handleValueConfirmation.bytes)
+            send(ATTPDU.handleValueNotification(handle: HostilePeer.markerHandle, value: Array("marker".utf8)[...]).bytes)
             peer.update { $0.markersSent += 1 }
         case .lateResponse:
             usleep(UInt32(max(0, options.delayMilliseconds)) * 1000)
@@ -355,22 +375,28 @@ final class HostileConnection: @unchecked Sendable {
             let a = answer(pdu, mode: .normal)
             send(a + [UInt8](repeating: 0, count: max(0, 2000 - a.count)))
         case .mtuBelowMinimum, .mtuAboveMaximum:
-            guard op == 0x02, pdu.count == 3 else { send(answer(pdu, mode: .normal)); return true }
+            guard case .exchangeMTURequest(let client)? = (try? ATTPDU.decode(pdu)) else { send(answer(pdu, mode: .normal)); return true }
             let server: UInt16 = options.scenario == .mtuBelowMinimum ? 10 : 0xFFFF
-            mtu = max(23, min(Int(u16(pdu, 1)), Int(server)))
-            send([0x03] + le16(server))
+            mtu = ATTMTU.negotiated(clientRxMTU: client, serverRxMTU: server)
+            send(ATTPDU.exchangeMTUResponse(serverRxMTU: server).bytes)
         case .handlesBackwards:
             send(answer(pdu, mode: .backwards))
         case .handlesRepeat:
             send(answer(pdu, mode: .from(firstDiscoveryStart[op] ?? 1)))
         case .endlessBlob:
-            send([op == 0x0A ? 0x0B : 0x0D] + [UInt8](repeating: 0xEE, count: mtu - 1))
+            let full = [UInt8](repeating: 0xEE, count: ATTMTU.readBlobPartBudget(mtu))[...]
+            send((op == 0x0A ? ATTPDU.readResponse(value: full) : .readBlobResponse(value: full)).bytes)
         case .prepareEchoDiffers:
-            var a = answer(pdu, mode: .normal)
-            if a.first == 0x17 {
-                if a.count > 5 { a[5] ^= 0x01 } else { a[3] &+= 1 }
+            // The echo's first value byte flipped, or (an empty part) its offset moved by one.
+            let a = answer(pdu, mode: .normal)
+            guard case .prepareWriteResponse(let h, let offset, let value)? = (try? ATTPDU.decode(a)) else { send(a); return true }
+            var bent = Array(value)
+            if bent.isEmpty {
+                send(ATTPDU.prepareWriteResponse(handle: h, offset: offset &+ 1, value: []).bytes)
+            } else {
+                bent[0] ^= 0x01
+                send(ATTPDU.prepareWriteResponse(handle: h, offset: offset, value: bent[...]).bytes)
             }
-            send(a)
         case .notificationFlood, .indicationStorm:
             send(answer(pdu, mode: .normal))
             afterAnswer(pdu)
@@ -385,17 +411,21 @@ final class HostileConnection: @unchecked Sendable {
 
     /// What follows an answer: a CCCD write starts the flood or the storm.
     func afterAnswer(_ pdu: [UInt8]) {
-        guard pdu[0] == 0x12, pdu.count >= 5, u16(pdu, 1) == HostileDatabase.cccdHandle, pdu[3] != 0 else { return }
+        guard case .writeRequest(HostilePeer.cccdHandle, let value)? = (try? ATTPDU.decode(pdu)), value.first != 0 else { return }
         let count = options.effectiveCount
-        let h = le16(HostileDatabase.longValueHandle)
+        let h = HostilePeer.longValueHandle
+        /// The i-th value: i as 4 little-endian bytes.
+        @Sendable func counter(_ i: Int) -> ArraySlice<UInt8> {
+            let v = UInt32(truncatingIfNeeded: i)
+            return [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)][...]
+        }
         switch options.scenario {
         case .notificationFlood:
             floodRunning = true
             let t = Thread { [self] in
                 var sent = 0
                 for i in 0..<count {
-                    let v = UInt32(truncatingIfNeeded: i)
-                    if !send([0x1B] + h + [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)]) { break }
+                    if !send(ATTPDU.handleValueNotification(handle: h, value: counter(i)).bytes) { break }
                     sent += 1
                     if sent % 4096 == 0 { peer.update { $0.notificationsSent += 4096 } }
                 }
@@ -411,8 +441,7 @@ final class HostileConnection: @unchecked Sendable {
             // On this thread: nothing is read (no confirmation either) until the storm ends.
             var sent = 0
             for i in 0..<count {
-                let v = UInt32(truncatingIfNeeded: i)
-                if !send([0x1D] + h + [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)]) { break }
+                if !send(ATTPDU.handleValueIndication(handle: h, value: counter(i)).bytes) { break }
                 sent += 1
             }
             peer.update {

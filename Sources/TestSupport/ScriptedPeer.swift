@@ -1,22 +1,25 @@
-// An in-memory ATTTransport with a scripted peer, in the style of BlueZ's unit/test-gatt.c: a list of the client
-// PDUs the peer expects, each followed by the peer's replies. A mismatch is recorded with both byte strings.
+// An in-memory ATTTransport with a scripted peer, in the style of BlueZ's unit/test-gatt.c: a list of the PDUs
+// the peer expects, each followed by the peer's replies (Core Spec 5.4 Vol 3 Part F §3.4's message sequences).
+// A mismatch is recorded with both byte strings. Unscripted, it is the far end of a server under test: the test
+// injects requests and takes what the server sent. No XCTest here (the fuzzer links this module).
 import ATTStack
 import LinuxBluetooth
 import Dispatch
 import Foundation
-import Synchronization
-import XCTest
-@testable import GATTClient
+import GATTClient
 
 /// "12 34 ab" -> [0x12, 0x34, 0xAB]
-func hex(_ s: String) -> [UInt8] {
+public func hex(_ s: String) -> [UInt8] {
     s.split(whereSeparator: { $0 == " " || $0 == "\n" }).map { UInt8($0, radix: 16)! }
 }
 
-func show(_ b: [UInt8]) -> String { b.map { String(format: "%02x", $0) }.joined(separator: " ") }
+public func show(_ b: [UInt8]?) -> String { b.map { ATTHex.string($0, separator: " ") } ?? "nil" }
+
+/// A 16-bit value little-endian, as ATT carries it (Vol 3 Part F §3.3).
+public func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
 
 /// One step of a script.
-enum Step: Sendable {
+public enum Step: Sendable {
     /// The client must send exactly these bytes next.
     case client([UInt8])
     /// The peer sends these bytes (after the preceding client step matched).
@@ -32,14 +35,14 @@ enum Step: Sendable {
 }
 
 /// Builds a script from BlueZ-style pairs: `raw(client, server...)`.
-func raw(_ client: String, _ server: String...) -> [Step] {
+public func raw(_ client: String, _ server: String...) -> [Step] {
     [.client(hex(client))] + server.map { .server(hex($0)) }
 }
 
 /// A transport whose peer follows a script. Deliveries run on one serial queue (the "reader thread").
 /// `sendCapacity` simulates a full socket: each send uses one unit; at zero, sends report `.wouldBlock` until
 /// `grantWritable(_:)` adds room and fires the POLLOUT callbacks.
-final class ScriptedPeer: ATTTransport, @unchecked Sendable {
+public final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     // @unchecked: every mutable property lives in `state`, guarded by its lock.
     struct State {
         var steps: [Step]
@@ -55,18 +58,30 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         /// Replies the client triggers without a script (a responder).
         var responder: (@Sendable ([UInt8]) -> [Step])?
         var strict = true
+        /// How many of `sent` `next(timeout:)` has handed out.
+        var taken = 0
     }
     let state: Lock<State>
     let queue = DispatchQueue(label: "scripted-peer.reader")
-    let label: String
+    /// Signalled on every PDU sent and on close, for `next(timeout:)`.
+    let arrived = DispatchSemaphore(value: 0)
+    public let label: String
 
-    init(_ steps: [Step], label: String = "scripted", capacity: Int? = nil) {
+    public init(_ steps: [Step], label: String = "scripted", capacity: Int? = nil) {
         self.label = label
         state = Lock(State(steps: steps, capacity: capacity))
     }
 
+    /// The far end of a server under test: no script; the test injects PDUs and takes what was sent.
+    public init(unscripted label: String) {
+        self.label = label
+        var s = State(steps: [])
+        s.strict = false
+        state = Lock(s)
+    }
+
     /// A peer that answers every client PDU with `responder` (no script).
-    init(label: String = "responder", responder: @escaping @Sendable ([UInt8]) -> [[UInt8]]) {
+    public init(label: String = "responder", responder: @escaping @Sendable ([UInt8]) -> [[UInt8]]) {
         self.label = label
         var s = State(steps: [])
         s.responder = { pdu in responder(pdu).map { Step.server($0) } }
@@ -75,15 +90,16 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     }
 
     /// A peer that answers every client PDU with steps: replies, `.delay`, `.serverClose`.
-    init(label: String = "responder", stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
+    /// `capacity` as in the scripted form: sends beyond it report `.wouldBlock` until `grantWritable(_:)`.
+    public init(label: String = "responder", capacity: Int? = nil, stepResponder: @escaping @Sendable ([UInt8]) -> [Step]) {
         self.label = label
-        var s = State(steps: [])
+        var s = State(steps: [], capacity: capacity)
         s.responder = stepResponder
         s.strict = false
         state = Lock(s)
     }
 
-    func start(_ sink: any ATTTransportSink) {
+    public func start(_ sink: any ATTTransportSink) {
         let initial: [Step] = state.withLock { s in
             s.sink = sink
             return takeServerSteps(&s)
@@ -104,7 +120,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     }
 
     /// Delivers the replies held by a `.pause` at the head of the script.
-    func grantScriptStep() {
+    public func grantScriptStep() {
         let steps: [Step] = state.withLock { s in
             guard s.next < s.steps.count, case .pause = s.steps[s.next] else {
                 s.failures.append("grantScriptStep: no pause at step \(s.next)")
@@ -137,7 +153,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         }
     }
 
-    func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+    public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let bytes = [UInt8](pdu)
         let outcome: Result<(ATTSendResult, [Step], [Step], [OnceBox<Void>]), TransportError> = state.withLock { s in
             if s.closed {
@@ -173,6 +189,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         switch outcome {
         case .failure(let e): throw e
         case .success(let (result, steps, replies, ready)):
+            if result == .sent { arrived.signal() }
             for r in ready { r.finish(.success(())) }
             deliver(steps)
             deliver(replies)
@@ -180,7 +197,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         }
     }
 
-    func whenWritable(_ callback: @escaping @Sendable () -> Void) {
+    public func whenWritable(_ callback: @escaping @Sendable () -> Void) {
         let fireNow: Bool = state.withLock { s in
             if s.closed || s.capacity.map({ $0 > 0 }) ?? true { return true }
             s.writableCallbacks.append(callback)
@@ -190,7 +207,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     }
 
     /// Adds room for `n` more PDUs and fires the POLLOUT callbacks.
-    func grantWritable(_ n: Int) {
+    public func grantWritable(_ n: Int) {
         let callbacks: [@Sendable () -> Void] = state.withLock { s in
             s.capacity = (s.capacity ?? 0) + n
             let c = s.writableCallbacks
@@ -200,7 +217,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         for c in callbacks { queue.async { c() } }
     }
 
-    func close(reason: String) {
+    public func close(reason: String) {
         let (sink, callbacks): ((any ATTTransportSink)?, [@Sendable () -> Void]) = state.withLock { s in
             if s.closed { return (nil, []) }
             s.closed = true
@@ -209,6 +226,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
             s.writableCallbacks = []
             return (s.sink, c)
         }
+        arrived.signal()
         queue.async {
             sink?.transport(didCloseWith: .closedLocally(reason: reason))
             for c in callbacks { c() }
@@ -216,7 +234,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     }
 
     /// The peer closes the connection (EOF).
-    func closeFromPeer() {
+    public func closeFromPeer() {
         let (sink, callbacks): ((any ATTTransportSink)?, [@Sendable () -> Void]) = state.withLock { s in
             if s.closed { return (nil, []) }
             s.closed = true
@@ -225,6 +243,7 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
             s.writableCallbacks = []
             return (s.sink, c)
         }
+        arrived.signal()
         queue.async {
             sink?.transport(didCloseWith: .closedByPeer)
             for c in callbacks { c() }
@@ -232,15 +251,15 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
     }
 
     /// The peer sends `pdu` now, outside the script.
-    func inject(_ pdu: [UInt8]) { deliver([.server(pdu)]) }
+    public func inject(_ pdu: [UInt8]) { deliver([.server(pdu)]) }
 
     /// Waits until the reader queue has delivered everything queued so far.
-    func flush() async {
+    public func flush() async {
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in queue.async { c.resume() } }
     }
 
     /// Waits until the client has sent at least `count` PDUs.
-    func waitForSent(_ count: Int) async {
+    public func waitForSent(_ count: Int) async {
         let once = OnceBox<Void>()
         let done = state.withLock { s -> Bool in
             if s.sent.count >= count { return true }
@@ -250,48 +269,54 @@ final class ScriptedPeer: ATTTransport, @unchecked Sendable {
         if !done { try? await once.value() }
     }
 
-    var sent: [[UInt8]] { state.withLock { $0.sent } }
-    var isClosed: Bool { state.withLock { $0.closed } }
-    var closeReason: String? { state.withLock { $0.closeReason } }
+    /// Whether a PDU after the end of the script is a problem (false: anything goes once the script ran out).
+    public var strict: Bool {
+        get { state.withLock { $0.strict } }
+        set { state.withLock { $0.strict = newValue } }
+    }
 
-    /// Fails the test when the client sent anything unexpected or left script steps unused.
-    func assertScriptDone(file: StaticString = #filePath, line: UInt = #line) {
-        let (failures, next, count) = state.withLock { ($0.failures, $0.next, $0.steps.count) }
-        for f in failures { XCTFail(f, file: file, line: line) }
-        if next < count {
-            let rest = state.withLock { Array($0.steps[$0.next...]) }
-            XCTFail("script not finished: \(count - next) steps left, next: \(rest.first.map { "\($0)" } ?? "")", file: file, line: line)
+    public var sent: [[UInt8]] { state.withLock { $0.sent } }
+    public var isClosed: Bool { state.withLock { $0.closed } }
+    public var closeReason: String? { state.withLock { $0.closeReason } }
+
+    /// What went against the script: unexpected PDUs, then the steps left unused (empty when the script ran out).
+    public var scriptProblems: [String] {
+        state.withLock { s in
+            var problems = s.failures
+            if s.next < s.steps.count {
+                problems.append("script not finished: \(s.steps.count - s.next) steps left, next: \(s.steps[s.next])")
+            }
+            return problems
         }
     }
-}
 
-/// Events collected from a client.
-final class EventLog: Sendable {
-    let events = Lock<[GATTClientEvent]>([])
-    var all: [GATTClientEvent] { events.withLock { $0 } }
-    var handler: @Sendable (GATTClientEvent) -> Void { { [self] e in events.withLock { $0.append(e) } } }
-}
+    /// The next PDU sent that `next` has not handed out yet, or nil after `timeout` seconds (or once closed with
+    /// nothing left).
+    public func next(timeout: Double = 2) -> [UInt8]? {
+        let deadline = DispatchTime.now() + timeout
+        while true {
+            let (pdu, closed) = state.withLock { s -> ([UInt8]?, Bool) in
+                if s.taken < s.sent.count { s.taken += 1; return (s.sent[s.taken - 1], false) }
+                return (nil, s.closed)
+            }
+            if let pdu { return pdu }
+            if closed { return nil }
+            if arrived.wait(timeout: deadline) == .timedOut { return nil }
+        }
+    }
 
-/// Starts a client over a scripted peer with a manual clock.
-func makeClient(_ peer: ScriptedPeer, clock: ManualClock = ManualClock(), log: EventLog? = nil,
-                configure: (inout GATTClient.Configuration) -> Void = { _ in }) async throws -> GATTClient {
-    var config = GATTClient.Configuration()
-    config.clock = clock
-    config.events = log?.handler
-    configure(&config)
-    return try await GATTClient.connect(transport: peer, configuration: config)
-}
+    /// Injects a request and returns the next PDU sent that is not a notification (those go to `notes`).
+    public func request(_ bytes: [UInt8], notes: inout [[UInt8]], timeout: Double = 2) -> [UInt8]? {
+        inject(bytes)
+        while let pdu = next(timeout: timeout) {
+            if pdu.first == ATTOpcode.handleValueNotification.rawValue { notes.append(pdu); continue }
+            return pdu
+        }
+        return nil
+    }
 
-/// Runs `body` with a real-time limit so that a hang fails the test instead of the whole run.
-func within<T: Sendable>(_ seconds: Double = 10, _ what: String = "the test",
-                         _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-    try await withDeadline(.milliseconds(Int64(seconds * 1000)), waitingFor: what, body)
-}
-
-/// A shareable atomic integer for test closures.
-final class Counter: Sendable {
-    let value = Atomic<Int>(0)
-    /// Adds one and returns the new value.
-    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
-    var current: Int { value.load(ordering: .relaxed) }
+    public func request(_ bytes: [UInt8], timeout: Double = 2) -> [UInt8]? {
+        var notes: [[UInt8]] = []
+        return request(bytes, notes: &notes, timeout: timeout)
+    }
 }

@@ -1,5 +1,5 @@
 // What the simulated mirror posts when a scan completes: a result ZIP with a small PLY mesh and a
-// measurements JSON (the seeds' "finished result ZIP (a PLY mesh + measurements JSON)").
+// measurements JSON, the shape of a real mirror's finished result.
 import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking

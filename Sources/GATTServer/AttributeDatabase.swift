@@ -1,0 +1,160 @@
+// The one attribute database of every ATT server here: services, includes, characteristics and their
+// descriptors in handle order (Core Spec 5.4 Vol 3 Part F §3.2 attributes, Part G §3 the GATT declarations).
+import ATTStack
+import GATTClient
+
+/// What ATT lets a client do with an attribute (Core Spec 5.4 Vol 3 Part F §3.2.5).
+public struct AttributePermissions: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+    public static let read = AttributePermissions(rawValue: 0x01)
+    public static let write = AttributePermissions(rawValue: 0x02)
+}
+
+/// One attribute (Core Spec 5.4 Vol 3 Part F §3.2): handle, type, value, permissions, and its GATT role.
+public struct Attribute: Sendable {
+    /// Where the attribute sits in the GATT structure (Vol 3 Part G §3).
+    public enum Role: Sendable, Equatable {
+        /// A primary or secondary service declaration (§3.1); its group ends at `end`.
+        case service(end: UInt16)
+        /// An include declaration (§3.2).
+        case include
+        /// A characteristic declaration (§3.3.1): properties, value handle, UUID.
+        case declaration(valueHandle: UInt16)
+        /// A characteristic value (§3.3.2).
+        case value
+        /// The Client Characteristic Configuration descriptor (§3.3.3.3) of the value at `valueHandle`:
+        /// its value is kept per connection by the server.
+        case cccd(valueHandle: UInt16)
+        /// Any other descriptor (§3.3.3).
+        case descriptor
+    }
+
+    public let handle: UInt16
+    public let type: BluetoothUUID
+    public internal(set) var role: Role
+    /// The stored value (the server's answer unless a read handler says otherwise).
+    public var value: [UInt8]
+    public let permissions: AttributePermissions
+    /// The name the database's author gave it ("scanState"), for handlers and tests.
+    public let name: String?
+
+    public var readable: Bool { permissions.contains(.read) }
+    public var writable: Bool { permissions.contains(.write) }
+}
+
+/// The attributes of one server, ordered by handle from 0x0001 without gaps (Vol 3 Part F §3.2.2).
+public struct AttributeDatabase: Sendable {
+    public internal(set) var attributes: [Attribute] = []
+    /// Names to handles ("scanState" -> 0x000F).
+    public internal(set) var handles: [String: UInt16] = [:]
+
+    /// The attribute with `handle`, if any.
+    public func attribute(_ handle: UInt16) -> Attribute? {
+        guard handle >= 1, Int(handle) <= attributes.count else { return nil }
+        return attributes[Int(handle) - 1]
+    }
+
+    /// The handle named `name`.
+    public func handle(_ name: String) -> UInt16? { handles[name] }
+
+    /// The name of the attribute at `handle`.
+    public func name(of handle: UInt16) -> String? { attribute(handle)?.name }
+
+    /// Replaces the stored value at `handle` (no permission check: the server's own update).
+    public mutating func setValue(_ value: [UInt8], at handle: UInt16) {
+        guard handle >= 1, Int(handle) <= attributes.count else { return }
+        attributes[Int(handle) - 1].value = value
+    }
+
+    /// Builds a database in handle order: `service`, then its includes and characteristics, and so on.
+    public init(_ build: (inout Builder) -> Void) {
+        var builder = Builder()
+        build(&builder)
+        self = builder.finish()
+    }
+
+    init() {}
+
+    /// Appends attributes in handle order; a service's group ends where the next service (or the database) begins.
+    public struct Builder {
+        var database = AttributeDatabase()
+        var openService: Int?
+
+        /// The handle the next attribute gets.
+        public var nextHandle: UInt16 { UInt16(database.attributes.count + 1) }
+
+        /// A primary or secondary service declaration (Vol 3 Part G §3.1); returns its handle.
+        @discardableResult
+        public mutating func service(_ uuid: BluetoothUUID, primary: Bool = true, name: String? = nil) -> UInt16 {
+            closeService()
+            let h = append(primary ? .primaryService : .secondaryService, .service(end: 0), uuid.attWireBytes, [.read], name)
+            openService = Int(h) - 1
+            return h
+        }
+
+        /// An include declaration (Vol 3 Part G §3.2): the UUID is in the value only when it is 16-bit.
+        public mutating func include(start: UInt16, end: UInt16, uuid: BluetoothUUID) {
+            var v = le16(start) + le16(end)
+            if let u = uuid.uuid16 { v += le16(u) }
+            append(.include, .include, v, [.read], nil)
+        }
+
+        /// A characteristic (Vol 3 Part G §3.3): its declaration, its value and, when it notifies or indicates,
+        /// a CCCD (§3.3.3.3, named `name + "CCCD"`). Readable per `.read`, writable per `.write` or
+        /// `.writeWithoutResponse`. Returns the value handle.
+        @discardableResult
+        public mutating func characteristic(_ uuid: BluetoothUUID, _ properties: GATTCharacteristicProperties,
+                                            value: [UInt8] = [], name: String? = nil) -> UInt16 {
+            let valueHandle = nextHandle + 1
+            append(.characteristic, .declaration(valueHandle: valueHandle),
+                   [properties.rawValue] + le16(valueHandle) + uuid.attWireBytes, [.read], nil)
+            var permissions: AttributePermissions = []
+            if properties.contains(.read) { permissions.insert(.read) }
+            if !properties.isDisjoint(with: [.write, .writeWithoutResponse]) { permissions.insert(.write) }
+            append(uuid, .value, value, permissions, name)
+            if !properties.isDisjoint(with: [.notify, .indicate]) {
+                append(.clientCharacteristicConfiguration, .cccd(valueHandle: valueHandle), [0, 0], [.read, .write],
+                       name.map { $0 + "CCCD" })
+            }
+            return valueHandle
+        }
+
+        /// A descriptor of the last characteristic (Vol 3 Part G §3.3.3); returns its handle.
+        @discardableResult
+        public mutating func descriptor(_ uuid: BluetoothUUID, value: [UInt8], permissions: AttributePermissions = [.read],
+                                        name: String? = nil) -> UInt16 {
+            append(uuid, .descriptor, value, permissions, name)
+        }
+
+        @discardableResult
+        mutating func append(_ type: BluetoothUUID, _ role: Attribute.Role, _ value: [UInt8],
+                             _ permissions: AttributePermissions, _ name: String?) -> UInt16 {
+            let h = nextHandle
+            database.attributes.append(Attribute(handle: h, type: type, role: role, value: value, permissions: permissions, name: name))
+            if let name { database.handles[name] = h }
+            return h
+        }
+
+        mutating func closeService() {
+            guard let i = openService else { return }
+            database.attributes[i].role = .service(end: UInt16(database.attributes.count))
+            openService = nil
+        }
+
+        mutating func finish() -> AttributeDatabase {
+            closeService()
+            return database
+        }
+    }
+}
+
+extension BluetoothUUID {
+    /// The UUID as an attribute value carries it: 2 bytes when it has a 16-bit alias, else 16 (Vol 3 Part F §3.2.1).
+    public var attWireBytes: [UInt8] {
+        if let short = uuid16 { return BluetoothUUID.bit16(short).littleEndianBytes }
+        return BluetoothUUID.bit128(uuid128).littleEndianBytes
+    }
+}
+
+func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }

@@ -1,0 +1,220 @@
+// The ATT server over ATT transports: one database for any number of connections, each with its own session
+// (Core Spec 5.4 Vol 3 Part F §3.2.8, Part G §3.3.3.3), its outbox, and its one indication in flight (Part F §3.4.7.2).
+import ATTStack
+import LinuxBluetooth
+import Dispatch
+import GATTClient
+
+/// What the fault layer does with one PDU from the client before the server sees it.
+public enum ATTInterception: Sendable, Equatable {
+    /// The server answers it.
+    case serve
+    /// The server answers these bytes instead (an altered request).
+    case serveAs([UInt8])
+    /// The server answers it this many milliseconds later.
+    case delay(milliseconds: Int)
+    /// Nobody answers (a silent peer).
+    case drop
+    /// These bytes go out instead of the answer (a malformed one, on purpose).
+    case reply([UInt8])
+    /// The connection closes instead.
+    case close(reason: String)
+}
+
+/// A GATT server on transports. `read` and `write` run under the host's lock (they must not call back into the
+/// host or a connection); `inbound` and `answered` run outside it, on the connection's reader, and may send.
+public final class GATTServerHost: Sendable {
+    public struct Hooks: Sendable {
+        public var read: @Sendable (AttributeRead, ATTServerConnection) -> ReadOutcome = { _, _ in .stored }
+        public var write: @Sendable (AttributeWrite, ATTServerConnection) -> WriteOutcome = { _, _ in .store }
+        /// The fault layer: sees every PDU from a client first.
+        public var inbound: @Sendable ([UInt8], ATTServerConnection) -> ATTInterception = { _, _ in .serve }
+        /// Runs after the server answered (or chose not to answer) `pdu` from the client.
+        public var answered: @Sendable (ATTPDU, ATTServerConnection) -> Void = { _, _ in }
+        public init() {}
+    }
+
+    struct Connection {
+        let link: ATTServerConnection
+        var session = ATTSession()
+        var outbox = ATTOutbox()
+        /// Indications not yet sent: one is in flight until its Handle Value Confirmation (Vol 3 Part F §3.4.7.2).
+        var indications: [(UInt16, [UInt8])] = []
+        var indicating = false
+    }
+
+    struct State {
+        var server: ATTServer
+        var connections: [ObjectIdentifier: Connection] = [:]
+    }
+
+    let hooks: Hooks
+    let state: Lock<State>
+    let timers = DispatchQueue(label: "gatt-server.timers")
+
+    public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks()) {
+        self.hooks = hooks
+        state = Lock(State(server: ATTServer(database: database, serverRxMTU: serverRxMTU)))
+    }
+
+    /// A copy of the database (stored values as the clients wrote them).
+    public var database: AttributeDatabase { state.withLock { $0.server.database } }
+
+    /// Serves `transport`: registers the connection, then starts its reader.
+    @discardableResult
+    public func attach(_ transport: any ATTTransport) -> ATTServerConnection {
+        let connection = ATTServerConnection(host: self, transport: transport)
+        state.withLock { $0.connections[ObjectIdentifier(connection)] = Connection(link: connection) }
+        transport.start(connection)
+        return connection
+    }
+
+    /// Sends a Handle Value Notification of `value` to every connection that enabled notifications.
+    public func notifySubscribers(handle: UInt16, value: [UInt8]) {
+        let links = state.withLock { s in s.connections.values.filter { $0.session.subscribed(handle) }.map(\.link) }
+        for c in links { c.notify(handle: handle, value: value) }
+    }
+
+    // MARK: - one connection's events
+
+    func received(_ c: ATTServerConnection, _ bytes: [UInt8]) {
+        switch hooks.inbound(bytes, c) {
+        case .serve: serve(c, bytes)
+        case .serveAs(let other): serve(c, other)
+        case .delay(let ms): timers.asyncAfter(deadline: .now() + .milliseconds(ms)) { [self] in serve(c, bytes) }
+        case .drop: return
+        case .reply(let raw): send(c) { _ in raw }
+        case .close(let reason): c.transport.close(reason: reason)
+        }
+    }
+
+    func serve(_ c: ATTServerConnection, _ bytes: [UInt8]) {
+        let pdu: ATTPDU
+        switch ATTServer.decode(bytes) {
+        case .pdu(let p): pdu = p
+        case .malformed(_, let reply):
+            if case .now(let error) = reply { send(c) { _ in error.bytes } }
+            return
+        }
+        if pdu == .handleValueConfirmation { confirmed(c) }
+        let id = ObjectIdentifier(c)
+        var wait = false
+        let reply: ATTServerReply = state.withLock { s in
+            guard var conn = s.connections[id] else { return .none }
+            let reply = s.server.answer(pdu, session: &conn.session,
+                                        read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+            if case .now(let answer) = reply { wait = enqueue(&conn, answer.bytes) }
+            s.connections[id] = conn
+            return reply
+        }
+        if wait { waitWritable(c) }
+        if case .later(let ms, let answer) = reply {
+            timers.asyncAfter(deadline: .now() + .milliseconds(ms)) { [self] in send(c) { _ in answer.bytes } }
+        }
+        hooks.answered(pdu, c)
+    }
+
+    func closed(_ c: ATTServerConnection) {
+        _ = state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(c)) }
+    }
+
+    // MARK: - sending
+
+    /// Sends in order the bytes `make` gives for the connection's MTU (encoded by the codec, or a fault's raw bytes).
+    func send(_ c: ATTServerConnection, _ make: (Int) -> [UInt8]) {
+        let id = ObjectIdentifier(c)
+        let wait: Bool = state.withLock { s in
+            guard var conn = s.connections[id] else { return false }
+            let w = enqueue(&conn, make(conn.session.mtu))
+            s.connections[id] = conn
+            return w
+        }
+        if wait { waitWritable(c) }
+    }
+
+    /// Queues one indication; it goes out when no other is waiting for its confirmation.
+    func indicate(_ c: ATTServerConnection, handle: UInt16, value: [UInt8]) {
+        let id = ObjectIdentifier(c)
+        let now: Bool = state.withLock { s in
+            guard var conn = s.connections[id] else { return false }
+            defer { s.connections[id] = conn }
+            if conn.indicating { conn.indications.append((handle, value)); return false }
+            conn.indicating = true
+            return true
+        }
+        if now { send(c) { mtu in Self.indication(handle, value, mtu) } }
+    }
+
+    /// A Handle Value Confirmation: the next queued indication goes.
+    func confirmed(_ c: ATTServerConnection) {
+        let id = ObjectIdentifier(c)
+        let next: (UInt16, [UInt8])? = state.withLock { s in
+            guard var conn = s.connections[id] else { return nil }
+            defer { s.connections[id] = conn }
+            guard !conn.indications.isEmpty else { conn.indicating = false; return nil }
+            return conn.indications.removeFirst()
+        }
+        if let (handle, value) = next { send(c) { mtu in Self.indication(handle, value, mtu) } }
+    }
+
+    static func indication(_ handle: UInt16, _ value: [UInt8], _ mtu: Int) -> [UInt8] {
+        ATTPDU.handleValueIndication(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(mtu))).bytes
+    }
+
+    func session(_ c: ATTServerConnection) -> ATTSession {
+        state.withLock { $0.connections[ObjectIdentifier(c)]?.session ?? ATTSession() }
+    }
+
+    /// Sends or queues under the lock; a failed send closes the connection from the timer queue (outside the lock).
+    func enqueue(_ conn: inout Connection, _ bytes: [UInt8]) -> Bool {
+        let transport = conn.link.transport
+        do { return try conn.outbox.send(bytes, on: transport) } catch {
+            timers.async { transport.close(reason: "send failed: \(error)") }
+            return false
+        }
+    }
+
+    func waitWritable(_ c: ATTServerConnection) {
+        let id = ObjectIdentifier(c)
+        c.transport.whenWritable { [weak self] in
+            guard let self else { return }
+            let again: Bool = self.state.withLock { s in
+                guard var conn = s.connections[id] else { return false }
+                defer { s.connections[id] = conn }
+                do { return try conn.outbox.flush(on: c.transport) } catch {
+                    self.timers.async { c.transport.close(reason: "send failed: \(error)") }
+                    return false
+                }
+            }
+            if again { self.waitWritable(c) }
+        }
+    }
+}
+
+/// One client's connection to a `GATTServerHost`: the transport's sink, and what a fault or a test may do on it.
+public final class ATTServerConnection: ATTTransportSink {
+    public let transport: any ATTTransport
+    private weak let host: GATTServerHost?
+
+    init(host: GATTServerHost, transport: any ATTTransport) {
+        self.host = host
+        self.transport = transport
+    }
+
+    public func transport(didReceive pdu: [UInt8]) { host?.received(self, pdu) }
+    public func transport(didCloseWith reason: TransportError) { host?.closed(self) }
+
+    /// This connection's MTU, CCCDs and prepare queue.
+    public var session: ATTSession { host?.session(self) ?? ATTSession() }
+    /// Sends `pdu` (encoded by the codec) after whatever is queued.
+    public func send(_ pdu: ATTPDU) { host?.send(self) { _ in pdu.bytes } }
+    /// Sends bytes as they are (a fault's malformed PDU).
+    public func sendRaw(_ bytes: [UInt8]) { host?.send(self) { _ in bytes } }
+    /// A Handle Value Notification (Vol 3 Part F §3.4.7.1), cut to MTU-3.
+    public func notify(handle: UInt16, value: [UInt8]) {
+        host?.send(self) { mtu in ATTPDU.handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(mtu))).bytes }
+    }
+    /// A Handle Value Indication (§3.4.7.2): queued while another waits for its confirmation.
+    public func indicate(handle: UInt16, value: [UInt8]) { host?.indicate(self, handle: handle, value: value) }
+    public func close(reason: String) { transport.close(reason: reason) }
+}

@@ -1,0 +1,38 @@
+// The simulator's attribute table (Core Spec 5.4 Vol 3 Part G §3): GAP and GATT services, then the
+// profile's mirror service with one characteristic per profile entry, each named after its profile entry.
+import ATTStack
+import GATTClient
+import GATTServer
+import Mirror
+
+extension AttributeDatabase {
+    /// The mirror's properties for each profile characteristic (unknown extras: read and write).
+    public static func mirrorProperties(of name: String) -> GATTCharacteristicProperties {
+        switch name {
+        case "scanState", "scanError", "wifiConnectionStatus": return [.read, .notify]
+        case "scannerAction": return [.write, .writeWithoutResponse]
+        case "cloudToken", "wifiSetSSID": return [.read, .write]
+        case "wifiNumNetworks", "wifiNetworkSSIDEnum": return [.read]
+        default: return [.read, .write]
+        }
+    }
+
+    /// GAP (Device Name, Appearance), GATT (Service Changed) and the profile's mirror service; the mirror's
+    /// values are named after the profile ("scanState"), the fixed ones are unnamed.
+    public static func mirror(profile: MirrorProfile, deviceName: String) -> AttributeDatabase {
+        AttributeDatabase { db in
+            db.service(.genericAccess)
+            db.characteristic(.deviceName, [.read], value: Array(deviceName.utf8))
+            db.characteristic(.appearance, [.read], value: [0x00, 0x00])
+            db.service(.genericAttribute)
+            db.characteristic(.serviceChanged, [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
+            db.service(profile.service)
+            // Required characteristics in the profile's documented order, then any extras by name.
+            let extras = profile.characteristics.keys.filter { !MirrorProfile.requiredCharacteristics.contains($0) }.sorted()
+            for name in MirrorProfile.requiredCharacteristics + extras {
+                guard let uuid = profile.characteristics[name] else { continue }
+                db.characteristic(uuid, mirrorProperties(of: name), name: name)
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+// The built executables (mirror, mirror-sim, hostile-peer) as subprocesses of a test: one run to its end with
+// what it printed, or a tool in the background until it says it is ready.
+import Dispatch
+import Foundation
+
+/// One finished run of a built executable.
+public struct ToolRun: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+}
+
+/// A run that did not end in time (it was terminated): the test fails with this.
+public struct ToolTimeout: Error, CustomStringConvertible {
+    public var description: String
+}
+
+/// A tool that ended (or closed its output) before it said it was ready.
+public struct ToolDidNotStart: Error, CustomStringConvertible {
+    public var description: String
+}
+
+public enum ToolProcess {
+    /// The products directory that holds the test bundle (.build/<triple>/debug), where the built tools are.
+    public static var productsDirectory: URL {
+        var dir = Bundle(for: ProductsMarker.self).bundleURL
+        if dir.pathExtension == "xctest" { dir.deleteLastPathComponent() }
+        return dir
+    }
+
+    /// The built executable `name` ("mirror").
+    public static func url(_ name: String) -> URL { productsDirectory.appendingPathComponent(name) }
+
+    /// Runs `tool` with `arguments` and no input; throws `ToolTimeout` if it does not end within `timeout` seconds.
+    public static func run(_ tool: String, _ arguments: [String], timeout: Double = 60) throws -> ToolRun {
+        let process = Process()
+        process.executableURL = url(tool)
+        process.arguments = arguments
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = FileHandle.nullDevice
+        let done = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in done.signal() }
+        try process.run()
+        // Drain both pipes while it runs, so a large output cannot block it.
+        nonisolated(unsafe) var outData = Data()
+        nonisolated(unsafe) var errData = Data()
+        let group = DispatchGroup()
+        DispatchQueue.global().async(group: group) { outData = out.fileHandleForReading.readDataToEndOfFile() }
+        DispatchQueue.global().async(group: group) { errData = err.fileHandleForReading.readDataToEndOfFile() }
+        var timedOut = false
+        if done.wait(timeout: .now() + timeout) == .timedOut {
+            timedOut = true
+            process.terminate()
+            _ = done.wait(timeout: .now() + 5)
+        }
+        group.wait()
+        if timedOut { throw ToolTimeout(description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s") }
+        return ToolRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
+                       stderr: String(decoding: errData, as: UTF8.self))
+    }
+}
+
+/// A built tool running in the background until `stop()`: started, then read up to the line that says it is ready
+/// (its "listening on unix:PATH"), without sleeping; its later output is drained so it never blocks on a full pipe.
+public final class BackgroundTool: @unchecked Sendable {
+    // @unchecked: `process` is configured in init and then only used through Foundation's thread-safe calls.
+    public let process = Process()
+
+    /// `stderrToo`: its standard error goes into the same pipe (else to /dev/null).
+    public init(_ tool: String, _ arguments: [String], readyWhen ready: String, stderrToo: Bool = false) throws {
+        process.executableURL = ToolProcess.url(tool)
+        process.arguments = arguments
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardError = stderrToo ? out : FileHandle.nullDevice
+        try process.run()
+        var seen = Data()
+        let handle = out.fileHandleForReading
+        while !String(decoding: seen, as: UTF8.self).contains(ready) {
+            let chunk = handle.availableData
+            if chunk.isEmpty {
+                if process.isRunning { process.terminate() }
+                throw ToolDidNotStart(description: "\(tool) did not start: \(String(decoding: seen, as: UTF8.self))")
+            }
+            seen.append(chunk)
+        }
+        handle.readabilityHandler = { h in _ = h.availableData }
+    }
+
+    /// Terminates it (SIGTERM) and waits for it to exit.
+    public func stop() {
+        if process.isRunning { process.terminate() }
+        process.waitUntilExit()
+    }
+}
+
+private final class ProductsMarker {}
+
+/// A fresh socket path under /tmp, short enough for sun_path (108 bytes).
+public func temporarySocketPath(_ tag: String) -> String {
+    "/tmp/\(tag.prefix(16))-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+}

@@ -1,0 +1,46 @@
+// The GATT client tests' helpers around TestSupport's ScriptedPeer: the script check as an XCTest assertion, an
+// event log, a client over a scripted peer, a real-time limit, a shared counter.
+import ATTStack
+import LinuxBluetooth
+import Synchronization
+import TestSupport
+import XCTest
+@testable import GATTClient
+
+extension ScriptedPeer {
+    /// Fails the test when the client sent anything unexpected or left script steps unused.
+    func assertScriptDone(file: StaticString = #filePath, line: UInt = #line) {
+        for p in scriptProblems { XCTFail(p, file: file, line: line) }
+    }
+}
+
+/// Events collected from a client.
+final class EventLog: Sendable {
+    let events = Lock<[GATTClientEvent]>([])
+    var all: [GATTClientEvent] { events.withLock { $0 } }
+    var handler: @Sendable (GATTClientEvent) -> Void { { [self] e in events.withLock { $0.append(e) } } }
+}
+
+/// Starts a client over a scripted peer with a manual clock.
+func makeClient(_ peer: ScriptedPeer, clock: ManualClock = ManualClock(), log: EventLog? = nil,
+                configure: (inout GATTClient.Configuration) -> Void = { _ in }) async throws -> GATTClient {
+    var config = GATTClient.Configuration()
+    config.clock = clock
+    config.events = log?.handler
+    configure(&config)
+    return try await GATTClient.connect(transport: peer, configuration: config)
+}
+
+/// Runs `body` with a real-time limit so that a hang fails the test instead of the whole run.
+func within<T: Sendable>(_ seconds: Double = 10, _ what: String = "the test",
+                         _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+    try await withDeadline(.milliseconds(Int64(seconds * 1000)), waitingFor: what, body)
+}
+
+/// A shareable atomic integer for test closures.
+final class Counter: Sendable {
+    let value = Atomic<Int>(0)
+    /// Adds one and returns the new value.
+    func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
+    var current: Int { value.load(ordering: .relaxed) }
+}
