@@ -1,6 +1,7 @@
 // Why the bare loop or the plain peer stopped: typed values (the syscall and its Errno, what a timeout waited for
 // and its limit), so that each caller words them its own way (`mirror bench` keeps its CLIError texts).
 import ATTStack
+import CBlueZSocket
 import LinuxBluetooth
 
 /// What the bare loop or the plain peer was doing when a syscall failed.
@@ -61,6 +62,13 @@ public enum BareATTError: Error, Sendable, Equatable, CustomStringConvertible {
     case unexpectedAnswer(request: ATTOpcode, handle: UInt16, received: ATTOpcode)
     /// A PDU the loop was asked to send cannot be encoded (a zero handle, a value longer than its buffer).
     case encoding(ATTEncodeError)
+
+    /// The calling thread's errno for `syscall`, taken before `fd` is closed (a failed setup gives its socket back).
+    static func failed(_ syscall: String, during step: BareATTStep, closing fd: Int32) -> BareATTError {
+        let e = Errno.current
+        _ = cbz_close(fd)
+        return .syscall(syscall, e, during: step)
+    }
 
     public var description: String {
         switch self {

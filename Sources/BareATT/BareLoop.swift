@@ -39,11 +39,7 @@ public final class BareLoop {
     public init(connectingTo path: String, timeout: Double) throws(BareATTError) {
         let fd = cbz_unix_socket()
         guard fd >= 0 else { throw .syscall("socket(AF_UNIX, SOCK_SEQPACKET)", .current, during: .openingSocket) }
-        guard cbz_unix_connect(fd, path) == 0 else {
-            let e = Errno.current
-            _ = cbz_close(fd)
-            throw .syscall("connect", e, during: .connecting(path: path))
-        }
+        guard cbz_unix_connect(fd, path) == 0 else { throw .failed("connect", during: .connecting(path: path), closing: fd) }
         self.fd = fd
         label = "unix:\(path)"
         self.timeout = timeout

@@ -38,23 +38,11 @@ public final class PlainPeer: Sendable {
         _ = cbz_unlink(path)
         let fd = cbz_unix_socket()
         guard fd >= 0 else { throw .syscall("socket(AF_UNIX, SOCK_SEQPACKET)", .current, during: .openingListener) }
-        guard cbz_unix_bind(fd, path) == 0 else {
-            let e = Errno.current
-            _ = cbz_close(fd)
-            throw .syscall("bind", e, during: .listening(path: path))
-        }
-        guard cbz_listen(fd, 16) == 0 else {
-            let e = Errno.current
-            _ = cbz_close(fd)
-            throw .syscall("listen", e, during: .listening(path: path))
-        }
+        guard cbz_unix_bind(fd, path) == 0 else { throw .failed("bind", during: .listening(path: path), closing: fd) }
+        guard cbz_listen(fd, 16) == 0 else { throw .failed("listen", during: .listening(path: path), closing: fd) }
         listener = fd
         wake = cbz_eventfd()
-        guard wake >= 0 else {
-            let e = Errno.current
-            _ = cbz_close(fd)
-            throw .syscall("eventfd", e, during: .settingUpPeer)
-        }
+        guard wake >= 0 else { throw .failed("eventfd", during: .settingUpPeer, closing: fd) }
         let thread = Thread { [self] in acceptLoop() }
         thread.start()
     }
