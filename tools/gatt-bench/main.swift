@@ -26,15 +26,6 @@ let limit = 60.0
 let requestValue: [UInt8] = [0x01, 0x02]
 let sink = PlainPeer.sinkHandle
 
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-/// CPU time of the whole process (every thread: client, bearer, peer), in nanoseconds.
-func cpuNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 /// Per operation: wall-clock time and process CPU time, in nanoseconds.
 struct Cost {
     var wall: Double
@@ -43,16 +34,16 @@ struct Cost {
 
 /// Measures `n` operations run by `body`.
 func measure(_ n: Int, _ body: () throws -> Void) rethrows -> Cost {
-    let (t0, c0) = (now(), cpuNow())
+    let (t0, c0) = (monotonicNanoseconds(), processCPUNanoseconds())
     try body()
-    let (t1, c1) = (now(), cpuNow())
+    let (t1, c1) = (monotonicNanoseconds(), processCPUNanoseconds())
     return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
 }
 
 func measure(_ n: Int, _ body: () async throws -> Void) async rethrows -> Cost {
-    let (t0, c0) = (now(), cpuNow())
+    let (t0, c0) = (monotonicNanoseconds(), processCPUNanoseconds())
     try await body()
-    let (t1, c1) = (now(), cpuNow())
+    let (t1, c1) = (monotonicNanoseconds(), processCPUNanoseconds())
     return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
 }
 

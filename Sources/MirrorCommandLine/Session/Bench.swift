@@ -55,13 +55,6 @@ struct RoundFigures: Sendable {
     var cpuMicrosecondsPerWrite: Double { Double(cpuNanoseconds) / 1000 / Double(max(1, writes)) }
 }
 
-/// The process's CPU time so far (CLOCK_PROCESS_CPUTIME_ID: every thread), in nanoseconds.
-func processCPUNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 /// The figures of one mode over every round.
 struct ModeFigures: Sendable {
     var mode: BenchMode
