@@ -34,6 +34,8 @@ let package = Package(
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
+        // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
+        .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
         .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
@@ -43,7 +45,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
@@ -57,7 +59,7 @@ let package = Package(
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
-        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "CBlueZSocket"], path: "tools/gatt-bench"),
+        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "BareATT"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
         .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTServer"]),
@@ -67,6 +69,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
+        .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
         .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
         .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),

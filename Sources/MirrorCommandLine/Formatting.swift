@@ -265,13 +265,6 @@ public func unixNow() -> Double {
     return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
-/// A monotonic clock in nanoseconds (CLOCK_MONOTONIC), for latencies and rates.
-public func monotonicNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
-
 /// The service UUIDs in advertising data (Core Spec Supplement Part A §1.1: AD types 0x02-0x07).
 public func advertisedServices(_ data: [UInt8]) -> [BluetoothUUID] {
     var uuids: [BluetoothUUID] = []

@@ -1,3 +1,4 @@
+import TestSupport
 @testable import ATTStack
 
 /// Builds random well-formed PDUs of every kind from a seeded generator (deterministic across runs).

@@ -53,19 +53,8 @@ final class HCICommandTests: XCTestCase {
 
 /// Arbitrary input never crashes the parsers, and what they accept round-trips (seeded, so failures repeat).
 final class ParserRobustnessTests: XCTestCase {
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     func testRandomHCIEventsAndTargets() {
-        var rng = SplitMix(state: 0x5EED)
+        var rng = SplitMix64(seed: 0x5EED)
         var reports = 0
         for _ in 0..<20_000 {
             var packet: [UInt8]

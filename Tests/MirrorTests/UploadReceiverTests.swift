@@ -1,5 +1,6 @@
 import TestSupport
 import Mirror
+import MirrorSimulator
 import Foundation
 import GATTClient
 import LinuxBluetooth

@@ -423,7 +423,8 @@ func bench(_ o: Options) -> Int32 {
     let count = o.int("--count", 20000)
     let rounds = max(1, o.int("--rounds", 5))
     let size = max(1, min(o.int("--size", 20), 517))
-    let pdu: [UInt8] = [0x12, 0x03, 0x00] + [UInt8](repeating: 0x5A, count: max(0, size - 3))
+    // A Write Request to 0x0003 of `size` bytes in all (its value is size-3 bytes).
+    let pdu = ATTPDU.writeRequest(handle: 0x0003, value: ArraySlice(repeating: 0x5A, count: max(0, size - 3))).bytes
     let perRound = max(1, count / rounds)
 
     func bare() -> Double {

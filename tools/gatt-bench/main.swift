@@ -5,123 +5,26 @@
 //                       (both loops on connections open side by side, alternating in chunks of 500)
 //   writeCommandRatio = (client's Write Command throughput) / (bare send loop throughput)   goal >= 0.8
 //
-// Every Write Command is counted at the peer: a run ends only when the peer has received all of them.
+// Every Write Command is counted at the peer: a run ends only when the peer has received all of them. The bare
+// loop and the peer are BareATT's `BareLoop` and `PlainPeer`, the same ones `mirror bench` uses.
 // Usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]
 import ATTStack
-import LinuxBluetooth
-import CBlueZSocket
+import BareATT
 import Dispatch
 import Foundation
 import GATTClient
-import Synchronization
+import LinuxBluetooth
 
 struct BenchError: Error, CustomStringConvertible {
     var description: String
 }
 
-func fail(_ what: String) -> BenchError {
-    let e = cbz_errno()
-    return BenchError(description: "\(what) failed with errno \(e) (\(String(cString: cbz_errno_description(e))))")
-}
+/// Each of the bare loop's polls, and the wait for the peer to count every Write Command, give up after this.
+let limit = 60.0
 
-/// The peer: one raw non-blocking socket served by one thread. It answers Write Requests with Write Responses and
-/// counts Write Commands; `done` finishes once it has counted `expectedCommands`.
-final class Peer: @unchecked Sendable {
-    // @unchecked: `fd` is used only by the peer thread after start; the counters are atomics; `done` is a OnceBox.
-    let fd: Int32
-    let expectedCommands: Int
-    let commands = Atomic<Int>(0)
-    let requests = Atomic<Int>(0)
-    let done = OnceBox<Void>()
-
-    init(fd: Int32, expectedCommands: Int) {
-        self.fd = fd
-        self.expectedCommands = expectedCommands
-    }
-
-    func start() {
-        let t = Thread { [self] in run() }
-        t.start()
-    }
-
-    private func run() {
-        var buf = [UInt8](repeating: 0, count: 1024)
-        let response: [UInt8] = [0x13]
-        var revents: Int16 = 0
-        var truncated: Int32 = 0
-        while true {
-            let n = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if n > 0 {
-                if buf[0] == 0x12 {
-                    _ = requests.wrappingAdd(1, ordering: .relaxed)
-                    while response.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, 1) }) < 0 {
-                        _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
-                    }
-                } else if buf[0] == 0x52 {
-                    if commands.wrappingAdd(1, ordering: .relaxed).newValue == expectedCommands { done.finish(.success(())) }
-                }
-                continue
-            }
-            if n == 0 { break }
-            if cbz_errno() == EAGAIN {
-                _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
-                continue
-            }
-            break
-        }
-        _ = cbz_close(fd)
-        done.finish(.success(()))
-    }
-}
-
-/// A listening AF_UNIX SOCK_SEQPACKET socket; each connection gets its own peer thread.
-final class Listener: @unchecked Sendable {
-    // @unchecked: `fd` is immutable after init and only accept(2) and close(2) use it.
-    let path: String
-    let fd: Int32
-
-    init() throws {
-        path = "/tmp/gatt-bench-\(getpid()).sock"
-        _ = cbz_unlink(path)
-        fd = cbz_unix_socket()
-        guard fd >= 0 else { throw fail("socket") }
-        guard cbz_unix_bind(fd, path) == 0 else { throw fail("bind \(path)") }
-        guard cbz_listen(fd, 16) == 0 else { throw fail("listen") }
-    }
-
-    /// Accepts the next connection (already connected by the caller) and starts its peer.
-    func acceptPeer(expectedCommands: Int) throws -> Peer {
-        var revents: Int16 = 0
-        _ = cbz_poll_one(fd, CBZ_POLLIN, 5000, &revents)
-        let c = cbz_accept(fd)
-        guard c >= 0 else { throw fail("accept") }
-        let peer = Peer(fd: c, expectedCommands: expectedCommands)
-        peer.start()
-        return peer
-    }
-
-    func close() {
-        _ = cbz_close(fd)
-        _ = cbz_unlink(path)
-    }
-}
-
-/// A raw client socket connected to the listener.
-func rawConnect(_ listener: Listener) throws -> Int32 {
-    let fd = cbz_unix_socket()
-    guard fd >= 0 else { throw fail("socket") }
-    guard cbz_unix_connect(fd, listener.path) == 0 else { throw fail("connect") }
-    return fd
-}
-
-func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
-
-/// CPU time of the whole process (every thread: client, bearer, peer), in nanoseconds.
-func cpuNow() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
-}
+/// The value both request loops write, and the handle every loop writes to.
+let requestValue: [UInt8] = [0x01, 0x02]
+let sink = PlainPeer.sinkHandle
 
 /// Per operation: wall-clock time and process CPU time, in nanoseconds.
 struct Cost {
@@ -131,129 +34,89 @@ struct Cost {
 
 /// Measures `n` operations run by `body`.
 func measure(_ n: Int, _ body: () throws -> Void) rethrows -> Cost {
-    let (t0, c0) = (now(), cpuNow())
+    let (t0, c0) = (monotonicNanoseconds(), processCPUNanoseconds())
     try body()
-    let (t1, c1) = (now(), cpuNow())
+    let (t1, c1) = (monotonicNanoseconds(), processCPUNanoseconds())
     return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
 }
 
 func measure(_ n: Int, _ body: () async throws -> Void) async rethrows -> Cost {
-    let (t0, c0) = (now(), cpuNow())
+    let (t0, c0) = (monotonicNanoseconds(), processCPUNanoseconds())
     try await body()
-    let (t1, c1) = (now(), cpuNow())
+    let (t1, c1) = (monotonicNanoseconds(), processCPUNanoseconds())
     return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
 }
 
-/// The bare round trip that both request loops time: send a Write Request, wait for POLLIN, receive the response.
-final class BareRequester {
-    let fd: Int32
-    private let pdu: [UInt8] = [0x12, 0x12, 0x00, 0x01, 0x02]
-    private var buf = [UInt8](repeating: 0, count: 1024)
-    private var revents: Int16 = 0
-    private var truncated: Int32 = 0
-
-    init(fd: Int32) { self.fd = fd }
-
-    func once() throws {
-        while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
-            guard cbz_errno() == EAGAIN else { throw fail("send") }
-            _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
-        }
-        while true {
-            let r = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if r > 0 { break }
-            guard r < 0, cbz_errno() == EAGAIN else { throw fail("recv") }
-            _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
-        }
-    }
-}
-
-/// The bare loop: `BareRequester.once()`, `n` times.
-func bareRequests(_ listener: Listener, n: Int) throws -> Cost {
-    let fd = try rawConnect(listener)
-    let peer = try listener.acceptPeer(expectedCommands: .max)
-    let bare = BareRequester(fd: fd)
-    for _ in 0..<min(n, 2000) { try bare.once() }
-    let cost = try measure(n) { for _ in 0..<n { try bare.once() } }
-    _ = cbz_close(fd)
-    _ = peer
-    return cost
+/// The bare loop (BareATT's `BareLoop`): `n` Write Request round trips, send then poll and receive.
+func bareRequests(_ peer: PlainPeer, n: Int) throws -> Cost {
+    let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
+    defer { bare.close() }
+    try bare.writeRequests(handle: sink, value: requestValue, count: min(n, 2000))
+    return try measure(n) { try bare.writeRequests(handle: sink, value: requestValue, count: n) }
 }
 
 /// A bare request loop and a client on two connections open side by side, measured in alternating chunks so
 /// that background load (other processes on a shared machine) hits both alike: a round's ratio compares runs
 /// milliseconds apart, not a bare run with a client run a second later.
-func interleavedRequests(_ listener: Listener, n: Int, chunk: Int) async throws -> (bare: Cost, client: Cost) {
-    let fd = try rawConnect(listener)
-    let peer = try listener.acceptPeer(expectedCommands: .max)
-    let (client, _) = try await connectClient(listener, expectedCommands: .max)
-    let value: [UInt8] = [0x01, 0x02]
+func interleavedRequests(_ peer: PlainPeer, n: Int, chunk: Int) async throws -> (bare: Cost, client: Cost) {
     // The same bare round trip as `bareRequests`.
-    let requester = BareRequester(fd: fd)
+    let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
+    defer { bare.close() }
+    let client = try await connectClient(peer)
     func clientChunk(_ k: Int) async throws {
-        for _ in 0..<k { try await client.write(handle: 0x0012, value: value) }
+        for _ in 0..<k { try await client.write(handle: sink, value: requestValue) }
     }
     // The whole loop prefers the bearer's executor, so that the client's chunks start without a hop from another
     // thread; the bare chunks run wherever the task is (the reader thread, idle meanwhile): the same code either way.
-    let (bare, cli) = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> (Cost, Cost) in
-        for _ in 0..<min(n, 2000) { try requester.once() }
+    let (b, c) = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> (Cost, Cost) in
+        try bare.writeRequests(handle: sink, value: requestValue, count: min(n, 2000))
         try await clientChunk(min(n, 2000))
-        var bare = Cost(wall: 0, cpu: 0), cli = Cost(wall: 0, cpu: 0)
+        var b = Cost(wall: 0, cpu: 0), c = Cost(wall: 0, cpu: 0)
         var done = 0
         while done < n {
             let k = min(chunk, n - done)
-            let b = try measure(k) { for _ in 0..<k { try requester.once() } }
-            let c = try await measure(k) { try await clientChunk(k) }
-            bare.wall += b.wall * Double(k); bare.cpu += b.cpu * Double(k)
-            cli.wall += c.wall * Double(k); cli.cpu += c.cpu * Double(k)
+            let bk = try measure(k) { try bare.writeRequests(handle: sink, value: requestValue, count: k) }
+            let ck = try await measure(k) { try await clientChunk(k) }
+            b.wall += bk.wall * Double(k); b.cpu += bk.cpu * Double(k)
+            c.wall += ck.wall * Double(k); c.cpu += ck.cpu * Double(k)
             done += k
         }
-        return (bare, cli)
+        return (b, c)
     }
-    _ = cbz_close(fd)
-    _ = peer
     client.close()
-    return (Cost(wall: bare.wall / Double(n), cpu: bare.cpu / Double(n)),
-            Cost(wall: cli.wall / Double(n), cpu: cli.cpu / Double(n)))
+    return (Cost(wall: b.wall / Double(n), cpu: b.cpu / Double(n)),
+            Cost(wall: c.wall / Double(n), cpu: c.cpu / Double(n)))
+}
+
+/// Waits until the peer counted `n` Write Commands more than `before`, and checks it counted exactly that many.
+func expectCommands(_ peer: PlainPeer, _ n: Int, after before: Int, sender: String) throws {
+    try peer.waitUntil(writeCommands: before + n, timeout: limit)
+    let counted = peer.writeCommands - before
+    guard counted == n else { throw BenchError(description: "\(sender): the peer counted \(counted) of \(n) commands") }
 }
 
 /// The bare send loop: `n` Write Commands, waiting for POLLOUT on EAGAIN; ends when the peer counted them all.
-func bareCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Cost {
-    let fd = try rawConnect(listener)
-    let peer = try listener.acceptPeer(expectedCommands: n)
-    var pdu: [UInt8] = [0x52, 0x12, 0x00] + [UInt8](repeating: 0xAB, count: valueLength)
-    var revents: Int16 = 0
-    let cost = try await measure(n) {
-        for i in 0..<n {
-            pdu[3] = UInt8(truncatingIfNeeded: i)
-            while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
-                guard cbz_errno() == EAGAIN else { throw fail("send") }
-                _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
-            }
-        }
-        try await peer.done.value()
+func bareCommands(_ peer: PlainPeer, n: Int, valueLength: Int) throws -> Cost {
+    let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
+    defer { bare.close() }
+    let value = [UInt8](repeating: 0xAB, count: valueLength)
+    let before = peer.writeCommands
+    return try measure(n) {
+        try bare.writeCommands(handle: sink, value: value, count: n)
+        try expectCommands(peer, n, after: before, sender: "bare loop")
     }
-    guard peer.commands.load(ordering: .relaxed) == n else {
-        throw BenchError(description: "bare loop: the peer counted \(peer.commands.load(ordering: .relaxed)) of \(n) commands")
-    }
-    _ = cbz_close(fd)
-    return cost
 }
 
-func connectClient(_ listener: Listener, expectedCommands: Int) async throws -> (GATTClient, Peer) {
-    let bearer = try ATTBearer.connect(unixPath: listener.path)
-    let peer = try listener.acceptPeer(expectedCommands: expectedCommands)
-    let client = try await GATTClient.connect(transport: bearer)
-    return (client, peer)
+func connectClient(_ peer: PlainPeer) async throws -> GATTClient {
+    try await GATTClient.connect(transport: try ATTBearer.connect(unixPath: peer.path))
 }
 
 /// The client: `n` Write Requests, one after the other, each awaited; `inline`: on the bearer's executor.
-func clientRequests(_ listener: Listener, n: Int, inline: Bool) async throws -> Cost {
-    let (client, _) = try await connectClient(listener, expectedCommands: .max)
-    let value: [UInt8] = [0x01, 0x02]
+func clientRequests(_ peer: PlainPeer, n: Int, inline: Bool) async throws -> Cost {
+    let client = try await connectClient(peer)
     func loop() async throws -> Cost {
-        for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
-        return try await measure(n) { for _ in 0..<n { try await client.write(handle: 0x0012, value: value) } }
+        for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
+        return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     }
     let r = inline ? try await withTaskExecutorPreference(client.bearerExecutor) { try await loop() } : try await loop()
     client.close()
@@ -261,18 +124,16 @@ func clientRequests(_ listener: Listener, n: Int, inline: Bool) async throws -> 
 }
 
 /// The client: `n` writes without response from one task; ends when the peer counted them all.
-func clientCommands(_ listener: Listener, n: Int, valueLength: Int) async throws -> Cost {
-    let (client, peer) = try await connectClient(listener, expectedCommands: n)
+func clientCommands(_ peer: PlainPeer, n: Int, valueLength: Int) async throws -> Cost {
+    let client = try await connectClient(peer)
     var value = [UInt8](repeating: 0xAB, count: valueLength)
+    let before = peer.writeCommands
     let cost = try await measure(n) {
         for i in 0..<n {
             value[0] = UInt8(truncatingIfNeeded: i)
-            try await client.writeWithoutResponse(handle: 0x0012, value: value)
+            try await client.writeWithoutResponse(handle: sink, value: value)
         }
-        try await peer.done.value()
-    }
-    guard peer.commands.load(ordering: .relaxed) == n else {
-        throw BenchError(description: "client: the peer counted \(peer.commands.load(ordering: .relaxed)) of \(n) commands")
+        try expectCommands(peer, n, after: before, sender: "client")
     }
     client.close()
     return cost
@@ -285,8 +146,10 @@ final class InlineAnswerTransport: ATTTransport, @unchecked Sendable {
     let label = "inline"
     var sink: (any ATTTransportSink)?
     func start(_ sink: any ATTTransportSink) { self.sink = sink }
+    /// The Write Response, encoded once.
+    let writeResponse = ATTPDU.writeResponse.bytes
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        if pdu.first == 0x12 { sink?.transport(didReceive: [0x13]) }
+        if pdu.first == ATTOpcode.writeRequest.rawValue { sink?.transport(didReceive: writeResponse) }
         return .sent
     }
     func whenWritable(_ callback: @escaping @Sendable () -> Void) { callback() }
@@ -295,9 +158,8 @@ final class InlineAnswerTransport: ATTTransport, @unchecked Sendable {
 
 func engineOnly(n: Int) async throws -> Cost {
     let client = try await GATTClient.connect(transport: InlineAnswerTransport())
-    let value: [UInt8] = [0x01, 0x02]
-    for _ in 0..<min(n, 2000) { try await client.write(handle: 0x0012, value: value) }
-    let cost = try await measure(n) { for _ in 0..<n { try await client.write(handle: 0x0012, value: value) } }
+    for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
+    let cost = try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     client.close()
     return cost
 }
@@ -338,17 +200,17 @@ while let a = args.popFirst() {
 }
 
 do {
-    let listener = try Listener()
-    defer { listener.close() }
+    let peer = try PlainPeer(path: "/tmp/gatt-bench-\(getpid()).sock")
+    defer { peer.close() }
     if let only {
         let t: Cost
         switch only {
-        case "bare-requests": t = try bareRequests(listener, n: requests)
-        case "client-requests": t = try await clientRequests(listener, n: requests, inline: true)
-        case "pool-requests": t = try await clientRequests(listener, n: requests, inline: false)
+        case "bare-requests": t = try bareRequests(peer, n: requests)
+        case "client-requests": t = try await clientRequests(peer, n: requests, inline: true)
+        case "pool-requests": t = try await clientRequests(peer, n: requests, inline: false)
         case "engine": t = try await engineOnly(n: requests)
-        case "bare-commands": t = try await bareCommands(listener, n: commands, valueLength: 20)
-        case "client-commands": t = try await clientCommands(listener, n: commands, valueLength: 20)
+        case "bare-commands": t = try bareCommands(peer, n: commands, valueLength: 20)
+        case "client-commands": t = try await clientCommands(peer, n: commands, valueLength: 20)
         default: throw BenchError(description: "--only takes bare-requests, client-requests, pool-requests, engine, bare-commands or client-commands")
         }
         print(String(format: "%@: %.2f us per operation, %.2f us of CPU", only, t.wall / 1000, t.cpu / 1000))
@@ -359,12 +221,12 @@ do {
     // Rounds alternate bare and client runs so that background load hits both alike; within a round the bare and
     // client request loops alternate in chunks of 500 round trips.
     for _ in 0..<rounds {
-        let (b, c) = try await interleavedRequests(listener, n: requests, chunk: 500)
+        let (b, c) = try await interleavedRequests(peer, n: requests, chunk: 500)
         bareReq.append(b)
         clientReq.append(c)
-        poolReq.append(try await clientRequests(listener, n: requests, inline: false))
-        bareCmd.append(try await bareCommands(listener, n: commands, valueLength: valueLength))
-        clientCmd.append(try await clientCommands(listener, n: commands, valueLength: valueLength))
+        poolReq.append(try await clientRequests(peer, n: requests, inline: false))
+        bareCmd.append(try bareCommands(peer, n: commands, valueLength: valueLength))
+        clientCmd.append(try await clientCommands(peer, n: commands, valueLength: valueLength))
     }
     let pr = median(poolReq), br = median(bareReq), cr = median(clientReq), bc = median(bareCmd), cc = median(clientCmd)
     let writeRequestRatio = cr.wall / br.wall

@@ -1,4 +1,5 @@
 // mirror bench TARGET --handle H: write throughput with and without response, side by side.
+import BareATT
 import JSON
 
 let benchCommand = Command(CommandSpec(
@@ -72,12 +73,12 @@ let benchCommand = Command(CommandSpec(
         throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection",
                          token: "second-connection", command: "bench")
     }
-    let peer = loopback ? try LoopbackPeer() : nil
+    let peer = loopback ? try PlainPeer.loopback() : nil
     defer { peer?.close() }
     let target = try givenTarget ?? parseTarget("unix:\(peer!.path)", type: nil)
-    let plan = BenchPlan(handle: givenHandle ?? LoopbackPeer.sinkHandle, size: size,
+    let plan = BenchPlan(handle: givenHandle ?? PlainPeer.sinkHandle, size: size,
                          count: duration == nil ? (count ?? 5000) : nil, duration: duration, warmup: warmup, mode: mode,
-                         counter: givenCounter ?? (loopback ? LoopbackPeer.counterHandle : nil), rounds: rounds,
+                         counter: givenCounter ?? (loopback ? PlainPeer.counterHandle : nil), rounds: rounds,
                          bareLoop: bareLoop)
     let result = try await Bench.run(target: target, plan: plan, inv: inv)
     if inv.global.json {

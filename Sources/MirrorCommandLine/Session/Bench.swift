@@ -2,12 +2,11 @@
 // (Core Spec 5.4 Vol 3 Part G §4.9.3, §4.9.1), timed after a warm-up, in rounds that alternate with a bare socket
 // loop moving the same PDUs over the same socket type without the ATT engine; figures are medians of the rounds.
 import ATTStack
+import BareATT
 import LinuxBluetooth
-import CBlueZSocket
 import Foundation
 import GATTClient
 import JSON
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -54,13 +53,6 @@ struct RoundFigures: Sendable {
     var cpuNanoseconds: UInt64
     var writesPerSecond: Double { Double(writes) / (Double(nanoseconds) / 1e9) }
     var cpuMicrosecondsPerWrite: Double { Double(cpuNanoseconds) / 1000 / Double(max(1, writes)) }
-}
-
-/// The process's CPU time so far (CLOCK_PROCESS_CPUTIME_ID: every thread), in nanoseconds.
-func processCPUNanoseconds() -> UInt64 {
-    var ts = timespec()
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts)
-    return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
 }
 
 /// The figures of one mode over every round.
@@ -231,7 +223,7 @@ enum Bench {
             guard case .unix(let path) = target.target else {
                 throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection", command: "bench")
             }
-            bare = .own(try BareLoop(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout))
+            bare = .own(try BareLoop.connect(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout))
             placement = .secondConnection
         case .sameConnection:
             guard let bearer = session.transport.inner as? ATTBearer else {
@@ -377,7 +369,7 @@ enum BareSocket {
                         return c.resume(throwing: CLIError.connection("the connection to \(bearer.label) ended before the bare socket loop's turn"))
                     }
                     // The loop borrows the socket: it never closes it.
-                    c.resume(with: Result { try body(BareLoop(connected: fd, label: bearer.label, timeout: timeout)) })
+                    c.resume(with: Result { try body(BareLoop(borrowing: fd, label: bearer.label, timeout: timeout)) })
                 }
             }
         }
@@ -389,109 +381,26 @@ enum BareSocket {
     }
 }
 
-/// The same Write Requests and Write Commands moved over the same kind of socket by a plain loop: send, then
-/// poll and receive (requests), or send until EAGAIN, poll for POLLOUT, send again, then one request whose
-/// answer proves the commands arrived (commands). No ATT engine, no tasks: the floor the CLI is compared with.
-/// One owner of its socket.
-final class BareLoop {
-    let fd: Int32
-    /// unix:PATH, or the LE connection's label.
-    let label: String
-    let timeoutMilliseconds: Int32
-    let timeout: Double
-    var buffer = [UInt8](repeating: 0, count: 1024)
-    /// The length of the last answer `receive` returned (in `buffer`).
-    var received = 0
-
-    /// Uses a connected, non-blocking socket whose MTU is already exchanged (the GATT client's, lent by its bearer).
-    init(connected fd: Int32, label: String, timeout: Double) {
-        self.fd = fd
-        self.label = label
-        self.timeout = timeout
-        timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
-    }
-
-    /// A second connection to a unix: peer, with the same MTU as the GATT client's.
-    init(path: String, clientRxMTU: Int, timeout: Double) throws {
-        label = "unix:\(path)"
-        self.timeout = timeout
-        timeoutMilliseconds = Int32(clamping: Int(timeout * 1000))
-        fd = cbz_unix_socket()
-        guard fd >= 0 else { throw BareLoop.failure("socket(AF_UNIX, SOCK_SEQPACKET)", "opening the bare loop's socket") }
-        guard cbz_unix_connect(fd, path) == 0 else {
-            let e = BareLoop.failure("connect", "connecting the bare loop to unix:\(path)")
-            _ = cbz_close(fd)
-            throw e
-        }
-        // The same MTU as the GATT client's connection, so the peer takes the same values.
-        try send(ATTPDU.exchangeMTURequest(clientRxMTU: UInt16(clientRxMTU)).bytes)
-        _ = try receive()
-    }
-
-    func close() { _ = cbz_close(fd) }
-
-    static func failure(_ syscall: String, _ context: String, _ code: Int32 = cbz_errno()) -> SocketError {
-        SocketError(syscall: syscall, errno: Errno(code), context: context)
-    }
-
-    func send(_ pdu: [UInt8]) throws {
-        while true {
-            let n = pdu.withUnsafeBytes { cbz_send(fd, $0.baseAddress, $0.count) }
-            if n >= 0 { return }
-            let e = cbz_errno()
-            guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw BareLoop.failure("send", "the bare loop's send", e) }
-            var revents: Int16 = 0
-            guard cbz_poll_one(fd, CBZ_POLLOUT, timeoutMilliseconds, &revents) > 0 else {
-                throw CLIError.timeout(what: "the bare loop's socket to take more data", seconds: timeout)
+/// The bare loop's turns as `mirror bench` times them; its failures become the CLI's errors (`cliError`).
+extension BareLoop {
+    /// A second connection to a unix: peer, with the same MTU as the GATT client's, so the peer takes the same values.
+    static func connect(path: String, clientRxMTU: Int, timeout: Double) throws -> BareLoop {
+        try bareATT {
+            let loop = try BareLoop(connectingTo: path, timeout: timeout)
+            do { try loop.exchangeMTU(clientRxMTU: UInt16(clientRxMTU)) } catch {
+                loop.close()
+                throw error
             }
+            return loop
         }
     }
 
-    /// The opcode of the next answer: notifications and the peer's commands are skipped, indications confirmed,
-    /// and the peer's own requests answered with Request Not Supported (a peer that is also a GATT client, as
-    /// bluetoothd is, drops a link whose requests go unanswered).
-    func receive() throws -> UInt8 {
-        while true {
-            var truncated: Int32 = 0
-            let n = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if n > 0 {
-                let opcode = ATTOpcode(rawValue: buffer[0])
-                switch opcode.kind {
-                case .notification, .command: continue
-                case .unknown where buffer[0] & 0x40 != 0: continue  // a command this stack does not know
-                case .indication:
-                    try send([ATTOpcode.handleValueConfirmation.rawValue])
-                    continue
-                case .request:
-                    try send(ATTPDU.errorResponse(requestOpcode: opcode, handle: 0, error: .requestNotSupported).bytes)
-                    continue
-                default: break
-                }
-                received = n
-                return buffer[0]
-            }
-            if n == 0 { throw CLIError.connection("the peer closed the bare loop's connection to \(label)") }
-            let e = cbz_errno()
-            guard e == EAGAIN || e == EWOULDBLOCK || e == EINTR else { throw BareLoop.failure("recv", "the bare loop's receive", e) }
-            var revents: Int16 = 0
-            guard cbz_poll_one(fd, CBZ_POLLIN, timeoutMilliseconds, &revents) > 0 else {
-                throw CLIError.timeout(what: "a response in the bare loop", seconds: timeout)
-            }
-        }
-    }
-
+    /// The same Write Requests as the CLI's, timed: send, then poll and receive, each awaited.
     @discardableResult
     func requests(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
-        let request = ATTPDU.writeRequest(handle: handle, value: value[...]).bytes
         let cpu = processCPUNanoseconds()
         let start = monotonicNanoseconds()
-        for _ in 0..<writes {
-            try send(request)
-            let op = try receive()
-            guard op == ATTOpcode.writeResponse.rawValue else {
-                throw CLIError.protocolViolation("the bare loop's Write Request got opcode \(ATTHex.byte(op)) instead of a Write Response")
-            }
-        }
+        try bareATT { try writeRequests(handle: handle, value: value, count: writes) }
         return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
     }
 
@@ -500,128 +409,59 @@ final class BareLoop {
     /// `handle`.
     @discardableResult
     func commands(handle: UInt16, value: [UInt8], writes: Int, counter: UInt16? = nil) throws -> (RoundFigures, counted: Int?) {
-        let command = ATTPDU.writeCommand(handle: handle, value: value[...]).bytes
-        let before = try counter.map { try readCounter($0) }
-        let cpu = processCPUNanoseconds()
-        let start = monotonicNanoseconds()
-        for _ in 0..<writes { try send(command) }
-        var counted: Int?
-        if let counter, let before {
-            counted = try readCounter(counter) - before
-        } else {
-            try send(ATTPDU.readRequest(handle: handle).bytes)
-            _ = try receive()
+        try bareATT {
+            let before = try counter.map { try readCounter(handle: $0) }
+            let cpu = processCPUNanoseconds()
+            let start = monotonicNanoseconds()
+            try writeCommands(handle: handle, value: value, count: writes)
+            var counted: Int?
+            if let counter, let before {
+                counted = try readCounter(handle: counter) - before
+            } else {
+                try readAnyAnswer(handle: handle)
+            }
+            return (RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu), counted)
         }
-        return (RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu), counted)
-    }
-
-    /// Reads the peer's write counter (little-endian, 1-8 bytes) with one Read Request.
-    func readCounter(_ handle: UInt16) throws -> Int {
-        try send(ATTPDU.readRequest(handle: handle).bytes)
-        let op = try receive()
-        guard op == ATTOpcode.readResponse.rawValue else {
-            throw CLIError.protocolViolation("the bare loop's Read Request of the counter \(ATTHex.handle(handle)) got opcode \(ATTHex.byte(op)) instead of a Read Response")
-        }
-        return buffer[1..<min(received, 9)].enumerated().reduce(0) { $0 | Int($1.element) << (8 * $1.offset) }
     }
 }
 
-/// `mirror bench --loopback`: a raw peer in this process, on a private unix socket, as plain as the library
-/// benchmark's (tools/gatt-bench): one thread per connection that answers Exchange MTU (517), Write Requests
-/// (Write Response) and Read Requests (the little-endian count of writes it received, for --counter), and counts
-/// Write Commands. What the CLI costs over the library shows against it, not the peer's own work.
-final class LoopbackPeer: Sendable {
-    let path: String
-    let listener: Int32
-    /// Wakes the accept thread for `close`.
-    let wake: Int32
-    /// Writes (requests and commands) received over every connection.
-    let writes = Atomic<Int>(0)
-    static let sinkHandle: UInt16 = 0x0012
-    static let counterHandle: UInt16 = 0x0014
+/// Runs a call of the bare loop or the loopback peer, its failure thrown as the CLI's error.
+func bareATT<T>(_ body: () throws -> T) throws -> T {
+    do { return try body() } catch let error as BareATTError { throw error.cliError }
+}
 
-    init() throws {
-        path = "/tmp/mirror-bench-\(getpid()).sock"
-        _ = cbz_unlink(path)
-        let fd = cbz_unix_socket()
-        guard fd >= 0 else { throw BareLoop.failure("socket(AF_UNIX, SOCK_SEQPACKET)", "opening the loopback peer's socket") }
-        guard cbz_unix_bind(fd, path) == 0, cbz_listen(fd, 16) == 0 else {
-            let e = BareLoop.failure("bind/listen", "listening at \(path) for the loopback peer")
-            _ = cbz_close(fd)
-            throw e
+extension BareATTError {
+    /// The error `mirror bench` reports for a failure of its bare loop or loopback peer: a SocketError for a
+    /// syscall, else a CLIError (each with the text, JSON keys and exit status the bench has always had).
+    var cliError: any Error {
+        switch self {
+        case .syscall(let name, let errno, let step):
+            switch step {
+            case .openingListener:
+                return SocketError(syscall: name, errno: errno, context: "opening the loopback peer's socket")
+            case .listening(let path):
+                return SocketError(syscall: "bind/listen", errno: errno, context: "listening at \(path) for the loopback peer")
+            case .settingUpPeer:
+                return SocketError(syscall: name, errno: errno, context: "setting up the loopback peer")
+            case .openingSocket, .connecting, .sending, .receiving:
+                return SocketError(syscall: name, errno: errno, context: step.description)
+            }
+        case .timeout(let wait, let seconds):
+            return CLIError.timeout(what: wait.description, seconds: seconds)
+        case .closedByPeer:
+            return CLIError.connection(description)
+        case .unexpectedAnswer:
+            return CLIError.protocolViolation(description)
+        case .encoding:
+            return CLIError.failure(description)
         }
-        listener = fd
-        wake = cbz_eventfd()
-        guard wake >= 0 else {
-            let e = BareLoop.failure("eventfd", "setting up the loopback peer")
-            _ = cbz_close(fd)
-            throw e
-        }
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
     }
+}
 
-    /// Stops accepting (the accept thread closes the listening socket) and removes the socket file.
-    func close() {
-        _ = cbz_eventfd_signal(wake)
-        _ = cbz_unlink(path)
-    }
-
-    private func acceptLoop() {
-        var revents: Int16 = 0
-        var wakeEvents: Int16 = 0
-        while true {
-            guard cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents) > 0 else {
-                if cbz_errno() == EINTR { continue }
-                break
-            }
-            if wakeEvents != 0 || revents & (CBZ_POLLERR | CBZ_POLLHUP) != 0 { break }
-            let c = cbz_accept(listener)
-            if c < 0 {
-                if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
-                break
-            }
-            let thread = Thread { [self] in serve(c) }
-            thread.start()
-        }
-        _ = cbz_close(listener)
-        _ = cbz_close(wake)
-    }
-
-    private func serve(_ fd: Int32) {
-        var buf = [UInt8](repeating: 0, count: 1024)
-        var revents: Int16 = 0
-        var truncated: Int32 = 0
-        func reply(_ pdu: [UInt8]) {
-            while pdu.withUnsafeBytes({ cbz_send(fd, $0.baseAddress, $0.count) }) < 0 {
-                guard cbz_errno() == EAGAIN || cbz_errno() == EINTR else { return }
-                _ = cbz_poll_one(fd, CBZ_POLLOUT, -1, &revents)
-            }
-        }
-        while true {
-            let n = buf.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if n > 0 {
-                switch buf[0] {
-                case 0x52: writes.add(1, ordering: .relaxed)
-                case 0x12:
-                    writes.add(1, ordering: .relaxed)
-                    reply([0x13])
-                case 0x02: reply([0x03, 0x05, 0x02])  // Exchange MTU Response, server Rx MTU 517
-                case 0x0A:
-                    let count = UInt32(truncatingIfNeeded: writes.load(ordering: .relaxed))
-                    reply([0x0B, UInt8(count & 0xFF), UInt8(count >> 8 & 0xFF), UInt8(count >> 16 & 0xFF), UInt8(count >> 24)])
-                default:
-                    if buf[0] & 0x40 == 0 { reply([0x01, buf[0], 0x00, 0x00, 0x06]) }  // Request Not Supported
-                }
-                continue
-            }
-            if n < 0 && (cbz_errno() == EAGAIN || cbz_errno() == EINTR) {
-                _ = cbz_poll_one(fd, CBZ_POLLIN, -1, &revents)
-                continue
-            }
-            break
-        }
-        _ = cbz_close(fd)
+extension PlainPeer {
+    /// `mirror bench --loopback`: the plain peer in this process, on a private unix socket.
+    static func loopback() throws -> PlainPeer {
+        try bareATT { try PlainPeer(path: "/tmp/mirror-bench-\(getpid()).sock") }
     }
 }
 
