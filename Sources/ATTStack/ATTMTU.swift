@@ -39,6 +39,12 @@ public enum ATTMTU {
         min(effective(mtu) - 4, 255 - 2)
     }
 
+    /// Value bytes of one attribute data entry in a Read By Group Type Response: ATT_MTU - 6 (opcode, length, handle,
+    /// end group handle), and at most 251 because the entry's length is one octet (§3.4.4.10).
+    @inlinable public static func readByGroupTypeValueBudget<T: BinaryInteger>(_ mtu: T) -> Int {
+        min(effective(mtu) - 6, 255 - 4)
+    }
+
     /// The ATT_MTU both sides use after an Exchange MTU: the smaller Rx MTU, never below 23 (§3.4.2.2).
     @inlinable public static func negotiated<A: BinaryInteger, B: BinaryInteger>(clientRxMTU: A, serverRxMTU: B) -> Int {
         max(minimumLE, min(Int(clamping: clientRxMTU), Int(clamping: serverRxMTU)))

@@ -150,7 +150,7 @@ public struct ATTServer: Sendable {
                     if found.isEmpty, case .error(let code) = outcome { return error(code, a.handle) }
                     break
                 }
-                let value = Array(full.prefix(min(mtu - 4, 253)))
+                let value = Array(full.prefix(ATTMTU.readByTypeValueBudget(mtu)))
                 if let first = found.first, first.value.count != value.count { break }
                 if used + 2 + value.count > mtu { break }
                 used += 2 + value.count
@@ -168,7 +168,7 @@ public struct ATTServer: Sendable {
             for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == type {
                 guard case .service(let end) = a.role else { continue }
                 if let first = found.first, first.value.count != a.value.count { break }
-                let value = Array(a.value.prefix(min(mtu - 6, 251)))
+                let value = Array(a.value.prefix(ATTMTU.readByGroupTypeValueBudget(mtu)))
                 if used + 4 + value.count > mtu { break }
                 used += 4 + value.count
                 found.append((a.handle, end, value))

@@ -44,6 +44,16 @@ final class ATTMTUTests: XCTestCase {
         XCTAssertEqual(ATTMTU.readByTypeValueBudget(517), 253)
     }
 
+    /// A Read By Group Type entry is opcode, length, handle and end group handle short of the MTU, and its
+    /// one-octet length caps it at 251 value bytes (Part F §3.4.4.10).
+    func testReadByGroupTypeValueBudget() {
+        XCTAssertEqual(ATTMTU.readByGroupTypeValueBudget(23), 17)
+        XCTAssertEqual(ATTMTU.readByGroupTypeValueBudget(0), 17, "an LE ATT_MTU is never below 23")
+        XCTAssertEqual(ATTMTU.readByGroupTypeValueBudget(UInt16(247)), 241)
+        XCTAssertEqual(ATTMTU.readByGroupTypeValueBudget(257), 251)
+        XCTAssertEqual(ATTMTU.readByGroupTypeValueBudget(517), 251)
+    }
+
     func testNegotiated() {
         XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: 517, serverRxMTU: 247), 247)
         XCTAssertEqual(ATTMTU.negotiated(clientRxMTU: UInt16(185), serverRxMTU: UInt16(517)), 185)
