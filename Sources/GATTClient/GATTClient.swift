@@ -144,10 +144,10 @@ public final class GATTClient: Sendable {
             var last: UInt16 = 0
             for e in list {
                 guard e.handle >= start, e.endGroup >= e.handle, e.handle > last else {
-                    throw backwards(pdu, "service at \(hex4(e.handle))-\(hex4(e.endGroup)) while discovering from \(hex4(start))")
+                    throw backwards(pdu, "service at \(ATTHex.handle(e.handle))-\(ATTHex.handle(e.endGroup)) while discovering from \(ATTHex.handle(start))")
                 }
                 guard let uuid = BluetoothUUID(littleEndian: e.value) else {
-                    throw unexpected(pdu, "a 2- or 16-byte service UUID at \(hex4(e.handle))")
+                    throw unexpected(pdu, "a 2- or 16-byte service UUID at \(ATTHex.handle(e.handle))")
                 }
                 out.append(GATTService(uuid: uuid, startHandle: e.handle, endHandle: e.endGroup))
                 last = e.endGroup
@@ -178,7 +178,7 @@ public final class GATTClient: Sendable {
             var last: UInt16 = 0
             for e in list {
                 guard e.found >= start, e.groupEnd >= e.found, e.found > last else {
-                    throw backwards(pdu, "service at \(hex4(e.found))-\(hex4(e.groupEnd)) while discovering from \(hex4(start))")
+                    throw backwards(pdu, "service at \(ATTHex.handle(e.found))-\(ATTHex.handle(e.groupEnd)) while discovering from \(ATTHex.handle(start))")
                 }
                 out.append(GATTService(uuid: uuid, startHandle: e.found, endHandle: e.groupEnd))
                 last = e.groupEnd
@@ -195,7 +195,7 @@ public final class GATTClient: Sendable {
         var out: [GATTIncludedService] = []
         try await readByTypeLoop(range: service.range, type: .include) { (pdu, handle, value) throws(GATTError) in
             guard value.count == 6 || value.count == 4 else {
-                throw unexpected(pdu, "a 4- or 6-byte include declaration value at \(hex4(handle))")
+                throw unexpected(pdu, "a 4- or 6-byte include declaration value at \(ATTHex.handle(handle))")
             }
             let s = UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8
             let e = UInt16(value[value.startIndex + 2]) | UInt16(value[value.startIndex + 3]) << 8
@@ -211,7 +211,7 @@ public final class GATTClient: Sendable {
             let raw = try await read(handle: out[i].startHandle)
             guard raw.count == 16, let uuid = BluetoothUUID(littleEndian: raw) else {
                 throw .protocolViolation(GATTProtocolViolation(
-                    received: raw, expected: "a 16-byte service UUID at \(hex4(out[i].startHandle))",
+                    received: raw, expected: "a 16-byte service UUID at \(ATTHex.handle(out[i].startHandle))",
                     problem: "an included service declaration of \(raw.count) bytes"))
             }
             out[i].uuid = uuid
@@ -234,13 +234,13 @@ public final class GATTClient: Sendable {
         var out: [GATTCharacteristic] = []
         try await readByTypeLoop(range: range, type: .characteristic) { (pdu, handle, value) throws(GATTError) in
             guard value.count == 5 || value.count == 19 else {
-                throw unexpected(pdu, "a 5- or 19-byte characteristic declaration value at \(hex4(handle))")
+                throw unexpected(pdu, "a 5- or 19-byte characteristic declaration value at \(ATTHex.handle(handle))")
             }
             let b = value.startIndex
             let props = GATTCharacteristicProperties(rawValue: value[b])
             let valueHandle = UInt16(value[b + 1]) | UInt16(value[b + 2]) << 8
             guard valueHandle > handle else {
-                throw backwards(pdu, "characteristic declared at \(hex4(handle)) with its value at \(hex4(valueHandle))")
+                throw backwards(pdu, "characteristic declared at \(ATTHex.handle(handle)) with its value at \(ATTHex.handle(valueHandle))")
             }
             let uuid = BluetoothUUID(littleEndian: value[(b + 3)...])!
             out.append(GATTCharacteristic(uuid: uuid, declarationHandle: handle, valueHandle: valueHandle,
@@ -275,7 +275,7 @@ public final class GATTClient: Sendable {
             var last: UInt16 = 0
             for e in list {
                 guard e.handle >= start, e.handle <= range.end, e.handle > last else {
-                    throw backwards(pdu, "descriptor at \(hex4(e.handle)) while discovering \(hex4(start))-\(hex4(range.end))")
+                    throw backwards(pdu, "descriptor at \(ATTHex.handle(e.handle)) while discovering \(ATTHex.handle(start))-\(ATTHex.handle(range.end))")
                 }
                 out.append(GATTDescriptor(handle: e.handle, uuid: e.type))
                 last = e.handle
@@ -333,7 +333,7 @@ public final class GATTClient: Sendable {
             value += blob
             if value.count > ATTMTU.maximumAttributeValue {
                 // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
-                throw violation(pdu.bytes, "at most \(ATTMTU.maximumAttributeValue - value.count + blob.count) more bytes of handle \(hex4(handle))",
+                throw violation(pdu.bytes, "at most \(ATTMTU.maximumAttributeValue - value.count + blob.count) more bytes of handle \(ATTHex.handle(handle))",
                                 "a Read Blob Response at offset \(value.count - blob.count) that takes the value to \(value.count) bytes, past the 512-byte maximum of an attribute value")
             }
             if blob.count < part { break }
@@ -578,7 +578,7 @@ public final class GATTClient: Sendable {
             var last: UInt16 = 0
             for e in list {
                 guard e.handle >= start, e.handle <= range.end, e.handle > last else {
-                    throw backwards(pdu, "attribute at \(hex4(e.handle)) while reading \(hex4(start))-\(hex4(range.end))")
+                    throw backwards(pdu, "attribute at \(ATTHex.handle(e.handle)) while reading \(ATTHex.handle(start))-\(ATTHex.handle(range.end))")
                 }
                 try each(pdu, e.handle, e.value)
                 last = e.handle
@@ -612,7 +612,7 @@ public final class GATTClient: Sendable {
                     }
                     if compareEchoes && (h != w.handle || Int(o) != offset || !echo.elementsEqual(chunk)) {
                         throw violation(pdu.bytes,
-                                        "Prepare Write Response echoing handle \(hex4(w.handle)) offset \(offset) [\(hexBytes(chunk))]",
+                                        "Prepare Write Response echoing handle \(ATTHex.handle(w.handle)) offset \(offset) [\(ATTHex.string(chunk, separator: " ", uppercase: true))]",
                                         "the echo of a reliable write differs from what was sent")
                     }
                     offset = end
@@ -635,7 +635,7 @@ public final class GATTClient: Sendable {
     }
 
     func handleText(_ h: UInt16) -> String {
-        name(of: h).map { "handle \(hex4(h)) (\($0))" } ?? "handle \(hex4(h))"
+        name(of: h).map { "handle \(ATTHex.handle(h)) (\($0))" } ?? "handle \(ATTHex.handle(h))"
     }
 
     private func localLimit(_ op: ATTOpcode, handle: UInt16, length: Int, budget: Int, mtu: Int) -> GATTError {

@@ -1,4 +1,5 @@
 // The resume-exactly-once box and named deadlines: every wait has a limit, and a timeout says what it waited for.
+import ATTStack
 import LinuxBluetooth
 import Synchronization
 
@@ -92,7 +93,7 @@ public struct GATTTimeoutError: Error, Sendable, Equatable, CustomStringConverti
     /// "timed out after 30 s waiting for Write Response on handle 0x0012 (scannerAction)"
     public var description: String {
         var s = "timed out after \(after.spoken) waiting for \(waitingFor)"
-        if let handle { s += " on handle \(hex4(handle))" }
+        if let handle { s += " on handle \(ATTHex.handle(handle))" }
         if let handleName { s += " (\(handleName))" }
         return s
     }

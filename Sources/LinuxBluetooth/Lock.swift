@@ -15,9 +15,10 @@ import Musl
 public final class Lock<Value>: @unchecked Sendable {
     // @unchecked: `value` is read and written only inside withLock, withLockBroadcasting and wait(until:), while
     // `mutex` is held. It lives behind a pointer so that no dynamic exclusivity check runs on every access.
-    private let mutex: UnsafeMutablePointer<pthread_mutex_t>
+    // @usableFromInline: withLock is inlined into every module that locks (the engine's hot path), not called.
+    @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
-    private let value: UnsafeMutablePointer<Value>
+    @usableFromInline let value: UnsafeMutablePointer<Value>
 
     public init(_ value: Value) {
         self.value = UnsafeMutablePointer<Value>.allocate(capacity: 1)
@@ -49,7 +50,7 @@ public final class Lock<Value>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the value.
-    @inline(__always)
+    @inlinable @inline(__always)
     public func withLock<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }

@@ -182,11 +182,6 @@ public func valueText(_ bytes: [UInt8]) -> String {
     return "\(ATTHex.string(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
 }
 
-/// TracingTransport's name for `ATTHex.string` (the one hex formatter, in ATTStack).
-func hexString(_ bytes: some Sequence<UInt8>, separator: String = "") -> String {
-    ATTHex.string(bytes, separator: separator)
-}
-
 /// The bytes as text: valid UTF-8 with control characters shown as "."; otherwise printable ASCII with "."
 /// for every other byte.
 public func printableText(_ bytes: [UInt8]) -> String {

@@ -117,7 +117,7 @@ public func traceLine(direction: String, bytes: [UInt8], at time: Double) -> Str
     do {
         decoded = try ATTPDU.decode(bytes).description
     } catch {
-        decoded = "undecodable: \(error) [\(hexString(bytes, separator: " "))]"
+        decoded = "undecodable: \(error) [\(ATTHex.string(bytes, separator: " "))]"
     }
     return "\(clockTime(unixSeconds: time, digits: 6)) \(direction) \(decoded)"
 }

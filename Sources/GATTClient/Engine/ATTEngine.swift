@@ -145,8 +145,8 @@ final class ATTEngine: ATTTransportSink {
     func describe(_ opcode: ATTOpcode, handle: UInt16?) -> String {
         guard let handle else { return opcode.name }
         let prep = opcode.preposition
-        if let n = name(of: handle) { return "\(opcode.name) \(prep) handle \(hex4(handle)) (\(n))" }
-        return "\(opcode.name) \(prep) handle \(hex4(handle))"
+        if let n = name(of: handle) { return "\(opcode.name) \(prep) handle \(ATTHex.handle(handle)) (\(n))" }
+        return "\(opcode.name) \(prep) handle \(ATTHex.handle(handle))"
     }
 
     // MARK: what callers and tests read
@@ -222,7 +222,7 @@ final class ATTEngine: ATTTransportSink {
         }
         for (handle, sinks) in s.subscribers {
             for sink in sinks {
-                let during = "notifications of handle \(hex4(handle))" + (name(of: handle).map { " (\($0))" } ?? "")
+                let during = "notifications of handle \(ATTHex.handle(handle))" + (name(of: handle).map { " (\($0))" } ?? "")
                 out.append(.stream(sink, .disconnected(GATTDisconnectedError(reason: reason, during: during))))
             }
         }

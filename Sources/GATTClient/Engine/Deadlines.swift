@@ -40,7 +40,7 @@ extension ATTEngine {
             }
             if let slot = s.requests.inFlight, slot.deadline <= now {
                 let waited = describe(slot.response, handle: nil)
-                let on = slot.handle.map { " on handle \(hex4($0))" + (name(of: $0).map { " (\($0))" } ?? "") } ?? ""
+                let on = slot.handle.map { " on handle \(ATTHex.handle($0))" + (name(of: $0).map { " (\($0))" } ?? "") } ?? ""
                 let timeoutError = GATTTimeoutError(waitingFor: waited, handle: slot.handle,
                                                     handleName: slot.handle.flatMap { name(of: $0) }, after: timeout)
                 let reason = "ATT timeout: no \(waited)\(on) within \(timeout.spoken) for \(describe(slot.opcode, handle: slot.handle)); "

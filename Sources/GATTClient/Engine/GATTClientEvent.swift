@@ -24,10 +24,10 @@ public enum GATTClientEvent: Sendable, Equatable, CustomStringConvertible {
         case .protocolViolation(let v, let failed):
             return failed.map { "\(v.description) (failed \($0))" } ?? v.description
         case .dropped(let s): return "dropped: \(s)"
-        case .answeredPeerRequest(let req, let ans): return "answered the peer's [\(hexBytes(req))] with [\(hexBytes(ans))]"
+        case .answeredPeerRequest(let req, let ans): return "answered the peer's [\(ATTHex.string(req, separator: " ", uppercase: true))] with [\(ATTHex.string(ans, separator: " ", uppercase: true))]"
         case .mtuChanged(let m): return "ATT_MTU is now \(m)"
         case .notificationDropped(let h, let stream):
-            return "buffer full: the \(stream.map { "handle \(hex4($0))" } ?? "catch-all") stream started dropping values (first: handle \(hex4(h)))"
+            return "buffer full: the \(stream.map { "handle \(ATTHex.handle($0))" } ?? "catch-all") stream started dropping values (first: handle \(ATTHex.handle(h)))"
         }
     }
 }

@@ -36,7 +36,7 @@ extension ATTEngine {
             return nil
         }
         if let refused {
-            throw .disconnected(GATTDisconnectedError(reason: refused, during: "subscribing to handle \(hex4(handle))"))
+            throw .disconnected(GATTDisconnectedError(reason: refused, during: "subscribing to handle \(ATTHex.handle(handle))"))
         }
         sink.continuation.onTermination = { _ in self.removeSubscriber(sink) }
         return (stream, sink)

@@ -169,7 +169,7 @@ extension ATTEngine {
             return nil
         case (.answer, .failure(let error)):
             s.stats.droppedEvents += 1
-            after.dropped = "could not send [\(hexBytes(pdu))] to the peer: \(error)"
+            after.dropped = "could not send [\(ATTHex.string(pdu, separator: " ", uppercase: true))] to the peer: \(error)"
         case (.request(let id), .failure(let error)) where Self.peerHasClosed(error):
             // The peer closed the link (EPIPE, ECONNRESET): the reader is about to read the end of it. This
             // request fails then, with the close's reason, after every PDU the peer sent before closing has been
