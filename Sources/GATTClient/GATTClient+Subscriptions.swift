@@ -25,6 +25,43 @@ extension GATTClient {
         return try await subscribe(valueHandle: c.valueHandle, cccdHandle: cccd.handle, mode: mode,
                                    readValue: c.properties.contains(.read))
     }
+
+    // MARK: Subscribing by handles (Part G §4.10, §4.11)
+
+    /// Subscribes by handles: arms the stream, writes `mode` to the CCCD at `cccdHandle`, then (when `readValue`)
+    /// reads the value. On a failure the stream is finished and the error thrown.
+    public func subscribe(valueHandle: UInt16, cccdHandle: UInt16, mode: GATTSubscriptionMode = .notify,
+                          readValue: Bool = true) async throws(GATTError)
+        -> (value: [UInt8]?, notifications: GATTNotificationStream)
+    {
+        let (stream, sink) = try engine.addSubscriber(handle: valueHandle)
+        do {
+            let bits = mode.rawValue
+            try await write(handle: cccdHandle, value: [UInt8(bits & 0xFF), UInt8(bits >> 8)])
+            let value: [UInt8]? = readValue ? try await readLong(handle: valueHandle) : nil
+            return (value, stream)
+        } catch {
+            sink.continuation.finish(throwing: error)
+            engine.removeSubscriber(sink)
+            throw error
+        }
+    }
+
+    /// Writes 0x0000 to the CCCD (the server stops pushing) and ends the handle's streams.
+    public func unsubscribe(valueHandle: UInt16, cccdHandle: UInt16) async throws(GATTError) {
+        try await write(handle: cccdHandle, value: [0, 0])
+        engine.finishSubscribers(handle: valueHandle)
+    }
+
+    /// Unsubscribes from a characteristic whose CCCD was discovered.
+    public func unsubscribe(from characteristic: GATTCharacteristic) async throws(GATTError) {
+        var cccd = characteristic.cccd
+        if cccd == nil { cccd = try await discoverDescriptors(of: characteristic).first { $0.isCCCD } }
+        guard let cccd else {
+            throw .unsupported("characteristic \(characteristic.uuid) has no Client Characteristic Configuration descriptor")
+        }
+        try await unsubscribe(valueHandle: characteristic.valueHandle, cccdHandle: cccd.handle)
+    }
 }
 
 extension GATTSubscriptionMode {

@@ -97,7 +97,7 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/BareATT/PlainPeer.swift", snippet: "let counted: Void? = reached.wait(until: { _ in writeCommands >= total ? () : nil },",
               bound: "PlainPeer.waitUntil(writeCommands:timeout:): its timeout, then BareATTError.timeout(.writeCommandsCounted(N)): \"the plain peer to count N Write Commands\"",
               trigger: "BareATTTests.testWaitingForCommandsThePeerNeverGetsTimesOutNamingTheCountAndTheLimit"),
-    KnownWait(file: "Sources/GATTClient/GATTClient.swift", snippet: "try await once.value()",
+    KnownWait(file: "Sources/GATTClient/GATTClient+Security.swift", snippet: "try await once.value()",
               bound: "the security retry's wait for POLLOUT while pairing runs (a send refused with ENOTCONN right after a raise): the transaction timeout, then \"the link to take data again after raising security to LEVEL (pairing)\"; at most GATTClient.pairingSendRetries waits",
               trigger: "PairingRetryTests.testPairingThatNeverEndsTimesOutNamingTheLinkAndTheLevel"),
     KnownWait(file: "Sources/MirrorCommandLine/Session/Bench.swift", snippet: "return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in",

@@ -1,0 +1,87 @@
+// The link's security (Core Spec 5.4 Vol 3 Part C §10.2) and the retry after an insufficient-security error.
+import ATTStack
+import LinuxBluetooth
+
+extension GATTClient {
+    // MARK: - Security
+
+    /// The link's security level as this client last set it.
+    public var securityLevel: GATTSecurityLevel { security.withLock { $0 } }
+
+    /// Raises (or sets) the link's security level through `Configuration.setSecurityLevel` (the bearer's BT_SECURITY).
+    public func setSecurityLevel(_ level: GATTSecurityLevel) async throws(GATTError) {
+        guard let hook = configuration.setSecurityLevel else {
+            throw .unsupported("this transport (\(label)) cannot change the link's security level")
+        }
+        do {
+            try await hook(level)
+        } catch {
+            throw GATTError.from(error, operation: "setting the link's security level to \(level)")
+        }
+        security.withLock { $0 = level }
+    }
+
+    /// True when an Insufficient Authentication / Encryption error can be retried after raising the security level.
+    var canRetryAfterRaisingSecurity: Bool { configuration.retryAfterRaisingSecurity && configuration.setSecurityLevel != nil }
+
+    /// Runs `body` and, on Insufficient Authentication / Encryption / Encryption Key Size from the peer, raises the
+    /// level once and retries once (when `retryAfterRaisingSecurity` and a security hook are configured).
+    nonisolated(nonsending) func withSecurityRetry<T: Sendable>(_ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
+        do {
+            return try await body()
+        } catch {
+            guard canRetryAfterRaisingSecurity, let a = error.attributeError, a.rejectedBy == .peer else { throw error }
+            let current = securityLevel
+            let target: GATTSecurityLevel
+            switch a.code {
+            case .insufficientEncryption, .encryptionKeySizeTooShort:
+                guard current < .medium else { throw error }
+                target = .medium
+            case .insufficientAuthentication:
+                if current < .medium { target = .medium } else if current < .high { target = .high } else { throw error }
+            default:
+                throw error
+            }
+            try await setSecurityLevel(target)
+            return try await retryWhilePairing(after: target, body)
+        }
+    }
+
+    /// How many sends that fail with ENOTCONN right after a raise are retried, each after a wait for POLLOUT.
+    static let pairingSendRetries = 3
+
+    /// The retry after raising the security level. While the pairing that BT_SECURITY started runs, the kernel keeps
+    /// the socket in BT_CONFIG: sends fail with ENOTCONN and POLLOUT does not come until the link is encrypted (or
+    /// lost). So a send that fails with ENOTCONN here waits for POLLOUT, at most the transaction timeout (named), and
+    /// goes again, at most `pairingSendRetries` times; any other outcome is the caller's.
+    nonisolated(nonsending) func retryWhilePairing<T: Sendable>(after level: GATTSecurityLevel, _ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
+        var retries = 0
+        while true {
+            do {
+                return try await body()
+            } catch {
+                guard error.isNotConnectedSend, retries < Self.pairingSendRetries else { throw error }
+                retries += 1
+                try await waitForTheLink(after: level)
+            }
+        }
+    }
+
+    /// Waits for POLLOUT on the transport after a raise to `level`: the link takes data again once pairing is
+    /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
+    func waitForTheLink(after level: GATTSecurityLevel) async throws(GATTError) {
+        let what = "the link to take data again after raising security to \(level) (pairing)"
+        let limit = configuration.transactionTimeout
+        let clock = configuration.clock
+        let once = OnceBox<Void>()
+        let timeout = GATTError.timeout(GATTTimeoutError(waitingFor: what, after: limit))
+        let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) { once.finish(.failure(timeout)) }
+        defer { wakeup.cancel() }
+        engine.transport.whenWritable { once.finish(.success(())) }
+        do {
+            try await once.value()
+        } catch {
+            throw GATTError.from(error, operation: "waiting for \(what)")
+        }
+    }
+}

@@ -1,0 +1,100 @@
+// Writes (Core Spec 5.4 Vol 3 Part G §4.9): Write Request, long and reliable writes, write without response.
+import ATTStack
+import LinuxBluetooth
+
+extension GATTClient {
+    // MARK: - Writes (Part G §4.9)
+
+    /// The value budget of one Write Request or Write Command: MTU-3, and never more than 512.
+    public var writeValueBudget: Int { ATTMTU.writeValueLimit(mtu) }
+
+    /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
+    /// (nothing is sent): use `writeLong`.
+    nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
+        let m = mtu
+        let budget = ATTMTU.writeValueLimit(m)
+        guard value.count <= budget else {
+            throw localLimit(.writeRequest, handle: handle, length: value.count, budget: budget, mtu: m)
+        }
+        // The codec encodes the request; the engine decodes the answer (a well-formed Write Response comes back).
+        let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
+        if canRetryAfterRaisingSecurity {
+            _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
+                try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
+            }
+        } else {
+            // The hot path (no security retry configured): one call less, one executor check less per request.
+            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
+        }
+    }
+
+    /// Write Long Characteristic Values (Part G §4.9.4): Prepare Write parts of MTU-5 bytes, then Execute Write.
+    /// On an error the queue is cancelled (Execute Write 0x00) and the first error is reported.
+    public func writeLong(handle: UInt16, value: [UInt8]) async throws(GATTError) {
+        try await writeQueued([(handle, value)], compareEchoes: false)
+    }
+
+    /// Reliable Writes (Part G §4.9.5): every part's echo is compared with what was sent; on a mismatch or an error
+    /// the queue is cancelled (Execute Write 0x00) and the first problem is reported; otherwise Execute Write 0x01.
+    public func writeReliable(_ writes: [(handle: UInt16, value: [UInt8])]) async throws(GATTError) {
+        try await writeQueued(writes, compareEchoes: true)
+    }
+
+    /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
+    /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
+    /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
+    /// Runs on the caller's executor (no hop to the global executor and back): the fast path takes no suspension.
+    nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
+        // A view of the caller's value: the codec encodes it at the send, on the stack (no copy, no allocation).
+        let command = ATTPDU.writeCommand(handle: handle, value: value[...])
+        switch try engine.trySendCommandFast(command, handle: handle, valueLength: value.count) {
+        case .sent: return
+        case .tooLong(let m, let budget):
+            throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
+        case .mustWait: break
+        }
+        try await engine.waitForPermit(command, handle: handle, limit: timeout ?? configuration.permitTimeout)
+    }
+
+
+    /// Prepare Write every part of every value, then Execute Write; cancel the queue on any problem.
+    func writeQueued(_ writes: [(handle: UInt16, value: [UInt8])], compareEchoes: Bool) async throws(GATTError) {
+        let m = mtu
+        let part = ATTMTU.prepareWritePartBudget(m)
+        for w in writes where w.value.count > ATTMTU.maximumAttributeValue {
+            throw localLimit(.prepareWriteRequest, handle: w.handle, length: w.value.count,
+                             budget: ATTMTU.maximumAttributeValue, mtu: m)
+        }
+        var prepared = false
+        do throws(GATTError) {
+            for w in writes {
+                var offset = 0
+                repeat {
+                    let end = min(offset + part, w.value.count)
+                    let chunk = w.value[offset..<end]
+                    let request = ATTPDU.prepareWriteRequest(handle: w.handle, offset: UInt16(offset), value: chunk)
+                    prepared = true
+                    let pdu = try await transact(request, handle: w.handle, valueLength: w.value.count,
+                                                 budget: ATTMTU.maximumAttributeValue)
+                    guard case .prepareWriteResponse(let h, let o, let echo) = pdu else {
+                        throw unexpected(pdu, "Prepare Write Response")
+                    }
+                    if compareEchoes && (h != w.handle || Int(o) != offset || !echo.elementsEqual(chunk)) {
+                        throw violation(pdu.bytes,
+                                        "Prepare Write Response echoing handle \(ATTHex.handle(w.handle)) offset \(offset) [\(ATTHex.string(chunk, separator: " ", uppercase: true))]",
+                                        "the echo of a reliable write differs from what was sent")
+                    }
+                    offset = end
+                } while offset < w.value.count
+            }
+        } catch {
+            if prepared && !engine.isClosed {
+                _ = try? await transact(.executeWriteRequest(flags: .cancelAll), handle: writes.first?.handle,
+                                        ignoresCancellation: true)
+            }
+            throw error
+        }
+        let pdu = try await transact(.executeWriteRequest(flags: .writeAll), handle: writes.first?.handle)
+        guard case .executeWriteResponse = pdu else { throw unexpected(pdu, "Execute Write Response") }
+    }
+}
