@@ -3,6 +3,7 @@
 #include "CBlueZSocket.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <poll.h>
@@ -559,6 +560,16 @@ int cbz_cap_name(int cap, char *buf, size_t len) {
 }
 
 // MARK: - Threads
+
+int cbz_pin_to_current_cpu(void) {
+    int cpu = sched_getcpu();
+    if (cpu < 0) return -1;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set) != 0) return -1;
+    return cpu;
+}
 
 int cbz_set_thread_name(const char *name) {
     char buf[16];

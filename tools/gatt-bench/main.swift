@@ -7,12 +7,14 @@
 //
 // Every Write Command is counted at the peer: a run ends only when the peer has received all of them. The bare
 // loop and the peer are BareATT's `BareLoop` and `PlainPeer`, the same ones `mirror bench` uses.
-// Usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N]
+// Usage: gatt-bench [--json] [--no-pin] [--requests N] [--commands N] [--rounds N]
 import ATTStack
 import BareATT
+import CBlueZSocket
 import Dispatch
 import Foundation
 import GATTClient
+import JSON
 import LinuxBluetooth
 
 struct BenchError: Error, CustomStringConvertible {
@@ -182,22 +184,28 @@ var commands = 200_000
 var rounds = 5
 /// For profiling one side alone: "bare-requests", "client-requests", "pool-requests".
 var only: String?
+/// Every loop runs on one core unless --no-pin: on a 2-core machine with idle cores, wake-ups across cores made
+/// one round's ratio differ from the next by up to 25x (the bare loop's baseline disagreed with itself).
+var pin = true
 var args = CommandLine.arguments.dropFirst()
 while let a = args.popFirst() {
     switch a {
     case "--json": json = true
+    case "--no-pin": pin = false
     case "--requests": requests = Int(args.popFirst() ?? "") ?? requests
     case "--commands": commands = Int(args.popFirst() ?? "") ?? commands
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
     case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine|bare-commands|client-commands]")
+        print("usage: gatt-bench [--json] [--no-pin] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine|bare-commands|client-commands]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
         exit(2)
     }
 }
+// Before any thread starts: the peer's, the bearer's and the pool's threads inherit the pinning.
+let pinnedCPU: Int32? = pin ? { let c = cbz_pin_to_current_cpu(); return c >= 0 ? c : nil }() : nil
 
 do {
     let peer = try PlainPeer(path: "/tmp/gatt-bench-\(getpid()).sock")
@@ -243,20 +251,25 @@ do {
     let commandRounds = spread(zip(bareCmd, clientCmd).map { $0.wall / $1.wall })
     let requestCPURounds = spread(zip(clientReq, bareReq).map { $0.cpu / $1.cpu })
     if json {
-        func f(_ x: Double) -> String { String(format: "%.4f", x) }
-        print("{\"writeRequestRatio\": \(f(writeRequestRatio)), \"writeCommandRatio\": \(f(writeCommandRatio)), "
-              + "\"writeRequestCPURatio\": \(f(writeRequestCPURatio)), \"writeCommandCPURatio\": \(f(writeCommandCPURatio)), "
-              + "\"bareWriteRequestMicroseconds\": \(f(br.wall / 1000)), \"clientWriteRequestMicroseconds\": \(f(cr.wall / 1000)), "
-              + "\"bareWriteRequestCPUMicroseconds\": \(f(br.cpu / 1000)), \"clientWriteRequestCPUMicroseconds\": \(f(cr.cpu / 1000)), "
-              + "\"poolWriteRequestMicroseconds\": \(f(pr.wall / 1000)), \"poolWriteRequestRatio\": \(f(pr.wall / br.wall)), "
-              + "\"bareWriteCommandsPerSecond\": \(f(1e9 / bc.wall)), \"clientWriteCommandsPerSecond\": \(f(1e9 / cc.wall)), "
-              + "\"bareWriteCommandCPUMicroseconds\": \(f(bc.cpu / 1000)), \"clientWriteCommandCPUMicroseconds\": \(f(cc.cpu / 1000)), "
-              + "\"requests\": \(requests), \"commands\": \(commands), \"valueLength\": \(valueLength), \"rounds\": \(rounds), "
-              + "\"writeRequestRatioRoundsMin\": \(f(requestRounds.min)), \"writeRequestRatioRoundsMax\": \(f(requestRounds.max)), "
-              + "\"writeRequestCPURatioRoundsMin\": \(f(requestCPURounds.min)), \"writeRequestCPURatioRoundsMax\": \(f(requestCPURounds.max)), "
-              + "\"writeCommandRatioRoundsMin\": \(f(commandRounds.min)), \"writeCommandRatioRoundsMax\": \(f(commandRounds.max)), "
-              + "\"writeRequestGoal\": \(writeRequestGoal), \"writeCommandGoal\": \(writeCommandGoal), "
-              + "\"writeRequestGoalMet\": \(writeRequestMet), \"writeCommandGoalMet\": \(writeCommandMet)}")
+        // Four decimals, as before; JSONValue writes them.
+        func f(_ x: Double) -> JSONValue { .double((x * 10_000).rounded() / 10_000) }
+        let fields: [(String, JSONValue)] = [
+            ("writeRequestRatio", f(writeRequestRatio)), ("writeCommandRatio", f(writeCommandRatio)),
+            ("writeRequestCPURatio", f(writeRequestCPURatio)), ("writeCommandCPURatio", f(writeCommandCPURatio)),
+            ("bareWriteRequestMicroseconds", f(br.wall / 1000)), ("clientWriteRequestMicroseconds", f(cr.wall / 1000)),
+            ("bareWriteRequestCPUMicroseconds", f(br.cpu / 1000)), ("clientWriteRequestCPUMicroseconds", f(cr.cpu / 1000)),
+            ("poolWriteRequestMicroseconds", f(pr.wall / 1000)), ("poolWriteRequestRatio", f(pr.wall / br.wall)),
+            ("bareWriteCommandsPerSecond", f(1e9 / bc.wall)), ("clientWriteCommandsPerSecond", f(1e9 / cc.wall)),
+            ("bareWriteCommandCPUMicroseconds", f(bc.cpu / 1000)), ("clientWriteCommandCPUMicroseconds", f(cc.cpu / 1000)),
+            ("requests", .int(requests)), ("commands", .int(commands)), ("valueLength", .int(valueLength)), ("rounds", .int(rounds)),
+            ("writeRequestRatioRoundsMin", f(requestRounds.min)), ("writeRequestRatioRoundsMax", f(requestRounds.max)),
+            ("writeRequestCPURatioRoundsMin", f(requestCPURounds.min)), ("writeRequestCPURatioRoundsMax", f(requestCPURounds.max)),
+            ("writeCommandRatioRoundsMin", f(commandRounds.min)), ("writeCommandRatioRoundsMax", f(commandRounds.max)),
+            ("writeRequestGoal", .double(writeRequestGoal)), ("writeCommandGoal", .double(writeCommandGoal)),
+            ("writeRequestGoalMet", .bool(writeRequestMet)), ("writeCommandGoalMet", .bool(writeCommandMet)),
+            ("pinnedCPU", pinnedCPU.map { .int(Int($0)) } ?? .null),
+        ]
+        print(JSONValue.object(fields).compact)
     } else {
         print("gatt-bench: AF_UNIX SOCK_SEQPACKET, peer in another thread, median of \(rounds) rounds")
         func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }

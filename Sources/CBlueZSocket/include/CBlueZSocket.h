@@ -208,6 +208,10 @@ ssize_t cbz_self_exe(char *buf, size_t len);
 
 /// Names the calling thread (PR_SET_NAME; cut to 15 bytes).
 int cbz_set_thread_name(const char *name);
+/// Pins the calling thread, and so every thread it starts afterwards, to the CPU it runs on now
+/// (sched_getcpu, sched_setaffinity): a benchmark's loops then wake each other on one core, not across idle
+/// cores. Returns the CPU, or -1 with errno.
+int cbz_pin_to_current_cpu(void);
 
 // MARK: - Capabilities (libcap)
 
