@@ -150,7 +150,7 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(events.count, 3)
         XCTAssertEqual(events.map { $0["kind"] }, ["indication", "indication", "indication"])
         XCTAssertEqual(events.map { $0["text"] }, [".tick 1", ".tick 2", ".tick 3"])
-        if case .double(let t)? = events[0]["time"] { XCTAssertEqual(t, Date().timeIntervalSince1970, accuracy: 60) } else { XCTFail("time") }
+        if let t = events[0]["time"]?.number { XCTAssertEqual(t, Date().timeIntervalSince1970, accuracy: 60) } else { XCTFail("time") }
         XCTAssertEqual(peer.counters.confirmations, 3)
     }
 
