@@ -18,6 +18,7 @@ let package = Package(
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
         .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
         .library(name: "HostilePeer", targets: ["HostilePeer"]),
+        .library(name: "LinkCeiling", targets: ["LinkCeiling"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -28,6 +29,9 @@ let package = Package(
         // The Attribute Protocol's codec (Core Spec Vol 3 Part F): PDUs, opcodes, error codes, UUIDs, MTU arithmetic.
         // Pure Swift: no C, no I/O, no Foundation.
         .target(name: "ATTStack"),
+        // The radio's ceiling for ATT writes on an LE link (PHY, data length, interval, MTU; Vol 6 Part B):
+        // pure arithmetic, no I/O, no Foundation (docs/LINK-CEILING.md).
+        .target(name: "LinkCeiling"),
         // The Linux I/O under it: the socket bearer and ATTTransport, HCI, btsnoop, the doctor, capabilities,
         // signals, and the package's one lock type.
         .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
@@ -45,7 +49,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
         .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
         // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
@@ -68,6 +72,7 @@ let package = Package(
         // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
         .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
+        .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
