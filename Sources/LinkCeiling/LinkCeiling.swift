@@ -84,9 +84,9 @@ public struct ModeCeiling: Sendable, Equatable {
 /// The ceilings of both write modes on one link, and the figures they come from.
 public struct LinkCeiling: Sendable, Equatable {
     public var link: LinkParameters
-    /// LL data packets per write: ceil((MTU + 4) / dataLength).
+    /// LL data packets per write: ceil((MTU + 4) / dataLength) (with values of MTU - 3 bytes).
     public var packetsPerWrite: Int
-    /// Value bytes per write: MTU - 3.
+    /// Value bytes per write: MTU - 3 unless fewer were asked for.
     public var valueBytesPerWrite: Int
     /// One data packet, its empty answer and two T_IFS, for a full packet, in microseconds.
     public var exchangeMicroseconds: Int
@@ -104,11 +104,13 @@ public struct LinkCeiling: Sendable, Equatable {
     /// The MIC of an encrypted packet with a non-empty payload (Vol 6 Part B §5.1.3).
     public static let micOctets = 4
 
-    public init(_ link: LinkParameters) {
+    /// The ceilings for writes of `valueBytes` each (nil: the MTU's budget, MTU - 3; more is cut to it): the PDU
+    /// is then valueBytes + 3 octets (opcode, handle).
+    public init(_ link: LinkParameters, valueBytes: Int? = nil) {
         self.link = link
-        let pdu = link.mtu + Self.l2capHeaderOctets
+        valueBytesPerWrite = min(max(valueBytes ?? link.mtu - 3, 0), link.mtu - 3)
+        let pdu = valueBytesPerWrite + 3 + Self.l2capHeaderOctets
         packetsPerWrite = (pdu + link.dataLength - 1) / link.dataLength
-        valueBytesPerWrite = link.mtu - 3
         // The payload octets of each packet of one write: full ones, then the rest.
         let sizes = (0..<packetsPerWrite).map { min(link.dataLength, pdu - $0 * link.dataLength) }
         let mic = link.encrypted ? Self.micOctets : 0

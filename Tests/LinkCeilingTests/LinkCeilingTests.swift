@@ -101,6 +101,18 @@ final class LinkCeilingTests: XCTestCase {
         XCTAssertEqual(s2.writeCommand.bytesPerSecond, 12000, accuracy: 1e-6)
     }
 
+    /// Smaller values than the MTU's budget: 20-byte values on 1M, 27 B, MTU 247 make 20 + 3 + 4 = 27-octet PDUs,
+    /// one packet each: the MTU 23 figures (1466.67 writes/s, 29333.3 B/s at 7.5 ms). More than MTU - 3 is cut to it.
+    func testValuesSmallerThanTheBudget() throws {
+        let small = LinkCeiling(try XCTUnwrap(LinkParameters(phy: .le1M, dataLength: 27, intervalMilliseconds: 7.5, mtu: 247)), valueBytes: 20)
+        XCTAssertEqual(small.packetsPerWrite, 1)
+        XCTAssertEqual(small.valueBytesPerWrite, 20)
+        XCTAssertEqual(small.writeCommand.bytesPerSecond, 11 / 0.0075 * 20, accuracy: 1e-6)
+        XCTAssertEqual(small.writeRequest.writesPerSecond, 1 / 0.015, accuracy: 1e-6)
+        let big = LinkCeiling(try XCTUnwrap(LinkParameters(phy: .le1M, dataLength: 27, intervalMilliseconds: 7.5, mtu: 23)), valueBytes: 500)
+        XCTAssertEqual(big.valueBytesPerWrite, 20)
+    }
+
     func testALinkThatCannotExistHasNoParameters() {
         XCTAssertNil(LinkParameters(phy: .le1M, dataLength: 26, intervalMilliseconds: 30, mtu: 23))
         XCTAssertNil(LinkParameters(phy: .le1M, dataLength: 252, intervalMilliseconds: 30, mtu: 23))
