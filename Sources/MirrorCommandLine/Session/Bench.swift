@@ -7,6 +7,7 @@ import LinuxBluetooth
 import Foundation
 import GATTClient
 import JSON
+import LinkCeiling
 
 #if canImport(Glibc)
 import Glibc
@@ -71,6 +72,10 @@ struct ModeFigures: Sendable {
     /// The bare loop's writes the peer confirmed: Write Responses (requests), or the counter's increase over each
     /// of its rounds (commands, with --counter); nil when nothing tells.
     var bareConfirmed: Int?
+    /// Writes per 100 ms over the measured rounds, laid end to end.
+    var series = WriteSeries()
+    /// The radio's ceiling for this mode and the fraction of it reached; nil until the run is judged.
+    var ceiling: CeilingVerdict?
 
     var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
     var seconds: Double { Double(rounds.reduce(0) { $0 + $1.nanoseconds }) / 1e9 }
@@ -121,6 +126,8 @@ struct ModeFigures: Sendable {
                 fields.append(("cpuRatioToBare", .double((cpuPerWrite / bareCPU * 1000).rounded() / 1000)))
             }
         }
+        if let ceiling { fields.append(("ceiling", ceiling.json)) }
+        fields.append(("series", series.json(size: size)))
         return .object(fields)
     }
 
@@ -144,6 +151,7 @@ struct ModeFigures: Sendable {
             if let bareConfirmed { bareLine += "; peer confirmed \(bareConfirmed)" }
             lines.append(bareLine)
         }
+        if let ceiling { lines.append(ceiling.text) }
         return lines
     }
 }
@@ -173,6 +181,8 @@ struct BenchResult: Sendable {
     var rounds: Int
     /// Where the bare socket loop ran; nil when it did not.
     var bareLoop: BareLoopPlacement?
+    /// What the ceilings were computed for (each mode's `ceiling`).
+    var radio: BenchRadio
     var modes: [ModeFigures]
 
     var json: JSONValue {
@@ -196,18 +206,21 @@ func median(_ xs: [Double]) -> Double {
 }
 
 enum Bench {
-    static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
+    /// `link`: the LE link's PHY, data length and interval as measured (its MTU is replaced by the session's);
+    /// nil when they are not known. The ceilings come from it (never for a unix: target: no radio).
+    static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation, link: LinkParameters? = nil) async throws -> BenchResult {
         // The same-connection bare loop borrows the bearer's socket for each turn (`ATTBearer.lend`).
         let session = try await Session.open(target, inv)
         defer { session.close() }
         do {
-            return try await run(session, target: target, plan: plan, inv: inv)
+            return try await run(session, target: target, plan: plan, inv: inv, link: link)
         } catch let error as GATTError {
             throw await session.labelled(error)
         }
     }
 
-    static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation) async throws -> BenchResult {
+    static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
+                    link: LinkParameters? = nil) async throws -> BenchResult {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
@@ -251,6 +264,7 @@ enum Bench {
                 }
                 figures.rounds.append(round)
                 figures.latencies += latencies
+                figures.series.addRound(latencies: latencies)
                 if let bare {
                     figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
@@ -286,8 +300,12 @@ enum Bench {
             }
             modes.append(figures)
         }
+        let radio = BenchRadio(isUnix: target.isUnix, link: link, mtu: session.mtu)
+        for i in modes.indices {
+            modes[i].ceiling = radio.verdict(mode: modes[i].mode, size: size, measuredWritesPerSecond: modes[i].writesPerSecond)
+        }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, modes: modes)
+                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: modes)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).
@@ -328,13 +346,21 @@ enum Bench {
         var writes = 0
         while true {
             if let count = plan.count, writes >= count { break }
-            if let deadline, writes & 63 == 0, monotonicNanoseconds() >= deadline { break }
+            // The series' sample, and the deadline, every 8th write: CLOCK_MONOTONIC is read through the vDSO (no
+            // syscall), some 25 ns per 8 writes of about a microsecond each; a sample is an add into the bucket.
+            if writes & 7 == 0 {
+                let now = monotonicNanoseconds()
+                figures.series.sample(writesSoFar: writes, elapsed: now - start)
+                if let deadline, now >= deadline { break }
+            }
             try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout)
             writes += 1
         }
+        figures.series.sample(writesSoFar: writes, elapsed: monotonicNanoseconds() - start)
         _ = try await drain(client, plan: plan)
-        figures.rounds.append(RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start,
-                                           cpuNanoseconds: processCPUNanoseconds() - cpu))
+        let round = RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        figures.rounds.append(round)
+        figures.series.closeRound(nanoseconds: round.nanoseconds)
     }
 
     /// A request whose answer proves every earlier command was handled: the counter's read when there is one

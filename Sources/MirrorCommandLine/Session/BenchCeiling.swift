@@ -1,0 +1,89 @@
+// `mirror bench` against the radio's ceiling (docs/LINK-CEILING.md): for each mode, the most the link allows and
+// the fraction of it the run reached; no ceiling where there is no radio (unix:) or the link is not known.
+import JSON
+import LinkCeiling
+
+/// What the bench ran over, as far as the ceiling goes.
+enum BenchRadio: Sendable, Equatable {
+    /// A unix: target: no radio, no ceiling.
+    case unixSocket
+    /// An LE link whose interval, PHY or data length is not known.
+    case unknownLink
+    /// An LE link with every parameter the ceiling needs (its MTU the session's).
+    case link(LinkParameters)
+
+    /// unix: has no radio; an LE link takes `link` (nil: unknown) with the MTU the session negotiated.
+    init(isUnix: Bool, link: LinkParameters?, mtu: Int) {
+        if isUnix { self = .unixSocket; return }
+        guard let link, let withMTU = LinkParameters(phy: link.phy, dataLength: link.dataLength,
+                                                     intervalMilliseconds: link.intervalMilliseconds, mtu: mtu,
+                                                     encrypted: link.encrypted) else {
+            self = .unknownLink
+            return
+        }
+        self = .link(withMTU)
+    }
+
+    /// The ceiling of one mode for writes of `size` bytes, judged against the measured rate.
+    func verdict(mode: BenchMode, size: Int, measuredWritesPerSecond: Double) -> CeilingVerdict {
+        switch self {
+        case .unixSocket:
+            return CeilingVerdict(ceiling: nil, fraction: nil, basis: "unix socket", note: "no radio: unix socket")
+        case .unknownLink:
+            return CeilingVerdict(ceiling: nil, fraction: nil, basis: "unknown link",
+                                  note: "unknown link (interval, PHY or data length not known)")
+        case .link(let link):
+            let ceilings = LinkCeiling(link, valueBytes: size)
+            let ceiling = mode == .withResponse ? ceilings.writeRequest : ceilings.writeCommand
+            let basis = link.description
+            if ceiling.writesPerSecond <= 0 {
+                return CeilingVerdict(ceiling: ceiling, fraction: nil, basis: basis,
+                                      note: "no packet fits in one connection interval on this link")
+            }
+            let fraction = measuredWritesPerSecond / ceiling.writesPerSecond
+            if fraction > 1 {
+                return CeilingVerdict(ceiling: ceiling, fraction: nil, basis: basis,
+                                      note: "not radio-limited: measured \(format2(fraction))x the ceiling (no radio timing, as under an emulated controller such as btvirt)")
+            }
+            return CeilingVerdict(ceiling: ceiling, fraction: fraction, basis: basis,
+                                  note: "reached \(percent(fraction)) of the ceiling")
+        }
+    }
+}
+
+/// One mode's ceiling and how close the run came: `fraction` is nil without a ceiling or above it.
+struct CeilingVerdict: Sendable, Equatable {
+    var ceiling: ModeCeiling?
+    var fraction: Double?
+    /// What the ceiling was computed for: the link ("1M, 251 B, 7.5 ms, MTU 247"), "unknown link" or "unix socket".
+    var basis: String
+    /// One sentence: the fraction reached, or why there is none.
+    var note: String
+
+    var json: JSONValue {
+        .object([
+            ("bytesPerSecond", ceiling.map { .double($0.bytesPerSecond.rounded()) } ?? .null),
+            ("writesPerSecond", ceiling.map { .double(($0.writesPerSecond * 10).rounded() / 10) } ?? .null),
+            ("fraction", fraction.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("basis", .string(basis)), ("note", .string(note)),
+        ])
+    }
+
+    /// "  ceiling: 97.60 kB/s, 400.0 writes/s on 1M, 251 B, 7.5 ms, MTU 247; reached 62.3 % of the ceiling"
+    var text: String {
+        guard let ceiling else { return "  ceiling: \(note)" }
+        return "  ceiling: \(rate(ceiling.bytesPerSecond))/s, \(tenths(ceiling.writesPerSecond)) writes/s on \(basis) (docs/LINK-CEILING.md); \(note)"
+    }
+}
+
+/// "62.3 %"
+func percent(_ fraction: Double) -> String {
+    let t = Int((fraction * 1000).rounded())
+    return "\(t / 10).\(t % 10) %"
+}
+
+/// "400.0"
+func tenths(_ v: Double) -> String {
+    let t = Int((v * 10).rounded())
+    return "\(t / 10).\(t % 10)"
+}

@@ -1,0 +1,58 @@
+// The bench's time series: writes per 100 ms bucket over one mode's measured rounds, laid end to end (the bare
+// loop's turns between rounds left out), for --json's `series` and the --plot drawing.
+import JSON
+
+struct WriteSeries: Sendable {
+    static let bucketNanoseconds: UInt64 = 100_000_000
+    /// Writes whose sample fell in each bucket.
+    private(set) var writes: [Int] = []
+    /// The measured time of the closed rounds: the next round's times start there.
+    private(set) var nanoseconds: UInt64 = 0
+    /// This round's writes already in a bucket.
+    private var counted = 0
+
+    /// Puts the round's writes since the last sample (`writesSoFar` in all) in the bucket of `elapsed` (since the
+    /// round's start). The array grows once per bucket, so a sample is a division and an add.
+    @inline(__always)
+    mutating func sample(writesSoFar: Int, elapsed: UInt64) {
+        let bucket = Int((nanoseconds + elapsed) / Self.bucketNanoseconds)
+        if bucket >= writes.count { writes.append(contentsOf: repeatElement(0, count: bucket + 1 - writes.count)) }
+        writes[bucket] += writesSoFar - counted
+        counted = writesSoFar
+    }
+
+    /// Ends a round of `roundNanoseconds` (its figure's time): the next round's buckets follow it.
+    mutating func closeRound(nanoseconds roundNanoseconds: UInt64) {
+        nanoseconds += roundNanoseconds
+        counted = 0
+    }
+
+    /// One Write Request round from its round trips (each the time since the previous answer, the first since the
+    /// round's start): nothing more is read in the loop.
+    mutating func addRound(latencies: some Sequence<UInt64>) {
+        var elapsed: UInt64 = 0, n = 0
+        for latency in latencies {
+            elapsed += latency
+            n += 1
+            sample(writesSoFar: n, elapsed: elapsed)
+        }
+        closeRound(nanoseconds: elapsed)
+    }
+
+    /// Bytes per second in each bucket for writes of `size` bytes; the last bucket's own length counts (a round
+    /// rarely ends on a bucket's edge).
+    func bytesPerSecond(size: Int) -> [Double] {
+        writes.enumerated().map { i, n in
+            let start = UInt64(i) * Self.bucketNanoseconds
+            let length = min(Self.bucketNanoseconds, max(1, nanoseconds > start ? nanoseconds - start : Self.bucketNanoseconds))
+            return Double(n * size) / (Double(length) / 1e9)
+        }
+    }
+
+    func json(size: Int) -> JSONValue {
+        .object([
+            ("bucketMilliseconds", .int(Int(Self.bucketNanoseconds / 1_000_000))),
+            ("writes", .array(writes.map { .int($0) })), ("bytes", .array(writes.map { .int($0 * size) })),
+        ])
+    }
+}
