@@ -25,6 +25,13 @@ let benchCommand = Command(CommandSpec(
         --loopback needs no TARGET: it runs a plain peer in this process on a private unix socket (it answers \
         at once and counts what it receives, like the library benchmark tools/gatt-bench), so the figures show \
         what the host stack costs rather than what a peer does.
+
+        Each mode also gets the radio's ceiling for the link (docs/LINK-CEILING.md: PHY, data length, interval \
+        and MTU) and the fraction of it reached; over a link whose parameters are not known it says "unknown \
+        link", over unix: "no radio", and above the ceiling "not radio-limited" (an emulated controller has no \
+        radio timing). --json adds `ceiling` and `series` (writes and bytes per 100 ms) to each mode; --plot \
+        FILE.svg draws the throughput over time of both modes, the ceilings dashed, and the Write Request \
+        round-trip histogram.
         """,
     positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (not with --loopback)")],
     options: [
@@ -38,6 +45,7 @@ let benchCommand = Command(CommandSpec(
         .value("--rounds", "N", help: "rounds per mode, alternating with the bare loop; figures are medians (default 3)"),
         .value("--bare-loop", "WHERE", help: "second-connection (unix: default), same-connection (LE default) or none"),
         .flag("--loopback", help: "no TARGET: a plain peer in this process on a private unix socket, to see what the host stack costs"),
+        .value("--plot", "FILE", help: "draw throughput over time and the round-trip histogram to FILE (SVG)"),
     ],
     globals: GlobalOptionName.connection,
     examples: [
@@ -45,6 +53,7 @@ let benchCommand = Command(CommandSpec(
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
         ("mirror bench --loopback --size 20 --rounds 5", "the host stack alone, against a plain in-process peer"),
+        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --duration 1 --plot bench.svg", "1 s per mode and round, drawn to bench.svg"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, lent round by round"),
     ]
 )) { inv in
@@ -73,6 +82,12 @@ let benchCommand = Command(CommandSpec(
         throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection",
                          token: "second-connection", command: "bench")
     }
+    let plotPath = inv.arguments.string("--plot")
+    if let plotPath, plotPath.isEmpty { throw UsageError("--plot: empty file name", token: plotPath, command: "bench") }
+    // Created before connecting, so a bad path fails before the run, not after it.
+    let plot = try plotPath.map { try PlotFile(path: $0) }
+    var plotted = false
+    defer { if !plotted { plot?.discard() } }
     let peer = loopback ? try PlainPeer.loopback() : nil
     defer { peer?.close() }
     let target = try givenTarget ?? parseTarget("unix:\(peer!.path)", type: nil)
@@ -81,6 +96,10 @@ let benchCommand = Command(CommandSpec(
                          counter: givenCounter ?? (loopback ? PlainPeer.counterHandle : nil), rounds: rounds,
                          bareLoop: bareLoop)
     let result = try await Bench.run(target: target, plan: plan, inv: inv)
+    if let plot {
+        plotted = true
+        try BenchPlot.write(BenchPlot.svg(result), to: plot)
+    }
     if inv.global.json {
         inv.console.out(result.json.pretty)
     } else {
