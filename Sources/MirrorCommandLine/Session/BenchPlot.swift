@@ -8,8 +8,8 @@ import LinuxBluetooth
 enum BenchPlot {
     static let width = 960.0, height = 760.0
     /// The plot areas (left, top, right, bottom) of the two panels.
-    static let throughputArea = (x0: 100.0, y0: 110.0, x1: 920.0, y1: 400.0)
-    static let latencyArea = (x0: 100.0, y0: 500.0, x1: 920.0, y1: 690.0)
+    static let throughputArea = (x0: 100.0, y0: 128.0, x1: 920.0, y1: 410.0)
+    static let latencyArea = (x0: 100.0, y0: 512.0, x1: 920.0, y1: 695.0)
     static let requestColour = "#1f77b4", commandColour = "#e8590c"
 
     /// The whole drawing for one run.
@@ -58,7 +58,7 @@ enum BenchPlot {
             svg.text(x: request ? a.x0 + 6 : a.x1 - 6, y: yy - 5, "\(request ? "Write Request" : "Write Command") ceiling \(rate(c.bytesPerSecond))/s",
                      size: 11, anchor: request ? "start" : "end", colour: request ? requestColour : commandColour)
         }
-        legend(result, into: &svg, y: 80)
+        legend(result, into: &svg, y: 78)
     }
 
     /// The legend, one row under the captions: a swatch per mode that ran, and the ceiling's dash.
@@ -101,7 +101,7 @@ enum BenchPlot {
             if us > x.top { above += 1 } else { counts[min(bins - 1, Int(us / binWidth))] += 1 }
         }
         let y = Axis(max: Double(counts.max() ?? 1))
-        svg.frame(a, x: x, y: y, xLabel: "round trip (µs), bins of \(tickLabel(binWidth, step: binWidth / 10)) µs", yLabel: "writes")
+        svg.frame(a, x: x, y: y, xLabel: "round trip (µs), bins of \(shortNumber(binWidth)) µs", yLabel: "writes")
         let pxPerBin = (a.x1 - a.x0) / Double(bins)
         for (i, n) in counts.enumerated() where n > 0 {
             let h = Double(n) / y.top * (a.y1 - a.y0)
@@ -169,6 +169,14 @@ struct Axis {
 func tickLabel(_ v: Double, step: Double) -> String {
     let decimals = max(0, Int((-log10(step)).rounded(.up)))
     return String(format: "%.\(decimals)f", v)
+}
+
+/// At most two decimals, trailing zeros dropped: "5", "0.4", "2.5".
+func shortNumber(_ v: Double) -> String {
+    var s = String(format: "%.2f", v)
+    while s.hasSuffix("0") { s.removeLast() }
+    if s.hasSuffix(".") { s.removeLast() }
+    return s
 }
 
 /// The SVG document being drawn: shapes and text appended in order (later ones on top).
