@@ -1,5 +1,6 @@
 // `mirror bench` against the scripted peer: both modes in one run, the figures' shape, the peer's counts, and the
 // ratio to the bare socket loop.
+import Foundation
 import TestSupport
 import XCTest
 import MirrorCommandLine
@@ -136,6 +137,85 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(bad.status, 2, bad.stderr)
         XCTAssertEqual(bad.stderr.split(separator: "\n").first.map(String.init),
                        "mirror: --bare-loop: invalid bare loop placement \"elsewhere\": expected one of second-connection, same-connection, none")
+    }
+
+    /// Each mode's `ceiling` (a unix: target has no radio: no figures, and it says so) and its `series`: writes per
+    /// 100 ms bucket that add up to the measured writes, bytes = writes × size.
+    func testJSONHasTheCeilingAndTheSeries() throws {
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--duration", "0.25",
+                                         "--warmup", "10", "--size", "40", "--rounds", "2", "--bare-loop", "none", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        for i in 0..<2 {
+            let mode = json["modes"]?[i]
+            let name = mode?["mode"]?.string ?? "mode \(i)"
+            let ceiling = mode?["ceiling"]
+            XCTAssertEqual(ceiling?["bytesPerSecond"], .null, name)
+            XCTAssertEqual(ceiling?["writesPerSecond"], .null, name)
+            XCTAssertEqual(ceiling?["fraction"], .null, name)
+            XCTAssertEqual(ceiling?["basis"], "unix socket", name)
+            XCTAssertEqual(ceiling?["note"], "no radio: unix socket", name)
+            let series = mode?["series"]
+            XCTAssertEqual(series?["bucketMilliseconds"], 100, name)
+            let writes = try XCTUnwrap(series?["writes"]?.items?.compactMap(\.integer), name)
+            let bytes = try XCTUnwrap(series?["bytes"]?.items?.compactMap(\.integer), name)
+            let measured = try XCTUnwrap(mode?["writes"]?.integer, name)
+            XCTAssertGreaterThan(measured, 0, name)
+            XCTAssertEqual(writes.reduce(0, +), measured, "\(name): the series counts every measured write once")
+            XCTAssertEqual(bytes, writes.map { $0 * 40 }, name)
+            XCTAssertTrue(writes.allSatisfy { $0 >= 0 }, name)
+            // Two rounds of 0.25 s end to end: 5 or 6 buckets (the drain after the last Write Command adds a little).
+            let seconds = try XCTUnwrap(mode?["seconds"]?.number, name)
+            // The last Write Command's drain can cross into one more 100 ms than the last write's bucket.
+            XCTAssertTrue([Int(seconds * 10), Int(seconds * 10) + 1].contains(writes.count), "\(name): one bucket per 100 ms of \(seconds) s: \(writes)")
+            XCTAssertGreaterThan(writes.filter { $0 > 0 }.count, 3, "\(name): writes in most buckets: \(writes)")
+        }
+        let text = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "50",
+                                          "--warmup", "5", "--rounds", "1", "--bare-loop", "none"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        XCTAssertEqual(text.stdout.split(separator: "\n").filter { $0 == "  ceiling: no radio: unix socket" }.count, 2, text.stdout)
+    }
+
+    /// --plot draws both panels, the legend and the axes' labels, as well-formed XML.
+    func testPlotWritesAnSVG() throws {
+        let path = NSTemporaryDirectory() + "mirror-bench-plot-\(getpid()).svg"
+        defer { unlink(path) }
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--duration", "0.2",
+                                         "--warmup", "5", "--rounds", "1", "--bare-loop", "none", "--plot", path])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let svg = try String(contentsOfFile: path, encoding: .utf8)
+        let parsed = try SVGSummary(svg)
+        XCTAssertEqual(parsed.root, "svg")
+        for words in ["mirror bench \(peer.target): MTU 247, 244-byte values, 1 round per mode",
+                      "ceiling: none, no radio: unix socket",
+                      "Throughput over time (100 ms buckets)", "Write Request round trip",
+                      "measured time (s), each mode's rounds end to end", "round trip (µs), bins of ",
+                      "Write Request (with response), ", "Write Command (without response), ", "writes"] {
+            XCTAssertTrue(parsed.texts.contains { $0.hasPrefix(words) }, "no text \(words): \(parsed.texts)")
+        }
+        XCTAssertTrue(parsed.texts.contains { $0.hasPrefix("throughput (") && $0.hasSuffix("B/s)") }, "\(parsed.texts)")
+        XCTAssertEqual(parsed.count("polyline"), 2, "one line per mode")
+        XCTAssertGreaterThan(parsed.count("rect"), 2, "the background and the histogram's bars")
+        XCTAssertFalse(svg.contains("stroke-dasharray"), "no ceiling line without a radio")
+    }
+
+    /// A --plot path that cannot be created fails at once, as the tool's other file errors (exit 1), before connecting.
+    func testPlotToAnUnwritablePathFailsCleanly() throws {
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--plot", "/nonexistent-dir/plot.svg"])
+        XCTAssertEqual(run.status, 1, run.stderr)
+        XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: creating the plot file /nonexistent-dir/plot.svg: open failed with ENOENT (No such file or directory)")
+        XCTAssertEqual(peer.counters.connections, 0, "nothing was measured")
+        let json = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--plot", "/nonexistent-dir/plot.svg", "--json"])
+        XCTAssertEqual(json.status, 1)
+        XCTAssertEqual(try json.json()["error"]?["syscall"], "open")
+        let empty = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--plot", ""])
+        XCTAssertEqual(empty.status, 2)
+        // A run that fails leaves no file behind.
+        let path = NSTemporaryDirectory() + "mirror-bench-failed-\(getpid()).svg"
+        let failed = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--size", "300", "--mtu", "100", "--plot", path])
+        XCTAssertEqual(failed.status, 4, failed.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: path))
     }
 
     /// A peer that is also a GATT client (bluetoothd is) sends requests of its own: the engine answers them during
