@@ -113,13 +113,19 @@ final class BenchCeilingTests: XCTestCase {
         XCTAssertEqual(xmlEscaped("µs ✓"), "µs ✓")
     }
 
+    /// The smallest 1-2-5 step with at most 8 intervals: 3.016 s → 0.5 (top 3.5, not 4); 1.501 → 0.2 (top 1.6);
+    /// 97.6 → 20 (10 would need 10 intervals); 5000 → 1000.
     func testAxesEndOnANiceTick() {
+        XCTAssertEqual(Axis(max: 3.016).step, 0.5)
+        XCTAssertEqual(Axis(max: 3.016).top, 3.5)
         let a = Axis(max: 1.501)
-        XCTAssertEqual(a.step, 0.5)
-        XCTAssertEqual(a.top, 2)
-        XCTAssertEqual(a.ticks, [0, 0.5, 1, 1.5, 2])
+        XCTAssertEqual(a.step, 0.2, accuracy: 1e-12)
+        XCTAssertEqual(a.top, 1.6, accuracy: 1e-12)
+        XCTAssertEqual(a.ticks.count, 9)
         XCTAssertEqual(Axis(max: 97.6).step, 20)
         XCTAssertEqual(Axis(max: 97.6).top, 100)
+        XCTAssertEqual(Axis(max: 5000).step, 1000)
+        XCTAssertEqual(Axis(max: 5000).top, 5000)
         XCTAssertEqual(Axis(max: 0).top, 1)
         XCTAssertEqual(tickLabel(0.5, step: 0.5), "0.5")
         XCTAssertEqual(tickLabel(40, step: 20), "40")
@@ -163,5 +169,37 @@ struct SVGSummary {
         func parser(_ parser: XMLParser, didEndElement name: String, namespaceURI: String?, qualifiedName: String?) {
             if name == "text" { inText = false; texts.append(current) }
         }
+    }
+}
+
+final class WriteSeriesTests: XCTestCase {
+    /// Two rounds of 250 ms end to end: the second's samples start at 250 ms. Commands sampled as the bench does
+    /// (writes so far at a time since the round's start); every write lands in exactly one bucket.
+    func testRoundsLaidEndToEnd() {
+        var s = WriteSeries()
+        s.sample(writesSoFar: 0, elapsed: 0)
+        s.sample(writesSoFar: 10, elapsed: 50_000_000)     // bucket 0
+        s.sample(writesSoFar: 30, elapsed: 150_000_000)    // bucket 1
+        s.sample(writesSoFar: 35, elapsed: 240_000_000)    // bucket 2
+        s.closeRound(nanoseconds: 250_000_000)
+        s.sample(writesSoFar: 8, elapsed: 40_000_000)      // 290 ms: bucket 2
+        s.sample(writesSoFar: 20, elapsed: 200_000_000)    // 450 ms: bucket 4
+        s.closeRound(nanoseconds: 260_000_000)             // 510 ms in all
+        XCTAssertEqual(s.writes, [10, 20, 13, 0, 12])
+        XCTAssertEqual(s.nanoseconds, 510_000_000)
+        // Bucket 5 (500-510 ms) holds nothing and is not there; with 100-byte values: 10 writes in 100 ms = 10 kB/s.
+        XCTAssertEqual(s.bytesPerSecond(size: 100), [10_000, 20_000, 13_000, 0, 12_000])
+        XCTAssertEqual(s.json(size: 100).compact, #"{"bucketMilliseconds":100,"writes":[10,20,13,0,12],"bytes":[1000,2000,1300,0,1200]}"#)
+    }
+
+    /// Requests from their round trips: 15 ms each, 20 of them: 300 ms, 6.67 a bucket; the last bucket (exactly
+    /// the 300 ms answer) is under half a bucket long and is not drawn.
+    func testRequestsFromTheirRoundTrips() {
+        var s = WriteSeries()
+        s.addRound(latencies: [UInt64](repeating: 15_000_000, count: 20))
+        XCTAssertEqual(s.writes.reduce(0, +), 20)
+        XCTAssertEqual(s.writes, [6, 7, 6, 1])   // answers at 15, 30, ... 90 | 105 ... 195 | 210 ... 285 | 300 ms
+        XCTAssertEqual(s.bytesPerSecond(size: 10).count, 3)
+        XCTAssertEqual(s.bytesPerSecond(size: 10)[0], 600, accuracy: 1e-9)
     }
 }

@@ -153,15 +153,16 @@ struct ByteRateUnit {
     }
 }
 
-/// A linear axis from 0: a step of 1, 2 or 5 × 10^k giving about five ticks, and the top tick at or above `max`.
+/// A linear axis from 0: the smallest step of 1, 2 or 5 × 10^k that needs at most 8 intervals, and the top tick
+/// at or above `max` (so the data fills most of the panel).
 struct Axis {
     let step: Double
     let top: Double
     init(max: Double) {
         let m = max > 0 ? max : 1
-        let raw = m / 5
-        let magnitude = pow(10, (log10(raw)).rounded(.down))
-        let step = [1.0, 2, 5, 10].map { $0 * magnitude }.first { $0 >= raw } ?? 10 * magnitude
+        let magnitude = pow(10, log10(m / 8).rounded(.down))
+        // 10 × magnitude > m / 8 always fits; the smaller ones when they do.
+        let step = [1.0, 2, 5].map { $0 * magnitude }.first { (m / $0).rounded(.up) <= 8 } ?? 10 * magnitude
         self.step = step
         self.top = (m / step).rounded(.up) * step
     }

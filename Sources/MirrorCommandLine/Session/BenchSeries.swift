@@ -39,14 +39,18 @@ struct WriteSeries: Sendable {
         closeRound(nanoseconds: elapsed)
     }
 
-    /// Bytes per second in each bucket for writes of `size` bytes; the last bucket's own length counts (a round
-    /// rarely ends on a bucket's edge).
+    /// Bytes per second in each bucket for writes of `size` bytes, for the drawing. The last bucket counts its own
+    /// length (a round rarely ends on a bucket's edge), and is left out under half a bucket: a few writes over a
+    /// fraction of a millisecond make a rate of nothing (--json keeps every bucket).
     func bytesPerSecond(size: Int) -> [Double] {
-        writes.enumerated().map { i, n in
+        var rates: [Double] = []
+        for (i, n) in writes.enumerated() {
             let start = UInt64(i) * Self.bucketNanoseconds
-            let length = min(Self.bucketNanoseconds, max(1, nanoseconds > start ? nanoseconds - start : Self.bucketNanoseconds))
-            return Double(n * size) / (Double(length) / 1e9)
+            let length = min(Self.bucketNanoseconds, nanoseconds > start ? nanoseconds - start : 0)
+            if length < Self.bucketNanoseconds / 2 && i > 0 && i == writes.count - 1 { break }
+            rates.append(Double(n * size) / (Double(max(length, 1)) / 1e9))
         }
+        return rates
     }
 
     func json(size: Int) -> JSONValue {
