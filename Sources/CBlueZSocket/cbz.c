@@ -464,6 +464,10 @@ int cbz_create_file(const char *path) {
     return open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 }
 
+int cbz_create_new_file(const char *path) {
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+}
+
 int cbz_write_all(int fd, const void *buf, size_t len) {
     const uint8_t *p = buf;
     while (len > 0) {

@@ -216,6 +216,12 @@ final class BenchCommandTests: XCTestCase {
         let failed = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--size", "300", "--mtu", "100", "--plot", path])
         XCTAssertEqual(failed.status, 4, failed.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: path))
+        // A path that was there before is the user's (an older plot, a device): written, never removed.
+        XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data("older".utf8)))
+        defer { unlink(path) }
+        let again = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--size", "300", "--mtu", "100", "--plot", path])
+        XCTAssertEqual(again.status, 4, again.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: path))
     }
 
     /// A peer that is also a GATT client (bluetoothd is) sends requests of its own: the engine answers them during

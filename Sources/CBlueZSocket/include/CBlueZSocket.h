@@ -199,6 +199,9 @@ int cbz_eventfd_drain(int fd);
 
 /// open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644).
 int cbz_create_file(const char *path);
+/// open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644): -1 with EEXIST when the path exists, so the caller
+/// knows the file is its own (and may remove it) rather than the user's (a device, a FIFO, an older file).
+int cbz_create_new_file(const char *path);
 /// write(2) of the whole buffer (loops on short writes and EINTR). Returns 0 or -1 with errno.
 int cbz_write_all(int fd, const void *buf, size_t len);
 /// readlink("/proc/self/exe") into buf (NUL-terminated). Returns the length or -1.

@@ -121,26 +121,40 @@ enum BenchPlot {
         let failed = bytes.withUnsafeMutableBytes { cbz_write_all(file.fd, $0.baseAddress, $0.count) < 0 }
         let error = failed ? SocketError(syscall: "write", errno: .current, context: "writing the plot to \(file.path)") : nil
         _ = cbz_close(file.fd)
-        if let error { throw error }
+        if let error {
+            file.removeIfOurs()   // half a drawing is no drawing
+            throw error
+        }
     }
 }
 
-/// The --plot file, created (or truncated) before the run so a bad path fails at once; removed if the run fails.
+/// The --plot file, opened before the run so a bad path fails at once. A file this run created is removed when
+/// there is nothing (or half a drawing) to put in it; a path that existed (an older plot, /dev/stdout, a FIFO) is
+/// only written, never removed.
 struct PlotFile {
     let path: String
     let fd: Int32
+    /// This run created the file (O_EXCL succeeded).
+    let created: Bool
 
     init(path: String) throws {
-        let fd = cbz_create_file(path)
+        var fd = cbz_create_new_file(path)
+        let created = fd >= 0
+        if fd < 0 && Errno.current == Errno(EEXIST) { fd = cbz_create_file(path) }
         if fd < 0 { throw SocketError(syscall: "open", errno: .current, context: "creating the plot file \(path)") }
         self.path = path
         self.fd = fd
+        self.created = created
     }
 
     /// The run failed: nothing to draw.
     func discard() {
         _ = cbz_close(fd)
-        _ = cbz_unlink(path)
+        removeIfOurs()
+    }
+
+    func removeIfOurs() {
+        if created { _ = cbz_unlink(path) }
     }
 }
 
