@@ -18,7 +18,7 @@
 // controller limit on packets per event), no packet is lost or retransmitted, and nothing else shares the link.
 
 /// The LE PHY of the link (Vol 6 Part A §3; Part B §2.1 packet formats).
-public enum LinkPHY: String, Sendable, CaseIterable, Equatable {
+public enum RadioPHY: String, Sendable, CaseIterable, Equatable {
     case le1M = "1M"
     case le2M = "2M"
     /// LE Coded, S=2 (500 kb/s).
@@ -43,7 +43,7 @@ public enum LinkPHY: String, Sendable, CaseIterable, Equatable {
 
 /// The link a ceiling is computed for.
 public struct LinkParameters: Sendable, Equatable {
-    public var phy: LinkPHY
+    public var phy: RadioPHY
     /// The LL payload octets per data packet (connEffectiveMaxTxOctets, MIC excluded): 27 to 251.
     public var dataLength: Int
     /// The connection interval in milliseconds (7.5 to 4000).
@@ -58,7 +58,7 @@ public struct LinkParameters: Sendable, Equatable {
     public static let mtuRange = 23...517
 
     /// Nil when a value is outside the ranges above: no ceiling is computed for a link that cannot exist.
-    public init?(phy: LinkPHY, dataLength: Int, intervalMilliseconds: Double, mtu: Int, encrypted: Bool = false) {
+    public init?(phy: RadioPHY, dataLength: Int, intervalMilliseconds: Double, mtu: Int, encrypted: Bool = false) {
         guard Self.dataLengthRange.contains(dataLength), Self.intervalRange.contains(intervalMilliseconds),
               Self.mtuRange.contains(mtu) else { return nil }
         self.phy = phy

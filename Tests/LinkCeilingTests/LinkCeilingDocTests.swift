@@ -7,11 +7,11 @@ final class LinkCeilingDocTests: XCTestCase {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         let doc = try String(contentsOf: root.appendingPathComponent("docs/LINK-CEILING.md"), encoding: .utf8)
         let rows = doc.split(separator: "\n").map { $0.split(separator: "|").map { $0.trimmingCharacters(in: .whitespaces) } }
-            .filter { $0.count == 9 && LinkPHY(rawValue: $0[0]) != nil }
+            .filter { $0.count == 9 && RadioPHY(rawValue: $0[0]) != nil }
         XCTAssertEqual(rows.count, 12, "3 links × 4 intervals")
         var seen: Set<String> = []
         for row in rows {
-            let phy = try XCTUnwrap(LinkPHY(rawValue: row[0]))
+            let phy = try XCTUnwrap(RadioPHY(rawValue: row[0]))
             let dataLength = try XCTUnwrap(Int(row[1])), mtu = try XCTUnwrap(Int(row[2])), interval = try XCTUnwrap(Double(row[3]))
             let c = LinkCeiling(try XCTUnwrap(LinkParameters(phy: phy, dataLength: dataLength, intervalMilliseconds: interval, mtu: mtu)))
             let name = row[0...3].joined(separator: "/")

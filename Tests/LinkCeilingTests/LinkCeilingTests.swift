@@ -3,21 +3,21 @@ import LinkCeiling
 import XCTest
 
 final class LinkCeilingTests: XCTestCase {
-    private func link(_ phy: LinkPHY, _ dataLength: Int, _ interval: Double, _ mtu: Int, encrypted: Bool = false) throws -> LinkCeiling {
+    private func link(_ phy: RadioPHY, _ dataLength: Int, _ interval: Double, _ mtu: Int, encrypted: Bool = false) throws -> LinkCeiling {
         LinkCeiling(try XCTUnwrap(LinkParameters(phy: phy, dataLength: dataLength, intervalMilliseconds: interval, mtu: mtu, encrypted: encrypted)))
     }
 
     /// Airtimes: 1M 8 µs/octet over 10 octets of overhead; 2M 4 µs/octet over 11; Coded 376 µs + S × (43 + 8P).
     func testAirtimePerPHY() {
-        XCTAssertEqual(LinkPHY.le1M.airtimeMicroseconds(payload: 0), 80)        // 10 × 8
-        XCTAssertEqual(LinkPHY.le1M.airtimeMicroseconds(payload: 27), 296)      // 37 × 8
-        XCTAssertEqual(LinkPHY.le1M.airtimeMicroseconds(payload: 255), 2120)    // 265 × 8: the spec's 1M maximum
-        XCTAssertEqual(LinkPHY.le2M.airtimeMicroseconds(payload: 0), 44)        // 11 × 4
-        XCTAssertEqual(LinkPHY.le2M.airtimeMicroseconds(payload: 255), 1064)    // 266 × 4: the spec's 2M maximum
-        XCTAssertEqual(LinkPHY.codedS8.airtimeMicroseconds(payload: 0), 720)    // 376 + 8 × 43
-        XCTAssertEqual(LinkPHY.codedS8.airtimeMicroseconds(payload: 255), 17040) // 376 + 8 × 2083: the spec's S=8 maximum
-        XCTAssertEqual(LinkPHY.codedS2.airtimeMicroseconds(payload: 0), 462)    // 376 + 2 × 43
-        XCTAssertEqual(LinkPHY.codedS2.airtimeMicroseconds(payload: 255), 4542) // 376 + 2 × 2083: the spec's S=2 maximum
+        XCTAssertEqual(RadioPHY.le1M.airtimeMicroseconds(payload: 0), 80)        // 10 × 8
+        XCTAssertEqual(RadioPHY.le1M.airtimeMicroseconds(payload: 27), 296)      // 37 × 8
+        XCTAssertEqual(RadioPHY.le1M.airtimeMicroseconds(payload: 255), 2120)    // 265 × 8: the spec's 1M maximum
+        XCTAssertEqual(RadioPHY.le2M.airtimeMicroseconds(payload: 0), 44)        // 11 × 4
+        XCTAssertEqual(RadioPHY.le2M.airtimeMicroseconds(payload: 255), 1064)    // 266 × 4: the spec's 2M maximum
+        XCTAssertEqual(RadioPHY.codedS8.airtimeMicroseconds(payload: 0), 720)    // 376 + 8 × 43
+        XCTAssertEqual(RadioPHY.codedS8.airtimeMicroseconds(payload: 255), 17040) // 376 + 8 × 2083: the spec's S=8 maximum
+        XCTAssertEqual(RadioPHY.codedS2.airtimeMicroseconds(payload: 0), 462)    // 376 + 2 × 43
+        XCTAssertEqual(RadioPHY.codedS2.airtimeMicroseconds(payload: 255), 4542) // 376 + 2 × 2083: the spec's S=2 maximum
     }
 
     /// 1M, 27 B, MTU 23, 7.5 ms: the PDU is 23 + 4 = 27 octets, one packet. Exchange 296 + 150 + 80 + 150 = 676 µs;
