@@ -316,13 +316,17 @@ public final class ATTBearer: ATTTransport {
 
     // MARK: Options
 
-    /// Writes every PDU sent and received from now on to `writer`, under a new adapter index of its own.
-    public func capture(into writer: BTSnoopWriter) {
+    /// Writes every PDU sent and received from now on to `writer`, under a new adapter index of its own (returned,
+    /// for the link's HCI records); an LE bearer's PDUs carry its link's real handle (L2CAP_CONNINFO).
+    @discardableResult
+    public func capture(into writer: BTSnoopWriter) -> UInt16 {
         let index = writer.addIndex(label: label, address: peerAddress)
+        if case .le = endpoint, let handle = try? connectionHandle() { writer.setConnectionHandle(handle, index: index) }
         state.withLock { s in
             s.snoop = (writer, index)
             receiveNeedsLock.store(true, ordering: .releasing)
         }
+        return index
     }
 
     private var peerAddress: BluetoothAddress {
