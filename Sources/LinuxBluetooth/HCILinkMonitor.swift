@@ -256,6 +256,9 @@ public final class HCILinkMonitor: Sendable {
         return s
     }
 
+    /// Reads the state under its lock (tests).
+    func stateForTests<T>(_ body: (MonitorState) -> T) -> T { state.withLock { body($0) } }
+
     // MARK: Requests
 
     /// LE Connection Update for the bound link; granted with the values of its LE Connection Update Complete.
