@@ -11,9 +11,17 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case btsnoop = "--btsnoop"
     case json = "--json"
     case profile = "--profile"
+    case interval = "--interval"
+    case latency = "--latency"
+    case supervisionTimeout = "--supervision-timeout"
+    case phy = "--phy"
+    case dataLength = "--data-length"
+
+    /// The options that ask the controller for a link (HCI LE Connection Update, LE Set PHY, LE Set Data Length).
+    public static let link: Set<GlobalOptionName> = [.interval, .latency, .supervisionTimeout, .phy, .dataLength]
 
     /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
-    public static let connection: Set<GlobalOptionName> = [.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile]
+    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile]).union(link)
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -45,6 +53,8 @@ public struct GlobalOptions: Sendable, Equatable {
     public var json: Bool
     /// A mirror profile file (scan and wifi).
     public var profile: String?
+    /// The link asked for (--interval, --latency, --supervision-timeout, --phy, --data-length); empty: as it is.
+    public var link: LinkRequestOptions = LinkRequestOptions()
 
     public init(adapter: String? = nil, addressType: AddressType? = nil, timeout: Double = 30, mtu: Int? = nil,
                 security: SecurityLevel? = nil, trace: Bool = false, btsnoop: String? = nil, json: Bool = false,
@@ -71,6 +81,11 @@ public struct GlobalOptions: Sendable, Equatable {
         .value("--btsnoop", "FILE", help: "record every ATT PDU to FILE in btsnoop format (Wireshark, btmon -r)"),
         .flag("--json", help: "print JSON instead of text (errors too)"),
         .value("--profile", "FILE", help: "the mirror profile file (scan, wifi; names the mirror's characteristics elsewhere; default: the bundled one)"),
+        .value("--interval", "MIN[-MAX]", help: "ask for a connection interval in ms, 7.5-4000 in steps of 1.25 (LE Connection Update)"),
+        .value("--latency", "N", help: "ask for a peripheral latency of N connection events, 0-499"),
+        .value("--supervision-timeout", "MS", help: "ask for a supervision timeout in ms, 100-32000 in steps of 10"),
+        .value("--phy", "1m|2m|coded", help: "ask for this PHY both ways (LE Set PHY)"),
+        .value("--data-length", "OCTETS", help: "ask for this link-layer data length, 27-251 octets (LE Set Data Length)"),
     ]
 
     init(values: [String: [String]], flags: Set<String>, command: String) throws(UsageError) {
@@ -88,7 +103,95 @@ public struct GlobalOptions: Sendable, Equatable {
         btsnoop = values[GlobalOptionName.btsnoop.rawValue]?.last
         json = flags.contains(GlobalOptionName.json.rawValue)
         profile = values[GlobalOptionName.profile.rawValue]?.last
+        link.interval = try value(.interval, parseConnectionInterval)
+        link.latency = try value(.latency) { (s: String) throws(UsageError) in try parseCount(s, in: LinkRequestOptions.latencyRange, what: "peripheral latency") }
+        link.supervisionTimeoutMilliseconds = try value(.supervisionTimeout, parseSupervisionTimeout)
+        link.phy = try value(.phy) { (s: String) throws(UsageError) in try parseChoice(s, LinkPHYChoice.self, what: "PHY") }
+        link.dataLength = try value(.dataLength) { (s: String) throws(UsageError) in try parseCount(s, in: LinkRequestOptions.dataLengthRange, what: "data length") }
+        if let problem = link.inconsistency {
+            throw UsageError(problem, token: values[GlobalOptionName.supervisionTimeout.rawValue]?.last ?? "", command: command)
+        }
         if let path = btsnoop, path.isEmpty { throw UsageError("--btsnoop: empty file name", token: path, command: command) }
         if let path = profile, path.isEmpty { throw UsageError("--profile: empty file name", token: path, command: command) }
     }
+}
+
+/// The PHY `--phy` asks for, both ways (Core Spec Vol 4 Part E §7.8.49 LE Set PHY).
+public enum LinkPHYChoice: String, Sendable, CaseIterable {
+    case le1M = "1m", le2M = "2m", coded
+}
+
+/// The link a command asks the controller for; nil members are left as they are. Ranges from Core Spec Vol 4
+/// Part E §7.8.18 (LE Connection Update) and §7.8.33 (LE Set Data Length).
+public struct LinkRequestOptions: Sendable, Equatable {
+    /// Connection interval min and max in ms (7.5-4000 in steps of 1.25 ms; HCI units of 1.25 ms, 0x0006-0x0C80).
+    public var interval: ClosedRange<Double>?
+    /// Peripheral latency in connection events (0-499, 0x0000-0x01F3).
+    public var latency: Int?
+    /// Supervision timeout in ms (100-32000 in steps of 10 ms; HCI units of 10 ms, 0x000A-0x0C80).
+    public var supervisionTimeoutMilliseconds: Int?
+    public var phy: LinkPHYChoice?
+    /// LL data length (max TX octets, 27-251, 0x001B-0x00FB).
+    public var dataLength: Int?
+
+    public init() {}
+
+    public static let intervalRange: ClosedRange<Double> = 7.5...4000
+    public static let latencyRange: ClosedRange<Int> = 0...499
+    public static let supervisionTimeoutRange: ClosedRange<Int> = 100...32000
+    public static let dataLengthRange: ClosedRange<Int> = 27...251
+
+    /// True when nothing is asked for.
+    public var isEmpty: Bool { interval == nil && latency == nil && supervisionTimeoutMilliseconds == nil && phy == nil && dataLength == nil }
+
+    /// True when a connection update is asked for (interval, latency or supervision timeout).
+    public var asksForConnectionUpdate: Bool { interval != nil || latency != nil || supervisionTimeoutMilliseconds != nil }
+
+    /// The spec's rule between them, when all are known (Vol 6 Part B §4.5.2): the supervision timeout must be
+    /// larger than (1 + latency) x interval max x 2.
+    var inconsistency: String? {
+        guard let timeout = supervisionTimeoutMilliseconds, let interval else { return nil }
+        let least = Double(1 + (latency ?? 0)) * interval.upperBound * 2
+        guard Double(timeout) <= least else { return nil }
+        return "--supervision-timeout: \(timeout) ms must be larger than (1 + latency \(latency ?? 0)) x interval max \(formatMilliseconds(interval.upperBound)) ms x 2 = \(formatMilliseconds(least)) ms (Core Spec Vol 6 Part B §4.5.2)"
+    }
+}
+
+/// "7.5", "30", "1.25": a millisecond figure without float noise.
+func formatMilliseconds(_ ms: Double) -> String {
+    ms == ms.rounded() ? String(Int(ms)) : String(ms)
+}
+
+/// Parses `--interval MIN[-MAX]` in ms: 7.5-4000 in steps of 1.25 ms, MIN <= MAX ("7.5", "15-30").
+public func parseConnectionInterval(_ token: String) throws(UsageError) -> ClosedRange<Double> {
+    let parts = token.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+    func one(_ text: String) throws(UsageError) -> Double {
+        let allowed = "\(formatMilliseconds(LinkRequestOptions.intervalRange.lowerBound))-\(formatMilliseconds(LinkRequestOptions.intervalRange.upperBound)) ms in steps of 1.25 ms"
+        guard !text.isEmpty, text.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let ms = Double(text), ms.isFinite else {
+            throw UsageError("invalid connection interval \"\(token)\": expected MIN or MIN-MAX in ms, \(allowed), as in 7.5 or 15-30", token: token)
+        }
+        guard LinkRequestOptions.intervalRange.contains(ms) else {
+            throw UsageError("invalid connection interval \"\(token)\": \(text) ms is outside \(allowed)", token: token)
+        }
+        let units = ms / 1.25
+        guard abs(units - units.rounded()) < 1e-9 else {
+            throw UsageError("invalid connection interval \"\(token)\": \(text) ms is not a multiple of 1.25 ms (\(allowed))", token: token)
+        }
+        return units.rounded() * 1.25
+    }
+    let low = try one(parts[0])
+    let high = parts.count > 1 ? try one(parts[1]) : low
+    guard low <= high else {
+        throw UsageError("invalid connection interval \"\(token)\": MIN \(parts[0]) ms is larger than MAX \(parts[1]) ms", token: token)
+    }
+    return low...high
+}
+
+/// Parses `--supervision-timeout MS`: 100-32000 ms in steps of 10 ms.
+public func parseSupervisionTimeout(_ token: String) throws(UsageError) -> Int {
+    let ms = try parseCount(token, in: LinkRequestOptions.supervisionTimeoutRange, what: "supervision timeout")
+    guard ms % 10 == 0 else {
+        throw UsageError("invalid supervision timeout \"\(token)\": \(ms) ms is not a multiple of 10 ms (100-32000 ms in steps of 10 ms)", token: token)
+    }
+    return ms
 }

@@ -98,6 +98,8 @@ final class ParsingTests: XCTestCase {
         CommandSpec(name: "listen", summary: "l",
                     positionals: [PositionalSpec("TARGET", help: "t"), PositionalSpec("HANDLE", optional: true, variadic: true, help: "h")],
                     globals: [.json], examples: []),
+        CommandSpec(name: "link", summary: "k", positionals: [PositionalSpec("TARGET", help: "t")],
+                    globals: GlobalOptionName.connection, examples: []),
     ]
 
     func run(_ args: [String]) throws(UsageError) -> (CommandSpec, ParsedArguments, GlobalOptions) {
@@ -116,6 +118,50 @@ final class ParsingTests: XCTestCase {
         XCTAssertEqual(global, GlobalOptions(timeout: 2.5, mtu: 100, json: true))
         let (_, afterDash, _) = try run(["listen", "unix:/x", "--", "-5"])
         XCTAssertEqual(afterDash.positionals, ["unix:/x", "-5"])
+    }
+
+    /// The link options: ranges and steps from Core Spec Vol 4 Part E §7.8.18, §7.8.33, §7.8.49, each refusal naming
+    /// the allowed range (exit 2 as bad usage).
+    func testLinkOptions() throws {
+        XCTAssertEqual(try parseConnectionInterval("7.5"), 7.5...7.5)
+        XCTAssertEqual(try parseConnectionInterval("15-30"), 15...30)
+        XCTAssertEqual(try parseConnectionInterval("4000"), 4000...4000)
+        XCTAssertEqual(try parseConnectionInterval("8.75"), 8.75...8.75)
+        XCTAssertEqual(usage { try parseConnectionInterval("7") }?.message,
+                       "invalid connection interval \"7\": 7 ms is outside 7.5-4000 ms in steps of 1.25 ms")
+        XCTAssertEqual(usage { try parseConnectionInterval("4001.25") }?.message,
+                       "invalid connection interval \"4001.25\": 4001.25 ms is outside 7.5-4000 ms in steps of 1.25 ms")
+        XCTAssertEqual(usage { try parseConnectionInterval("8") }?.message,
+                       "invalid connection interval \"8\": 8 ms is not a multiple of 1.25 ms (7.5-4000 ms in steps of 1.25 ms)")
+        XCTAssertEqual(usage { try parseConnectionInterval("30-15") }?.message,
+                       "invalid connection interval \"30-15\": MIN 30 ms is larger than MAX 15 ms")
+        XCTAssertEqual(usage { try parseConnectionInterval("fast") }?.token, "fast")
+        XCTAssertEqual(usage { try parseConnectionInterval("15-") }?.token, "15-")
+        XCTAssertEqual(try parseSupervisionTimeout("100"), 100)
+        XCTAssertEqual(try parseSupervisionTimeout("32000"), 32000)
+        XCTAssertEqual(usage { try parseSupervisionTimeout("90") }?.message, "invalid supervision timeout \"90\": must be 100-32000")
+        XCTAssertEqual(usage { try parseSupervisionTimeout("105") }?.message,
+                       "invalid supervision timeout \"105\": 105 ms is not a multiple of 10 ms (100-32000 ms in steps of 10 ms)")
+
+        let (_, _, global) = try run(["link", "unix:/x", "--interval", "7.5-15", "--latency", "4", "--supervision-timeout", "2000",
+                                      "--phy", "2m", "--data-length", "251"])
+        XCTAssertEqual(global.link.interval, 7.5...15)
+        XCTAssertEqual(global.link.latency, 4)
+        XCTAssertEqual(global.link.supervisionTimeoutMilliseconds, 2000)
+        XCTAssertEqual(global.link.phy, .le2M)
+        XCTAssertEqual(global.link.dataLength, 251)
+        XCTAssertTrue(global.link.asksForConnectionUpdate)
+        XCTAssertTrue(try run(["link", "unix:/x"]).2.link.isEmpty)
+        XCTAssertEqual(usage { try run(["listen", "unix:/x", "--phy", "2m"]) }?.message, "option --phy does not apply to mirror listen")
+        for (args, message) in [
+            (["--latency", "500"], "--latency: invalid peripheral latency \"500\": must be 0-499"),
+            (["--data-length", "26"], "--data-length: invalid data length \"26\": must be 27-251"),
+            (["--phy", "3m"], "--phy: invalid PHY \"3m\": expected one of 1m, 2m, coded"),
+            (["--interval", "50", "--latency", "1", "--supervision-timeout", "200"],
+             "--supervision-timeout: 200 ms must be larger than (1 + latency 1) x interval max 50 ms x 2 = 200 ms (Core Spec Vol 6 Part B §4.5.2)"),
+        ] {
+            XCTAssertEqual(usage { try run(["link", "unix:/x"] + args) }?.message, message)
+        }
     }
 
     func testHelpForms() throws {

@@ -250,6 +250,13 @@ do {
     let requestRounds = spread(zip(clientReq, bareReq).map { $0.wall / $1.wall })
     let commandRounds = spread(zip(bareCmd, clientCmd).map { $0.wall / $1.wall })
     let requestCPURounds = spread(zip(clientReq, bareReq).map { $0.cpu / $1.cpu })
+    // The baseline's agreement with itself: the bare round trip's spread over the rounds (max/min - 1). A wide
+    // spread means the ratio measures the machine, not the client (the unpinned method once gave 0.10x).
+    let bareRounds = spread(bareReq.map(\.wall))
+    let bareSpread = bareRounds.min > 0 ? bareRounds.max / bareRounds.min - 1 : 0
+    let method = "each round alternates the bare and the client Write Request loops in chunks of 500 round trips on "
+        + "two connections to one peer thread" + (pinnedCPU.map { ", every thread pinned to CPU \($0)" } ?? ", unpinned")
+        + "; ratio = client / bare round trip per round, median of \(rounds) rounds"
     if json {
         // Four decimals, as before; JSONValue writes them.
         func f(_ x: Double) -> JSONValue { .double((x * 10_000).rounded() / 10_000) }
@@ -268,10 +275,14 @@ do {
             ("writeRequestGoal", .double(writeRequestGoal)), ("writeCommandGoal", .double(writeCommandGoal)),
             ("writeRequestGoalMet", .bool(writeRequestMet)), ("writeCommandGoalMet", .bool(writeCommandMet)),
             ("pinnedCPU", pinnedCPU.map { .int(Int($0)) } ?? .null),
+            ("bareWriteRequestRoundsSpread", f(bareSpread)), ("method", .string(method)),
         ]
         print(JSONValue.object(fields).compact)
     } else {
         print("gatt-bench: AF_UNIX SOCK_SEQPACKET, peer in another thread, median of \(rounds) rounds")
+        print("  method: \(method)")
+        print(String(format: "  baseline check: the bare round trip ranged %.2f-%.2f us over the rounds (%.0f %% apart)",
+                     bareRounds.min / 1000, bareRounds.max / 1000, bareSpread * 100))
         func verdict(_ met: Bool) -> String { met ? "met" : "NOT met" }
         print(String(format: "  Write Request round trip: bare %.2f us, client %.2f us -> ratio %.2fx (goal <= %.1fx: %@); CPU %.2f vs %.2f us -> %.2fx",
                      br.wall / 1000, cr.wall / 1000, writeRequestRatio, writeRequestGoal, verdict(writeRequestMet),
