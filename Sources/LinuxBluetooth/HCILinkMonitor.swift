@@ -240,10 +240,20 @@ public final class HCILinkMonitor: Sendable {
         s.supervisionTimeoutMilliseconds = events.supervisionTimeoutMilliseconds
         s.dataLength = events.dataLength
         s = s.updated(with: events)
-        if s.txPHY.value == nil || s.rxPHY.value == nil, case .granted(let phys)? = try? readPHY(limits: limits) {
-            let source = LinkSource.hciCommand("LE Read PHY")
-            if let tx = phys.txPHY { s.txPHY = .known(tx, source: source) }
-            if let rx = phys.rxPHY { s.rxPHY = .known(rx, source: source) }
+        if s.txPHY.value == nil || s.rxPHY.value == nil {
+            switch Result(catching: { () throws(LinkError) in try readPHY(limits: limits) }) {
+            case .success(.granted(let phys)):
+                let source = LinkSource.hciCommand("LE Read PHY")
+                if let tx = phys.txPHY { s.txPHY = .known(tx, source: source) }
+                if let rx = phys.rxPHY { s.rxPHY = .known(rx, source: source) }
+            case .success(.refused(let r)):
+                let why = LinkUnknown.unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY was refused with \(r.statusName)")
+                (s.txPHY, s.rxPHY) = (s.txPHY.or(.unknown(why)), s.rxPHY.or(.unknown(why)))
+            case .success(.timedOut(let t)):
+                let why = LinkUnknown.unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY got no answer: \(t)")
+                (s.txPHY, s.rxPHY) = (s.txPHY.or(.unknown(why)), s.rxPHY.or(.unknown(why)))
+            case .failure: break
+            }
         }
         if s.adapterLEBuffers.value == nil, case .granted(let buffers)? = try? readLEBufferSize(limits: limits) {
             if let buffers {

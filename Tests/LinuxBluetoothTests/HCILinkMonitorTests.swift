@@ -233,6 +233,30 @@ final class HCILinkMonitorTests: XCTestCase {
         XCTAssertEqual(try monitor.readLEBufferSize(limits: quick), .granted(nil))
     }
 
+    func testTheLinkStateJoinsTheKernelsValuesTheEventsAndTheCommandsAnswers() throws {
+        let pair = try SocketPair()
+        let (monitor, _) = try rig(pair) { cmd in
+            switch opcode(cmd) {
+            case 0x2030: return [commandStatus(0x01, 0x2030)] // btvirt -L: LE Read PHY is unknown
+            case 0x2002: return [commandComplete(0x2002, [0, 0xC0, 0x00, 0x01])]
+            default: return []
+            }
+        }
+        defer { monitor.close() }
+        let (bearer, other) = try ATTBearer.pair(labels: ("client", "server"))
+        defer { bearer.close(reason: "done"); other.close(reason: "done") }
+        monitor.receive(connectionComplete(handle: 0x40))
+        monitor.bind(handle: 0x40)
+        let s = monitor.linkState(bearer: bearer, limits: quick)
+        XCTAssertEqual(s.intervalMilliseconds, .known(30, source: .hciEvent("LE Connection Complete")))
+        XCTAssertEqual(s.handle, .known(0x40, source: .hciEvent("LE Connection Complete")))
+        XCTAssertEqual(s.txPHY.unknownReason, .unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY was refused with 0x01 Unknown HCI Command"))
+        XCTAssertEqual(s.adapterLEBuffers, .known(LinkBuffers(size: 192, count: 1), source: .hciCommand("LE Read Buffer Size")))
+        XCTAssertEqual(s.dataLength.unknownReason, .notSeen("no LE Data Length Change seen on this link"))
+        // What the kernel would tell: nothing on a socketpair.
+        XCTAssertEqual(s.securityLevel.unknownReason, .unavailable("not an LE link (client has no radio)"))
+    }
+
     /// Polls `condition` for up to 5 s.
     func waitFor(_ condition: () -> Bool) -> Bool {
         let end = ContinuousClock.now + .seconds(5)
