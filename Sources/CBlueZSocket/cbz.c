@@ -311,6 +311,66 @@ int cbz_bt_sndmtu(int fd, uint16_t *mtu) { return get_u16(fd, BT_SNDMTU, mtu); }
 int cbz_bt_rcvmtu(int fd, uint16_t *mtu) { return get_u16(fd, BT_RCVMTU, mtu); }
 int cbz_bt_set_rcvmtu(int fd, uint16_t mtu) { return setsockopt(fd, SOL_BLUETOOTH, BT_RCVMTU, &mtu, sizeof mtu); }
 
+// MARK: - The LE link
+
+int cbz_l2cap_conninfo(int fd, uint16_t *handle) {
+    struct l2cap_conninfo ci;
+    socklen_t len = sizeof ci;
+    memset(&ci, 0, sizeof ci);
+    if (getsockopt(fd, SOL_L2CAP, L2CAP_CONNINFO, &ci, &len) < 0) return -1;
+    *handle = ci.hci_handle;
+    return 0;
+}
+
+int cbz_bt_phy(int fd, uint32_t *phys) {
+    uint32_t v = 0;
+    socklen_t len = sizeof v;
+    if (getsockopt(fd, SOL_BLUETOOTH, BT_PHY, &v, &len) < 0) return -1;
+    *phys = v;
+    return 0;
+}
+
+int cbz_hci_conn_info(int dev_id, const uint8_t *peer, cbz_conn_info *out) {
+    int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (s < 0) return -1;
+    struct sockaddr_hci a;
+    memset(&a, 0, sizeof a);
+    a.hci_family = AF_BLUETOOTH;
+    a.hci_dev = (unsigned short)dev_id;
+    a.hci_channel = HCI_CHANNEL_RAW;
+    struct { struct hci_conn_info_req req; struct hci_conn_info info; } q;
+    memset(&q, 0, sizeof q);
+    to_bdaddr(&q.req.bdaddr, peer);
+    q.req.type = CBZ_LE_LINK;
+    int r = bind(s, (struct sockaddr *)&a, sizeof a);
+    if (r == 0) r = ioctl(s, HCIGETCONNINFO, &q);
+    int e = errno;
+    close(s);
+    if (r < 0) { errno = e; return -1; }
+    out->handle = q.info.handle;
+    out->type = q.info.type;
+    out->out = q.info.out;
+    out->state = q.info.state;
+    out->link_mode = q.info.link_mode;
+    return 0;
+}
+
+int cbz_hci_set_event_filter(int fd, const uint8_t *events, int count) {
+    struct hci_filter f;
+    hci_filter_clear(&f);
+    hci_filter_set_ptype(HCI_EVENT_PKT, &f);
+    for (int i = 0; i < count; i++) hci_filter_set_event(events[i], &f);
+    return setsockopt(fd, SOL_HCI, HCI_FILTER, &f, sizeof f);
+}
+
+int cbz_hci_filter_passes(int fd, uint8_t event) {
+    struct hci_filter f;
+    socklen_t len = sizeof f;
+    memset(&f, 0, sizeof f);
+    if (getsockopt(fd, SOL_HCI, HCI_FILTER, &f, &len) < 0) return -1;
+    return hci_filter_test_event(event, &f) ? 1 : 0;
+}
+
 // MARK: - HCI devices
 
 int cbz_hci_control_socket(void) {

@@ -316,13 +316,17 @@ public final class ATTBearer: ATTTransport {
 
     // MARK: Options
 
-    /// Writes every PDU sent and received from now on to `writer`, under a new adapter index of its own.
-    public func capture(into writer: BTSnoopWriter) {
+    /// Writes every PDU sent and received from now on to `writer`, under a new adapter index of its own (returned,
+    /// for the link's HCI records); an LE bearer's PDUs carry its link's real handle (L2CAP_CONNINFO).
+    @discardableResult
+    public func capture(into writer: BTSnoopWriter) -> UInt16 {
         let index = writer.addIndex(label: label, address: peerAddress)
+        if case .le = endpoint, let handle = try? connectionHandle() { writer.setConnectionHandle(handle, index: index) }
         state.withLock { s in
             s.snoop = (writer, index)
             receiveNeedsLock.store(true, ordering: .releasing)
         }
+        return index
     }
 
     private var peerAddress: BluetoothAddress {
@@ -349,6 +353,37 @@ public final class ATTBearer: ATTTransport {
             }
             return BTSecurityLevel(rawValue: level) ?? .sdp
         }
+    }
+
+    /// The HCI connection handle of an LE bearer's link (L2CAP_CONNINFO; no capability, l2cap_sock.c).
+    public func connectionHandle() throws(TransportError) -> UInt16 {
+        try withOpenFD { fd throws(TransportError) in
+            var handle: UInt16 = 0
+            if cbz_l2cap_conninfo(fd, &handle) < 0 {
+                throw .socket(lastSocketError("getsockopt(L2CAP_CONNINFO)", "reading the connection handle of \(label)", domain))
+            }
+            return handle
+        }
+    }
+
+    /// The BT_PHY bits of an LE bearer's link (BT_PHY_LE_*; see LinkState for what the kernel puts there).
+    public func phyBits() throws(TransportError) -> UInt32 {
+        try withOpenFD { fd throws(TransportError) in
+            var bits: UInt32 = 0
+            if cbz_bt_phy(fd, &bits) < 0 { throw .socket(lastSocketError("getsockopt(BT_PHY)", "reading the PHY of \(label)", domain)) }
+            return bits
+        }
+    }
+
+    /// The adapter an LE bearer is bound to, by its local address (getsockname); nil when it cannot be told.
+    public func localAdapter() -> HCIAdapter? {
+        let local = try? withOpenFD { fd throws(TransportError) -> BluetoothAddress? in
+            var addr = [UInt8](repeating: 0, count: 6)
+            var type: UInt8 = 0, cid: UInt16 = 0
+            return cbz_l2cap_local(fd, &addr, &type, &cid) == 0 ? BluetoothAddress(uncheckedBytes: addr) : nil
+        }
+        guard let address = local ?? nil else { return nil }
+        return (try? HCIAdapter.list())?.first { $0.address == address }
     }
 
     /// Raises the link's security (BT_SECURITY); sends fail with ENOTCONN while pairing runs.

@@ -13,7 +13,7 @@ public final class BTSnoopWriter: Sendable {
 
     /// The file written to.
     public let path: String
-    /// The made-up ACL connection handle the records carry.
+    /// The made-up ACL connection handle the records carry, unless `setConnectionHandle` gave the link's real one.
     public static let aclHandle: UInt16 = 0x0040
     /// Microseconds from 0000-01-01 to 1970-01-01, the btsnoop epoch offset.
     static let epochOffset: Int64 = 0x00DC_DDB3_0F2F_8000
@@ -21,6 +21,8 @@ public final class BTSnoopWriter: Sendable {
     private struct State {
         var fd: Int32
         var nextIndex: UInt16 = 0
+        /// The real connection handle per index (an LE bearer's link), for the ACL headers.
+        var handles: [UInt16: UInt16] = [:]
         /// The first write error; later writes are skipped.
         var failure: SocketError?
     }
@@ -76,6 +78,23 @@ public final class BTSnoopWriter: Sendable {
         return index
     }
 
+    /// From now on the ATT PDUs of `index` carry `handle` in their ACL header (the link's HCI handle), so that
+    /// Wireshark puts them on the same connection as the link's HCI events.
+    public func setConnectionHandle(_ handle: UInt16, index: UInt16) {
+        state.withLock { $0.handles[index] = handle & 0x0FFF }
+    }
+
+    /// Records one HCI command (opcode 2) or event (opcode 3) of the link on `index`: the packet after its H4 type byte.
+    public func write(index: UInt16, hci record: HCILinkRecord) {
+        guard record.packet.count > 1 else { return }
+        let opcode: UInt16
+        switch record.kind {
+        case .command: opcode = 2
+        case .event: opcode = 3
+        }
+        record.packet.dropFirst().withUnsafeBytes { appendRecord(index: index, opcode: opcode, timestamp: record.timestampMicroseconds, parts: $0, nil) }
+    }
+
     /// Records one ATT PDU as an ACL packet (opcode 4 sent, 5 received) on `index`, timestamped now.
     public func write(index: UInt16, direction: Direction, pdu: UnsafeRawBufferPointer) {
         write(index: index, direction: direction, pdu: pdu, timestamp: Self.timestamp())
@@ -84,7 +103,7 @@ public final class BTSnoopWriter: Sendable {
     /// Records one ATT PDU with a given timestamp (microseconds since 1970).
     public func write(index: UInt16, direction: Direction, pdu: UnsafeRawBufferPointer, timestamp unixMicroseconds: Int64) {
         // ACL header: handle with PB=10 (start, automatically flushable), data length; L2CAP: length, CID 4.
-        let handle = Self.aclHandle | 0x2000
+        let handle = (state.withLock { $0.handles[index] } ?? Self.aclHandle) | 0x2000
         let l2len = UInt16(truncatingIfNeeded: pdu.count)
         let acllen = UInt16(truncatingIfNeeded: pdu.count + 4)
         let headers: (UInt64) = UInt64(handle & 0xFF) | UInt64(handle >> 8) << 8

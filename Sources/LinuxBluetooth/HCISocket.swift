@@ -111,6 +111,20 @@ public enum HCIEvent: Sendable, Equatable {
     case commandStatus(opcode: UInt16, status: UInt8)
     /// LE Meta (0x3E) subevent 0x02: advertising reports.
     case leAdvertisingReports([LEAdvertisingReport])
+    /// Disconnection Complete (0x05, §7.7.5): the handle and the reason (an HCI status code).
+    case disconnectionComplete(status: UInt8, handle: UInt16, reason: UInt8)
+    /// Encryption Change v1 (0x08, §7.7.8): `enabled` 0 off, 1 on (AES-CCM on LE).
+    case encryptionChange(status: UInt8, handle: UInt16, enabled: UInt8)
+    /// Number Of Completed Packets (0x13, §7.7.19): packets per handle the controller has sent or flushed.
+    case numberOfCompletedPackets([HCICompletedPackets])
+    /// LE Connection Complete (subevent 0x01, §7.7.65.1) or LE Enhanced Connection Complete v1/v2 (0x0A, 0x29).
+    case leConnectionComplete(LEConnectionComplete)
+    /// LE Connection Update Complete (subevent 0x03, §7.7.65.3).
+    case leConnectionUpdateComplete(LEConnectionUpdateComplete)
+    /// LE Data Length Change (subevent 0x07, §7.7.65.7).
+    case leDataLengthChange(LEDataLengthChange)
+    /// LE PHY Update Complete (subevent 0x0C, §7.7.65.12): PHY values 1 LE 1M, 2 LE 2M, 3 LE Coded.
+    case lePHYUpdateComplete(status: UInt8, handle: UInt16, txPHY: UInt8, rxPHY: UInt8)
     /// Anything else: event code and parameters.
     case other(code: UInt8, parameters: [UInt8])
 
@@ -128,6 +142,10 @@ public enum HCIEvent: Sendable, Equatable {
         case 0x0F:
             guard p.count >= 4 else { return nil }
             return .commandStatus(opcode: UInt16(p[2]) | UInt16(p[3]) << 8, status: p[0])
+        case 0x05, 0x08, 0x13:
+            return parseLinkEvent(code: code, p)
+        case 0x3E where p.first.map { [0x01, 0x03, 0x07, 0x0A, 0x0C, 0x29].contains($0) } == true:
+            return parseLEMetaLinkEvent(p)
         case 0x3E where p.first == 0x02:
             // Reports are laid out one after another, as BlueZ and the kernel read them.
             guard p.count >= 2 else { return nil }
@@ -153,10 +171,12 @@ public enum HCIEvent: Sendable, Equatable {
 }
 
 /// A raw HCI socket on one controller (HCI_CHANNEL_RAW, every event passed by its filter): sends HCI
-/// commands and reads HCI events. Opening it needs CAP_NET_RAW. One owner of one fd, used from one thread.
-public final class HCISocket {
+/// commands and reads HCI events. Binding needs no capability, but without CAP_NET_RAW the kernel keeps only its
+/// security filter's events and refuses LE commands with EPERM (net/bluetooth/hci_sock.c hci_sock_bind,
+/// hci_sock_setsockopt_old, hci_sock_sendmsg). One owner of one fd; `send` from any thread, one reader.
+public final class HCISocket: Sendable {
     public let adapter: HCIAdapter
-    private let fd: Int32
+    let fd: Int32
 
     /// Opens a raw HCI socket on `adapter` ("hci0", "0" or its address).
     public init(adapter selector: String) throws(TransportError) {
@@ -238,19 +258,6 @@ public final class HCISocket {
         }
         throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: nil,
                                 detail: "no answer (Command Complete or Command Status) within \(bearerSeconds(timeout)) s: the controller is not responding; check it with `btmgmt -i \(adapter.name) info` and reset it with `sudo hciconfig \(adapter.name) reset`")
-    }
-}
-
-/// The common HCI status codes (Core Spec 5.4 Vol 1 Part F §1.3) with what they mean here.
-func hciStatusMeaning(_ status: UInt8) -> String {
-    switch status {
-    case 0x01: return "Unknown HCI Command (the controller does not support it)"
-    case 0x0C: return "Command Disallowed (advertising or scanning is already running, or another host owns the state: is bluetoothd using this adapter?)"
-    case 0x12: return "Invalid HCI Command Parameters"
-    case 0x0D: return "Connection Rejected due to Limited Resources"
-    case 0x07: return "Memory Capacity Exceeded"
-    case 0x11: return "Unsupported Feature or Parameter Value"
-    default: return "see Core Spec Vol 1 Part F for status \(ATTHex.byte(status))"
     }
 }
 

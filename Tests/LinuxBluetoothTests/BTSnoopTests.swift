@@ -93,4 +93,44 @@ final class BTSnoopTests: XCTestCase {
         let dir = try tshark(["-r", path, "-Y", "btatt", "-T", "fields", "-e", "hci_mon.opcode"])
         XCTAssertEqual(dir.out.split(separator: "\n").map(String.init), ["4", "4", "5", "4", "5", "4", "5"])
     }
+
+    func testTheLinksHCIEventsAndItsATTPDUsShareTheRealHandleInTshark() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/snoop-link-\(getpid()).btsnoop"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let w = try BTSnoopWriter(path: path)
+        let idx = w.addIndex(label: "link", address: BluetoothAddress(bytes: [1, 2, 3, 4, 5, 6])!)
+        w.setConnectionHandle(0x0041, index: idx)
+        let conn: [UInt8] = [0x04, 0x3E, 19, 0x01, 0x00, 0x41, 0x00, 0x00, 0x00, 6, 5, 4, 3, 2, 1, 0x18, 0x00, 0x00, 0x00, 0x48, 0x00, 0x00]
+        let command = try HCICommand.leSetPHY(handle: 0x41, txPHYs: 2, rxPHYs: 2)
+        let packets: [(HCILinkRecord.Kind, [UInt8])] = [
+            (.event(HCIEvent.parse(conn)!), conn),
+            (.command(command), [0x01, 0x32, 0x20, 7] + command.parameters),
+            (.event(.commandStatus(opcode: 0x2032, status: 0)), [0x04, 0x0F, 4, 0x00, 0x01, 0x32, 0x20]),
+            (.event(.lePHYUpdateComplete(status: 0, handle: 0x41, txPHY: 2, rxPHY: 2)), [0x04, 0x3E, 6, 0x0C, 0x00, 0x41, 0x00, 0x02, 0x02]),
+        ]
+        for (kind, packet) in packets { w.write(index: idx, hci: HCILinkRecord(kind: kind, packet: packet, timestampMicroseconds: 1_000_000)) }
+        [UInt8]([0x52, 0x25, 0x00, 0xFF]).withUnsafeBytes { w.write(index: idx, direction: .sent, pdu: $0, timestamp: 1_000_001) }
+        w.write(index: idx, hci: HCILinkRecord(kind: .event(.numberOfCompletedPackets([HCICompletedPackets(handle: 0x41, count: 1)])),
+                                               packet: [0x04, 0x13, 5, 0x01, 0x41, 0x00, 0x01, 0x00], timestampMicroseconds: 1_000_002))
+        w.write(index: idx, hci: HCILinkRecord(kind: .event(.disconnectionComplete(status: 0, handle: 0x41, reason: 0x13)),
+                                               packet: [0x04, 0x05, 4, 0x00, 0x41, 0x00, 0x13], timestampMicroseconds: 1_000_003))
+        w.close()
+        XCTAssertNil(w.failure)
+        let r = try tshark(["-r", path, "-Y", "bthci_evt || bthci_cmd || btatt", "-T", "fields", "-E", "separator=;",
+                            "-e", "hci_mon.opcode", "-e", "bthci_evt.code", "-e", "bthci_evt.le_meta_subevent",
+                            "-e", "bthci_cmd.opcode", "-e", "bthci_acl.chandle", "-e", "btatt.opcode", "-e", "bthci_evt.opcode"])
+        XCTAssertEqual(r.status, 0, r.err)
+        let rows = r.out.split(separator: "\n").map(String.init)
+        XCTAssertEqual(rows, [
+            "3;0x3e;0x01;;;;",          // LE Connection Complete
+            "2;;;0x2032;;;",            // LE Set PHY
+            "3;0x0f;;;;;0x2032",        // Command Status
+            "3;0x3e;0x0c;;;;",          // LE PHY Update Complete
+            "4;;;;0x0041;0x52;",        // the Write Command on the link's real handle
+            "3;0x13;;;;;",              // Number Of Completed Packets
+            "3;0x05;;;;;",              // Disconnection Complete
+        ], r.out)
+        let handles = try tshark(["-r", path, "-Y", "bthci_evt.connection_handle", "-T", "fields", "-e", "bthci_evt.connection_handle"])
+        XCTAssertEqual(Set(handles.out.split(separator: "\n").map(String.init)), ["0x0041"], handles.out)
+    }
 }

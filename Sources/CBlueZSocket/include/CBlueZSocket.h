@@ -166,10 +166,44 @@ int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info);
 int cbz_hci_device_up(int ctl, int dev_id);
 int cbz_hci_device_down(int ctl, int dev_id);
 /// A raw HCI socket bound to dev_id (HCI_CHANNEL_RAW), non-blocking, with a filter that passes every
-/// HCI event packet. Binding needs CAP_NET_RAW.
+/// HCI event packet. Binding needs no capability; without CAP_NET_RAW the filter keeps only the kernel's security
+/// filter's events and LE commands fail with EPERM (net/bluetooth/hci_sock.c).
 int cbz_hci_open_raw(int dev_id);
 /// Writes one HCI command packet (type 0x01, opcode ogf/ocf, params) to a raw HCI socket.
 int cbz_hci_send_command(int fd, uint16_t ogf, uint16_t ocf, const uint8_t *params, uint8_t len);
+
+// MARK: - The LE link: what the kernel tells about one connection (see docs in Sources/LinuxBluetooth/LinkState.swift)
+
+/// getsockopt(SOL_L2CAP, L2CAP_CONNINFO): the HCI connection handle of a connected L2CAP socket. No capability
+/// (net/bluetooth/l2cap_sock.c l2cap_sock_getsockopt_old); ENOTCONN before the link is up.
+int cbz_l2cap_conninfo(int fd, uint16_t *handle);
+/// getsockopt(SOL_BLUETOOTH, BT_PHY): the BT_PHY_* bits. No capability (l2cap_sock.c -> hci_conn.c hci_conn_get_phy,
+/// which for an LE link tests conn->le_tx_phy/le_rx_phy, set only by LE PHY Update Complete, hci_event.c).
+int cbz_bt_phy(int fd, uint32_t *phys);
+/// The LE_* bits of BT_PHY.
+enum { CBZ_BT_PHY_LE_1M_TX = BT_PHY_LE_1M_TX, CBZ_BT_PHY_LE_1M_RX = BT_PHY_LE_1M_RX, CBZ_BT_PHY_LE_2M_TX = BT_PHY_LE_2M_TX,
+       CBZ_BT_PHY_LE_2M_RX = BT_PHY_LE_2M_RX, CBZ_BT_PHY_LE_CODED_TX = BT_PHY_LE_CODED_TX,
+       CBZ_BT_PHY_LE_CODED_RX = BT_PHY_LE_CODED_RX };
+
+/// What HCIGETCONNINFO reports about one connection (struct hci_conn_info without the address).
+typedef struct {
+    uint16_t handle;
+    uint8_t type;        ///< 0x80 LE_LINK (the kernel's include/net/bluetooth/hci.h; BlueZ's hci.h has no name for it)
+    uint8_t out;         ///< 1 when this host initiated the connection
+    uint16_t state;      ///< BT_CONNECTED 1, ...
+    uint32_t link_mode;  ///< HCI_LM_MASTER (this host is central), HCI_LM_AUTH, HCI_LM_ENCRYPT, ...
+} cbz_conn_info;
+enum { CBZ_LE_LINK = 0x80, CBZ_HCI_LM_MASTER = HCI_LM_MASTER, CBZ_HCI_LM_AUTH = HCI_LM_AUTH,
+       CBZ_HCI_LM_ENCRYPT = HCI_LM_ENCRYPT };
+/// HCIGETCONNINFO for the LE connection to `peer` (printed order) on dev_id: binds a raw HCI socket to dev_id (the
+/// raw channel binds without a capability, net/bluetooth/hci_sock.c hci_sock_bind), asks, closes. ENOENT: no such link.
+int cbz_hci_conn_info(int dev_id, const uint8_t *peer, cbz_conn_info *out);
+/// Sets a raw HCI socket's filter (HCI_FILTER) to HCI event packets with exactly these `count` event codes. Without
+/// CAP_NET_RAW the kernel silently keeps only its security filter's events (hci_sock.c hci_sock_setsockopt_old):
+/// no LE Meta (0x3E), no Number Of Completed Packets (0x13); read the filter back with cbz_hci_filter_passes.
+int cbz_hci_set_event_filter(int fd, const uint8_t *events, int count);
+/// Reads the filter back (getsockopt HCI_FILTER): 1 when `event` passes it, 0 when not, -1 with errno.
+int cbz_hci_filter_passes(int fd, uint8_t event);
 
 // MARK: - poll / epoll / eventfd
 
