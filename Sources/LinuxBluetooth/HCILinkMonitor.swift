@@ -256,6 +256,12 @@ public final class HCILinkMonitor: Sendable {
                 let source = LinkSource.hciCommand("LE Read PHY")
                 if let tx = phys.txPHY { s.txPHY = .known(tx, source: source) }
                 if let rx = phys.rxPHY { s.rxPHY = .known(rx, source: source) }
+            case .success(.refused(let r)) where r.status == 0x01:
+                // LE Read PHY is mandatory where LE 2M or LE Coded is supported (Vol 4 Part E §3.1.1, Core 5.0):
+                // a controller that does not know it has only LE 1M.
+                let source = LinkSource.hciCommand("LE Read PHY refused with 0x01 Unknown HCI Command: a controller without it has only LE 1M")
+                s.txPHY = s.txPHY.or(.known(.le1M, source: source))
+                s.rxPHY = s.rxPHY.or(.known(.le1M, source: source))
             case .success(.refused(let r)):
                 let why = LinkUnknown.unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY was refused with \(r.statusName)")
                 (s.txPHY, s.rxPHY) = (s.txPHY.or(.unknown(why)), s.rxPHY.or(.unknown(why)))

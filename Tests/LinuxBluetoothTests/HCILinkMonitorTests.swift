@@ -249,9 +249,10 @@ final class HCILinkMonitorTests: XCTestCase {
 
     func testTheLinkStateJoinsTheKernelsValuesTheEventsAndTheCommandsAnswers() throws {
         let pair = try SocketPair()
+        let readPHYStatus = Lock<UInt8>(0x01)
         let (monitor, _) = try rig(pair) { cmd in
             switch opcode(cmd) {
-            case 0x2030: return [commandStatus(0x01, 0x2030)] // btvirt -L: LE Read PHY is unknown
+            case 0x2030: return [commandStatus(readPHYStatus.withLock { $0 }, 0x2030)] // btvirt -L: LE Read PHY is unknown
             case 0x2002: return [commandComplete(0x2002, [0, 0xC0, 0x00, 0x01])]
             default: return []
             }
@@ -264,11 +265,18 @@ final class HCILinkMonitorTests: XCTestCase {
         let s = monitor.linkState(bearer: bearer, limits: quick)
         XCTAssertEqual(s.intervalMilliseconds, .known(30, source: .hciEvent("LE Connection Complete")))
         XCTAssertEqual(s.handle, .known(0x40, source: .hciEvent("LE Connection Complete")))
-        XCTAssertEqual(s.txPHY.unknownReason, .unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY was refused with 0x01 Unknown HCI Command"))
+        // A controller that does not know LE Read PHY (before Core 5.0) has LE 1M only.
+        let pre50 = LinkSource.hciCommand("LE Read PHY refused with 0x01 Unknown HCI Command: a controller without it has only LE 1M")
+        XCTAssertEqual(s.txPHY, .known(.le1M, source: pre50))
+        XCTAssertEqual(s.rxPHY, .known(.le1M, source: pre50))
         XCTAssertEqual(s.adapterLEBuffers, .known(LinkBuffers(size: 192, count: 1), source: .hciCommand("LE Read Buffer Size")))
         XCTAssertEqual(s.dataLength.unknownReason, .notSeen("no LE Data Length Change seen on this link"))
         // What the kernel would tell: nothing on a socketpair.
         XCTAssertEqual(s.securityLevel.unknownReason, .unavailable("not an LE link (client has no radio)"))
+        // Any other refusal leaves the PHY unknown, with the status named.
+        readPHYStatus.withLock { $0 = 0x0C }
+        let t = monitor.linkState(bearer: bearer, limits: quick)
+        XCTAssertEqual(t.txPHY.unknownReason, .unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY was refused with 0x0C Command Disallowed"))
     }
 
     /// Polls `condition` for up to 5 s.
