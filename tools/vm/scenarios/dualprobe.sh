@@ -1,0 +1,76 @@
+# vm-about: probe: btvirt's dual-mode controllers (vm_controllers_dual), l2test on CID 4, what they answer to LE Set PHY, Read PHY, Set Data Length; mirror-sim and mirror mtu on them
+# vm-timeout: 300
+# vm-manual: yes
+# Findings are logged as "finding: ..." lines; it fails only when the rig itself does (no LE connection).
+# l2test -n (connect and be silent) while btmon captures: btmon 5.66 crashes decoding l2test's payload as ATT.
+vm_controllers_dual
+vm_ok addrs 15 hciconfig -a
+vm_ok hci1-info 15 btmgmt -i hci1 info
+
+# le_handle: the handle of hci0's LE link (hcitool prints it in decimal).
+le_handle() { hcitool -i hci0 con | sed -n 's/.* LE .* handle \([0-9]*\) .*/\1/p' | head -n 1; }
+
+# hci_cmd STEP OCF PARAMS...: an LE controller command (OGF 0x08) on hci0 from hcitool's raw socket.
+hci_cmd() { local step=$1 ocf=$2; shift 2; vm_run "$step" 15 hcitool -i hci0 cmd 0x08 "$ocf" "$@"; }
+
+# 1. An LE connection hci0 -> hci1 on CID 4, held open while the PHY commands run.
+vm_bg listen l2test -r -V le_public -J 4 -i hci1
+vm_wait_log listen "Waiting for connection" 10
+vm_bg connect l2test -n -V le_public -J 4 -i hci0 00:AA:01:01:00:01
+vm_wait "an LE link on hci0" 30 sh -c 'hcitool -i hci0 con | grep -q " LE "'
+vm_wait_log listen "Connect from" 10
+h=$(le_handle)
+[ -n "$h" ] || vm_fail "no LE handle in 'hcitool -i hci0 con'"
+lo=$(printf '0x%02x' $((h & 0xff))); hi=$(printf '0x%02x' $((h >> 8)))
+vm_log "finding: LE link hci0 -> hci1 up, handle $h ($hi$lo)"
+
+# 2. LE Read PHY (Vol 4 Part E 7.8.47), LE Set PHY to 2M both ways (7.8.49: All_PHYs 0, TX 0x02, RX 0x02,
+# PHY_Options 0), Read PHY again, LE Set Data Length 251 octets / 2120 us (7.8.33).
+hci_cmd read-phy-1 0x0030 "$lo" "$hi"
+hci_cmd set-phy 0x0032 "$lo" "$hi" 0x00 0x02 0x02 0x00 0x00
+sleep 1
+hci_cmd read-phy-2 0x0030 "$lo" "$hi"
+hci_cmd set-data-length 0x0022 "$lo" "$hi" 0xfb 0x00 0x48 0x08
+vm_alive connect 2 "the link survived the PHY and data length commands"
+vm_stop connect 5 TERM
+vm_stop listen 5 TERM
+
+# 3. The re-advertise helper, and a connection that carries data (last: btmon may not survive it).
+vm_no_le_link
+vm_advertise_dual hci1
+vm_bg listen2 l2test -r -V le_public -J 4 -b 40 -i hci1
+vm_wait_log listen2 "Waiting for connection" 10
+vm_ok send 40 l2test -s -V le_public -J 4 -b 40 -N 10 -i hci0 00:AA:01:01:00:01
+vm_wait_log listen2 "Disconnect" 20
+vm_stop listen2 5 TERM
+vm_count "$OUT/listen2.log" "40 bytes in" 10 "after vm_advertise_dual, hci1 received 10 frames of 40 bytes"
+
+# 4. mirror-sim advertises by legacy HCI itself; first without the kernel's extended set on hci1.
+vm_need mirror mirror-sim
+vm_no_le_link
+vm_ok hci1-advertising-off 15 btmgmt -i hci1 advertising off
+vm_sim sim
+vm_run mtu-legacy 45 "$BIN/mirror" mtu 00:AA:01:01:00:01 --adapter hci0
+vm_log "finding: mirror mtu with mirror-sim's own (legacy) advertising only: exit $VM_RC"
+# Then with the kernel's extended advertising set on hci1 beside it.
+vm_no_le_link
+vm_ok hci1-advertising-on 15 btmgmt -i hci1 advertising on
+vm_run mtu-ext 45 "$BIN/mirror" mtu 00:AA:01:01:00:01 --adapter hci0
+vm_log "finding: mirror mtu with the kernel's extended set on hci1 too: exit $VM_RC"
+vm_stop sim 5 INT
+
+# 5. What the controllers answered, decoded from btmon's capture.
+vm_stop btmon 5 INT
+btmon -r "$OUT/hci.btsnoop" >"$OUT/hci.txt" 2>&1
+# Each Command Complete / Status as "NAME: STATUS" (btmon prints the command's name, then its status).
+awk '/^> HCI Event: Command (Complete|Status)/ { want = 1; next }
+     want == 1 { sub(/^ */, ""); sub(/ \(0x..\|0x....\).*/, ""); name = $0; want = 2; next }
+     want == 2 { sub(/^ *Status: /, ""); print name ": " $0; want = 0 }' "$OUT/hci.txt" >"$OUT/answers.txt"
+for cmd in "LE Read PHY" "LE Set PHY" "LE Set Data Length" "LE Set Default PHY" "LE Extended Create Connection" \
+           "LE Set Advertising Parameters" "LE Set Advertise Enable" "LE Set Extended Advertising Enable"; do
+  st=$(grep -F "$cmd: " "$OUT/answers.txt" | sed "s/^$cmd: //" | sort | uniq -c | sed 's/^ *//' | paste -sd ';')
+  vm_log "finding: $cmd answered: ${st:-never sent}"
+done
+vm_log "finding: LE PHY Update Complete events: $(grep -c 'LE PHY Update Complete' "$OUT/hci.txt")"
+grep -A 6 'LE PHY Update Complete' "$OUT/hci.txt" | sed 's/^/    | /'
+vm_log "finding: LE Enhanced Connection Complete events: $(grep -c 'LE Enhanced Connection Complete' "$OUT/hci.txt"), LE Connection Complete: $(grep -c 'LE Connection Complete (0x01)' "$OUT/hci.txt")"
