@@ -18,7 +18,7 @@ vm_bg listen l2test -r -V le_public -J 4 -i hci1
 vm_wait_log listen "Waiting for connection" 10
 vm_bg connect l2test -n -V le_public -J 4 -i hci0 00:AA:01:01:00:01
 vm_wait "an LE link on hci0" 30 sh -c 'hcitool -i hci0 con | grep -q " LE "'
-vm_wait_log listen "Connect from" 10
+vm_wait_log listen "Connected to 00:AA:01:00:00:00" 10
 h=$(le_handle)
 [ -n "$h" ] || vm_fail "no LE handle in 'hcitool -i hci0 con'"
 lo=$(printf '0x%02x' $((h & 0xff))); hi=$(printf '0x%02x' $((h >> 8)))
