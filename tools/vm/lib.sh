@@ -175,11 +175,13 @@ vm_controllers_dual() {
   vm_advertise_dual hci1
 }
 
-# vm_advertise_dual hciN: (re)starts the kernel's connectable advertising set on a vm_controllers_dual
-# controller, e.g. after a disconnect. The peer's LE Extended Create Connection finds only an extended
-# advertising set in btvirt (emulator/btdev.c), never legacy advertising (hciconfig leadv).
+# vm_advertise_dual hciN: hciN advertising again after a disconnect, on a vm_controllers_dual controller. The
+# kernel re-enables its set by itself on Disconnect Complete (the peer's LE Extended Create Connection finds only
+# an extended set in btvirt, never legacy advertising): this waits for that, then sets the mgmt flag (a no-op
+# when on). Never `advertising off` then `on` there: btvirt 5.66 answers the kernel's disable of the stopped
+# set with 0x0C Command Disallowed and it stays off (a second set: `btmgmt -i hciN add-adv -c 1`).
 vm_advertise_dual() {
-  vm_ok "$1-advertising-off" 15 btmgmt -i "$1" advertising off
+  vm_wait "no LE link left on $1" 20 sh -c "! hcitool -i $1 con | grep -q ' LE '"
   vm_ok "$1-advertising" 15 btmgmt -i "$1" advertising on
 }
 
