@@ -162,9 +162,10 @@ vm_advertise() { vm_ok "$1-leadv" 15 hciconfig "$1" leadv 0; }
 # (btmgmt) enables LE, which the kernel leaves off on a dual-mode controller (an LE connect fails with
 # ECONNREFUSED before any HCI command), powers both on, and makes hci1 connectable and advertising.
 # The kernel then scans, advertises and connects with the extended commands (Vol 4 Part E 7.8.53-7.8.66).
+# VM_BTVIRT (run.sh passes it on) names another btvirt, e.g. tools/vm/btvirt-setphy.sh's (LE Set PHY).
 vm_controllers_dual() {
   [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon sh -c 'exec btmon -w "$1" >/dev/null' btmon "$OUT/hci.btsnoop"
-  vm_bg btvirt btvirt -l2
+  vm_bg btvirt "${VM_BTVIRT:-btvirt}" -l2
   vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
   local i
   for i in hci0 hci1; do

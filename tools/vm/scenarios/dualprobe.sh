@@ -3,6 +3,8 @@
 # vm-manual: yes
 # Findings are logged as "finding: ..." lines; it fails only when the rig itself does (no LE connection).
 # l2test -n (connect and be silent) while btmon captures: btmon 5.66 crashes decoding l2test's payload as ATT.
+bz=$(dpkg-query -W -f '${Version}' bluez)
+vm_log "finding: btvirt is ${VM_BTVIRT:-btvirt of bluez $bz}"
 vm_controllers_dual
 vm_ok addrs 15 hciconfig -a
 vm_ok hci1-info 15 btmgmt -i hci1 info
