@@ -1,7 +1,9 @@
 # vm-about: probe: btvirt's dual-mode controllers (vm_controllers_dual), l2test on CID 4, what they answer to LE Set PHY, Read PHY, Set Data Length; mirror-sim and mirror mtu on them
 # vm-timeout: 300
 # vm-manual: yes
-# Findings are logged as "finding: ..." lines; it fails only when the rig itself does (no LE connection).
+# Findings are logged as "finding: ..." lines. It fails when the rig does (no LE connection), and on the PHY:
+# Debian's btvirt must answer LE Set PHY with 0x01 Unknown HCI Command, VM_BTVIRT's (btvirt-setphy.sh) with LE
+# PHY Update Complete at 2M both ways.
 # l2test -n (connect and be silent) while btmon captures: btmon 5.66 crashes decoding l2test's payload as ATT.
 bz=$(dpkg-query -W -f '${Version}' bluez)
 vm_log "finding: btvirt is ${VM_BTVIRT:-btvirt of bluez $bz}"
@@ -59,7 +61,7 @@ vm_no_le_link
 vm_ok hci1-add-adv 15 btmgmt -i hci1 add-adv -c 1
 vm_run mtu-ext 45 "$BIN/mirror" mtu 00:AA:01:01:00:01 --adapter hci0
 vm_log "finding: mirror mtu with the kernel's extended set on hci1 too: exit $VM_RC"
-vm_stop sim 5 INT
+vm_stop sim 10 TERM
 
 # 5. Data over CID 4 (last: btmon 5.66 may crash decoding it). The kernel re-enabled add-adv's set 1 itself
 # when mtu-ext's link went.
@@ -86,3 +88,10 @@ done
 vm_log "finding: LE PHY Update Complete events: $(grep -c 'LE PHY Update Complete' "$OUT/hci.txt")"
 grep -A 6 'LE PHY Update Complete' "$OUT/hci.txt" | sed 's/^/    | /'
 vm_log "finding: LE Enhanced Connection Complete events: $(grep -c 'LE Enhanced Connection Complete' "$OUT/hci.txt"), LE Connection Complete: $(grep -c 'LE Connection Complete (0x01)' "$OUT/hci.txt")"
+if [ -n "${VM_BTVIRT:-}" ]; then
+  vm_grep "$OUT/answers.txt" "^LE Set PHY: Success" "LE Set PHY accepted (Command Status 0x00)"
+  vm_grep "$OUT/hci.txt" "TX PHY: LE 2M" "LE PHY Update Complete with TX PHY 2M"
+  vm_grep "$OUT/hci.txt" "RX PHY: LE 2M" "LE PHY Update Complete with RX PHY 2M"
+else
+  vm_grep "$OUT/answers.txt" "^LE Set PHY: Unknown HCI Command \(0x01\)" "Debian's btvirt: LE Set PHY is 0x01 Unknown HCI Command"
+fi
