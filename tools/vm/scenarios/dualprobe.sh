@@ -85,8 +85,8 @@ for cmd in "LE Read PHY" "LE Set PHY" "LE Set Data Length" "LE Set Default PHY" 
   st=$(grep -F "$cmd: " "$OUT/answers.txt" | sed "s/^$cmd: //" | sort | uniq -c | sed 's/^ *//' | paste -sd ';')
   vm_log "finding: $cmd answered: ${st:-never sent}"
 done
-vm_log "finding: LE PHY Update Complete events: $(grep -c 'LE PHY Update Complete' "$OUT/hci.txt")"
-grep -A 6 'LE PHY Update Complete' "$OUT/hci.txt" | sed 's/^/    | /'
+vm_log "finding: LE PHY Update Complete events: $(grep -c 'LE PHY Update Complete (0x0c)' "$OUT/hci.txt")"
+grep -A 4 'LE PHY Update Complete (0x0c)' "$OUT/hci.txt" | sed 's/^/    | /'
 vm_log "finding: LE Enhanced Connection Complete events: $(grep -c 'LE Enhanced Connection Complete' "$OUT/hci.txt"), LE Connection Complete: $(grep -c 'LE Connection Complete (0x01)' "$OUT/hci.txt")"
 if [ -n "${VM_BTVIRT:-}" ]; then
   vm_grep "$OUT/answers.txt" "^LE Set PHY: Success" "LE Set PHY accepted (Command Status 0x00)"
