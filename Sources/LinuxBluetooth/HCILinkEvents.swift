@@ -213,3 +213,68 @@ extension HCICommand {
         return UInt16(min(max(micros, 0x0148), 0x4290))
     }
 }
+
+extension HCIEvent {
+    /// One line for --trace: the event's name and the fields that describe the link (Vol 4 Part E §7.7).
+    public var summary: String {
+        func ms(_ units: UInt16, _ unit: Double) -> String {
+            let v = Double(units) * unit
+            return v == v.rounded() ? "\(Int(v)) ms" : "\(v) ms"
+        }
+        func status(_ s: UInt8) -> String { s == 0 ? "" : " status \(HCIStatus.describe(s))" }
+        func phy(_ v: UInt8) -> String { LinkPHY(hciValue: v)?.rawValue ?? ATTHex.byte(v) }
+        switch self {
+        case .commandComplete(let opcode, let ret):
+            return "Command Complete \(HCICommand.name(ofOpcode: opcode))\(ret.first.map { status($0) } ?? "")"
+                + (ret.count > 1 ? " [\(ATTHex.string(Array(ret.dropFirst()), separator: " "))]" : "")
+        case .commandStatus(let opcode, let s):
+            return "Command Status \(HCICommand.name(ofOpcode: opcode))\(s == 0 ? " pending" : status(s))"
+        case .leAdvertisingReports(let reports):
+            return "LE Advertising Report (\(reports.count))"
+        case .disconnectionComplete(let s, let handle, let reason):
+            return "Disconnection Complete handle \(ATTHex.handle(handle)) reason \(HCIStatus.describe(reason))\(status(s))"
+        case .encryptionChange(let s, let handle, let enabled):
+            return "Encryption Change handle \(ATTHex.handle(handle)) \(enabled != 0 ? "on" : "off")\(status(s))"
+        case .numberOfCompletedPackets(let list):
+            return "Number Of Completed Packets " + list.map { "handle \(ATTHex.handle($0.handle)): \($0.count)" }.joined(separator: ", ")
+        case .leConnectionComplete(let c):
+            return "\(c.eventName) handle \(ATTHex.handle(c.handle)) \(c.role == 0 ? "central" : "peripheral") peer \(c.peerAddress) "
+                + "interval \(ms(c.intervalUnits, 1.25)) latency \(c.peripheralLatency) timeout \(ms(c.supervisionTimeoutUnits, 10))\(status(c.status))"
+        case .leConnectionUpdateComplete(let u):
+            return "LE Connection Update Complete handle \(ATTHex.handle(u.handle)) interval \(ms(u.intervalUnits, 1.25)) "
+                + "latency \(u.peripheralLatency) timeout \(ms(u.supervisionTimeoutUnits, 10))\(status(u.status))"
+        case .leDataLengthChange(let d):
+            return "LE Data Length Change handle \(ATTHex.handle(d.handle)) TX \(d.maxTxOctets) octets \(d.maxTxTime) us, RX \(d.maxRxOctets) octets \(d.maxRxTime) us"
+        case .lePHYUpdateComplete(let s, let handle, let tx, let rx):
+            return "LE PHY Update Complete handle \(ATTHex.handle(handle)) TX \(phy(tx)) RX \(phy(rx))\(status(s))"
+        case .other(let code, let p):
+            return "HCI event \(ATTHex.byte(code)) [\(ATTHex.string(p, separator: " "))]"
+        }
+    }
+}
+
+extension HCILinkRecord {
+    /// One line for --trace: "HCI > LE Set PHY [40 00 00 02 02 00 00]" or "HCI < LE PHY Update Complete ...".
+    public var summary: String {
+        switch kind {
+        case .command(let c): return "HCI > \(c.name)" + (c.parameters.isEmpty ? "" : " [\(ATTHex.string(c.parameters, separator: " "))]")
+        case .event(let e): return "HCI < \(e.summary)"
+        }
+    }
+}
+
+extension HCICommand {
+    /// The names of the commands this tool and the kernel send on a link's behalf, for answers that carry only an
+    /// opcode (Vol 4 Part E §7.8); anything else as "opcode 0x2013 (OGF 0x08, OCF 0x0013)".
+    static let knownNames: [UInt16: String] = [
+        0x2002: "LE Read Buffer Size", 0x2006: "LE Set Advertising Parameters", 0x2008: "LE Set Advertising Data",
+        0x200A: "LE Set Advertising Enable", 0x200B: "LE Set Scan Parameters", 0x200C: "LE Set Scan Enable",
+        0x200D: "LE Create Connection", 0x2013: "LE Connection Update", 0x2016: "LE Read Remote Features",
+        0x2022: "LE Set Data Length", 0x2030: "LE Read PHY", 0x2032: "LE Set PHY", 0x2043: "LE Extended Create Connection",
+        0x0406: "Disconnect",
+    ]
+
+    public static func name(ofOpcode opcode: UInt16) -> String {
+        knownNames[opcode] ?? "opcode \(ATTHex.handle(opcode)) (OGF \(ATTHex.byte(UInt8(opcode >> 10))), OCF \(ATTHex.handle(opcode & 0x03FF)))"
+    }
+}

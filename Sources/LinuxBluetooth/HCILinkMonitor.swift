@@ -225,6 +225,16 @@ public final class HCILinkMonitor: Sendable {
         state.withLock { s in (handle ?? s.bound).flatMap { s.disconnectReasons[$0] } }
     }
 
+    /// Waits up to `limit` for the bound link's Disconnection Complete (an error for a lost link names its reason;
+    /// the event may come just after the socket's error). Nil when none came within the limit or the monitor ended.
+    public func awaitDisconnectReason(limit: Duration) -> UInt8? {
+        let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
+        return state.wait(until: { s -> UInt8?? in
+            if let reason = s.bound.flatMap({ s.disconnectReasons[$0] }) { return .some(reason) }
+            return s.readerDone ? .some(nil) : nil
+        }, timeoutNanoseconds: ns) ?? nil
+    }
+
     /// Packets of the bound link the controller reported sent (Number Of Completed Packets), since the monitor opened.
     public func completedPackets() -> Int {
         state.withLock { s in s.bound.map { s.completedPackets[$0] ?? 0 } ?? 0 }

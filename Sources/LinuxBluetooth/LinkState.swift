@@ -251,7 +251,7 @@ extension LinkState {
     /// The link as a JSON object, keys sorted; each value as LinkValue.jsonValue writes it.
     public var jsonValue: JSONValue {
         .sortedObject([
-            ("handle", handle.jsonValue { .string(ATTHex.handle($0)) }),
+            ("handle", handle.jsonValue { .int(Int($0)) }),
             ("role", role.jsonValue { .string($0.rawValue) }),
             ("intervalMs", intervalMilliseconds.jsonValue { .double($0) }),
             ("peripheralLatency", peripheralLatency.jsonValue { .int($0) }),

@@ -1,6 +1,8 @@
 // Runs one command line: parse, print help, run the command, turn any error into its message, JSON and
 // exit status through the one error table.
 
+import LinuxBluetooth
+import JSON
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
@@ -26,6 +28,8 @@ public struct Invocation: Sendable {
     public var arguments: ParsedArguments
     public var global: GlobalOptions
     public var console: Console
+    /// What the session leaves for the error report (the HCI reason of a lost link).
+    let notes = InvocationNotes()
 
     public init(arguments: ParsedArguments, global: GlobalOptions, console: Console) {
         self.arguments = arguments
@@ -68,6 +72,16 @@ public struct Invocation: Sendable {
             throw e
         }
     }
+}
+
+/// What a running command's session leaves for its error report: how to learn why its link dropped.
+final class InvocationNotes: Sendable {
+    private let drop = Lock<(@Sendable () -> (text: String, reason: UInt8)?)?>(nil)
+
+    func setLinkDrop(_ body: @escaping @Sendable () -> (text: String, reason: UInt8)?) { drop.withLock { $0 = body } }
+
+    /// The lost link's reason, waiting a bounded time for its Disconnection Complete (LinkSession.dropReason).
+    func linkDrop() -> (text: String, reason: UInt8)? { drop.withLock { $0 }?() }
 }
 
 /// Where output goes: stdout and stderr, written a line at a time with write(2) so that a stream
@@ -136,11 +150,18 @@ public enum MirrorMain {
             return ExitStatus.success.rawValue
         case .run(let spec, let args, let global):
             let command = commands.first { $0.spec.name == spec.name }!
+            let invocation = Invocation(arguments: args, global: global, console: console)
             do {
-                let status = try await command.run(Invocation(arguments: args, global: global, console: console))
+                let status = try await command.run(invocation)
                 return status.rawValue
             } catch {
-                return report(ErrorReport(error), json: global.json, console: console)
+                var r = ErrorReport(error)
+                // A lost LE link: the controller's Disconnection Complete says who ended it and why.
+                if r.status == .connection, let drop = invocation.notes.linkDrop() {
+                    r.message += " (\(drop.text))"
+                    r.fields.append(("hciReason", .string(HCIStatus.describe(drop.reason))))
+                }
+                return report(r, json: global.json, console: console)
             }
         }
     }

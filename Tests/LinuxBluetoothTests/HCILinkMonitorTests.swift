@@ -190,6 +190,20 @@ final class HCILinkMonitorTests: XCTestCase {
         }
     }
 
+    /// An error for a lost link waits a bounded time for the Disconnection Complete that names the reason.
+    func testAwaitingTheDisconnectReasonIsBounded() throws {
+        let pair = try SocketPair()
+        let (monitor, controller) = try rig(pair) { _ in [] }
+        defer { monitor.close() }
+        monitor.bind(handle: 0x40)
+        let started = ContinuousClock.now
+        XCTAssertNil(monitor.awaitDisconnectReason(limit: .milliseconds(150)), "no event: nil at the limit")
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, .milliseconds(140))
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { controller.send(hciEvent(0x05, [0x00, 0x40, 0x00, 0x13])) }
+        XCTAssertEqual(monitor.awaitDisconnectReason(limit: .seconds(5)), 0x13, "the event that came while waiting")
+        XCTAssertEqual(monitor.awaitDisconnectReason(limit: .zero), 0x13, "and at once once known")
+    }
+
     func testWithoutTheCapabilityRequestsFailNamingItAndTheSetcapLine() throws {
         let pair = try SocketPair()
         let (monitor, controller) = try rig(pair, privileged: false) { _ in [] }

@@ -118,8 +118,17 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(run.stdout, "client Rx MTU 100, server Rx MTU 247: MTU 100\nbudgets: write/notify 97 bytes, prepare write part 95, read blob part 99\n")
         run = try MirrorProcess.run(["mtu", peer.target, "--json"])
-        XCTAssertEqual(try run.json().compact,
+        // The keys it always had, exactly, then the link object (over unix: no radio link, each value says so).
+        guard case .object(var fields) = try run.json() else { return XCTFail(run.stdout) }
+        let link = fields.last
+        XCTAssertEqual(link?.0, "link")
+        fields.removeLast()
+        XCTAssertEqual(JSONValue.object(fields).compact,
                        #"{"clientRxMTU":517,"serverRxMTU":247,"mtu":247,"writeBudget":244,"prepareWriteBudget":242,"readBlobBudget":246}"#)
+        XCTAssertEqual(link?.1["attMTU"]?["value"], 247)
+        XCTAssertEqual(link?.1["attMTU"]?["source"], "Exchange MTU")
+        XCTAssertEqual(link?.1["intervalMs"]?["unknown"]?.string, "not an LE link (\(peer.target) has no radio)")
+        XCTAssertEqual(link?.1["requests"], .array([]))
     }
 
     func testMTUNotSupportedStaysAt23() throws {

@@ -31,6 +31,7 @@ let mtuCommand = Command(CommandSpec(
             ("serverRxMTU", exchange.serverRxMTU.map { .int($0) } ?? .null),
             ("mtu", .int(mtu)),
             ("writeBudget", .int(write)), ("prepareWriteBudget", .int(prepare)), ("readBlobBudget", .int(blob)),
+            ("link", session.linkJSON()),
         ]).pretty)
     } else {
         let server = exchange.serverRxMTU.map(String.init) ?? "not given (the peer does not support Exchange MTU)"

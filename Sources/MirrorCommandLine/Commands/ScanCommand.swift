@@ -70,6 +70,8 @@ let scanCommand = Command(CommandSpec(
     let session = try await Session.open(target, inv)
     defer { session.close() }
     let json = inv.global.json
+    // The link the scan runs on, read before it starts (its result object carries it).
+    let linkJSON = json ? session.linkJSON() : .null
     let console = inv.console
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
     status.start()
@@ -86,7 +88,9 @@ let scanCommand = Command(CommandSpec(
     }
     status.stop()
     if json {
-        console.out(scanResultJSON(result).compact)
+        var object = scanResultJSON(result)
+        if case .object(var fields) = object { fields.append(("link", linkJSON)); object = .object(fields) }
+        console.out(object.compact)
     } else {
         console.out(scanResultText(result))
     }

@@ -184,20 +184,35 @@ struct BenchResult: Sendable {
     /// What the ceilings were computed for (each mode's `ceiling`).
     var radio: BenchRadio
     var modes: [ModeFigures]
+    /// The link the bench ran on (Session.linkJSON), read before the first write.
+    var link: JSONValue = .null
+    /// "link: handle 0x002A, 1M, 27-octet data length, 50 ms interval" or why it is not known.
+    var linkLine: String?
 
     var json: JSONValue {
         .object([
             ("target", .string(target)), ("handle", .int(Int(handle))), ("size", .int(size)), ("mtu", .int(mtu)),
             ("warmup", .int(warmup)), ("rounds", .int(rounds)),
             ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
+            ("link", link),
         ])
     }
 
     var text: [String] {
         ["bench \(target) handle \(ATTHex.handle(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+            + (linkLine.map { [$0] } ?? [])
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
     }
+}
+
+/// The bench's line about its link: what the ceiling is computed for, or which value is missing for one.
+func benchLinkLine(_ s: LinkState, ceilingInput: LinkParameters?) -> String {
+    let handle = s.handle.value.map { "handle \(ATTHex.handle($0)), " } ?? ""
+    if let c = ceilingInput { return "link: \(handle)\(c.description)" }
+    let missing = [("interval", s.intervalMilliseconds.unknownReason), ("TX PHY", s.txPHY.unknownReason),
+                   ("data length", s.dataLength.unknownReason)].compactMap { name, why in why.map { "\(name) unknown (\($0))" } }
+    return "link: \(handle)" + (missing.isEmpty ? "not known" : missing.joined(separator: "; "))
 }
 
 func median(_ xs: [Double]) -> Double {
@@ -223,6 +238,11 @@ enum Bench {
                     link: LinkParameters? = nil) async throws -> BenchResult {
         let client = session.client
         let size = plan.size ?? client.writeValueBudget
+        // The link it runs on, read once before the first write (LE Read PHY goes out here, not during a round).
+        let linkState = session.link?.state()
+        let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
+        let linkJSON = session.linkJSON()
+        let linkLine = linkState.map { benchLinkLine($0, ceilingInput: link) }
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
         // The bare loop's rounds alternate with the CLI's. For unix: targets it has its own connection to the same
         // peer, with the same MTU. An LE link takes one ATT socket only (a second connect on CID 4 to the same peer
@@ -305,7 +325,8 @@ enum Bench {
             modes[i].ceiling = radio.verdict(mode: modes[i].mode, size: size, measuredWritesPerSecond: modes[i].writesPerSecond)
         }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: modes)
+                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: modes,
+                           link: linkJSON, linkLine: linkLine)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).

@@ -5,6 +5,7 @@ import ATTStack
 import LinuxBluetooth
 import GATTClient
 import Mirror
+import JSON
 
 /// How `mirror write` writes (Core Spec Vol 3 Part G §4.9).
 enum WriteMode: String, Sendable {
@@ -56,10 +57,16 @@ final class Session: Sendable {
     let timeout: Duration
     /// Names the mirror's characteristics (--profile, or the bundled profile).
     let profile: MirrorProfile
+    /// The LE link under the bearer (nil over unix:, which has none).
+    let link: LinkSession?
+    /// What the link options (--interval, --phy, ...) came to, in the order asked.
+    let linkRequests: [LinkRequestReport]
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
-                 timeout: Duration, profile: MirrorProfile) {
+                 timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport]) {
         self.client = client
+        self.link = link
+        self.linkRequests = linkRequests
         self.profile = profile
         self.timeout = timeout
         self.transport = transport
@@ -74,9 +81,11 @@ final class Session: Sendable {
         MTUExchangeInfo(clientRxMTU: clientRxMTU, serverRxMTU: client.serverRxMTU)
     }
 
-    /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace) and
-    /// exchanges the MTU (--mtu, default 517).
-    static func open(_ target: TargetArgument, _ inv: Invocation) async throws -> Session {
+    /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace, the link
+    /// options) and exchanges the MTU (--mtu, default 517). Over LE the link's HCI events are watched from before
+    /// the connect; what the link options came to is printed on stderr unless `announceLink` is false (`mirror
+    /// link` prints it itself) or --json is given (the JSON's `link` object carries it).
+    static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true) async throws -> Session {
         let g = inv.global
         let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
         let security = g.security.map { level -> BTSecurityLevel in
@@ -86,18 +95,38 @@ final class Session: Sendable {
             case .high: return .high
             }
         }
-        let bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
+        let records = LinkRecordSink(console: g.trace ? inv.console : nil)
+        let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
+        let bearer: ATTBearer
+        do {
+            bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
                                            timeout: g.timeout, security: target.isUnix ? nil : security)
+        } catch {
+            monitor?.close()
+            throw error
+        }
         var snoop: BTSnoopWriter?
         if let path = g.btsnoop {
             do {
                 let writer = try BTSnoopWriter(path: path)
-                bearer.capture(into: writer)
+                let index = bearer.capture(into: writer)
+                records.capture.withLock { $0 = (writer, index) }
                 snoop = writer
             } catch {
                 bearer.close(reason: "could not open the btsnoop file")
+                monitor?.close()
                 throw error
             }
+        }
+        // The events seen since the connect (LE Connection Complete) reach --trace and btsnoop here, in order.
+        if let monitor { _ = try? monitor.bind(to: bearer) }
+        var link: LinkSession?
+        let requests = LinkSession.ask(g.link, monitor: monitor, bearer: bearer,
+                                       monitorNote: target.isUnix ? "\(target.target) is a unix socket, with no radio link" : monitorNote)
+        if announceLink, !g.json { for r in requests { inv.console.err("link: \(r.text)") } }
+        if !target.isUnix {
+            link = LinkSession(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
+            inv.notes.setLinkDrop { [link] in link?.dropReason() }
         }
         let observed = ObservedTransport(bearer, trace: g.trace ? inv.console : nil)
         var configuration = GATTClient.Configuration()
@@ -114,7 +143,8 @@ final class Session: Sendable {
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, snoop: snoop,
-                              timeout: configuration.transactionTimeout, profile: profile)
+                              timeout: configuration.transactionTimeout, profile: profile, link: link,
+                              linkRequests: requests)
         do {
             _ = try await client.exchangeMTU()
         } catch {
@@ -291,7 +321,21 @@ final class Session: Sendable {
 
     func close() {
         client.close(reason: "mirror is done")
+        link?.close()
         snoop?.close()
+    }
+
+    /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
+    /// unknown, the ATT MTU, and what the link options came to.
+    func linkJSON() -> JSONValue {
+        let state = link?.state() ?? (transport.inner as? ATTBearer).map { LinkState.read(bearer: $0) }
+            ?? LinkState(allUnknown: .unavailable("\(transport.label) has no radio link"))
+        var fields: [(String, JSONValue)] = []
+        if case .object(let f) = state.jsonValue { fields = f }
+        fields.append(("attMTU", .sortedObject([("value", .int(mtu)), ("source", .string("Exchange MTU"))])))
+        fields.append(("requests", .array(linkRequests.map(\.json))))
+        fields.append(("watch", link.map { l in l.monitorNote.map { .string($0) } ?? .string("every HCI event of the link") } ?? .null))
+        return .object(fields)
     }
 }
 
