@@ -61,6 +61,11 @@ vm_no_le_link
 vm_ok hci1-add-adv 15 btmgmt -i hci1 add-adv -c 1
 vm_run mtu-ext 45 "$BIN/mirror" mtu 00:AA:01:01:00:01 --adapter hci0
 vm_log "finding: mirror mtu with the kernel's extended set on hci1 too: exit $VM_RC"
+# mirror link asking for 2M and 251-octet packets on that link (run as root: raw HCI for the requests).
+vm_no_le_link
+vm_run link 45 "$BIN/mirror" link 00:AA:01:01:00:01 --adapter hci0 --phy 2m --data-length 251
+vm_log "finding: mirror link --phy 2m --data-length 251: exit $VM_RC"
+grep -E -- "--phy|--data-length|PHY" "$OUT/link.log" | sed 's/^/    | /'
 vm_stop sim 10 TERM
 
 # 5. Data over CID 4 (last: btmon 5.66 may crash decoding it). The kernel re-enabled add-adv's set 1 itself
