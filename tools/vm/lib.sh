@@ -157,6 +157,35 @@ vm_controllers() {
 # vm_advertise hciN: makes the controller connectable and advertising (legacy HCI, no bluetoothd).
 vm_advertise() { vm_ok "$1-leadv" 15 hciconfig "$1" leadv 0; }
 
+# vm_controllers_dual: btvirt's two linked dual-mode controllers (BR/EDR and LE, Bluetooth 5.2: 2M and Coded
+# PHY, extended advertising; same addresses as vm_controllers), the btmon capture, and no bluetoothd: mgmt
+# (btmgmt) enables LE, which the kernel leaves off on a dual-mode controller (an LE connect fails with
+# ECONNREFUSED before any HCI command), powers both on, and makes hci1 connectable and advertising.
+# The kernel then scans, advertises and connects with the extended commands (Vol 4 Part E 7.8.53-7.8.66).
+# VM_BTVIRT (run.sh passes it on) names another btvirt, e.g. tools/vm/btvirt-setphy.sh's (LE Set PHY).
+vm_controllers_dual() {
+  [ "${VM_BTMON:-1}" = 0 ] || vm_bg btmon sh -c 'exec btmon -w "$1" >/dev/null' btmon "$OUT/hci.btsnoop"
+  vm_bg btvirt "${VM_BTVIRT:-btvirt}" -l2
+  vm_wait "hci0 and hci1" 15 test -e /sys/class/bluetooth/hci1 -a -e /sys/class/bluetooth/hci0
+  local i
+  for i in hci0 hci1; do
+    vm_ok "$i-le" 15 btmgmt -i "$i" le on
+    vm_ok "$i-power" 15 btmgmt -i "$i" power on
+  done
+  vm_ok hci1-connectable 15 btmgmt -i hci1 connectable on
+  vm_advertise_dual hci1
+}
+
+# vm_advertise_dual hciN: hciN advertising again after a disconnect, on a vm_controllers_dual controller. The
+# kernel re-enables its set by itself on Disconnect Complete (the peer's LE Extended Create Connection finds only
+# an extended set in btvirt, never legacy advertising): this waits for that, then sets the mgmt flag (a no-op
+# when on). Never `advertising off` then `on` there: btvirt 5.66 answers the kernel's disable of the stopped
+# set with 0x0C Command Disallowed and it stays off (a second set: `btmgmt -i hciN add-adv -c 1`).
+vm_advertise_dual() {
+  vm_wait "no LE link left on $1" 20 sh -c "! hcitool -i $1 con | grep -q ' LE '"
+  vm_ok "$1-advertising" 15 btmgmt -i "$1" advertising on
+}
+
 # vm_json FILE EXPR WHAT [EXPR WHAT]...: asserts Python expressions over the JSON in FILE, in one python3
 # run (each start costs about a second under TCG). j is the last line that parses as a JSON object or
 # array (else the whole file), js every such line in order (JSON lines). Stops at the first false one.

@@ -10,7 +10,7 @@
 # each). Logs: tools/vm/cache/runs/NAME/ (guest.log, each step's own STEP.log, hci.btsnoop) and
 # tools/vm/cache/runs/console-FIRST.log (kernel and init). Environment: VM_CACHE (cache directory),
 # VM_TIMEOUT_SCALE (multiplies every scenario's time limit, default 1), VM_ISOLATE=1 (one boot per scenario),
-# VM_QEMU_EXTRA (more qemu options).
+# VM_QEMU_EXTRA (more qemu options), VM_BTVIRT (the btvirt vm_controllers_dual starts: tools/vm/btvirt-setphy.sh).
 # The time printed per scenario is measured in the guest (the boot is printed once, on stderr).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -74,6 +74,7 @@ boot() {
   {
     printf 'REPO=%q\n' "$repo"
     printf 'VM_TIMEOUT_SCALE=%q\n' "$scale"
+    printf 'VM_BTVIRT=%q\n' "${VM_BTVIRT:-}"
     printf 'SCENARIOS=%q\n' "${names[*]}"
     for n in "${names[@]}"; do printf 'LIMIT_%s=%q\n' "${n//[^A-Za-z0-9_]/_}" "${limits[$n]}"; done
   } > "$runs/env"
