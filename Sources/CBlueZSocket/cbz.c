@@ -648,3 +648,17 @@ int cbz_ba2str(const uint8_t *printed, char *out) {
     to_bdaddr(&b, printed);
     return ba2str(&b, out);
 }
+
+int cbz_isatty(int fd) { return isatty(fd); }
+
+ssize_t cbz_read(int fd, void *buf, size_t len) {
+    ssize_t r;
+    do { r = read(fd, buf, len); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_mkdir_private(const char *path) { return mkdir(path, 0700); }
+
+int cbz_open_private_file(const char *path) {
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+}
