@@ -31,12 +31,9 @@ static void on_line(char *line) {
     finished_line = line;
 }
 
-// Ctrl-C: the line is dropped ("^C" where it was), and a fresh prompt drawn on the next row.
+// Ctrl-C, a key while ISIG is off: cle_feed drops the line once libedit has returned.
 static int on_interrupt(int count, int key) {
     (void)count; (void)key;
-    fputs("^C\r\n", rl_outstream);
-    if (rl_end > 0) rl_delete_text(0, rl_end);
-    rl_forced_update_display();
     interrupted = 1;
     return 0;
 }
@@ -115,7 +112,15 @@ cle_result cle_feed(void) {
     rl_callback_read_char();
     if (ended) return CLE_END;
     if (finished_line) return CLE_LINE;
-    if (interrupted) return CLE_INTERRUPT;
+    if (interrupted) {
+        // "^C" where the line was, then the handler installed afresh: libedit empties its line (read_prepare's
+        // ch_reset) and draws the prompt on the next row. (rl_delete_text cannot delete up to the line's end.)
+        fputs("^C\r\n", rl_outstream);
+        rl_callback_handler_remove();
+        rl_callback_handler_install(prompt_text ? prompt_text : "", on_line);
+        editing = 1;
+        return CLE_INTERRUPT;
+    }
     return CLE_PENDING;
 }
 
