@@ -34,7 +34,8 @@ public struct Completion: Sendable, Equatable {
 public enum LineEditorError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A syscall failed (poll, read, mkdir, open): which one, its errno, what for.
     case system(SocketError)
-    /// `readEvent(timeout:)` ran out: "timed out after 2 s waiting for a line at the prompt".
+    /// `readEvent(timeout:)` ran out: "timed out after 2 s waiting for a line at the prompt" (off a terminal: "a
+    /// line of input").
     case timeout(GATTTimeoutError)
     /// Another LineEditor owns the terminal (libedit's state is one per process).
     case terminalTaken
@@ -131,8 +132,13 @@ public final class LineEditor: Sendable {
     /// `$XDG_STATE_HOME/mirror/history`, or `$HOME/.local/state/mirror/history` when XDG_STATE_HOME is unset or not
     /// absolute (the XDG Base Directory rule); nil without either.
     public static func defaultHistoryFile() -> String? {
-        if let state = environment("XDG_STATE_HOME"), state.hasPrefix("/") { return state + "/mirror/history" }
-        if let home = environment("HOME"), !home.isEmpty { return home + "/.local/state/mirror/history" }
+        defaultHistoryFile(xdgStateHome: environment("XDG_STATE_HOME"), home: environment("HOME"))
+    }
+
+    /// The rule of `defaultHistoryFile()` over the two variables' values.
+    public static func defaultHistoryFile(xdgStateHome: String?, home: String?) -> String? {
+        if let state = xdgStateHome, state.hasPrefix("/") { return state + "/mirror/history" }
+        if let home, !home.isEmpty { return home + "/.local/state/mirror/history" }
         return nil
     }
 
@@ -217,8 +223,8 @@ public final class LineEditor: Sendable {
         return Int32(clamping: s * 1000 + (atto + 999_999_999_999_999) / 1_000_000_000_000_000)
     }
 
-    private func timedOut(_ limit: Duration?) -> LineEditorError {
-        .timeout(GATTTimeoutError(waitingFor: "a line at the prompt", after: limit ?? .zero))
+    private func timedOut(_ limit: Duration?, waitingFor what: String) -> LineEditorError {
+        .timeout(GATTTimeoutError(waitingFor: what, after: limit ?? .zero))
     }
 
     private func readTerminal(deadline: ContinuousClock.Instant?, limit: Duration?) throws(LineEditorError) -> LineEvent {
@@ -241,7 +247,7 @@ public final class LineEditor: Sendable {
                 if e == .interrupted { continue }
                 throw .system(SocketError(syscall: "poll", errno: e, context: "waiting for a line at the prompt"))
             }
-            if r == 0 { throw timedOut(limit) }
+            if r == 0 { throw timedOut(limit, waitingFor: "a line at the prompt") }
             if rWake & CBZ_POLLIN != 0 {
                 _ = cbz_eventfd_drain(wake)
                 let (lines, prompt, stop) = shared.withLock { s -> ([String], String?, Bool) in
@@ -317,17 +323,17 @@ public final class LineEditor: Sendable {
                 return nil
             }
             if let next { return next }
-            var rIn: Int16 = 0
+            var rInput: Int16 = 0
             var rWake: Int16 = 0
-            let r = cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rIn, &rWake)
+            let r = cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rInput, &rWake)
             if r < 0 {
                 let e = Errno.current
                 if e == .interrupted { continue }
                 throw .system(SocketError(syscall: "poll", errno: e, context: "waiting for a line of input"))
             }
-            if r == 0 { throw timedOut(limit) }
+            if r == 0 { throw timedOut(limit, waitingFor: "a line of input") }
             if rWake & CBZ_POLLIN != 0 { _ = cbz_eventfd_drain(wake) }
-            if rIn & (CBZ_POLLIN | CBZ_POLLHUP | CBZ_POLLERR) != 0 {
+            if rInput & (CBZ_POLLIN | CBZ_POLLHUP | CBZ_POLLERR) != 0 {
                 let n = chunk.withUnsafeMutableBytes { cbz_read(0, $0.baseAddress, $0.count) }
                 if n < 0 { throw .system(SocketError(syscall: "read", errno: .current, context: "reading a line of input")) }
                 shared.withLock { s in

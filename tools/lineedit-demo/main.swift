@@ -1,6 +1,8 @@
 // lineedit-demo: LineEditor with a completer over a fixed word list and a background task printing
 // "notification N" above the prompt every 300 ms (`--every-ms N`, 0 for none); echoes each line as "got: LINE".
-// LineEditorTests drive it in a pseudo-terminal and over a pipe. `quit` or Ctrl-D ends it.
+// `prompt WORD` makes the prompt "WORD> "; `--timeout-ms N` gives each read that limit (the error, exit 3);
+// `--stop-after-ms N` calls stop() from another task. LineEditorTests drive it in a pseudo-terminal and over a
+// pipe. `quit` or Ctrl-D ends it.
 import LineEditor
 #if canImport(Glibc)
 import Glibc
@@ -14,12 +16,17 @@ func complain(_ text: String) {
 
 let words = ["help", "listen", "quit", "read", "scan", "scanner", "subscribe", "unsubscribe", "wifi", "write"]
 var every = 300
+var timeout: Duration?
+var stopAfter: Int?
 var arguments = CommandLine.arguments.dropFirst()
 while let a = arguments.popFirst() {
-    if a == "--every-ms", let v = arguments.popFirst().flatMap({ Int($0) }) {
-        every = v
-    } else {
-        complain("usage: lineedit-demo [--every-ms N]")
+    let value = arguments.popFirst().flatMap { Int($0) }
+    switch (a, value) {
+    case ("--every-ms", let v?): every = v
+    case ("--timeout-ms", let v?): timeout = .milliseconds(v)
+    case ("--stop-after-ms", let v?): stopAfter = v
+    default:
+        complain("usage: lineedit-demo [--every-ms N] [--timeout-ms N] [--stop-after-ms N]")
         exit(2)
     }
 }
@@ -37,11 +44,26 @@ do {
             }
         }
     }
+    if let stopAfter {
+        Task.detached {
+            try? await Task.sleep(for: .milliseconds(stopAfter))
+            editor.stop()
+        }
+    }
     loop: while true {
-        switch try editor.readEvent() {
+        let event: LineEvent
+        do {
+            event = try editor.readEvent(timeout: timeout)
+        } catch {
+            editor.close()
+            complain("lineedit-demo: \(error)")
+            exit(3)
+        }
+        switch event {
         case .line(let line):
             print("got: \(line)")
             if line == "quit" { break loop }
+            if line.hasPrefix("prompt ") { editor.setPrompt(line.dropFirst(7) + "> ") }
         case .interrupt:
             editor.printAbove("interrupted")
         case .end:
