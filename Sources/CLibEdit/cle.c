@@ -18,6 +18,7 @@ static cle_completer completer_fn;
 static void *completer_context;
 static char **candidates;          // the candidates of the completion under way
 static size_t candidate_count, candidate_capacity, candidate_next;
+static int redraw_from = -1;       // a unique completion was inserted: redraw, the cursor was this many columns in
 
 static void on_line(char *line) {
     editing = 0;
@@ -37,6 +38,9 @@ static int on_interrupt(int count, int key) {
     interrupted = 1;
     return 0;
 }
+
+static int columns_before_cursor(void);
+static void erase_editing_area(FILE *out, int columns);
 
 static char *next_candidate(const char *text, int state) {
     (void)text;
@@ -61,6 +65,15 @@ static char **attempt_completion(const char *text, int start, int end) {
     completer_fn(text, before ? before : "", completer_context);
     free(before);
     if (candidate_count == 0) return NULL;
+    if (candidate_count == 1) {
+        // One candidate: inserted here with its space, since libedit's own path rings the bell even when the
+        // completion is unique; cle_feed redraws the line.
+        redraw_from = columns_before_cursor();
+        rl_insert_text(candidates[0] + strlen(text));
+        rl_insert_text(" ");
+        clear_candidates();
+        return NULL;
+    }
     char **matches = rl_completion_matches(text, next_candidate);
     clear_candidates();
     return matches;
@@ -110,6 +123,12 @@ void cle_begin_line(const char *prompt) {
 cle_result cle_feed(void) {
     ended = interrupted = 0;
     rl_callback_read_char();
+    if (redraw_from >= 0) {
+        erase_editing_area(rl_outstream, redraw_from);
+        redraw_from = -1;
+        rl_forced_update_display();
+        fflush(rl_outstream);
+    }
     if (ended) return CLE_END;
     if (finished_line) return CLE_LINE;
     if (interrupted) {
@@ -141,10 +160,10 @@ static int columns_before_cursor(void) {
 }
 
 // Back to the prompt's first row, then erase to the end of the screen (VT100 CUU and ED).
-static void erase_editing_area(FILE *out) {
+static void erase_editing_area(FILE *out, int columns) {
     struct winsize w;
     int cols = (ioctl(fileno(out), TIOCGWINSZ, &w) == 0 && w.ws_col > 0) ? w.ws_col : 80;
-    int up = columns_before_cursor() / cols;
+    int up = columns / cols;
     fputc('\r', out);
     if (up > 0) fprintf(out, "\033[%dA", up);
     fputs("\033[J", out);
@@ -156,7 +175,7 @@ void cle_print_above(const char *text) {
         cle_print_line(text);
         return;
     }
-    erase_editing_area(out);
+    erase_editing_area(out, columns_before_cursor());
     // The terminal is raw while editing: every newline goes out as CR LF.
     for (const char *p = text; *p; p++) {
         if (*p == '\n') fputc('\r', out);
@@ -174,7 +193,7 @@ void cle_print_line(const char *text) {
 }
 
 void cle_set_prompt(const char *prompt) {
-    if (editing) erase_editing_area(rl_outstream);  // measured with the old prompt
+    if (editing) erase_editing_area(rl_outstream, columns_before_cursor());  // measured with the old prompt
     free(prompt_text);
     prompt_text = strdup(prompt);
     rl_set_prompt(prompt);

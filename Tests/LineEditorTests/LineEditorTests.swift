@@ -125,6 +125,10 @@ final class LineEditorTests: XCTestCase {
                                                .send("sc\t\t"), .expect("scanner"), .send("\u{15}quit\r"), .exit()])
         XCTAssertEqual(run.status, 0)
         XCTAssertTrue(run.transcript.contains("scan ") && run.transcript.contains("scanner"), run.transcript.debugDescription)
+        // A unique completion rings no bell (libedit's own path would); an ambiguous one does.
+        guard let got = run.transcript.range(of: "got: wifi on") else { return }
+        XCTAssertFalse(run.transcript[..<got.lowerBound].contains("\u{7}"), run.transcript.debugDescription)
+        XCTAssertTrue(run.transcript[got.upperBound...].contains("\u{7}"), run.transcript.debugDescription)
     }
 
     func testCtrlCDropsTheLineAndTheEditorGoesOn() throws {
