@@ -116,6 +116,7 @@ final class NameResolutionTests: XCTestCase {
         var text = MirrorProfile.bundledJSON
         text = text.replacingOccurrences(of: "6d697272-6f72-7369-6d00-000000000003", with: AttributeDatabase.uuid(2).description)
         text = text.replacingOccurrences(of: "6d697272-6f72-7369-6d00-000000000004", with: AttributeDatabase.uuid(6).description)
+        text = text.replacingOccurrences(of: "6d697272-6f72-7369-6d00-000000000001", with: AttributeDatabase.uuid(7).description)
         let path = NSTemporaryDirectory() + "mirror-names-\(getpid()).json"
         try text.write(toFile: path, atomically: true, encoding: .utf8)
         defer { try? FileManager.default.removeItem(atPath: path) }
@@ -125,9 +126,13 @@ final class NameResolutionTests: XCTestCase {
         run = try MirrorProcess.run(["write", peer.target, "scannerAction", "36", "--profile", path])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(peer.value("sink"), [0x36])
+        // The profile's name comes first in output ("notification 0x0017 scanState: 01 ...").
+        run = try MirrorProcess.run(["listen", peer.target, "scanState", "--count", "1", "--profile", path])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("  notification \(peer.hexHandle("counter")) scanState: 01 74 69 63 6b 20 31"), run.stdout)
         // The profile's names join the user descriptions in the list of names known.
         run = try MirrorProcess.run(["read", peer.target, "gamma", "--profile", path])
-        XCTAssertTrue(usageError(run).contains("names known: cloudToken, alpha, twin, beef, scannerAction, sink, writeCount, counter\n"), run.stderr)
+        XCTAssertTrue(usageError(run).contains("names known: cloudToken, alpha, twin, beef, scannerAction, sink, writeCount, scanState, counter\n"), run.stderr)
     }
 
     // MARK: - ambiguity
