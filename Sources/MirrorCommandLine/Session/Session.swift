@@ -161,7 +161,8 @@ final class Session: Sendable {
     /// The whole database (primary services, their includes, and the secondary services they include), with
     /// every readable value read when `readValues`.
     func database(readValues: Bool) async throws -> DatabaseModel {
-        let services = try await client.discoverDatabase()
+        // Kept for the connection, so that names resolve later without discovering again (the shell).
+        let services = try await discovered().services
         var model = DatabaseModel(services: services, mtu: mtu)
         for c in services.flatMap(\.characteristics) {
             if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
