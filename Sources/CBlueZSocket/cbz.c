@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "CBlueZSocket.h"
 
+#include <stddef.h>
 #include <errno.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -338,7 +339,8 @@ int cbz_hci_conn_info(int dev_id, const uint8_t *peer, cbz_conn_info *out) {
     a.hci_family = AF_BLUETOOTH;
     a.hci_dev = (unsigned short)dev_id;
     a.hci_channel = HCI_CHANNEL_RAW;
-    struct { struct hci_conn_info_req req; struct hci_conn_info info; } q;
+    // struct hci_conn_info_req ends in a flexible array: the answer is written right after its fixed part.
+    union { struct hci_conn_info_req req; unsigned char bytes[sizeof(struct hci_conn_info_req) + sizeof(struct hci_conn_info)]; } q;
     memset(&q, 0, sizeof q);
     to_bdaddr(&q.req.bdaddr, peer);
     q.req.type = CBZ_LE_LINK;
@@ -347,11 +349,13 @@ int cbz_hci_conn_info(int dev_id, const uint8_t *peer, cbz_conn_info *out) {
     int e = errno;
     close(s);
     if (r < 0) { errno = e; return -1; }
-    out->handle = q.info.handle;
-    out->type = q.info.type;
-    out->out = q.info.out;
-    out->state = q.info.state;
-    out->link_mode = q.info.link_mode;
+    struct hci_conn_info info;
+    memcpy(&info, q.bytes + offsetof(struct hci_conn_info_req, conn_info), sizeof info);
+    out->handle = info.handle;
+    out->type = info.type;
+    out->out = info.out;
+    out->state = info.state;
+    out->link_mode = info.link_mode;
     return 0;
 }
 
