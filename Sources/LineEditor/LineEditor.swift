@@ -280,12 +280,11 @@ public final class LineEditor: Sendable {
                 case CLE_INTERRUPT:
                     return .interrupt
                 default:
-                    continue
+                    break
                 }
-            } else if rIn & (CBZ_POLLHUP | CBZ_POLLERR) != 0 {
-                // The terminal hung up.
-                return endLine()
             }
+            // The terminal hung up (a read there fails, so libedit makes nothing of it).
+            if rIn & (CBZ_POLLHUP | CBZ_POLLERR) != 0 { return endLine() }
         }
     }
 
