@@ -59,8 +59,9 @@ let package = Package(
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
         .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
-        // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor.
-        .target(name: "CLibEdit", linkerSettings: [.linkedLibrary("edit")]),
+        // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
+        // (the terminal's width comes from CBlueZSocket, where every ioctl is).
+        .target(name: "CLibEdit", dependencies: ["CBlueZSocket"], linkerSettings: [.linkedLibrary("edit")]),
         // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
         // line being typed; plain lines off a terminal.
         .target(name: "LineEditor", dependencies: ["CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),

@@ -653,6 +653,11 @@ int cbz_ba2str(const uint8_t *printed, char *out) {
     return ba2str(&b, out);
 }
 
+int cbz_terminal_columns(int fd) {
+    struct winsize w;
+    return ioctl(fd, TIOCGWINSZ, &w) == 0 ? w.ws_col : -1;
+}
+
 int cbz_isatty(int fd) { return isatty(fd); }
 
 ssize_t cbz_read(int fd, void *buf, size_t len) {

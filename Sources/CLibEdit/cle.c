@@ -1,11 +1,11 @@
 // libedit's readline-compatible callback interface (<editline/readline.h>), kept to what LineEditor needs. The
 // state is libedit's own and global, so it is here too: one editor per process, driven from one thread.
 #include "CLibEdit.h"
+#include "CBlueZSocket.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <unistd.h>
 #include <editline/readline.h>
 
@@ -161,8 +161,8 @@ static int columns_before_cursor(void) {
 
 // Back to the prompt's first row, then erase to the end of the screen (VT100 CUU and ED).
 static void erase_editing_area(FILE *out, int columns) {
-    struct winsize w;
-    int cols = (ioctl(fileno(out), TIOCGWINSZ, &w) == 0 && w.ws_col > 0) ? w.ws_col : 80;
+    int cols = cbz_terminal_columns(fileno(out));
+    if (cols <= 0) cols = 80;
     int up = columns / cols;
     fputc('\r', out);
     if (up > 0) fprintf(out, "\033[%dA", up);

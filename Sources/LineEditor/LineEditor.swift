@@ -194,8 +194,10 @@ public final class LineEditor: Sendable {
 
     /// Ends the `readEvent` under way, and every later one, with `.end`. Safe from any thread.
     public func stop() {
-        shared.withLock { $0.stopped = true }
-        _ = cbz_eventfd_signal(wake)
+        shared.withLock { s in
+            s.stopped = true
+            if !s.closed { _ = cbz_eventfd_signal(wake) }
+        }
     }
 
     /// Waits for the next line, Ctrl-C or the end, drawing the prompt when a new line starts; printAbove's lines
@@ -350,14 +352,13 @@ public final class LineEditor: Sendable {
             s.closed = true
             s.atPrompt = false
             s.stopped = true
+            // Under the lock: no signal from another thread can reach the fd's number once it is reused.
+            _ = cbz_close(wake)
             return true
         }
-        guard wasOpen else { return }
-        if isTerminal {
-            cle_close()
-            LineEditor.terminalOwned.withLock { $0 = false }
-        }
-        _ = cbz_close(wake)
+        guard wasOpen, isTerminal else { return }
+        cle_close()
+        LineEditor.terminalOwned.withLock { $0 = false }
     }
 }
 

@@ -153,6 +153,31 @@ final class LineEditorTests: XCTestCase {
                                          .expect("got: first session line"), .send("quit\r"), .exit()])
     }
 
+    func testTheHistoryKeepsItsLimitOfLines() throws {
+        _ = try pty(["--every-ms", "0", "--history-limit", "2"], [.expect("demo> "), .send("alpha\r"), .expect("got: alpha"),
+                                                                 .expect("demo> "), .send("bravo\r"), .expect("got: bravo"),
+                                                                 .expect("demo> "), .send("charlie\r"), .expect("got: charlie"),
+                                                                 .expect("demo> "), .send("quit\r"), .exit()])
+        let lines = try String(contentsOfFile: home + "/state/mirror/history", encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.dropFirst().map(String.init), ["charlie", "quit"], "libedit's header, then the last two lines")
+        // Up twice from the next session reaches "charlie", and a third Up goes no further back.
+        let run = try pty(["--every-ms", "0", "--history-limit", "2"], [.expect("demo> "), .send("\u{1B}[A"), .expect("quit"),
+                                                                        .send("\u{1B}[A"), .expect("charlie"), .send("\u{1B}[A"),
+                                                                        .pause(0.2), .send("\r"), .expect("got: "), .send("quit\r"), .exit()])
+        XCTAssertTrue(run.transcript.contains("got: charlie"), run.transcript.debugDescription)
+        XCTAssertFalse(run.transcript.contains("bravo"), run.transcript.debugDescription)
+    }
+
+    func testALongLineThatWrapsIsRedrawnWholeAfterANotification() throws {
+        let long = String(repeating: "abcdefghij", count: 10)
+        let run = try pty(["--every-ms", "200"], [.expect("demo> "), .send(long), .expect(String(long.suffix(20))), .expect("notification "),
+                                                  .expect(String(long.suffix(20))), .send("Z\r"), .expect("got: " + long + "Z"),
+                                                  .send("quit\r"), .exit()])
+        XCTAssertEqual(run.status, 0)
+        // The cursor was on the line's second row: the erase went up one row first (CUU 1, then ED).
+        XCTAssertTrue(run.transcript.contains("\r\u{1B}[1A\u{1B}[J"), run.transcript.debugDescription)
+    }
+
     func testSetPromptChangesTheNextPrompt() throws {
         _ = try pty(["--every-ms", "0"], [.expect("demo> "), .send("prompt other\r"), .expect("got: prompt other"),
                                          .expect("other> "), .send("quit\r"), .exit()])

@@ -1,7 +1,7 @@
 // lineedit-demo: LineEditor with a completer over a fixed word list and a background task printing
 // "notification N" above the prompt every 300 ms (`--every-ms N`, 0 for none); echoes each line as "got: LINE".
 // `prompt WORD` makes the prompt "WORD> "; `--timeout-ms N` gives each read that limit (the error, exit 3);
-// `--stop-after-ms N` calls stop() from another task. LineEditorTests drive it in a pseudo-terminal and over a
+// `--stop-after-ms N` calls stop() from another task; `--history-limit N` keeps N lines. LineEditorTests drive it in a pseudo-terminal and over a
 // pipe. `quit` or Ctrl-D ends it.
 import LineEditor
 #if canImport(Glibc)
@@ -18,6 +18,7 @@ let words = ["help", "listen", "quit", "read", "scan", "scanner", "subscribe", "
 var every = 300
 var timeout: Duration?
 var stopAfter: Int?
+var historyLimit = LineEditor.defaultHistoryLimit
 var arguments = CommandLine.arguments.dropFirst()
 while let a = arguments.popFirst() {
     let value = arguments.popFirst().flatMap { Int($0) }
@@ -25,14 +26,15 @@ while let a = arguments.popFirst() {
     case ("--every-ms", let v?): every = v
     case ("--timeout-ms", let v?): timeout = .milliseconds(v)
     case ("--stop-after-ms", let v?): stopAfter = v
+    case ("--history-limit", let v?): historyLimit = v
     default:
-        complain("usage: lineedit-demo [--every-ms N] [--timeout-ms N] [--stop-after-ms N]")
+        complain("usage: lineedit-demo [--every-ms N] [--timeout-ms N] [--stop-after-ms N] [--history-limit N]")
         exit(2)
     }
 }
 
 do {
-    let editor = try LineEditor(prompt: "demo> ", completer: { _ in words })
+    let editor = try LineEditor(prompt: "demo> ", historyLimit: historyLimit, completer: { _ in words })
     if every > 0 {
         let period = every
         Task.detached {

@@ -269,6 +269,8 @@ int cbz_cap_name(int cap, char *buf, size_t len);
 
 // MARK: - Terminal and private files (LineEditor)
 
+/// The terminal's width in columns (ioctl TIOCGWINSZ), or -1 with errno.
+int cbz_terminal_columns(int fd);
 /// isatty(3): 1 when fd is a terminal, 0 when not.
 int cbz_isatty(int fd);
 /// read(2), retrying EINTR: the count (0 at the end), or -1 with errno.
