@@ -94,37 +94,39 @@ public final class LineEditor: Sendable {
     /// that start with the word are offered).
     public init(prompt: String, historyFile: String? = LineEditor.defaultHistoryFile(), historyLimit: Int = LineEditor.defaultHistoryLimit,
                 completer: (@Sendable (Completion) -> [String])? = nil) throws(LineEditorError) {
+        // Every step that can fail comes before the stored properties are set: a throw then runs no deinit, and
+        // each path undoes what it did itself.
         let terminal = cbz_isatty(0) == 1 && cbz_isatty(1) == 1
-        isTerminal = terminal
-        self.historyFile = terminal ? historyFile : nil
-        self.completer = CompleterBox(completer)
-        shared = Lock(Shared(prompt: prompt))
+        let file = terminal ? historyFile : nil
+        let box = CompleterBox(completer)
         let fd = cbz_eventfd()
         guard fd >= 0 else { throw .system(SocketError(syscall: "eventfd", errno: .current, context: "starting the line editor")) }
+        if terminal {
+            let taken = LineEditor.terminalOwned.withLock { owned in
+                if owned { return false }
+                owned = true
+                return true
+            }
+            guard taken else {
+                _ = cbz_close(fd)
+                throw .terminalTaken
+            }
+            do throws(LineEditorError) {
+                if let file { try LineEditor.preparePrivateFile(file) }
+                guard cle_open(file, Int32(clamping: historyLimit), complete, Unmanaged.passUnretained(box).toOpaque()) == 0 else {
+                    throw .editorDidNotStart
+                }
+            } catch {
+                LineEditor.terminalOwned.withLock { $0 = false }
+                _ = cbz_close(fd)
+                throw error
+            }
+        }
+        isTerminal = terminal
+        self.historyFile = file
+        self.completer = box
+        shared = Lock(Shared(prompt: prompt))
         wake = fd
-        guard terminal else { return }
-        let taken = LineEditor.terminalOwned.withLock { owned in
-            if owned { return false }
-            owned = true
-            return true
-        }
-        guard taken else {
-            _ = cbz_close(fd)
-            throw .terminalTaken
-        }
-        do {
-            if let path = self.historyFile { try LineEditor.preparePrivateFile(path) }
-        } catch {
-            LineEditor.terminalOwned.withLock { $0 = false }
-            _ = cbz_close(fd)
-            throw error
-        }
-        let context = Unmanaged.passUnretained(self.completer).toOpaque()
-        guard cle_open(self.historyFile, Int32(clamping: historyLimit), complete, context) == 0 else {
-            LineEditor.terminalOwned.withLock { $0 = false }
-            _ = cbz_close(fd)
-            throw .editorDidNotStart
-        }
     }
 
     deinit { close() }
