@@ -54,14 +54,19 @@ public enum Interrupts {
         }
     }
 
-    /// Runs `body` in a task that the first SIGINT or SIGTERM cancels (a second one exits at once).
+    /// Runs `body` in a task that the first SIGINT or SIGTERM cancels (a second one exits at once). Nests: inside
+    /// `mirror shell` a command's own interruptible part (listen) cancels first, and the shell's handler is back after.
     public static func whileInterruptible<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
         let task = Task { try await body() }
-        handler.withLock { $0 = { task.cancel() } }
+        let outer = handler.withLock { h in
+            let previous = h
+            h = { task.cancel() }
+            return previous
+        }
         mode.store(1, ordering: .sequentiallyConsistent)
         defer {
-            mode.store(0, ordering: .sequentiallyConsistent)
-            handler.withLock { $0 = nil }
+            handler.withLock { $0 = outer }
+            mode.store(outer == nil ? 0 : 1, ordering: .sequentiallyConsistent)
         }
         return try await task.value
     }

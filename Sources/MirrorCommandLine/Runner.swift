@@ -30,6 +30,8 @@ public struct Invocation: Sendable {
     public var console: Console
     /// What the session leaves for the error report (the HCI reason of a lost link).
     let notes = InvocationNotes()
+    /// Inside `mirror shell`: the shell's open connection, which `Session.open` returns instead of connecting.
+    var attached: Session?
 
     public init(arguments: ParsedArguments, global: GlobalOptions, console: Console) {
         self.arguments = arguments
@@ -89,11 +91,17 @@ final class InvocationNotes: Sendable {
 public final class Console: Sendable {
     let outFD: Int32
     let errFD: Int32
+    /// One JSON object per line (`mirror shell --json`) rather than pretty-printed results.
+    let jsonLines: Bool
 
-    public init(outFD: Int32 = 1, errFD: Int32 = 2) {
+    public init(outFD: Int32 = 1, errFD: Int32 = 2, jsonLines: Bool = false) {
         self.outFD = outFD
         self.errFD = errFD
+        self.jsonLines = jsonLines
     }
+
+    /// A command's JSON result on stdout: pretty, or on one line when the console says so.
+    public func json(_ value: JSONValue) { out(jsonLines ? value.compact : value.pretty) }
 
     /// One line on stdout.
     public func out(_ line: String) { write(fd: outFD, line + "\n") }
@@ -150,19 +158,23 @@ public enum MirrorMain {
             return ExitStatus.success.rawValue
         case .run(let spec, let args, let global):
             let command = commands.first { $0.spec.name == spec.name }!
-            let invocation = Invocation(arguments: args, global: global, console: console)
-            do {
-                let status = try await command.run(invocation)
-                return status.rawValue
-            } catch {
-                var r = ErrorReport(error)
-                // A lost LE link: the controller's Disconnection Complete says who ended it and why.
-                if r.status == .connection, let drop = invocation.notes.linkDrop() {
-                    r.message += " (\(drop.text))"
-                    r.fields.append(("hciReason", .string(HCIStatus.describe(drop.reason))))
-                }
-                return report(r, json: global.json, console: console)
+            return await execute(command, Invocation(arguments: args, global: global, console: console))
+        }
+    }
+
+    /// Runs one parsed command (a one-shot command, or a line of `mirror shell`); an error is reported.
+    static func execute(_ command: Command, _ invocation: Invocation) async -> Int32 {
+        do {
+            let status = try await command.run(invocation)
+            return status.rawValue
+        } catch {
+            var r = ErrorReport(error)
+            // A lost LE link: the controller's Disconnection Complete says who ended it and why.
+            if r.status == .connection, let drop = invocation.notes.linkDrop() {
+                r.message += " (\(drop.text))"
+                r.fields.append(("hciReason", .string(HCIStatus.describe(drop.reason))))
             }
+            return report(r, json: invocation.global.json, console: invocation.console)
         }
     }
 

@@ -4,6 +4,7 @@
 
 import ATTStack
 import LinuxBluetooth
+import Synchronization
 
 /// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
 /// Part F §3.4): with `trace`, prints each as one line on stderr
@@ -12,8 +13,12 @@ import LinuxBluetooth
 public final class ObservedTransport: ATTTransport {
     public let inner: any ATTTransport
     let console: Console?
+    /// Whether PDUs are printed on `console` now (`--trace`; the shell's `trace on|off` changes it).
+    let tracing: Atomic<Bool>
     /// Guards what was observed: the backpressure accounting.
     let observed = Lock<Observations>(Observations())
+    /// Guards the closure told when the transport closes (the shell's lost-connection line).
+    private let closeObserver = Lock<(@Sendable (TransportError) -> Void)?>(nil)
 
     /// What went by.
     public struct Observations: Sendable {
@@ -29,7 +34,26 @@ public final class ObservedTransport: ATTTransport {
     public init(_ inner: any ATTTransport, trace console: Console?) {
         self.inner = inner
         self.console = console
+        self.tracing = Atomic(console != nil)
     }
+
+    /// Watches `inner`; prints every PDU on `console`'s stderr while tracing (`setTracing`).
+    public init(_ inner: any ATTTransport, console: Console, tracing: Bool) {
+        self.inner = inner
+        self.console = console
+        self.tracing = Atomic(tracing)
+    }
+
+    /// Starts or stops printing PDUs.
+    public func setTracing(_ on: Bool) { tracing.store(on, ordering: .relaxed) }
+
+    public var isTracing: Bool { tracing.load(ordering: .relaxed) }
+
+    /// `body` is told the reason once the transport closes (either side).
+    public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) { closeObserver.withLock { $0 = body } }
+
+    /// The console to trace on, while tracing.
+    private var traceConsole: Console? { isTracing ? console : nil }
 
     public var observations: Observations { observed.withLock { $0 } }
 
@@ -42,7 +66,7 @@ public final class ObservedTransport: ATTTransport {
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let result = try inner.trySend(pdu)
         if result == .sent {
-            if let console {
+            if let console = traceConsole {
                 console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow()))
             }
         } else {
@@ -73,11 +97,12 @@ public final class ObservedTransport: ATTTransport {
     }
 
     func received(_ pdu: [UInt8]) {
-        if let console { console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+        if let console = traceConsole { console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
     }
 
     func closed(_ reason: TransportError) {
-        if let console { console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) - closed: \(reason)") }
+        if let console = traceConsole { console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) - closed: \(reason)") }
+        closeObserver.withLock { $0 }?(reason)
     }
 }
 
@@ -98,7 +123,7 @@ final class ObservingSink: ATTTransportSink {
 
     /// Without `--trace` nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
     func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
-        if transport.console == nil {
+        if !transport.isTracing {
             next.transport(didReceiveBytes: pdu)
         } else {
             transport(didReceive: Array(pdu))

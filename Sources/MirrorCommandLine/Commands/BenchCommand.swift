@@ -107,7 +107,7 @@ let benchCommand = Command(CommandSpec(
         try BenchPlot.write(BenchPlot.svg(result), to: plot)
     }
     if inv.global.json {
-        inv.console.out(result.json.pretty)
+        inv.console.json(result.json)
     } else {
         for line in result.text { inv.console.out(line) }
     }

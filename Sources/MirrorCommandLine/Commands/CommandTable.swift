@@ -16,7 +16,7 @@
 //             let session = try await Session.open(target, inv)   // bearer, --trace, --btsnoop, Exchange MTU
 //             defer { session.close() }
 //             ... call session.client (GATTClient) or another library ...
-//             if inv.global.json { inv.console.out(json.pretty) } else { inv.console.out("text") }
+//             if inv.global.json { inv.console.json(json) } else { inv.console.out("text") }
 //             return .success
 //         }
 //  2. Add `nameCommand` to `commandTable` below.

@@ -21,7 +21,7 @@ let discoverCommand = Command(CommandSpec(
     let duration = try inv.option("--duration") { (s: String) throws(UsageError) in try parseSeconds(s) } ?? 5
     let devices = try Discovery.scan(adapter: inv.global.adapter, duration: duration)
     if inv.global.json {
-        inv.console.out(JSONValue.object([("devices", .array(devices.map(\.json)))]).pretty)
+        inv.console.json(JSONValue.object([("devices", .array(devices.map(\.json)))]))
     } else {
         for d in devices { inv.console.out(d.text) }
         inv.console.err("\(devices.count) device\(devices.count == 1 ? "" : "s") in \(formatSeconds(duration))")

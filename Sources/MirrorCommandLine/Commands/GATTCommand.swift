@@ -30,7 +30,7 @@ let gattCommand = Command(CommandSpec(
     defer { session.close() }
     let database = try await session.database(readValues: readValues)
     if inv.global.json {
-        inv.console.out(database.json.pretty)
+        inv.console.json(database.json)
     } else {
         for line in database.text { inv.console.out(line) }
     }

@@ -29,7 +29,7 @@ let linkCommand = Command(CommandSpec(
     let session = try await Session.open(target, inv, announceLink: false)
     defer { session.close() }
     if inv.global.json {
-        inv.console.out(JSONValue.object([("target", .string(target.target.description)), ("link", session.linkJSON())]).pretty)
+        inv.console.json(JSONValue.object([("target", .string(target.target.description)), ("link", session.linkJSON())]))
         return .success
     }
     for line in linkText(session, target: target) { inv.console.out(line) }

@@ -58,19 +58,10 @@ let listenCommand = Command(CommandSpec(
             }
         ) { event in
             if json {
-                var fields: [(String, JSONValue)] = [
-                    ("time", .double(event.time)), ("handle", .int(Int(event.handle))),
-                    ("kind", .string(event.indication ? "indication" : "notification")),
-                    ("value", .string(ATTHex.string(event.value))), ("text", .string(printableText(event.value))),
-                    ("name", event.name.map { .string($0) } ?? .null),
-                ]
-                if event.droppedBefore > 0 { fields.append(("droppedBefore", .int(event.droppedBefore))) }
-                console.out(JSONValue.object(fields).compact)
+                console.out(event.json.compact)
             } else {
-                if event.droppedBefore > 0 {
-                    console.err("(\(event.droppedBefore) value\(event.droppedBefore == 1 ? "" : "s") dropped before this one: the output fell behind)")
-                }
-                console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(ATTHex.handle(event.handle))\(event.name.map { " \($0)" } ?? ""): \(valueText(event.value))")
+                if let note = event.droppedNote { console.err(note) }
+                console.out(event.line)
             }
         }
     }
@@ -80,3 +71,28 @@ let listenCommand = Command(CommandSpec(
     return .success
 }
 
+
+extension ListenEvent {
+    /// `{"time", "handle", "kind", "value", "text", "name"}` (and "droppedBefore" when values were dropped).
+    var json: JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("time", .double(time)), ("handle", .int(Int(handle))),
+            ("kind", .string(indication ? "indication" : "notification")),
+            ("value", .string(ATTHex.string(value))), ("text", .string(printableText(value))),
+            ("name", name.map { .string($0) } ?? .null),
+        ]
+        if droppedBefore > 0 { fields.append(("droppedBefore", .int(droppedBefore))) }
+        return .object(fields)
+    }
+
+    /// "12:00:01.123  notification 0x000C scanState: 09"
+    var line: String {
+        "\(clockTime(unixSeconds: time))  \(indication ? "indication " : "notification") \(ATTHex.handle(handle))\(name.map { " \($0)" } ?? ""): \(valueText(value))"
+    }
+
+    /// The line before a value that comes after drops (the output fell behind), if any.
+    var droppedNote: String? {
+        guard droppedBefore > 0 else { return nil }
+        return "(\(droppedBefore) value\(droppedBefore == 1 ? "" : "s") dropped before this one: the output fell behind)"
+    }
+}

@@ -26,13 +26,13 @@ let mtuCommand = Command(CommandSpec(
     // The budgets as ATTMTU computes them (MTU-3, MTU-5, MTU-1; Core Spec Vol 3 Part F §3.4).
     let write = ATTMTU.writeValueBudget(mtu), prepare = ATTMTU.prepareWritePartBudget(mtu), blob = ATTMTU.readBlobPartBudget(mtu)
     if inv.global.json {
-        inv.console.out(JSONValue.object([
+        inv.console.json(JSONValue.object([
             ("clientRxMTU", .int(exchange.clientRxMTU)),
             ("serverRxMTU", exchange.serverRxMTU.map { .int($0) } ?? .null),
             ("mtu", .int(mtu)),
             ("writeBudget", .int(write)), ("prepareWriteBudget", .int(prepare)), ("readBlobBudget", .int(blob)),
             ("link", session.linkJSON()),
-        ]).pretty)
+        ]))
     } else {
         let server = exchange.serverRxMTU.map(String.init) ?? "not given (the peer does not support Exchange MTU)"
         inv.console.out("client Rx MTU \(exchange.clientRxMTU), server Rx MTU \(server): MTU \(mtu)")

@@ -46,9 +46,9 @@ let readCommand = Command(CommandSpec(
                      ("text", .string(printableText(v.value))), ("length", .int(v.value.count))])
         }
         if case .handle = selector, let only = items.first {
-            inv.console.out(only.pretty)
+            inv.console.json(only)
         } else {
-            inv.console.out(JSONValue.object([("values", .array(items))]).pretty)
+            inv.console.json(JSONValue.object([("values", .array(items))]))
         }
     } else {
         for v in values { inv.console.out("\(ATTHex.handle(v.handle)): \(valueText(v.value))") }

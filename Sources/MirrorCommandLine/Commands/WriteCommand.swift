@@ -50,10 +50,10 @@ let writeCommand = Command(CommandSpec(
     let handle = try await session.resolve(reference, command: "write")
     try await session.write(handle: handle, value: value, mode: mode)
     if inv.global.json {
-        inv.console.out(JSONValue.object([
+        inv.console.json(JSONValue.object([
             ("handle", .int(Int(handle))), ("length", .int(value.count)), ("mode", .string(mode.rawValue)),
             ("mtu", .int(session.mtu)), ("confirmed", .bool(mode != .command)),
-        ]).pretty)
+        ]))
     } else {
         inv.console.out("wrote \(value.count) byte\(value.count == 1 ? "" : "s") to \(ATTHex.handle(handle)) (\(mode.describe))")
     }

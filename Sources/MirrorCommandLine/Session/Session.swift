@@ -65,9 +65,13 @@ final class Session: Sendable {
     let linkRequests: [LinkRequestReport]
     /// The database and user descriptions discovered on this connection, for names (CharacteristicNames.swift).
     let discoveredNames = Lock<DiscoveredNames?>(nil)
+    /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
+    let heldByShell: Bool
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
-                 timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport]) {
+                 timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
+                 heldByShell: Bool) {
+        self.heldByShell = heldByShell
         self.client = client
         self.link = link
         self.linkRequests = linkRequests
@@ -88,8 +92,14 @@ final class Session: Sendable {
     /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace, the link
     /// options) and exchanges the MTU (--mtu, default 517). Over LE the link's HCI events are watched from before
     /// the connect; what the link options came to is printed on stderr unless `announceLink` is false (`mirror
-    /// link` prints it itself) or --json is given (the JSON's `link` object carries it).
-    static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true) async throws -> Session {
+    /// link` prints it itself) or --json is given (the JSON's `link` object carries it). Inside `mirror shell` the
+    /// invocation carries the shell's open session, which is returned as it is (no second connection).
+    static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
+                     heldByShell: Bool = false) async throws -> Session {
+        if let attached = inv.attached {
+            inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
+            return attached
+        }
         let g = inv.global
         let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
         let security = g.security.map { level -> BTSecurityLevel in
@@ -132,7 +142,7 @@ final class Session: Sendable {
             link = LinkSession(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
             inv.notes.setLinkDrop { [link] in link?.dropReason() }
         }
-        let observed = ObservedTransport(bearer, trace: g.trace ? inv.console : nil)
+        let observed = ObservedTransport(bearer, console: inv.console, tracing: g.trace)
         var configuration = GATTClient.Configuration()
         let clientRxMTU = g.mtu ?? ATTMTU.maximum
         configuration.clientRxMTU = clientRxMTU
@@ -148,11 +158,11 @@ final class Session: Sendable {
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, snoop: snoop,
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
-                              linkRequests: requests)
+                              linkRequests: requests, heldByShell: heldByShell)
         do {
             _ = try await client.exchangeMTU()
         } catch {
-            session.close()
+            session.closeConnection()
             throw error
         }
         return session
@@ -344,8 +354,15 @@ final class Session: Sendable {
         }
     }
 
+    /// What a command does when it is done with its session: closes it, unless it is the shell's.
     func close() {
-        client.close(reason: "mirror is done")
+        guard !heldByShell else { return }
+        closeConnection()
+    }
+
+    /// Ends the connection (the GATT client, the link watch, the btsnoop file).
+    func closeConnection(reason: String = "mirror is done") {
+        client.close(reason: reason)
         link?.close()
         snoop?.close()
     }
