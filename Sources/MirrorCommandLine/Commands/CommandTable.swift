@@ -38,6 +38,7 @@ public let commandTable: [Command] = [
     benchCommand,
     scanCommand,
     wifiCommand,
+    shellCommand,
     doctorCommand,
     adaptersCommand,
 ]

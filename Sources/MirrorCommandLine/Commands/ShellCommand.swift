@@ -1,0 +1,458 @@
+// mirror shell TARGET: one connection, then commands on it, a line each: the one-shot commands (parsed by the one
+// parser, with the connection's TARGET as their first positional), background subscriptions, trace, connect.
+import ATTStack
+import GATTClient
+import JSON
+import LineEditor
+import LinuxBluetooth
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The one-shot commands a shell line may run on the shell's connection (each takes TARGET first).
+let shellPassThrough: [String] = ["gatt", "read", "write", "listen", "mtu", "link", "bench", "scan", "wifi"]
+
+/// The shell's own commands, parsed by `parseCommandLine` like the others.
+let shellOwnCommands: [CommandSpec] = [
+    CommandSpec(
+        name: "subscribe", summary: "subscribe in the background; each notification and indication printed as it comes",
+        positionals: [PositionalSpec("HANDLE|UUID|NAME", optional: true, variadic: true, help: "value handles, UUIDs or characteristic names")],
+        options: [.flag("--indicate", help: "prefer indications where a characteristic offers both")],
+        globals: [.json], examples: [("subscribe scanState scanError", "two characteristics by their profile names")]),
+    CommandSpec(
+        name: "unsubscribe", summary: "end background subscriptions (all of them when none is named)",
+        positionals: [PositionalSpec("HANDLE|UUID|NAME", optional: true, variadic: true, help: "subscriptions to end (default: all)")],
+        globals: [.json], examples: [("unsubscribe scanState", "stop the notifications of scanState")]),
+    CommandSpec(
+        name: "trace", summary: "print every ATT PDU on stderr, or stop",
+        positionals: [PositionalSpec("on|off", help: "on or off")], globals: [], examples: [("trace on", "decode every PDU")]),
+    CommandSpec(name: "disconnect", summary: "close the connection (the shell goes on)", globals: [],
+                examples: [("disconnect", "close it; connect opens it again")]),
+    CommandSpec(
+        name: "connect", summary: "connect again, to the last TARGET or another one",
+        positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (default: the last one)")],
+        globals: [], examples: [("connect", "the same target again"), ("connect unix:/tmp/other.sock", "another one")]),
+    CommandSpec(name: "quit", summary: "close the connection and leave (Ctrl-D does the same)", globals: [], examples: [("quit", "")]),
+]
+
+let shellCommand = Command(CommandSpec(
+    name: "shell",
+    summary: "one connection, then commands on it: read, write, subscribe in the background, listen, gatt...",
+    discussion: """
+        Connects once (the global options apply to the connection), prints the MTU and the link, then reads \
+        commands a line at a time and runs them on that connection: gatt, read, write (every mode), listen \
+        (until Ctrl-C or --count), mtu, link, bench, scan, wifi take the arguments and options of the one-shot \
+        command without its TARGET, and their errors are the same; subscribe / unsubscribe keep subscriptions \
+        in the background, each notification printed as it comes with a timestamp and its name; trace on|off; \
+        disconnect; connect [TARGET]; help [COMMAND]; quit (or Ctrl-D). Words split as a shell splits them: \
+        '...' and "..." quote, # begins a comment.
+
+        At a terminal the line is edited with libedit, the history kept under $XDG_STATE_HOME/mirror/history, \
+        Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
+        A lost connection is printed at once with its reason, and the prompt says disconnected until connect.
+
+        When standard input is not a terminal (script mode) each command is echoed ("> read 0x0003") before \
+        its result, and the shell stops at the first command that fails with that command's exit status; \
+        --keep-going runs every command and exits with the first failure's status. --json makes every result, \
+        error and notification one JSON object per line, the echo {"command": "..."} too.
+        """,
+    positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
+    options: [.flag("--keep-going", help: "script mode: run every command, exit with the first failure's status")],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror shell unix:/tmp/mirror-sim.sock", "an interactive session on the simulator"),
+        ("printf 'read 0x0003\\nsubscribe scanState\\nwrite scannerAction 36\\n' | mirror shell unix:/tmp/mirror-sim.sock", "a script"),
+        ("mirror shell 00:AA:01:01:00:01 --json < commands.txt", "a script with one JSON object per line"),
+    ]
+)) { inv in
+    let target = inv.arguments.positionals[0]
+    _ = try inv.target()
+    let shell = try Shell(inv, target: target, keepGoing: inv.arguments.has("--keep-going"))
+    return await shell.run()
+}
+
+/// One `mirror shell`: its connection, its subscriptions, the line editor, and where lines go.
+final class Shell: Sendable {
+    struct Subscription: Sendable {
+        var characteristic: GATTCharacteristic
+        var label: String?
+        var task: Task<Void, Never>
+    }
+
+    struct State: Sendable {
+        var session: Session?
+        /// The TARGET of the last connection, as typed.
+        var target: String
+        var subscriptions: [UInt16: Subscription] = [:]
+        /// `trace on|off`, kept for the next connection too.
+        var trace: Bool
+    }
+
+    let base: Invocation
+    let console: Console
+    let keepGoing: Bool
+    let editor: LineEditor
+    /// Guards the connection, its subscriptions, the target and the trace switch.
+    let state: Lock<State>
+
+    init(_ inv: Invocation, target: String, keepGoing: Bool) throws {
+        base = inv
+        self.keepGoing = keepGoing
+        console = Console(outFD: inv.console.outFD, errFD: inv.console.errFD, jsonLines: true)
+        let state = Lock(State(target: target, trace: inv.global.trace))
+        self.state = state
+        editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
+            Shell.complete(completion, state: state)
+        }
+    }
+
+    static func prompt(connectedTo target: String?) -> String {
+        target.map { "mirror \($0)> " } ?? "mirror (disconnected)> "
+    }
+
+    /// Connects, then runs lines until the end of the input, Ctrl-D or quit; the exit status (script mode: the
+    /// first failure's).
+    func run() async -> ExitStatus {
+        defer { finish() }
+        let first = await runReported("connect") { try await self.connect(self.state.withLock { $0.target }) }
+        if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
+        var firstFailure: Int32?
+        while true {
+            let event = await onOwnThread { [editor] in Result { () throws(LineEditorError) in try editor.readEvent() } }
+            let line: String
+            switch event {
+            case .failure(let error):
+                console.err("mirror: \(error)")
+                return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .failure
+            case .success(.end): return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .success
+            case .success(.interrupt): continue
+            case .success(.line(let text)): line = text
+            }
+            let (status, quit) = await runLine(line)
+            if status != 0, !editor.isTerminal {
+                if firstFailure == nil { firstFailure = status }
+                if !keepGoing { break }
+            }
+            if quit { break }
+        }
+        return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .success
+    }
+
+    /// Ends the subscriptions and the connection, and gives the terminal back.
+    private func finish() {
+        disconnect(reason: "the shell ended")
+        editor.close()
+    }
+
+    /// Runs one line; its status and whether it asked to quit.
+    func runLine(_ line: String) async -> (Int32, Bool) {
+        let words: [String]
+        do {
+            words = try splitShellWords(line)
+        } catch {
+            return (MirrorMain.report(ErrorReport(error), json: base.global.json, console: console), false)
+        }
+        guard let name = words.first else { return (0, false) }
+        if !editor.isTerminal {
+            if base.global.json { console.out(JSONValue.object([("command", .string(line))]).compact) } else { console.out("> \(line)") }
+        }
+        if name == "quit" || name == "exit" { return (0, true) }
+        var arguments = words
+        let (session, target) = state.withLock { ($0.session, $0.target) }
+        let passThrough = shellPassThrough.contains(name)
+        if passThrough, !words.contains("--help"), !words.contains("-h") {
+            guard session != nil else {
+                return (report(CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")), false)
+            }
+            arguments.insert(target, at: 1)
+        }
+        let specs = commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
+        let parsed: ParsedCommandLine
+        do {
+            parsed = try parseCommandLine(arguments, commands: specs)
+        } catch {
+            return (report(error), false)
+        }
+        switch parsed {
+        case .toolHelp:
+            console.outRaw(Shell.help(specs))
+            return (0, false)
+        case .version:
+            console.out(MirrorMain.version)
+            return (0, false)
+        case .commandHelp(let spec):
+            console.outRaw(commandHelp(spec))
+            return (0, false)
+        case .run(let spec, let args, let lineGlobal):
+            var others = lineGlobal
+            others.json = false
+            if others != GlobalOptions() {
+                return (report(UsageError("the connection's options (--adapter, --mtu, --timeout, --trace, ...) are given to mirror shell, not to one command; this line gave one",
+                                          command: spec.name)), false)
+            }
+            var global = base.global
+            global.json = base.global.json || lineGlobal.json
+            global.trace = state.withLock { $0.trace }
+            var invocation = Invocation(arguments: args, global: global, console: base.global.json ? console : base.console)
+            if let command = commandTable.first(where: { $0.spec.name == spec.name }), passThrough {
+                invocation.attached = session
+                let run = invocation
+                let status = (try? await Interrupts.whileInterruptible { await MirrorMain.execute(command, run) }) ?? ExitStatus.failure.rawValue
+                return (status, false)
+            }
+            let json = global.json
+            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, json: json) }
+            return (status, spec.name == "quit")
+        }
+    }
+
+    /// Reports an error as a one-shot command would; its exit status.
+    private func report(_ error: any Error) -> Int32 {
+        MirrorMain.report(ErrorReport(error), json: base.global.json, console: console)
+    }
+
+    /// Runs one of the shell's own commands (Ctrl-C cancels it); 0 or the reported error's status.
+    private func runReported(_ name: String, json: Bool? = nil, _ body: @escaping @Sendable () async throws -> Void) async -> Int32 {
+        do {
+            try await Interrupts.whileInterruptible { try await body() }
+            return 0
+        } catch {
+            return MirrorMain.report(ErrorReport(error), json: json ?? base.global.json, console: console)
+        }
+    }
+
+    /// subscribe, unsubscribe, trace, disconnect, connect.
+    private func own(_ name: String, _ args: ParsedArguments, json: Bool) async throws {
+        func session() throws -> Session {
+            guard let s = state.withLock({ $0.session }) else {
+                throw CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")
+            }
+            return s
+        }
+        func references() throws(UsageError) -> [CharacteristicReference] {
+            var refs: [CharacteristicReference] = []
+            for token in args.positionals {
+                do { refs.append(try parseCharacteristicReference(token)) } catch {
+                    var e = error
+                    e.command = name
+                    throw e
+                }
+            }
+            return refs
+        }
+        switch name {
+        case "subscribe":
+            let refs = try references()
+            guard !refs.isEmpty else { throw UsageError("missing HANDLE|UUID|NAME (the characteristic to subscribe to)", command: name) }
+            let s = try session()
+            for ref in refs { try await subscribe(ref, session: s, preferIndications: args.has("--indicate"), json: json) }
+        case "unsubscribe":
+            let refs = try references()
+            let s = try session()
+            var handles: [UInt16] = []
+            if refs.isEmpty {
+                handles = state.withLock { $0.subscriptions.keys.sorted() }
+            } else {
+                for ref in refs { handles.append(try await s.characteristic(ref, command: name).characteristic.valueHandle) }
+            }
+            for h in handles {
+                guard let sub = state.withLock({ $0.subscriptions[h] }) else {
+                    throw UsageError("\(ATTHex.handle(h)) is not subscribed in this shell", token: ATTHex.handle(h), command: name)
+                }
+                try await s.client.unsubscribe(from: sub.characteristic)
+                _ = state.withLock { $0.subscriptions.removeValue(forKey: h) }
+                if json {
+                    console.out(JSONValue.object([("unsubscribed", .int(Int(h))), ("name", sub.label.map { .string($0) } ?? .null)]).compact)
+                } else {
+                    console.out("unsubscribed from \(ATTHex.handle(h))\(sub.label.map { " \($0)" } ?? "")")
+                }
+            }
+        case "trace":
+            let word = args.positionals[0]
+            guard word == "on" || word == "off" else {
+                throw UsageError("invalid trace switch \"\(word)\": expected on or off", token: word, command: name)
+            }
+            let s = state.withLock { st in
+                st.trace = word == "on"
+                return st.session
+            }
+            s?.transport.setTracing(word == "on")
+        case "disconnect":
+            let target = try session().transport.label
+            disconnect(reason: "disconnect asked in the shell")
+            if json { console.out(JSONValue.object([("disconnected", .string(target))]).compact) } else { console.out("disconnected from \(target)") }
+        case "connect":
+            disconnect(reason: "connect asked in the shell")
+            try await connect(args.positionals.first ?? state.withLock { $0.target })
+        default:
+            break
+        }
+    }
+
+    /// Opens the connection to `token` with the shell's options, and watches it for a loss.
+    private func connect(_ token: String) async throws {
+        var global = base.global
+        global.trace = state.withLock { $0.trace }
+        let target: TargetArgument
+        do { target = try parseTarget(token, global: global) } catch {
+            var e = error
+            e.command = "connect"
+            throw e
+        }
+        let inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
+        let session = try await Session.open(target, inv, heldByShell: true)
+        state.withLock { s in
+            s.session = session
+            s.target = token
+        }
+        session.transport.whenClosed { [weak self, weak session] reason in
+            guard let self, let session else { return }
+            self.lost(session, reason: reason)
+        }
+        editor.setPrompt(Shell.prompt(connectedTo: token))
+        if base.global.json {
+            console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
+                                          ("link", session.linkJSON())]).compact)
+        } else {
+            console.out("connected to \(session.client.label): MTU \(session.mtu)")
+            for line in linkText(session, target: target) { console.out(line) }
+        }
+    }
+
+    /// The connection ended without being asked to: said at once with its reason; the prompt says disconnected.
+    private func lost(_ session: Session, reason: TransportError) {
+        if case .closedLocally = reason { return }
+        let mine = state.withLock { s in
+            guard s.session === session else { return false }
+            s.session = nil
+            s.subscriptions = [:]
+            return true
+        }
+        guard mine else { return }
+        editor.setPrompt(Shell.prompt(connectedTo: nil))
+        let json = base.global.json
+        let console = self.console
+        // The link's Disconnection Complete may come a moment after the socket's end (a bounded wait).
+        Task.detached { [editor] in
+            let drop = session.link?.dropReason()
+            let text = "connection lost: \(reason)" + (drop.map { " (\($0.text))" } ?? "")
+            let line = json ? JSONValue.object([("lost", .string(text))]).compact : "mirror: \(text)"
+            if editor.isTerminal { editor.printAbove(line) } else if json { console.out(line) } else { console.err(line) }
+        }
+    }
+
+    /// Ends the subscriptions and closes the connection, if there is one.
+    private func disconnect(reason: String) {
+        let (session, subs) = state.withLock { s in
+            let taken = (s.session, Array(s.subscriptions.values))
+            s.session = nil
+            s.subscriptions = [:]
+            return taken
+        }
+        for sub in subs { sub.task.cancel() }
+        session?.closeConnection(reason: reason)
+        editor.setPrompt(Shell.prompt(connectedTo: nil))
+    }
+
+    /// One background subscription: the CCCD written, then a task that prints each value as it comes.
+    private func subscribe(_ ref: CharacteristicReference, session: Session, preferIndications: Bool, json: Bool) async throws {
+        let entry = try await session.characteristic(ref, command: "subscribe")
+        let c = entry.characteristic
+        if state.withLock({ $0.subscriptions[c.valueHandle] != nil }) {
+            console.err("already subscribed to \(ATTHex.handle(c.valueHandle))\(entry.label.map { " \($0)" } ?? "")")
+            return
+        }
+        let (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
+        let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
+        let label = entry.label
+        let task = Task { [weak self] in
+            do {
+                for try await n in stream {
+                    let event = ListenEvent(time: unixNow(), handle: n.handle, name: label, indication: n.kind == .indication,
+                                            value: n.value, droppedBefore: n.droppedBefore)
+                    self?.show(event)
+                }
+            } catch {
+                // The stream ends with the connection, which `lost` reports.
+            }
+        }
+        state.withLock { $0.subscriptions[c.valueHandle] = Subscription(characteristic: c, label: label, task: task) }
+        if json {
+            console.out(JSONValue.object([
+                ("subscribed", .int(Int(c.valueHandle))), ("name", label.map { .string($0) } ?? .null), ("mode", .string(mode)),
+                ("value", value.map { .string(ATTHex.string($0)) } ?? .null),
+            ]).compact)
+        } else {
+            var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(label.map { " \($0)" } ?? "") (\(mode))"
+            if let value { line += ", current value: " + valueText(value) }
+            console.out(line)
+        }
+    }
+
+    /// A notification or indication: above the line being typed at a terminal, else a line on stdout.
+    private func show(_ event: ListenEvent) {
+        let line = base.global.json ? event.json.compact : event.line
+        if editor.isTerminal {
+            if let note = event.droppedNote, !base.global.json { editor.printAbove(note) }
+            editor.printAbove(line)
+        } else {
+            if let note = event.droppedNote, !base.global.json { console.err(note) }
+            console.out(line)
+        }
+    }
+
+    /// `help` in the shell: the commands a line may give.
+    static func help(_ specs: [CommandSpec]) -> String {
+        let width = (specs.map(\.name.count).max() ?? 0) + 2
+        var s = "Commands (help COMMAND for one; the one-shot commands take their options without TARGET):\n\n"
+        for spec in specs { s += "  " + spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + spec.summary + "\n" }
+        s += "  " + "help".padding(toLength: width, withPad: " ", startingAt: 0) + "this list, or one command's help\n"
+        return s
+    }
+
+    /// Tab's candidates: command names first, then the command's options, else handles, UUIDs and names known.
+    static func complete(_ c: Completion, state: Lock<State>) -> [String] {
+        let before = c.before.split(separator: " ").map(String.init)
+        let specs = commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
+        guard let command = before.first else { return specs.map(\.name) + ["help"] }
+        if command == "help" { return specs.map(\.name) }
+        if c.word.hasPrefix("-") {
+            guard let spec = specs.first(where: { $0.name == command }) else { return [] }
+            return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { $0 == "--json" } + ["--help"]
+        }
+        if command == "trace" { return ["on", "off"] }
+        guard let session = state.withLock({ $0.session }), let known = session.discoveredNames.withLock({ $0 }) else { return [] }
+        var words: [String] = []
+        for c in known.services.flatMap(\.characteristics) {
+            words.append(ATTHex.handle(c.valueHandle))
+            words.append(c.uuid.description)
+            if let name = session.profile.characteristicName(c.uuid) { words.append(name) }
+            if let d = known.descriptions[c.valueHandle] { words.append(d) }
+        }
+        return words
+    }
+}
+
+/// A closure handed to a new thread.
+private final class ThreadJob: Sendable {
+    let run: @Sendable () -> Void
+    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
+
+/// Runs a blocking call (the prompt's read) on a thread of its own, so that it holds no thread of Swift's pool.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+        let job = Unmanaged.passRetained(ThreadJob { continuation.resume(returning: body()) })
+        var thread = pthread_t()
+        let started = pthread_create(&thread, nil, { raw in
+            Unmanaged<ThreadJob>.fromOpaque(raw!).takeRetainedValue().run()
+            return nil
+        }, job.toOpaque())
+        if started == 0 {
+            pthread_detach(thread)
+        } else {
+            job.takeRetainedValue().run()
+        }
+    }
+}
