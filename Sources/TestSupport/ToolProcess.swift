@@ -31,8 +31,9 @@ public enum ToolProcess {
     /// The built executable `name` ("mirror").
     public static func url(_ name: String) -> URL { productsDirectory.appendingPathComponent(name) }
 
-    /// Runs `tool` with `arguments` and no input; throws `ToolTimeout` if it does not end within `timeout` seconds.
-    public static func run(_ tool: String, _ arguments: [String], timeout: Double = 60) throws -> ToolRun {
+    /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null); throws `ToolTimeout` if it does not
+    /// end within `timeout` seconds.
+    public static func run(_ tool: String, _ arguments: [String], input: String? = nil, timeout: Double = 60) throws -> ToolRun {
         let process = Process()
         process.executableURL = url(tool)
         process.arguments = arguments
@@ -40,10 +41,18 @@ public enum ToolProcess {
         let err = Pipe()
         process.standardOutput = out
         process.standardError = err
-        process.standardInput = FileHandle.nullDevice
+        let inPipe = input.map { _ in Pipe() }
+        process.standardInput = inPipe ?? FileHandle.nullDevice
         let done = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in done.signal() }
         try process.run()
+        if let inPipe, let input {
+            // Written from another thread, so that a tool that stops reading early cannot block the test.
+            DispatchQueue.global().async {
+                try? inPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8))
+                try? inPipe.fileHandleForWriting.close()
+            }
+        }
         // Drain both pipes while it runs, so a large output cannot block it.
         nonisolated(unsafe) var outData = Data()
         nonisolated(unsafe) var errData = Data()

@@ -33,4 +33,9 @@ enum MirrorProcess {
     static func run(_ arguments: [String], timeout: Double = 60) throws -> MirrorRun {
         try ToolProcess.run("mirror", arguments, timeout: timeout)
     }
+
+    /// Runs `mirror` with `input` on its standard input (a pipe: `mirror shell`'s script mode).
+    static func run(_ arguments: [String], input: String, timeout: Double = 60) throws -> MirrorRun {
+        try ToolProcess.run("mirror", arguments, input: input, timeout: timeout)
+    }
 }

@@ -1,0 +1,219 @@
+// `mirror shell`: script mode over a pipe against the scripted peer (one connection for every command) and the
+// simulator (a write that triggers a notification), --json lines, the stop at the first failure and --keep-going;
+// one session in a real pseudo-terminal (Tests/LineEditorTests/pty-drive.py); the word splitter.
+import Foundation
+import JSON
+import MirrorCommandLine
+import TestSupport
+import XCTest
+
+final class ShellTests: XCTestCase {
+    var peer: GATTPeer!
+
+    override func setUpWithError() throws { peer = try GATTPeer() }
+    override func tearDown() { peer.close() }
+
+    func testScriptModeRunsEveryCommandOnOneConnectionAndEchoesEach() throws {
+        let script = """
+            # a comment, then a blank line
+
+            read \(peer.hexHandle("deviceName"))
+            write \(peer.hexHandle("deviceName")) 414243
+            read 2a00
+            write \(peer.hexHandle("sink")) 0102 --no-response
+            write \(peer.hexHandle("long")) 00112233 --long
+            mtu
+            gatt
+            link
+            """
+        let run = try MirrorProcess.run(["shell", peer.target], input: script + "\n")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(peer.counters.connections, 1, "every command on the shell's one connection")
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        XCTAssertEqual(lines.first, "connected to \(peer.target): MTU 247")
+        let echoes = lines.filter { $0.hasPrefix("> ") }
+        XCTAssertEqual(echoes, ["> read \(peer.hexHandle("deviceName"))", "> write \(peer.hexHandle("deviceName")) 414243",
+                                "> read 2a00", "> write \(peer.hexHandle("sink")) 0102 --no-response",
+                                "> write \(peer.hexHandle("long")) 00112233 --long",
+                                "> mtu", "> gatt", "> link"], "comments and blank lines are skipped, each command echoed")
+        // Each result right after its echo.
+        let read = try XCTUnwrap(lines.firstIndex(of: "> read \(peer.hexHandle("deviceName"))"))
+        XCTAssertTrue(lines[read + 1].hasPrefix("\(peer.hexHandle("deviceName")): "), lines[read + 1])
+        XCTAssertTrue(lines[read + 1].contains("\"Scripted Peer\""), lines[read + 1])
+        let byUUID = try XCTUnwrap(lines.firstIndex(of: "> read 2a00"))
+        XCTAssertTrue(lines[byUUID + 1].hasPrefix("\(peer.hexHandle("deviceName")): ") && lines[byUUID + 1].contains("\"ABC\""), lines[byUUID + 1])
+        XCTAssertTrue(run.stdout.contains("(Write Command, not confirmed)"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("(long write: Prepare Write + Execute Write, confirmed)"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("client Rx MTU 517, server Rx MTU 247: MTU 247"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("link to \(peer.target): none (a unix socket has no radio link)"), run.stdout)
+        XCTAssertEqual(peer.value("deviceName"), [0x41, 0x42, 0x43])
+        XCTAssertEqual(Array(peer.value("long").prefix(4)), [0x00, 0x11, 0x22, 0x33])
+    }
+
+    func testScriptModeStopsAtTheFirstFailureWithItsStatus() throws {
+        let device = peer.hexHandle("deviceName"), secret = peer.hexHandle("secret")
+        let script = "read \(device)\nread \(secret)\nread \(device)\n"
+        let run = try MirrorProcess.run(["shell", peer.target], input: script)
+        XCTAssertEqual(run.status, 3, "the failing read's status (the peer's ATT error)")
+        XCTAssertTrue(run.stdout.contains("> read \(secret)"), run.stdout)
+        XCTAssertEqual(run.stdout.components(separatedBy: "> read \(device)").count - 1, 1, "nothing runs after the failure")
+        XCTAssertTrue(run.stderr.contains("mirror: ATT error 0x05 Insufficient Authentication"), run.stderr)
+
+        let usage = try MirrorProcess.run(["shell", peer.target], input: "read \(device)\nreed 0x0003\nread \(device)\n")
+        XCTAssertEqual(usage.status, 2, "an unknown command is bad usage, as one-shot")
+        XCTAssertTrue(usage.stderr.contains("mirror: unknown command \"reed\" (did you mean read?)"), usage.stderr)
+        XCTAssertEqual(usage.stdout.components(separatedBy: "> read \(device)").count - 1, 1)
+
+        let missing = try MirrorProcess.run(["shell", peer.target], input: "write 0x0003\n")
+        XCTAssertEqual(missing.status, 2)
+        XCTAssertTrue(missing.stderr.contains("mirror: missing HEX (the value in hex (0102ff, 01:02:ff))"),
+                      "the one-shot command's own error: \(missing.stderr)")
+    }
+
+    func testKeepGoingRunsOnAndExitsWithTheFirstFailure() throws {
+        let device = peer.hexHandle("deviceName"), secret = peer.hexHandle("secret")
+        let script = "read \(secret)\nread 0x9999\nread \(device)\n"
+        let run = try MirrorProcess.run(["shell", peer.target, "--keep-going"], input: script)
+        XCTAssertEqual(run.status, 3, "the first failure's status")
+        XCTAssertTrue(run.stdout.contains("> read \(device)\n\(device): "), run.stdout)
+        XCTAssertTrue(run.stderr.contains("Invalid Handle"), run.stderr)
+        XCTAssertEqual(peer.counters.connections, 1)
+
+        let usageFirst = try MirrorProcess.run(["shell", peer.target, "--keep-going"], input: "bogus\nread \(secret)\n")
+        XCTAssertEqual(usageFirst.status, 2)
+    }
+
+    func testJSONModeIsOneObjectPerLine() throws {
+        let script = "read \(peer.hexHandle("deviceName"))\nwrite \(peer.hexHandle("sink")) 41\nread 0x9999\n"
+        let run = try MirrorProcess.run(["shell", peer.target, "--json", "--keep-going"], input: script)
+        XCTAssertEqual(run.status, 3)
+        let lines = try run.jsonLines()
+        XCTAssertEqual(lines.count, 7, run.stdout)
+        XCTAssertEqual(lines[0]["connected"], .string(peer.target))
+        XCTAssertEqual(lines[0]["mtu"], 247)
+        XCTAssertEqual(lines[1], .object([("command", .string("read \(peer.hexHandle("deviceName"))"))]))
+        XCTAssertEqual(lines[2]["handle"], .int(Int(peer.handle("deviceName"))))
+        XCTAssertEqual(lines[2]["text"], "Scripted Peer")
+        XCTAssertEqual(lines[3], .object([("command", .string("write \(peer.hexHandle("sink")) 41"))]))
+        XCTAssertEqual(lines[4]["mode"], "request")
+        XCTAssertEqual(lines[5], .object([("command", .string("read 0x9999"))]))
+        XCTAssertEqual(lines[6]["error"]?["exitStatus"], 3)
+    }
+
+    func testALineMayNotChangeTheConnectionsOptions() throws {
+        let run = try MirrorProcess.run(["shell", peer.target], input: "read 0x0003 --mtu 23\n")
+        XCTAssertEqual(run.status, 2)
+        XCTAssertTrue(run.stderr.contains("the connection's options"), run.stderr)
+    }
+
+    func testDisconnectAndConnectInAScript() throws {
+        let device = peer.hexHandle("deviceName")
+        let script = "disconnect\nread \(device)\n"
+        let run = try MirrorProcess.run(["shell", peer.target, "--keep-going"], input: script + "connect\nread \(device)\n")
+        XCTAssertEqual(run.status, 6, "a command while disconnected fails as a lost connection does")
+        XCTAssertTrue(run.stdout.contains("disconnected from \(peer.target)"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("not connected"), run.stderr)
+        XCTAssertTrue(run.stdout.hasSuffix("> read \(device)\n\(device): 53 63 72 69 70 74 65 64 20 50 65 65 72  \"Scripted Peer\"  (13 bytes)\n"), run.stdout)
+        XCTAssertEqual(peer.counters.connections, 2)
+    }
+
+    func testAFailedConnectEndsTheShellWithItsStatus() throws {
+        let run = try MirrorProcess.run(["shell", "unix:/nonexistent/mirror-shell.sock"], input: "read 0x0003\n")
+        XCTAssertEqual(run.status, 6, run.stderr)
+        XCTAssertFalse(run.stdout.contains("> read"), "no command runs without the connection")
+    }
+
+    func testSubscribeInScriptModePrintsTheNotificationAWriteTriggers() throws {
+        // Latched at ERROR: cancelScan (0x36 to scannerAction) resets scanState, which the simulator notifies.
+        let sim = try SimulatorProcess(["--latched-error"])
+        defer { sim.stop() }
+        let script = "subscribe scanState\nwrite scannerAction 36\nread scanState\nunsubscribe scanState\n"
+        let run = try MirrorProcess.run(["shell", sim.target], input: script)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("subscribed to 0x000C ") && $0.contains(" scanState (notifications), current value: 09") }, run.stdout)
+        let notification = try XCTUnwrap(lines.first { $0.contains("notification 0x000C scanState: 00") }, run.stdout)
+        // "HH:MM:SS.mmm  notification ...": a timestamp first.
+        XCTAssertNotNil(notification.range(of: #"^\d\d:\d\d:\d\d\.\d{3}  notification"#, options: .regularExpression), notification)
+        XCTAssertTrue(lines.contains("unsubscribed from 0x000C scanState"), run.stdout)
+
+        let json = try MirrorProcess.run(["shell", sim.target, "--json"], input: "subscribe scanState\nwrite scannerAction 36\n")
+        XCTAssertEqual(json.status, 0, json.stderr)
+        let objects = try json.jsonLines()
+        XCTAssertTrue(objects.contains { $0["subscribed"] == 12 && $0["name"] == "scanState" }, json.stdout)
+    }
+
+    func testSeveralSubscriptionsAtOnce() throws {
+        // The peer notifies each subscription three times; two subscriptions stay up together.
+        let script = "subscribe \(peer.hexHandle("counter")) \(peer.hexHandle("battery"))\nread 0x0003\nunsubscribe\n"
+        let run = try MirrorProcess.run(["shell", peer.target], input: script)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("subscribed to \(peer.hexHandle("counter"))"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("subscribed to \(peer.hexHandle("battery"))"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("notification \(peer.hexHandle("counter"))"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("unsubscribed from \(peer.hexHandle("counter"))"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("unsubscribed from \(peer.hexHandle("battery"))"), run.stdout)
+        let bad = try MirrorProcess.run(["shell", peer.target], input: "subscribe nosuchname\n")
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.stderr.contains("is named \"nosuchname\""), bad.stderr)
+    }
+
+    func testTheWordSplitter() throws {
+        XCTAssertEqual(try splitShellWords("  read   0x0003 "), ["read", "0x0003"])
+        XCTAssertEqual(try splitShellWords("write name 'a b' \"c \\\"d\\\" e\" f\\ g"), ["write", "name", "a b", "c \"d\" e", "f g"])
+        XCTAssertEqual(try splitShellWords("write x '' # a comment"), ["write", "x", ""])
+        XCTAssertEqual(try splitShellWords("# only a comment"), [])
+        XCTAssertEqual(try splitShellWords("a#b"), ["a#b"], "# inside a word is not a comment")
+        XCTAssertThrowsError(try splitShellWords("write 'open")) { error in
+            XCTAssertEqual((error as? UsageError)?.message, "unterminated ' quote in \"write 'open\"")
+        }
+        XCTAssertThrowsError(try splitShellWords("write \"open"))
+        XCTAssertThrowsError(try splitShellWords("write x\\"))
+    }
+
+    // MARK: a real terminal
+
+    func testATerminalSessionReadsCancelsAListenAndQuits() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(sim.target)> "
+        let steps: [JSONValue] = [
+            .array([.string("expect"), .string(prompt), .double(10)]),
+            .array([.string("send"), .string("read 0x0003\r")]),
+            .array([.string("expect"), .string("0x0003: 6d 69 72 72 6f 72 2d 73 69 6d  \"mirror-sim\""), .double(10)]),
+            .array([.string("expect"), .string(prompt), .double(5)]),
+            .array([.string("send"), .string("listen scanState\r")]),
+            .array([.string("expect"), .string("subscribed to 0x000C"), .double(10)]),
+            .array([.string("send"), .string("\u{3}")]),
+            .array([.string("expect"), .string("received 0 notifications"), .double(10)]),
+            .array([.string("expect"), .string(prompt), .double(5)]),
+            .array([.string("send"), .string("read scanState\r")]),
+            .array([.string("expect"), .string("0x000C: 00"), .double(10)]),
+            .array([.string("send"), .string("quit\r")]),
+            .array([.string("exit"), .double(10)]),
+        ]
+        let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../LineEditorTests/pty-drive.py").standardizedFileURL.path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", sim.target]
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home
+        environment["XDG_STATE_HOME"] = home + "/state"
+        environment["TERM"] = "xterm"
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let json = try parseJSON(String(decoding: data, as: UTF8.self))
+        XCTAssertEqual(json["ok"], .bool(true), "step \(json["failed"]?.integer ?? -1) waited for \(json["waited"]?.string ?? "?"): \(json["transcript"]?.string ?? "")")
+        XCTAssertEqual(json["status"]?.integer, 0)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/state/mirror/history"), "the history is kept under XDG_STATE_HOME")
+    }
+}
