@@ -57,16 +57,30 @@ public enum Interrupts {
     /// Runs `body` in a task that the first SIGINT or SIGTERM cancels (a second one exits at once). Nests: inside
     /// `mirror shell` a command's own interruptible part (listen) cancels first, and the shell's handler is back after.
     public static func whileInterruptible<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        let task = Task { try await body() }
+        // The handler is in place before the task starts, so a signal that comes while it starts still cancels it.
+        let running = Lock<(task: Task<T, any Error>?, cancelled: Bool)>((nil, false))
         let outer = handler.withLock { h in
             let previous = h
-            h = { task.cancel() }
+            h = {
+                let task = running.withLock { r in
+                    r.cancelled = true
+                    return r.task
+                }
+                task?.cancel()
+            }
             return previous
         }
         mode.store(1, ordering: .sequentiallyConsistent)
         defer {
             handler.withLock { $0 = outer }
             mode.store(outer == nil ? 0 : 1, ordering: .sequentiallyConsistent)
+        }
+        let task = Task { try await body() }
+        if running.withLock({ r in
+            r.task = task
+            return r.cancelled
+        }) {
+            task.cancel()
         }
         return try await task.value
     }
