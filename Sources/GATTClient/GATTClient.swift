@@ -91,6 +91,11 @@ public final class GATTClient: Sendable {
     /// before and besides any subscription. One consumer. Ends with `GATTError.disconnected` when the bearer closes.
     public var notifications: GATTNotificationStream { engine.catchAllStream }
 
+    /// A catch-all stream of its own: every notification and indication from now on, in arrival order, until its
+    /// consumer ends it (a cancelled iteration) or the bearer closes. For a consumer that comes and goes (`mirror
+    /// shell`'s listen), where `notifications`, once ended by its consumer, stays ended.
+    public func notificationStream() throws(GATTError) -> GATTNotificationStream { try engine.addWatcher() }
+
     /// Gives a handle a name for error messages and logs ("cloudToken"); nil removes it.
     public func setName(_ name: String?, for handle: UInt16) { engine.setName(name, for: handle) }
 

@@ -174,24 +174,26 @@ final class ShellTests: XCTestCase {
     // MARK: a real terminal
 
     func testATerminalSessionReadsCancelsAListenAndQuits() throws {
-        let sim = try SimulatorProcess()
-        defer { sim.stop() }
         let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: home) }
-        let prompt = "mirror \(sim.target)> "
+        let prompt = "mirror \(peer.target)> "
+        let counter = peer.hexHandle("counter")
+        // The peer notifies three values ("tick 1" to "tick 3") on each CCCD write: each listen sees its own three.
+        let listen: [JSONValue] = [
+            .array([.string("send"), .string("listen \(counter)\r")]),
+            .array([.string("expect"), .string("subscribed to \(counter)"), .double(10)]),
+            .array([.string("expect"), .string("notification \(counter): 03 74 69 63 6b 20 33  \".tick 3\""), .double(10)]),
+            .array([.string("send"), .string("\u{3}")]),
+            .array([.string("expect"), .string("received 3 notifications"), .double(10)]),
+            .array([.string("expect"), .string(prompt), .double(5)]),
+        ]
         let steps: [JSONValue] = [
             .array([.string("expect"), .string(prompt), .double(10)]),
             .array([.string("send"), .string("read 0x0003\r")]),
-            .array([.string("expect"), .string("0x0003: 6d 69 72 72 6f 72 2d 73 69 6d  \"mirror-sim\""), .double(10)]),
+            .array([.string("expect"), .string("0x0003: 53 63 72 69 70 74 65 64 20 50 65 65 72  \"Scripted Peer\""), .double(10)]),
             .array([.string("expect"), .string(prompt), .double(5)]),
-            .array([.string("send"), .string("listen scanState\r")]),
-            .array([.string("expect"), .string("subscribed to 0x000C"), .double(10)]),
-            .array([.string("send"), .string("\u{3}")]),
-            .array([.string("expect"), .string("received 0 notifications"), .double(10)]),
-            .array([.string("expect"), .string(prompt), .double(5)]),
-            .array([.string("send"), .string("read scanState\r")]),
-            .array([.string("expect"), .string("0x000C: 00"), .double(10)]),
+        ] + listen + listen + [
             .array([.string("send"), .string("quit\r")]),
             .array([.string("exit"), .double(10)]),
         ]
@@ -199,7 +201,7 @@ final class ShellTests: XCTestCase {
             .appendingPathComponent("../LineEditorTests/pty-drive.py").standardizedFileURL.path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", sim.target]
+        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", peer.target]
         var environment = ProcessInfo.processInfo.environment
         environment["HOME"] = home
         environment["XDG_STATE_HOME"] = home + "/state"
@@ -215,5 +217,6 @@ final class ShellTests: XCTestCase {
         XCTAssertEqual(json["ok"], .bool(true), "step \(json["failed"]?.integer ?? -1) waited for \(json["waited"]?.string ?? "?"): \(json["transcript"]?.string ?? "")")
         XCTAssertEqual(json["status"]?.integer, 0)
         XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/state/mirror/history"), "the history is kept under XDG_STATE_HOME")
+        XCTAssertEqual(peer.counters.connections, 1)
     }
 }

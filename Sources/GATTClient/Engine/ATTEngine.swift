@@ -91,6 +91,8 @@ final class ATTEngine: ATTTransportSink {
         var armed: (at: ClockInstant, wakeup: any ClockWakeup)?
         var subscribers: [UInt16: [NotificationSink]] = [:]
         var catchAll: NotificationSink?
+        /// Further catch-all streams, each of its own consumer from when it was asked for (`GATTClient.notificationStream`).
+        var watchers: [NotificationSink] = []
         var stats = GATTClientStatistics()
     }
 
@@ -231,6 +233,10 @@ final class ATTEngine: ATTTransportSink {
             out.append(.stream(c, .disconnected(GATTDisconnectedError(reason: reason, during: "the notification stream"))))
             s.catchAll = nil
         }
+        for w in s.watchers {
+            out.append(.stream(w, .disconnected(GATTDisconnectedError(reason: reason, during: "the notification stream"))))
+        }
+        s.watchers = []
         s.armed?.wakeup.cancel()
         s.armed = nil
         _ = s.outbox.answers.removeAll()

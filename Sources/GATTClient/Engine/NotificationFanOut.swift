@@ -4,9 +4,9 @@ import ATTStack
 
 extension ATTEngine {
     func deliver(handle: UInt16, value: [UInt8], kind: GATTNotification.Kind) {
-        let (catchAll, sinks): (NotificationSink?, [NotificationSink]?) = state.withLock { s in
+        let (catchAll, sinks, watchers): (NotificationSink?, [NotificationSink]?, [NotificationSink]) = state.withLock { s in
             s.stats.notificationsReceived += 1
-            return (s.catchAll, s.subscribers[handle])
+            return (s.catchAll, s.subscribers[handle], s.watchers)
         }
         // Every drop is counted; an event is reported once per burst (when a stream starts dropping).
         var dropCount = 0
@@ -18,6 +18,7 @@ extension ATTEngine {
             }
         }
         if let catchAll { note(catchAll.deliver(handle: handle, value: value, kind: kind), nil) }
+        for w in watchers { note(w.deliver(handle: handle, value: value, kind: kind), nil) }
         if let sinks {
             for sink in sinks { note(sink.deliver(handle: handle, value: value, kind: kind), handle) }
         }
@@ -42,8 +43,26 @@ extension ATTEngine {
         return (stream, sink)
     }
 
+    /// A further catch-all stream: every value from now on, until its consumer ends it or the bearer closes.
+    func addWatcher() throws(GATTError) -> GATTNotificationStream {
+        let (stream, sink) = NotificationSink.make(id: makeID(), handle: nil, limit: streamLimit)
+        let refused: String? = state.withLock { s in
+            if let r = s.closedReason { return r }
+            s.watchers.append(sink)
+            return nil
+        }
+        if let refused {
+            throw .disconnected(GATTDisconnectedError(reason: refused, during: "the notification stream"))
+        }
+        sink.continuation.onTermination = { _ in self.removeSubscriber(sink) }
+        return stream
+    }
+
     func removeSubscriber(_ sink: NotificationSink) {
-        guard let handle = sink.handle else { return }
+        guard let handle = sink.handle else {
+            state.withLock { $0.watchers.removeAll { $0 === sink } }
+            return
+        }
         state.withLock { s in
             s.subscribers[handle]?.removeAll { $0 === sink }
             if s.subscribers[handle]?.isEmpty == true { s.subscribers[handle] = nil }

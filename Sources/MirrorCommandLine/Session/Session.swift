@@ -284,7 +284,9 @@ final class Session: Sendable {
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
-        let stream = client.notifications
+        // One-shot: the bearer's catch-all, which holds what came since the connect. In the shell a stream of this
+        // listen's own, as the catch-all ends for good when a listen is cancelled.
+        let stream = heldByShell ? try client.notificationStream() : client.notifications
         let characteristics = try await discovered().services.flatMap(\.characteristics)
         var targets: [GATTCharacteristic] = []
         if references.isEmpty {
