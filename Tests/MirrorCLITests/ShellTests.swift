@@ -173,6 +173,56 @@ final class ShellTests: XCTestCase {
 
     // MARK: a real terminal
 
+    /// Runs `mirror shell` on the peer in a real pseudo-terminal through `steps` (pty-drive.py's; each step bounded),
+    /// with HOME and XDG_STATE_HOME under `home`; what the driver reports, the step that failed reported as a failure.
+    func pty(_ steps: [JSONValue], home: String, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
+        let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .appendingPathComponent("../LineEditorTests/pty-drive.py").standardizedFileURL.path
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", peer.target]
+        var environment = ProcessInfo.processInfo.environment
+        environment["HOME"] = home
+        environment["XDG_STATE_HOME"] = home + "/state"
+        environment["TERM"] = "xterm"
+        process.environment = environment
+        let out = Pipe()
+        process.standardOutput = out
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let data = out.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let json = try parseJSON(String(decoding: data, as: UTF8.self))
+        XCTAssertEqual(json["ok"], .bool(true), "step \(json["failed"]?.integer ?? -1) waited for \(json["waited"]?.string ?? "?"): \(json["transcript"]?.string ?? "")",
+                       file: file, line: line)
+        return json
+    }
+
+    func testTabCompletesACommandANameAndAnOption() throws {
+        let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(peer.target)> "
+        // "cloudToken" is the peer's User Description, discovered in the background after the connect.
+        let json = try pty([
+            .array([.string("expect"), .string(prompt), .double(10)]),
+            .array([.string("pause"), .double(0.5)]),
+            .array([.string("send"), .string("subsc\t")]),
+            .array([.string("expect"), .string("subscribe "), .double(5)]),
+            .array([.string("send"), .string("\u{3}")]),
+            .array([.string("send"), .string("read cloudTo\t")]),
+            .array([.string("expect"), .string("read cloudToken "), .double(5)]),
+            .array([.string("send"), .string("--js\t")]),
+            .array([.string("expect"), .string("read cloudToken --json "), .double(5)]),
+            .array([.string("send"), .string("\r")]),
+            .array([.string("expect"), .string("\"handle\": \(peer.handle("cloudToken"))"), .double(10)]),
+            .array([.string("expect"), .string(prompt), .double(5)]),
+            .array([.string("send"), .string("\u{4}")]),
+            .array([.string("exit"), .double(10)]),
+        ], home: home)
+        XCTAssertEqual(json["status"]?.integer, 0, "Ctrl-D ends the shell cleanly")
+    }
+
     func testATerminalSessionReadsCancelsAListenAndQuits() throws {
         let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
@@ -197,25 +247,7 @@ final class ShellTests: XCTestCase {
             .array([.string("send"), .string("quit\r")]),
             .array([.string("exit"), .double(10)]),
         ]
-        let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
-            .appendingPathComponent("../LineEditorTests/pty-drive.py").standardizedFileURL.path
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", peer.target]
-        var environment = ProcessInfo.processInfo.environment
-        environment["HOME"] = home
-        environment["XDG_STATE_HOME"] = home + "/state"
-        environment["TERM"] = "xterm"
-        process.environment = environment
-        let out = Pipe()
-        process.standardOutput = out
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let data = out.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        let json = try parseJSON(String(decoding: data, as: UTF8.self))
-        XCTAssertEqual(json["ok"], .bool(true), "step \(json["failed"]?.integer ?? -1) waited for \(json["waited"]?.string ?? "?"): \(json["transcript"]?.string ?? "")")
-        XCTAssertEqual(json["status"]?.integer, 0)
+        let json = try pty(steps, home: home)
         XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/state/mirror/history"), "the history is kept under XDG_STATE_HOME")
         XCTAssertEqual(peer.counters.connections, 1)
     }

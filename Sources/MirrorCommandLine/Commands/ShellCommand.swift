@@ -311,6 +311,10 @@ final class Shell: Sendable {
             self.lost(session, reason: reason)
         }
         editor.setPrompt(Shell.prompt(connectedTo: token))
+        if editor.isTerminal {
+            // Tab's handles and names: the database and its user descriptions, discovered while the user types.
+            Task { _ = try? await session.catalog(describing: nil) }
+        }
         if base.global.json {
             console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
                                           ("link", session.linkJSON())]).compact)
