@@ -56,7 +56,7 @@ let package = Package(
         .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),

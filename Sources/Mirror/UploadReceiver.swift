@@ -1,8 +1,9 @@
 // The host side of a scan's result: an HTTP server (libmicrohttpd) that takes the mirror's
 // POST /upload/ID for the current scan ID, stores the body in a temporary file, renames it when
 // complete, and reports its size, SHA-256 and ZIP entries.
+import CBlueZSocket
 import CMicroHTTPD
-import Foundation
+import FoundationEssentials
 import GATTClient
 import LinuxBluetooth
 
@@ -67,8 +68,8 @@ public final class UploadReceiver: Sendable {
         self.maxBytes = maxBytes
         self.onEvent = onEvent
         self.daemon = Lock(0)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory else {
             throw UploadReceiverError(host: host, port: port, errno: .noSuchFileOrDirectory, problem: "the upload directory \(directory) does not exist",
                                       directoryProblem: true)
         }
@@ -190,7 +191,7 @@ private final class UploadRequest {
     var framing = ""
     var finalPath = ""
     var partPath = ""
-    var file: FileHandle?
+    var file: Int32 = -1  // the part file's descriptor while it is open
     var digest = SHA256()
     var bytes = 0
     var head: [UInt8] = []  // the whole body is kept only to list ZIP entries when small enough
@@ -206,14 +207,14 @@ private final class UploadRequest {
     func begin(scanID: String, directory: String, framing: String) {
         self.scanID = scanID
         self.framing = framing
-        finalPath = (directory as NSString).appendingPathComponent("scan-\(scanID).zip")
-        partPath = (directory as NSString).appendingPathComponent(".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
-        guard FileManager.default.createFile(atPath: partPath, contents: nil),
-              let handle = FileHandle(forWritingAtPath: partPath) else {
+        finalPath = Self.path(directory, "scan-\(scanID).zip")
+        partPath = Self.path(directory, ".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
+        let fd = cbz_create_file(partPath)
+        guard fd >= 0 else {
             outcome = .refused(500, "cannot create \(partPath)")
             return
         }
-        file = handle
+        file = fd
     }
 
     func take(_ chunk: UnsafeRawBufferPointer, limit: Int) {
@@ -225,14 +226,18 @@ private final class UploadRequest {
         }
         digest.update(chunk)
         if bytes <= Self.listInMemoryLimit { head.append(contentsOf: chunk) } else { head = [] }
-        do { try file?.write(contentsOf: Data(chunk)) } catch {
-            refuse(500, "writing \(partPath): \(error)")
+        if file >= 0, cbz_write_all(file, chunk.baseAddress, chunk.count) != 0 {
+            let failure = UploadFileError(syscall: "write", path: partPath, errno: .current)
+            refuse(500, "writing \(partPath): \(failure)")
         }
     }
 
     func complete() throws -> ReceivedUpload {
-        try file?.close()
-        file = nil
+        if file >= 0 {
+            let closed = cbz_close(file)
+            file = -1
+            if closed != 0 { throw UploadFileError(syscall: "close", path: partPath, errno: .current) }
+        }
         if FileManager.default.fileExists(atPath: finalPath) { try FileManager.default.removeItem(atPath: finalPath) }
         try FileManager.default.moveItem(atPath: partPath, toPath: finalPath)
         var entries: [ZIPEntry]?
@@ -244,12 +249,29 @@ private final class UploadRequest {
     }
 
     func closeAndRemove() {
-        try? file?.close()
-        file = nil
+        if file >= 0 { _ = cbz_close(file) }
+        file = -1
         if !partPath.isEmpty { try? FileManager.default.removeItem(atPath: partPath) }
     }
 
-    deinit { if case .refused = outcome { closeAndRemove() } else if file != nil { closeAndRemove() } }
+    deinit { if case .refused = outcome { closeAndRemove() } else if file >= 0 { closeAndRemove() } }
+
+    /// `name` in `directory`, as NSString's appendingPathComponent joined them (one slash between).
+    static func path(_ directory: String, _ name: String) -> String {
+        if directory.isEmpty { return name }
+        var base = Substring(directory)
+        while base.count > 1, base.hasSuffix("/") { base.removeLast() }
+        return base == "/" ? "/" + name : base + "/" + name
+    }
+}
+
+/// A failed call on the part file: its syscall, path and errno ("write /d/.scan-1.zip.part-7: ENOSPC (No space
+/// left on device)").
+struct UploadFileError: Error, CustomStringConvertible {
+    let syscall: String
+    let path: String
+    let errno: Errno
+    var description: String { "\(syscall) \(path): \(errno.name) (\(errno.meaning))" }
 }
 
 private let uploadAccessHandler: cmhd_access_handler = { cls, connection, url, method, _, data, size, requestState in
