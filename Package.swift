@@ -42,8 +42,11 @@ let package = Package(
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
         .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
-        // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
+        // The `mirror` executable: only main.swift; everything else is MirrorCommandLine. A release build links the
+        // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
+        // builds stay dynamic, as the test bundles that link this target with XCTest must.
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"],
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"], .when(configuration: .release))]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
