@@ -4,6 +4,7 @@
 import CBlueZSocket
 import CMicroHTTPD
 import FoundationEssentials
+import Glibc
 import GATTClient
 import LinuxBluetooth
 
@@ -78,6 +79,7 @@ public final class UploadReceiver: Sendable {
             let e = Errno.current
             let problem = e == .invalidArgument ? "not a numeric IPv4 or IPv6 address"
                 : e == .addressInUse ? "the port is in use (EADDRINUSE)"
+                : e.rawValue == ELIBACC ? "libmicrohttpd cannot be loaded: \(cmhd_unavailable().map { String(cString: $0) } ?? e.meaning)"
                 : e.rawValue == 0 ? "MHD_start_daemon failed" : "MHD_start_daemon failed: \(e.meaning)"
             throw UploadReceiverError(host: host, port: port, errno: e, problem: problem)
         }
@@ -105,7 +107,7 @@ public final class UploadReceiver: Sendable {
     /// Stops the daemon; waits for its thread. Idempotent.
     public func stop() {
         let address = daemon.withLock { let a = $0; $0 = 0; return a }
-        if let d = OpaquePointer(bitPattern: address) { MHD_stop_daemon(d) }
+        if let d = OpaquePointer(bitPattern: address) { cmhd_stop(d) }
     }
 
     deinit { stop() }
@@ -143,9 +145,9 @@ public final class UploadReceiver: Sendable {
             return request
         }
         guard method == "POST" else { request.refuse(405, "method \(method) not allowed: use POST"); return request }
-        let chunked = MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding")
+        let chunked = cmhd_header(connection, "Transfer-Encoding")
             .map { String(cString: $0).lowercased().contains("chunked") } ?? false
-        if let cl = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
+        if let cl = cmhd_header(connection, "Content-Length"),
            let length = Int(String(cString: cl)), length > maxBytes {
             request.refuse(413, "Content-Length \(length) exceeds the \(maxBytes)-byte limit"); return request
         }
