@@ -46,7 +46,7 @@ let package = Package(
         // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
         // builds stay dynamic, as the test bundles that link this target with XCTest must.
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"],
-                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims"], .when(configuration: .release))]),
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(configuration: .release))]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
