@@ -209,8 +209,8 @@ private final class UploadRequest {
     func begin(scanID: String, directory: String, framing: String) {
         self.scanID = scanID
         self.framing = framing
-        finalPath = Self.path(directory, "scan-\(scanID).zip")
-        partPath = Self.path(directory, ".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
+        finalPath = uploadPath(directory, "scan-\(scanID).zip")
+        partPath = uploadPath(directory, ".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
         let fd = cbz_create_file(partPath)
         guard fd >= 0 else {
             outcome = .refused(500, "cannot create \(partPath)")
@@ -257,14 +257,11 @@ private final class UploadRequest {
     }
 
     deinit { if case .refused = outcome { closeAndRemove() } else if file >= 0 { closeAndRemove() } }
+}
 
-    /// `name` in `directory`, as NSString's appendingPathComponent joined them (one slash between).
-    static func path(_ directory: String, _ name: String) -> String {
-        if directory.isEmpty { return name }
-        var base = Substring(directory)
-        while base.count > 1, base.hasSuffix("/") { base.removeLast() }
-        return base == "/" ? "/" + name : base + "/" + name
-    }
+/// `name` in `directory`, as NSString's appendingPathComponent joined them (a slash added unless one ends it).
+func uploadPath(_ directory: String, _ name: String) -> String {
+    directory.isEmpty ? name : directory.hasSuffix("/") ? directory + name : directory + "/" + name
 }
 
 /// A failed call on the part file: its syscall, path and errno ("write /d/.scan-1.zip.part-7: ENOSPC (No space
