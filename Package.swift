@@ -19,6 +19,8 @@ let package = Package(
         .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
         .library(name: "HostilePeer", targets: ["HostilePeer"]),
         .library(name: "LinkCeiling", targets: ["LinkCeiling"]),
+        .library(name: "LineEditor", targets: ["LineEditor"]),
+        .executable(name: "lineedit-demo", targets: ["LineEditDemo"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -61,6 +63,14 @@ let package = Package(
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
         .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
+        // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
+        // (the terminal's width comes from CBlueZSocket, where every ioctl is).
+        .target(name: "CLibEdit", dependencies: ["CBlueZSocket"], linkerSettings: [.linkedLibrary("edit")]),
+        // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
+        // line being typed; plain lines off a terminal.
+        .target(name: "LineEditor", dependencies: ["CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),
+        // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
+        .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
@@ -77,6 +87,8 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
         .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
+        // The demo in a real pseudo-terminal (Python's pty) and over a pipe.
+        .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),

@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Debian packages the build and the tests use. Keep this list the one place they are named.
-PACKAGES=(libbluetooth-dev libcap-dev libcap2-bin libmicrohttpd-dev libssl-dev zlib1g-dev tshark)
+PACKAGES=(libbluetooth-dev libcap-dev libcap2-bin libmicrohttpd-dev libssl-dev zlib1g-dev libedit-dev tshark)
 # The VM rig (tools/vm): qemu, the initramfs tools, and the Bluetooth stack's user space that runs in the guest.
 PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils zstd bluez bluez-test-tools dbus iproute2 python3)
 # The second GATT peer (tools/vm/peers): BlueZ's example-gatt-server (bluez-test-scripts), its python3 modules, patch.

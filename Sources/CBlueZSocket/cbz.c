@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "CBlueZSocket.h"
 
+#include <stddef.h>
 #include <errno.h>
 #include <sched.h>
 #include <fcntl.h>
@@ -342,7 +343,8 @@ int cbz_hci_conn_info(int dev_id, const uint8_t *peer, cbz_conn_info *out) {
     a.hci_family = AF_BLUETOOTH;
     a.hci_dev = (unsigned short)dev_id;
     a.hci_channel = HCI_CHANNEL_RAW;
-    struct { struct hci_conn_info_req req; struct hci_conn_info info; } q;
+    // struct hci_conn_info_req ends in a flexible array: the answer is written right after its fixed part.
+    union { struct hci_conn_info_req req; unsigned char bytes[sizeof(struct hci_conn_info_req) + sizeof(struct hci_conn_info)]; } q;
     memset(&q, 0, sizeof q);
     to_bdaddr(&q.req.bdaddr, peer);
     q.req.type = CBZ_LE_LINK;
@@ -351,11 +353,13 @@ int cbz_hci_conn_info(int dev_id, const uint8_t *peer, cbz_conn_info *out) {
     int e = errno;
     close(s);
     if (r < 0) { errno = e; return -1; }
-    out->handle = q.info.handle;
-    out->type = q.info.type;
-    out->out = q.info.out;
-    out->state = q.info.state;
-    out->link_mode = q.info.link_mode;
+    struct hci_conn_info info;
+    memcpy(&info, q.bytes + offsetof(struct hci_conn_info_req, conn_info), sizeof info);
+    out->handle = info.handle;
+    out->type = info.type;
+    out->out = info.out;
+    out->state = info.state;
+    out->link_mode = info.link_mode;
     return 0;
 }
 
@@ -705,4 +709,23 @@ int cbz_ba2str(const uint8_t *printed, char *out) {
     bdaddr_t b;
     to_bdaddr(&b, printed);
     return ba2str(&b, out);
+}
+
+int cbz_terminal_columns(int fd) {
+    struct winsize w;
+    return ioctl(fd, TIOCGWINSZ, &w) == 0 ? w.ws_col : -1;
+}
+
+int cbz_isatty(int fd) { return isatty(fd); }
+
+ssize_t cbz_read(int fd, void *buf, size_t len) {
+    ssize_t r;
+    do { r = read(fd, buf, len); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_mkdir_private(const char *path) { return mkdir(path, 0700); }
+
+int cbz_open_private_file(const char *path) {
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }

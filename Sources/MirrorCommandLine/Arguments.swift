@@ -43,12 +43,16 @@ public struct PositionalSpec: Sendable {
     public var optional: Bool
     /// Whether it takes every remaining argument (only the last positional).
     public var variadic: Bool
+    /// What "missing ..." says when it is left out: "NAME (help)" unless given (an error text kept as it was
+    /// when the synopsis grew, as HANDLE|UUID|NAME).
+    public var missing: String
 
-    public init(_ name: String, optional: Bool = false, variadic: Bool = false, help: String) {
+    public init(_ name: String, optional: Bool = false, variadic: Bool = false, help: String, missing: String? = nil) {
         self.name = name
         self.help = help
         self.optional = optional
         self.variadic = variadic
+        self.missing = missing ?? "\(name) (\(help))"
     }
 
     var synopsis: String {
@@ -300,7 +304,7 @@ public func parseCommandLine(_ arguments: [String], commands: [CommandSpec]) thr
     let required = command.positionals.filter { !$0.optional && !$0.variadic }
     if parsed.positionals.count < required.count {
         let missing = required[parsed.positionals.count]
-        throw UsageError("missing \(missing.name) (\(missing.help))", command: command.name)
+        throw UsageError("missing \(missing.missing)", command: command.name)
     }
     let variadic = command.positionals.last?.variadic ?? false
     if !variadic && parsed.positionals.count > command.positionals.count {

@@ -11,7 +11,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case success = 0
     /// Something else failed (a file could not be written, an unexpected internal state).
     case failure = 1
-    /// Bad usage: an unknown command or option, a malformed address, handle, UUID, hex value or number.
+    /// Bad usage: an unknown command or option, a malformed address, handle, UUID, hex value or number, or a
+    /// characteristic name or UUID that names no characteristic or several (the user's token is wrong).
     case usage = 2
     /// The peer answered with an ATT Error Response (Core Spec Vol 3 Part F §3.4.1.1).
     case peerError = 3
@@ -46,7 +47,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         switch self {
         case .success: return "success"
         case .failure: return "other failure (a file, an internal error)"
-        case .usage: return "bad usage: unknown command or option, malformed address, handle, UUID, hex or number"
+        case .usage: return "bad usage: unknown command or option, malformed address, handle, UUID, hex or number, a NAME or UUID naming no characteristic or several"
         case .peerError: return "the peer answered with an ATT Error Response"
         case .localRefusal: return "refused locally, not sent (the value exceeds the MTU's budget or 512 bytes)"
         case .timeout: return "timeout: no ATT response or no connection in time"

@@ -219,3 +219,39 @@ public func parseHandleOrUUID(_ token: String) throws(UsageError) -> AttributeSe
         throw UsageError("invalid HANDLE or UUID \"\(token)\": expected a handle (18, 0x0012) or a UUID (2a00, uuid:1234, or the 36-character form)", token: token)
     }
 }
+
+/// A characteristic as a command line names it: its value handle, its UUID, or a name (the profile's for its
+/// UUID, or its Characteristic User Description, 0x2901, Core Spec Vol 3 Part G §3.3.3.2). `Session.resolve`
+/// turns a UUID or a name into one value handle by discovery; a handle needs none.
+public enum CharacteristicReference: Sendable, Equatable, CustomStringConvertible {
+    case handle(UInt16)
+    case uuid(BluetoothUUID)
+    case name(String)
+
+    /// The handle as 0x0012, the UUID as printed, the name as given.
+    public var description: String {
+        switch self {
+        case .handle(let h): return ATTHex.handle(h)
+        case .uuid(let u): return u.description
+        case .name(let n): return n
+        }
+    }
+}
+
+/// Parses HANDLE|UUID|NAME: a handle and a UUID as `parseHandleOrUUID` (so "1234" is a handle, "2a00" a UUID,
+/// "0x12g" a malformed handle), anything else a name; "name:X" is the name X even where X reads as a UUID.
+public func parseCharacteristicReference(_ token: String) throws(UsageError) -> CharacteristicReference {
+    if token.hasPrefix("name:") {
+        let name = String(token.dropFirst(5))
+        guard !name.isEmpty else { throw UsageError("invalid name \"\(token)\": nothing after \"name:\"", token: token) }
+        return .name(name)
+    }
+    if token.hasPrefix("uuid:") || token.hasPrefix("0x") || token.hasPrefix("0X") || token.allSatisfy({ $0.isASCII && $0.isNumber }) {
+        switch try parseHandleOrUUID(token) {
+        case .handle(let h): return .handle(h)
+        case .uuid(let u): return .uuid(u)
+        }
+    }
+    if let uuid = try? parseUUID(token) { return .uuid(uuid) }
+    return .name(token)
+}

@@ -74,6 +74,8 @@ final class GATTPeer: Sendable {
         /// The peer's own requests sent (`peerRequestEvery`), and the answers it got to them.
         var peerRequestsSent = 0
         var peerRequestsAnswered = 0
+        /// Every PDU received, counted by opcode (so a test can say no discovery was sent).
+        var opcodes: [UInt8: Int] = [:]
     }
 
     let path = temporarySocketPath("mirror-cli-peer")
@@ -130,6 +132,7 @@ final class GATTPeer: Sendable {
         }
         hooks.inbound = { bytes, connection in
             guard let opcode = bytes.first else { return .drop }
+            counters.withLock { $0.opcodes[opcode, default: 0] += 1 }
             if behaviour.silentOn.contains(opcode) { return .drop }
             if behaviour.closeOn.contains(opcode) { return .close(reason: "scripted: close on \(ATTOpcode(rawValue: opcode).name)") }
             // A Write Response with trailing bytes: malformed on purpose.

@@ -70,6 +70,32 @@ final class SimulatorTests: XCTestCase {
                        "mirror: not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
     }
 
+    func testProfileNamesWhereverAHandleGoes() throws {
+        let cloudToken = String(format: "0x%04X", try valueHandle("6d697272-6f72-7369-6d00-000000000003"))
+        let scanState = String(format: "0x%04X", try valueHandle("6d697272-6f72-7369-6d00-000000000001"))
+        let scannerAction = String(format: "0x%04X", try valueHandle("6d697272-6f72-7369-6d00-000000000004"))
+        // The error, by name: the same sentence as by handle.
+        let write = try MirrorProcess.run(["write", sim.target, "cloudToken", String(repeating: "41", count: 41), "--mtu", "247"])
+        XCTAssertEqual(write.status, 3)
+        XCTAssertEqual(write.stderr.split(separator: "\n").first.map(String.init),
+                       "mirror: ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle \(cloudToken) (cloudToken): 41-byte value, within the 244-byte budget of MTU 247, so the peripheral rejected it at the application layer")
+        let byName = try MirrorProcess.run(["read", sim.target, "scanState"])
+        XCTAssertEqual(byName.status, 0, byName.stderr)
+        XCTAssertTrue(byName.stdout.hasPrefix("\(scanState): "), byName.stdout)
+        XCTAssertEqual(byName.stdout, try MirrorProcess.run(["read", sim.target, scanState]).stdout)
+        let cancel = try MirrorProcess.run(["write", sim.target, "scannerAction", "36"])
+        XCTAssertEqual(cancel.status, 0, cancel.stderr)
+        XCTAssertEqual(cancel.stdout, "wrote 1 byte to \(scannerAction) (Write Request, confirmed)\n")
+        let bench = try MirrorProcess.run(["bench", sim.target, "--handle", "cloudToken", "--size", "20", "--count", "50", "--rounds", "1",
+                                           "--warmup", "5", "--bare-loop", "none", "--json"])
+        XCTAssertEqual(bench.status, 0, bench.stderr)
+        XCTAssertEqual(try bench.json()["handle"], .int(Int(cloudToken.dropFirst(2), radix: 16)!))
+        // The simulator has no user descriptions: the names known are the profile's, in handle order.
+        let unknown = try MirrorProcess.run(["read", sim.target, "scanStat"])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertEqual(unknown.stderr, "mirror: no characteristic of \(sim.target) is named \"scanStat\"; names known: scanState, scanError, cloudToken, scannerAction, wifiNumNetworks, wifiNetworkSSIDEnum, wifiSetSSID, wifiConnectionStatus\nsee: mirror read --help\n")
+    }
+
     func testReadMTUAndBench() throws {
         let read = try MirrorProcess.run(["read", sim.target, "2a00", "--json"])
         XCTAssertEqual(read.status, 0, read.stderr)

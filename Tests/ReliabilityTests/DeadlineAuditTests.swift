@@ -22,6 +22,12 @@ struct KnownWait {
 }
 
 let knownWaits: [KnownWait] = [
+    KnownWait(file: "Sources/LineEditor/LineEditor.swift", snippet: "cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rIn, &rWake)",
+              bound: "LineEditor.readEvent at a terminal: the user's line, unbounded by default but stop() (its eventfd) ends it, or readEvent(timeout:), then \"timed out after N waiting for a line at the prompt\"",
+              trigger: "LineEditorTests.testTheWaitAtATerminalPromptTimesOutNamingWhatItWaitedFor"),
+    KnownWait(file: "Sources/LineEditor/LineEditor.swift", snippet: "cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rInput, &rWake)",
+              bound: "LineEditor.readEvent off a terminal: the next line of input, unbounded by default but stop() (its eventfd) ends it, or readEvent(timeout:), then \"timed out after N waiting for a line of input\"",
+              trigger: "LineEditorTests.testTheWaitForPlainInputTimesOutNamingWhatItWaitedFor"),
     KnownWait(file: "Sources/GATTClient/Engine/RequestSlot.swift", snippet: "_unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>)",
               bound: "the ATT transaction timeout (Configuration.transactionTimeout, 30 s by default): every request, so MTU, each procedure, the subscription's CCCD write and first read",
               trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),

@@ -276,4 +276,17 @@ int cbz_cap_drop_all(void);
 /// The capability's name ("cap_net_raw") into buf, from libcap.
 int cbz_cap_name(int cap, char *buf, size_t len);
 
+// MARK: - Terminal and private files (LineEditor)
+
+/// The terminal's width in columns (ioctl TIOCGWINSZ), or -1 with errno.
+int cbz_terminal_columns(int fd);
+/// isatty(3): 1 when fd is a terminal, 0 when not.
+int cbz_isatty(int fd);
+/// read(2), retrying EINTR: the count (0 at the end), or -1 with errno.
+ssize_t cbz_read(int fd, void *buf, size_t len);
+/// mkdir(path, 0700): 0, or -1 with errno (EEXIST when it is there already).
+int cbz_mkdir_private(const char *path);
+/// open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600): an existing file is kept as it is.
+int cbz_open_private_file(const char *path);
+
 #endif

@@ -22,6 +22,11 @@ let benchCommand = Command(CommandSpec(
         connected peer fails with EBUSY); either way alternating round by round with the CLI's. --bare-loop: \
         second-connection (unix: only), same-connection, or none.
 
+        --handle and --counter take a HANDLE (used as given, no discovery), a UUID or a NAME (the profile's, as \
+        cloudToken, or a User Description, 0x2901), found by discovery before the warm-up; one that names no \
+        characteristic, or several, is bad usage (exit status 2), the error listing the names known or the \
+        candidates with their value handles.
+
         --loopback needs no TARGET: it runs a plain peer in this process on a private unix socket (it answers \
         at once and counts what it receives, like the library benchmark tools/gatt-bench), so the figures show \
         what the host stack costs rather than what a peer does.
@@ -35,13 +40,13 @@ let benchCommand = Command(CommandSpec(
         """,
     positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (not with --loopback)")],
     options: [
-        .value("--handle", "H", help: "the value handle to write to (required with a TARGET)"),
+        .value("--handle", "H", help: "the characteristic to write to: HANDLE|UUID|NAME (required with a TARGET)"),
         .value("--size", "N", help: "value bytes per write, 1-512 (default MTU-3)"),
         .value("--count", "N", help: "writes per mode and round (default 5000)"),
         .value("--duration", "S", help: "run each mode and round for S seconds instead of a count"),
         .value("--mode", "MODE", help: "with-response, without-response or both (default both)"),
         .value("--warmup", "N", help: "writes per mode before measuring (default 100)"),
-        .value("--counter", "H", help: "a characteristic holding the peer's little-endian count of writes received"),
+        .value("--counter", "H", help: "a characteristic (HANDLE|UUID|NAME) holding the peer's little-endian count of writes received"),
         .value("--rounds", "N", help: "rounds per mode, alternating with the bare loop; figures are medians (default 3)"),
         .value("--bare-loop", "WHERE", help: "second-connection (unix: default), same-connection (LE default) or none"),
         .flag("--loopback", help: "no TARGET: a plain peer in this process on a private unix socket, to see what the host stack costs"),
@@ -66,7 +71,7 @@ let benchCommand = Command(CommandSpec(
         throw UsageError("missing TARGET (an address as in 00:AA:01:01:00:01, or unix:PATH), or --loopback", command: "bench")
     }
     let givenTarget = loopback ? nil : try inv.target()
-    let givenHandle = try inv.option("--handle", parseHandle)
+    let givenHandle = try inv.option("--handle", parseCharacteristicReference)
     if !loopback && givenHandle == nil {
         throw UsageError("missing --handle H (the value handle to write to)", command: "bench")
     }
@@ -76,7 +81,7 @@ let benchCommand = Command(CommandSpec(
     let warmup = try inv.option("--warmup") { (s: String) throws(UsageError) in try parseCount(s, in: 0...1_000_000, what: "warm-up count") } ?? 100
     let mode = try inv.option("--mode") { (s: String) throws(UsageError) in try parseChoice(s, BenchMode.self, what: "mode") } ?? .both
     let rounds = try inv.option("--rounds") { (s: String) throws(UsageError) in try parseCount(s, in: 1...1000, what: "rounds") } ?? 3
-    let givenCounter = try inv.option("--counter", parseHandle)
+    let givenCounter = try inv.option("--counter", parseCharacteristicReference)
     let bareLoop = try inv.option("--bare-loop") { (s: String) throws(UsageError) in try parseChoice(s, BareLoopOption.self, what: "bare loop placement") }
     if bareLoop == .secondConnection, let givenTarget, !givenTarget.isUnix {
         throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection",
@@ -91,11 +96,12 @@ let benchCommand = Command(CommandSpec(
     let peer = loopback ? try PlainPeer.loopback() : nil
     defer { peer?.close() }
     let target = try givenTarget ?? parseTarget("unix:\(peer!.path)", type: nil)
-    let plan = BenchPlan(handle: givenHandle ?? PlainPeer.sinkHandle, size: size,
+    // A UUID or name is resolved once connected (Session.resolve); the loopback peer's handles are its own.
+    let plan = BenchPlan(handle: PlainPeer.sinkHandle, size: size,
                          count: duration == nil ? (count ?? 5000) : nil, duration: duration, warmup: warmup, mode: mode,
-                         counter: givenCounter ?? (loopback ? PlainPeer.counterHandle : nil), rounds: rounds,
+                         counter: loopback ? PlainPeer.counterHandle : nil, rounds: rounds,
                          bareLoop: bareLoop)
-    let result = try await Bench.run(target: target, plan: plan, inv: inv)
+    let result = try await Bench.run(target: target, plan: plan, inv: inv, handle: givenHandle, counter: givenCounter)
     if let plot {
         plotted = true
         try BenchPlot.write(BenchPlot.svg(result), to: plot)

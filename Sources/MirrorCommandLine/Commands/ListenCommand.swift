@@ -1,4 +1,4 @@
-// mirror listen TARGET [HANDLE...]: subscribe and print notifications and indications.
+// mirror listen TARGET [HANDLE|UUID|NAME...]: subscribe and print notifications and indications.
 import ATTStack
 import GATTClient
 import JSON
@@ -7,16 +7,21 @@ let listenCommand = Command(CommandSpec(
     name: "listen",
     summary: "subscribe and print notifications and indications with timestamps",
     discussion: """
-        Subscribes to each HANDLE (a characteristic's value handle; its CCCD is found by discovery) or, with no \
-        HANDLE, to every characteristic that can notify or indicate, then prints each notification and \
+        Subscribes to each HANDLE|UUID|NAME (a characteristic's value handle, its UUID, or its name: the \
+        profile's, as cloudToken, or its User Description; its CCCD is found by discovery) or, with none given, to every characteristic that can notify or indicate, then prints each notification and \
         indication (confirmed) with a UTC timestamp, until interrupted (Ctrl-C) or --count arrived. \
         A characteristic that both notifies and indicates is subscribed for notifications unless --indicate.
 
-        --json prints one JSON object per line: {"time", "handle", "kind", "value", "text"}.
+        Each line names the characteristic after its handle when it has a name (the profile's, its User \
+        Description, or the UUID's well-known name). A UUID or NAME that names no characteristic, or several, \
+        is bad usage (exit status 2): the error lists the names known, or the candidates with their value handles.
+
+        --json prints one JSON object per line: {"time", "handle", "kind", "value", "text", "name"} ("name" is \
+        null when the characteristic has none).
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
-        PositionalSpec("HANDLE", optional: true, variadic: true, help: "value handles to subscribe to (default: all)"),
+        PositionalSpec("HANDLE|UUID|NAME", optional: true, variadic: true, help: "value handles, UUIDs or characteristic names to subscribe to (default: all)"),
     ],
     options: [
         .value("--count", "N", help: "stop after N notifications and indications"),
@@ -26,15 +31,16 @@ let listenCommand = Command(CommandSpec(
     examples: [
         ("mirror listen unix:/tmp/mirror-sim.sock", "everything the simulator notifies, until Ctrl-C"),
         ("mirror listen unix:/tmp/mirror-sim.sock 0x0016 --count 10", "ten notifications of one value"),
+        ("mirror listen unix:/tmp/mirror-sim.sock scanState scanError", "two characteristics by their profile names"),
         ("mirror listen 00:AA:01:01:00:01 --json", "one JSON object per line"),
     ]
 )) { inv in
     let target = try inv.target()
-    var parsedHandles: [UInt16] = []
+    var parsed: [CharacteristicReference] = []
     for i in 1..<max(1, inv.arguments.positionals.count) {
-        parsedHandles.append(try inv.positional(i, parseHandle)!)
+        parsed.append(try inv.positional(i, parseCharacteristicReference)!)
     }
-    let handles = parsedHandles
+    let references = parsed
     let count = try inv.option("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") }
     let session = try await Session.open(target, inv)
     defer { session.close() }
@@ -42,10 +48,10 @@ let listenCommand = Command(CommandSpec(
     let console = inv.console
     let received = try await Interrupts.whileInterruptible {
         try await session.listen(
-            handles: handles, preferIndications: inv.arguments.has("--indicate"), count: count,
-            subscribed: { c, mode, value in
+            references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count,
+            subscribed: { c, label, mode, value in
                 guard !json else { return }
-                let name = c.uuid.name.map { " \($0)" } ?? ""
+                let name = label.map { " \($0)" } ?? ""
                 var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(name) (\(mode == .indicate ? "indications" : "notifications"))"
                 if let value { line += ", current value: " + valueText(value) }
                 console.err(line)
@@ -56,6 +62,7 @@ let listenCommand = Command(CommandSpec(
                     ("time", .double(event.time)), ("handle", .int(Int(event.handle))),
                     ("kind", .string(event.indication ? "indication" : "notification")),
                     ("value", .string(ATTHex.string(event.value))), ("text", .string(printableText(event.value))),
+                    ("name", event.name.map { .string($0) } ?? .null),
                 ]
                 if event.droppedBefore > 0 { fields.append(("droppedBefore", .int(event.droppedBefore))) }
                 console.out(JSONValue.object(fields).compact)
@@ -63,7 +70,7 @@ let listenCommand = Command(CommandSpec(
                 if event.droppedBefore > 0 {
                     console.err("(\(event.droppedBefore) value\(event.droppedBefore == 1 ? "" : "s") dropped before this one: the output fell behind)")
                 }
-                console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(ATTHex.handle(event.handle)): \(valueText(event.value))")
+                console.out("\(clockTime(unixSeconds: event.time))  \(event.indication ? "indication " : "notification") \(ATTHex.handle(event.handle))\(event.name.map { " \($0)" } ?? ""): \(valueText(event.value))")
             }
         }
     }

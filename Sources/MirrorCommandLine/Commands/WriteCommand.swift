@@ -1,4 +1,4 @@
-// mirror write TARGET HANDLE HEX [--no-response | --long | --reliable]
+// mirror write TARGET HANDLE|UUID|NAME HEX [--no-response | --long | --reliable]
 import ATTStack
 import JSON
 
@@ -12,10 +12,17 @@ let writeCommand = Command(CommandSpec(
         the same and checks every echoed part, cancelling on a mismatch.
 
         HEX is the value: 0102ff, 0x0102ff, 01:02:ff or "01 02 ff"; "" is the empty value.
+
+        The characteristic is a HANDLE (sent as given, no discovery), a UUID, or a NAME: the profile's \
+        (cloudToken, scannerAction; --profile) or its User Description (0x2901); "name:X" is the name X where X \
+        would read as a UUID. A UUID or NAME is found by discovery and must name exactly one characteristic: \
+        none or several is bad usage (exit status 2), the error listing the names known or the candidates with \
+        their value handles.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
-        PositionalSpec("HANDLE", help: "the attribute handle (18 or 0x0012)"),
+        PositionalSpec("HANDLE|UUID|NAME", help: "the attribute handle (18 or 0x0012), a characteristic UUID or name",
+                       missing: "HANDLE (the attribute handle (18 or 0x0012))"),
         PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff)"),
     ],
     options: [
@@ -27,18 +34,20 @@ let writeCommand = Command(CommandSpec(
     examples: [
         ("mirror write unix:/tmp/mirror-sim.sock 0x0012 0102ff", "a Write Request"),
         ("mirror write unix:/tmp/mirror-sim.sock 0x0014 01 --no-response", "a Write Command"),
+        ("mirror write unix:/tmp/mirror-sim.sock scannerAction 36", "by the profile's name: cancelScan"),
         ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 300 /dev/urandom | xxd -p | tr -d '\\n') --long", "a 300-byte long write"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--no-response", "--long", "--reliable"])
     let target = try inv.target()
-    let handle = try inv.positional(1, parseHandle)!
+    let reference = try inv.positional(1, parseCharacteristicReference)!
     let value = try inv.positional(2, parseHexValue)!
     let mode: WriteMode = inv.arguments.has("--no-response") ? .command
         : inv.arguments.has("--long") ? .long
         : inv.arguments.has("--reliable") ? .reliable : .request
     let session = try await Session.open(target, inv)
     defer { session.close() }
+    let handle = try await session.resolve(reference, command: "write")
     try await session.write(handle: handle, value: value, mode: mode)
     if inv.global.json {
         inv.console.out(JSONValue.object([

@@ -222,10 +222,15 @@ func median(_ xs: [Double]) -> Double {
 enum Bench {
     /// `link`: the LE link's PHY, data length and interval as measured (its MTU is replaced by the session's);
     /// nil when they are not known. The ceilings come from it (never for a unix: target: no radio).
-    static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation, link: LinkParameters? = nil) async throws -> BenchResult {
+    /// `handle` and `counter` (--handle, --counter), when given, replace the plan's, resolved on the connection.
+    static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation, link: LinkParameters? = nil,
+                    handle: CharacteristicReference? = nil, counter: CharacteristicReference? = nil) async throws -> BenchResult {
         // The same-connection bare loop borrows the bearer's socket for each turn (`ATTBearer.lend`).
         let session = try await Session.open(target, inv)
         defer { session.close() }
+        var plan = plan
+        if let handle { plan.handle = try await session.resolve(handle, command: "bench") }
+        if let counter { plan.counter = try await session.resolve(counter, command: "bench") }
         do {
             return try await run(session, target: target, plan: plan, inv: inv, link: link)
         } catch let error as GATTError {

@@ -34,6 +34,8 @@ struct ReadValue: Sendable {
 struct ListenEvent: Sendable {
     var time: Double
     var handle: UInt16
+    /// Its characteristic's label (`Session.label`), when it has one.
+    var name: String?
     var indication: Bool
     var value: [UInt8]
     /// Values the client dropped before this one because the output fell behind (its buffer was full).
@@ -61,6 +63,8 @@ final class Session: Sendable {
     let link: LinkSession?
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
     let linkRequests: [LinkRequestReport]
+    /// The database and user descriptions discovered on this connection, for names (CharacteristicNames.swift).
+    let discoveredNames = Lock<DiscoveredNames?>(nil)
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
                  timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport]) {
@@ -157,7 +161,8 @@ final class Session: Sendable {
     /// The whole database (primary services, their includes, and the secondary services they include), with
     /// every readable value read when `readValues`.
     func database(readValues: Bool) async throws -> DatabaseModel {
-        let services = try await client.discoverDatabase()
+        // Kept for the connection, so that names resolve later without discovering again (the shell).
+        let services = try await discovered().services
         var model = DatabaseModel(services: services, mtu: mtu)
         for c in services.flatMap(\.characteristics) {
             if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
@@ -234,20 +239,27 @@ final class Session: Sendable {
         return .attribute(e)
     }
 
-    /// The name of the characteristic whose value is at `handle`, if the server says.
+    /// The name of the characteristic whose value is at `handle`, if the server says: from what this connection
+    /// has discovered, else from a discovery of the few handles around it.
     func handleLabel(_ handle: UInt16) async -> String? {
+        if let known = discoveredNames.withLock({ $0 }),
+           let c = known.services.flatMap(\.characteristics).first(where: { $0.valueHandle == handle }),
+           known.described.contains(handle) {
+            return label(c.uuid, userDescription: known.descriptions[handle])
+        }
         guard handle > 1, handle < 0xFFF0 else { return nil }
         let window = ATTHandleRange(start: handle - 1, end: handle + 6)
         guard let chars = try? await client.discoverCharacteristics(in: window),
               let c = chars.first(where: { $0.valueHandle == handle }) else { return nil }
         if let name = profile.characteristicName(c.uuid) { return name }
         let end = chars.first { $0.declarationHandle > handle }.map { $0.declarationHandle - 1 } ?? window.end
+        var description: String?
         if end > handle, let descriptions = try? await client.read(uuid: .characteristicUserDescription,
                                                                  in: ATTHandleRange(start: handle + 1, end: end)),
            let text = descriptions.first.flatMap({ String(validating: $0.value, as: UTF8.self) }), !text.isEmpty {
-            return text
+            description = text
         }
-        return name(of: c.uuid)
+        return label(c.uuid, userDescription: description)
     }
 
     /// A characteristic's name: the mirror profile's, else the well-known one.
@@ -255,41 +267,55 @@ final class Session: Sendable {
         profile.characteristicName(uuid) ?? uuid.name ?? wellKnownName(uuid.description)
     }
 
-    /// Subscribes to `handles` (value handles; all that notify or indicate when empty) and calls `handler` for
-    /// each notification and indication until `count` arrived, the task is cancelled (Ctrl-C) or the link ends.
-    /// `subscribed` is told each subscription with the value read right after it.
-    func listen(handles: [UInt16], preferIndications: Bool, count: Int?,
-                subscribed: (GATTCharacteristic, GATTSubscriptionMode, [UInt8]?) -> Void,
+    /// Subscribes to `references` (value handles, UUIDs or names, CharacteristicNames.swift; all that notify or
+    /// indicate when empty) and calls `handler` for each notification and indication until `count` arrived, the
+    /// task is cancelled (Ctrl-C) or the link ends. `subscribed` is told each subscription with its label and the
+    /// value read right after it; each event carries its characteristic's label when it has one.
+    func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
+                subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = client.notifications
-        let services = try await client.discoverDatabase()
-        let characteristics = services.flatMap(\.characteristics)
+        let characteristics = try await discovered().services.flatMap(\.characteristics)
         var targets: [GATTCharacteristic] = []
-        if handles.isEmpty {
+        if references.isEmpty {
             targets = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
             guard !targets.isEmpty else {
                 throw GATTError.unsupported("no characteristic of \(client.label) notifies or indicates")
             }
         } else {
-            for h in handles {
-                guard let c = characteristics.first(where: { $0.valueHandle == h || $0.declarationHandle == h }) else {
-                    let list = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
-                        .map { ATTHex.handle($0.valueHandle) }.joined(separator: ", ")
-                    throw GATTError.unsupported("handle \(ATTHex.handle(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
+            for reference in references {
+                if case .handle(let h) = reference {
+                    guard let c = characteristics.first(where: { $0.valueHandle == h || $0.declarationHandle == h }) else {
+                        let list = characteristics.filter { $0.properties.contains(.notify) || $0.properties.contains(.indicate) }
+                            .map { ATTHex.handle($0.valueHandle) }.joined(separator: ", ")
+                        throw GATTError.unsupported("handle \(ATTHex.handle(h)) is not a characteristic of \(client.label); value handles that notify or indicate: \(list.isEmpty ? "none" : list)")
+                    }
+                    targets.append(c)
+                } else {
+                    targets.append(try await characteristic(reference, command: command).characteristic)
                 }
-                targets.append(c)
             }
         }
+        // The labels of what is subscribed (their user descriptions read if not yet), for each line printed.
+        let catalog = try await self.catalog(describing: Set(targets.map(\.valueHandle)))
+        let labels = Dictionary(targets.compactMap { c in catalog.entry(at: c.valueHandle)?.label.map { (c.valueHandle, $0) } },
+                                uniquingKeysWith: { a, _ in a })
+        let event = { @Sendable (n: GATTNotification) in
+            ListenEvent(time: unixNow(), handle: n.handle, name: labels[n.handle], indication: n.kind == .indication,
+                        value: n.value, droppedBefore: n.droppedBefore)
+        }
+        let subscribedNamed = { (c: GATTCharacteristic, mode: GATTSubscriptionMode, value: [UInt8]?) in
+            subscribed(c, labels[c.valueHandle], mode, value)
+        }
         do {
-            try await subscribe(targets, preferIndications: preferIndications, subscribed: subscribed)
+            try await subscribe(targets, preferIndications: preferIndications, subscribed: subscribedNamed)
         } catch {
             // The link ended while subscribing: print what arrived before it did (the stream ends after them).
             if case .disconnected = error {
                 var received = 0
                 do {
                     for try await n in stream {
-                        handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication,
-                                            value: n.value, droppedBefore: n.droppedBefore))
+                        handler(event(n))
                         received += 1
                         if let count, received >= count { return received }
                     }
@@ -300,8 +326,7 @@ final class Session: Sendable {
         var received = 0
         if let count, received >= count { return received }
         for try await n in stream {
-            handler(ListenEvent(time: unixNow(), handle: n.handle, indication: n.kind == .indication, value: n.value,
-                                droppedBefore: n.droppedBefore))
+            handler(event(n))
             received += 1
             if let count, received >= count { break }
         }

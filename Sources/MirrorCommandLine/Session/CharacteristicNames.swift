@@ -1,0 +1,148 @@
+// Names wherever a handle goes: the one resolver from HANDLE|UUID|NAME to a characteristic, over the GATT client's
+// discovery (Core Spec Vol 3 Part G §4.4-4.7) and its Characteristic User Descriptions (0x2901, §3.3.3.2).
+// One per connection (Session), so that `mirror shell` and every one-shot command resolve alike.
+import ATTStack
+import GATTClient
+
+/// The characteristics of a server's database with the names a user may call them by.
+struct CharacteristicCatalog: Sendable {
+    struct Entry: Sendable {
+        var characteristic: GATTCharacteristic
+        /// The profile's name for its UUID ("cloudToken").
+        var profileName: String?
+        /// Its Characteristic User Description, when the server has one and it was read.
+        var userDescription: String?
+        /// What output calls it (`Session.label`): the profile's name, the user description, the UUID's name.
+        var label: String?
+
+        /// "0x0012 6d697272-...-000000000003 cloudToken"
+        var candidate: String {
+            "\(ATTHex.handle(characteristic.valueHandle)) \(characteristic.uuid)" + (label.map { " \($0)" } ?? "")
+        }
+    }
+
+    var entries: [Entry]
+
+    /// The entry whose value (or declaration) is at `handle`.
+    func entry(at handle: UInt16) -> Entry? {
+        entries.first { $0.characteristic.valueHandle == handle || $0.characteristic.declarationHandle == handle }
+    }
+
+    /// Every name a user may give here, the profile's and the user descriptions, in handle order, once each.
+    var names: [String] {
+        var seen = Set<String>()
+        return entries.flatMap { [$0.profileName, $0.userDescription].compactMap { $0 } }.filter { seen.insert($0).inserted }
+    }
+
+    /// The entries a UUID or a name picks: a name matches exactly, else ignoring case.
+    func matching(_ reference: CharacteristicReference) -> [Entry] {
+        switch reference {
+        case .handle(let h): return entry(at: h).map { [$0] } ?? []
+        case .uuid(let u): return entries.filter { $0.characteristic.uuid == u }
+        case .name(let n):
+            let exact = entries.filter { $0.profileName == n || $0.userDescription == n }
+            if !exact.isEmpty { return exact }
+            let lower = n.lowercased()
+            return entries.filter { $0.profileName?.lowercased() == lower || $0.userDescription?.lowercased() == lower }
+        }
+    }
+}
+
+/// What one connection has discovered so far: the database, and the user descriptions read (by value handle).
+struct DiscoveredNames: Sendable {
+    var services: [GATTService]
+    var descriptions: [UInt16: String] = [:]
+    /// Value handles whose user description has been looked for (read, or found to have none).
+    var described: Set<UInt16> = []
+}
+
+extension Session {
+    /// The value handle `reference` names: a handle as given, with no traffic; a UUID or a name by discovery,
+    /// exactly one characteristic, else a usage error (exit status 2) listing the candidates or the names known.
+    func resolve(_ reference: CharacteristicReference, command: String?) async throws -> UInt16 {
+        if case .handle(let h) = reference { return h }
+        return try await characteristic(reference, command: command).characteristic.valueHandle
+    }
+
+    /// The one characteristic a UUID or name names (a handle: the characteristic whose value or declaration it
+    /// is), with its names. Throws a usage error for none or several.
+    func characteristic(_ reference: CharacteristicReference, command: String?) async throws -> CharacteristicCatalog.Entry {
+        // A handle needs no user description; a name may be any of them.
+        let catalog: CharacteristicCatalog
+        if case .name = reference {
+            catalog = try await self.catalog(describing: nil)
+        } else {
+            let services = try await discovered().services
+            let found = services.flatMap(\.characteristics).filter { c in
+                switch reference {
+                case .handle(let h): return c.valueHandle == h || c.declarationHandle == h
+                case .uuid(let u): return c.uuid == u
+                case .name: return false
+                }
+            }
+            catalog = try await self.catalog(describing: Set(found.map(\.valueHandle)))
+        }
+        let matches = catalog.matching(reference)
+        if matches.count == 1 { return matches[0] }
+        let token = reference.description
+        if matches.count > 1 {
+            let what = if case .uuid = reference { "UUID \(token)" } else { "\"\(token)\"" }
+            throw UsageError("\(what) names \(matches.count) characteristics of \(client.label): "
+                             + matches.map(\.candidate).joined(separator: ", ") + "; give one by its value handle",
+                             token: token, command: command)
+        }
+        let known = catalog.names
+        let names = "names known: " + (known.isEmpty ? "none (no profile name matches a characteristic there, and it has no user descriptions)" : known.joined(separator: ", "))
+        switch reference {
+        case .handle(let h):
+            throw UsageError("handle \(ATTHex.handle(h)) is not a characteristic of \(client.label)", token: token, command: command)
+        case .uuid(let u):
+            throw UsageError("no characteristic of \(client.label) has UUID \(u)", token: token, command: command)
+        case .name(let n):
+            if let uuid = profile.uuid(n) {
+                throw UsageError("\"\(n)\" is the profile's name for \(uuid), and no characteristic of \(client.label) has that UUID; \(names)",
+                                 token: token, command: command)
+            }
+            throw UsageError("no characteristic of \(client.label) is named \"\(n)\"; \(names)", token: token, command: command)
+        }
+    }
+
+    /// The database with names, discovered once per connection; the user descriptions of `describing` (value
+    /// handles; nil: every characteristic) read if not read before. An unreadable description is no name.
+    func catalog(describing handles: Set<UInt16>?) async throws -> CharacteristicCatalog {
+        var state = try await discovered()
+        let characteristics = state.services.flatMap(\.characteristics)
+        for c in characteristics where !state.described.contains(c.valueHandle) && handles?.contains(c.valueHandle) ?? true {
+            state.described.insert(c.valueHandle)
+            guard let d = c.descriptors.first(where: { $0.uuid == .characteristicUserDescription }) else { continue }
+            do {
+                let bytes = try await client.readLong(handle: d.handle)
+                if let text = String(validating: bytes, as: UTF8.self), !text.isEmpty { state.descriptions[c.valueHandle] = text }
+            } catch {
+                // The peer refused the read (an ATT error): that characteristic has no name from it.
+                guard case .attribute = error else { throw error }
+            }
+        }
+        let done = state
+        discoveredNames.withLock { $0 = done }
+        return CharacteristicCatalog(entries: characteristics.map { c in
+            let description = done.descriptions[c.valueHandle]
+            return CharacteristicCatalog.Entry(characteristic: c, profileName: profile.characteristicName(c.uuid),
+                                               userDescription: description, label: label(c.uuid, userDescription: description))
+        })
+    }
+
+    /// The database as discovered on this connection (Part G §4.4-4.7, once).
+    func discovered() async throws(GATTError) -> DiscoveredNames {
+        if let known = discoveredNames.withLock({ $0 }) { return known }
+        let state = DiscoveredNames(services: try await client.discoverDatabase())
+        discoveredNames.withLock { if $0 == nil { $0 = state } }
+        return discoveredNames.withLock { $0 } ?? state
+    }
+
+    /// What output calls a characteristic, in one place: the profile's name for its UUID, else its user
+    /// description, else the UUID's well-known name.
+    func label(_ uuid: BluetoothUUID, userDescription: String?) -> String? {
+        profile.characteristicName(uuid) ?? userDescription ?? name(of: uuid)
+    }
+}
