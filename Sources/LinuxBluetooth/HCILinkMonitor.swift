@@ -482,8 +482,10 @@ public final class HCILinkMonitor: Sendable {
         guard let event = HCIEvent.parse(packet) else { return }
         let record = HCILinkRecord(kind: .event(event), packet: packet, timestampMicroseconds: BTSnoopWriter.timestamp())
         delivery.withLock { _ in
-            let deliver = state.withLockBroadcasting { s in s.apply(event, record) }
+            let deliver = state.withLock { s in s.apply(event, record) }
             if deliver { sink?(record) }
+            // Waiters wake only now: one that returns on this event finds it in the sink already.
+            state.withLockBroadcasting { _ in }
         }
     }
 }
