@@ -44,21 +44,25 @@ let package = Package(
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
         .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
-        // The `mirror` executable: only main.swift; everything else is MirrorCommandLine.
-        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"]),
+        // The `mirror` executable: only main.swift; everything else is MirrorCommandLine. A release build links the
+        // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
+        // builds stay dynamic, as the test bundles that link this target with XCTest must.
+        .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"],
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(configuration: .release))]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
-        // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers.
-        .target(name: "CMicroHTTPD", linkerSettings: [.linkedLibrary("microhttpd")]),
-        // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers.
-        .target(name: "CCrypto", linkerSettings: [.linkedLibrary("crypto")]),
+        // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
+        .target(name: "CMicroHTTPD"),
+        // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
+        // libcrypto is loaded by dlopen on first use (neither it nor libmicrohttpd is loaded at `mirror`'s start).
+        .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON"]),
+        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
         // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
         // (the terminal's width comes from CBlueZSocket, where every ioctl is).
         .target(name: "CLibEdit", dependencies: ["CBlueZSocket"], linkerSettings: [.linkedLibrary("edit")]),

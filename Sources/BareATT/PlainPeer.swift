@@ -2,7 +2,7 @@
 // answers at once and counts what it receives, so that what a client costs shows, not the peer's own work.
 import ATTStack
 import CBlueZSocket
-import Foundation
+import Glibc
 import LinuxBluetooth
 import Synchronization
 
@@ -43,8 +43,7 @@ public final class PlainPeer: Sendable {
         listener = fd
         wake = cbz_eventfd()
         guard wake >= 0 else { throw .failed("eventfd", during: .settingUpPeer, closing: fd) }
-        let thread = Thread { [self] in acceptLoop() }
-        thread.start()
+        startDetachedThread { [self] in acceptLoop() }
     }
 
     /// Stops accepting (the accept thread closes the listening socket) and removes the socket file; connections
@@ -78,8 +77,7 @@ public final class PlainPeer: Sendable {
                 if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
                 break
             }
-            let thread = Thread { [self] in serve(c) }
-            thread.start()
+            startDetachedThread { [self] in serve(c) }
         }
         _ = cbz_close(listener)
         _ = cbz_close(wake)

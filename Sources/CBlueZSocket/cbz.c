@@ -6,6 +6,10 @@
 #include <errno.h>
 #include <sched.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <arpa/inet.h>
+#include <locale.h>
 #include <stdlib.h>
 #include <poll.h>
 #include <pthread.h>
@@ -639,10 +643,64 @@ int cbz_pin_to_current_cpu(void) {
     return cpu;
 }
 
+// The "C" locale for numbers, made once: this thread uses it around one snprintf, so a setlocale elsewhere in
+// the process (a line editor's LC_ALL="") cannot turn the decimal point into a comma.
+static locale_t cbz_c_numeric;
+static void cbz_make_c_numeric(void) { cbz_c_numeric = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0); }
+
+int cbz_format_fixed(char *buf, size_t len, double value, int width, int decimals) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, cbz_make_c_numeric);
+    locale_t previous = cbz_c_numeric ? uselocale(cbz_c_numeric) : (locale_t)0;
+    int n = snprintf(buf, len, "%*.*f", width, decimals, value);
+    if (previous) uselocale(previous);
+    return n;
+}
+
+int cbz_ipv4_addresses(char *buf, size_t len) {
+    if (len == 0) { errno = EINVAL; return -1; }
+    buf[0] = '\0';
+    struct ifaddrs *all;
+    if (getifaddrs(&all) != 0) return -1;
+    size_t used = 0;
+    for (struct ifaddrs *i = all; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+        char one[INET_ADDRSTRLEN];
+        if (inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, one, sizeof one) == NULL) continue;
+        int n = snprintf(buf + used, len - used, "%s%s", used ? "\n" : "", one);
+        if (n < 0 || (size_t)n >= len - used) { buf[used] = '\0'; break; }
+        used += (size_t)n;
+    }
+    freeifaddrs(all);
+    return 0;
+}
+
 int cbz_set_thread_name(const char *name) {
     char buf[16];
     snprintf(buf, sizeof buf, "%s", name);
     return prctl(PR_SET_NAME, buf, 0, 0, 0);
+}
+
+// pthread's start routine returns a value nobody joins for: this trampoline calls the caller's body and drops it.
+struct cbz_thread_start_args { void (*body)(void *); void *context; };
+
+static void *cbz_thread_trampoline(void *raw) {
+    struct cbz_thread_start_args args = *(struct cbz_thread_start_args *)raw;
+    free(raw);
+    args.body(args.context);
+    return NULL;
+}
+
+int cbz_thread_start(void (*body)(void *context), void *context) {
+    struct cbz_thread_start_args *args = malloc(sizeof *args);
+    if (args == NULL) return ENOMEM;
+    args->body = body;
+    args->context = context;
+    pthread_t thread;
+    int rc = pthread_create(&thread, NULL, cbz_thread_trampoline, args);
+    if (rc != 0) { free(args); return rc; }
+    pthread_detach(thread);
+    return 0;
 }
 
 // MARK: - Address printing (for tests: our byte order against BlueZ's ba2str)

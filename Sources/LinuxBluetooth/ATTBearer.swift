@@ -1,7 +1,7 @@
 // The socket bearer: one owner of one SOCK_SEQPACKET socket that moves whole ATT PDUs.
 
 import CBlueZSocket
-import Foundation
+import Glibc
 import Synchronization
 
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
@@ -180,11 +180,10 @@ public final class ATTBearer: ATTTransport {
             return (true, claimWriter(&s))
         }
         guard first else { return } // start is documented as call-once; later calls have no effect
-        let thread = Thread { [self] in
+        startDetachedThread { [self] in
             _ = cbz_set_thread_name("att-bearer")
             self.readLoop(sink)
         }
-        thread.start()
         if startWriter { startWriterThread() }
     }
 
@@ -581,11 +580,10 @@ public final class ATTBearer: ATTTransport {
     }
 
     private func startWriterThread() {
-        let thread = Thread { [self] in
+        startDetachedThread { [self] in
             _ = cbz_set_thread_name("att-bearer-out")
             self.writableLoop()
         }
-        thread.start()
     }
 
     /// Waits in epoll for the one-shot EPOLLOUT that `whenWritable` arms, and calls the waiters. Ends when the reader

@@ -1,7 +1,7 @@
 // btsnoop capture of ATT traffic, in the Linux monitor format that btmon writes and Wireshark/tshark read.
 
 import CBlueZSocket
-import Foundation
+import Glibc
 
 /// Writes ATT PDUs to a btsnoop file (datalink 2001, the BlueZ monitor format). A socket-level stack never
 /// sees HCI, so each PDU is wrapped in a synthetic HCI ACL header (Core Spec 5.4 Vol 4 Part E §5.4.2) and an

@@ -1,7 +1,8 @@
 // `mirror doctor`: what this machine offers for raw ATT, and what to do about each gap.
 
 import CBlueZSocket
-import Foundation
+import FoundationEssentials
+import Glibc
 import JSON
 
 /// One finding of the doctor: what was checked, how it stands, what it means, and what to do.
@@ -112,7 +113,7 @@ public enum BluetoothDoctor {
         let base = "/sys/class/rfkill"
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: base) else { return [] }
         func read(_ p: String) -> String {
-            ((try? String(contentsOfFile: p, encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+            ((try? String(contentsOfFile: p, encoding: .utf8)) ?? "").trimmingWhitespace
         }
         return entries.sorted().compactMap { e in
             guard read("\(base)/\(e)/type") == "bluetooth" else { return nil }

@@ -1,7 +1,7 @@
 // Linux capabilities: what the process and its binary hold, what raw HCI work needs, and dropping them all.
 
 import CBlueZSocket
-import Foundation
+import FoundationEssentials
 
 /// A set of Linux capabilities (capabilities(7)) as a bit mask: bit n is capability n.
 public struct CapabilitySet: Sendable, Hashable, CustomStringConvertible {
@@ -121,7 +121,7 @@ public enum BluetoothDaemon {
         for entry in entries {
             guard let pid = Int(entry) else { continue }
             guard let comm = try? String(contentsOfFile: "/proc/\(entry)/comm", encoding: .utf8) else { continue }
-            if comm.trimmingCharacters(in: .whitespacesAndNewlines) == "bluetoothd" { return pid }
+            if comm.trimmingWhitespace == "bluetoothd" { return pid }
         }
         return nil
     }

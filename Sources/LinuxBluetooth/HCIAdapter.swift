@@ -1,7 +1,7 @@
 // HCI controllers as the kernel lists them, and the `mirror adapters` report.
 
 import CBlueZSocket
-import Foundation
+import Glibc
 import JSON
 
 /// One Bluetooth controller as the kernel reports it (HCIGETDEVINFO); `supportsLE` is the LMP feature bit
@@ -155,10 +155,10 @@ public struct HCIAdapter: Sendable, Equatable {
     /// One line: "hci0  00:AA:01:00:00:00  up    LE        acl 192x1  virtual".
     public var summaryLine: String {
         let radio = radioDescription
-        return [name.padding(toLength: 6, withPad: " ", startingAt: 0), address.description,
-                (isUp ? "up" : "down").padding(toLength: 5, withPad: " ", startingAt: 0),
-                radio.padding(toLength: 11, withPad: " ", startingAt: 0),
-                "acl \(aclMTU)x\(aclPackets)".padding(toLength: 12, withPad: " ", startingAt: 0), bus].joined(separator: " ")
+        return [name.padded(toLength: 6), address.description,
+                (isUp ? "up" : "down").padded(toLength: 5),
+                radio.padded(toLength: 11),
+                "acl \(aclMTU)x\(aclPackets)".padded(toLength: 12), bus].joined(separator: " ")
     }
 }
 

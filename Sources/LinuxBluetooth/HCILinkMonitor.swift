@@ -4,7 +4,7 @@
 
 import ATTStack
 import CBlueZSocket
-import Foundation
+import Glibc
 
 /// One HCI packet of the link as the monitor saw it or sent it: for --trace and btsnoop.
 public struct HCILinkRecord: Sendable, Equatable {
@@ -168,11 +168,10 @@ public final class HCILinkMonitor: Sendable {
         self.wake = wake
         self.sink = sink
         self.state = Lock(MonitorState())
-        let thread = Thread { [self] in
+        startDetachedThread { [self] in
             _ = cbz_set_thread_name("hci-link")
             self.readLoop()
         }
-        thread.start()
     }
 
     // Only reachable once the reader thread has ended (it holds a strong reference while it runs).
@@ -483,8 +482,10 @@ public final class HCILinkMonitor: Sendable {
         guard let event = HCIEvent.parse(packet) else { return }
         let record = HCILinkRecord(kind: .event(event), packet: packet, timestampMicroseconds: BTSnoopWriter.timestamp())
         delivery.withLock { _ in
-            let deliver = state.withLockBroadcasting { s in s.apply(event, record) }
+            let deliver = state.withLock { s in s.apply(event, record) }
             if deliver { sink?(record) }
+            // Waiters wake only now: one that returns on this event finds it in the sink already.
+            state.withLockBroadcasting { _ in }
         }
     }
 }

@@ -67,8 +67,9 @@ private final class DigestContext: Sendable {
 
     deinit { state.withLock { ccr_sha256_free($0) } }
 
-    /// libcrypto returns NULL only when it cannot allocate a context.
+    /// NULL: libcrypto could not be loaded (the shim dlopens it on first use), or could not allocate a context.
     private static func checked(_ p: OpaquePointer?) -> OpaquePointer {
+        if p == nil, let why = ccr_unavailable() { preconditionFailure("libcrypto cannot be loaded: \(String(cString: why))") }
         guard let p else { preconditionFailure("libcrypto could not allocate a SHA-256 context") }
         return p
     }

@@ -1,7 +1,7 @@
 // The mirror's UUIDs, enums and limits, read from a JSON profile (never hard-coded): the names are
 // the mirror's own words (scanState, scanError, cloudToken, scannerAction, initDeviceForScan, cancelScan).
 import ATTStack
-import Foundation
+import FoundationEssentials
 import JSON
 
 /// A mirror profile: the GATT service and characteristic UUIDs, the scanState / scanError enums,

@@ -5,7 +5,7 @@
 // before the writes; one named deadline for COMPLETE plus the upload, or ERROR; a final read whatever happened.
 import ATTStack
 import LinuxBluetooth
-import Foundation
+import FoundationEssentials
 import GATTClient
 
 /// What `mirror scan` is asked to do.
@@ -352,7 +352,7 @@ extension MirrorScan {
     /// The address a mirror on the local network can post to: this machine's first IPv4 address that is not
     /// loopback (nil when it has none: then `--upload-host` must say it).
     public static func defaultUploadHost() -> String? {
-        Host.current().addresses.first { a in
+        localIPv4Addresses().first { a in
             let parts = a.split(separator: ".")
             return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil } && !a.hasPrefix("127.")
         }

@@ -1,8 +1,10 @@
 // The host side of a scan's result: an HTTP server (libmicrohttpd) that takes the mirror's
 // POST /upload/ID for the current scan ID, stores the body in a temporary file, renames it when
 // complete, and reports its size, SHA-256 and ZIP entries.
+import CBlueZSocket
 import CMicroHTTPD
-import Foundation
+import FoundationEssentials
+import Glibc
 import GATTClient
 import LinuxBluetooth
 
@@ -67,8 +69,8 @@ public final class UploadReceiver: Sendable {
         self.maxBytes = maxBytes
         self.onEvent = onEvent
         self.daemon = Lock(0)
-        var isDirectory: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue else {
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory else {
             throw UploadReceiverError(host: host, port: port, errno: .noSuchFileOrDirectory, problem: "the upload directory \(directory) does not exist",
                                       directoryProblem: true)
         }
@@ -77,6 +79,7 @@ public final class UploadReceiver: Sendable {
             let e = Errno.current
             let problem = e == .invalidArgument ? "not a numeric IPv4 or IPv6 address"
                 : e == .addressInUse ? "the port is in use (EADDRINUSE)"
+                : e.rawValue == ELIBACC ? "libmicrohttpd cannot be loaded: \(cmhd_unavailable().map { String(cString: $0) } ?? e.meaning)"
                 : e.rawValue == 0 ? "MHD_start_daemon failed" : "MHD_start_daemon failed: \(e.meaning)"
             throw UploadReceiverError(host: host, port: port, errno: e, problem: problem)
         }
@@ -104,7 +107,7 @@ public final class UploadReceiver: Sendable {
     /// Stops the daemon; waits for its thread. Idempotent.
     public func stop() {
         let address = daemon.withLock { let a = $0; $0 = 0; return a }
-        if let d = OpaquePointer(bitPattern: address) { MHD_stop_daemon(d) }
+        if let d = OpaquePointer(bitPattern: address) { cmhd_stop(d) }
     }
 
     deinit { stop() }
@@ -142,9 +145,9 @@ public final class UploadReceiver: Sendable {
             return request
         }
         guard method == "POST" else { request.refuse(405, "method \(method) not allowed: use POST"); return request }
-        let chunked = MHD_lookup_connection_value(connection, .HEADER_KIND, "Transfer-Encoding")
+        let chunked = cmhd_header(connection, "Transfer-Encoding")
             .map { String(cString: $0).lowercased().contains("chunked") } ?? false
-        if let cl = MHD_lookup_connection_value(connection, .HEADER_KIND, "Content-Length"),
+        if let cl = cmhd_header(connection, "Content-Length"),
            let length = Int(String(cString: cl)), length > maxBytes {
             request.refuse(413, "Content-Length \(length) exceeds the \(maxBytes)-byte limit"); return request
         }
@@ -190,7 +193,7 @@ private final class UploadRequest {
     var framing = ""
     var finalPath = ""
     var partPath = ""
-    var file: FileHandle?
+    var file: Int32 = -1  // the part file's descriptor while it is open
     var digest = SHA256()
     var bytes = 0
     var head: [UInt8] = []  // the whole body is kept only to list ZIP entries when small enough
@@ -206,14 +209,14 @@ private final class UploadRequest {
     func begin(scanID: String, directory: String, framing: String) {
         self.scanID = scanID
         self.framing = framing
-        finalPath = (directory as NSString).appendingPathComponent("scan-\(scanID).zip")
-        partPath = (directory as NSString).appendingPathComponent(".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
-        guard FileManager.default.createFile(atPath: partPath, contents: nil),
-              let handle = FileHandle(forWritingAtPath: partPath) else {
+        finalPath = uploadPath(directory, "scan-\(scanID).zip")
+        partPath = uploadPath(directory, ".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
+        let fd = cbz_create_file(partPath)
+        guard fd >= 0 else {
             outcome = .refused(500, "cannot create \(partPath)")
             return
         }
-        file = handle
+        file = fd
     }
 
     func take(_ chunk: UnsafeRawBufferPointer, limit: Int) {
@@ -225,14 +228,18 @@ private final class UploadRequest {
         }
         digest.update(chunk)
         if bytes <= Self.listInMemoryLimit { head.append(contentsOf: chunk) } else { head = [] }
-        do { try file?.write(contentsOf: Data(chunk)) } catch {
-            refuse(500, "writing \(partPath): \(error)")
+        if file >= 0, cbz_write_all(file, chunk.baseAddress, chunk.count) != 0 {
+            let failure = UploadFileError(syscall: "write", path: partPath, errno: .current)
+            refuse(500, "writing \(partPath): \(failure)")
         }
     }
 
     func complete() throws -> ReceivedUpload {
-        try file?.close()
-        file = nil
+        if file >= 0 {
+            let closed = cbz_close(file)
+            file = -1
+            if closed != 0 { throw UploadFileError(syscall: "close", path: partPath, errno: .current) }
+        }
         if FileManager.default.fileExists(atPath: finalPath) { try FileManager.default.removeItem(atPath: finalPath) }
         try FileManager.default.moveItem(atPath: partPath, toPath: finalPath)
         var entries: [ZIPEntry]?
@@ -244,12 +251,26 @@ private final class UploadRequest {
     }
 
     func closeAndRemove() {
-        try? file?.close()
-        file = nil
+        if file >= 0 { _ = cbz_close(file) }
+        file = -1
         if !partPath.isEmpty { try? FileManager.default.removeItem(atPath: partPath) }
     }
 
-    deinit { if case .refused = outcome { closeAndRemove() } else if file != nil { closeAndRemove() } }
+    deinit { if case .refused = outcome { closeAndRemove() } else if file >= 0 { closeAndRemove() } }
+}
+
+/// `name` in `directory`, as NSString's appendingPathComponent joined them (a slash added unless one ends it).
+func uploadPath(_ directory: String, _ name: String) -> String {
+    directory.isEmpty ? name : directory.hasSuffix("/") ? directory + name : directory + "/" + name
+}
+
+/// A failed call on the part file: its syscall, path and errno ("write /d/.scan-1.zip.part-7: ENOSPC (No space
+/// left on device)").
+struct UploadFileError: Error, CustomStringConvertible {
+    let syscall: String
+    let path: String
+    let errno: Errno
+    var description: String { "\(syscall) \(path): \(errno.name) (\(errno.meaning))" }
 }
 
 private let uploadAccessHandler: cmhd_access_handler = { cls, connection, url, method, _, data, size, requestState in

@@ -1,10 +1,18 @@
 // mirror: the command-line tool. Only the entry point: the commands, the session, parsing, formatting and
 // the error table are the MirrorCommandLine library (Sources/MirrorCommandLine, the table in Commands/CommandTable.swift).
+import Dispatch
 import MirrorCommandLine
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-let status = await MirrorMain.run(Array(CommandLine.arguments.dropFirst()), commands: commandTable)
-exit(status)
+// Help, the version and usage errors are answered without the concurrency runtime; only a command starts it
+// (a task on the main actor, the main queue served by dispatchMain), so `mirror --help` starts no threads.
+switch MirrorMain.prepare(Array(CommandLine.arguments.dropFirst()), commands: commandTable) {
+case .finished(let status):
+    exit(status)
+case .command(let command, let arguments, let global):
+    Task { exit(await MirrorMain.run(command, arguments, global)) }
+    dispatchMain()
+}

@@ -135,31 +135,53 @@ public enum MirrorMain {
     /// The version printed by `mirror --version`.
     public static let version = "mirror 0.1.0"
 
+    /// A command line parsed by `prepare`: answered already (help, version, a usage error), or a command to run.
+    public enum Prepared: Sendable {
+        /// Printed; the exit status.
+        case finished(Int32)
+        /// The command, its arguments and the global options, for `run(_:_:_:console:)`.
+        case command(Command, ParsedArguments, GlobalOptions)
+    }
+
     /// Runs `arguments` (without the program name) against `commands`; returns the exit status.
     public static func run(_ arguments: [String], commands: [Command], console: Console = Console()) async -> Int32 {
-        Interrupts.install()
+        switch prepare(arguments, commands: commands, console: console) {
+        case .finished(let status): return status
+        case .command(let command, let args, let global): return await run(command, args, global, console: console)
+        }
+    }
+
+    /// The synchronous half of `run`: parses `arguments` and prints help, the version or a usage error at once,
+    /// so that `main` starts the concurrency runtime (and its worker threads) only for a command.
+    public static func prepare(_ arguments: [String], commands: [Command], console: Console = Console()) -> Prepared {
         let specs = commands.map(\.spec)
         let wantsJSON = arguments.contains("--json")
         let parsed: ParsedCommandLine
         do {
             parsed = try parseCommandLine(arguments, commands: specs)
         } catch {
-            return report(ErrorReport(error), json: wantsJSON, console: console)
+            return .finished(report(ErrorReport(error), json: wantsJSON, console: console))
         }
         switch parsed {
         case .toolHelp:
             console.outRaw(toolHelp(specs))
-            return ExitStatus.success.rawValue
+            return .finished(ExitStatus.success.rawValue)
         case .version:
             console.out(version)
-            return ExitStatus.success.rawValue
+            return .finished(ExitStatus.success.rawValue)
         case .commandHelp(let spec):
             console.outRaw(commandHelp(spec))
-            return ExitStatus.success.rawValue
+            return .finished(ExitStatus.success.rawValue)
         case .run(let spec, let args, let global):
-            let command = commands.first { $0.spec.name == spec.name }!
-            return await execute(command, Invocation(arguments: args, global: global, console: console))
+            return .command(commands.first { $0.spec.name == spec.name }!, args, global)
         }
+    }
+
+    /// Runs a command `prepare` returned (SIGINT and SIGTERM handled from here on); returns the exit status.
+    public static func run(_ command: Command, _ args: ParsedArguments, _ global: GlobalOptions,
+                           console: Console = Console()) async -> Int32 {
+        Interrupts.install()
+        return await execute(command, Invocation(arguments: args, global: global, console: console))
     }
 
     /// Runs one parsed command (a one-shot command, or a line of `mirror shell`); an error is reported.

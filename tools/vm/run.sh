@@ -10,7 +10,8 @@
 # each). Logs: tools/vm/cache/runs/NAME/ (guest.log, each step's own STEP.log, hci.btsnoop) and
 # tools/vm/cache/runs/console-FIRST.log (kernel and init). Environment: VM_CACHE (cache directory),
 # VM_TIMEOUT_SCALE (multiplies every scenario's time limit, default 1), VM_ISOLATE=1 (one boot per scenario),
-# VM_QEMU_EXTRA (more qemu options), VM_BTVIRT (the btvirt vm_controllers_dual starts: tools/vm/btvirt-setphy.sh).
+# VM_QEMU_EXTRA (more qemu options), VM_BTVIRT (the btvirt vm_controllers_dual starts), VM_BTVIRT_SETPHY (the one link-phy starts; default:
+# tools/vm/btvirt-setphy.sh builds it into the cache).
 # The time printed per scenario is measured in the guest (the boot is printed once, on stderr).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,6 +57,12 @@ fi
 kernel=$(awk '$1=="kernel"{print $2}' <<<"$boot")
 initrd=$(awk '$1=="initrd"{print $2}' <<<"$boot")
 echo "vm: prepared in $(elapsed "$t0" "$(now)") s ($(basename "$(dirname "$kernel")"))" >&2
+# The btvirt with LE Set PHY (BlueZ 5.66 + upstream's commit), for the scenarios that ask for a PHY (link-phy):
+# built once into the cache; when it cannot be built, VM_BTVIRT_SETPHY stays empty and those scenarios fail.
+if [ -z "${VM_BTVIRT_SETPHY:-}" ]; then
+  VM_BTVIRT_SETPHY=$(timeout 600 "$here/btvirt-setphy.sh" "$cache" 2>"$cache/btvirt-setphy.log") \
+    || { VM_BTVIRT_SETPHY=""; echo "vm: btvirt with LE Set PHY not built: $(tail -n 1 "$cache/btvirt-setphy.log")" >&2; }
+fi
 
 # qboot (qemu-system-data) reaches the kernel about a second sooner than SeaBIOS under TCG.
 bios=""
@@ -75,6 +82,7 @@ boot() {
     printf 'REPO=%q\n' "$repo"
     printf 'VM_TIMEOUT_SCALE=%q\n' "$scale"
     printf 'VM_BTVIRT=%q\n' "${VM_BTVIRT:-}"
+    printf 'VM_BTVIRT_SETPHY=%q\n' "${VM_BTVIRT_SETPHY:-}"
     printf 'SCENARIOS=%q\n' "${names[*]}"
     for n in "${names[@]}"; do printf 'LIMIT_%s=%q\n' "${n//[^A-Za-z0-9_]/_}" "${limits[$n]}"; done
   } > "$runs/env"

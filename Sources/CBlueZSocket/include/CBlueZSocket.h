@@ -240,6 +240,12 @@ int cbz_create_new_file(const char *path);
 int cbz_write_all(int fd, const void *buf, size_t len);
 /// readlink("/proc/self/exe") into buf (NUL-terminated). Returns the length or -1.
 ssize_t cbz_self_exe(char *buf, size_t len);
+/// snprintf(buf, len, "%*.*f", width, decimals, value) in the C locale's notation ("3.14", no grouping): what
+/// Foundation's String(format:) gave, without Foundation. Returns snprintf's count.
+int cbz_format_fixed(char *buf, size_t len, double value, int width, int decimals);
+/// This machine's IPv4 addresses on interfaces that are not loopback (getifaddrs, in its order), numeric and
+/// separated by '\n', into buf (NUL-terminated; addresses that do not fit are left out). 0, or -1 with errno.
+int cbz_ipv4_addresses(char *buf, size_t len);
 
 // MARK: - Threads
 
@@ -249,6 +255,9 @@ int cbz_set_thread_name(const char *name);
 /// (sched_getcpu, sched_setaffinity): a benchmark's loops then wake each other on one core, not across idle
 /// cores. Returns the CPU, or -1 with errno.
 int cbz_pin_to_current_cpu(void);
+/// Starts a detached thread (pthread_create with default attributes, then pthread_detach) that calls
+/// body(context) once. Returns 0 or the errno pthread_create returned (it does not set errno).
+int cbz_thread_start(void (*body)(void *context), void *context);
 
 // MARK: - Capabilities (libcap)
 

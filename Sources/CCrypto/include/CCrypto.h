@@ -9,7 +9,10 @@
 /// A SHA-256 computation in progress (an EVP_MD_CTX).
 typedef struct ccr_sha256 ccr_sha256;
 
-/// A new context with nothing fed yet; NULL when out of memory.
+/// NULL when libcrypto is loaded (dlopen, on the first call), else why it cannot be: dlerror's text.
+const char *ccr_unavailable(void);
+
+/// A new context with nothing fed yet; NULL when out of memory or libcrypto cannot be loaded (ccr_unavailable).
 ccr_sha256 *ccr_sha256_new(void);
 
 /// A new context in the same state as `c`; NULL when out of memory.

@@ -45,11 +45,11 @@ func linkText(_ session: Session, target: TargetArgument) -> [String] {
     let s = link.state()
     var lines = ["link to \(target.target)\(link.monitor.map { " on \($0.adapter.name)" } ?? "")"]
     func row<T>(_ name: String, _ v: LinkValue<T>, _ show: (T) -> String) {
-        let padded = name.padding(toLength: 20, withPad: " ", startingAt: 0)
+        let padded = name.padded(toLength: 20)
         switch v {
         case .known(let value, let source):
             let text = show(value)
-            lines.append("  \(padded)\(text.padding(toLength: max(text.count, 24), withPad: " ", startingAt: 0)) (\(source))")
+            lines.append("  \(padded)\(text.padded(toLength: max(text.count, 24))) (\(source))")
         case .unknown(let why):
             lines.append("  \(padded)unknown: \(why)")
         }
@@ -62,7 +62,7 @@ func linkText(_ session: Session, target: TargetArgument) -> [String] {
     row("TX PHY", s.txPHY) { $0.rawValue }
     row("RX PHY", s.rxPHY) { $0.rawValue }
     row("data length", s.dataLength) { "TX \($0.maxTxOctets) octets \($0.maxTxTime) µs, RX \($0.maxRxOctets) octets \($0.maxRxTime) µs" }
-    lines.append("  \("ATT MTU".padding(toLength: 20, withPad: " ", startingAt: 0))\(String(session.mtu).padding(toLength: 24, withPad: " ", startingAt: 0)) (Exchange MTU)")
+    lines.append("  \("ATT MTU".padded(toLength: 20))\(String(session.mtu).padded(toLength: 24)) (Exchange MTU)")
     row("security", s.securityLevel) { $0.description }
     row("encrypted", s.encrypted) { $0 ? "yes" : "no" }
     row("LE ACL buffers", s.adapterLEBuffers) { "\($0.size) bytes x \($0.count)" }

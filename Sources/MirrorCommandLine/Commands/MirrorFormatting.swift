@@ -1,6 +1,5 @@
 // How `mirror scan` and `mirror wifi` print the Mirror library's events and results: text lines and JSON.
 import ATTStack
-import Foundation
 import JSON
 import Mirror
 
@@ -54,7 +53,7 @@ func mirrorEventName(_ e: MirrorEvent) -> String {
 
 /// One event as a text line: "  0.093  NOTIFY scanError = scaleAlignment (0b)".
 func mirrorEventText(_ e: MirrorEvent) -> String {
-    let t = String(format: "%7.3f", e.time)
+    let t = fixedPoint(e.time, decimals: 3, width: 7)
     let name = e.characteristic ?? "?"
     let value: String = {
         guard let v = e.value else { return "" }

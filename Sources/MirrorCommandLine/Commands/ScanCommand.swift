@@ -1,6 +1,7 @@
 // mirror scan TARGET: the scan procedure (Mirror.MirrorScan) with a live status line or JSON events.
+import CBlueZSocket
 import Dispatch
-import Foundation
+import FoundationEssentials
 import GATTClient
 import JSON
 import LinuxBluetooth
@@ -155,9 +156,9 @@ final class StatusLine: Sendable {
         let left = max(0, deadline - elapsed)
         let text = state.withLock { s -> String in
             s.shown = true
-            return "scanState \(s.scanState), scanError \(s.scanError), \(String(format: "%.0f", left)) s left"
+            return "scanState \(s.scanState), scanError \(s.scanError), \(fixedPoint(left, decimals: 0)) s left"
         }
-        FileHandle.standardError.write(Data(("\r\u{1B}[K" + text).utf8))
+        Self.writeToStandardError("\r\u{1B}[K" + text)
     }
 
     func clear() {
@@ -167,11 +168,17 @@ final class StatusLine: Sendable {
             s.shown = false
             return was
         }
-        if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+        if shown { Self.writeToStandardError("\r\u{1B}[K") }
     }
 
     func stop() {
         ticker.withLock { $0?.cancel() }
         clear()
+    }
+
+    /// The status line as is (no newline) in one write(2) to stderr; a closed stderr is ignored.
+    private static func writeToStandardError(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = cbz_write_all(2, bytes, bytes.count)
     }
 }

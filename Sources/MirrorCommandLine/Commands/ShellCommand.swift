@@ -418,8 +418,8 @@ final class Shell: Sendable {
     static func help(_ specs: [CommandSpec]) -> String {
         let width = (specs.map(\.name.count).max() ?? 0) + 2
         var s = "Commands (help COMMAND for one; the one-shot commands take their options without TARGET):\n\n"
-        for spec in specs { s += "  " + spec.name.padding(toLength: width, withPad: " ", startingAt: 0) + spec.summary + "\n" }
-        s += "  " + "help".padding(toLength: width, withPad: " ", startingAt: 0) + "this list, or one command's help\n"
+        for spec in specs { s += "  " + pad(spec.name, width) + spec.summary + "\n" }
+        s += "  " + pad("help", width) + "this list, or one command's help\n"
         return s
     }
 

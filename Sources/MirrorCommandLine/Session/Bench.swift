@@ -4,7 +4,6 @@
 import ATTStack
 import BareATT
 import LinuxBluetooth
-import Foundation
 import GATTClient
 import JSON
 import LinkCeiling

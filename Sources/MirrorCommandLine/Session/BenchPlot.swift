@@ -2,7 +2,7 @@
 // dashed) and the Write Request round-trip histogram. Hand-written SVG: Debian's -dev packages have no maintained
 // SVG library worth a C shim for two line plots and a histogram, and SVG is plain XML text.
 import CBlueZSocket
-import Foundation
+import Glibc
 import LinuxBluetooth
 
 enum BenchPlot {
@@ -186,12 +186,12 @@ struct Axis {
 /// A tick's number with as many decimals as the step needs: "0", "2.5", "0.05".
 func tickLabel(_ v: Double, step: Double) -> String {
     let decimals = max(0, Int((-log10(step)).rounded(.up)))
-    return String(format: "%.\(decimals)f", v)
+    return fixedPoint(v, decimals: decimals)
 }
 
 /// At most two decimals, trailing zeros dropped: "5", "0.4", "2.5".
 func shortNumber(_ v: Double) -> String {
-    var s = String(format: "%.2f", v)
+    var s = fixedPoint(v, decimals: 2)
     while s.hasSuffix("0") { s.removeLast() }
     if s.hasSuffix(".") { s.removeLast() }
     return s
@@ -257,7 +257,7 @@ struct SVG {
 
     /// A coordinate with at most one decimal.
     private func n(_ v: Double) -> String {
-        let s = String(format: "%.1f", v)
+        let s = fixedPoint(v, decimals: 1)
         return s.hasSuffix(".0") ? String(s.dropLast(2)) : s
     }
 }
