@@ -123,6 +123,21 @@ final class ShellTests: XCTestCase {
         XCTAssertEqual(peer.counters.connections, 2)
     }
 
+    func testALostConnectionIsSaidAtOnceAndCommandsAfterItSayNotConnected() throws {
+        peer.close()
+        var behaviour = GATTPeer.Behaviour()
+        behaviour.closeOn = [0x12]  // the peer closes on a Write Request
+        peer = try GATTPeer(behaviour: behaviour)
+        let device = peer.hexHandle("deviceName")
+        let run = try MirrorProcess.run(["shell", peer.target, "--keep-going"], input: "write \(device) 41\nread \(device)\nconnect\nread \(device)\n")
+        XCTAssertEqual(run.status, 6, "the write's lost connection")
+        XCTAssertTrue(run.stderr.contains("mirror: connection lost: "), run.stderr)
+        XCTAssertTrue(run.stderr.contains("not connected (the connection was closed or lost): connect [TARGET] first"), run.stderr)
+        XCTAssertTrue(run.stdout.hasSuffix("> read \(device)\n\(device): 53 63 72 69 70 74 65 64 20 50 65 65 72  \"Scripted Peer\"  (13 bytes)\n"),
+                      "connect opens it again: \(run.stdout)")
+        XCTAssertEqual(peer.counters.connections, 2)
+    }
+
     func testAFailedConnectEndsTheShellWithItsStatus() throws {
         let run = try MirrorProcess.run(["shell", "unix:/nonexistent/mirror-shell.sock"], input: "read 0x0003\n")
         XCTAssertEqual(run.status, 6, run.stderr)

@@ -345,13 +345,14 @@ final class Shell: Sendable {
         editor.setPrompt(Shell.prompt(connectedTo: nil))
         let json = base.global.json
         let console = self.console
-        // The link's Disconnection Complete may come a moment after the socket's end (a bounded wait).
-        Task.detached { [editor] in
-            let drop = session.link?.dropReason()
+        let say = { @Sendable [editor] (drop: (text: String, reason: UInt8)?) in
             let text = "connection lost: \(reason)" + (drop.map { " (\($0.text))" } ?? "")
             let line = json ? JSONValue.object([("lost", .string(text))]).compact : "mirror: \(text)"
             if editor.isTerminal { editor.printAbove(line) } else if json { console.out(line) } else { console.err(line) }
         }
+        guard let link = session.link else { return say(nil) }
+        // The link's Disconnection Complete may come a moment after the socket's end (a bounded wait, off this thread).
+        Task.detached { say(link.dropReason()) }
     }
 
     /// Ends the subscriptions and closes the connection, if there is one.
