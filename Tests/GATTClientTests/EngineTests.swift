@@ -251,6 +251,39 @@ final class EngineTests: XCTestCase {
         peer.assertScriptDone()
     }
 
+    func testANotificationStreamOfItsOwnStartsWhenAskedAndOutlivesAnotherThatWasCancelled() async throws {
+        let peer = ScriptedPeer(raw("0a 01 00", "1b 21 00 07", "0b 55") + raw("0a 01 00", "1b 21 00 08", "0b 55") + [.serverClose])
+        let client = try await makeClient(peer)
+        let first = try client.notificationStream()
+        let cancelled = try client.notificationStream()
+        let ended = Task { () -> Int in
+            var n = 0
+            do { for try await _ in cancelled { n += 1 } } catch {}
+            return n
+        }
+        ended.cancel()
+        _ = await ended.value
+        _ = try await client.read(handle: 1)
+        var it = first.makeAsyncIterator()
+        let seven = try await it.next()
+        XCTAssertEqual(seven, GATTNotification(handle: 0x21, value: [7], kind: .notification))
+        let later = try client.notificationStream()
+        _ = try await client.read(handle: 1)
+        let eight = try await it.next()
+        XCTAssertEqual(eight, GATTNotification(handle: 0x21, value: [8], kind: .notification), "a cancelled stream leaves the others")
+        var laterIt = later.makeAsyncIterator()
+        let laterFirst = try await laterIt.next()
+        XCTAssertEqual(laterFirst?.value, [8], "a stream asked for later starts then")
+        do {
+            _ = try await it.next()
+            XCTFail("the stream ends with the bearer")
+        } catch let e as GATTError {
+            guard case .disconnected(let d) = e else { return XCTFail("\(e)") }
+            XCTAssertEqual(d.during, "the notification stream")
+        }
+        XCTAssertThrowsError(try client.notificationStream(), "none after the close")
+    }
+
     func testDisconnectEndsEveryWaiterAtOnceNamingTheOperationAndReason() async throws {
         let peer = ScriptedPeer(raw("0a 01 00") + raw("12 02 00 00 01"), capacity: 2)
         let client = try await makeClient(peer)
