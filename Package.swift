@@ -64,8 +64,8 @@ let package = Package(
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
         .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
         // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
-        // (the terminal's width comes from CBlueZSocket, where every ioctl is).
-        .target(name: "CLibEdit", dependencies: ["CBlueZSocket"], linkerSettings: [.linkedLibrary("edit")]),
+        // (the terminal's width comes from CBlueZSocket, where every ioctl is); loaded by dlopen when an editor opens.
+        .target(name: "CLibEdit", dependencies: ["CBlueZSocket"]),
         // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
         // line being typed; plain lines off a terminal.
         .target(name: "LineEditor", dependencies: ["CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),

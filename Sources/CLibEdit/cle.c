@@ -8,6 +8,60 @@
 #include <string.h>
 #include <unistd.h>
 #include <editline/readline.h>
+#include <dlfcn.h>
+
+// libedit is loaded with dlopen when the first editor opens, not at process start: only `mirror shell` edits lines,
+// and every other command keeps to the libraries the README's `ldd` line lists. Debian's libedit2 soname.
+#define CLE_LIBRARY "libedit.so.2"
+#define CLE_SYMBOLS(X) \
+    X(rl_outstream) X(rl_instream) X(rl_readline_name) X(rl_catch_signals) X(rl_initialize) X(rl_parse_and_bind) \
+    X(rl_add_defun) X(rl_attempted_completion_function) X(rl_basic_word_break_characters) \
+    X(rl_completer_word_break_characters) X(rl_attempted_completion_over) X(rl_completion_matches) \
+    X(rl_line_buffer) X(rl_point) X(rl_insert_text) X(rl_delete_text) X(rl_forced_update_display) X(rl_set_prompt) \
+    X(rl_callback_handler_install) X(rl_callback_handler_remove) X(rl_callback_read_char) \
+    X(stifle_history) X(read_history) X(write_history) X(add_history)
+#define CLE_FIELD(name) __typeof__(&name) name;
+static struct { CLE_SYMBOLS(CLE_FIELD) } lib;
+static int lib_loaded;  // 1 once every symbol is resolved
+
+// Loads libedit and resolves what this file uses; 0 when it is there, -1 when not.
+static int load_libedit(void) {
+    if (lib_loaded) return 0;
+    void *handle = dlopen(CLE_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+    if (handle == NULL) return -1;
+#define CLE_RESOLVE(name) if ((lib.name = (__typeof__(lib.name))dlsym(handle, #name)) == NULL) return -1;
+    CLE_SYMBOLS(CLE_RESOLVE)
+#undef CLE_RESOLVE
+    lib_loaded = 1;
+    return 0;
+}
+
+// From here on each libedit name is its resolved address (the names as readline.h declares them).
+#define rl_outstream (*lib.rl_outstream)
+#define rl_instream (*lib.rl_instream)
+#define rl_readline_name (*lib.rl_readline_name)
+#define rl_catch_signals (*lib.rl_catch_signals)
+#define rl_initialize (*lib.rl_initialize)
+#define rl_parse_and_bind (*lib.rl_parse_and_bind)
+#define rl_add_defun (*lib.rl_add_defun)
+#define rl_attempted_completion_function (*lib.rl_attempted_completion_function)
+#define rl_basic_word_break_characters (*lib.rl_basic_word_break_characters)
+#define rl_completer_word_break_characters (*lib.rl_completer_word_break_characters)
+#define rl_attempted_completion_over (*lib.rl_attempted_completion_over)
+#define rl_completion_matches (*lib.rl_completion_matches)
+#define rl_line_buffer (*lib.rl_line_buffer)
+#define rl_point (*lib.rl_point)
+#define rl_insert_text (*lib.rl_insert_text)
+#define rl_delete_text (*lib.rl_delete_text)
+#define rl_forced_update_display (*lib.rl_forced_update_display)
+#define rl_set_prompt (*lib.rl_set_prompt)
+#define rl_callback_handler_install (*lib.rl_callback_handler_install)
+#define rl_callback_handler_remove (*lib.rl_callback_handler_remove)
+#define rl_callback_read_char (*lib.rl_callback_read_char)
+#define stifle_history (*lib.stifle_history)
+#define read_history (*lib.read_history)
+#define write_history (*lib.write_history)
+#define add_history (*lib.add_history)
 
 static char *prompt_text;          // the prompt as last set (libedit copies it too)
 static char *history_file;         // NULL: the history is not kept
@@ -92,6 +146,7 @@ void cle_add_candidate(const char *candidate) {
 }
 
 int cle_open(const char *history_path, int history_limit, cle_completer completer, void *context) {
+    if (load_libedit() != 0) return -1;
     rl_instream = stdin;
     rl_outstream = stdout;
     rl_readline_name = "mirror";
