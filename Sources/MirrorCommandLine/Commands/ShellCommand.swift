@@ -111,6 +111,11 @@ final class Shell: Sendable {
         }
     }
 
+    /// What a shell line may name: the pass-through commands, then the shell's own.
+    static var specs: [CommandSpec] {
+        commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
+    }
+
     static func prompt(connectedTo target: String?) -> String {
         target.map { "mirror \($0)> " } ?? "mirror (disconnected)> "
     }
@@ -175,7 +180,7 @@ final class Shell: Sendable {
             }
             arguments.insert(target, at: 1)
         }
-        let specs = commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
+        let specs = Shell.specs
         let parsed: ParsedCommandLine
         do {
             parsed = try parseCommandLine(arguments, commands: specs)
@@ -427,7 +432,7 @@ final class Shell: Sendable {
     /// Tab's candidates: command names first, then the command's options, else handles, UUIDs and names known.
     static func complete(_ c: Completion, state: Lock<State>) -> [String] {
         let before = c.before.split(separator: " ").map(String.init)
-        let specs = commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
+        let specs = Shell.specs
         guard let command = before.first else { return specs.map(\.name) + ["help"] }
         if command == "help" { return specs.map(\.name) }
         if c.word.hasPrefix("-") {
