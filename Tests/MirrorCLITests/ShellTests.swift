@@ -196,12 +196,12 @@ final class ShellTests: XCTestCase {
 
     /// Runs `mirror shell` on the peer in a real pseudo-terminal through `steps` (pty-drive.py's; each step bounded),
     /// with HOME and XDG_STATE_HOME under `home`; what the driver reports, the step that failed reported as a failure.
-    func pty(_ steps: [JSONValue], home: String, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
+    func pty(_ steps: [JSONValue], home: String, target: String? = nil, file: StaticString = #filePath, line: UInt = #line) throws -> JSONValue {
         let driver = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
             .appendingPathComponent("../LineEditorTests/pty-drive.py").standardizedFileURL.path
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", peer.target]
+        process.arguments = [driver, JSONValue.array(steps).text, MirrorProcess.executable.path, "shell", target ?? peer.target]
         var environment = ProcessInfo.processInfo.environment
         environment["HOME"] = home
         environment["XDG_STATE_HOME"] = home + "/state"
@@ -217,6 +217,29 @@ final class ShellTests: XCTestCase {
         XCTAssertEqual(json["ok"], .bool(true), "step \(json["failed"]?.integer ?? -1) waited for \(json["waited"]?.string ?? "?"): \(json["transcript"]?.string ?? "")",
                        file: file, line: line)
         return json
+    }
+
+    func testANotificationOverAHalfTypedLineLeavesTheLineIntact() throws {
+        // A scan steps scanState every 300 ms: notifications come while a line is being typed.
+        let sim = try SimulatorProcess(["--step-ms", "300"])
+        defer { sim.stop() }
+        let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(sim.target)> "
+        func step(_ kind: String, _ text: String, _ seconds: Double? = nil) -> JSONValue {
+            .array([.string(kind), .string(text)] + (seconds.map { [.double($0)] } ?? []))
+        }
+        let json = try pty([
+            step("expect", prompt, 10), step("send", "subscribe scanState\r"), step("expect", "subscribed to 0x000C", 5),
+            step("expect", prompt, 5), step("send", "write cloudToken 41\r"), step("expect", prompt, 5),
+            step("send", "write scannerAction 32\r"), step("expect", "wrote 1 byte to 0x0014", 5), step("expect", prompt, 5),
+            step("send", "read 0x00"), step("expect", "read 0x00", 5),
+            step("expect", "notification 0x000C scanState: ", 5), step("expect", prompt + "read 0x00", 5),
+            step("send", "03\r"), step("expect", "0x0003: 6d 69 72 72 6f 72 2d 73 69 6d", 5),
+            step("send", "quit\r"), .array([.string("exit"), .double(10)]),
+        ], home: home, target: sim.target)
+        XCTAssertEqual(json["status"]?.integer, 0)
     }
 
     func testTabCompletesACommandANameAndAnOption() throws {
