@@ -242,6 +242,26 @@ final class ShellTests: XCTestCase {
         XCTAssertEqual(json["status"]?.integer, 0)
     }
 
+    func testTheHistorySurvivesARestart() throws {
+        let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(peer.target)> "
+        _ = try pty([
+            .array([.string("expect"), .string(prompt), .double(10)]), .array([.string("send"), .string("mtu\r")]),
+            .array([.string("expect"), .string("client Rx MTU 517"), .double(5)]), .array([.string("expect"), .string(prompt), .double(5)]),
+            .array([.string("send"), .string("quit\r")]), .array([.string("exit"), .double(10)]),
+        ], home: home)
+        // Up twice: "quit", then "mtu" from the first session (redrawn after the prompt's column), run again.
+        let json = try pty([
+            .array([.string("expect"), .string(prompt), .double(10)]), .array([.string("send"), .string("\u{1b}[A\u{1b}[A")]),
+            .array([.string("expect"), .string("Gmtu"), .double(5)]), .array([.string("send"), .string("\r")]),
+            .array([.string("expect"), .string("client Rx MTU 517"), .double(5)]), .array([.string("expect"), .string(prompt), .double(5)]),
+            .array([.string("send"), .string("quit\r")]), .array([.string("exit"), .double(10)]),
+        ], home: home)
+        XCTAssertEqual(json["status"]?.integer, 0)
+    }
+
     func testTabCompletesACommandANameAndAnOption() throws {
         let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
