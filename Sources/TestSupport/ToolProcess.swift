@@ -47,11 +47,12 @@ public enum ToolProcess {
         process.terminationHandler = { _ in done.signal() }
         try process.run()
         if let inPipe, let input {
-            // Written from another thread, so that a tool that stops reading early cannot block the test.
-            DispatchQueue.global().async {
-                try? inPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8))
-                try? inPipe.fileHandleForWriting.close()
-            }
+            // Written whole before the wait, on this thread: a pipe takes 64 KiB before a reader must read, more
+            // than any test's script, and the pipe is gone when this returns, so no descriptor of this run is
+            // closed later, under another test.
+            precondition(input.utf8.count < 65536, "ToolProcess input must fit a pipe's buffer")
+            try? inPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8))
+            try? inPipe.fileHandleForWriting.close()
         }
         // Drain both pipes while it runs, so a large output cannot block it.
         nonisolated(unsafe) var outData = Data()
