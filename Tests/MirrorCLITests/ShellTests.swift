@@ -9,6 +9,15 @@ import XCTest
 
 final class ShellTests: XCTestCase {
     var peer: GATTPeer!
+    /// The simulators started here, kept (as SimulatorTests keeps its own) so that their pipes are released with
+    /// the test case, never in the middle of another test that counts descriptors.
+    var simulators: [SimulatorProcess] = []
+
+    func simulator(_ extra: [String] = []) throws -> SimulatorProcess {
+        let sim = try simulator(extra)
+        simulators.append(sim)
+        return sim
+    }
 
     override func setUpWithError() throws { peer = try GATTPeer() }
     override func tearDown() { peer.close() }
@@ -146,7 +155,7 @@ final class ShellTests: XCTestCase {
 
     func testSubscribeInScriptModePrintsTheNotificationAWriteTriggers() throws {
         // Latched at ERROR: cancelScan (0x36 to scannerAction) resets scanState, which the simulator notifies.
-        let sim = try SimulatorProcess(["--latched-error"])
+        let sim = try simulator(["--latched-error"])
         defer { sim.stop() }
         let script = "subscribe scanState\nwrite scannerAction 36\nread scanState\nunsubscribe scanState\n"
         let run = try MirrorProcess.run(["shell", sim.target], input: script)
@@ -221,7 +230,7 @@ final class ShellTests: XCTestCase {
 
     func testANotificationOverAHalfTypedLineLeavesTheLineIntact() throws {
         // A scan steps scanState every 300 ms: notifications come while a line is being typed.
-        let sim = try SimulatorProcess(["--step-ms", "300"])
+        let sim = try simulator(["--step-ms", "300"])
         defer { sim.stop() }
         let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
