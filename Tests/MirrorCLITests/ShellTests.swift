@@ -14,7 +14,7 @@ final class ShellTests: XCTestCase {
     var simulators: [SimulatorProcess] = []
 
     func simulator(_ extra: [String] = []) throws -> SimulatorProcess {
-        let sim = try simulator(extra)
+        let sim = try SimulatorProcess(extra)
         simulators.append(sim)
         return sim
     }
