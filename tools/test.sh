@@ -15,11 +15,16 @@ set +e
 swift test --disable-swift-testing 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
-summary=$(grep -E "Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail -n 1)
+# XCTest's last summary line, "Executed N tests, with [K tests skipped and] F failures": a skipped test is not a
+# passed one, so it counts as failed.
+summary_re="Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?"
+skipped_of() { sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p' <<<"$1" | grep . || echo 0; }
+summary=$(grep -E "$summary_re" "$log" | tail -n 1)
 ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
-failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$summary")
+failed=$(( $(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary") + $(skipped_of "$summary") ))
 [ -n "$ran" ] || { echo "tests: swift test printed no summary (exit $status)"; exit 1; }
 passed=$((ran - failed))
+[ "$failed" -eq 0 ] || status=1
 
 # The whole suite under ThreadSanitizer, in a build directory of its own. Every test counts, and a race report
 # fails the stage even when every assertion held. The floods are smaller: a sanitized build runs ~10x slower.
@@ -29,7 +34,7 @@ if [ "${TSAN_SKIP:-0}" != 1 ]; then
         swift test --disable-swift-testing --sanitize=thread --scratch-path .build/tsan >"$log" 2>&1
     tsan_status=$?
     set -e
-    tsan_summary=$(grep -E "Executed [0-9]+ tests?, with [0-9]+ failures?" "$log" | tail -n 1)
+    tsan_summary=$(grep -E "$summary_re" "$log" | tail -n 1)
     races=$(grep -c "WARNING: ThreadSanitizer" "$log" || true)
     if [ -z "$tsan_summary" ]; then
         tail -n 40 "$log"
@@ -37,7 +42,7 @@ if [ "${TSAN_SKIP:-0}" != 1 ]; then
         failed=$((failed + 1)); status=1
     else
         tsan_ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$tsan_summary")
-        tsan_failed=$(sed -E 's/.*with ([0-9]+) failures?.*/\1/' <<<"$tsan_summary")
+        tsan_failed=$(( $(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$tsan_summary") + $(skipped_of "$tsan_summary") ))
         grep -E "error: |WARNING: ThreadSanitizer|SUMMARY: ThreadSanitizer" "$log" | head -n 40 || true
         echo "tsan: $tsan_ran tests, $tsan_failed failed, $races race reports"
         passed=$((passed + tsan_ran - tsan_failed))
@@ -84,5 +89,6 @@ if [ "${VM_SKIP:-0}" != 1 ]; then
   fi
   set -e
 fi
+[ "$failed" -eq 0 ] || status=1
 echo "tests: $passed passed, $failed failed"
 exit "$status"
