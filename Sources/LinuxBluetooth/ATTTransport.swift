@@ -113,7 +113,7 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// "5" for 5.0 s, "2.5" for 2.5 s (one decimal at most).
-func bearerSeconds(_ s: Double) -> String {
+public func bearerSeconds(_ s: Double) -> String {
     let tenths = (s * 10).rounded() / 10
     return tenths == tenths.rounded() ? String(Int(tenths)) : String(tenths)
 }

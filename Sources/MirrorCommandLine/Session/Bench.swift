@@ -245,7 +245,7 @@ enum Bench {
         // The link it runs on, read once before the first write (LE Read PHY goes out here, not during a round).
         let linkState = session.link?.state()
         let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
-        let linkJSON = session.linkJSON()
+        let linkJSON = session.linkJSON(linkState)
         let linkLine = linkState.map { benchLinkLine($0, ceilingInput: link) }
         let value = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) }
         // The bare loop's rounds alternate with the CLI's. For unix: targets it has its own connection to the same

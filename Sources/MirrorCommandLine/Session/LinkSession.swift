@@ -221,13 +221,8 @@ final class LinkSession: Sendable {
     }
 
     private static func seconds(_ d: Duration) -> String {
-        "\(bearerSecondsText(Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)) s"
+        "\(bearerSeconds(Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18)) s"
     }
-}
-
-/// "2", "0.5": seconds as the bearer's messages print them.
-func bearerSecondsText(_ s: Double) -> String {
-    s == s.rounded() ? String(Int(s)) : String(s)
 }
 
 extension LinkState {

@@ -371,8 +371,9 @@ final class Session: Sendable {
 
     /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
     /// unknown, the ATT MTU, and what the link options came to.
-    func linkJSON() -> JSONValue {
-        let state = link?.state() ?? (transport.inner as? ATTBearer).map { LinkState.read(bearer: $0) }
+    /// `state`: the link as already read (the bench reads it once before its rounds); nil reads it now.
+    func linkJSON(_ state: LinkState? = nil) -> JSONValue {
+        let state = state ?? link?.state() ?? (transport.inner as? ATTBearer).map { LinkState.read(bearer: $0) }
             ?? LinkState(allUnknown: .unavailable("\(transport.label) has no radio link"))
         var fields: [(String, JSONValue)] = []
         if case .object(let f) = state.jsonValue { fields = f }
