@@ -10,12 +10,10 @@ import LinuxBluetooth
 import Glibc
 #endif
 
-/// The one-shot commands a shell line may run on the shell's connection (each takes TARGET first). Not yet scan and
-/// wifi: their procedures (Sources/Mirror) read the bearer's one catch-all stream, which in a shell holds every value
-/// since the connect and ends for good with the first procedure that stops reading it.
-let shellPassThrough: [String] = ["gatt", "read", "write", "listen", "mtu", "link", "bench"]
-/// The one-shot commands that connect but do not run in the shell yet.
-let shellNotYet: [String] = ["scan", "wifi"]
+/// The one-shot commands a shell line may run on the shell's connection, the connection's TARGET in the place of
+/// theirs. Those that read notifications (listen, scan, wifi join) each get a stream of their own from their start
+/// (`Session.procedureNotifications`), so they run again and again beside the background subscriptions.
+let shellPassThrough: [String] = ["gatt", "read", "write", "listen", "mtu", "link", "bench", "scan", "wifi"]
 
 /// The shell's own commands, parsed by `parseCommandLine` like the others.
 let shellOwnCommands: [CommandSpec] = [
@@ -46,11 +44,12 @@ let shellCommand = Command(CommandSpec(
     discussion: """
         Connects once (the global options apply to the connection), prints the MTU and the link, then reads \
         commands a line at a time and runs them on that connection: gatt, read, write (every mode), listen \
-        (until Ctrl-C or --count), mtu, link and bench take the arguments and options of the one-shot \
-        command without its TARGET, and their errors are the same; subscribe / unsubscribe keep subscriptions \
-        in the background, each notification printed as it comes with a timestamp and its name; trace on|off; \
-        disconnect; connect [TARGET]; help [COMMAND]; quit (or Ctrl-D). Words split as a shell splits them: \
-        '...' and "..." quote, # begins a comment. scan and wifi do not run in the shell yet.
+        (until Ctrl-C or --count), mtu, link, bench, scan and wifi take the arguments and options of the \
+        one-shot command without its TARGET, and their errors and exit statuses are the same (listen, scan and \
+        wifi join each see the notifications from their own start, as often as they run); subscribe / \
+        unsubscribe keep subscriptions in the background, each notification printed as it comes with a \
+        timestamp and its name; trace on|off; disconnect; connect [TARGET]; help [COMMAND]; quit (or Ctrl-D). \
+        Words split as a shell splits them: '...' and "..." quote, # begins a comment.
 
         At a terminal the line is edited with libedit, the history kept under $XDG_STATE_HOME/mirror/history, \
         Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
@@ -167,23 +166,15 @@ final class Shell: Sendable {
             if base.global.json { console.out(JSONValue.object([("command", .string(line))]).compact) } else { console.out("> \(line)") }
         }
         if name == "quit" || name == "exit" { return (0, true) }
-        if shellNotYet.contains(name) {
-            return (report(UsageError("mirror \(name) does not run in the shell yet: run it on its own (mirror \(name) TARGET ...)",
-                                      token: name, command: name)), false)
-        }
-        var arguments = words
         let (session, target) = state.withLock { ($0.session, $0.target) }
         let passThrough = shellPassThrough.contains(name)
-        if passThrough, !words.contains("--help"), !words.contains("-h") {
-            guard session != nil else {
-                return (report(CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")), false)
-            }
-            arguments.insert(target, at: 1)
+        if passThrough, !words.contains("--help"), !words.contains("-h"), session == nil {
+            return (report(CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")), false)
         }
         let specs = Shell.specs
         let parsed: ParsedCommandLine
         do {
-            parsed = try parseCommandLine(arguments, commands: specs)
+            parsed = try parseCommandLine(words, commands: specs, implicitTarget: passThrough ? target : nil)
         } catch {
             return (report(error), false)
         }

@@ -284,9 +284,8 @@ final class Session: Sendable {
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
-        // One-shot: the bearer's catch-all, which holds what came since the connect. In the shell a stream of this
-        // listen's own, as the catch-all ends for good when a listen is cancelled.
-        let stream = heldByShell ? try client.notificationStream() : client.notifications
+        let stream = try procedureNotifications()
+        defer { endProcedureNotifications(stream) }
         let characteristics = try await discovered().services.flatMap(\.characteristics)
         var targets: [GATTCharacteristic] = []
         if references.isEmpty {
@@ -343,6 +342,19 @@ final class Session: Sendable {
             if let count, received >= count { break }
         }
         return received
+    }
+
+    /// The notifications a procedure (listen, scan, wifi join) reads from its start. One-shot: the bearer's
+    /// catch-all, which holds what came since the connect. In the shell: a stream of the procedure's own from now
+    /// on, since the catch-all holds every value since the connect and ends for good with its first reader.
+    func procedureNotifications() throws(GATTError) -> GATTNotificationStream {
+        heldByShell ? try client.notificationStream() : client.notifications
+    }
+
+    /// Ends a stream `procedureNotifications` gave, once its procedure is done with it (the shell's own streams
+    /// only: the one-shot catch-all ends with the connection).
+    func endProcedureNotifications(_ stream: GATTNotificationStream) {
+        if heldByShell { stream.finish() }
     }
 
     /// Subscribes to each characteristic (the GATT client checks it and writes its CCCD) and tells `subscribed`
