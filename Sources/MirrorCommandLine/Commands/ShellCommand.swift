@@ -27,8 +27,25 @@ let shellOwnCommands: [CommandSpec] = [
         positionals: [PositionalSpec("HANDLE|UUID|NAME", optional: true, variadic: true, help: "subscriptions to end (default: all)")],
         globals: [.json], examples: [("unsubscribe scanState", "stop the notifications of scanState")]),
     CommandSpec(
-        name: "trace", summary: "print every ATT PDU on stderr, or stop",
+        name: "trace", summary: "print every ATT PDU on stderr (and the link's HCI commands and events), or stop",
+        discussion: """
+            trace on prints every ATT PDU of the connection, decoded, with its direction and a timestamp, on \
+            stderr, as --trace does, and the link's HCI commands and events where a link monitor watches them \
+            (an LE link on an adapter; a unix: target has no radio link, so no HCI records). It stays on for \
+            the next connection until trace off.
+            """,
         positionals: [PositionalSpec("on|off", help: "on or off")], globals: [], examples: [("trace on", "decode every PDU")]),
+    CommandSpec(
+        name: "btsnoop", summary: "write a btsnoop capture of the connection from now on, or stop",
+        discussion: """
+            btsnoop FILE creates (or truncates) FILE and writes every ATT PDU of the connection to it from now \
+            on, and the link's HCI commands and events where a link monitor watches them, in the btsnoop format \
+            Wireshark, tshark and btmon -r read (as --btsnoop does); later connections of the shell go to the \
+            same file, each under an index of its own. btsnoop off stops and closes the file; btsnoop FILE \
+            again closes the first and starts the new one. (A file named off: btsnoop ./off.)
+            """,
+        positionals: [PositionalSpec("FILE|off", help: "the capture file, or off")], globals: [.json],
+        examples: [("btsnoop /tmp/shell.btsnoop", "capture from here"), ("btsnoop off", "stop and close the file")]),
     CommandSpec(name: "disconnect", summary: "close the connection (the shell goes on)", globals: [],
                 examples: [("disconnect", "close it; connect opens it again")]),
     CommandSpec(
@@ -90,6 +107,8 @@ final class Shell: Sendable {
         var subscriptions: [UInt16: Subscription] = [:]
         /// `trace on|off`, kept for the next connection too.
         var trace: Bool
+        /// `btsnoop FILE` (or --btsnoop): the capture every connection of the shell is written to until `btsnoop off`.
+        var capture: BTSnoopWriter?
     }
 
     let base: Invocation
@@ -123,7 +142,10 @@ final class Shell: Sendable {
     /// first failure's).
     func run() async -> ExitStatus {
         defer { finish() }
-        let first = await runReported("connect") { try await self.connect(self.state.withLock { $0.target }) }
+        let first = await runReported("connect") {
+            if let path = self.base.global.btsnoop { try self.startCapture(path) }
+            try await self.connect(self.state.withLock { $0.target })
+        }
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
         while true {
@@ -147,9 +169,10 @@ final class Shell: Sendable {
         return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .success
     }
 
-    /// Ends the subscriptions and the connection, and gives the terminal back.
+    /// Ends the subscriptions and the connection, closes the capture, and gives the terminal back.
     private func finish() {
         disconnect(reason: "the shell ended")
+        state.withLock { s in defer { s.capture = nil }; return s.capture }?.close()
         editor.close()
     }
 
@@ -281,7 +304,27 @@ final class Shell: Sendable {
                 st.trace = word == "on"
                 return st.session
             }
-            s?.transport.setTracing(word == "on")
+            s?.setTracing(word == "on")
+        case "btsnoop":
+            let word = args.positionals[0]
+            if word == "off" {
+                let (session, writer) = state.withLock { s in defer { s.capture = nil }; return (s.session, s.capture) }
+                session?.stopCapture()
+                writer?.close()
+                if json {
+                    console.out(JSONValue.object([("btsnoop", .null), ("closed", writer.map { .string($0.path) } ?? .null)]).compact)
+                } else {
+                    console.out(writer.map { "btsnoop: \($0.path) closed" } ?? "btsnoop: off (no capture was being written)")
+                }
+            } else {
+                guard !word.isEmpty else { throw UsageError("btsnoop: empty file name", token: word, command: name) }
+                let writer = try startCapture(word)
+                if json {
+                    console.out(JSONValue.object([("btsnoop", .string(writer.path))]).compact)
+                } else {
+                    console.out("btsnoop: writing \(writer.path) from now on")
+                }
+            }
         case "disconnect":
             let target = try session().transport.label
             disconnect(reason: "disconnect asked in the shell")
@@ -294,6 +337,19 @@ final class Shell: Sendable {
         }
     }
 
+    /// Opens `path` as the shell's capture (closing the one before it) and writes the connection to it from now on.
+    @discardableResult
+    private func startCapture(_ path: String) throws -> BTSnoopWriter {
+        let writer = try BTSnoopWriter(path: path)
+        let (session, old) = state.withLock { s in
+            defer { s.capture = writer }
+            return (s.session, s.capture)
+        }
+        old?.close()
+        session?.startCapture(writer)
+        return writer
+    }
+
     /// Opens the connection to `token` with the shell's options, and watches it for a loss.
     private func connect(_ token: String) async throws {
         var global = base.global
@@ -304,8 +360,10 @@ final class Shell: Sendable {
             e.command = "connect"
             throw e
         }
+        // The capture is the shell's (btsnoop FILE|off), not the connection's.
+        global.btsnoop = nil
         let inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
-        let session = try await Session.open(target, inv, heldByShell: true)
+        let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture })
         state.withLock { s in
             s.session = session
             s.target = token
@@ -431,6 +489,7 @@ final class Shell: Sendable {
             return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { $0 == "--json" } + ["--help"]
         }
         if command == "trace" { return ["on", "off"] }
+        if command == "btsnoop" { return ["off"] }
         guard let session = state.withLock({ $0.session }), let known = session.discoveredNames.withLock({ $0 }) else { return [] }
         var words: [String] = []
         for c in known.services.flatMap(\.characteristics) {
