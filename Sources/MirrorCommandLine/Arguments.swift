@@ -106,6 +106,9 @@ public struct ParsedArguments: Sendable {
     public var values: [String: [String]]
     /// Flags that were given, by long name.
     public var flags: Set<String>
+    /// The global options the line gave (whatever their values), for a caller that lays them over others
+    /// (`mirror shell`'s connect).
+    public var givenGlobals: Set<GlobalOptionName> = []
 
     public init(command: String, positionals: [String] = [], values: [String: [String]] = [:], flags: Set<String> = []) {
         self.command = command
@@ -321,6 +324,7 @@ public func parseCommandLine(_ arguments: [String], commands: [CommandSpec],
     }
 
     let global = try GlobalOptions(values: globalValues, flags: globalFlags, command: command.name)
+    parsed.givenGlobals = Set(globalValues.keys.compactMap(GlobalOptionName.init) + globalFlags.compactMap(GlobalOptionName.init))
     return .run(command, parsed, global)
 }
 

@@ -49,9 +49,18 @@ let shellOwnCommands: [CommandSpec] = [
     CommandSpec(name: "disconnect", summary: "close the connection (the shell goes on)", globals: [],
                 examples: [("disconnect", "close it; connect opens it again")]),
     CommandSpec(
-        name: "connect", summary: "connect again, to the last TARGET or another one",
+        name: "connect", summary: "connect again, to the last TARGET or another one, with the connection options given",
+        discussion: """
+            Closes the connection (if one is open) and connects. The connection options (--adapter, --type, \
+            --mtu, --security, --timeout, --profile, --trace, --btsnoop and the link options --interval, \
+            --latency, --supervision-timeout, --phy, --data-length) are those of mirror shell with the ones \
+            given on the line laid over them, for this connection; they are parsed and checked as on any \
+            command line. A bare connect connects again as the last connection did: its TARGET and its options.
+            """,
         positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (default: the last one)")],
-        globals: [], examples: [("connect", "the same target again"), ("connect unix:/tmp/other.sock", "another one")]),
+        globals: GlobalOptionName.connection,
+        examples: [("connect", "the same target again, with the same options"), ("connect unix:/tmp/other.sock", "another one"),
+                   ("connect 00:AA:01:01:00:01 --type random --mtu 100 --interval 15", "a random address, MTU 100, a 15 ms interval")]),
     CommandSpec(name: "quit", summary: "close the connection and leave (Ctrl-D does the same)", globals: [], examples: [("quit", "")]),
 ]
 
@@ -104,6 +113,8 @@ final class Shell: Sendable {
         var session: Session?
         /// The TARGET of the last connection, as typed.
         var target: String
+        /// The options of the last connection: mirror shell's, with a connect line's laid over them.
+        var options: GlobalOptions
         var subscriptions: [UInt16: Subscription] = [:]
         /// `trace on|off`, kept for the next connection too.
         var trace: Bool
@@ -122,7 +133,7 @@ final class Shell: Sendable {
         base = inv
         self.keepGoing = keepGoing
         console = Console(outFD: inv.console.outFD, errFD: inv.console.errFD, jsonLines: true)
-        let state = Lock(State(target: target, trace: inv.global.trace))
+        let state = Lock(State(target: target, options: inv.global, trace: inv.global.trace))
         self.state = state
         editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
             Shell.complete(completion, state: state)
@@ -144,7 +155,7 @@ final class Shell: Sendable {
         defer { finish() }
         let first = await runReported("connect") {
             if let path = self.base.global.btsnoop { try self.startCapture(path) }
-            try await self.connect(self.state.withLock { $0.target })
+            try await self.connect(self.state.withLock { $0.target }, options: self.base.global, json: self.base.global.json)
         }
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
@@ -214,7 +225,7 @@ final class Shell: Sendable {
         case .run(let spec, let args, let lineGlobal):
             var others = lineGlobal
             others.json = false
-            if others != GlobalOptions() {
+            if spec.name != "connect", others != GlobalOptions() {
                 return (report(UsageError("the connection's options (--adapter, --mtu, --timeout, --trace, ...) are given to mirror shell, not to one command; this line gave one",
                                           command: spec.name)), false)
             }
@@ -229,7 +240,7 @@ final class Shell: Sendable {
                 return (status, false)
             }
             let json = global.json
-            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, json: json) }
+            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, lineGlobal, json: json) }
             return (status, spec.name == "quit")
         }
     }
@@ -250,7 +261,7 @@ final class Shell: Sendable {
     }
 
     /// subscribe, unsubscribe, trace, disconnect, connect.
-    private func own(_ name: String, _ args: ParsedArguments, json: Bool) async throws {
+    private func own(_ name: String, _ args: ParsedArguments, _ lineGlobal: GlobalOptions, json: Bool) async throws {
         func session() throws -> Session {
             guard let s = state.withLock({ $0.session }) else {
                 throw CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")
@@ -330,8 +341,15 @@ final class Shell: Sendable {
             disconnect(reason: "disconnect asked in the shell")
             if json { console.out(JSONValue.object([("disconnected", .string(target))]).compact) } else { console.out("disconnected from \(target)") }
         case "connect":
+            // A bare connect is the last connection again; else mirror shell's options with the line's over them.
+            let given = args.givenGlobals.subtracting([.json])
+            let (lastTarget, lastOptions) = state.withLock { ($0.target, $0.options) }
+            var options = args.positionals.isEmpty && given.isEmpty ? lastOptions : base.global.overlaid(by: lineGlobal, given: given)
+            options.json = base.global.json
             disconnect(reason: "connect asked in the shell")
-            try await connect(args.positionals.first ?? state.withLock { $0.target })
+            if given.contains(.trace) { state.withLock { $0.trace = true } }
+            if given.contains(.btsnoop), let path = lineGlobal.btsnoop { try startCapture(path) }
+            try await connect(args.positionals.first ?? lastTarget, options: options, json: json)
         default:
             break
         }
@@ -350,9 +368,10 @@ final class Shell: Sendable {
         return writer
     }
 
-    /// Opens the connection to `token` with the shell's options, and watches it for a loss.
-    private func connect(_ token: String) async throws {
-        var global = base.global
+    /// Opens the connection to `token` with `options` (the shell's trace switch and capture, not theirs), and
+    /// watches it for a loss.
+    private func connect(_ token: String, options: GlobalOptions, json: Bool) async throws {
+        var global = options
         global.trace = state.withLock { $0.trace }
         let target: TargetArgument
         do { target = try parseTarget(token, global: global) } catch {
@@ -367,6 +386,7 @@ final class Shell: Sendable {
         state.withLock { s in
             s.session = session
             s.target = token
+            s.options = options
         }
         session.transport.whenClosed { [weak self, weak session] reason in
             guard let self, let session else { return }
@@ -377,7 +397,7 @@ final class Shell: Sendable {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
             Task { _ = try? await session.catalog(describing: nil) }
         }
-        if base.global.json {
+        if json {
             console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
                                           ("link", session.linkJSON())]).compact)
         } else {
