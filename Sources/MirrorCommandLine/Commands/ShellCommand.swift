@@ -27,7 +27,7 @@ let shellOwnCommands: [CommandSpec] = [
         positionals: [PositionalSpec("HANDLE|UUID|NAME", optional: true, variadic: true, help: "subscriptions to end (default: all)")],
         globals: [.json], examples: [("unsubscribe scanState", "stop the notifications of scanState")]),
     CommandSpec(
-        name: "trace", summary: "print every ATT PDU on stderr (and the link's HCI commands and events), or stop",
+        name: "trace", summary: "print every ATT PDU (and, on an LE link, its HCI commands and events) on stderr, or stop",
         discussion: """
             trace on prints every ATT PDU of the connection, decoded, with its direction and a timestamp, on \
             stderr, as --trace does, and the link's HCI commands and events where a link monitor watches them \
@@ -74,8 +74,11 @@ let shellCommand = Command(CommandSpec(
         one-shot command without its TARGET, and their errors and exit statuses are the same (listen, scan and \
         wifi join each see the notifications from their own start, as often as they run); subscribe / \
         unsubscribe keep subscriptions in the background, each notification printed as it comes with a \
-        timestamp and its name; trace on|off; disconnect; connect [TARGET]; help [COMMAND]; quit (or Ctrl-D). \
-        Words split as a shell splits them: '...' and "..." quote, # begins a comment.
+        timestamp and its name; trace on|off (the ATT PDUs, and the link's HCI records where a link monitor \
+        watches them: an LE link on an adapter, none over unix:); btsnoop FILE|off (a capture of the \
+        connection from then on); disconnect; connect [TARGET] [connection options] (laid over the shell's for \
+        that connection); help [COMMAND]; quit (or Ctrl-D). Words split as a shell splits them: '...' and \
+        "..." quote, # begins a comment.
 
         At a terminal the line is edited with libedit, the history kept under $XDG_STATE_HOME/mirror/history, \
         Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
