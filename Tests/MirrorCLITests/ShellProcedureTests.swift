@@ -114,3 +114,30 @@ extension ShellTests {
         }
     }
 }
+
+extension ShellTests {
+    func testCtrlCCancelsAScanAtTheTerminalAndTheShellGoesOn() throws {
+        // A realistic pace: the scan takes about 20 s, so Ctrl-C comes while it waits.
+        let sim = try simulator(["--pace", "realistic"])
+        defer { sim.stop() }
+        let home = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(sim.target)> "
+        func step(_ kind: String, _ text: String, _ seconds: Double? = nil) -> JSONValue {
+            .array([.string(kind), .string(text)] + (seconds.map { [.double($0)] } ?? []))
+        }
+        let scan = "scan --upload-dir \(home) --upload-port 0 --settle 0.05"
+        let json = try pty([
+            step("expect", prompt, 10), step("send", "subscribe scanState\r"), step("expect", "subscribed to 0x000C", 5),
+            step("expect", prompt, 5), step("send", scan + "\r"), step("expect", "waiting up to 90.0 seconds", 10),
+            step("expect", "notification 0x000C scanState: 01", 10), step("send", "\u{3}"),
+            step("expect", ": error: interrupted while waiting for scanState complete", 10), step("expect", prompt, 10),
+            // Again, on the same connection: the second scan resets what the first left and runs to its wait.
+            step("send", scan + "\r"), step("expect", "pre-flight scanState is ", 10), step("expect", "waiting up to 90.0 seconds", 10),
+            step("send", "\u{3}"), step("expect", "interrupted while waiting", 10), step("expect", prompt, 10),
+            step("send", "read 0x0003\r"), step("expect", "\"mirror-sim\"", 5), step("expect", prompt, 5),
+            step("send", "quit\r"), .array([.string("exit"), .double(10)]),
+        ], home: home, target: sim.target)
+        XCTAssertEqual(json["status"]?.integer, 0)
+    }
+}
