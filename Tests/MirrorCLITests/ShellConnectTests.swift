@@ -76,4 +76,23 @@ extension ShellTests {
         XCTAssertEqual(merged.mtu, 100)
         XCTAssertTrue(merged.trace && merged.json)
     }
+
+    func testAConnectLinesProfileIsTheOneItsCommandsUse() throws {
+        let sim = try simulator()
+        defer { sim.stop() }
+        let dir = try scratchDirectory()
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        // The bundled profile with a cloudToken limit too small for any upload URL.
+        let bundled = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../profiles/mirror-sim.json")
+        let small = dir + "/small.json"
+        let text = try String(contentsOf: bundled, encoding: .utf8)
+        try text.replacingOccurrences(of: "\"cloudTokenMaxLength\": 40", with: "\"cloudTokenMaxLength\": 10")
+            .write(toFile: small, atomically: true, encoding: .utf8)
+        let scan = "scan --upload-dir \(dir) --upload-port 0 --settle 0.05"
+        let run = try MirrorProcess.run(["shell", sim.target], input: "connect --profile \(small)\n\(scan)\n", timeout: 60)
+        XCTAssertEqual(run.status, 4, "refused locally, as one-shot with that profile: \(run.stdout)")
+        XCTAssertTrue(run.stdout.contains("over the profile's cloudTokenMaxLength 10"), run.stdout)
+        let oneShot = try MirrorProcess.run(["scan", sim.target, "--profile", small, "--upload-dir", dir, "--upload-port", "0"])
+        XCTAssertEqual(oneShot.status, 4, oneShot.stdout)
+    }
 }

@@ -232,7 +232,8 @@ final class Shell: Sendable {
                 return (report(UsageError("the connection's options (--adapter, --mtu, --timeout, --trace, ...) are given to mirror shell, not to one command; this line gave one",
                                           command: spec.name)), false)
             }
-            var global = base.global
+            // The connection's options (mirror shell's, or a connect line's over them: --profile names for scan, wifi).
+            var global = state.withLock { $0.options }
             global.json = base.global.json || lineGlobal.json
             global.trace = state.withLock { $0.trace }
             var invocation = Invocation(arguments: args, global: global, console: base.global.json ? console : base.console)
@@ -366,8 +367,8 @@ final class Shell: Sendable {
             defer { s.capture = writer }
             return (s.session, s.capture)
         }
-        old?.close()
         session?.startCapture(writer)
+        old?.close()
         return writer
     }
 
