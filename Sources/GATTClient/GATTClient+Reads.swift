@@ -7,7 +7,11 @@ extension GATTClient {
 
     /// Read Characteristic Value (Part G §4.8.1): one Read Request (at most MTU-1 bytes).
     public func read(handle: UInt16) async throws(GATTError) -> [UInt8] {
-        let pdu = try await transact(.readRequest(handle: handle), handle: handle)
+        try await read(handle: handle, on: nil)
+    }
+
+    func read(handle: UInt16, on bearer: ATTEngine?) async throws(GATTError) -> [UInt8] {
+        let pdu = try await transact(.readRequest(handle: handle), handle: handle, on: bearer)
         guard case .readResponse(let value) = pdu else { throw unexpected(pdu, "Read Response") }
         return Array(value)
     }
@@ -15,18 +19,21 @@ extension GATTClient {
     /// Read Long Characteristic Value (Part G §4.8.3): a Read Request, then Read Blob while the part filled MTU-1
     /// bytes; stops at 512 bytes, or on Attribute Not Long / Invalid Offset at an exact part boundary.
     public func readLong(handle: UInt16) async throws(GATTError) -> [UInt8] {
-        var value = try await read(handle: handle)
+        // One bearer for the whole value: the parts are cut at its MTU-1 (Part G §4.8.3).
+        let engine = pickBearer()
+        var value = try await read(handle: handle, on: engine)
         if value.count > ATTMTU.maximumAttributeValue {
             // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.
             throw violation([ATTOpcode.readResponse.rawValue] + value, "a Read Response of at most 512 value bytes",
                             "a Read Response of \(value.count) value bytes, past the 512-byte maximum of an attribute value")
         }
         while value.count < ATTMTU.maximumAttributeValue {
-            let part = ATTMTU.readBlobPartBudget(mtu)
+            let part = ATTMTU.readBlobPartBudget(engine.mtu)
             guard value.count % part == 0, !value.isEmpty else { break }
             let pdu: ATTPDU
             do {
-                pdu = try await transact(.readBlobRequest(handle: handle, offset: UInt16(value.count)), handle: handle)
+                pdu = try await transact(.readBlobRequest(handle: handle, offset: UInt16(value.count)), handle: handle,
+                                         on: engine)
             } catch {
                 if let a = error.attributeError, a.rejectedBy == .peer,
                    a.code == .attributeNotLong || a.code == .invalidOffset { break }

@@ -11,7 +11,8 @@ extension GATTClient {
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
-        let m = mtu
+        let engine = pickBearer()
+        let m = engine.mtu
         let budget = ATTMTU.writeValueLimit(m)
         guard value.count <= budget else {
             throw localLimit(.writeRequest, handle: handle, length: value.count, budget: budget, mtu: m)
@@ -59,7 +60,9 @@ extension GATTClient {
 
     /// Prepare Write every part of every value, then Execute Write; cancel the queue on any problem.
     func writeQueued(_ writes: [(handle: UInt16, value: [UInt8])], compareEchoes: Bool) async throws(GATTError) {
-        let m = mtu
+        // One bearer for the whole queue: the server keeps a prepare queue per bearer (Part F §3.4.6).
+        let engine = pickBearer()
+        let m = engine.mtu
         let part = ATTMTU.prepareWritePartBudget(m)
         for w in writes where w.value.count > ATTMTU.maximumAttributeValue {
             throw localLimit(.prepareWriteRequest, handle: w.handle, length: w.value.count,
@@ -75,7 +78,7 @@ extension GATTClient {
                     let request = ATTPDU.prepareWriteRequest(handle: w.handle, offset: UInt16(offset), value: chunk)
                     prepared = true
                     let pdu = try await transact(request, handle: w.handle, valueLength: w.value.count,
-                                                 budget: ATTMTU.maximumAttributeValue)
+                                                 budget: ATTMTU.maximumAttributeValue, on: engine)
                     guard case .prepareWriteResponse(let h, let o, let echo) = pdu else {
                         throw unexpected(pdu, "Prepare Write Response")
                     }
@@ -90,11 +93,11 @@ extension GATTClient {
         } catch {
             if prepared && !engine.isClosed {
                 _ = try? await transact(.executeWriteRequest(flags: .cancelAll), handle: writes.first?.handle,
-                                        ignoresCancellation: true)
+                                        ignoresCancellation: true, on: engine)
             }
             throw error
         }
-        let pdu = try await transact(.executeWriteRequest(flags: .writeAll), handle: writes.first?.handle)
+        let pdu = try await transact(.executeWriteRequest(flags: .writeAll), handle: writes.first?.handle, on: engine)
         guard case .executeWriteResponse = pdu else { throw unexpected(pdu, "Execute Write Response") }
     }
 }

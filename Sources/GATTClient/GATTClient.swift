@@ -36,7 +36,12 @@ public final class GATTClient: Sendable {
         public init() {}
     }
 
+    /// The unenhanced bearer's engine (CID 4, or the one transport a client starts on): the notification path.
     let engine: ATTEngine
+    /// The Enhanced ATT bearers' engines, in the order they were added (Vol 3 Part F §3.2.11).
+    let enhanced = Lock<[ATTEngine]>([])
+    /// How many enhanced bearers were added: zero keeps every request on `engine` without taking `enhanced`'s lock.
+    let enhancedCount = Atomic<Int>(0)
     let configuration: Configuration
     /// Guards the link's current security level.
     let security: Lock<GATTSecurityLevel>
@@ -51,8 +56,8 @@ public final class GATTClient: Sendable {
     }
 
     deinit {
-        // The last reference is gone: close the bearer so that nothing waits on a client nobody holds.
-        engine.close(reason: "the GATTClient was released")
+        // The last reference is gone: close the bearers so that nothing waits on a client nobody holds.
+        closeAll(reason: "the GATTClient was released")
     }
 
     /// Starts a client on `transport` (which must not have been started): from this moment every notification and
@@ -84,8 +89,11 @@ public final class GATTClient: Sendable {
     /// thread as soon as its response arrives (no pool-thread wake-up). Keep such code short.
     public var bearerExecutor: BearerExecutor { engine.executor }
 
-    /// What the engine dropped or refused so far.
-    public var statistics: GATTClientStatistics { engine.statistics }
+    /// What the engines dropped or refused so far, summed over every bearer.
+    public var statistics: GATTClientStatistics {
+        guard enhancedCount.load(ordering: .acquiring) > 0 else { return engine.statistics }
+        return enhanced.withLock { $0 }.reduce(engine.statistics) { $0.adding($1.statistics) }
+    }
 
     /// Every notification and indication of the bearer, in arrival order, from the moment the client started,
     /// before and besides any subscription. One consumer. Ends with `GATTError.disconnected` when the bearer closes.
@@ -103,7 +111,13 @@ public final class GATTClient: Sendable {
     public func name(of handle: UInt16) -> String? { engine.name(of: handle) }
 
     /// Closes the bearer: every waiting operation fails at once with `GATTError.disconnected` naming `reason`.
-    public func close(reason: String = "the client closed the connection") { engine.close(reason: reason) }
+    public func close(reason: String = "the client closed the connection") { closeAll(reason: reason) }
+
+    /// The unenhanced bearer first, so that requests queued on an enhanced one fail at once instead of moving.
+    func closeAll(reason: String) {
+        engine.close(reason: reason)
+        for e in enhanced.withLock({ $0 }) { e.close(reason: reason) }
+    }
 
     // MARK: - Exchange MTU (Part G §4.3.1)
 
@@ -131,11 +145,13 @@ public final class GATTClient: Sendable {
     // MARK: - helpers
 
     /// Sends one request PDU and returns its success response, decoded once by the engine's inbound router.
+    /// `on` pins a bearer (a Prepare Write queue stays on one, Part G §4.9.4); otherwise the least busy one.
     func transact(_ request: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
-                  ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
-        let encoded = try engine.encode(request: request, handle: handle)
+                  ignoresCancellation: Bool = false, on pinned: ATTEngine? = nil) async throws(GATTError) -> ATTPDU {
+        let bearer = pinned ?? pickBearer()
+        let encoded = try bearer.encode(request: request, handle: handle)
         return try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
-            try await engine.request(encoded, handle: handle, valueLength: valueLength,
+            try await bearer.request(encoded, handle: handle, valueLength: valueLength,
                                      budget: budget, ignoresCancellation: ignoresCancellation)
         }
     }

@@ -61,9 +61,13 @@ final class ATTEngine: ATTTransportSink {
         case request(EngineContinuation<ATTPDU>, Result<ATTPDU, GATTError>)
         case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
+        /// A request that was queued on a closed enhanced bearer, never written: it goes to the unenhanced bearer.
+        case resubmit(Pending, ATTEngine)
 
         func run() {
             switch self {
+            case .resubmit(let p, let engine):
+                engine.submit(p)
             case .request(let c, let r):
                 switch r {
                 case .success(let v): c.resume(returning: v)
@@ -111,15 +115,25 @@ final class ATTEngine: ATTTransportSink {
     let writer = Atomic<UInt8>(WriterState.idle)
     /// `State.mtu`, readable without the lock (every request reads it); stored under the lock with `State.mtu`.
     let mtuMirror = Atomic<Int>(ATTMTU.minimumLE)
-    /// Guards the names callers gave to handles (used only when building error messages).
-    let names = Lock<[UInt16: String]>([:])
+    /// Guards the names callers gave to handles (used only when building error messages); shared by every
+    /// bearer of one client.
+    let names: Lock<[UInt16: String]>
     /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
     let executor = BearerExecutor()
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
+    /// An enhanced bearer's engine hands every notification and indication to the unenhanced bearer's engine,
+    /// so that the link has one ordered notification path (Vol 3 Part G §2.4, §4.10); nil on the unenhanced one.
+    let notificationTarget: ATTEngine?
+    /// Responses matched to this bearer's requests (the public `GATTBearer.requestsAnswered`).
+    let answeredCount = Atomic<Int>(0)
+
+    /// True on an Enhanced ATT bearer (an L2CAP ECRED channel): its MTU is the channel's, with no Exchange MTU.
+    var isEnhanced: Bool { notificationTarget != nil }
 
     init(transport: any ATTTransport, clock: any GATTClock, timeout: Duration, clientRxMTU: Int,
          streamLimit: Int, events: (@Sendable (GATTClientEvent) -> Void)?) {
+        self.notificationTarget = nil
         self.transport = transport
         self.clock = clock
         self.timeout = timeout
@@ -127,6 +141,7 @@ final class ATTEngine: ATTTransportSink {
         self.clientRxMTU = clientRxMTU
         self.streamLimit = streamLimit
         self.events = events
+        self.names = Lock([:])
         let (stream, sink) = NotificationSink.make(id: 0, handle: nil, limit: streamLimit)
         self.catchAllStream = stream
         var s = State()
@@ -134,9 +149,34 @@ final class ATTEngine: ATTTransportSink {
         self.state = Lock(s)
     }
 
+    /// The engine of an Enhanced ATT bearer (Vol 3 Part F §3.2.11): its ATT_MTU is the channel's `mtu` from the
+    /// start (§3.2.8: no Exchange MTU on an enhanced bearer); its notifications go to `primary`'s fan-out.
+    init(enhanced transport: any ATTTransport, mtu: Int, primary: ATTEngine) {
+        self.notificationTarget = primary
+        self.transport = transport
+        self.clock = primary.clock
+        self.timeout = primary.timeout
+        self.timeoutNanoseconds = primary.timeoutNanoseconds
+        self.clientRxMTU = mtu
+        self.streamLimit = primary.streamLimit
+        self.events = primary.events
+        self.names = primary.names
+        let (stream, _) = NotificationSink.make(id: 0, handle: nil, limit: 1)
+        self.catchAllStream = stream
+        var s = State()
+        s.mtu = mtu
+        s.mtuExchanged = true
+        self.mtuMirror.store(mtu, ordering: .releasing)
+        self.state = Lock(s)
+    }
+
     func start() { transport.start(self) }
 
-    func makeID() -> UInt64 { nextID.wrappingAdd(1, ordering: .relaxed).oldValue }
+    /// Operation IDs are unique across the bearers of one client (a request can move to another bearer).
+    func makeID() -> UInt64 {
+        if let primary = notificationTarget { return primary.makeID() }
+        return nextID.wrappingAdd(1, ordering: .relaxed).oldValue
+    }
 
     // MARK: names and descriptions
 
@@ -167,6 +207,13 @@ final class ATTEngine: ATTTransportSink {
 
     /// Requests queued behind the slot.
     var queuedRequests: Int { state.withLock { $0.requests.queue.count } }
+
+    /// The requests this bearer holds (in the slot and queued), nil once it closed: how the client picks a bearer.
+    var load: Int? {
+        state.withLock { s in
+            s.closedReason != nil ? nil : (s.requests.inFlight != nil ? 1 : 0) + s.requests.queue.count
+        }
+    }
 
     /// The ATT_MTU after an Exchange MTU (§3.4.2.2), with the server's Rx MTU when it answered.
     func setMTU(_ m: Int, serverRxMTU: Int?) {
@@ -213,6 +260,11 @@ final class ATTEngine: ATTTransportSink {
                 reason: reason, during: describe(slot.opcode, handle: slot.handle))))))
         }
         for p in s.requests.queue.removeAll() {
+            if let primary = notificationTarget, p.continuation != nil {
+                // Never written on this bearer: it goes out on the unenhanced one (or fails there, named).
+                out.append(.resubmit(p, primary))
+                continue
+            }
             if let c = p.continuation {
                 out.append(.request(c, .failure(.disconnected(GATTDisconnectedError(
                     reason: reason, during: describe(p.opcode, handle: p.handle))))))

@@ -41,3 +41,15 @@ public struct GATTClientStatistics: Sendable, Equatable {
     public var indicationsConfirmed = 0
     public var notificationsReceived = 0
 }
+
+extension GATTClientStatistics {
+    /// Both bearers' counts together (a client's sum over its bearers).
+    func adding(_ o: GATTClientStatistics) -> GATTClientStatistics {
+        GATTClientStatistics(protocolViolations: protocolViolations + o.protocolViolations,
+                             droppedEvents: droppedEvents + o.droppedEvents,
+                             droppedNotifications: droppedNotifications + o.droppedNotifications,
+                             peerRequestsAnswered: peerRequestsAnswered + o.peerRequestsAnswered,
+                             indicationsConfirmed: indicationsConfirmed + o.indicationsConfirmed,
+                             notificationsReceived: notificationsReceived + o.notificationsReceived)
+    }
+}

@@ -39,6 +39,9 @@ extension ATTEngine {
             // §3.4.7.2: every indication is confirmed, also one for a handle nobody subscribed to.
             deliver(handle: handle, value: Array(value), kind: .indication)
             queueAnswer(.handleValueConfirmation, counting: .confirmation)
+        case .exchangeMTURequest where isEnhanced:
+            // Vol 3 Part F §3.4.2: Exchange MTU is not used on an Enhanced ATT bearer.
+            refuse(.exchangeMTURequest, bytes)
         case .exchangeMTURequest(let peerRxMTU):
             answerExchangeMTU(peerRxMTU: peerRxMTU, request: bytes)
         case .handleValueConfirmation:

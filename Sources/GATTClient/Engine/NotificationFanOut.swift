@@ -4,6 +4,8 @@ import ATTStack
 
 extension ATTEngine {
     func deliver(handle: UInt16, value: [UInt8], kind: GATTNotification.Kind) {
+        // An enhanced bearer's values join the unenhanced bearer's path, in the order this reader received them.
+        if let target = notificationTarget { return target.deliver(handle: handle, value: value, kind: kind) }
         let (catchAll, sinks, watchers): (NotificationSink?, [NotificationSink]?, [NotificationSink]) = state.withLock { s in
             s.stats.notificationsReceived += 1
             return (s.catchAll, s.subscribers[handle], s.watchers)

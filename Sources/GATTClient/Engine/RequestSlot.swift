@@ -57,7 +57,7 @@ extension ATTEngine {
         }
     }
 
-    private func submit(_ p: consuming Pending) {
+    func submit(_ p: consuming Pending) {
         // The request is moved into the slot or the queue, never copied (a copy retains its PDU and more).
         let continuation = p.continuation, opcode = p.opcode, handle = p.handle
         let cancelled = !p.ignoresCancellation && Task.isCancelled
@@ -112,7 +112,12 @@ extension ATTEngine {
             }
             return nil
         }
-        resume?.run()
+        guard let resume else {
+            // A request queued on an enhanced bearer that closed moved to the unenhanced one (IDs are per client).
+            notificationTarget?.cancel(id)
+            return
+        }
+        resume.run()
     }
 
     /// A response (or Error Response) from the peer, decoded once by the router, matched to the request in flight:
@@ -146,6 +151,7 @@ extension ATTEngine {
                 s.stats.protocolViolations += 1
                 failedOp = opText
             }
+            answeredCount.wrappingAdd(1, ordering: .relaxed)
             if let c = slot.continuation {
                 if let failure { resume = .request(c, .failure(failure)) } else { answered = c }
             } else {
