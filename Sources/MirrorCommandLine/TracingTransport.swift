@@ -17,6 +17,9 @@ public final class ObservedTransport: ATTTransport {
     let tracing: Atomic<Bool>
     /// Guards what was observed: the backpressure accounting.
     let observed = Lock<Observations>(Observations())
+    /// Orders the trace's lines: held across a traced send and its line, and while a received PDU's line is
+    /// printed (so `inner` must not deliver a PDU from within its own trySend).
+    private let traceOrder = Lock<Void>(())
     /// Guards the closure told when the transport closes (the shell's lost-connection line).
     private let closeObserver = Lock<(@Sendable (TransportError) -> Void)?>(nil)
 
@@ -64,12 +67,19 @@ public final class ObservedTransport: ATTTransport {
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        let result = try inner.trySend(pdu)
-        if result == .sent {
-            if let console = traceConsole {
-                console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow()))
+        let result: ATTSendResult
+        if let console = traceConsole {
+            // The send and its line under `traceOrder`: the reader prints the answer under it too, so a request's
+            // line always precedes its response's, though the answer can arrive before trySend returns.
+            result = try traceOrder.withLock { _ throws(TransportError) in
+                let r = try inner.trySend(pdu)
+                if r == .sent { console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow())) }
+                return r
             }
         } else {
+            result = try inner.trySend(pdu)
+        }
+        if result != .sent {
             let now = monotonicNanoseconds()
             observed.withLock { o in
                 o.wouldBlockCount += 1
@@ -97,7 +107,9 @@ public final class ObservedTransport: ATTTransport {
     }
 
     func received(_ pdu: [UInt8]) {
-        if let console = traceConsole { console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+        if let console = traceConsole {
+            traceOrder.withLock { _ in console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+        }
     }
 
     func closed(_ reason: TransportError) {
