@@ -13,7 +13,10 @@ vm_grep "$OUT/example.log" "^GATT application registered" "example-gatt-server r
 # Script mode over a pipe fed slowly: Heart Rate Measurement (2a37) notifies about once a second, so the 3 s
 # before the next line bring notifications that print as they come; Battery Level (2a19) read by its UUID.
 vm_no_le_link
-vm_ok shell 60 sh -c '{ printf "%s\n" gatt "read 0x0003" "subscribe 2a37"; sleep 3; printf "%s\n" "read 2a19" "unsubscribe 2a37" mtu; } | "$1" shell "$2" --adapter hci0' shell "$BIN/mirror" $peer
+# The feeder waits (bounded) for the subscription's line in the shell's own output, then 3 s.
+vm_ok shell 60 sh -c '{ printf "%s\n" gatt "read 0x0003" "subscribe 2a37"
+                        for _ in $(seq 300); do grep -q "^subscribed to " "$3" && break; sleep 0.1; done; sleep 3
+                        printf "%s\n" "read 2a19" "unsubscribe 2a37" mtu; } | "$1" shell "$2" --adapter hci0' shell "$BIN/mirror" $peer "$OUT/shell.log"
 python3 -I -S - "$OUT/shell.log" <<'PY' >"$OUT/shell-check.log" 2>&1 || { sed 's/^/    | /' "$OUT/shell-check.log" "$OUT/shell.log" | tail -n 60; vm_fail "mirror shell's output against bluetoothd"; }
 import re, sys
 lines = open(sys.argv[1]).read().split("\n")
@@ -32,8 +35,8 @@ sub = section("subscribe 2a37")
 m = next((re.match(r"^subscribed to (0x[0-9A-F]{4}) ", l) for l in sub if l.startswith("subscribed to ")), None)
 assert m, sub
 hr = m.group(1)
-notes = [l for l in sub if re.match(r"^\d\d:\d\d:\d\d\.\d{3}  notification %s" % hr, l)]
-assert len(notes) >= 2, f"{len(notes)} Heart Rate notifications in 3 s: {sub}"
+notes = [l for l in lines if re.match(r"^\d\d:\d\d:\d\d\.\d{3}  notification %s Heart Rate Measurement: " % hr, l)]
+assert len(notes) >= 2, f"{len(notes)} Heart Rate notifications in 3 s"
 battery = section("read 2a19")
 assert any(re.match(r"^0x[0-9A-F]{4}: [0-9a-f]{2} ", l) for l in battery), battery
 assert any(l == f"unsubscribed from {hr}" or l.startswith(f"unsubscribed from {hr} ") for l in section("unsubscribe 2a37")), section("unsubscribe 2a37")

@@ -1,0 +1,8 @@
+# vm-about: a measurement: mirror shell's time to its first prompt and per command (read, write, gatt, mtu) against the same commands one-shot, over an LE link to mirror-sim; medians of 5 (tools/vm/shell_timing.py prints the table)
+# vm-manual: yes
+# vm-timeout: 400
+vm_need mirror mirror-sim
+VM_BTMON=0 vm_controllers
+vm_sim sim
+vm_ok timing 360 python3 -I -S "$REPO/tools/vm/shell_timing.py" "$BIN/mirror" 00:AA:01:01:00:01 hci0 5
+sed 's/^/    | /' "$OUT/timing.log"
