@@ -2,6 +2,9 @@
 // The mirror BLE host tool: raw ATT over L2CAP CID 4 on Linux, a GATT client, and the `mirror` CLI.
 import PackageDescription
 
+/// tools/link, by absolute path (a linker search path; the build's working directory is not the package's).
+let staticLinkScripts = String(#filePath.dropLast("Package.swift".count)) + "tools/link"
+
 let package = Package(
     name: "mirror",
     products: [
@@ -47,8 +50,11 @@ let package = Package(
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine. A release build links the
         // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
         // builds stay dynamic, as the test bundles that link this target with XCTest must.
+        // tools/link's linker scripts make its -lstdc++, -lbluetooth, -lcap and -lz (and -static-libgcc its unwinder)
+        // the static archives, so that only libc and libm are loaded at start (tools/link/README).
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"],
-                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(configuration: .release))]),
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                                                         "-L", staticLinkScripts, "-Xclang-linker", "-static-libgcc"], .when(configuration: .release))]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
