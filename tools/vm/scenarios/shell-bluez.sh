@@ -1,14 +1,8 @@
 # vm-about: mirror shell against bluetoothd's GATT server with BlueZ's example-gatt-server (as gatt-example sets it up) on hci1: gatt, read by handle and by UUID, subscribe to Heart Rate Measurement (notifications while the shell waits for its next line), unsubscribe, on one connection
 # vm-timeout: 120
 vm_need mirror
-vm_gatt_peer
+vm_example_gatt_peer
 peer=00:AA:01:01:00:01
-example=/usr/share/doc/bluez-test-scripts/examples/example-gatt-server
-[ -f $example ] || vm_fail "$example is missing (Debian package bluez-test-scripts; tools/setup.sh installs it)"
-vm_ok example-patch 20 patch -s -o "$OUT/example-gatt-server" $example "$REPO/tools/vm/peers/example-gatt-server.patch"
-vm_bg example /usr/bin/python3 -u "$OUT/example-gatt-server" hci1
-vm_wait_log example "^GATT application registered|^Failed|^GattManager1 interface not found|Error" 40
-vm_grep "$OUT/example.log" "^GATT application registered" "example-gatt-server registered its application with bluetoothd on hci1"
 
 # Script mode over a pipe fed slowly: Heart Rate Measurement (2a37) notifies about once a second, so the 3 s
 # before the next line bring notifications that print as they come; Battery Level (2a19) read by its UUID.
