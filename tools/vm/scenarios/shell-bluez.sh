@@ -7,10 +7,11 @@ peer=00:AA:01:01:00:01
 # Script mode over a pipe fed slowly: Heart Rate Measurement (2a37) notifies about once a second, so the 3 s
 # before the next line bring notifications that print as they come; Battery Level (2a19) read by its UUID.
 vm_no_le_link
-# The feeder waits (bounded) for the subscription's line in the shell's own output, then 3 s.
-vm_ok shell 60 sh -c '{ printf "%s\n" gatt "read 0x0003" "subscribe 2a37"
-                        for _ in $(seq 300); do grep -q "^subscribed to " "$3" && break; sleep 0.1; done; sleep 3
-                        printf "%s\n" "read 2a19" "unsubscribe 2a37" mtu; } | "$1" shell "$2" --adapter hci0' shell "$BIN/mirror" $peer "$OUT/shell.log"
+# The feeder waits (20 s at most, by bash's clock: every fork costs about 50 ms here) for the subscription's line in
+# the shell's own output, then 3 s.
+vm_ok shell 60 bash -c '{ printf "%s\n" gatt "read 0x0003" "subscribe 2a37"
+                          while [ $SECONDS -lt 20 ] && ! grep -q "^subscribed to " "$3"; do sleep 0.1; done; sleep 3
+                          printf "%s\n" "read 2a19" "unsubscribe 2a37" mtu; } | "$1" shell "$2" --adapter hci0' shell "$BIN/mirror" $peer "$OUT/shell.log"
 python3 -I -S - "$OUT/shell.log" <<'PY' >"$OUT/shell-check.log" 2>&1 || { sed 's/^/    | /' "$OUT/shell-check.log" "$OUT/shell.log" | tail -n 60; vm_fail "mirror shell's output against bluetoothd"; }
 import re, sys
 lines = open(sys.argv[1]).read().split("\n")
