@@ -8,8 +8,9 @@
 import json, os, pty, select, statistics, subprocess, sys, time
 
 mirror, target, adapter, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-# The same work both ways: a Read Request, a Write Request (cloudToken's value handle), the discovery, the MTU.
-commands = [["read", "0x0003"], ["write", "0x0012", "41"], ["gatt"], ["mtu"]]
+# The same work both ways: a Read Request, a Write Request (cloudToken's value handle), the discovery, the MTU,
+# the link (what the shell prints after its connect).
+commands = [["read", "0x0003"], ["write", "0x0012", "41"], ["gatt"], ["mtu"], ["link"]]
 prompt = f"mirror {target}> ".encode()
 
 def no_link(limit=20):
