@@ -1,4 +1,4 @@
-# vm-about: a measurement: mirror shell's time to its first prompt and per command (read, write, gatt, mtu) against the same commands one-shot, over an LE link to mirror-sim; medians of 5 (tools/vm/shell_timing.py prints the table)
+# vm-about: a measurement: mirror shell's time to its first prompt and per command (read, write, gatt, mtu, link) against the same commands one-shot, over an LE link to mirror-sim; medians of 5 (tools/vm/shell_timing.py prints the table)
 # vm-manual: yes
 # vm-timeout: 400
 vm_need mirror mirror-sim
