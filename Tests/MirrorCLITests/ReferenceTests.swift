@@ -2,6 +2,7 @@
 // the page renders without a warning and covers every command, option, exit status and example, and the completion
 // completes commands, options and enumerated values when bash runs it.
 import Foundation
+import Mirror
 import MirrorCommandLine
 import TestSupport
 import XCTest
@@ -138,6 +139,8 @@ final class ReferenceTests: XCTestCase {
 
     func testCompletionOfCommandsOptionsAndValues() throws {
         let benchModes = ["with-response", "without-response", "both"]
+        let names = MirrorProfile.bundled.characteristics.keys.sorted()
+        XCTAssertTrue(names.contains("scanState") && names.contains("cloudToken"), "\(names)")
         let cases: [([String], [String])] = [
             (["mirror", "re"], ["read"]),
             (["mirror", ""], specs.map(\.name) + ["help"]),
@@ -162,6 +165,13 @@ final class ReferenceTests: XCTestCase {
             (["mirror", "doctor", "--"], ["--json", "--help"]),
             (["mirror", "read", "u"], ["unix:"]),
             (["mirror", "read", "--", "--ty"], []),
+            // A characteristic: the bundled profile's names.
+            (["mirror", "read", "unix:/tmp/x.sock", "scan"], names.filter { $0.hasPrefix("scan") }),
+            (["mirror", "write", "unix:/tmp/x.sock", ""], names),
+            (["mirror", "write", "unix:/tmp/x.sock", "cloudToken", ""], []),
+            (["mirror", "listen", "unix:/tmp/x.sock", "scanState", "scanE"], ["scanError"]),
+            (["mirror", "bench", "--handle", "cl"], names.filter { $0.hasPrefix("cl") }),
+            (["mirror", "bench", "--counter", "wifiN"], names.filter { $0.hasPrefix("wifiN") }),
         ]
         let replies = try complete(cases.map(\.0))
         for ((words, expected), reply) in zip(cases, replies) {

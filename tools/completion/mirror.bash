@@ -5,6 +5,9 @@
 # The commands, and help.
 _mirror_commands="discover gatt read write listen mtu link bench scan wifi shell doctor adapters help"
 
+# The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
+_mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus wifiNetworkSSIDEnum wifiNumNetworks wifiSetSSID"
+
 # The options of command $1 (none yet: the global ones and --version).
 _mirror_options() {
     case "$1" in
@@ -25,18 +28,19 @@ _mirror_options() {
     esac
 }
 
-# What option $2 of command $1 takes: nothing (a flag: status 1), or "words W...", "file", "dir", "adapter", "any".
+# What option $2 of command $1 takes: nothing (a flag: status 1), or "words W...", "file", "dir", "adapter", "names"
+# (a characteristic), "any".
 _mirror_option_value() {
     case "$1 $2" in
         "discover --duration") echo "any" ;;
         "listen --count") echo "any" ;;
-        "bench --handle") echo "any" ;;
+        "bench --handle") echo "names" ;;
         "bench --size") echo "any" ;;
         "bench --count") echo "any" ;;
         "bench --duration") echo "any" ;;
         "bench --mode") echo "words with-response without-response both" ;;
         "bench --warmup") echo "any" ;;
-        "bench --counter") echo "any" ;;
+        "bench --counter") echo "names" ;;
         "bench --rounds") echo "any" ;;
         "bench --bare-loop") echo "words second-connection same-connection none" ;;
         "bench --plot") echo "file" ;;
@@ -130,11 +134,13 @@ _mirror() {
         case "$w" in
             COMMAND) kind="words $_mirror_commands" ;;
             TARGET) kind="target" ;;
+            *NAME*) kind="names" ;;
             *[a-z]*) kind="words ${w//|/ }" ;;
         esac
     fi
     case "$kind" in
         words\ *) mapfile -t reply < <(compgen -W "${kind#words }" -- "$cur") ;;
+        names) mapfile -t reply < <(compgen -W "$_mirror_names" -- "$cur") ;;
         file) mapfile -t reply < <(compgen -f -- "$cur") ;;
         dir) mapfile -t reply < <(compgen -d -- "$cur") ;;
         adapter)

@@ -1,5 +1,6 @@
 // The bash completion of `mirror`, generated from the command table and the global options (as the man page is):
 // tools/completion/mirror.bash is this text (`swift run mirror-docs completion`).
+import Mirror
 
 /// The completion script: tables generated from `commands`, and the one `_mirror` function that reads them.
 public func bashCompletion(_ commands: [CommandSpec]) -> String {
@@ -12,6 +13,9 @@ public func bashCompletion(_ commands: [CommandSpec]) -> String {
 
     # The commands, and help.
     _mirror_commands="\(words(commands.map(\.name) + ["help"]))"
+
+    # The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
+    _mirror_names="\(words(MirrorProfile.bundled.characteristics.keys.sorted()))"
 
     # The options of command $1 (none yet: the global ones and --version).
     _mirror_options() {
@@ -27,7 +31,8 @@ public func bashCompletion(_ commands: [CommandSpec]) -> String {
         esac
     }
 
-    # What option $2 of command $1 takes: nothing (a flag: status 1), or "words W...", "file", "dir", "adapter", "any".
+    # What option $2 of command $1 takes: nothing (a flag: status 1), or "words W...", "file", "dir", "adapter", "names"
+    # (a characteristic), "any".
     _mirror_option_value() {
         case "$1 $2" in
 
@@ -39,6 +44,7 @@ public func bashCompletion(_ commands: [CommandSpec]) -> String {
         else if name == "FILE" { kind = "file" }
         else if name == "DIR" { kind = "dir" }
         else if name == "hciN" { kind = "adapter" }
+        else if name == "H" { kind = "names" }
         else { kind = "any" }
         return "        \(pattern)) echo \"\(kind)\" ;;\n"
     }
@@ -115,11 +121,13 @@ _mirror() {
         case "$w" in
             COMMAND) kind="words $_mirror_commands" ;;
             TARGET) kind="target" ;;
+            *NAME*) kind="names" ;;
             *[a-z]*) kind="words ${w//|/ }" ;;
         esac
     fi
     case "$kind" in
         words\ *) mapfile -t reply < <(compgen -W "${kind#words }" -- "$cur") ;;
+        names) mapfile -t reply < <(compgen -W "$_mirror_names" -- "$cur") ;;
         file) mapfile -t reply < <(compgen -f -- "$cur") ;;
         dir) mapfile -t reply < <(compgen -d -- "$cur") ;;
         adapter)
