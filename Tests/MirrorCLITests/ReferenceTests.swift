@@ -179,6 +179,12 @@ final class ReferenceTests: XCTestCase {
         }
     }
 
+    func testCompletionIsRegisteredForMirror() throws {
+        let run = try runProgram(["bash", "--norc", "--noprofile", "-c", "source '\(completionFile.path)'; complete -p mirror"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout, "complete -F _mirror mirror\n")
+    }
+
     /// Every command completes exactly its options, the global options it takes and --help; every enumerated
     /// option its values.
     func testCompletionFollowsTheCommandTable() throws {
