@@ -58,7 +58,7 @@ let wifiCommand = Command(CommandSpec(
     default:
         let status = action == "status"
             ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, emit: emit)
-            : try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid!, timeout: limit, emit: emit)
+            : try await joinWiFi(session, profile: profile, ssid: ssid!, timeout: limit, emit: emit)
         if json {
             console.out(JSONValue.object([
                 ("event", "result"), ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),
@@ -70,4 +70,13 @@ let wifiCommand = Command(CommandSpec(
         if action == "join" && status.status != "connected" { return .failure }
         return .success
     }
+}
+
+/// MirrorWiFi.join on the session's notifications from this moment (`Session.procedureNotifications`).
+private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, timeout: Duration,
+                      emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorWiFiStatus {
+    let notifications = try session.procedureNotifications()
+    defer { session.endProcedureNotifications(notifications) }
+    return try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid, timeout: timeout,
+                                     notifications: notifications, emit: emit)
 }
