@@ -77,9 +77,11 @@ depends=${shlibs#shlibs:Depends=}
 depends="$depends, libcap2-bin"
 
 recommends=()
+# Read whole, then searched: an awk that stops at its match would end ldconfig with SIGPIPE (a failure under pipefail).
+cache=$(ldconfig -p)
 for soname in $(grep -aoE 'lib[a-z0-9_+-]+\.so\.[0-9]+' "$binary" | sort -u); do
     grep -qxF "$soname" <<<"$needed" && continue
-    path=$(ldconfig -p | awk -v n="$soname" '$1 == n { print $NF; exit }')
+    path=$(awk -v n="$soname" '$1 == n { print $NF; exit }' <<<"$cache")
     package=""
     [ -z "$path" ] || package=$(owner_in "$path" "$(path_forms "$path" | owners)")
     if [ -z "$package" ]; then

@@ -13,7 +13,7 @@ final class PackageTests: XCTestCase {
 
         let build = try ToolProcess.run(executable: repositoryRoot.appendingPathComponent("tools/package-deb.sh"),
                                         [ToolProcess.url("mirror").path, dir.path], timeout: 300)
-        XCTAssertEqual(build.status, 0, build.stderr)
+        guard build.status == 0 else { return XCTFail("tools/package-deb.sh exited \(build.status): \(build.stderr)") }
         let arch = try runProgram(["dpkg", "--print-architecture"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let version = String(MirrorMain.version.dropFirst("mirror ".count))
         let deb = dir.appendingPathComponent("mirror_\(version)_\(arch).deb").path
