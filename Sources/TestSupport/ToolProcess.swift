@@ -34,8 +34,15 @@ public enum ToolProcess {
     /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null); throws `ToolTimeout` if it does not
     /// end within `timeout` seconds.
     public static func run(_ tool: String, _ arguments: [String], input: String? = nil, timeout: Double = 60) throws -> ToolRun {
+        try run(executable: url(tool), arguments, input: input, timeout: timeout)
+    }
+
+    /// Runs the program at `executable` (a built tool, a script of the project, /usr/bin/env for a system tool) as
+    /// `run(_:_:input:timeout:)` does.
+    public static func run(executable: URL, _ arguments: [String], input: String? = nil, timeout: Double = 60) throws -> ToolRun {
+        let tool = executable.lastPathComponent
         let process = Process()
-        process.executableURL = url(tool)
+        process.executableURL = executable
         process.arguments = arguments
         let out = Pipe()
         let err = Pipe()
