@@ -21,6 +21,21 @@ extension GATTClient {
         return services
     }
 
+    /// Reads the values the Database Hash covers that discovery does not return (Part G §7.3.1): each
+    /// Characteristic Extended Properties descriptor (0x2900) without one, by a Read Request.
+    public func readHashedValues(_ services: inout [GATTService]) async throws(GATTError) {
+        for s in services.indices {
+            for c in services[s].characteristics.indices {
+                for d in services[s].characteristics[c].descriptors.indices
+                where services[s].characteristics[c].descriptors[d].uuid == .characteristicExtendedProperties
+                    && services[s].characteristics[c].descriptors[d].value == nil {
+                    services[s].characteristics[c].descriptors[d].value =
+                        try await read(handle: services[s].characteristics[c].descriptors[d].handle)
+                }
+            }
+        }
+    }
+
     /// Read Using Characteristic UUID (Part G §4.8.2) with each value that filled its Read By Type pair
     /// (ATT_MTU - 4 bytes, at most 253) read again whole by Read Long Characteristic Value (§4.8.3).
     public func readLong(uuid: BluetoothUUID, in range: ATTHandleRange = .all) async throws(GATTError)
