@@ -47,6 +47,8 @@ public final class SimulatedMirror: Sendable {
         /// Write Requests and Write Commands received on this connection (logged when it closes).
         var writeRequests = 0
         var writeCommands = 0
+        /// What the client wrote to Client Supported Features (Vol 3 Part G §7.2): bit 0 is robust caching.
+        var clientFeatures: [UInt8] = [0x00]
     }
 
     struct DeviceState {
@@ -85,7 +87,7 @@ public final class SimulatedMirror: Sendable {
                 connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
         self.options = options
         self.connectionClosed = connectionClosed
-        self.database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName)
+        self.database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching)
         self.server = ATTServer(database: database, serverRxMTU: options.serverMTU)
         self.logSink = log
         self.started = ContinuousClock.now
@@ -314,7 +316,7 @@ public final class SimulatedMirror: Sendable {
         }
         var server = self.server
         let reply = server.answer(pdu, session: &session,
-                                  read: { readValue(&s, $0) },
+                                  read: { readValue(&s, id, $0) },
                                   write: { write(&s, &fx, id, $0) })
         s.connections[id]?.session = session
         if case .exchangeMTURequest(let clientRx) = pdu {
@@ -332,9 +334,11 @@ public final class SimulatedMirror: Sendable {
     // MARK: - the mirror's values
 
     /// A named attribute is one of the mirror's values; the Wi-Fi list's cursor moves on a Read Request only.
-    private func readValue(_ s: inout DeviceState, _ read: AttributeRead) -> ReadOutcome {
+    private func readValue(_ s: inout DeviceState, _ id: Int, _ read: AttributeRead) -> ReadOutcome {
         guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
         switch name {
+        case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[id]?.clientFeatures ?? [0])
+        case AttributeDatabase.databaseHashName: return .stored
         case "scanState": return .value([s.scanState])
         case "scanError": return .value([s.scanError])
         case "cloudToken": return .value(s.cloudToken)
@@ -358,12 +362,27 @@ public final class SimulatedMirror: Sendable {
             let v = UInt16(w.value[0]) | UInt16(w.value[1]) << 8
             fx.logs.append("conn \(id): CCCD of \(database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
             return .store
+        case .value where w.attribute.name == AttributeDatabase.clientSupportedFeaturesName:
+            return writeClientFeatures(&s, &fx, id, w.value)
         case .value where w.attribute.name != nil:
             if w.opcode == .prepareWriteRequest { return .store }
             return writeMirror(&s, &fx, w.attribute.name!, w.value)
         default:
             return .rejected(.writeNotPermitted)
         }
+    }
+
+    /// Client Supported Features (Vol 3 Part G §7.2), per connection: a bit once set stays set (clearing one is
+    /// Value Not Allowed, 0x13); the value is kept as written, with the bits this server does not know.
+    private func writeClientFeatures(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ value: [UInt8]) -> WriteOutcome {
+        guard !value.isEmpty, let old = s.connections[id]?.clientFeatures else { return .rejected(.invalidAttributeValueLength) }
+        for (i, byte) in old.enumerated() where (i < value.count ? value[i] : 0) & byte != byte {
+            fx.logs.append("conn \(id): Client Supported Features \(ATTHex.string(value)) clears a bit set before: Value Not Allowed")
+            return .rejected(.valueNotAllowed)
+        }
+        s.connections[id]?.clientFeatures = value
+        fx.logs.append("conn \(id): Client Supported Features = \(ATTHex.string(value))" + (value[0] & 0x01 != 0 ? " (robust caching)" : ""))
+        return .accepted(responseAfterMilliseconds: nil)
     }
 
     private func writeMirror(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) -> WriteOutcome {

@@ -119,6 +119,9 @@ public struct SimOptions: Sendable, Equatable {
     public var faults: [SimFault] = []
     /// Log every PDU and state change to stderr.
     public var verbose = false
+    /// The GATT service serves Client Supported Features and the Database Hash (Vol 3 Part G §7.2-§7.3), with
+    /// robust caching per connection (§2.5.2.1); the mirror service's handles move up by 4.
+    public var caching = false
 
     public init() {}
 
@@ -198,6 +201,7 @@ public struct SimOptions: Sendable, Equatable {
             timings.scanStepMilliseconds = n
         case "fault", "faults": faults.append(try SimFault(parsing: value))
         case "verbose": verbose = try bool()
+        case "caching": caching = try bool()
         default: throw SimOptionsError(problem: "unknown option --\(key)")
         }
     }
