@@ -21,6 +21,23 @@ extension GATTClient {
         return services
     }
 
+    /// The peer's Database Hash (Part G §7.3) by one Read By Type of 0x2B2A over the whole range (Read Using
+    /// Characteristic UUID, §4.8.2; a server has at most one): its handle and value, or nil when it has none
+    /// (Attribute Not Found).
+    public func readDatabaseHash() async throws(GATTError) -> (handle: UInt16, value: [UInt8])? {
+        let pdu: ATTPDU
+        do {
+            pdu = try await transact(.readByTypeRequest(range: .all, type: .databaseHash), handle: 0x0001)
+        } catch {
+            if isAttributeNotFound(error) { return nil }
+            throw error
+        }
+        guard case .readByTypeResponse(let list) = pdu, let first = list.first(where: { _ in true }) else {
+            throw unexpected(pdu, "a non-empty Read By Type Response")
+        }
+        return (first.handle, Array(first.value))
+    }
+
     /// Reads the values the Database Hash covers that discovery does not return (Part G §7.3.1): each
     /// Characteristic Extended Properties descriptor (0x2900) without one, by a Read Request.
     public func readHashedValues(_ services: inout [GATTService]) async throws(GATTError) {

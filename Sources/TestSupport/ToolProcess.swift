@@ -31,12 +31,16 @@ public enum ToolProcess {
     /// The built executable `name` ("mirror").
     public static func url(_ name: String) -> URL { productsDirectory.appendingPathComponent(name) }
 
-    /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null); throws `ToolTimeout` if it does not
-    /// end within `timeout` seconds.
-    public static func run(_ tool: String, _ arguments: [String], input: String? = nil, timeout: Double = 60) throws -> ToolRun {
+    /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null), with `environment` over this
+    /// process's; throws `ToolTimeout` if it does not end within `timeout` seconds.
+    public static func run(_ tool: String, _ arguments: [String], input: String? = nil, environment: [String: String] = [:],
+                           timeout: Double = 60) throws -> ToolRun {
         let process = Process()
         process.executableURL = url(tool)
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

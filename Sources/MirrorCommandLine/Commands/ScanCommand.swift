@@ -66,10 +66,12 @@ let scanCommand = Command(CommandSpec(
     options.timeout = .milliseconds(Int64((deadline * 1000).rounded()))
     if let settle { options.settle = .milliseconds(Int64((settle * 1000).rounded())) }
     options.scanID = inv.arguments.string("--scan-id")
-    let scanOptions = options
 
     let session = try await Session.open(target, inv)
     defer { session.close() }
+    // The cached database when the peer has a Database Hash (no discovery when it matches).
+    options.database = try await session.cachedDatabase()
+    let scanOptions = options
     let json = inv.global.json
     // The link the scan runs on, read before it starts (its result object carries it).
     let linkJSON = json ? session.linkJSON() : .null

@@ -45,9 +45,11 @@ let wifiCommand = Command(CommandSpec(
     let emit: @Sendable (MirrorEvent) -> Void = { e in
         if json { console.out(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
     }
+    // The cached database when the peer has a Database Hash (no discovery when it matches).
+    let database = try await session.cachedDatabase()
     switch action {
     case "list":
-        let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, emit: emit)
+        let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([("event", "result"), ("networks", .array(ssids.map { .string($0) }))]).compact)
         } else {
@@ -57,8 +59,8 @@ let wifiCommand = Command(CommandSpec(
         return .success
     default:
         let status = action == "status"
-            ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, emit: emit)
-            : try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid!, timeout: limit, emit: emit)
+            ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
+            : try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid!, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([
                 ("event", "result"), ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),

@@ -67,11 +67,22 @@ final class Session: Sendable {
     let discoveredNames = Lock<DiscoveredNames?>(nil)
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
+    /// The GATT cache and this peer's key in it (DatabaseCache.swift); nil cache with --no-cache.
+    let cache: DatabaseCache?
+    let cacheTarget: String
+    let cacheAdapter: String?
+    /// Where the cache's warnings and findings go (stderr).
+    let warn: @Sendable (String) -> Void
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
                  timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
-                 heldByShell: Bool) {
+                 heldByShell: Bool, cache: DatabaseCache?, cacheTarget: String, cacheAdapter: String?,
+                 warn: @escaping @Sendable (String) -> Void) {
         self.heldByShell = heldByShell
+        self.cache = cache
+        self.cacheTarget = cacheTarget
+        self.cacheAdapter = cacheAdapter
+        self.warn = warn
         self.client = client
         self.link = link
         self.linkRequests = linkRequests
@@ -158,7 +169,9 @@ final class Session: Sendable {
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, snoop: snoop,
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
-                              linkRequests: requests, heldByShell: heldByShell)
+                              linkRequests: requests, heldByShell: heldByShell,
+                              cache: g.noCache ? nil : DatabaseCache.standard(), cacheTarget: target.cacheKey,
+                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: \($0)") })
         do {
             _ = try await client.exchangeMTU()
         } catch {

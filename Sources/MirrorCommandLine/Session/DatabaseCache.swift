@@ -1,0 +1,285 @@
+// The GATT cache on disk: one readable JSON file per adapter and peer ($XDG_CACHE_HOME/mirror, else ~/.cache/mirror),
+// holding the database discovered there and its Database Hash (Core Spec 5.4 Vol 3 Part G §2.5.2, §7.3). A file
+// is trusted only when it parses whole, has this format version, and its services hash to the hash it stores.
+import ATTStack
+import FoundationEssentials
+import GATTClient
+import JSON
+import LinuxBluetooth
+
+/// One peer's cached database.
+struct CachedDatabase: Sendable, Equatable {
+    /// The file format; a file with another one is ignored (with a warning), never read.
+    static let formatVersion = 1
+
+    /// The TARGET as given ("unix:/tmp/mirror-sim.sock", "C0:11:22:33:44:55").
+    var target: String
+    /// The adapter it was reached through; nil: the kernel's choice.
+    var adapter: String?
+    /// The peer's Database Hash when the database was discovered (16 bytes, as read).
+    var databaseHash: [UInt8]
+    var services: [GATTService]
+
+    var json: JSONValue {
+        .object([
+            ("format", .int(Self.formatVersion)),
+            ("target", .string(target)),
+            ("adapter", adapter.map { .string($0) } ?? .null),
+            ("databaseHash", .string(ATTHex.string(databaseHash))),
+            ("services", .array(services.map(Self.json(service:)))),
+        ])
+    }
+
+    static func json(service s: GATTService) -> JSONValue {
+        .object([
+            ("uuid", .string(s.uuid.description)), ("start", .int(Int(s.startHandle))), ("end", .int(Int(s.endHandle))),
+            ("primary", .bool(s.isPrimary)),
+            ("includes", .array(s.includedServices.map { i in
+                .object([("handle", .int(Int(i.declarationHandle))), ("start", .int(Int(i.startHandle))),
+                         ("end", .int(Int(i.endHandle))), ("uuid", .string(i.uuid.description))])
+            })),
+            ("characteristics", .array(s.characteristics.map { c in
+                .object([
+                    ("uuid", .string(c.uuid.description)), ("handle", .int(Int(c.declarationHandle))),
+                    ("valueHandle", .int(Int(c.valueHandle))), ("end", .int(Int(c.endHandle))),
+                    ("properties", .int(Int(c.properties.rawValue))),
+                    ("descriptors", .array(c.descriptors.map { d in
+                        .object([("uuid", .string(d.uuid.description)), ("handle", .int(Int(d.handle)))]
+                                + (d.value.map { [("value", JSONValue.string(ATTHex.string($0)))] } ?? []))
+                    })),
+                ])
+            })),
+        ])
+    }
+
+    init(target: String, adapter: String?, databaseHash: [UInt8], services: [GATTService]) {
+        self.target = target
+        self.adapter = adapter
+        self.databaseHash = databaseHash
+        self.services = services
+    }
+
+    /// Reads a file's JSON; throws what is wrong with it, in words.
+    init(json: JSONValue) throws(DatabaseCacheProblem) {
+        guard json.fields != nil else { throw DatabaseCacheProblem("not a JSON object") }
+        guard let format = json["format"]?.integer else { throw DatabaseCacheProblem("no \"format\"") }
+        guard format == Self.formatVersion else {
+            throw DatabaseCacheProblem("format \(format), this mirror reads format \(Self.formatVersion)")
+        }
+        target = try Self.field(json, "target", \.string)
+        adapter = json["adapter"]?.string
+        databaseHash = try Self.bytes(try Self.field(json, "databaseHash", \.string), "databaseHash")
+        guard databaseHash.count == 16 else { throw DatabaseCacheProblem("databaseHash is not 16 bytes") }
+        services = try Self.field(json, "services", \.items).map { (s: JSONValue) throws(DatabaseCacheProblem) in
+            var service = GATTService(uuid: try Self.uuid(s), startHandle: try Self.handle(s, "start"),
+                                      endHandle: try Self.handle(s, "end"),
+                                      isPrimary: try Self.field(s, "primary") { v in if case .bool(let b) = v { b } else { nil } })
+            service.includedServices = try Self.field(s, "includes", \.items).map { (i: JSONValue) throws(DatabaseCacheProblem) in
+                GATTIncludedService(declarationHandle: try Self.handle(i, "handle"), startHandle: try Self.handle(i, "start"),
+                                    endHandle: try Self.handle(i, "end"), uuid: try Self.uuid(i))
+            }
+            service.characteristics = try Self.field(s, "characteristics", \.items).map { (c: JSONValue) throws(DatabaseCacheProblem) in
+                let properties = try Self.field(c, "properties", \.integer)
+                guard let raw = UInt8(exactly: properties) else { throw DatabaseCacheProblem("properties \(properties) is not a byte") }
+                return GATTCharacteristic(
+                    uuid: try Self.uuid(c), declarationHandle: try Self.handle(c, "handle"),
+                    valueHandle: try Self.handle(c, "valueHandle"), properties: GATTCharacteristicProperties(rawValue: raw),
+                    endHandle: try Self.handle(c, "end"),
+                    descriptors: try Self.field(c, "descriptors", \.items).map { (d: JSONValue) throws(DatabaseCacheProblem) in
+                        GATTDescriptor(handle: try Self.handle(d, "handle"), uuid: try Self.uuid(d),
+                                       value: try d["value"]?.string.map { (t: String) throws(DatabaseCacheProblem) in try Self.bytes(t, "value") })
+                    })
+            }
+            return service
+        }
+    }
+
+    private static func field<T>(_ json: JSONValue, _ key: String, _ get: (JSONValue) -> T?) throws(DatabaseCacheProblem) -> T {
+        guard let v = json[key], let t = get(v) else { throw DatabaseCacheProblem("no valid \"\(key)\"") }
+        return t
+    }
+
+    private static func handle(_ json: JSONValue, _ key: String) throws(DatabaseCacheProblem) -> UInt16 {
+        let n = try field(json, key, \.integer)
+        guard let h = UInt16(exactly: n), h > 0 else { throw DatabaseCacheProblem("\"\(key)\" \(n) is not a handle") }
+        return h
+    }
+
+    private static func uuid(_ json: JSONValue) throws(DatabaseCacheProblem) -> BluetoothUUID {
+        let text = try field(json, "uuid", \.string)
+        guard let u = BluetoothUUID(string: text) else { throw DatabaseCacheProblem("\"\(text)\" is not a UUID") }
+        return u
+    }
+
+    private static func bytes(_ text: String, _ key: String) throws(DatabaseCacheProblem) -> [UInt8] {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { throw DatabaseCacheProblem("\"\(key)\" is not hex") }
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let b = UInt8(String(decoding: digits[i..<i + 2], as: UTF8.self), radix: 16) else {
+                throw DatabaseCacheProblem("\"\(key)\" is not hex")
+            }
+            out.append(b)
+        }
+        return out
+    }
+}
+
+/// What is wrong with a cache file (it is then ignored with a warning).
+struct DatabaseCacheProblem: Error, Sendable, Equatable, CustomStringConvertible {
+    var problem: String
+    init(_ problem: String) { self.problem = problem }
+    var description: String { problem }
+}
+
+/// The cache directory and its files.
+struct DatabaseCache: Sendable {
+    /// $XDG_CACHE_HOME/mirror or ~/.cache/mirror.
+    var directory: String
+
+    /// The default directory; nil without XDG_CACHE_HOME and HOME.
+    static func standard() -> DatabaseCache? { XDGDirectory.cache.mirrorDirectory().map { DatabaseCache(directory: $0) } }
+
+    /// "gatt-hci0-C0:11:22:33:44:55.json", "gatt-default-unix:%2Ftmp%2Fmirror-sim.sock.json": the adapter (or
+    /// "default") and the TARGET, with "%" and "/" escaped so that a path stays one file name.
+    static func fileName(target: String, adapter: String?) -> String {
+        let key = target.replacing("%", with: "%25").replacing("/", with: "%2F")
+        return "gatt-\(adapter ?? "default")-\(key).json"
+    }
+
+    func path(target: String, adapter: String?) -> String { directory + "/" + Self.fileName(target: target, adapter: adapter) }
+
+    /// The file for `target`: its database when it is there and sound; else nil, with why when it is there but
+    /// not usable (corrupted, another format, its services not hashing to its hash).
+    func load(target: String, adapter: String?) -> (database: CachedDatabase?, problem: String?) {
+        let file = path(target: target, adapter: adapter)
+        guard let data = FileManager.default.contents(atPath: file) else { return (nil, nil) }
+        switch Self.read(data) {
+        case .success(let db) where db.target == target && db.adapter == adapter: return (db, nil)
+        case .success(let db): return (nil, "ignoring the GATT cache \(file): it is for \(db.target) on \(db.adapter ?? "the default adapter")")
+        case .failure(let p): return (nil, "ignoring the GATT cache \(file): \(p)")
+        }
+    }
+
+    /// A file's bytes as a database, checked: JSON, format, fields, and the services hashing to the stored hash.
+    static func read(_ data: Data) -> Result<CachedDatabase, DatabaseCacheProblem> {
+        let db: CachedDatabase
+        do {
+            let json = try parseJSON(bytes: Array(data))
+            db = try CachedDatabase(json: json)
+        } catch let e as JSONParseError {
+            return .failure(DatabaseCacheProblem("not valid JSON (\(e))"))
+        } catch let e as DatabaseCacheProblem {
+            return .failure(e)
+        } catch {
+            return .failure(DatabaseCacheProblem("\(error)"))
+        }
+        guard let computed = try? GATTDatabaseHash.compute(services: db.services), computed == db.databaseHash else {
+            return .failure(DatabaseCacheProblem("its services do not hash to its databaseHash \(ATTHex.string(db.databaseHash))"))
+        }
+        return .success(db)
+    }
+
+    /// Writes the file (a temporary file renamed over it, so a reader never sees half of one).
+    func store(_ db: CachedDatabase) throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
+                                                attributes: [.posixPermissions: 0o700])
+        let file = path(target: db.target, adapter: db.adapter)
+        try Data((db.json.pretty + "\n").utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+    }
+
+    /// Every cache file, by path, with its database or why it is not usable.
+    func entries() -> [(path: String, entry: Result<CachedDatabase, DatabaseCacheProblem>)] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return names.filter { $0.hasPrefix("gatt-") && $0.hasSuffix(".json") }.sorted().map { name in
+            let file = directory + "/" + name
+            guard let data = FileManager.default.contents(atPath: file) else {
+                return (file, .failure(DatabaseCacheProblem("unreadable")))
+            }
+            return (file, Self.read(data))
+        }
+    }
+
+    /// Removes the file of `target` (nil: every cache file); returns the paths removed.
+    func clear(target: String?, adapter: String?) throws -> [String] {
+        let files = target.map { [path(target: $0, adapter: adapter)] } ?? entries().map(\.path)
+        var removed: [String] = []
+        for f in files where FileManager.default.fileExists(atPath: f) {
+            try FileManager.default.removeItem(atPath: f)
+            removed.append(f)
+        }
+        return removed
+    }
+}
+
+extension Session {
+    /// The database from the cache or discovery (Core Spec 5.4 Vol 3 Part G §2.5.2.2): with the cache, one Read By
+    /// Type of the Database Hash (0x2B2A); a cached copy with that hash is used as it is; otherwise the database
+    /// is discovered and stored under the hash. A peer without a hash, or --no-cache: discovered, for this
+    /// connection only.
+    func cachedOrDiscovered() async throws(GATTError) -> [GATTService] {
+        if let services = try await fromCache() { return services }
+        return try await client.discoverDatabase()
+    }
+
+    /// The database by the cache's rule when the cache is on and the peer has a Database Hash: the cached copy
+    /// with that hash, else discovered and stored. Nil otherwise (nothing discovered).
+    func fromCache() async throws(GATTError) -> [GATTService]? {
+        guard let cache, let peerHash = try await readDatabaseHash() else { return nil }
+        let (cached, problem) = cache.load(target: cacheTarget, adapter: cacheAdapter)
+        if let problem { warn(problem) }
+        if let cached, cached.databaseHash == peerHash { return cached.services }
+        return try await discoverAndStore(peerHash: peerHash)
+    }
+
+    /// For the mirror's procedures (scan, wifi), which otherwise discover only the mirror service: the database
+    /// known on this connection or by `fromCache`, kept for the connection; nil when neither has it.
+    func cachedDatabase() async throws(GATTError) -> [GATTService]? {
+        if let known = discoveredNames.withLock({ $0 }) { return known.services }
+        guard let services = try await fromCache() else { return nil }
+        let state = DiscoveredNames(services: services)
+        discoveredNames.withLock { if $0 == nil { $0 = state } }
+        return services
+    }
+
+    /// The peer's Database Hash (Read Using Characteristic UUID 0x2B2A, Part G §7.3); nil when it has none or
+    /// refuses the read (an ATT error), or its value is not 16 bytes.
+    func readDatabaseHash() async throws(GATTError) -> [UInt8]? {
+        do {
+            guard let value = try await client.readDatabaseHash()?.value, value.count == 16 else { return nil }
+            return value
+        } catch {
+            if case .attribute = error { return nil }
+            throw error
+        }
+    }
+
+    /// Discovers the whole database with the values the hash covers, and stores it when the hash of what was
+    /// discovered is the peer's; a different one is a finding (the peer's database or its hash is wrong), with
+    /// both values, and nothing is stored.
+    func discoverAndStore(peerHash: [UInt8]) async throws(GATTError) -> [GATTService] {
+        var services = try await client.discoverDatabase()
+        try await client.readHashedValues(&services)
+        guard let cache else { return services }
+        let computed: [UInt8]
+        do {
+            guard let c = try GATTDatabaseHash.compute(services: services) else { return services }
+            computed = c
+        } catch {
+            warn("the database of \(cacheTarget) is not cached: \(error)")
+            return services
+        }
+        guard computed == peerHash else {
+            warn("finding: \(cacheTarget) serves the Database Hash \(ATTHex.string(peerHash)), but the database discovered there "
+                 + "hashes to \(ATTHex.string(computed)) (Core Spec Vol 3 Part G §7.3): the peer's database or its hash is wrong; "
+                 + "the database is used for this connection only")
+            return services
+        }
+        do {
+            try cache.store(CachedDatabase(target: cacheTarget, adapter: cacheAdapter, databaseHash: peerHash, services: services))
+        } catch {
+            warn("could not write the GATT cache \(cache.path(target: cacheTarget, adapter: cacheAdapter)): \(error)")
+        }
+        return services
+    }
+}
