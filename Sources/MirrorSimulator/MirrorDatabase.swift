@@ -22,7 +22,10 @@ extension AttributeDatabase {
     /// service also has Client Supported Features and the Database Hash (Vol 3 Part G §7.2, §7.3; named
     /// "clientSupportedFeatures" and "databaseHash", the hash stored by `AttributeDatabase.databaseHash()`),
     /// and the mirror service's handles are 4 higher.
-    public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false) -> AttributeDatabase {
+    /// `addedCharacteristic`: the database after the fault change-database, with "simAdded" (read) first in the
+    /// mirror service.
+    public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false,
+                              addedCharacteristic: Bool = false) -> AttributeDatabase {
         var database = AttributeDatabase { db in
             db.service(.genericAccess)
             db.characteristic(.deviceName, [.read], value: Array(deviceName.utf8))
@@ -34,6 +37,9 @@ extension AttributeDatabase {
                 db.characteristic(.databaseHash, [.read], name: databaseHashName)
             }
             db.service(profile.service)
+            if addedCharacteristic {
+                db.characteristic(simAddedUUID, [.read], value: Array("added".utf8), name: "simAdded")
+            }
             // Required characteristics in the profile's documented order, then any extras by name.
             let extras = profile.characteristics.keys.filter { !MirrorProfile.requiredCharacteristics.contains($0) }.sorted()
             for name in MirrorProfile.requiredCharacteristics + extras {
@@ -44,6 +50,9 @@ extension AttributeDatabase {
         if caching { database.storeDatabaseHash() }
         return database
     }
+
+    /// The characteristic the fault change-database adds.
+    public static let simAddedUUID = BluetoothUUID(string: "6d697272-6f72-7369-6d00-0000000000ad")!
 
     /// The names of the GATT service's caching characteristics in the simulator's database.
     public static let clientSupportedFeaturesName = "clientSupportedFeatures"

@@ -64,4 +64,35 @@ final class SimulatorCachingTests: XCTestCase {
         // The hash itself is read only.
         XCTAssertEqual(show(a.request(hex("12 0d 00 00"))), "01 12 0d 00 03")
     }
+
+    func testChangeDatabaseMovesHandlesIndicatesServiceChangedAndAnswersOutOfSyncToRobustClients() throws {
+        var options = SimOptions()
+        options.caching = true
+        options.faults = [SimFault(.changeDatabase, "cloudToken")]
+        let sim = SimulatedMirror(options: options)
+        defer { sim.disconnectAll(reason: "test over") }
+        let oldHash = try sim.database.databaseHash()
+        let token = try XCTUnwrap(sim.valueHandle("cloudToken"))
+        let a = peer(sim), b = peer(sim), c = peer(sim)
+        // a: indications of Service Changed and robust caching; b: neither; c: robust caching only.
+        XCTAssertEqual(show(a.request(hex("12 09 00 02 00"))), "13")
+        XCTAssertEqual(show(a.request(hex("12 0b 00 01"))), "13")
+        XCTAssertEqual(show(c.request(hex("12 0b 00 01"))), "13")
+        // a's read of cloudToken triggers the change: Service Changed for 0x000E-0xFFFF, then 0x12 for the read.
+        XCTAssertEqual(show(a.request([0x0A] + le16(token))), "1d 08 00 0e 00 ff ff")
+        XCTAssertEqual(show(a.next()), show([0x01, 0x0A] + le16(token) + [0x12]))
+        XCTAssertEqual(sim.valueHandle("cloudToken"), token + 2, "the mirror's handles moved up by 2")
+        XCTAssertEqual(sim.valueHandle("simAdded"), 0x0010)
+        // b did not enable robust caching: served (whatever the handle is now), no indication.
+        XCTAssertEqual(b.request([0x0A] + le16(token + 2))?.first, 0x0B)
+        // c stays out of sync until it reads the hash; the hash read is answered, with the new hash.
+        XCTAssertEqual(show(c.request([0x0A] + le16(token + 2))), show([0x01, 0x0A] + le16(token + 2) + [0x12]))
+        let newHash = try sim.database.databaseHash()
+        XCTAssertNotEqual(newHash, oldHash)
+        XCTAssertEqual(show(c.request(hex("08 01 00 ff ff 2a 2b"))), show([0x09, 0x12, 0x0D, 0x00] + newHash))
+        XCTAssertEqual(c.request([0x0A] + le16(token + 2))?.first, 0x0B)
+        // a confirms the indication: change-aware again, served.
+        a.inject(hex("1e"))
+        XCTAssertEqual(a.request([0x0A] + le16(token + 2))?.first, 0x0B)
+    }
 }
