@@ -122,8 +122,13 @@ public final class SimulatedMirror: Sendable {
         let id = state.withLock { s in
             let id = s.nextConnectionID
             s.nextConnectionID += 1
-            s.connections[id] = Conn(transport: transport)
+            var conn = Conn(transport: transport)
+            conn.clientFeatures = [options.clientFeaturesAtConnect]
+            s.connections[id] = conn
             return id
+        }
+        if id == 1, let ms = options.changeDatabaseAfterMilliseconds {
+            after(ms) { [self] s, fx in changeDatabase(&s, &fx) }
         }
         log("connection \(id) opened: \(transport.label)")
         transport.start(SimConnectionSink(mirror: self, id: id))

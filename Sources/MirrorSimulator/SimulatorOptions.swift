@@ -127,6 +127,11 @@ public struct SimOptions: Sendable, Equatable {
     /// The GATT service serves Client Supported Features and the Database Hash (Vol 3 Part G §7.2-§7.3), with
     /// robust caching per connection (§2.5.2.1); the mirror service's handles move up by 4.
     public var caching = false
+    /// The Client Supported Features each connection starts with (a bonded client's kept value, Vol 3 Part G
+    /// §7.2: 1 is robust caching); default 0.
+    public var clientFeaturesAtConnect: UInt8 = 0
+    /// The database changes this long after the first connection opens, as the fault change-database does.
+    public var changeDatabaseAfterMilliseconds: Int?
 
     public init() {}
 
@@ -207,6 +212,10 @@ public struct SimOptions: Sendable, Equatable {
         case "fault", "faults": faults.append(try SimFault(parsing: value))
         case "verbose": verbose = try bool()
         case "caching": caching = try bool()
+        case "client-features": clientFeaturesAtConnect = try byte()
+        case "change-database-after":
+            guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--change-database-after: expected milliseconds, got \(value)") }
+            changeDatabaseAfterMilliseconds = n
         default: throw SimOptionsError(problem: "unknown option --\(key)")
         }
     }

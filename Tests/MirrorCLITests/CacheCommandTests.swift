@@ -6,6 +6,7 @@ import ATTStack
 import Foundation
 import GATTClient
 import JSON
+import Mirror
 @testable import MirrorCommandLine
 import TestSupport
 import XCTest
@@ -187,5 +188,60 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(try DatabaseCache.read(Data(db.json.pretty.utf8)).get(), db)
         XCTAssertEqual(DatabaseCache.fileName(target: "unix:/tmp/a%b/x.sock", adapter: nil), "gatt-default-unix:%2Ftmp%2Fa%25b%2Fx.sock.json")
         XCTAssertEqual(DatabaseCache.fileName(target: "C0:11:22:33:44:55", adapter: "hci1"), "gatt-hci1-C0:11:22:33:44:55.json")
+    }
+
+    // MARK: - robust caching against the simulator's change-database (Vol 3 Part G §2.5.2.1, §7.1)
+
+    /// The handles of the Read Requests a run sent, from --trace.
+    func readRequestHandles(_ run: ToolRun) -> [String] {
+        requests(run).filter { $0.contains("> Read Request") }.compactMap { $0.split(separator: " ").last.map(String.init) }
+    }
+
+    func testAReadByNameRecoversFromDatabaseOutOfSyncAtTheMovedHandle() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--client-features", "1", "--fault", "change-database:cloudToken"])
+        defer { sim.stop() }
+        let before = try XCTUnwrap(try mirror(["gatt", sim.target, "--json"]).json()["services"]?.items)
+        let run = try mirror(["read", sim.target, "cloudToken", "--trace"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("0x12 Database Out Of Sync"), run.stderr)
+        let reads = readRequestHandles(run)
+        XCTAssertEqual(reads.count, 2, run.stderr)
+        XCTAssertEqual(Int(reads[1].dropFirst(2), radix: 16), Int(reads[0].dropFirst(2), radix: 16).map { $0 + 2 }, "resolved again")
+        XCTAssertTrue(run.stdout.hasPrefix(reads[1] + ":"), run.stdout)
+        // The cache holds the changed database, under its new hash: simAdded is in it.
+        let cached = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
+        XCTAssertTrue(cached.contains("6d697272-6f72-7369-6d00-0000000000ad"), cached)
+        XCTAssertNotEqual(try XCTUnwrap(try mirror(["gatt", sim.target, "--json"]).json()["services"]?.items), before)
+    }
+
+    func testARawHandleIsNotRemappedAfterDatabaseOutOfSync() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--client-features", "1", "--fault", "change-database:cloudToken"])
+        defer { sim.stop() }
+        // The handle from a listing (which reads no value, so the fault waits for the read below).
+        let uuid = try XCTUnwrap(MirrorProfile.bundled.characteristics["cloudToken"]).description
+        let services = try XCTUnwrap(try mirror(["gatt", sim.target, "--json"]).json()["services"]?.items)
+        let value = try XCTUnwrap(services.flatMap { $0["characteristics"]?.items ?? [] }.first { $0["uuid"] == .string(uuid) }?["valueHandle"]?.integer)
+        let handle = ATTHex.handle(UInt16(value))
+        let run = try mirror(["read", sim.target, handle, "--trace"])
+        XCTAssertNotEqual(run.status, 0, run.stdout)
+        XCTAssertTrue(run.stderr.contains("ATT error 0x12 Database Out Of Sync from the peer"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("\(handle) was given as a raw handle and is not remapped"), run.stderr)
+        XCTAssertEqual(readRequestHandles(run), [handle], "no retry at another handle")
+    }
+
+    func testServiceChangedDuringListenForgetsTheCacheAndTheNextCommandSeesTheNewDatabase() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--change-database-after", "500"])
+        defer { sim.stop() }
+        let listen = try mirror(["listen", sim.target, "2a05", "--count", "1", "--json"])
+        XCTAssertEqual(listen.status, 0, listen.stderr)
+        let event = try XCTUnwrap(try listen.jsonLines().first)
+        XCTAssertEqual(event["kind"], "indication")
+        XCTAssertEqual(event["value"], "0e00ffff", "Service Changed for the mirror service to the end")
+        XCTAssertTrue(listen.stderr.contains("mirror: Service Changed 0x000E-0xFFFF from \(sim.target): the database known here and its cached copy are forgotten"), listen.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheFile(sim)))
+        let gatt = try mirror(["gatt", sim.target])
+        XCTAssertEqual(gatt.status, 0, gatt.stderr)
+        XCTAssertTrue(gatt.stdout.contains("6d697272-6f72-7369-6d00-0000000000ad"), gatt.stdout)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cacheFile(sim)), "stored again under the new hash")
     }
 }

@@ -28,6 +28,9 @@ let usage = """
                               change-database (handles move, Service Changed, 0x12)
       --caching yes|no        serve Client Supported Features and the Database Hash in the GATT service (robust
                               caching; the mirror service's handles move up by 4; default no)
+      --client-features N     the Client Supported Features a connection starts with (1: robust caching, as a
+                              bonded client's kept value; default 0)
+      --change-database-after MS  change the database MS after the first connection opens (as change-database)
       --verbose               log every PDU; --quiet logs nothing
       --once                  exit after the first connection closes
     """

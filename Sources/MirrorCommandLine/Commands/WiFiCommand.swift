@@ -45,8 +45,9 @@ let wifiCommand = Command(CommandSpec(
     let emit: @Sendable (MirrorEvent) -> Void = { e in
         if json { console.out(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
     }
-    // The cached database when the peer has a Database Hash (no discovery when it matches).
+    // The cached database when the peer has a Database Hash (no discovery when it matches), and robust caching.
     let database = try await session.cachedDatabase()
+    if database != nil { try await session.enableRobustCaching() }
     switch action {
     case "list":
         let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)

@@ -283,3 +283,93 @@ extension Session {
         return services
     }
 }
+
+// MARK: - robust caching (Core Spec 5.4 Vol 3 Part G §2.5.2.1, §7.1, §7.2)
+
+extension Session {
+    /// True for the peer's Database Out Of Sync (0x12).
+    static func isOutOfSync(_ error: any Error) -> Bool {
+        (error as? GATTError)?.attributeError.map { $0.code == .databaseOutOfSync && $0.rejectedBy == .peer } ?? false
+    }
+
+    /// Writes Client Supported Features with the robust caching bit (§7.2) when the peer's database has it, so
+    /// that after a change the peer answers Database Out Of Sync (0x12) instead of serving moved handles. An ATT
+    /// error is no failure (the peer keeps its default). For the long-running commands (listen, scan, wifi).
+    func enableRobustCaching() async throws(GATTError) {
+        guard let c = try await discovered().services.flatMap(\.characteristics).first(where: { $0.uuid == .clientSupportedFeatures }),
+              c.properties.contains(.write) else { return }
+        do {
+            try await client.write(handle: c.valueHandle, value: [0x01])
+        } catch {
+            guard case .attribute = error else { throw error }
+        }
+    }
+
+    /// After Database Out Of Sync or Service Changed: the peer's Database Hash read again (which makes a
+    /// robust-caching server count this client change-aware, §2.5.2.1), the database known forgotten and
+    /// found again (cached under the new hash, or discovered and stored).
+    func resynchronize() async throws(GATTError) {
+        discoveredNames.withLock { $0 = nil }
+        if cache == nil { _ = try await readDatabaseHash() }
+        _ = try await discovered()
+    }
+
+    /// `body` on the value handle `reference` names; after Database Out Of Sync (0x12) the database is
+    /// resynchronized and a UUID or name resolved again and `body` retried once. A raw handle is not remapped:
+    /// the error says so. A second 0x12 fails naming it and what was done.
+    func retryingOutOfSync<T>(_ reference: CharacteristicReference, command: String?,
+                              _ body: (UInt16) async throws -> T) async throws -> T {
+        let handle = try await resolve(reference, command: command)
+        do {
+            return try await body(handle)
+        } catch where Self.isOutOfSync(error) {
+            try await resynchronize()
+            guard case .handle = reference else {
+                let again = try await resolve(reference, command: command)
+                do {
+                    return try await body(again)
+                } catch where Self.isOutOfSync(error) {
+                    throw Self.outOfSync(error, "\(reference.description): still out of sync after re-reading the Database Hash, "
+                                         + "rediscovering the database and retrying once at \(ATTHex.handle(again))")
+                }
+            }
+            throw Self.outOfSync(error, "the database changed: its Database Hash was re-read and the database rediscovered; "
+                                 + "\(ATTHex.handle(handle)) was given as a raw handle and is not remapped")
+        }
+    }
+
+    /// `body` retried once after Database Out Of Sync (0x12) and a resynchronization (a read by UUID).
+    func retryingOutOfSync<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch where Self.isOutOfSync(error) {
+            try await resynchronize()
+            do {
+                return try await body()
+            } catch where Self.isOutOfSync(error) {
+                throw Self.outOfSync(error, "still out of sync after re-reading the Database Hash, rediscovering the database and retrying once")
+            }
+        }
+    }
+
+    /// The 0x12 error with what was done in its handle's name (the error table prints it).
+    static func outOfSync(_ error: any Error, _ what: String) -> any Error {
+        guard case .attribute(var e)? = error as? GATTError else { return error }
+        e.handleName = e.handleName.map { "\($0); \(what)" } ?? what
+        return GATTError.attribute(e)
+    }
+
+    /// A Handle Value Indication seen on the bearer (its reader thread): Service Changed (§7.1) forgets the
+    /// database known on this connection and removes the peer's cache file, so the next use discovers the
+    /// affected range again (the whole database; names are resolved again, raw handles are not remapped).
+    func indicated(_ pdu: [UInt8]) {
+        guard pdu.count >= 7, let known = discoveredNames.withLock({ $0 }) else { return }
+        let handle = UInt16(pdu[1]) | UInt16(pdu[2]) << 8
+        guard known.services.flatMap(\.characteristics).contains(where: { $0.uuid == .serviceChanged && $0.valueHandle == handle }) else { return }
+        let start = UInt16(pdu[3]) | UInt16(pdu[4]) << 8, end = UInt16(pdu[5]) | UInt16(pdu[6]) << 8
+        discoveredNames.withLock { $0 = nil }
+        let removed = (try? cache?.clear(target: cacheTarget, adapter: cacheAdapter)) ?? []
+        warn("Service Changed \(ATTHex.handle(start))-\(ATTHex.handle(end)) from \(cacheTarget): the database known here"
+             + (removed.isEmpty ? "" : " and its cached copy") + " are forgotten; names are resolved again on their next use")
+    }
+}
