@@ -25,6 +25,9 @@ public struct MirrorScanOptions: Sendable {
     /// The whole database when the caller has it (the GATT cache): the mirror service is found there, with no
     /// discovery.
     public var database: [GATTService]?
+    /// Runs once scanState and scanError are subscribed and read, before the pre-flight (the CLI enables robust
+    /// caching there: after the scan's first work, for the long wait that follows).
+    public var afterSubscribing: (@Sendable () async throws -> Void)?
     /// The pause after cancelScan before the re-read (a real mirror needs about 500 ms).
     public var settle: Duration = .milliseconds(500)
     /// The scan ID in the URL (default: 6 random hex digits).
@@ -152,6 +155,7 @@ public enum MirrorScan {
             let error = try await steps.subscribeAndRead("scanError")
             tracker.read("scanState", state)
             tracker.read("scanError", error)
+            try await options.afterSubscribing?()
 
             // 4. Pre-flight: not INVALID means an earlier session left state behind: cancelScan, settle, re-read.
             let invalid = profile.scanStateByte("invalid")!
