@@ -5,6 +5,7 @@
 import ATTStack
 import Foundation
 import GATTClient
+import GATTServer
 import JSON
 import Mirror
 @testable import MirrorCommandLine
@@ -243,5 +244,44 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(gatt.status, 0, gatt.stderr)
         XCTAssertTrue(gatt.stdout.contains("6d697272-6f72-7369-6d00-0000000000ad"), gatt.stdout)
         XCTAssertTrue(FileManager.default.fileExists(atPath: cacheFile(sim)), "stored again under the new hash")
+    }
+
+    // MARK: - the hash computed here against the peer's
+
+    /// GAP and a GATT service with a Database Hash of `hash` (nil: the right one).
+    func peerDatabase(hash: [UInt8]?) -> AttributeDatabase {
+        var db = AttributeDatabase { db in
+            db.service(.genericAccess)
+            db.characteristic(.deviceName, [.read], value: Array("hash peer".utf8))
+            db.service(.genericAttribute)
+            db.characteristic(.databaseHash, [.read], name: "hash")
+            db.characteristic(.bit16(0x2A19), [.read, .notify, .extendedProperties], value: [50])
+            db.descriptor(.characteristicExtendedProperties, value: [0x00, 0x00])
+        }
+        db.setValue(hash ?? (try! db.databaseHash()), at: db.handle("hash")!)
+        return db
+    }
+
+    func testAPeerWhoseHashIsNotItsDatabasesIsAFindingAndIsNotCached() throws {
+        let wrong = [UInt8](repeating: 0xAA, count: 16)
+        let peer = try GATTPeer(database: peerDatabase(hash: wrong))
+        defer { peer.close() }
+        let computed = try peerDatabase(hash: nil).databaseHash()
+        let run = try mirror(["gatt", peer.target])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("mirror: finding: \(peer.target) serves the Database Hash \(ATTHex.string(wrong)), but the database "
+                                          + "discovered there hashes to \(ATTHex.string(computed))"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)))
+    }
+
+    func testAPeerWithTheRightHashIsCachedWithItsExtendedPropertiesRead() throws {
+        let peer = try GATTPeer(database: peerDatabase(hash: nil))
+        defer { peer.close() }
+        let run = try mirror(["gatt", peer.target, "--trace"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(run.stderr.contains("finding"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("> Read Request handle 0x000A"), "the Extended Properties read for the hash: \(run.stderr)")
+        let file = cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)
+        XCTAssertTrue(try String(contentsOfFile: file, encoding: .utf8).contains("\"value\": \"0000\""))
     }
 }
