@@ -55,6 +55,10 @@ public struct GATTNotificationStream: AsyncSequence, Sendable {
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: base.makeAsyncIterator()) }
+
+    /// Ends the stream from the consumer's side: what is buffered is still read, nothing more is delivered, and the
+    /// fan-out forgets it (a `notificationStream()` whose reader stopped without being cancelled).
+    public func finish() { sink.continuation.finish() }
 }
 
 /// The producer side of one notification stream. Yields happen only on the transport's reader thread (the engine

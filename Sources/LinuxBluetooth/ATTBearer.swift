@@ -328,6 +328,11 @@ public final class ATTBearer: ATTTransport {
         return index
     }
 
+    /// Stops what `capture(into:)` started: no PDU goes to its file from now on (the file is its owner's to close).
+    public func endCapture() {
+        state.withLock { $0.snoop = nil }
+    }
+
     private var peerAddress: BluetoothAddress {
         if case .le(let peer, _, _) = endpoint { return peer }
         return .any

@@ -123,8 +123,10 @@ public final class HCILinkMonitor: Sendable {
     /// Whether the filter passes LE Meta events (CAP_NET_RAW); without it only Disconnection Complete, Encryption
     /// Change and Command Complete/Status come (the kernel's hci_sec_filter, net/bluetooth/hci_sock.c).
     public let receivesLEEvents: Bool
-    /// The events the monitor asks the kernel for.
-    public static let watchedEvents: [UInt8] = [0x05, 0x08, 0x0E, 0x0F, 0x13, 0x3E]
+    /// The events the monitor asks the kernel for: Disconnection Complete, Encryption Change, Command Complete and
+    /// Status, LE Meta. Not Number Of Completed Packets (Vol 4 Part E §7.7.19): it comes for every ACL packet sent,
+    /// so it would wake this reader on every write, and it says nothing about the link's parameters.
+    public static let watchedEvents: [UInt8] = [0x05, 0x08, 0x0E, 0x0F, 0x3E]
     /// Events kept for waiters and, per handle, before the monitor is bound.
     static let logLimit = 256
 
@@ -232,11 +234,6 @@ public final class HCILinkMonitor: Sendable {
             if let reason = s.bound.flatMap({ s.disconnectReasons[$0] }) { return .some(reason) }
             return s.readerDone ? .some(nil) : nil
         }, timeoutNanoseconds: ns) ?? nil
-    }
-
-    /// Packets of the bound link the controller reported sent (Number Of Completed Packets), since the monitor opened.
-    public func completedPackets() -> Int {
-        state.withLock { s in s.bound.map { s.completedPackets[$0] ?? 0 } ?? 0 }
     }
 
     /// Everything known about `bearer`'s link: what the kernel tells without privilege (LinkState.read), the values
@@ -495,7 +492,6 @@ struct MonitorState {
     var bound: UInt16?
     var links: [UInt16: LinkState] = [:]
     var disconnectReasons: [UInt16: UInt8] = [:]
-    var completedPackets: [UInt16: Int] = [:]
     var log: [(Int, HCIEvent)] = []
     var nextSeq = 0
     var unbound: [(handles: [UInt16], record: HCILinkRecord)] = []
@@ -532,7 +528,6 @@ struct MonitorState {
             handles = [c.handle]
             guard c.status == 0 else { break }
             disconnectReasons[c.handle] = nil
-            completedPackets[c.handle] = 0
             links[c.handle] = Self.fresh()
             let source = LinkSource.hciEvent(c.eventName)
             update(c.handle) { s in
@@ -574,8 +569,8 @@ struct MonitorState {
             handles = [h]
             if status == 0 { disconnectReasons[h] = reason }
         case .numberOfCompletedPackets(let entries):
+            // Not in the filter (see `watchedEvents`); a link's, should a caller's filter pass it.
             handles = entries.map(\.handle)
-            for e in entries { completedPackets[e.handle, default: 0] += Int(e.count) }
         case .commandComplete(let op, _), .commandStatus(let op, _):
             return sentOpcodes.contains(op)
         case .leAdvertisingReports, .other:

@@ -77,9 +77,12 @@ public enum MirrorScan {
     public static func makeScanID() -> String { ATTHex.fixed(UInt64.random(in: 0...0xFF_FFFF), digits: 6, lowercase: true) }
 
     /// Runs a scan on a connected client. `emit` gets every event as it happens (from several threads, in order
-    /// per source). Throws only when the procedure cannot start (no mirror service, receiver cannot listen).
-    public static func run(client: GATTClient, options: MirrorScanOptions,
+    /// per source). `notifications` is the stream the scan logs (nil: the client's catch-all, which holds every
+    /// value since the connect; a caller that runs procedures one after another gives each its own from its start).
+    /// Throws only when the procedure cannot start (no mirror service, receiver cannot listen).
+    public static func run(client: GATTClient, options: MirrorScanOptions, notifications: GATTNotificationStream? = nil,
                            emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorScanResult {
+        let notifications = notifications ?? client.notifications
         let profile = options.profile
         let started = ContinuousClock.now
         let tracker = ScanTracker(profile: profile)
@@ -89,7 +92,7 @@ public enum MirrorScan {
         let handlesBox = Lock<MirrorHandles?>(nil)
         let listener = Task {
             do {
-                for try await n in client.notifications {
+                for try await n in notifications {
                     let name = handlesBox.withLock { $0?.name(of: n.handle) }
                     let decoded = decodeMirrorValue(name, n.value, profile: profile)
                     emit(MirrorEvent(time: steps0.now, kind: .notification(handle: n.handle), characteristic: name,

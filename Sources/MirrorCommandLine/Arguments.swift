@@ -106,6 +106,9 @@ public struct ParsedArguments: Sendable {
     public var values: [String: [String]]
     /// Flags that were given, by long name.
     public var flags: Set<String>
+    /// The global options the line gave (whatever their values), for a caller that lays them over others
+    /// (`mirror shell`'s connect).
+    public var givenGlobals: Set<GlobalOptionName> = []
 
     public init(command: String, positionals: [String] = [], values: [String: [String]] = [:], flags: Set<String> = []) {
         self.command = command
@@ -190,8 +193,11 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Parses `arguments` (without the program name) against the command table.
-public func parseCommandLine(_ arguments: [String], commands: [CommandSpec]) throws(UsageError) -> ParsedCommandLine {
+/// Parses `arguments` (without the program name) against the command table. `implicitTarget` (`mirror shell`'s
+/// connection) is taken as the command's TARGET positional, in its place in the synopsis, once the positionals
+/// before it were given (`wifi list` becomes `wifi list TARGET`; a bare `wifi` still misses list|status|join).
+public func parseCommandLine(_ arguments: [String], commands: [CommandSpec],
+                             implicitTarget: String? = nil) throws(UsageError) -> ParsedCommandLine {
     var globalValues: [String: [String]] = [:]
     var globalFlags: Set<String> = []
     var command: CommandSpec?
@@ -299,6 +305,10 @@ public func parseCommandLine(_ arguments: [String], commands: [CommandSpec]) thr
         throw UsageError("no command given", command: nil)
     }
     if helpAsked { return .commandHelp(command) }
+    if let implicitTarget, let at = command.positionals.firstIndex(where: { $0.name == "TARGET" }),
+       parsed.positionals.count >= at {
+        parsed.positionals.insert(implicitTarget, at: at)
+    }
 
     // Positional count against the synopsis.
     let required = command.positionals.filter { !$0.optional && !$0.variadic }
@@ -314,6 +324,7 @@ public func parseCommandLine(_ arguments: [String], commands: [CommandSpec]) thr
     }
 
     let global = try GlobalOptions(values: globalValues, flags: globalFlags, command: command.name)
+    parsed.givenGlobals = Set(globalValues.keys.compactMap(GlobalOptionName.init) + globalFlags.compactMap(GlobalOptionName.init))
     return .run(command, parsed, global)
 }
 

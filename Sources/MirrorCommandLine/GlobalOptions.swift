@@ -92,6 +92,32 @@ public struct GlobalOptions: Sendable, Equatable {
         .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
     ]
 
+    /// These options with those a later line gave (`given`, as `ParsedArguments.givenGlobals` says) laid over
+    /// them: `mirror shell`'s options, then a connect line's.
+    public func overlaid(by line: GlobalOptions, given: Set<GlobalOptionName>) -> GlobalOptions {
+        var o = self
+        for name in given {
+            switch name {
+            case .adapter: o.adapter = line.adapter
+            case .type: o.addressType = line.addressType
+            case .timeout: o.timeout = line.timeout
+            case .mtu: o.mtu = line.mtu
+            case .security: o.security = line.security
+            case .trace: o.trace = line.trace
+            case .btsnoop: o.btsnoop = line.btsnoop
+            case .json: o.json = line.json
+            case .profile: o.profile = line.profile
+            case .interval: o.link.interval = line.link.interval
+            case .latency: o.link.latency = line.link.latency
+            case .supervisionTimeout: o.link.supervisionTimeoutMilliseconds = line.link.supervisionTimeoutMilliseconds
+            case .phy: o.link.phy = line.link.phy
+            case .dataLength: o.link.dataLength = line.link.dataLength
+            case .noCache: o.noCache = line.noCache
+            }
+        }
+        return o
+    }
+
     init(values: [String: [String]], flags: Set<String>, command: String) throws(UsageError) {
         self.init()
         func value<T>(_ option: GlobalOptionName, _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> T? {

@@ -284,6 +284,22 @@ final class EngineTests: XCTestCase {
         XCTAssertThrowsError(try client.notificationStream(), "none after the close")
     }
 
+    func testAFinishedNotificationStreamLeavesTheFanOutAndEndsAfterWhatItHeld() async throws {
+        let peer = ScriptedPeer(raw("0a 01 00", "1b 21 00 07", "0b 55") + raw("0a 01 00", "1b 21 00 08", "0b 55") + [.serverClose])
+        let client = try await makeClient(peer)
+        let stream = try client.notificationStream()
+        XCTAssertEqual(client.engine.state.withLock { $0.watchers.count }, 1)
+        _ = try await client.read(handle: 1)
+        stream.finish()
+        XCTAssertEqual(client.engine.state.withLock { $0.watchers.count }, 0, "the fan-out forgets a finished stream")
+        _ = try await client.read(handle: 1)
+        var it = stream.makeAsyncIterator()
+        let held = try await it.next()
+        XCTAssertEqual(held?.value, [7], "what it held before finish is still read")
+        let after = try await it.next()
+        XCTAssertNil(after, "then it ends: the value after finish did not reach it")
+    }
+
     func testDisconnectEndsEveryWaiterAtOnceNamingTheOperationAndReason() async throws {
         let peer = ScriptedPeer(raw("0a 01 00") + raw("12 02 00 00 01"), capacity: 2)
         let client = try await makeClient(peer)

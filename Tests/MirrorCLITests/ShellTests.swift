@@ -109,12 +109,6 @@ final class ShellTests: XCTestCase {
         XCTAssertEqual(lines[6]["error"]?["exitStatus"], 3)
     }
 
-    func testScanAndWiFiSayTheyDoNotRunInTheShellYet() throws {
-        let run = try MirrorProcess.run(["shell", peer.target], input: "scan\n")
-        XCTAssertEqual(run.status, 2)
-        XCTAssertTrue(run.stderr.contains("mirror: mirror scan does not run in the shell yet: run it on its own (mirror scan TARGET ...)"), run.stderr)
-    }
-
     func testALineMayNotChangeTheConnectionsOptions() throws {
         let run = try MirrorProcess.run(["shell", peer.target], input: "read 0x0003 --mtu 23\n")
         XCTAssertEqual(run.status, 2)

@@ -46,7 +46,7 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/TestSupport/ManualClock.swift", snippet: "try? await once.value()",
               bound: "ManualClock.waitForPendingWakeups: a test clock's helper; the test's own limit bounds it",
               trigger: "ClockAndOnceTests.testManualClockWakesSleepersInDeadlineOrderWhenAdvanced"),
-    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for try await n in client.notifications",
+    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for try await n in notifications {",
               bound: "the scan's notification logger: a background task cancelled when the scan returns (defer listener.cancel())",
               trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for await _ in pokes",

@@ -79,9 +79,11 @@ let scanCommand = Command(CommandSpec(
     let linkJSON = json ? session.linkJSON() : .null
     let console = inv.console
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
+    let notifications = try session.procedureNotifications()
+    defer { session.endProcedureNotifications(notifications) }
     status.start()
     let result = try await Interrupts.whileInterruptible {
-        try await MirrorScan.run(client: session.client, options: scanOptions) { event in
+        try await MirrorScan.run(client: session.client, options: scanOptions, notifications: notifications) { event in
             if json {
                 console.out(mirrorEventJSON(event).compact)
             } else {

@@ -10,12 +10,10 @@ import LinuxBluetooth
 import Glibc
 #endif
 
-/// The one-shot commands a shell line may run on the shell's connection (each takes TARGET first). Not yet scan and
-/// wifi: their procedures (Sources/Mirror) read the bearer's one catch-all stream, which in a shell holds every value
-/// since the connect and ends for good with the first procedure that stops reading it.
-let shellPassThrough: [String] = ["gatt", "read", "write", "listen", "mtu", "link", "bench"]
-/// The one-shot commands that connect but do not run in the shell yet.
-let shellNotYet: [String] = ["scan", "wifi"]
+/// The one-shot commands a shell line may run on the shell's connection, the connection's TARGET in the place of
+/// theirs. Those that read notifications (listen, scan, wifi join) each get a stream of their own from their start
+/// (`Session.procedureNotifications`), so they run again and again beside the background subscriptions.
+let shellPassThrough: [String] = ["gatt", "read", "write", "listen", "mtu", "link", "bench", "scan", "wifi"]
 
 /// The shell's own commands, parsed by `parseCommandLine` like the others.
 let shellOwnCommands: [CommandSpec] = [
@@ -29,14 +27,40 @@ let shellOwnCommands: [CommandSpec] = [
         positionals: [PositionalSpec("HANDLE|UUID|NAME", optional: true, variadic: true, help: "subscriptions to end (default: all)")],
         globals: [.json], examples: [("unsubscribe scanState", "stop the notifications of scanState")]),
     CommandSpec(
-        name: "trace", summary: "print every ATT PDU on stderr, or stop",
+        name: "trace", summary: "print every ATT PDU (and, on an LE link, its HCI commands and events) on stderr, or stop",
+        discussion: """
+            trace on prints every ATT PDU of the connection, decoded, with its direction and a timestamp, on \
+            stderr, as --trace does, and the link's HCI commands and events where a link monitor watches them \
+            (an LE link on an adapter; a unix: target has no radio link, so no HCI records). It stays on for \
+            the next connection until trace off.
+            """,
         positionals: [PositionalSpec("on|off", help: "on or off")], globals: [], examples: [("trace on", "decode every PDU")]),
+    CommandSpec(
+        name: "btsnoop", summary: "write a btsnoop capture of the connection from now on, or stop",
+        discussion: """
+            btsnoop FILE creates (or truncates) FILE and writes every ATT PDU of the connection to it from now \
+            on, and the link's HCI commands and events where a link monitor watches them, in the btsnoop format \
+            Wireshark, tshark and btmon -r read (as --btsnoop does); later connections of the shell go to the \
+            same file, each under an index of its own. btsnoop off stops and closes the file; btsnoop FILE \
+            again closes the first and starts the new one. (A file named off: btsnoop ./off.)
+            """,
+        positionals: [PositionalSpec("FILE|off", help: "the capture file, or off")], globals: [.json],
+        examples: [("btsnoop /tmp/shell.btsnoop", "capture from here"), ("btsnoop off", "stop and close the file")]),
     CommandSpec(name: "disconnect", summary: "close the connection (the shell goes on)", globals: [],
                 examples: [("disconnect", "close it; connect opens it again")]),
     CommandSpec(
-        name: "connect", summary: "connect again, to the last TARGET or another one",
+        name: "connect", summary: "connect again, to the last TARGET or another one, with the connection options given",
+        discussion: """
+            Closes the connection (if one is open) and connects. The connection options (--adapter, --type, \
+            --mtu, --security, --timeout, --profile, --trace, --btsnoop and the link options --interval, \
+            --latency, --supervision-timeout, --phy, --data-length) are those of mirror shell with the ones \
+            given on the line laid over them, for this connection; they are parsed and checked as on any \
+            command line. A bare connect connects again as the last connection did: its TARGET and its options.
+            """,
         positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (default: the last one)")],
-        globals: [], examples: [("connect", "the same target again"), ("connect unix:/tmp/other.sock", "another one")]),
+        globals: GlobalOptionName.connection,
+        examples: [("connect", "the same target again, with the same options"), ("connect unix:/tmp/other.sock", "another one"),
+                   ("connect 00:AA:01:01:00:01 --type random --mtu 100 --interval 15", "a random address, MTU 100, a 15 ms interval")]),
     CommandSpec(name: "quit", summary: "close the connection and leave (Ctrl-D does the same)", globals: [], examples: [("quit", "")]),
 ]
 
@@ -46,11 +70,15 @@ let shellCommand = Command(CommandSpec(
     discussion: """
         Connects once (the global options apply to the connection), prints the MTU and the link, then reads \
         commands a line at a time and runs them on that connection: gatt, read, write (every mode), listen \
-        (until Ctrl-C or --count), mtu, link and bench take the arguments and options of the one-shot \
-        command without its TARGET, and their errors are the same; subscribe / unsubscribe keep subscriptions \
-        in the background, each notification printed as it comes with a timestamp and its name; trace on|off; \
-        disconnect; connect [TARGET]; help [COMMAND]; quit (or Ctrl-D). Words split as a shell splits them: \
-        '...' and "..." quote, # begins a comment. scan and wifi do not run in the shell yet.
+        (until Ctrl-C or --count), mtu, link, bench, scan and wifi take the arguments and options of the \
+        one-shot command without its TARGET, and their errors and exit statuses are the same (listen, scan and \
+        wifi join each see the notifications from their own start, as often as they run); subscribe / \
+        unsubscribe keep subscriptions in the background, each notification printed as it comes with a \
+        timestamp and its name; trace on|off (the ATT PDUs, and the link's HCI records where a link monitor \
+        watches them: an LE link on an adapter, none over unix:); btsnoop FILE|off (a capture of the \
+        connection from then on); disconnect; connect [TARGET] [connection options] (laid over the shell's for \
+        that connection); help [COMMAND]; quit (or Ctrl-D). Words split as a shell splits them: '...' and \
+        "..." quote, # begins a comment.
 
         At a terminal the line is edited with libedit, the history kept under $XDG_STATE_HOME/mirror/history, \
         Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
@@ -88,9 +116,13 @@ final class Shell: Sendable {
         var session: Session?
         /// The TARGET of the last connection, as typed.
         var target: String
+        /// The options of the last connection: mirror shell's, with a connect line's laid over them.
+        var options: GlobalOptions
         var subscriptions: [UInt16: Subscription] = [:]
         /// `trace on|off`, kept for the next connection too.
         var trace: Bool
+        /// `btsnoop FILE` (or --btsnoop): the capture every connection of the shell is written to until `btsnoop off`.
+        var capture: BTSnoopWriter?
     }
 
     let base: Invocation
@@ -104,7 +136,7 @@ final class Shell: Sendable {
         base = inv
         self.keepGoing = keepGoing
         console = Console(outFD: inv.console.outFD, errFD: inv.console.errFD, jsonLines: true)
-        let state = Lock(State(target: target, trace: inv.global.trace))
+        let state = Lock(State(target: target, options: inv.global, trace: inv.global.trace))
         self.state = state
         editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
             Shell.complete(completion, state: state)
@@ -124,7 +156,10 @@ final class Shell: Sendable {
     /// first failure's).
     func run() async -> ExitStatus {
         defer { finish() }
-        let first = await runReported("connect") { try await self.connect(self.state.withLock { $0.target }) }
+        let first = await runReported("connect") {
+            if let path = self.base.global.btsnoop { try self.startCapture(path) }
+            try await self.connect(self.state.withLock { $0.target }, options: self.base.global, json: self.base.global.json)
+        }
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
         while true {
@@ -148,9 +183,10 @@ final class Shell: Sendable {
         return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .success
     }
 
-    /// Ends the subscriptions and the connection, and gives the terminal back.
+    /// Ends the subscriptions and the connection, closes the capture, and gives the terminal back.
     private func finish() {
         disconnect(reason: "the shell ended")
+        state.withLock { s in defer { s.capture = nil }; return s.capture }?.close()
         editor.close()
     }
 
@@ -167,23 +203,15 @@ final class Shell: Sendable {
             if base.global.json { console.out(JSONValue.object([("command", .string(line))]).compact) } else { console.out("> \(line)") }
         }
         if name == "quit" || name == "exit" { return (0, true) }
-        if shellNotYet.contains(name) {
-            return (report(UsageError("mirror \(name) does not run in the shell yet: run it on its own (mirror \(name) TARGET ...)",
-                                      token: name, command: name)), false)
-        }
-        var arguments = words
         let (session, target) = state.withLock { ($0.session, $0.target) }
         let passThrough = shellPassThrough.contains(name)
-        if passThrough, !words.contains("--help"), !words.contains("-h") {
-            guard session != nil else {
-                return (report(CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")), false)
-            }
-            arguments.insert(target, at: 1)
+        if passThrough, !words.contains("--help"), !words.contains("-h"), session == nil {
+            return (report(CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")), false)
         }
         let specs = Shell.specs
         let parsed: ParsedCommandLine
         do {
-            parsed = try parseCommandLine(arguments, commands: specs)
+            parsed = try parseCommandLine(words, commands: specs, implicitTarget: passThrough ? target : nil)
         } catch {
             return (report(error), false)
         }
@@ -200,11 +228,12 @@ final class Shell: Sendable {
         case .run(let spec, let args, let lineGlobal):
             var others = lineGlobal
             others.json = false
-            if others != GlobalOptions() {
+            if spec.name != "connect", others != GlobalOptions() {
                 return (report(UsageError("the connection's options (--adapter, --mtu, --timeout, --trace, ...) are given to mirror shell, not to one command; this line gave one",
                                           command: spec.name)), false)
             }
-            var global = base.global
+            // The connection's options (mirror shell's, or a connect line's over them: --profile names for scan, wifi).
+            var global = state.withLock { $0.options }
             global.json = base.global.json || lineGlobal.json
             global.trace = state.withLock { $0.trace }
             var invocation = Invocation(arguments: args, global: global, console: base.global.json ? console : base.console)
@@ -215,7 +244,7 @@ final class Shell: Sendable {
                 return (status, false)
             }
             let json = global.json
-            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, json: json) }
+            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, lineGlobal, json: json) }
             return (status, spec.name == "quit")
         }
     }
@@ -236,7 +265,7 @@ final class Shell: Sendable {
     }
 
     /// subscribe, unsubscribe, trace, disconnect, connect.
-    private func own(_ name: String, _ args: ParsedArguments, json: Bool) async throws {
+    private func own(_ name: String, _ args: ParsedArguments, _ lineGlobal: GlobalOptions, json: Bool) async throws {
         func session() throws -> Session {
             guard let s = state.withLock({ $0.session }) else {
                 throw CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")
@@ -290,22 +319,63 @@ final class Shell: Sendable {
                 st.trace = word == "on"
                 return st.session
             }
-            s?.transport.setTracing(word == "on")
+            s?.setTracing(word == "on")
+        case "btsnoop":
+            let word = args.positionals[0]
+            if word == "off" {
+                let (session, writer) = state.withLock { s in defer { s.capture = nil }; return (s.session, s.capture) }
+                session?.stopCapture()
+                writer?.close()
+                if json {
+                    console.out(JSONValue.object([("btsnoop", .null), ("closed", writer.map { .string($0.path) } ?? .null)]).compact)
+                } else {
+                    console.out(writer.map { "btsnoop: \($0.path) closed" } ?? "btsnoop: off (no capture was being written)")
+                }
+            } else {
+                guard !word.isEmpty else { throw UsageError("btsnoop: empty file name", token: word, command: name) }
+                let writer = try startCapture(word)
+                if json {
+                    console.out(JSONValue.object([("btsnoop", .string(writer.path))]).compact)
+                } else {
+                    console.out("btsnoop: writing \(writer.path) from now on")
+                }
+            }
         case "disconnect":
             let target = try session().transport.label
             disconnect(reason: "disconnect asked in the shell")
             if json { console.out(JSONValue.object([("disconnected", .string(target))]).compact) } else { console.out("disconnected from \(target)") }
         case "connect":
+            // A bare connect is the last connection again; else mirror shell's options with the line's over them.
+            let given = args.givenGlobals.subtracting([.json])
+            let (lastTarget, lastOptions) = state.withLock { ($0.target, $0.options) }
+            var options = args.positionals.isEmpty && given.isEmpty ? lastOptions : base.global.overlaid(by: lineGlobal, given: given)
+            options.json = base.global.json
             disconnect(reason: "connect asked in the shell")
-            try await connect(args.positionals.first ?? state.withLock { $0.target })
+            if given.contains(.trace) { state.withLock { $0.trace = true } }
+            if given.contains(.btsnoop), let path = lineGlobal.btsnoop { try startCapture(path) }
+            try await connect(args.positionals.first ?? lastTarget, options: options, json: json)
         default:
             break
         }
     }
 
-    /// Opens the connection to `token` with the shell's options, and watches it for a loss.
-    private func connect(_ token: String) async throws {
-        var global = base.global
+    /// Opens `path` as the shell's capture (closing the one before it) and writes the connection to it from now on.
+    @discardableResult
+    private func startCapture(_ path: String) throws -> BTSnoopWriter {
+        let writer = try BTSnoopWriter(path: path)
+        let (session, old) = state.withLock { s in
+            defer { s.capture = writer }
+            return (s.session, s.capture)
+        }
+        session?.startCapture(writer)
+        old?.close()
+        return writer
+    }
+
+    /// Opens the connection to `token` with `options` (the shell's trace switch and capture, not theirs), and
+    /// watches it for a loss.
+    private func connect(_ token: String, options: GlobalOptions, json: Bool) async throws {
+        var global = options
         global.trace = state.withLock { $0.trace }
         let target: TargetArgument
         do { target = try parseTarget(token, global: global) } catch {
@@ -313,11 +383,14 @@ final class Shell: Sendable {
             e.command = "connect"
             throw e
         }
+        // The capture is the shell's (btsnoop FILE|off), not the connection's.
+        global.btsnoop = nil
         let inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
-        let session = try await Session.open(target, inv, heldByShell: true)
+        let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture })
         state.withLock { s in
             s.session = session
             s.target = token
+            s.options = options
         }
         session.transport.whenClosed { [weak self, weak session] reason in
             guard let self, let session else { return }
@@ -328,7 +401,7 @@ final class Shell: Sendable {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
             Task { _ = try? await session.catalog(describing: nil) }
         }
-        if base.global.json {
+        if json {
             console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
                                           ("link", session.linkJSON())]).compact)
         } else {
@@ -440,6 +513,7 @@ final class Shell: Sendable {
             return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { $0 == "--json" } + ["--help"]
         }
         if command == "trace" { return ["on", "off"] }
+        if command == "btsnoop" { return ["off"] }
         guard let session = state.withLock({ $0.session }), let known = session.discoveredNames.withLock({ $0 }) else { return [] }
         var words: [String] = []
         for c in known.services.flatMap(\.characteristics) {

@@ -1,4 +1,5 @@
 // mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
+import GATTClient
 import JSON
 import Mirror
 
@@ -61,7 +62,7 @@ let wifiCommand = Command(CommandSpec(
     default:
         let status = action == "status"
             ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
-            : try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid!, timeout: limit, database: database, emit: emit)
+            : try await joinWiFi(session, profile: profile, ssid: ssid!, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([
                 ("event", "result"), ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),
@@ -73,4 +74,13 @@ let wifiCommand = Command(CommandSpec(
         if action == "join" && status.status != "connected" { return .failure }
         return .success
     }
+}
+
+/// MirrorWiFi.join on the session's notifications from this moment (`Session.procedureNotifications`).
+private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, timeout: Duration, database: [GATTService]?,
+                      emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorWiFiStatus {
+    let notifications = try session.procedureNotifications()
+    defer { session.endProcedureNotifications(notifications) }
+    return try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid, timeout: timeout,
+                                     database: database, notifications: notifications, emit: emit)
 }

@@ -5,17 +5,26 @@ import ATTStack
 import JSON
 import LinkCeiling
 import LinuxBluetooth
+import Synchronization
 
-/// Where the monitor's records go: one --trace line each, and the btsnoop capture once the bearer has one.
+/// Where the monitor's records go: one --trace line each while tracing, and the btsnoop capture while the bearer
+/// has one (`mirror shell`'s trace on|off and btsnoop FILE|off switch both).
 final class LinkRecordSink: Sendable {
-    let console: Console?
+    let console: Console
+    /// Whether each record is printed on the console's stderr (--trace, trace on|off).
+    private let tracing: Atomic<Bool>
     /// The capture and its index, set once the bearer captures (the records before it wait in the monitor).
     let capture = Lock<(writer: BTSnoopWriter, index: UInt16)?>(nil)
 
-    init(console: Console?) { self.console = console }
+    init(console: Console, tracing: Bool) {
+        self.console = console
+        self.tracing = Atomic(tracing)
+    }
+
+    func setTracing(_ on: Bool) { tracing.store(on, ordering: .relaxed) }
 
     func take(_ r: HCILinkRecord) {
-        if let console {
+        if tracing.load(ordering: .relaxed) {
             console.err("\(clockTime(unixSeconds: Double(r.timestampMicroseconds) / 1e6, digits: 6)) \(r.summary)")
         }
         capture.withLock { c in c.map { $0.writer.write(index: $0.index, hci: r) } }

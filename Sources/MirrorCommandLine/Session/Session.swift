@@ -54,7 +54,11 @@ final class Session: Sendable {
     let client: GATTClient
     let transport: ObservedTransport
     let clientRxMTU: Int
-    let snoop: BTSnoopWriter?
+    /// The btsnoop capture of this connection, if one is written: its writer, and whether the session opened it
+    /// (--btsnoop, closed with the connection) or was given it (the shell's, which outlives connections).
+    private let capture: Lock<(writer: BTSnoopWriter, owned: Bool)?>
+    /// Where the link monitor's HCI records go (--trace lines, the capture).
+    let records: LinkRecordSink
     /// The ATT transaction timeout (--timeout).
     let timeout: Duration
     /// Names the mirror's characteristics (--profile, or the bundled profile).
@@ -74,7 +78,8 @@ final class Session: Sendable {
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
 
-    private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int, snoop: BTSnoopWriter?,
+    private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
+                 capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
                  timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
                  heldByShell: Bool, cache: DatabaseCache?, cacheTarget: String, cacheAdapter: String?,
                  warn: @escaping @Sendable (String) -> Void) {
@@ -90,7 +95,8 @@ final class Session: Sendable {
         self.timeout = timeout
         self.transport = transport
         self.clientRxMTU = clientRxMTU
-        self.snoop = snoop
+        self.capture = Lock(capture)
+        self.records = records
     }
 
     /// The ATT_MTU in effect.
@@ -105,8 +111,9 @@ final class Session: Sendable {
     /// the connect; what the link options came to is printed on stderr unless `announceLink` is false (`mirror
     /// link` prints it itself) or --json is given (the JSON's `link` object carries it). Inside `mirror shell` the
     /// invocation carries the shell's open session, which is returned as it is (no second connection).
+    /// `capture`: a btsnoop writer of the caller's (the shell's) to capture into instead of opening --btsnoop's.
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
-                     heldByShell: Bool = false) async throws -> Session {
+                     heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil) async throws -> Session {
         if let attached = inv.attached {
             inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
             return attached
@@ -120,7 +127,7 @@ final class Session: Sendable {
             case .high: return .high
             }
         }
-        let records = LinkRecordSink(console: g.trace ? inv.console : nil)
+        let records = LinkRecordSink(console: inv.console, tracing: g.trace)
         let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
         let bearer: ATTBearer
         do {
@@ -130,13 +137,15 @@ final class Session: Sendable {
             monitor?.close()
             throw error
         }
-        var snoop: BTSnoopWriter?
-        if let path = g.btsnoop {
+        var capture: (writer: BTSnoopWriter, owned: Bool)?
+        if let writer = shellCapture {
+            attach(writer, bearer: bearer, records: records)
+            capture = (writer, false)
+        } else if let path = g.btsnoop {
             do {
                 let writer = try BTSnoopWriter(path: path)
-                let index = bearer.capture(into: writer)
-                records.capture.withLock { $0 = (writer, index) }
-                snoop = writer
+                attach(writer, bearer: bearer, records: records)
+                capture = (writer, true)
             } catch {
                 bearer.close(reason: "could not open the btsnoop file")
                 monitor?.close()
@@ -167,7 +176,7 @@ final class Session: Sendable {
             if let security { configuration.initialSecurityLevel = GATTSecurityLevel(rawValue: Int(security.rawValue)) ?? .low }
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
-        let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, snoop: snoop,
+        let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
                               linkRequests: requests, heldByShell: heldByShell,
                               cache: g.noCache ? nil : DatabaseCache.standard(), cacheTarget: target.cacheKey,
@@ -299,9 +308,8 @@ final class Session: Sendable {
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
-        // One-shot: the bearer's catch-all, which holds what came since the connect. In the shell a stream of this
-        // listen's own, as the catch-all ends for good when a listen is cancelled.
-        let stream = heldByShell ? try client.notificationStream() : client.notifications
+        let stream = try procedureNotifications()
+        defer { endProcedureNotifications(stream) }
         var (targets, labels) = try await listenTargets(references, command: command)
         var retried = false
         while true {
@@ -390,6 +398,19 @@ final class Session: Sendable {
                     value: n.value, droppedBefore: n.droppedBefore)
     }
 
+    /// The notifications a procedure (listen, scan, wifi join) reads from its start. One-shot: the bearer's
+    /// catch-all, which holds what came since the connect. In the shell: a stream of the procedure's own from now
+    /// on, since the catch-all holds every value since the connect and ends for good with its first reader.
+    func procedureNotifications() throws(GATTError) -> GATTNotificationStream {
+        heldByShell ? try client.notificationStream() : client.notifications
+    }
+
+    /// Ends a stream `procedureNotifications` gave, once its procedure is done with it (the shell's own streams
+    /// only: the one-shot catch-all ends with the connection).
+    func endProcedureNotifications(_ stream: GATTNotificationStream) {
+        if heldByShell { stream.finish() }
+    }
+
     /// Subscribes to each characteristic (the GATT client checks it and writes its CCCD) and tells `subscribed`
     /// the mode and the value read right after.
     private func subscribe(_ targets: [GATTCharacteristic], preferIndications: Bool,
@@ -407,11 +428,43 @@ final class Session: Sendable {
         closeConnection()
     }
 
-    /// Ends the connection (the GATT client, the link watch, the btsnoop file).
+    /// Ends the connection (the GATT client, the link watch, the btsnoop file it opened).
     func closeConnection(reason: String = "mirror is done") {
         client.close(reason: reason)
         link?.close()
-        snoop?.close()
+        if let c = capture.withLock({ $0 }), c.owned { c.writer.close() }
+    }
+
+    /// The btsnoop file this connection is written to, if any.
+    var snoop: BTSnoopWriter? { capture.withLock { $0?.writer } }
+
+    /// Writes this connection's ATT PDUs, and its link's HCI records, to `writer` from now on, under an index of
+    /// their own (`mirror shell`'s btsnoop FILE); a capture before it stops (`stopCapture`).
+    func startCapture(_ writer: BTSnoopWriter) {
+        stopCapture()
+        guard let bearer = transport.inner as? ATTBearer else { return }
+        Session.attach(writer, bearer: bearer, records: records)
+        capture.withLock { $0 = (writer, false) }
+    }
+
+    /// Stops writing the capture (closing its file when the session opened it).
+    func stopCapture() {
+        guard let c = capture.withLock({ s in defer { s = nil }; return s }) else { return }
+        (transport.inner as? ATTBearer)?.endCapture()
+        records.capture.withLock { $0 = nil }
+        if c.owned { c.writer.close() }
+    }
+
+    /// The bearer's PDUs and the link's HCI records (from the next one) into `writer`, under one new index.
+    private static func attach(_ writer: BTSnoopWriter, bearer: ATTBearer, records: LinkRecordSink) {
+        let index = bearer.capture(into: writer)
+        records.capture.withLock { $0 = (writer, index) }
+    }
+
+    /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.
+    func setTracing(_ on: Bool) {
+        transport.setTracing(on)
+        records.setTracing(on)
     }
 
     /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
