@@ -10,12 +10,8 @@ extension GATTClient {
         var known = Set(services.map(\.startHandle))
         for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
             known.insert(inc.startHandle)
-            var secondary = GATTService(uuid: inc.uuid, startHandle: inc.startHandle, endHandle: inc.endHandle,
-                                        isPrimary: false)
-            var chars = try await discoverCharacteristics(in: secondary.range)
-            for j in chars.indices { chars[j].descriptors = try await discoverDescriptors(of: chars[j]) }
-            secondary.characteristics = chars
-            services.append(secondary)
+            services.append(try await withContents(GATTService(uuid: inc.uuid, startHandle: inc.startHandle,
+                                                                endHandle: inc.endHandle, isPrimary: false)))
         }
         services.sort { $0.startHandle < $1.startHandle }
         return services
@@ -38,9 +34,23 @@ extension GATTClient {
         return (first.handle, Array(first.value))
     }
 
-    /// Reads the values the Database Hash covers that discovery does not return (Part G §7.3.1): each
-    /// Characteristic Extended Properties descriptor (0x2900) without one, by a Read Request.
+    /// What the Database Hash covers that `discoverDatabase` does not find (Part G §7.3.1): the secondary services
+    /// no include reaches (Read By Group Type of 0x2801, as BlueZ's client finds them), with their characteristics
+    /// and descriptors, and each Characteristic Extended Properties value (0x2900) by a Read Request.
     public func readHashedValues(_ services: inout [GATTService]) async throws(GATTError) {
+        let known = Set(services.map(\.startHandle))
+        let secondaries: [GATTService]
+        do {
+            secondaries = try await discoverServices(type: .secondaryService)
+        } catch {
+            // A peer that refuses the group type (an ATT error) has none to show: the hash then tells.
+            guard case .attribute = error else { throw error }
+            secondaries = []
+        }
+        for secondary in secondaries where !known.contains(secondary.startHandle) {
+            services.append(try await withContents(secondary))
+        }
+        services.sort { $0.startHandle < $1.startHandle }
         for s in services.indices {
             for c in services[s].characteristics.indices {
                 for d in services[s].characteristics[c].descriptors.indices
@@ -51,6 +61,15 @@ extension GATTClient {
                 }
             }
         }
+    }
+
+    /// `service` with its characteristics and their descriptors (Part G §4.6.1, §4.7.1).
+    func withContents(_ service: GATTService) async throws(GATTError) -> GATTService {
+        var service = service
+        var chars = try await discoverCharacteristics(in: service.range)
+        for j in chars.indices { chars[j].descriptors = try await discoverDescriptors(of: chars[j]) }
+        service.characteristics = chars
+        return service
     }
 
     /// Read Using Characteristic UUID (Part G §4.8.2) with each value that filled its Read By Type pair

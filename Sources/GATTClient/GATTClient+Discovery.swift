@@ -7,13 +7,19 @@ extension GATTClient {
 
     /// Discover All Primary Services (Part G §4.4.1): Read By Group Type of 0x2800 over the whole handle range.
     public func discoverAllPrimaryServices() async throws(GATTError) -> [GATTService] {
+        try await discoverServices(type: .primaryService)
+    }
+
+    /// Read By Group Type of `type` (0x2800 primary, 0x2801 secondary) over the whole handle range, repeated past
+    /// the last group until Attribute Not Found (Part F §3.4.4.9; Part G §4.4.1).
+    func discoverServices(type: BluetoothUUID) async throws(GATTError) -> [GATTService] {
         var out: [GATTService] = []
         var start: UInt16 = 0x0001
         while true {
             let pdu: ATTPDU
             do {
                 pdu = try await transact(.readByGroupTypeRequest(range: ATTHandleRange(start: start, end: 0xFFFF),
-                                                                 type: .primaryService), handle: start)
+                                                                 type: type), handle: start)
             } catch {
                 if isAttributeNotFound(error) { break }
                 throw error
@@ -29,7 +35,7 @@ extension GATTClient {
                 guard let uuid = BluetoothUUID(littleEndian: e.value) else {
                     throw unexpected(pdu, "a 2- or 16-byte service UUID at \(ATTHex.handle(e.handle))")
                 }
-                out.append(GATTService(uuid: uuid, startHandle: e.handle, endHandle: e.endGroup))
+                out.append(GATTService(uuid: uuid, startHandle: e.handle, endHandle: e.endGroup, isPrimary: type == .primaryService))
                 last = e.endGroup
             }
             if last == 0xFFFF { break }

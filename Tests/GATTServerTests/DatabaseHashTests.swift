@@ -91,6 +91,29 @@ final class DatabaseHashTests: XCTestCase {
         XCTAssertEqual(try GATTDatabaseHash.compute(services: services), try Self.specExample.databaseHash())
     }
 
+    func testASecondaryServiceNoIncludeReachesIsFoundForTheHash() async throws {
+        let database = AttributeDatabase { db in
+            db.service(.genericAccess)
+            db.characteristic(.deviceName, [.read], value: [0x41])
+            db.service(.batteryService, primary: false)
+            db.characteristic(.batteryLevel, [.read, .notify], value: [50])
+            db.service(.heartRate)
+            db.characteristic(.heartRateMeasurement, [.notify])
+        }
+        let host = GATTServerHost(database: database, serverRxMTU: 23)
+        let (a, b) = try ATTBearer.pair()
+        _ = host.attach(b)
+        let client = try await GATTClient.connect(transport: a)
+        defer { client.close(reason: "test over") }
+        var services = try await client.discoverDatabase()
+        XCTAssertEqual(services.map(\.uuid), [.genericAccess, .heartRate], "no include reaches the battery service")
+        try await client.readHashedValues(&services)
+        XCTAssertEqual(services.map(\.uuid), [.genericAccess, .batteryService, .heartRate])
+        XCTAssertEqual(services[1].isPrimary, false)
+        XCTAssertEqual(services[1].characteristics.first?.descriptors.map(\.uuid), [.clientCharacteristicConfiguration])
+        XCTAssertEqual(try GATTDatabaseHash.compute(services: services), try database.databaseHash())
+    }
+
     /// openssl's CMAC (its CLI, a separate implementation path) over `message`, with a zero key.
     func openSSLCMAC(_ message: [UInt8]) throws -> [UInt8] {
         let path = NSTemporaryDirectory() + "db-hash-\(UInt32.random(in: 0...UInt32.max)).bin"
