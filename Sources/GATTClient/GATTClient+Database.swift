@@ -6,7 +6,13 @@ extension GATTClient {
     /// Every primary service with its includes, characteristics and descriptors, and the secondary services
     /// the includes reach (Part G §4.5.1: they are found only through include declarations), in handle order.
     public func discoverDatabase() async throws(GATTError) -> [GATTService] {
-        var services = try await discoverAll()
+        try await discoverDatabase(in: .all)
+    }
+
+    /// `discoverDatabase` for the primary services declared in `range` (what a Service Changed indication names,
+    /// Part G §7.1), with the secondary services their includes reach.
+    public func discoverDatabase(in range: ATTHandleRange) async throws(GATTError) -> [GATTService] {
+        var services = try await discoverAll(in: range)
         var known = Set(services.map(\.startHandle))
         for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
             known.insert(inc.startHandle)

@@ -10,15 +10,15 @@ extension GATTClient {
         try await discoverServices(type: .primaryService)
     }
 
-    /// Read By Group Type of `type` (0x2800 primary, 0x2801 secondary) over the whole handle range, repeated past
-    /// the last group until Attribute Not Found (Part F §3.4.4.9; Part G §4.4.1).
-    func discoverServices(type: BluetoothUUID) async throws(GATTError) -> [GATTService] {
+    /// Read By Group Type of `type` (0x2800 primary, 0x2801 secondary) over `range`, repeated past the last group
+    /// until Attribute Not Found or the range's end (Part F §3.4.4.9; Part G §4.4.1).
+    func discoverServices(type: BluetoothUUID, in range: ATTHandleRange = .all) async throws(GATTError) -> [GATTService] {
         var out: [GATTService] = []
-        var start: UInt16 = 0x0001
+        var start = range.start
         while true {
             let pdu: ATTPDU
             do {
-                pdu = try await transact(.readByGroupTypeRequest(range: ATTHandleRange(start: start, end: 0xFFFF),
+                pdu = try await transact(.readByGroupTypeRequest(range: ATTHandleRange(start: start, end: range.end),
                                                                  type: type), handle: start)
             } catch {
                 if isAttributeNotFound(error) { break }
@@ -38,7 +38,7 @@ extension GATTClient {
                 out.append(GATTService(uuid: uuid, startHandle: e.handle, endHandle: e.endGroup, isPrimary: type == .primaryService))
                 last = e.endGroup
             }
-            if last == 0xFFFF { break }
+            if last >= range.end { break }
             start = last + 1
         }
         return out
@@ -174,14 +174,15 @@ extension GATTClient {
 
     /// The whole database: every primary service with its included services, characteristics and descriptors.
     public func discoverAll() async throws(GATTError) -> [GATTService] {
-        var services = try await discoverAllPrimaryServices()
+        try await discoverAll(in: .all)
+    }
+
+    /// The primary services declared in `range`, each with its included services, characteristics and descriptors.
+    func discoverAll(in range: ATTHandleRange) async throws(GATTError) -> [GATTService] {
+        var services = try await discoverServices(type: .primaryService, in: range)
         for i in services.indices {
             services[i].includedServices = try await discoverIncludedServices(of: services[i])
-            var chars = try await discoverCharacteristics(of: services[i])
-            for j in chars.indices {
-                chars[j].descriptors = try await discoverDescriptors(of: chars[j])
-            }
-            services[i].characteristics = chars
+            services[i] = try await withContents(services[i])
         }
         return services
     }

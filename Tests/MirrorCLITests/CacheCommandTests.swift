@@ -284,4 +284,27 @@ final class CacheCommandTests: XCTestCase {
         let file = cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)
         XCTAssertTrue(try String(contentsOfFile: file, encoding: .utf8).contains("\"value\": \"0000\""))
     }
+
+    func testAfterServiceChangedTheNextUseOnTheConnectionRediscoversOnlyTheRangeAndChecksItByTheHash() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--change-database-after", "500"])
+        defer { sim.stop() }
+        // One connection (the shell): listen until the Service Changed indication, then the database again.
+        let run = try ToolProcess.run("mirror", ["shell", sim.target, "--trace"], input: "listen 2a05 --count 1\ngatt\n",
+                                      environment: ["XDG_CACHE_HOME": home], timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let lines = run.stderr.split(separator: "\n").map(String.init)
+        let indication = try XCTUnwrap(lines.firstIndex { $0.contains("< Handle Value Indication handle 0x0008 value [0e 00 ff ff]") }, run.stderr)
+        let after = lines[indication...].filter { $0.contains(" > ") }
+        XCTAssertTrue(after.contains { $0.contains("> Read By Group Type Request 0x000E-0xFFFF type 2800") }, after.joined(separator: "\n"))
+        XCTAssertFalse(after.contains { $0.contains("> Read By Group Type Request 0x0001-0xFFFF type 2800") }, "GAP and GATT kept: \(after)")
+        XCTAssertFalse(after.contains { $0.contains("Find Information Request 0x0009") }, "the GATT service's descriptors kept")
+        XCTAssertTrue(run.stdout.contains("6d697272-6f72-7369-6d00-0000000000ad"), run.stdout)
+        // Checked by the new hash and stored under it.
+        let cached = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
+        XCTAssertTrue(cached.contains("6d697272-6f72-7369-6d00-0000000000ad"), cached)
+        let warm = try mirror(["gatt", sim.target, "--trace"])
+        XCTAssertEqual(requests(warm).count, 2, warm.stderr)
+        XCTAssertEqual(warm.stdout, run.stdout.split(separator: "\n", omittingEmptySubsequences: false).drop { !$0.hasPrefix("MTU") }
+            .joined(separator: "\n"), "the same database from the cache")
+    }
 }

@@ -218,8 +218,31 @@ extension Session {
     /// is discovered and stored under the hash. A peer without a hash, or --no-cache: discovered, for this
     /// connection only.
     func cachedOrDiscovered() async throws(GATTError) -> [GATTService] {
+        if let (stale, range) = serviceChanged.withLock({ c in defer { c = nil }; return c }) {
+            return try await rediscover(range, stale: stale)
+        }
         if let services = try await fromCache() { return services }
         return try await client.discoverDatabase()
+    }
+
+    /// After Service Changed for `range` (Part G §7.1): the services `stale` has outside it kept, those it covers
+    /// or cuts discovered again. With the peer's Database Hash the result is checked (and stored) by it, and a
+    /// database that does not hash to it is discovered again whole.
+    func rediscover(_ range: ATTHandleRange, stale: [GATTService]) async throws(GATTError) -> [GATTService] {
+        let cut = stale.filter { $0.startHandle <= range.end && $0.endHandle >= range.start }
+        let affected = ATTHandleRange(start: min(range.start, cut.map(\.startHandle).min() ?? range.start),
+                                      end: max(range.end, cut.map(\.endHandle).max() ?? range.end))
+        let kept = stale.filter { $0.endHandle < affected.start || $0.startHandle > affected.end }
+        var services = kept
+        for s in try await client.discoverDatabase(in: affected) where !kept.contains(where: { $0.startHandle == s.startHandle }) {
+            services.append(s)
+        }
+        services.sort { $0.startHandle < $1.startHandle }
+        guard let peerHash = try await readDatabaseHash() else { return services }
+        try await client.readHashedValues(&services)
+        guard let computed = computedHash(services), computed == peerHash else { return try await discoverAndStore(peerHash: peerHash) }
+        store(services, peerHash: peerHash)
+        return services
     }
 
     /// The database by the cache's rule when the cache is on and the peer has a Database Hash: the cached copy
@@ -260,27 +283,36 @@ extension Session {
     func discoverAndStore(peerHash: [UInt8]) async throws(GATTError) -> [GATTService] {
         var services = try await client.discoverDatabase()
         try await client.readHashedValues(&services)
-        guard let cache else { return services }
-        let computed: [UInt8]
-        do {
-            guard let c = try GATTDatabaseHash.compute(services: services) else { return services }
-            computed = c
-        } catch {
-            warn("the database of \(cacheTarget) is not cached: \(error)")
-            return services
-        }
+        guard let computed = computedHash(services) else { return services }
         guard computed == peerHash else {
             warn("finding: \(cacheTarget) serves the Database Hash \(ATTHex.string(peerHash)), but the database discovered there "
                  + "hashes to \(ATTHex.string(computed)) (Core Spec Vol 3 Part G §7.3): the peer's database or its hash is wrong; "
                  + "the database is used for this connection only")
             return services
         }
+        store(services, peerHash: peerHash)
+        return services
+    }
+
+    /// The Database Hash of `services` as computed here; nil when it cannot be (an Extended Properties value
+    /// unread, or libcrypto missing: said on stderr).
+    func computedHash(_ services: [GATTService]) -> [UInt8]? {
+        do {
+            return try GATTDatabaseHash.compute(services: services)
+        } catch {
+            warn("the database of \(cacheTarget) is not cached: \(error)")
+            return nil
+        }
+    }
+
+    /// Writes the cache file (when the cache is on); a failure is said on stderr, not thrown.
+    func store(_ services: [GATTService], peerHash: [UInt8]) {
+        guard let cache else { return }
         do {
             try cache.store(CachedDatabase(target: cacheTarget, adapter: cacheAdapter, databaseHash: peerHash, services: services))
         } catch {
             warn("could not write the GATT cache \(cache.path(target: cacheTarget, adapter: cacheAdapter)): \(error)")
         }
-        return services
     }
 }
 
@@ -361,15 +393,20 @@ extension Session {
 
     /// A Handle Value Indication seen on the bearer (its reader thread): Service Changed (§7.1) forgets the
     /// database known on this connection and removes the peer's cache file, so the next use discovers the
-    /// affected range again (the whole database; names are resolved again, raw handles are not remapped).
+    /// affected range again (`rediscover`; names are resolved again, raw handles are not remapped).
     func indicated(_ pdu: [UInt8]) {
         guard pdu.count >= 7, let known = discoveredNames.withLock({ $0 }) else { return }
         let handle = UInt16(pdu[1]) | UInt16(pdu[2]) << 8
         guard known.services.flatMap(\.characteristics).contains(where: { $0.uuid == .serviceChanged && $0.valueHandle == handle }) else { return }
         let start = UInt16(pdu[3]) | UInt16(pdu[4]) << 8, end = UInt16(pdu[5]) | UInt16(pdu[6]) << 8
+        // What the next use rediscovers: the range (with any earlier one not yet rediscovered).
+        serviceChanged.withLock { c in
+            let r = c.map { ATTHandleRange(start: min($0.range.start, start), end: max($0.range.end, end)) } ?? ATTHandleRange(start: start, end: end)
+            c = (c?.stale ?? known.services, r)
+        }
         discoveredNames.withLock { $0 = nil }
         let removed = (try? cache?.clear(target: cacheTarget, adapter: cacheAdapter)) ?? []
         warn("Service Changed \(ATTHex.handle(start))-\(ATTHex.handle(end)) from \(cacheTarget): the database known here"
-             + (removed.isEmpty ? "" : " and its cached copy") + " are forgotten; names are resolved again on their next use")
+             + (removed.isEmpty ? "" : " and its cached copy") + " are forgotten; that range is discovered again and names resolved again on their next use")
     }
 }

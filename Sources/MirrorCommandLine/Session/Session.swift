@@ -71,6 +71,8 @@ final class Session: Sendable {
     let discoveredNames = Lock<DiscoveredNames?>(nil)
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
+    /// Guards what a Service Changed indication left to rediscover: the database known then and the range it named.
+    let serviceChanged = Lock<(stale: [GATTService], range: ATTHandleRange)?>(nil)
     /// The GATT cache and this peer's key in it (DatabaseCache.swift); nil cache with --no-cache.
     let cache: DatabaseCache?
     let cacheTarget: String
