@@ -213,7 +213,7 @@ struct DatabaseCache: Sendable {
 }
 
 extension Session {
-    /// The database from the cache or discovery (Core Spec 5.4 Vol 3 Part G §2.5.2.2): with the cache, one Read By
+    /// The database from the cache or discovery (Core Spec 5.4 Vol 3 Part G §2.5.2, §7.3): with the cache, one Read By
     /// Type of the Database Hash (0x2B2A); a cached copy with that hash is used as it is; otherwise the database
     /// is discovered and stored under the hash. A peer without a hash, or --no-cache: discovered, for this
     /// connection only.
