@@ -10,8 +10,8 @@ let cacheCommand = Command(CommandSpec(
         read its Database Hash (0x2B2A, one Read By Type) and use the copy cached here when the hash matches; \
         otherwise they discover the database and store it under the hash. A peer without a Database Hash is \
         never cached. The files are readable JSON in $XDG_CACHE_HOME/mirror (else ~/.cache/mirror), one per \
-        adapter and TARGET. `list` shows each file with its TARGET, adapter, hash and size (a file that is \
-        corrupted, of another format, or whose services do not hash to its hash is shown as ignored); `clear` \
+        adapter and TARGET. `list` shows each file with its TARGET, adapter, hash and how many services and \
+        characteristics it holds (a file that is corrupted, of another format, or whose services do not hash to its hash is shown as ignored); `clear` \
         removes the file of TARGET (with --adapter, the one reached through it), or every file.
 
         --json: list prints {"directory", "entries": [{"path", "target", "adapter", "databaseHash", \
