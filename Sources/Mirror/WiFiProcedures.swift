@@ -53,9 +53,12 @@ public enum MirrorWiFi {
     /// Subscribes to (and reads) wifiConnectionStatus, writes `ssid` to wifiSetSSID, then waits under `timeout`
     /// for connected or failed (notifications, then a final read whatever happened). `notifications`: the stream
     /// it waits on (nil: the client's catch-all; see `MirrorScan.run`), armed by the caller before the call.
+    /// `afterSubscribing` runs once wifiConnectionStatus is subscribed and read (the CLI enables robust caching
+    /// there, for the wait).
     public static func join(client: GATTClient, profile: MirrorProfile, ssid: String, timeout: Duration = defaultTimeout,
                             database: [GATTService]? = nil,
                             notifications: GATTNotificationStream? = nil,
+                            afterSubscribing: (@Sendable () async throws -> Void)? = nil,
                             emit: @escaping @Sendable (MirrorEvent) -> Void = { _ in }) async throws -> MirrorWiFiStatus {
         let steps = try await prepare(client, profile, ["wifiSetSSID", "wifiConnectionStatus"], database, emit)
         let statusHandle = steps.handle("wifiConnectionStatus")
@@ -63,6 +66,7 @@ public enum MirrorWiFi {
         // Armed before the write: the stream holds every notification from here on.
         let stream = notifications ?? client.notifications
         let current = try await steps.subscribeAndRead("wifiConnectionStatus")
+        try await afterSubscribing?()
         steps.step("wifiConnectionStatus is \(current.first.map(profile.wifiStatusName) ?? "empty") before the join")
         try await steps.write("wifiSetSSID", Array(ssid.utf8), purpose: "join")
         do {

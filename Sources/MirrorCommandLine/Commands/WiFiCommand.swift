@@ -46,9 +46,9 @@ let wifiCommand = Command(CommandSpec(
     let emit: @Sendable (MirrorEvent) -> Void = { e in
         if json { console.out(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
     }
-    // The cached database when the peer has a Database Hash (no discovery when it matches), and robust caching.
+    // The cached database when the peer has a Database Hash (no discovery when it matches); a join enables
+    // robust caching once it has subscribed, for its wait (list and status are over in a few requests).
     let database = try await session.cachedDatabase()
-    if database != nil { try await session.enableRobustCaching() }
     switch action {
     case "list":
         let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
@@ -81,6 +81,9 @@ private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, 
                       emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorWiFiStatus {
     let notifications = try session.procedureNotifications()
     defer { session.endProcedureNotifications(notifications) }
+    var robustCaching: (@Sendable () async throws -> Void)?
+    if database != nil { robustCaching = { @Sendable in try await session.enableRobustCaching() } }
     return try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid, timeout: timeout,
-                                     database: database, notifications: notifications, emit: emit)
+                                     database: database, notifications: notifications, afterSubscribing: robustCaching,
+                                     emit: emit)
 }
