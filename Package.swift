@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "LinkCeiling", targets: ["LinkCeiling"]),
         .library(name: "LineEditor", targets: ["LineEditor"]),
         .executable(name: "lineedit-demo", targets: ["LineEditDemo"]),
+        .executable(name: "mirror-docs", targets: ["MirrorDocs"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -71,6 +72,8 @@ let package = Package(
         .target(name: "LineEditor", dependencies: ["CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
+        // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
+        .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine"], path: "tools/mirror-docs"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),

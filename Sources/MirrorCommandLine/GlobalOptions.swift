@@ -76,10 +76,10 @@ public struct GlobalOptions: Sendable, Equatable {
     /// The option table for parsing and for `mirror --help`.
     public static let specs: [OptionSpec] = [
         .value("--adapter", "hciN", help: "the HCI adapter to use (default: the kernel's choice)"),
-        .value("--type", "public|random", help: "the address type of a TARGET given as an address (default public)"),
+        .choice("--type", "public|random", AddressType.self, help: "the address type of a TARGET given as an address (default public)"),
         .value("--timeout", "S", help: "seconds to wait for a connection or an ATT response (default 30)"),
         .value("--mtu", "N", help: "the ATT MTU to offer in Exchange MTU, 23-517 (default 517)"),
-        .value("--security", "low|medium|high", help: "the link security level to ask for (BT_SECURITY)"),
+        .choice("--security", "low|medium|high", SecurityLevel.self, help: "the link security level to ask for (BT_SECURITY)"),
         .flag("--trace", help: "print every ATT PDU, decoded, with direction and timestamp, on stderr"),
         .value("--btsnoop", "FILE", help: "record every ATT PDU to FILE in btsnoop format (Wireshark, btmon -r)"),
         .flag("--json", help: "print JSON instead of text (errors too)"),
@@ -87,7 +87,7 @@ public struct GlobalOptions: Sendable, Equatable {
         .value("--interval", "MIN[-MAX]", help: "ask for a connection interval in ms, 7.5-4000 in steps of 1.25 (LE Connection Update)"),
         .value("--latency", "N", help: "ask for a peripheral latency of N connection events, 0-499"),
         .value("--supervision-timeout", "MS", help: "ask for a supervision timeout in ms, 100-32000 in steps of 10"),
-        .value("--phy", "1m|2m|coded", help: "ask for this PHY both ways (LE Set PHY)"),
+        .choice("--phy", "1m|2m|coded", LinkPHYChoice.self, help: "ask for this PHY both ways (LE Set PHY)"),
         .value("--data-length", "OCTETS", help: "ask for this link-layer data length, 27-251 octets (LE Set Data Length)"),
         .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
     ]
