@@ -43,7 +43,7 @@ let package = Package(
         .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth", "CCrypto"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
@@ -64,7 +64,7 @@ let package = Package(
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
-        // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
+        // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
         // libcrypto is loaded by dlopen on first use (neither it nor libmicrohttpd is loaded at `mirror`'s start).
         .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),

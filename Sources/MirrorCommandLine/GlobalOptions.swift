@@ -16,12 +16,13 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case supervisionTimeout = "--supervision-timeout"
     case phy = "--phy"
     case dataLength = "--data-length"
+    case noCache = "--no-cache"
 
     /// The options that ask the controller for a link (HCI LE Connection Update, LE Set PHY, LE Set Data Length).
     public static let link: Set<GlobalOptionName> = [.interval, .latency, .supervisionTimeout, .phy, .dataLength]
 
     /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
-    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile]).union(link)
+    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache]).union(link)
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -55,6 +56,8 @@ public struct GlobalOptions: Sendable, Equatable {
     public var profile: String?
     /// The link asked for (--interval, --latency, --supervision-timeout, --phy, --data-length); empty: as it is.
     public var link: LinkRequestOptions = LinkRequestOptions()
+    /// Neither read nor write the GATT cache (--no-cache): discover the database afresh, as before the cache.
+    public var noCache = false
 
     public init(adapter: String? = nil, addressType: AddressType? = nil, timeout: Double = 30, mtu: Int? = nil,
                 security: SecurityLevel? = nil, trace: Bool = false, btsnoop: String? = nil, json: Bool = false,
@@ -86,6 +89,7 @@ public struct GlobalOptions: Sendable, Equatable {
         .value("--supervision-timeout", "MS", help: "ask for a supervision timeout in ms, 100-32000 in steps of 10"),
         .choice("--phy", "1m|2m|coded", LinkPHYChoice.self, help: "ask for this PHY both ways (LE Set PHY)"),
         .value("--data-length", "OCTETS", help: "ask for this link-layer data length, 27-251 octets (LE Set Data Length)"),
+        .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
     ]
 
     /// These options with those a later line gave (`given`, as `ParsedArguments.givenGlobals` says) laid over
@@ -108,6 +112,7 @@ public struct GlobalOptions: Sendable, Equatable {
             case .supervisionTimeout: o.link.supervisionTimeoutMilliseconds = line.link.supervisionTimeoutMilliseconds
             case .phy: o.link.phy = line.link.phy
             case .dataLength: o.link.dataLength = line.link.dataLength
+            case .noCache: o.noCache = line.noCache
             }
         }
         return o
@@ -127,6 +132,7 @@ public struct GlobalOptions: Sendable, Equatable {
         trace = flags.contains(GlobalOptionName.trace.rawValue)
         btsnoop = values[GlobalOptionName.btsnoop.rawValue]?.last
         json = flags.contains(GlobalOptionName.json.rawValue)
+        noCache = flags.contains(GlobalOptionName.noCache.rawValue)
         profile = values[GlobalOptionName.profile.rawValue]?.last
         link.interval = try value(.interval, parseConnectionInterval)
         link.latency = try value(.latency) { (s: String) throws(UsageError) in try parseCount(s, in: LinkRequestOptions.latencyRange, what: "peripheral latency") }

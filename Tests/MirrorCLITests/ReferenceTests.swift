@@ -147,7 +147,7 @@ final class ReferenceTests: XCTestCase {
             (["mirror", "help", "sh"], ["shell"]),
             (["mirror", "--js"], ["--json"]),
             (["mirror", "--ver"], ["--version"]),
-            (["mirror", "write", "--no"], ["--no-response"]),
+            (["mirror", "write", "--no"], ["--no-response", "--no-cache"]),
             (["mirror", "read", "--ty"], ["--type"]),
             (["mirror", "gatt", "--type", ""], ["public", "random"]),
             (["mirror", "--type", "r"], ["random"]),

@@ -3,7 +3,7 @@
 # tools/mirror-docs.sh; do not edit. Install as /usr/share/bash-completion/completions/mirror, or source it.
 
 # The commands, and help.
-_mirror_commands="discover gatt read write listen mtu link bench scan wifi shell doctor adapters help"
+_mirror_commands="discover gatt read write listen mtu link bench scan wifi shell cache doctor adapters help"
 
 # The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
 _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus wifiNetworkSSIDEnum wifiNumNetworks wifiSetSSID"
@@ -12,19 +12,20 @@ _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus
 _mirror_options() {
     case "$1" in
         discover) echo "--duration --adapter --json --help" ;;
-        gatt) echo "--read --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        read) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        listen) echo "--count --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        scan) echo "--timeout --upload-host --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
-        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help" ;;
+        gatt) echo "--read --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        read) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        listen) echo "--count --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        scan) echo "--timeout --upload-host --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        cache) echo "--adapter --json --help" ;;
         doctor) echo "--json --help" ;;
         adapters) echo "--json --help" ;;
-        *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --help --version" ;;
+        *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help --version" ;;
     esac
 }
 
@@ -80,6 +81,7 @@ _mirror_positionals() {
         scan) echo "TARGET" ;;
         wifi) echo "list|status|join TARGET SSID" ;;
         shell) echo "TARGET" ;;
+        cache) echo "list|clear TARGET" ;;
         help) echo "COMMAND" ;;
     esac
 }
