@@ -2,6 +2,9 @@
 // The mirror BLE host tool: raw ATT over L2CAP CID 4 on Linux, a GATT client, and the `mirror` CLI.
 import PackageDescription
 
+/// tools/link, by absolute path (a linker search path; the build's working directory is not the package's).
+let staticLinkScripts = String(#filePath.dropLast("Package.swift".count)) + "tools/link"
+
 let package = Package(
     name: "mirror",
     products: [
@@ -21,6 +24,7 @@ let package = Package(
         .library(name: "LinkCeiling", targets: ["LinkCeiling"]),
         .library(name: "LineEditor", targets: ["LineEditor"]),
         .executable(name: "lineedit-demo", targets: ["LineEditDemo"]),
+        .executable(name: "mirror-docs", targets: ["MirrorDocs"]),
     ],
     targets: [
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
@@ -39,7 +43,7 @@ let package = Package(
         .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth", "CCrypto"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
@@ -47,8 +51,11 @@ let package = Package(
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine. A release build links the
         // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
         // builds stay dynamic, as the test bundles that link this target with XCTest must.
+        // tools/link's linker scripts make its -lstdc++, -lbluetooth, -lcap and -lz (and -static-libgcc its unwinder)
+        // the static archives, so that only libc and libm are loaded at start (tools/link/README).
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"],
-                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs"], .when(configuration: .release))]),
+                          linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
+                                                         "-L", staticLinkScripts, "-Xclang-linker", "-static-libgcc"], .when(configuration: .release))]),
         .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
@@ -57,7 +64,7 @@ let package = Package(
         .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
-        // libcrypto's SHA-256 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
+        // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
         // libcrypto is loaded by dlopen on first use (neither it nor libmicrohttpd is loaded at `mirror`'s start).
         .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
@@ -71,6 +78,8 @@ let package = Package(
         .target(name: "LineEditor", dependencies: ["CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
+        // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
+        .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine"], path: "tools/mirror-docs"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),

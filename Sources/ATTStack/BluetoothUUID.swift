@@ -198,6 +198,8 @@ extension BluetoothUUID {
     public static let deviceName = BluetoothUUID.bit16(0x2A00)
     public static let appearance = BluetoothUUID.bit16(0x2A01)
     public static let serviceChanged = BluetoothUUID.bit16(0x2A05)
+    public static let clientSupportedFeatures = BluetoothUUID.bit16(0x2B29)
+    public static let databaseHash = BluetoothUUID.bit16(0x2B2A)
     public static let batteryLevel = BluetoothUUID.bit16(0x2A19)
     public static let heartRateMeasurement = BluetoothUUID.bit16(0x2A37)
 
@@ -260,4 +262,12 @@ extension BluetoothUUID {
         0x2B2A: "Database Hash",
         0x2B3A: "Server Supported Features",
     ]
+}
+
+extension BluetoothUUID {
+    /// The UUID as an attribute value carries it: 2 bytes when it has a 16-bit alias, else 16 (Vol 3 Part F §3.2.1).
+    public var attWireBytes: [UInt8] {
+        if let short = uuid16 { return BluetoothUUID.bit16(short).littleEndianBytes }
+        return BluetoothUUID.bit128(uuid128).littleEndianBytes
+    }
 }

@@ -7,13 +7,19 @@ extension GATTClient {
 
     /// Discover All Primary Services (Part G §4.4.1): Read By Group Type of 0x2800 over the whole handle range.
     public func discoverAllPrimaryServices() async throws(GATTError) -> [GATTService] {
+        try await discoverServices(type: .primaryService)
+    }
+
+    /// Read By Group Type of `type` (0x2800 primary, 0x2801 secondary) over `range`, repeated past the last group
+    /// until Attribute Not Found or the range's end (Part F §3.4.4.9; Part G §4.4.1).
+    func discoverServices(type: BluetoothUUID, in range: ATTHandleRange = .all) async throws(GATTError) -> [GATTService] {
         var out: [GATTService] = []
-        var start: UInt16 = 0x0001
+        var start = range.start
         while true {
             let pdu: ATTPDU
             do {
-                pdu = try await transact(.readByGroupTypeRequest(range: ATTHandleRange(start: start, end: 0xFFFF),
-                                                                 type: .primaryService), handle: start)
+                pdu = try await transact(.readByGroupTypeRequest(range: ATTHandleRange(start: start, end: range.end),
+                                                                 type: type), handle: start)
             } catch {
                 if isAttributeNotFound(error) { break }
                 throw error
@@ -29,10 +35,10 @@ extension GATTClient {
                 guard let uuid = BluetoothUUID(littleEndian: e.value) else {
                     throw unexpected(pdu, "a 2- or 16-byte service UUID at \(ATTHex.handle(e.handle))")
                 }
-                out.append(GATTService(uuid: uuid, startHandle: e.handle, endHandle: e.endGroup))
+                out.append(GATTService(uuid: uuid, startHandle: e.handle, endHandle: e.endGroup, isPrimary: type == .primaryService))
                 last = e.endGroup
             }
-            if last == 0xFFFF { break }
+            if last >= range.end { break }
             start = last + 1
         }
         return out
@@ -168,14 +174,15 @@ extension GATTClient {
 
     /// The whole database: every primary service with its included services, characteristics and descriptors.
     public func discoverAll() async throws(GATTError) -> [GATTService] {
-        var services = try await discoverAllPrimaryServices()
+        try await discoverAll(in: .all)
+    }
+
+    /// The primary services declared in `range`, each with its included services, characteristics and descriptors.
+    func discoverAll(in range: ATTHandleRange) async throws(GATTError) -> [GATTService] {
+        var services = try await discoverServices(type: .primaryService, in: range)
         for i in services.indices {
             services[i].includedServices = try await discoverIncludedServices(of: services[i])
-            var chars = try await discoverCharacteristics(of: services[i])
-            for j in chars.indices {
-                chars[j].descriptors = try await discoverDescriptors(of: chars[j])
-            }
-            services[i].characteristics = chars
+            services[i] = try await withContents(services[i])
         }
         return services
     }

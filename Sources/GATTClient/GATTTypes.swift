@@ -35,10 +35,14 @@ public struct GATTCharacteristicProperties: OptionSet, Sendable, Hashable, Custo
 public struct GATTDescriptor: Sendable, Hashable, CustomStringConvertible {
     public var handle: UInt16
     public var uuid: BluetoothUUID
+    /// Its value, when read: the Characteristic Extended Properties (0x2900) that the Database Hash covers
+    /// (Part G §7.3.1; `GATTClient.readHashedValues`); nil otherwise.
+    public var value: [UInt8]?
 
-    public init(handle: UInt16, uuid: BluetoothUUID) {
+    public init(handle: UInt16, uuid: BluetoothUUID, value: [UInt8]? = nil) {
         self.handle = handle
         self.uuid = uuid
+        self.value = value
     }
 
     /// True for the Client Characteristic Configuration descriptor (0x2902).

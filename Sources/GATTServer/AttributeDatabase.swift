@@ -67,6 +67,11 @@ public struct AttributeDatabase: Sendable {
         attributes[Int(handle) - 1].value = value
     }
 
+    /// The Database Hash of this database (Core Spec 5.4 Vol 3 Part G §7.3), by the client's computation.
+    public func databaseHash() throws(GATTCryptoError) -> [UInt8] {
+        try GATTDatabaseHash.compute(attributes.map { GATTHashAttribute(handle: $0.handle, type: $0.type, value: $0.value) })
+    }
+
     /// Builds a database in handle order: `service`, then its includes and characteristics, and so on.
     public init(_ build: (inout Builder) -> Void) {
         var builder = Builder()
@@ -146,14 +151,6 @@ public struct AttributeDatabase: Sendable {
             closeService()
             return database
         }
-    }
-}
-
-extension BluetoothUUID {
-    /// The UUID as an attribute value carries it: 2 bytes when it has a 16-bit alias, else 16 (Vol 3 Part F §3.2.1).
-    public var attWireBytes: [UInt8] {
-        if let short = uuid16 { return BluetoothUUID.bit16(short).littleEndianBytes }
-        return BluetoothUUID.bit128(uuid128).littleEndianBytes
     }
 }
 

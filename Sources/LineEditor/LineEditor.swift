@@ -134,19 +134,12 @@ public final class LineEditor: Sendable {
     /// `$XDG_STATE_HOME/mirror/history`, or `$HOME/.local/state/mirror/history` when XDG_STATE_HOME is unset or not
     /// absolute (the XDG Base Directory rule); nil without either.
     public static func defaultHistoryFile() -> String? {
-        defaultHistoryFile(xdgStateHome: environment("XDG_STATE_HOME"), home: environment("HOME"))
+        defaultHistoryFile(xdgStateHome: XDGDirectory.environment("XDG_STATE_HOME"), home: XDGDirectory.environment("HOME"))
     }
 
     /// The rule of `defaultHistoryFile()` over the two variables' values.
     public static func defaultHistoryFile(xdgStateHome: String?, home: String?) -> String? {
-        if let state = xdgStateHome, state.hasPrefix("/") { return state + "/mirror/history" }
-        if let home, !home.isEmpty { return home + "/.local/state/mirror/history" }
-        return nil
-    }
-
-    private static func environment(_ name: String) -> String? {
-        guard let p = getenv(name) else { return nil }
-        return String(cString: p)
+        XDGDirectory.state.mirrorDirectory { $0 == "HOME" ? home : xdgStateHome }.map { $0 + "/history" }
     }
 
     /// Creates the directories above `path` (0700 each, as XDG asks) and the file (0600) when they are missing.

@@ -23,14 +23,21 @@ public struct MirrorProcedureError: Error, Sendable, Equatable, CustomStringConv
 /// Discovery of the profile on a server.
 public enum MirrorGATT {
     /// Discovers the profile's service, its characteristics and their CCCDs; names handles in the client.
-    /// Throws when the service or a characteristic the procedure needs (`required`) is missing.
-    public static func discover(_ client: GATTClient, profile: MirrorProfile, required: [String]) async throws -> MirrorHandles {
-        let services = try await client.discoverPrimaryServices(uuid: profile.service)
+    /// Throws when the service or a characteristic the procedure needs (`required`) is missing. With `database`
+    /// (the whole database, discovered or cached, descriptors included) nothing is sent.
+    public static func discover(_ client: GATTClient, profile: MirrorProfile, required: [String],
+                                database: [GATTService]? = nil) async throws -> MirrorHandles {
+        let services: [GATTService]
+        if let database {
+            services = database.filter { $0.isPrimary && $0.uuid == profile.service }
+        } else {
+            services = try await client.discoverPrimaryServices(uuid: profile.service)
+        }
         guard let service = services.first else {
             throw MirrorProcedureError("the server has no mirror service \(profile.service) (profile \"\(profile.name)\"); "
                 + "`mirror gatt TARGET` lists what it has")
         }
-        let characteristics = try await client.discoverCharacteristics(of: service)
+        let characteristics = database == nil ? try await client.discoverCharacteristics(of: service) : service.characteristics
         var values: [String: UInt16] = [:]
         var cccds: [String: UInt16] = [:]
         for (name, uuid) in profile.characteristics {
@@ -38,7 +45,7 @@ public enum MirrorGATT {
             values[name] = c.valueHandle
             client.setName(name, for: c.valueHandle)
             if c.properties.contains(.notify) || c.properties.contains(.indicate) {
-                let descriptors = try await client.discoverDescriptors(of: c)
+                let descriptors = database == nil ? try await client.discoverDescriptors(of: c) : c.descriptors
                 if let cccd = descriptors.first(where: { $0.isCCCD }) {
                     cccds[name] = cccd.handle
                     client.setName("\(name) CCCD", for: cccd.handle)

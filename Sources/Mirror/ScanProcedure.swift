@@ -22,6 +22,12 @@ public struct MirrorScanOptions: Sendable {
     /// Where a received ZIP is stored.
     public var uploadDirectory: String
     public var maxUploadBytes: Int = 512 << 20
+    /// The whole database when the caller has it (the GATT cache): the mirror service is found there, with no
+    /// discovery.
+    public var database: [GATTService]?
+    /// Runs once scanState and scanError are subscribed and read, before the pre-flight (the CLI enables robust
+    /// caching there: after the scan's first work, for the long wait that follows).
+    public var afterSubscribing: (@Sendable () async throws -> Void)?
     /// The pause after cancelScan before the re-read (a real mirror needs about 500 ms).
     public var settle: Duration = .milliseconds(500)
     /// The scan ID in the URL (default: 6 random hex digits).
@@ -115,7 +121,8 @@ public enum MirrorScan {
                          purpose: nil, detail: "listening on \(bindHost):\(receiver.port); the mirror will post to \(url)"))
 
         // 3. Discovery, then subscribe AND read scanState and scanError.
-        let handles = try await MirrorGATT.discover(client, profile: profile, required: ["scanState", "scanError", "cloudToken", "scannerAction"])
+        let handles = try await MirrorGATT.discover(client, profile: profile, required: ["scanState", "scanError", "cloudToken", "scannerAction"],
+                                                    database: options.database)
         handlesBox.withLock { $0 = handles }
         let steps = MirrorSteps(client: client, profile: profile, handles: handles, started: started, emit: emit)
         var result = MirrorScanResult(outcome: .error, finalRead: false, sawAnyScanState: false, notifications: 0,
@@ -151,6 +158,7 @@ public enum MirrorScan {
             let error = try await steps.subscribeAndRead("scanError")
             tracker.read("scanState", state)
             tracker.read("scanError", error)
+            try await options.afterSubscribing?()
 
             // 4. Pre-flight: not INVALID means an earlier session left state behind: cancelScan, settle, re-read.
             let invalid = profile.scanStateByte("invalid")!

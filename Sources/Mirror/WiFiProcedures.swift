@@ -19,8 +19,9 @@ public enum MirrorWiFi {
 
     /// wifiScan (0x31), then wifiNumNetworks, then that many wifiNetworkSSIDEnum reads: the SSIDs in order.
     public static func list(client: GATTClient, profile: MirrorProfile, timeout: Duration = defaultTimeout,
+                            database: [GATTService]? = nil,
                             emit: @escaping @Sendable (MirrorEvent) -> Void = { _ in }) async throws -> [String] {
-        let steps = try await prepare(client, profile, ["scannerAction", "wifiNumNetworks", "wifiNetworkSSIDEnum"], emit)
+        let steps = try await prepare(client, profile, ["scannerAction", "wifiNumNetworks", "wifiNetworkSSIDEnum"], database, emit)
         return try await withDeadline(timeout, waitingFor: "the Wi-Fi network list (wifiScan, wifiNumNetworks, wifiNetworkSSIDEnum)") {
             try await steps.write("scannerAction", [profile.wifiScanCommand], purpose: "wifiScan")
             let count = try await steps.read("wifiNumNetworks", purpose: "wifi")
@@ -36,8 +37,9 @@ public enum MirrorWiFi {
 
     /// Reads wifiConnectionStatus (and wifiSetSSID when present).
     public static func status(client: GATTClient, profile: MirrorProfile, timeout: Duration = defaultTimeout,
+                              database: [GATTService]? = nil,
                               emit: @escaping @Sendable (MirrorEvent) -> Void = { _ in }) async throws -> MirrorWiFiStatus {
-        let steps = try await prepare(client, profile, ["wifiConnectionStatus"], emit)
+        let steps = try await prepare(client, profile, ["wifiConnectionStatus"], database, emit)
         return try await withDeadline(timeout, waitingFor: "wifiConnectionStatus") {
             let v = try await steps.read("wifiConnectionStatus", purpose: "wifi")
             var ssid: String?
@@ -51,15 +53,20 @@ public enum MirrorWiFi {
     /// Subscribes to (and reads) wifiConnectionStatus, writes `ssid` to wifiSetSSID, then waits under `timeout`
     /// for connected or failed (notifications, then a final read whatever happened). `notifications`: the stream
     /// it waits on (nil: the client's catch-all; see `MirrorScan.run`), armed by the caller before the call.
+    /// `afterSubscribing` runs once wifiConnectionStatus is subscribed and read (the CLI enables robust caching
+    /// there, for the wait).
     public static func join(client: GATTClient, profile: MirrorProfile, ssid: String, timeout: Duration = defaultTimeout,
+                            database: [GATTService]? = nil,
                             notifications: GATTNotificationStream? = nil,
+                            afterSubscribing: (@Sendable () async throws -> Void)? = nil,
                             emit: @escaping @Sendable (MirrorEvent) -> Void = { _ in }) async throws -> MirrorWiFiStatus {
-        let steps = try await prepare(client, profile, ["wifiSetSSID", "wifiConnectionStatus"], emit)
+        let steps = try await prepare(client, profile, ["wifiSetSSID", "wifiConnectionStatus"], database, emit)
         let statusHandle = steps.handle("wifiConnectionStatus")
         let terminal = Set(["connected", "failed"].compactMap { profile.wifiStatusByte($0) })
         // Armed before the write: the stream holds every notification from here on.
         let stream = notifications ?? client.notifications
         let current = try await steps.subscribeAndRead("wifiConnectionStatus")
+        try await afterSubscribing?()
         steps.step("wifiConnectionStatus is \(current.first.map(profile.wifiStatusName) ?? "empty") before the join")
         try await steps.write("wifiSetSSID", Array(ssid.utf8), purpose: "join")
         do {
@@ -77,9 +84,10 @@ public enum MirrorWiFi {
         return MirrorWiFiStatus(status: final.first.map(profile.wifiStatusName) ?? "empty", statusByte: final.first, ssid: ssid)
     }
 
-    static func prepare(_ client: GATTClient, _ profile: MirrorProfile, _ required: [String],
+    /// `database`: the whole database when the caller has it (the GATT cache), else the mirror service is discovered.
+    static func prepare(_ client: GATTClient, _ profile: MirrorProfile, _ required: [String], _ database: [GATTService]?,
                         _ emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorSteps {
-        let handles = try await MirrorGATT.discover(client, profile: profile, required: required)
+        let handles = try await MirrorGATT.discover(client, profile: profile, required: required, database: database)
         return MirrorSteps(client: client, profile: profile, handles: handles, started: .now, emit: emit)
     }
 }

@@ -11,6 +11,9 @@ public struct OptionSpec: Sendable {
     public var help: String
     /// Whether the option may be given more than once (values accumulate).
     public var repeatable: Bool
+    /// The values it takes when they are a fixed set (an enum's raw values: "public", "random"), for the man page
+    /// and the shell completion; empty for a free value or a flag.
+    public var choices: [String] = []
 
     public init(_ name: String, value valueName: String? = nil, repeatable: Bool = false, help: String) {
         precondition(name.hasPrefix("--"), "option names start with --")
@@ -30,7 +33,16 @@ public struct OptionSpec: Sendable {
         OptionSpec(name, value: valueName, repeatable: repeatable, help: help)
     }
 
-    var isFlag: Bool { valueName == nil }
+    /// An option whose value is one of `type`'s raw values (parsed with `parseChoice`), which it lists as `choices`.
+    public static func choice<T: RawRepresentable & CaseIterable>(_ name: String, _ valueName: String, _ type: T.Type, help: String) -> OptionSpec
+    where T.RawValue == String {
+        var spec = OptionSpec(name, value: valueName, help: help)
+        spec.choices = type.allCases.map(\.rawValue)
+        return spec
+    }
+
+    /// Whether it is a flag (it takes no value).
+    public var isFlag: Bool { valueName == nil }
 }
 
 /// One positional argument in a command's synopsis.
@@ -55,7 +67,8 @@ public struct PositionalSpec: Sendable {
         self.missing = missing ?? "\(name) (\(help))"
     }
 
-    var synopsis: String {
+    /// "HANDLE", "[TARGET]", "[HANDLE|UUID|NAME...]": how it shows in a synopsis.
+    public var synopsis: String {
         let base = variadic ? "\(name)..." : name
         return optional || variadic ? "[\(base)]" : base
     }

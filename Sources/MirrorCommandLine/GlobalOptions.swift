@@ -16,12 +16,13 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case supervisionTimeout = "--supervision-timeout"
     case phy = "--phy"
     case dataLength = "--data-length"
+    case noCache = "--no-cache"
 
     /// The options that ask the controller for a link (HCI LE Connection Update, LE Set PHY, LE Set Data Length).
     public static let link: Set<GlobalOptionName> = [.interval, .latency, .supervisionTimeout, .phy, .dataLength]
 
     /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
-    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile]).union(link)
+    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache]).union(link)
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -55,6 +56,8 @@ public struct GlobalOptions: Sendable, Equatable {
     public var profile: String?
     /// The link asked for (--interval, --latency, --supervision-timeout, --phy, --data-length); empty: as it is.
     public var link: LinkRequestOptions = LinkRequestOptions()
+    /// Neither read nor write the GATT cache (--no-cache): discover the database afresh, as before the cache.
+    public var noCache = false
 
     public init(adapter: String? = nil, addressType: AddressType? = nil, timeout: Double = 30, mtu: Int? = nil,
                 security: SecurityLevel? = nil, trace: Bool = false, btsnoop: String? = nil, json: Bool = false,
@@ -73,10 +76,10 @@ public struct GlobalOptions: Sendable, Equatable {
     /// The option table for parsing and for `mirror --help`.
     public static let specs: [OptionSpec] = [
         .value("--adapter", "hciN", help: "the HCI adapter to use (default: the kernel's choice)"),
-        .value("--type", "public|random", help: "the address type of a TARGET given as an address (default public)"),
+        .choice("--type", "public|random", AddressType.self, help: "the address type of a TARGET given as an address (default public)"),
         .value("--timeout", "S", help: "seconds to wait for a connection or an ATT response (default 30)"),
         .value("--mtu", "N", help: "the ATT MTU to offer in Exchange MTU, 23-517 (default 517)"),
-        .value("--security", "low|medium|high", help: "the link security level to ask for (BT_SECURITY)"),
+        .choice("--security", "low|medium|high", SecurityLevel.self, help: "the link security level to ask for (BT_SECURITY)"),
         .flag("--trace", help: "print every ATT PDU, decoded, with direction and timestamp, on stderr"),
         .value("--btsnoop", "FILE", help: "record every ATT PDU to FILE in btsnoop format (Wireshark, btmon -r)"),
         .flag("--json", help: "print JSON instead of text (errors too)"),
@@ -84,8 +87,9 @@ public struct GlobalOptions: Sendable, Equatable {
         .value("--interval", "MIN[-MAX]", help: "ask for a connection interval in ms, 7.5-4000 in steps of 1.25 (LE Connection Update)"),
         .value("--latency", "N", help: "ask for a peripheral latency of N connection events, 0-499"),
         .value("--supervision-timeout", "MS", help: "ask for a supervision timeout in ms, 100-32000 in steps of 10"),
-        .value("--phy", "1m|2m|coded", help: "ask for this PHY both ways (LE Set PHY)"),
+        .choice("--phy", "1m|2m|coded", LinkPHYChoice.self, help: "ask for this PHY both ways (LE Set PHY)"),
         .value("--data-length", "OCTETS", help: "ask for this link-layer data length, 27-251 octets (LE Set Data Length)"),
+        .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
     ]
 
     /// These options with those a later line gave (`given`, as `ParsedArguments.givenGlobals` says) laid over
@@ -108,6 +112,7 @@ public struct GlobalOptions: Sendable, Equatable {
             case .supervisionTimeout: o.link.supervisionTimeoutMilliseconds = line.link.supervisionTimeoutMilliseconds
             case .phy: o.link.phy = line.link.phy
             case .dataLength: o.link.dataLength = line.link.dataLength
+            case .noCache: o.noCache = line.noCache
             }
         }
         return o
@@ -127,6 +132,7 @@ public struct GlobalOptions: Sendable, Equatable {
         trace = flags.contains(GlobalOptionName.trace.rawValue)
         btsnoop = values[GlobalOptionName.btsnoop.rawValue]?.last
         json = flags.contains(GlobalOptionName.json.rawValue)
+        noCache = flags.contains(GlobalOptionName.noCache.rawValue)
         profile = values[GlobalOptionName.profile.rawValue]?.last
         link.interval = try value(.interval, parseConnectionInterval)
         link.latency = try value(.latency) { (s: String) throws(UsageError) in try parseCount(s, in: LinkRequestOptions.latencyRange, what: "peripheral latency") }

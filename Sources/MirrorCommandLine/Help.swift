@@ -1,11 +1,26 @@
 // The text of `mirror --help` and `mirror COMMAND --help`, generated from the command table.
 
+/// What the tool is, in one line (`mirror --help`, the man page's NAME).
+public let toolSummary = "a Bluetooth Low Energy host tool that speaks ATT itself over a raw L2CAP socket (LE CID 4)."
+
+/// How a command line looks.
+public let toolSynopsis = "mirror [GLOBAL OPTIONS] COMMAND [ARGUMENTS] [OPTIONS]"
+
+/// What the tool takes besides a command's own options: `--help` (anywhere) and `--version` (before a command).
+public let toolOptions: [OptionSpec] = [.flag("--help", help: "show help for mirror or a command")]
+
+/// The forms of TARGET, with what each is.
+public let targetForms: [(form: String, meaning: String)] = [
+    ("AA:BB:CC:DD:EE:FF", "an LE device address (public unless --type random)"),
+    ("unix:PATH", "an AF_UNIX SOCK_SEQPACKET socket speaking ATT (the simulator mirror-sim)"),
+]
+
 /// `mirror --help`: what the tool is, the commands, global options, targets, exit status, examples.
 public func toolHelp(_ commands: [CommandSpec]) -> String {
     var s = """
-    mirror: a Bluetooth Low Energy host tool that speaks ATT itself over a raw L2CAP socket (LE CID 4).
+    mirror: \(toolSummary)
 
-    Usage: mirror [GLOBAL OPTIONS] COMMAND [ARGUMENTS] [OPTIONS]
+    Usage: \(toolSynopsis)
 
     Commands:
 
@@ -15,7 +30,7 @@ public func toolHelp(_ commands: [CommandSpec]) -> String {
         s += "  " + pad(c.name, width) + c.summary + "\n"
     }
     s += "\nGlobal options (before or after the command; each command lists those it takes):\n"
-    s += optionLines(GlobalOptions.specs + [.flag("--help", help: "show help for mirror or a command")])
+    s += optionLines(GlobalOptions.specs + toolOptions)
     s += "\n" + targetText + "\n" + exitStatusText()
     s += "\nExamples:\n"
     let examples = commands.compactMap { $0.examples.first }
@@ -54,12 +69,7 @@ public func commandHelp(_ spec: CommandSpec) -> String {
     return s
 }
 
-let targetText = """
-    Targets:
-      AA:BB:CC:DD:EE:FF   an LE device address (public unless --type random)
-      unix:PATH           an AF_UNIX SOCK_SEQPACKET socket speaking ATT (the simulator mirror-sim)
-
-    """
+let targetText = "Targets:\n" + targetForms.map { "  " + pad($0.form, 20) + $0.meaning + "\n" }.joined()
 
 /// The exit status table, as printed in help.
 public func exitStatusText() -> String {

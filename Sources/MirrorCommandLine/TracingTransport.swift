@@ -17,8 +17,13 @@ public final class ObservedTransport: ATTTransport {
     let tracing: Atomic<Bool>
     /// Guards what was observed: the backpressure accounting.
     let observed = Lock<Observations>(Observations())
+    /// Orders the trace's lines: held across a traced send and its line, and while a received PDU's line is
+    /// printed (so `inner` must not deliver a PDU from within its own trySend).
+    private let traceOrder = Lock<Void>(())
     /// Guards the closure told when the transport closes (the shell's lost-connection line).
     private let closeObserver = Lock<(@Sendable (TransportError) -> Void)?>(nil)
+    /// Guards the closure told each Handle Value Indication received (the session's Service Changed watch).
+    private let indicationObserver = Lock<(@Sendable ([UInt8]) -> Void)?>(nil)
 
     /// What went by.
     public struct Observations: Sendable {
@@ -52,6 +57,10 @@ public final class ObservedTransport: ATTTransport {
     /// `body` is told the reason once the transport closes (either side).
     public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) { closeObserver.withLock { $0 = body } }
 
+    /// `body` is told each Handle Value Indication (its whole PDU) as it arrives, on the bearer's reader thread,
+    /// before the GATT client sees it.
+    public func whenIndicated(_ body: @escaping @Sendable ([UInt8]) -> Void) { indicationObserver.withLock { $0 = body } }
+
     /// The console to trace on, while tracing.
     private var traceConsole: Console? { isTracing ? console : nil }
 
@@ -64,12 +73,19 @@ public final class ObservedTransport: ATTTransport {
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        let result = try inner.trySend(pdu)
-        if result == .sent {
-            if let console = traceConsole {
-                console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow()))
+        let result: ATTSendResult
+        if let console = traceConsole {
+            // The send and its line under `traceOrder`: the reader prints the answer under it too, so a request's
+            // line always precedes its response's, though the answer can arrive before trySend returns.
+            result = try traceOrder.withLock { _ throws(TransportError) in
+                let r = try inner.trySend(pdu)
+                if r == .sent { console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow())) }
+                return r
             }
         } else {
+            result = try inner.trySend(pdu)
+        }
+        if result != .sent {
             let now = monotonicNanoseconds()
             observed.withLock { o in
                 o.wouldBlockCount += 1
@@ -97,8 +113,14 @@ public final class ObservedTransport: ATTTransport {
     }
 
     func received(_ pdu: [UInt8]) {
-        if let console = traceConsole { console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+        if let console = traceConsole {
+            traceOrder.withLock { _ in console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+        }
+        if pdu.first == ATTOpcode.handleValueIndication.rawValue { indicated(pdu) }
     }
+
+    /// Tells the indication observer (only indications are copied on the untraced path).
+    func indicated(_ pdu: [UInt8]) { indicationObserver.withLock { $0 }?(pdu) }
 
     func closed(_ reason: TransportError) {
         if let console = traceConsole { console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) - closed: \(reason)") }
@@ -124,6 +146,7 @@ final class ObservingSink: ATTTransportSink {
     /// Without `--trace` nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
     func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
         if !transport.isTracing {
+            if pdu.first == ATTOpcode.handleValueIndication.rawValue { transport.indicated(Array(pdu)) }
             next.transport(didReceiveBytes: pdu)
         } else {
             transport(didReceive: Array(pdu))

@@ -18,15 +18,28 @@ extension AttributeDatabase {
     }
 
     /// GAP (Device Name, Appearance), GATT (Service Changed) and the profile's mirror service; the mirror's
-    /// values are named after the profile ("scanState"), the fixed ones are unnamed.
-    public static func mirror(profile: MirrorProfile, deviceName: String) -> AttributeDatabase {
-        AttributeDatabase { db in
+    /// values are named after the profile ("scanState"), the fixed ones are unnamed. With `caching` the GATT
+    /// service also has Client Supported Features and the Database Hash (Vol 3 Part G §7.2, §7.3; named
+    /// "clientSupportedFeatures" and "databaseHash", the hash stored by `AttributeDatabase.databaseHash()`),
+    /// and the mirror service's handles are 4 higher.
+    /// `addedCharacteristic`: the database after the fault change-database, with "simAdded" (read) first in the
+    /// mirror service.
+    public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false,
+                              addedCharacteristic: Bool = false) -> AttributeDatabase {
+        var database = AttributeDatabase { db in
             db.service(.genericAccess)
             db.characteristic(.deviceName, [.read], value: Array(deviceName.utf8))
             db.characteristic(.appearance, [.read], value: [0x00, 0x00])
             db.service(.genericAttribute)
             db.characteristic(.serviceChanged, [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
+            if caching {
+                db.characteristic(.clientSupportedFeatures, [.read, .write], value: [0x00], name: clientSupportedFeaturesName)
+                db.characteristic(.databaseHash, [.read], name: databaseHashName)
+            }
             db.service(profile.service)
+            if addedCharacteristic {
+                db.characteristic(simAddedUUID, [.read], value: Array("added".utf8), name: "simAdded")
+            }
             // Required characteristics in the profile's documented order, then any extras by name.
             let extras = profile.characteristics.keys.filter { !MirrorProfile.requiredCharacteristics.contains($0) }.sorted()
             for name in MirrorProfile.requiredCharacteristics + extras {
@@ -34,5 +47,21 @@ extension AttributeDatabase {
                 db.characteristic(uuid, mirrorProperties(of: name), name: name)
             }
         }
+        if caching { database.storeDatabaseHash() }
+        return database
+    }
+
+    /// The characteristic the fault change-database adds.
+    public static let simAddedUUID = BluetoothUUID(string: "6d697272-6f72-7369-6d00-0000000000ad")!
+
+    /// The names of the GATT service's caching characteristics in the simulator's database.
+    public static let clientSupportedFeaturesName = "clientSupportedFeatures"
+    public static let databaseHashName = "databaseHash"
+
+    /// Stores the Database Hash of the database as it is now in its "databaseHash" value (after a change too).
+    public mutating func storeDatabaseHash() {
+        guard let h = handle(Self.databaseHashName) else { return }
+        // libcrypto is missing only on a broken install: the value stays empty and a client finds no hash.
+        setValue((try? databaseHash()) ?? [], at: h)
     }
 }

@@ -15,9 +15,8 @@ import GATTServer
 /// queue) and outbox. Timers run on one serial queue and check a generation before acting.
 public final class SimulatedMirror: Sendable {
     public let options: SimOptions
-    public let database: AttributeDatabase
-    /// The ATT server; the mirror's read and write handlers are its state machine.
-    private let server: ATTServer
+    /// The attribute database as it is now (the fault change-database changes it during a connection).
+    public var database: AttributeDatabase { state.withLock { $0.server.database } }
     private let timers = DispatchQueue(label: "mirror-sim.timers")
     private let state: Lock<DeviceState>
     private let logSink: @Sendable (String) -> Void
@@ -47,9 +46,20 @@ public final class SimulatedMirror: Sendable {
         /// Write Requests and Write Commands received on this connection (logged when it closes).
         var writeRequests = 0
         var writeCommands = 0
+        /// What the client wrote to Client Supported Features (Vol 3 Part G §7.2): bit 0 is robust caching.
+        var clientFeatures: [UInt8] = [0x00]
+        /// Change-aware (Vol 3 Part G §2.5.2.1): false from a database change until the client confirms the
+        /// Service Changed indication or reads the Database Hash.
+        var changeAware = true
+        /// A Service Changed indication awaits its confirmation.
+        var serviceChangedPending = false
     }
 
     struct DeviceState {
+        /// The ATT server over the database as it is now; the mirror's read and write handlers are its state machine.
+        var server: ATTServer
+        /// The fault change-database has run (once per simulator).
+        var databaseChanged = false
         var scanState: UInt8
         var scanError: UInt8
         var wifiStatus: UInt8
@@ -85,13 +95,12 @@ public final class SimulatedMirror: Sendable {
                 connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
         self.options = options
         self.connectionClosed = connectionClosed
-        self.database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName)
-        self.server = ATTServer(database: database, serverRxMTU: options.serverMTU)
+        let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching)
         self.logSink = log
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
         let notConnected = options.profile.wifiStatusByte("notConnected") ?? 0
-        state = Lock(DeviceState(scanState: options.initialScanState, scanError: options.initialScanError,
+        state = Lock(DeviceState(server: ATTServer(database: database, serverRxMTU: options.serverMTU), scanState: options.initialScanState, scanError: options.initialScanError,
                                   wifiStatus: options.wifiConnected ? connected : notConnected,
                                   ssid: options.wifiConnected ? Array(options.connectedSSID.utf8) : [],
                                   faults: options.faults))
@@ -113,8 +122,13 @@ public final class SimulatedMirror: Sendable {
         let id = state.withLock { s in
             let id = s.nextConnectionID
             s.nextConnectionID += 1
-            s.connections[id] = Conn(transport: transport)
+            var conn = Conn(transport: transport)
+            conn.clientFeatures = [options.clientFeaturesAtConnect]
+            s.connections[id] = conn
             return id
+        }
+        if id == 1, let ms = options.changeDatabaseAfterMilliseconds {
+            after(ms) { [self] s, fx in changeDatabase(&s, &fx) }
         }
         log("connection \(id) opened: \(transport.label)")
         transport.start(SimConnectionSink(mirror: self, id: id))
@@ -202,7 +216,7 @@ public final class SimulatedMirror: Sendable {
 
     /// Notifies `name`'s value to every connection that enabled notifications on it.
     private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
-        guard let handle = database.handle(name) else { return }
+        guard let handle = s.server.database.handle(name) else { return }
         for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where c.session.subscribed(handle) {
             fx.logs.append("conn \(id): notify \(name) = \(ATTHex.string(value, separator: " "))")
             sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(c.session.mtu))))
@@ -249,7 +263,12 @@ public final class SimulatedMirror: Sendable {
         }
         // Faults match requests and commands on a characteristic's value handle.
         var fault: SimFault?
-        if let target = targetHandle(pdu), let name = database.name(of: target),
+        if case .handleValueConfirmation = pdu, s.connections[id]?.serviceChangedPending == true {
+            // The Service Changed indication confirmed: the client is change-aware again (§2.5.2.1).
+            s.connections[id]?.serviceChangedPending = false
+            s.connections[id]?.changeAware = true
+        }
+        if let target = targetHandle(pdu), let name = s.server.database.name(of: target),
            let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
             if s.faults[index].occurrence > 1 {
                 s.faults[index].occurrence -= 1
@@ -260,6 +279,12 @@ public final class SimulatedMirror: Sendable {
         }
         if case .disconnect = fault?.kind {
             if let c = s.connections[id] { fx.closes.append((c.transport, "fault: disconnect during \(pdu.opcode.name)")) }
+            return
+        }
+        if case .changeDatabase = fault?.kind { changeDatabase(&s, &fx) }
+        if outOfSync(&s, id, pdu) {
+            fx.logs.append("conn \(id): change-unaware with robust caching: Database Out Of Sync to \(pdu.opcode.name)")
+            sendPDU(&s, &fx, id, .errorResponse(requestOpcode: pdu.opcode, handle: targetHandle(pdu) ?? 0x0000, error: .databaseOutOfSync))
             return
         }
         let reply = answer(&s, &fx, id, pdu)
@@ -280,6 +305,40 @@ public final class SimulatedMirror: Sendable {
         }
     }
 
+    /// The fault change-database (once): the mirror service gets a characteristic at its start ("simAdded"), so
+    /// every mirror handle moves up by 2; every client becomes change-unaware and those that enabled indications
+    /// of Service Changed get one for the range from the mirror service to 0xFFFF (Vol 3 Part G §7.1, §2.5.2.1).
+    private func changeDatabase(_ s: inout DeviceState, _ fx: inout Effects) {
+        guard !s.databaseChanged else { return }
+        s.databaseChanged = true
+        var changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
+                                               addedCharacteristic: true)
+        changed.storeDatabaseHash()
+        s.server.database = changed
+        let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001
+        let serviceChanged = changed.attributes.first { $0.type == .serviceChanged }?.handle
+        fx.logs.append("fault: the database changed from \(ATTHex.handle(start)) (simAdded; the mirror's handles move up by 2)")
+        for id in s.connections.keys.sorted() {
+            s.connections[id]?.changeAware = false
+            guard let h = serviceChanged, s.connections[id]?.session.subscribed(h, indications: true) == true else { continue }
+            s.connections[id]?.serviceChangedPending = true
+            sendPDU(&s, &fx, id, .handleValueIndication(handle: h, value: [UInt8(start & 0xFF), UInt8(start >> 8), 0xFF, 0xFF][...]))
+        }
+    }
+
+    /// A request from a change-unaware client that enabled robust caching gets Database Out Of Sync (0x12), except a
+    /// read of the Database Hash, which is answered and makes it change-aware (Vol 3 Part G §2.5.2.1).
+    private func outOfSync(_ s: inout DeviceState, _ id: Int, _ pdu: ATTPDU) -> Bool {
+        guard pdu.opcode.kind == .request, let c = s.connections[id], !c.changeAware,
+              (c.clientFeatures.first ?? 0) & 0x01 != 0 else { return false }
+        let hash = s.server.database.handle(AttributeDatabase.databaseHashName)
+        var readsHash = false
+        if case .readByTypeRequest(_, let type) = pdu, type == .databaseHash { readsHash = true }
+        if case .readRequest(let h) = pdu, h == hash { readsHash = true }
+        if readsHash { s.connections[id]?.changeAware = true }
+        return !readsHash
+    }
+
     private func respondLater(_ id: Int, _ ms: Int, _ pdu: ATTPDU) {
         after(ms) { [self] s, fx in sendPDU(&s, &fx, id, pdu) }
     }
@@ -287,7 +346,7 @@ public final class SimulatedMirror: Sendable {
     /// The fault "notify-first": scanState and scanError go out before the answer even when unchanged.
     private func notifyUnchanged(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int) {
         for (name, value) in [("scanState", s.scanState), ("scanError", s.scanError)] {
-            guard let handle = database.handle(name), let c = s.connections[id] else { continue }
+            guard let handle = s.server.database.handle(name), let c = s.connections[id] else { continue }
             if c.session.subscribed(handle) { sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: [value][...])) }
         }
     }
@@ -312,9 +371,9 @@ public final class SimulatedMirror: Sendable {
             s.writeRequests += 1
         default: break
         }
-        var server = self.server
+        var server = s.server
         let reply = server.answer(pdu, session: &session,
-                                  read: { readValue(&s, $0) },
+                                  read: { readValue(&s, id, $0) },
                                   write: { write(&s, &fx, id, $0) })
         s.connections[id]?.session = session
         if case .exchangeMTURequest(let clientRx) = pdu {
@@ -332,9 +391,11 @@ public final class SimulatedMirror: Sendable {
     // MARK: - the mirror's values
 
     /// A named attribute is one of the mirror's values; the Wi-Fi list's cursor moves on a Read Request only.
-    private func readValue(_ s: inout DeviceState, _ read: AttributeRead) -> ReadOutcome {
+    private func readValue(_ s: inout DeviceState, _ id: Int, _ read: AttributeRead) -> ReadOutcome {
         guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
         switch name {
+        case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[id]?.clientFeatures ?? [0])
+        case AttributeDatabase.databaseHashName: return .stored
         case "scanState": return .value([s.scanState])
         case "scanError": return .value([s.scanError])
         case "cloudToken": return .value(s.cloudToken)
@@ -356,14 +417,29 @@ public final class SimulatedMirror: Sendable {
         switch w.attribute.role {
         case .cccd(let valueHandle):
             let v = UInt16(w.value[0]) | UInt16(w.value[1]) << 8
-            fx.logs.append("conn \(id): CCCD of \(database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
+            fx.logs.append("conn \(id): CCCD of \(s.server.database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
             return .store
+        case .value where w.attribute.name == AttributeDatabase.clientSupportedFeaturesName:
+            return writeClientFeatures(&s, &fx, id, w.value)
         case .value where w.attribute.name != nil:
             if w.opcode == .prepareWriteRequest { return .store }
             return writeMirror(&s, &fx, w.attribute.name!, w.value)
         default:
             return .rejected(.writeNotPermitted)
         }
+    }
+
+    /// Client Supported Features (Vol 3 Part G §7.2), per connection: a bit once set stays set (clearing one is
+    /// Value Not Allowed, 0x13); the value is kept as written, with the bits this server does not know.
+    private func writeClientFeatures(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ value: [UInt8]) -> WriteOutcome {
+        guard !value.isEmpty, let old = s.connections[id]?.clientFeatures else { return .rejected(.invalidAttributeValueLength) }
+        for (i, byte) in old.enumerated() where (i < value.count ? value[i] : 0) & byte != byte {
+            fx.logs.append("conn \(id): Client Supported Features \(ATTHex.string(value)) clears a bit set before: Value Not Allowed")
+            return .rejected(.valueNotAllowed)
+        }
+        s.connections[id]?.clientFeatures = value
+        fx.logs.append("conn \(id): Client Supported Features = \(ATTHex.string(value))" + (value[0] & 0x01 != 0 ? " (robust caching)" : ""))
+        return .accepted(responseAfterMilliseconds: nil)
     }
 
     private func writeMirror(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) -> WriteOutcome {

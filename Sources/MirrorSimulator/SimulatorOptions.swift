@@ -15,6 +15,9 @@ public struct SimFault: Sendable, Equatable, CustomStringConvertible {
         case disconnect
         /// scanState and scanError are notified (unchanged values too) before the answer.
         case notifyFirst
+        /// The database changes before the answer (a characteristic added, the mirror's handles moved, Service
+        /// Changed indicated); a change-unaware client with robust caching gets Database Out Of Sync (0x12).
+        case changeDatabase
     }
     public var kind: Kind
     /// The profile's name of the characteristic whose value handle the request targets.
@@ -34,20 +37,21 @@ public struct SimFault: Sendable, Equatable, CustomStringConvertible {
         }
         let parts = body.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 2, !parts[1].isEmpty else {
-            throw SimOptionsError(problem: "fault \"\(text)\": expected KIND:CHARACTERISTIC[:MS] (drop, delay, disconnect, notify-first)")
+            throw SimOptionsError(problem: "fault \"\(text)\": expected KIND:CHARACTERISTIC[:MS] (drop, delay, disconnect, notify-first, change-database)")
         }
         characteristic = parts[1]
         switch parts[0] {
         case "drop": kind = .drop
         case "disconnect": kind = .disconnect
         case "notify-first": kind = .notifyFirst
+        case "change-database": kind = .changeDatabase
         case "delay":
             guard parts.count == 3, let ms = Int(parts[2]), ms >= 0 else {
                 throw SimOptionsError(problem: "fault \"\(text)\": delay needs milliseconds, e.g. delay:scannerAction:1500")
             }
             kind = .delay(milliseconds: ms)
         default:
-            throw SimOptionsError(problem: "fault \"\(text)\": unknown kind \(parts[0]) (drop, delay, disconnect, notify-first)")
+            throw SimOptionsError(problem: "fault \"\(text)\": unknown kind \(parts[0]) (drop, delay, disconnect, notify-first, change-database)")
         }
     }
     public init(_ kind: Kind, _ characteristic: String) { self.kind = kind; self.characteristic = characteristic }
@@ -58,6 +62,7 @@ public struct SimFault: Sendable, Equatable, CustomStringConvertible {
         case .delay(let ms): return "delay:\(characteristic):\(ms)\(suffix)"
         case .disconnect: return "disconnect:\(characteristic)\(suffix)"
         case .notifyFirst: return "notify-first:\(characteristic)\(suffix)"
+        case .changeDatabase: return "change-database:\(characteristic)\(suffix)"
         }
     }
 }
@@ -119,6 +124,14 @@ public struct SimOptions: Sendable, Equatable {
     public var faults: [SimFault] = []
     /// Log every PDU and state change to stderr.
     public var verbose = false
+    /// The GATT service serves Client Supported Features and the Database Hash (Vol 3 Part G §7.2-§7.3), with
+    /// robust caching per connection (§2.5.2.1); the mirror service's handles move up by 4.
+    public var caching = false
+    /// The Client Supported Features each connection starts with (a bonded client's kept value, Vol 3 Part G
+    /// §7.2: 1 is robust caching); default 0.
+    public var clientFeaturesAtConnect: UInt8 = 0
+    /// The database changes this long after the first connection opens, as the fault change-database does.
+    public var changeDatabaseAfterMilliseconds: Int?
 
     public init() {}
 
@@ -198,6 +211,11 @@ public struct SimOptions: Sendable, Equatable {
             timings.scanStepMilliseconds = n
         case "fault", "faults": faults.append(try SimFault(parsing: value))
         case "verbose": verbose = try bool()
+        case "caching": caching = try bool()
+        case "client-features": clientFeaturesAtConnect = try byte()
+        case "change-database-after":
+            guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--change-database-after: expected milliseconds, got \(value)") }
+            changeDatabaseAfterMilliseconds = n
         default: throw SimOptionsError(problem: "unknown option --\(key)")
         }
     }

@@ -31,12 +31,24 @@ public enum ToolProcess {
     /// The built executable `name` ("mirror").
     public static func url(_ name: String) -> URL { productsDirectory.appendingPathComponent(name) }
 
-    /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null); throws `ToolTimeout` if it does not
-    /// end within `timeout` seconds.
-    public static func run(_ tool: String, _ arguments: [String], input: String? = nil, timeout: Double = 60) throws -> ToolRun {
+    /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null), with `environment` over this
+    /// process's; throws `ToolTimeout` if it does not end within `timeout` seconds.
+    public static func run(_ tool: String, _ arguments: [String], input: String? = nil, environment: [String: String] = [:],
+                           timeout: Double = 60) throws -> ToolRun {
+        try run(executable: url(tool), arguments, input: input, environment: environment, timeout: timeout)
+    }
+
+    /// Runs the program at `executable` (a built tool, a script of the project, /usr/bin/env for a system tool) as
+    /// `run(_:_:input:environment:timeout:)` does.
+    public static func run(executable: URL, _ arguments: [String], input: String? = nil, environment: [String: String] = [:],
+                           timeout: Double = 60) throws -> ToolRun {
+        let tool = executable.lastPathComponent
         let process = Process()
-        process.executableURL = url(tool)
+        process.executableURL = executable
         process.arguments = arguments
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
+        }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out

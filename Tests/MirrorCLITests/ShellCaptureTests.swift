@@ -85,8 +85,8 @@ extension ShellTests {
         let run = try MirrorProcess.run(["shell", peer.target], input: "read \(device)\ntrace on\nwrite \(sink) 4142\ntrace off\nread \(device)\n")
         XCTAssertEqual(run.status, 0, run.stderr)
         let traced = run.stderr.split(separator: "\n").filter { $0.range(of: #"^\d\d:\d\d:\d\d\.\d{6} [<>] "#, options: .regularExpression) != nil }
-        // (In either order: the response's line, printed by the reader, may come before the request's.)
-        XCTAssertEqual(Set(traced.map { String($0.dropFirst(16)) }), ["> Write Request handle \(sink) value [41 42]", "< Write Response"],
+        // In this order: the request's line before its response's (ObservedTransport's traceOrder).
+        XCTAssertEqual(traced.map { String($0.dropFirst(16)) }, ["> Write Request handle \(sink) value [41 42]", "< Write Response"],
                        "only the PDUs between trace on and trace off: \(run.stderr)")
         XCTAssertEqual(traced.count, 2, run.stderr)
     }

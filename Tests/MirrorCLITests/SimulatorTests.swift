@@ -7,10 +7,12 @@ import TestSupport
 
 /// A running `mirror-sim`, started on a fresh socket path; ready once it says it listens.
 final class SimulatorProcess {
-    let path = temporarySocketPath("mirror-cli-sim")
+    let path: String
     let tool: BackgroundTool
 
-    init(_ extra: [String] = []) throws {
+    /// `path`: the socket (default: a fresh one), so that a test can restart a simulator where another was.
+    init(_ extra: [String] = [], path: String = temporarySocketPath("mirror-cli-sim")) throws {
+        self.path = path
         tool = try BackgroundTool("mirror-sim", ["unix:\(path)"] + extra, readyWhen: "listening on unix:\(path)", stderrToo: true)
     }
 

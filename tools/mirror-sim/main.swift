@@ -24,7 +24,13 @@ let usage = """
       --latched-error         start latched at ERROR / PROCESSOR_BUSY (or --scan-state N --scan-error N)
       --mtu N                 server Rx MTU for Exchange MTU (default 517)
       --pace fast|realistic   scan progression in about 0.1 s (default) or about 20 s; --step-ms N per state
-      --fault KIND:CHAR[:MS]  once, on the next request to CHAR: drop, delay:CHAR:MS, disconnect, notify-first
+      --fault KIND:CHAR[:MS]  once, on the next request to CHAR: drop, delay:CHAR:MS, disconnect, notify-first,
+                              change-database (handles move, Service Changed, 0x12)
+      --caching yes|no        serve Client Supported Features and the Database Hash in the GATT service (robust
+                              caching; the mirror service's handles move up by 4; default no)
+      --client-features N     the Client Supported Features a connection starts with (1: robust caching, as a
+                              bonded client's kept value; default 0)
+      --change-database-after MS  change the database MS after the first connection opens (as change-database)
       --verbose               log every PDU; --quiet logs nothing
       --once                  exit after the first connection closes
     """

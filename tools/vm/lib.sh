@@ -290,6 +290,19 @@ vm_gatt_peer() {
   vm_ok hci0-power 20 btmgmt -i hci0 power on
 }
 
+# vm_example_gatt_peer: vm_gatt_peer, and BlueZ's example-gatt-server as Debian ships it, patched into a copy in
+# $OUT (tools/vm/peers/example-gatt-server.patch says what and why), registered with bluetoothd on hci1: Heart Rate,
+# Battery and the test service (gatt-example, shell-bluez).
+vm_example_gatt_peer() {
+  vm_gatt_peer
+  local example=/usr/share/doc/bluez-test-scripts/examples/example-gatt-server
+  [ -f $example ] || vm_fail "$example is missing (Debian package bluez-test-scripts; tools/setup.sh installs it)"
+  vm_ok example-patch 20 patch -s -o "$OUT/example-gatt-server" $example "$REPO/tools/vm/peers/example-gatt-server.patch"
+  vm_bg example /usr/bin/python3 -u "$OUT/example-gatt-server" hci1
+  vm_wait_log example "^GATT application registered|^Failed|^GattManager1 interface not found|Error" 40
+  vm_grep "$OUT/example.log" "^GATT application registered" "example-gatt-server registered its application with bluetoothd on hci1"
+}
+
 # vm_sim STEP [FLAGS...]: starts mirror-sim on hci1 (LE CID 4, advertising through its own raw HCI code)
 # with the given simulator flags, and waits until it listens.
 vm_sim() {

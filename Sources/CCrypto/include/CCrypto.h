@@ -1,5 +1,5 @@
-// CCrypto: libcrypto's SHA-256 (Debian libssl-dev), through its EVP digest interface, as fixed-argument
-// functions over an opaque context, so that Swift needs neither OpenSSL's headers nor its macros.
+// CCrypto: libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev), through its EVP digest and EVP MAC interfaces, as
+// fixed-argument functions over an opaque context, so that Swift needs neither OpenSSL's headers nor its macros.
 #ifndef CCRYPTO_H
 #define CCRYPTO_H
 
@@ -26,5 +26,10 @@ int ccr_sha256_update(ccr_sha256 *c, const void *bytes, size_t count);
 int ccr_sha256_digest(const ccr_sha256 *c, uint8_t out[32]);
 
 void ccr_sha256_free(ccr_sha256 *c);
+
+/// AES-128-CMAC (RFC 4493) of `count` bytes under the 16-byte `key`, written to `out` in the order CMAC produces
+/// it (the GATT Database Hash, Core Spec 5.4 Vol 3 Part G §7.3); returns 1 on success, 0 on failure
+/// (ccr_unavailable says when libcrypto cannot be loaded).
+int ccr_aes_cmac(const uint8_t key[16], const void *bytes, size_t count, uint8_t out[16]);
 
 #endif

@@ -39,6 +39,7 @@ public let commandTable: [Command] = [
     scanCommand,
     wifiCommand,
     shellCommand,
+    cacheCommand,
     doctorCommand,
     adaptersCommand,
 ]

@@ -1,4 +1,5 @@
-// mirror gatt TARGET [--read]: the whole GATT database.
+// mirror gatt TARGET [--read | --diff]: the whole GATT database, or what changed against the cached copy.
+import ATTStack
 import JSON
 
 let gattCommand = Command(CommandSpec(
@@ -14,9 +15,12 @@ let gattCommand = Command(CommandSpec(
         "handle", "valueHandle", "properties", "descriptors": [{"uuid", "handle"}]}]}]}; UUIDs are lowercase, \
         4 hex digits for 16-bit ones. A service with include declarations also has "includes"; with --read \
         characteristics and descriptors also have "value" (hex) and "text", or "readError".
+
+        With --diff, discovers the database afresh and prints what changed against the copy in the GATT cache         (`mirror cache`): each service, include, characteristic and descriptor added, removed or moved, with its         UUID and handles; the new database is then cached (when the peer's Database Hash is its hash). --json         prints {"target", "cached", "databaseHash", "changes": [{"change", "kind", "uuid", "handle", "from",         "parent"}]}.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
-    options: [.flag("--read", help: "read every readable characteristic value and descriptor")],
+    options: [.flag("--read", help: "read every readable characteristic value and descriptor"),
+              .flag("--diff", help: "print what changed against the cached copy (added, removed, moved), then cache the new one")],
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror gatt unix:/tmp/mirror-sim.sock", "the database of the simulator"),
@@ -26,6 +30,27 @@ let gattCommand = Command(CommandSpec(
 )) { inv in
     let target = try inv.target()
     let readValues = inv.arguments.has("--read")
+    if inv.arguments.has("--diff") {
+        if inv.global.noCache { throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt") }
+        let session = try await Session.open(target, inv)
+        defer { session.close() }
+        let (cached, peerHash, changes) = try await session.diffAgainstCache()
+        if inv.global.json {
+            inv.console.json(.object([
+                ("target", .string(session.cacheTarget)), ("cached", .bool(cached != nil)),
+                ("databaseHash", peerHash.map { .string(ATTHex.string($0)) } ?? .null),
+                ("changes", .array(changes.map(\.json))),
+            ]))
+        } else if cached == nil {
+            inv.console.out("no cached copy of \(session.cacheTarget) to compare with"
+                            + (peerHash == nil ? " (it serves no Database Hash, so none is kept)" : ""))
+        } else if changes.isEmpty {
+            inv.console.out("no change against the cached copy of \(session.cacheTarget)")
+        } else {
+            for c in changes { inv.console.out(c.text) }
+        }
+        return .success
+    }
     let session = try await Session.open(target, inv)
     defer { session.close() }
     let database = try await session.database(readValues: readValues)

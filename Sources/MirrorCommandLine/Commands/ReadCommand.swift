@@ -33,19 +33,22 @@ let readCommand = Command(CommandSpec(
     let session = try await Session.open(target, inv)
     defer { session.close() }
     // A UUID keeps its meaning (Read By Type: every value of it); a name is one characteristic's value handle.
-    let selector: AttributeSelector
-    switch reference {
-    case .handle(let h): selector = .handle(h)
-    case .uuid(let u): selector = .uuid(u)
-    case .name: selector = .handle(try await session.resolve(reference, command: "read"))
+    // After Database Out Of Sync (0x12) the database is resynchronized and a UUID or name read again once.
+    let byUUID: Bool
+    let values: [ReadValue]
+    if case .uuid(let u) = reference {
+        byUUID = true
+        values = try await session.retryingOutOfSync { try await session.read(.uuid(u)) }
+    } else {
+        byUUID = false
+        values = try await session.retryingOutOfSync(reference, command: "read") { h in try await session.read(.handle(h)) }
     }
-    let values = try await session.read(selector)
     if inv.global.json {
         let items: [JSONValue] = values.map { v in
             .object([("handle", .int(Int(v.handle))), ("value", .string(ATTHex.string(v.value))),
                      ("text", .string(printableText(v.value))), ("length", .int(v.value.count))])
         }
-        if case .handle = selector, let only = items.first {
+        if !byUUID, let only = items.first {
             inv.console.json(only)
         } else {
             inv.console.json(JSONValue.object([("values", .array(items))]))

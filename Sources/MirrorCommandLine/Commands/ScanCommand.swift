@@ -66,10 +66,14 @@ let scanCommand = Command(CommandSpec(
     options.timeout = .milliseconds(Int64((deadline * 1000).rounded()))
     if let settle { options.settle = .milliseconds(Int64((settle * 1000).rounded())) }
     options.scanID = inv.arguments.string("--scan-id")
-    let scanOptions = options
 
     let session = try await Session.open(target, inv)
     defer { session.close() }
+    // The cached database when the peer has a Database Hash (no discovery when it matches), and robust caching
+    // for the scan's long wait once it has subscribed (the peer answers 0x12 rather than serve moved handles).
+    options.database = try await session.cachedDatabase()
+    if options.database != nil { options.afterSubscribing = { [session] in try await session.enableRobustCaching() } }
+    let scanOptions = options
     let json = inv.global.json
     // The link the scan runs on, read before it starts (its result object carries it).
     let linkJSON = json ? session.linkJSON() : .null

@@ -1,4 +1,5 @@
 // mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
+import GATTClient
 import JSON
 import Mirror
 
@@ -45,9 +46,12 @@ let wifiCommand = Command(CommandSpec(
     let emit: @Sendable (MirrorEvent) -> Void = { e in
         if json { console.out(mirrorEventJSON(e).compact) } else { console.err(mirrorEventText(e)) }
     }
+    // The cached database when the peer has a Database Hash (no discovery when it matches); a join enables
+    // robust caching once it has subscribed, for its wait (list and status are over in a few requests).
+    let database = try await session.cachedDatabase()
     switch action {
     case "list":
-        let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, emit: emit)
+        let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([("event", "result"), ("networks", .array(ssids.map { .string($0) }))]).compact)
         } else {
@@ -57,8 +61,8 @@ let wifiCommand = Command(CommandSpec(
         return .success
     default:
         let status = action == "status"
-            ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, emit: emit)
-            : try await joinWiFi(session, profile: profile, ssid: ssid!, timeout: limit, emit: emit)
+            ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
+            : try await joinWiFi(session, profile: profile, ssid: ssid!, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([
                 ("event", "result"), ("status", .string(status.status)), ("statusByte", status.statusByte.map { .int(Int($0)) } ?? .null),
@@ -73,10 +77,13 @@ let wifiCommand = Command(CommandSpec(
 }
 
 /// MirrorWiFi.join on the session's notifications from this moment (`Session.procedureNotifications`).
-private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, timeout: Duration,
+private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, timeout: Duration, database: [GATTService]?,
                       emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorWiFiStatus {
     let notifications = try session.procedureNotifications()
     defer { session.endProcedureNotifications(notifications) }
+    var robustCaching: (@Sendable () async throws -> Void)?
+    if database != nil { robustCaching = { @Sendable in try await session.enableRobustCaching() } }
     return try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid, timeout: timeout,
-                                     notifications: notifications, emit: emit)
+                                     database: database, notifications: notifications, afterSubscribing: robustCaching,
+                                     emit: emit)
 }

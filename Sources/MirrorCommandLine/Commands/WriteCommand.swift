@@ -47,8 +47,11 @@ let writeCommand = Command(CommandSpec(
         : inv.arguments.has("--reliable") ? .reliable : .request
     let session = try await Session.open(target, inv)
     defer { session.close() }
-    let handle = try await session.resolve(reference, command: "write")
-    try await session.write(handle: handle, value: value, mode: mode)
+    // A UUID or name is resolved again, and the write retried once, after Database Out Of Sync (0x12).
+    let handle = try await session.retryingOutOfSync(reference, command: "write") { h in
+        try await session.write(handle: h, value: value, mode: mode)
+        return h
+    }
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("handle", .int(Int(handle))), ("length", .int(value.count)), ("mode", .string(mode.rawValue)),

@@ -132,10 +132,11 @@ extension Session {
         })
     }
 
-    /// The database as discovered on this connection (Part G §4.4-4.7, once).
+    /// The database as discovered on this connection (Part G §4.4-4.7, once), or from the GATT cache when the
+    /// peer's Database Hash matches the cached copy's (`cachedOrDiscovered`, DatabaseCache.swift).
     func discovered() async throws(GATTError) -> DiscoveredNames {
         if let known = discoveredNames.withLock({ $0 }) { return known }
-        let state = DiscoveredNames(services: try await client.discoverDatabase())
+        let state = DiscoveredNames(services: try await cachedOrDiscovered())
         discoveredNames.withLock { if $0 == nil { $0 = state } }
         return discoveredNames.withLock { $0 } ?? state
     }

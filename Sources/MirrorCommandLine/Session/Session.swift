@@ -71,12 +71,25 @@ final class Session: Sendable {
     let discoveredNames = Lock<DiscoveredNames?>(nil)
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
+    /// Guards what a Service Changed indication left to rediscover: the database known then and the range it named.
+    let serviceChanged = Lock<(stale: [GATTService], range: ATTHandleRange)?>(nil)
+    /// The GATT cache and this peer's key in it (DatabaseCache.swift); nil cache with --no-cache.
+    let cache: DatabaseCache?
+    let cacheTarget: String
+    let cacheAdapter: String?
+    /// Where the cache's warnings and findings go (stderr).
+    let warn: @Sendable (String) -> Void
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
                  capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
                  timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
-                 heldByShell: Bool) {
+                 heldByShell: Bool, cache: DatabaseCache?, cacheTarget: String, cacheAdapter: String?,
+                 warn: @escaping @Sendable (String) -> Void) {
         self.heldByShell = heldByShell
+        self.cache = cache
+        self.cacheTarget = cacheTarget
+        self.cacheAdapter = cacheAdapter
+        self.warn = warn
         self.client = client
         self.link = link
         self.linkRequests = linkRequests
@@ -167,7 +180,11 @@ final class Session: Sendable {
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
-                              linkRequests: requests, heldByShell: heldByShell)
+                              linkRequests: requests, heldByShell: heldByShell,
+                              cache: g.noCache ? nil : DatabaseCache.standard(), cacheTarget: target.cacheKey,
+                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: \($0)") })
+        // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache.
+        observed.whenIndicated { [weak session] pdu in session?.indicated(pdu) }
         do {
             _ = try await client.exchangeMTU()
         } catch {
@@ -295,6 +312,61 @@ final class Session: Sendable {
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = try procedureNotifications()
         defer { endProcedureNotifications(stream) }
+        var (targets, labels) = try await listenTargets(references, command: command)
+        var retried = false
+        while true {
+            let named = labels
+            let subscribedNamed = { (c: GATTCharacteristic, mode: GATTSubscriptionMode, value: [UInt8]?) in
+                subscribed(c, named[c.valueHandle], mode, value)
+            }
+            do {
+                try await subscribe(targets, preferIndications: preferIndications, subscribed: subscribedNamed)
+                break
+            } catch {
+                // Database Out Of Sync (0x12): resynchronized, names resolved again, subscribed again once.
+                if Self.isOutOfSync(error), !retried {
+                    retried = true
+                    try await resynchronize()
+                    if let raw = references.first(where: { if case .handle = $0 { true } else { false } }) {
+                        throw Self.outOfSync(error, "the database changed: its Database Hash was re-read and the database rediscovered; "
+                                             + "\(raw.description) was given as a raw handle and is not remapped")
+                    }
+                    (targets, labels) = try await listenTargets(references, command: command)
+                    continue
+                }
+                // The link ended while subscribing: print what arrived before it did (the stream ends after them).
+                if case .disconnected = error {
+                    var received = 0
+                    do {
+                        for try await n in stream {
+                            handler(Self.listenEvent(n, labels))
+                            received += 1
+                            if let count, received >= count { return received }
+                        }
+                    } catch {}
+                }
+                throw error
+            }
+        }
+        // Robust caching for the wait that follows (the peer answers 0x12 instead of serving moved handles).
+        try await enableRobustCaching()
+        let finalLabels = labels
+        let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalLabels) }
+        var received = 0
+        if let count, received >= count { return received }
+        for try await n in stream {
+            handler(event(n))
+            received += 1
+            if let count, received >= count { break }
+        }
+        return received
+    }
+
+    /// What `listen` subscribes to for `references` (all that notify or indicate when empty), with the labels
+    /// of each (their user descriptions read if not yet).
+    private func listenTargets(_ references: [CharacteristicReference], command: String?) async throws
+        -> ([GATTCharacteristic], [UInt16: String])
+    {
         let characteristics = try await discovered().services.flatMap(\.characteristics)
         var targets: [GATTCharacteristic] = []
         if references.isEmpty {
@@ -316,41 +388,16 @@ final class Session: Sendable {
                 }
             }
         }
-        // The labels of what is subscribed (their user descriptions read if not yet), for each line printed.
         let catalog = try await self.catalog(describing: Set(targets.map(\.valueHandle)))
         let labels = Dictionary(targets.compactMap { c in catalog.entry(at: c.valueHandle)?.label.map { (c.valueHandle, $0) } },
                                 uniquingKeysWith: { a, _ in a })
-        let event = { @Sendable (n: GATTNotification) in
-            ListenEvent(time: unixNow(), handle: n.handle, name: labels[n.handle], indication: n.kind == .indication,
-                        value: n.value, droppedBefore: n.droppedBefore)
-        }
-        let subscribedNamed = { (c: GATTCharacteristic, mode: GATTSubscriptionMode, value: [UInt8]?) in
-            subscribed(c, labels[c.valueHandle], mode, value)
-        }
-        do {
-            try await subscribe(targets, preferIndications: preferIndications, subscribed: subscribedNamed)
-        } catch {
-            // The link ended while subscribing: print what arrived before it did (the stream ends after them).
-            if case .disconnected = error {
-                var received = 0
-                do {
-                    for try await n in stream {
-                        handler(event(n))
-                        received += 1
-                        if let count, received >= count { return received }
-                    }
-                } catch {}
-            }
-            throw error
-        }
-        var received = 0
-        if let count, received >= count { return received }
-        for try await n in stream {
-            handler(event(n))
-            received += 1
-            if let count, received >= count { break }
-        }
-        return received
+        return (targets, labels)
+    }
+
+    /// One notification or indication as `listen` reports it, with its characteristic's label.
+    private static func listenEvent(_ n: GATTNotification, _ labels: [UInt16: String]) -> ListenEvent {
+        ListenEvent(time: unixNow(), handle: n.handle, name: labels[n.handle], indication: n.kind == .indication,
+                    value: n.value, droppedBefore: n.droppedBefore)
     }
 
     /// The notifications a procedure (listen, scan, wifi join) reads from its start. One-shot: the bearer's

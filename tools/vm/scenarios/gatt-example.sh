@@ -1,17 +1,8 @@
 # vm-about: BlueZ's example-gatt-server (patched: tools/vm/peers) under bluetoothd on hci1: mirror gatt finds Heart Rate, Battery and the test service and agrees with gatttool; Heart Rate and Battery notifications for over 5 s; long reads (Read Blob) and a long write read back at MTU 23; an application error 0x80
 # vm-timeout: 200
 vm_need mirror
-vm_gatt_peer
+vm_example_gatt_peer
 peer=00:AA:01:01:00:01
-
-# The example as Debian ships it, patched into a copy (tools/vm/peers/example-gatt-server.patch says what and why),
-# registered with bluetoothd on hci1.
-example=/usr/share/doc/bluez-test-scripts/examples/example-gatt-server
-[ -f $example ] || vm_fail "$example is missing (Debian package bluez-test-scripts; tools/setup.sh installs it)"
-vm_ok example-patch 20 patch -s -o "$OUT/example-gatt-server" $example "$REPO/tools/vm/peers/example-gatt-server.patch"
-vm_bg example /usr/bin/python3 -u "$OUT/example-gatt-server" hci1
-vm_wait_log example "^GATT application registered|^Failed|^GattManager1 interface not found|Error" 40
-vm_grep "$OUT/example.log" "^GATT application registered" "example-gatt-server registered its application with bluetoothd on hci1"
 
 # 1. The database: Heart Rate, Battery and the test service, as gatttool sees it too.
 vm_ok mirror-gatt 60 "$BIN/mirror" gatt $peer --adapter hci0 --json

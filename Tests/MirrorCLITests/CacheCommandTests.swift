@@ -1,0 +1,310 @@
+// The GATT cache as a user meets it: the built `mirror` against the built `mirror-sim --caching yes` (which serves
+// a Database Hash, Core Spec 5.4 Vol 3 Part G §7.3), each run's ATT requests counted from --trace. Cold then warm,
+// --no-cache, a corrupted, foreign-version or tampered file ignored with a warning, a peer without a hash never
+// cached, `mirror cache list|clear`, `mirror gatt --diff`; and the diff and the file format directly.
+import ATTStack
+import Foundation
+import GATTClient
+import GATTServer
+import JSON
+import Mirror
+@testable import MirrorCommandLine
+import TestSupport
+import XCTest
+
+final class CacheCommandTests: XCTestCase {
+    var home = ""
+    var cacheDirectory: String { home + "/mirror" }
+
+    override func setUpWithError() throws {
+        home = NSTemporaryDirectory() + "mirror-cache-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)
+    }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: home) }
+
+    /// `mirror` with the cache under this test's directory.
+    func mirror(_ arguments: [String]) throws -> ToolRun {
+        try ToolProcess.run("mirror", arguments, environment: ["XDG_CACHE_HOME": home], timeout: 60)
+    }
+
+    /// The ATT requests a run sent, from --trace ("12:00:00.000000 > Read By Type Request ...").
+    func requests(_ run: ToolRun) -> [String] {
+        run.stderr.split(separator: "\n").map(String.init).filter { $0.contains(" > ") }
+    }
+
+    func cacheFile(_ sim: SimulatorProcess) -> String {
+        cacheDirectory + "/" + DatabaseCache.fileName(target: sim.target, adapter: nil)
+    }
+
+    func testColdThenWarmUsesTheCacheAfterOneReadOfTheHash() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        let cold = try mirror(["gatt", sim.target, "--trace"])
+        XCTAssertEqual(cold.status, 0, cold.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cacheFile(sim)), "stored after the cold run")
+        let warm = try mirror(["gatt", sim.target, "--trace"])
+        XCTAssertEqual(warm.status, 0, warm.stderr)
+        XCTAssertEqual(warm.stdout, cold.stdout, "the same database, from the cache")
+        let w = requests(warm)
+        XCTAssertEqual(w.count, 2, w.joined(separator: "\n"))
+        XCTAssertTrue(w[0].contains("Exchange MTU Request"), w[0])
+        XCTAssertTrue(w[1].contains("Read By Type Request 0x0001-0xFFFF type 2b2a"), w[1])
+        XCTAssertGreaterThan(requests(cold).count, 10, "discovery of the whole database")
+        // A read by name: the same two, then its own Read Request.
+        let read = try mirror(["read", sim.target, "cloudToken", "--trace"])
+        XCTAssertEqual(read.status, 0, read.stderr)
+        let r = requests(read)
+        XCTAssertEqual(r.count, 3, r.joined(separator: "\n"))
+        XCTAssertTrue(r[2].contains("Read Request"), r[2])
+    }
+
+    func testNoCacheDiscoversAsBeforeAndLeavesTheFileAlone() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        XCTAssertEqual(try mirror(["gatt", sim.target]).status, 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: cacheFile(sim)))
+        try FileManager.default.setAttributes([.modificationDate: Date(timeIntervalSince1970: 1000)], ofItemAtPath: cacheFile(sim))
+        let run = try mirror(["gatt", sim.target, "--trace", "--no-cache"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(run.stderr.contains("type 2b2a"), "no hash read without the cache")
+        XCTAssertGreaterThan(requests(run).count, 10)
+        XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: cacheFile(sim))), before)
+        let date = try FileManager.default.attributesOfItem(atPath: cacheFile(sim))[.modificationDate] as? Date
+        XCTAssertEqual(date, Date(timeIntervalSince1970: 1000))
+    }
+
+    func testACorruptedForeignOrTamperedFileIsIgnoredWithAWarningAndReplaced() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        XCTAssertEqual(try mirror(["gatt", sim.target]).status, 0)
+        let good = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
+        let cases: [(String, String)] = [
+            (String(good.prefix(good.count / 2)), "not valid JSON"),
+            (good.replacingOccurrences(of: "\"format\": 1,", with: "\"format\": 99,"), "format 99, this mirror reads format 1"),
+            // A characteristic's properties changed by hand: the services no longer hash to the stored hash.
+            (good.replacingOccurrences(of: "\"properties\": 18,", with: "\"properties\": 2,"), "do not hash to its databaseHash"),
+        ]
+        for (text, warning) in cases {
+            XCTAssertNotEqual(text, good, warning)
+            try text.write(toFile: cacheFile(sim), atomically: true, encoding: .utf8)
+            let run = try mirror(["gatt", sim.target, "--trace"])
+            XCTAssertEqual(run.status, 0, run.stderr)
+            XCTAssertTrue(run.stderr.contains("mirror: ignoring the GATT cache \(cacheFile(sim)): "), run.stderr)
+            XCTAssertTrue(run.stderr.contains(warning), run.stderr)
+            XCTAssertGreaterThan(requests(run).count, 10, "never trusted: discovered again")
+            XCTAssertEqual(try String(contentsOfFile: cacheFile(sim), encoding: .utf8), good, "replaced by a sound copy")
+        }
+    }
+
+    func testAPeerWithoutADatabaseHashIsNeverCached() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        for _ in 0..<2 {
+            let run = try mirror(["gatt", sim.target, "--trace"])
+            XCTAssertEqual(run.status, 0, run.stderr)
+            XCTAssertGreaterThan(requests(run).count, 10)
+        }
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheFile(sim)))
+        let diff = try mirror(["gatt", sim.target, "--diff"])
+        XCTAssertEqual(diff.stdout, "no cached copy of \(sim.target) to compare with (it serves no Database Hash, so none is kept)\n")
+    }
+
+    func testCacheListAndClear() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        XCTAssertEqual(try mirror(["cache", "list"]).stdout, "no cached databases in \(cacheDirectory)\n")
+        XCTAssertEqual(try mirror(["gatt", sim.target]).status, 0)
+        let list = try mirror(["cache", "list", "--json"])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        let entries = try XCTUnwrap(try list.json()["entries"]?.items)
+        XCTAssertEqual(entries.count, 1)
+        XCTAssertEqual(entries[0]["target"], .string(sim.target))
+        XCTAssertEqual(entries[0]["services"], 3)
+        XCTAssertEqual(entries[0]["databaseHash"]?.string?.count, 32)
+        try "{}".write(toFile: cacheDirectory + "/gatt-default-broken.json", atomically: true, encoding: .utf8)
+        let text = try mirror(["cache", "list"]).stdout
+        XCTAssertTrue(text.contains("ignored (no \"format\")  \(cacheDirectory)/gatt-default-broken.json"), text)
+        XCTAssertEqual(try mirror(["cache", "clear", sim.target]).stdout, "removed \(cacheFile(sim))\n")
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheFile(sim)))
+        XCTAssertEqual(try mirror(["cache", "clear", sim.target]).stdout, "no cached database of \(sim.target) in \(cacheDirectory)\n")
+        XCTAssertEqual(try mirror(["cache", "clear"]).stdout, "removed \(cacheDirectory)/gatt-default-broken.json\n")
+        let bad = try mirror(["cache", "purge"])
+        XCTAssertEqual(bad.status, 2, bad.stderr)
+    }
+
+    func testGATTDiffPrintsWhatMovedAndWhatWasAddedOrRemoved() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        XCTAssertEqual(try mirror(["gatt", sim.target]).status, 0)
+        let path = sim.target
+        sim.stop()
+        // The same socket path, now a mirror without the caching characteristics: they are gone, the mirror service
+        // moves down by 4.
+        let plain = try SimulatorProcess(path: String(path.dropFirst("unix:".count)))
+        defer { plain.stop() }
+        let run = try mirror(["gatt", path, "--diff"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let lines = run.stdout.split(separator: "\n").map(String.init)
+        XCTAssertTrue(lines.contains("moved service 6d697272-6f72-7369-6d00-000000000000 from 0x000E to 0x000A"), run.stdout)
+        XCTAssertTrue(lines.contains("moved characteristic 6d697272-6f72-7369-6d00-000000000001 from 0x0010 to 0x000C in service 6d697272-6f72-7369-6d00-000000000000"), run.stdout)
+        XCTAssertTrue(lines.contains("removed characteristic 2b2a from 0x000D in service 1801"), run.stdout)
+        XCTAssertTrue(lines.contains("removed characteristic 2b29 from 0x000B in service 1801"), run.stdout)
+        XCTAssertFalse(run.stdout.contains("added"), run.stdout)
+        let json = try mirror(["gatt", path, "--diff", "--json"]).json()
+        XCTAssertEqual(json["cached"], true, "the peer has no hash now: the old copy stays")
+        XCTAssertEqual(json["databaseHash"], .null)
+        let removed = json["changes"]?.items?.first { $0["uuid"] == "2b29" }
+        XCTAssertEqual(removed?.compact, #"{"change":"removed","kind":"characteristic","uuid":"2b29","handle":11,"parent":"service 1801"}"#)
+    }
+
+    func testTheDiffKnowsMovesByUUIDAndRankAndTheFileRoundTrips() throws {
+        let a = GATTService(uuid: .genericAttribute, startHandle: 1, endHandle: 4, characteristics: [
+            GATTCharacteristic(uuid: .serviceChanged, declarationHandle: 2, valueHandle: 3, properties: [.indicate], endHandle: 4,
+                               descriptors: [GATTDescriptor(handle: 4, uuid: .clientCharacteristicConfiguration)]),
+        ])
+        let b = GATTService(uuid: .batteryService, startHandle: 5, endHandle: 7, characteristics: [
+            GATTCharacteristic(uuid: .batteryLevel, declarationHandle: 6, valueHandle: 7, properties: [.read], endHandle: 7),
+        ])
+        var bMoved = b
+        bMoved.startHandle = 8
+        bMoved.endHandle = 12
+        bMoved.characteristics[0].declarationHandle = 9
+        bMoved.characteristics[0].valueHandle = 10
+        bMoved.characteristics.append(GATTCharacteristic(uuid: .batteryLevel, declarationHandle: 11, valueHandle: 12,
+                                                         properties: [.read], endHandle: 12))
+        let changes = DatabaseChange.between([a, b], [bMoved])
+        XCTAssertEqual(changes.map(\.text), [
+            "moved service 180f from 0x0005 to 0x0008",
+            "moved characteristic 2a19 from 0x0007 to 0x000A in service 180f",
+            "added characteristic 2a19 at 0x000C in service 180f",
+            "removed service 1801 from 0x0001",
+            "removed characteristic 2a05 from 0x0003 in service 1801",
+            "removed descriptor 2902 from 0x0004 in characteristic 2a05 of service 1801",
+        ])
+        XCTAssertEqual(DatabaseChange.between([a, b], [a, b]), [])
+        // The file's JSON reads back as the same database; its hash is checked against its services.
+        let services = [a, b]
+        let hash = try XCTUnwrap(try GATTDatabaseHash.compute(services: services))
+        let db = CachedDatabase(target: "unix:/tmp/x", adapter: nil, databaseHash: hash, services: services)
+        XCTAssertEqual(try CachedDatabase(json: try parseJSON(db.json.pretty)), db)
+        XCTAssertEqual(try DatabaseCache.read(Data(db.json.pretty.utf8)).get(), db)
+        XCTAssertEqual(DatabaseCache.fileName(target: "unix:/tmp/a%b/x.sock", adapter: nil), "gatt-default-unix:%2Ftmp%2Fa%25b%2Fx.sock.json")
+        XCTAssertEqual(DatabaseCache.fileName(target: "C0:11:22:33:44:55", adapter: "hci1"), "gatt-hci1-C0:11:22:33:44:55.json")
+    }
+
+    // MARK: - robust caching against the simulator's change-database (Vol 3 Part G §2.5.2.1, §7.1)
+
+    /// The handles of the Read Requests a run sent, from --trace.
+    func readRequestHandles(_ run: ToolRun) -> [String] {
+        requests(run).filter { $0.contains("> Read Request") }.compactMap { $0.split(separator: " ").last.map(String.init) }
+    }
+
+    func testAReadByNameRecoversFromDatabaseOutOfSyncAtTheMovedHandle() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--client-features", "1", "--fault", "change-database:cloudToken"])
+        defer { sim.stop() }
+        let before = try XCTUnwrap(try mirror(["gatt", sim.target, "--json"]).json()["services"]?.items)
+        let run = try mirror(["read", sim.target, "cloudToken", "--trace"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("0x12 Database Out Of Sync"), run.stderr)
+        let reads = readRequestHandles(run)
+        XCTAssertEqual(reads.count, 2, run.stderr)
+        XCTAssertEqual(Int(reads[1].dropFirst(2), radix: 16), Int(reads[0].dropFirst(2), radix: 16).map { $0 + 2 }, "resolved again")
+        XCTAssertTrue(run.stdout.hasPrefix(reads[1] + ":"), run.stdout)
+        // The cache holds the changed database, under its new hash: simAdded is in it.
+        let cached = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
+        XCTAssertTrue(cached.contains("6d697272-6f72-7369-6d00-0000000000ad"), cached)
+        XCTAssertNotEqual(try XCTUnwrap(try mirror(["gatt", sim.target, "--json"]).json()["services"]?.items), before)
+    }
+
+    func testARawHandleIsNotRemappedAfterDatabaseOutOfSync() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--client-features", "1", "--fault", "change-database:cloudToken"])
+        defer { sim.stop() }
+        // The handle from a listing (which reads no value, so the fault waits for the read below).
+        let uuid = try XCTUnwrap(MirrorProfile.bundled.characteristics["cloudToken"]).description
+        let services = try XCTUnwrap(try mirror(["gatt", sim.target, "--json"]).json()["services"]?.items)
+        let value = try XCTUnwrap(services.flatMap { $0["characteristics"]?.items ?? [] }.first { $0["uuid"] == .string(uuid) }?["valueHandle"]?.integer)
+        let handle = ATTHex.handle(UInt16(value))
+        let run = try mirror(["read", sim.target, handle, "--trace"])
+        XCTAssertNotEqual(run.status, 0, run.stdout)
+        XCTAssertTrue(run.stderr.contains("ATT error 0x12 Database Out Of Sync from the peer"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("\(handle) was given as a raw handle and is not remapped"), run.stderr)
+        XCTAssertEqual(readRequestHandles(run), [handle], "no retry at another handle")
+    }
+
+    func testServiceChangedDuringListenForgetsTheCacheAndTheNextCommandSeesTheNewDatabase() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--change-database-after", "500"])
+        defer { sim.stop() }
+        let listen = try mirror(["listen", sim.target, "2a05", "--count", "1", "--json"])
+        XCTAssertEqual(listen.status, 0, listen.stderr)
+        let event = try XCTUnwrap(try listen.jsonLines().first)
+        XCTAssertEqual(event["kind"], "indication")
+        XCTAssertEqual(event["value"], "0e00ffff", "Service Changed for the mirror service to the end")
+        XCTAssertTrue(listen.stderr.contains("mirror: Service Changed 0x000E-0xFFFF from \(sim.target): the database known here and its cached copy are forgotten"), listen.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheFile(sim)))
+        let gatt = try mirror(["gatt", sim.target])
+        XCTAssertEqual(gatt.status, 0, gatt.stderr)
+        XCTAssertTrue(gatt.stdout.contains("6d697272-6f72-7369-6d00-0000000000ad"), gatt.stdout)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cacheFile(sim)), "stored again under the new hash")
+    }
+
+    // MARK: - the hash computed here against the peer's
+
+    /// GAP and a GATT service with a Database Hash of `hash` (nil: the right one).
+    func peerDatabase(hash: [UInt8]?) -> AttributeDatabase {
+        var db = AttributeDatabase { db in
+            db.service(.genericAccess)
+            db.characteristic(.deviceName, [.read], value: Array("hash peer".utf8))
+            db.service(.genericAttribute)
+            db.characteristic(.databaseHash, [.read], name: "hash")
+            db.characteristic(.bit16(0x2A19), [.read, .notify, .extendedProperties], value: [50])
+            db.descriptor(.characteristicExtendedProperties, value: [0x00, 0x00])
+        }
+        db.setValue(hash ?? (try! db.databaseHash()), at: db.handle("hash")!)
+        return db
+    }
+
+    func testAPeerWhoseHashIsNotItsDatabasesIsAFindingAndIsNotCached() throws {
+        let wrong = [UInt8](repeating: 0xAA, count: 16)
+        let peer = try GATTPeer(database: peerDatabase(hash: wrong))
+        defer { peer.close() }
+        let computed = try peerDatabase(hash: nil).databaseHash()
+        let run = try mirror(["gatt", peer.target])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("mirror: finding: \(peer.target) serves the Database Hash \(ATTHex.string(wrong)), but the database "
+                                          + "discovered there hashes to \(ATTHex.string(computed))"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)))
+    }
+
+    func testAPeerWithTheRightHashIsCachedWithItsExtendedPropertiesRead() throws {
+        let peer = try GATTPeer(database: peerDatabase(hash: nil))
+        defer { peer.close() }
+        let run = try mirror(["gatt", peer.target, "--trace"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertFalse(run.stderr.contains("finding"), run.stderr)
+        XCTAssertTrue(run.stderr.contains("> Read Request handle 0x000A"), "the Extended Properties read for the hash: \(run.stderr)")
+        let file = cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)
+        XCTAssertTrue(try String(contentsOfFile: file, encoding: .utf8).contains("\"value\": \"0000\""))
+    }
+
+    func testAfterServiceChangedTheNextUseOnTheConnectionRediscoversOnlyTheRangeAndChecksItByTheHash() throws {
+        let sim = try SimulatorProcess(["--caching", "yes", "--change-database-after", "500"])
+        defer { sim.stop() }
+        // One connection (the shell): listen until the Service Changed indication, then the database again.
+        let run = try ToolProcess.run("mirror", ["shell", sim.target, "--trace"], input: "listen 2a05 --count 1\ngatt\n",
+                                      environment: ["XDG_CACHE_HOME": home], timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let lines = run.stderr.split(separator: "\n").map(String.init)
+        let indication = try XCTUnwrap(lines.firstIndex { $0.contains("< Handle Value Indication handle 0x0008 value [0e 00 ff ff]") }, run.stderr)
+        let after = lines[indication...].filter { $0.contains(" > ") }
+        XCTAssertTrue(after.contains { $0.contains("> Read By Group Type Request 0x000E-0xFFFF type 2800") }, after.joined(separator: "\n"))
+        XCTAssertFalse(after.contains { $0.contains("> Read By Group Type Request 0x0001-0xFFFF type 2800") }, "GAP and GATT kept: \(after)")
+        XCTAssertFalse(after.contains { $0.contains("Find Information Request 0x0009") }, "the GATT service's descriptors kept")
+        XCTAssertTrue(run.stdout.contains("6d697272-6f72-7369-6d00-0000000000ad"), run.stdout)
+        // Checked by the new hash and stored under it.
+        let cached = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
+        XCTAssertTrue(cached.contains("6d697272-6f72-7369-6d00-0000000000ad"), cached)
+        let warm = try mirror(["gatt", sim.target, "--trace"])
+        XCTAssertEqual(requests(warm).count, 2, warm.stderr)
+        XCTAssertEqual(warm.stdout, run.stdout.split(separator: "\n", omittingEmptySubsequences: false).drop { !$0.hasPrefix("MTU") }
+            .joined(separator: "\n"), "the same database from the cache")
+    }
+}
