@@ -262,6 +262,33 @@ int cbz_l2cap_connect_le(int fd, const uint8_t *addr, uint8_t addr_type) {
     return r;
 }
 
+// Enhanced Credit Based Flow Control channels (Core Spec 5.4 Vol 3 Part A §4.25): the Enhanced ATT bearer's
+// L2CAP mode, on the fixed SPSM 0x0027 (Vol 3 Part F §3.2.11). The kernel needs its enable_ecred parameter for
+// BT_MODE; it reports the peer's L2CAP result as errno (ECONNREFUSED, EACCES...).
+int cbz_l2cap_bind_le_psm(int fd, const uint8_t *addr, uint8_t addr_type, uint16_t psm) {
+    struct sockaddr_l2 a;
+    memset(&a, 0, sizeof a);
+    a.l2_family = AF_BLUETOOTH;
+    if (addr) to_bdaddr(&a.l2_bdaddr, addr); // else BDADDR_ANY (all zero)
+    a.l2_psm = htobs(psm);
+    a.l2_bdaddr_type = addr_type;
+    return bind(fd, (struct sockaddr *)&a, sizeof a);
+}
+
+int cbz_l2cap_connect_le_psm(int fd, const uint8_t *addr, uint8_t addr_type, uint16_t psm) {
+    struct sockaddr_l2 a;
+    memset(&a, 0, sizeof a);
+    a.l2_family = AF_BLUETOOTH;
+    a.l2_psm = htobs(psm);
+    to_bdaddr(&a.l2_bdaddr, addr);
+    a.l2_bdaddr_type = addr_type;
+    int r;
+    do { r = connect(fd, (struct sockaddr *)&a, sizeof a); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_bt_set_mode(int fd, uint8_t mode) { return setsockopt(fd, SOL_BLUETOOTH, BT_MODE, &mode, sizeof mode); }
+
 int cbz_l2cap_accept(int fd, uint8_t *peer_addr, uint8_t *peer_type) {
     struct sockaddr_l2 a;
     socklen_t len = sizeof a;

@@ -1,7 +1,16 @@
 // Making bearers: an LE connection on CID 4, an AF_UNIX SOCK_SEQPACKET path, a socketpair; and listeners.
 
+import ATTStack
 import CBlueZSocket
 import Glibc
+
+extension Optional where Wrapped == [UInt8] {
+    /// The bytes' address for a C call, or NULL when there are none.
+    fileprivate func withOptionalPointer<R>(_ body: (UnsafePointer<UInt8>?) -> R) -> R {
+        guard let self else { return body(nil) }
+        return self.withUnsafeBufferPointer { body($0.baseAddress) }
+    }
+}
 
 extension ATTBearer {
     /// The default connect timeout, in seconds.
@@ -24,11 +33,40 @@ extension ATTBearer {
     public static func connect(to address: BluetoothAddress, type: LEAddressType = .public, adapter: String? = nil,
                                timeout: Double = defaultConnectTimeout,
                                security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
+        try connectLE(to: address, type: type, adapter: adapter, timeout: timeout, security: security, enhanced: nil)
+    }
+
+    /// The smallest MTU of an ECRED channel (Core Spec 5.4 Vol 3 Part A §4.25), and the EATT bearer's minimum.
+    public static let minimumEnhancedMTU = 64
+
+    /// Opens an Enhanced ATT bearer to `address` (Core Spec 5.4 Vol 3 Part F §3.2.11): an L2CAP Enhanced Credit
+    /// Based Flow Control channel (BT_MODE_EXT_FLOWCTL) on SPSM 0x0027 over the existing LE link, receiving at most
+    /// `mtu` bytes per SDU. Its ATT_MTU is `enhancedMTU()` (the smaller of both sides' MTUs). The kernel must have
+    /// ECRED (the bluetooth module's enable_ecred: otherwise setsockopt(BT_MODE) fails); a refusal by the peer
+    /// comes back as the connect's errno (the kernel's mapping of the L2CAP result).
+    public static func connectEnhanced(to address: BluetoothAddress, type: LEAddressType = .public, adapter: String? = nil,
+                                       mtu: Int = ATTMTU.maximum, timeout: Double = defaultConnectTimeout,
+                                       security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
+        try connectLE(to: address, type: type, adapter: adapter, timeout: timeout, security: security,
+                      enhanced: UInt16(clamping: max(minimumEnhancedMTU, mtu)))
+    }
+
+    /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8).
+    public func enhancedMTU() throws(TransportError) -> Int {
+        let m = try l2capMTUs()
+        return min(m.send, m.receive)
+    }
+
+    /// CID 4 (`enhanced` nil) or an ECRED channel on SPSM 0x0027 with that receive MTU.
+    private static func connectLE(to address: BluetoothAddress, type: LEAddressType, adapter: String?, timeout: Double,
+                                  security: BTSecurityLevel?, enhanced rxMTU: UInt16?) throws(TransportError) -> ATTBearer {
         let peer = "\(address) (LE \(type))"
         let domain = SocketDomain.l2cap(peer: address.description)
+        let what = rxMTU == nil ? "an ATT socket" : "an Enhanced ATT bearer (ECRED, PSM 0x0027)"
+        let channel = rxMTU == nil ? "CID 4" : "PSM 0x0027"
         // The socket first: on a kernel without Bluetooth this is where EAFNOSUPPORT shows.
         let fd = cbz_l2cap_socket()
-        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an ATT socket for \(peer)", domain)) }
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening \(what) for \(peer)", domain)) }
         var owned = true
         defer { if owned { _ = cbz_close(fd) } }
 
@@ -40,27 +78,42 @@ extension ATTBearer {
             adapterName = a.name
             source = a.address
         }
-        let label = adapterName.map { "\(peer) via \($0)" } ?? peer
-        let bound: Int32 = if let source {
-            source.bytes.withUnsafeBufferPointer { cbz_l2cap_bind_le(fd, $0.baseAddress, UInt8(CBZ_LE_PUBLIC)) }
-        } else {
-            cbz_l2cap_bind_le(fd, nil, UInt8(CBZ_LE_PUBLIC))
+        var label = adapterName.map { "\(peer) via \($0)" } ?? peer
+        let bound: Int32 = source.map { $0.bytes }.withOptionalPointer { p in
+            rxMTU == nil ? cbz_l2cap_bind_le(fd, p, UInt8(CBZ_LE_PUBLIC)) : cbz_l2cap_bind_le_psm(fd, p, UInt8(CBZ_LE_PUBLIC), 0)
         }
-        if bound < 0 { throw .socket(lastSocketError("bind", "binding the ATT socket to \(adapterName ?? "any adapter") (CID 4)", domain)) }
+        if bound < 0 { throw .socket(lastSocketError("bind", "binding \(rxMTU == nil ? "the ATT socket" : what) to \(adapterName ?? "any adapter") (\(channel))", domain)) }
+        if let rxMTU {
+            if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
+                throw .socket(lastSocketError("setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)",
+                                              "asking for an ECRED channel to \(label) (the kernel needs the bluetooth module's enable_ecred)", domain))
+            }
+            if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
+                throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the ECRED channel's MTU to \(rxMTU) for \(label)", domain))
+            }
+        }
         if let security, cbz_bt_security_set(fd, security.rawValue) < 0 {
             throw .socket(lastSocketError("setsockopt(BT_SECURITY)", "asking for \(security) security on \(label)", domain))
         }
 
-        let r = address.bytes.withUnsafeBufferPointer { cbz_l2cap_connect_le(fd, $0.baseAddress, type.rawValue) }
+        let r = address.bytes.withUnsafeBufferPointer { a in
+            rxMTU == nil ? cbz_l2cap_connect_le(fd, a.baseAddress, type.rawValue)
+                : cbz_l2cap_connect_le_psm(fd, a.baseAddress, type.rawValue, UInt16(CBZ_EATT_PSM))
+        }
         if r < 0 {
             let code = cbz_errno()
             guard code == EINPROGRESS || code == EAGAIN else {
-                throw .socket(socketError("connect", code, "connecting to \(label)", domain))
+                throw .socket(socketError("connect", code, "connecting \(rxMTU == nil ? "" : "an Enhanced ATT bearer ")to \(label)", domain))
             }
-            try waitForConnection(fd: fd, label: label, timeout: timeout, domain: domain)
+            try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
+                                  timeout: timeout, domain: domain)
         }
         var rcv: UInt16 = 0
         let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
+        if rxMTU != nil {
+            var addr = [UInt8](repeating: 0, count: 6), t: UInt8 = 0, cid: UInt16 = 0
+            if cbz_l2cap_local(fd, &addr, &t, &cid) == 0 { label += " PSM 0x0027 CID \(ATTHex.handle(cid))" }
+        }
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
                              label: label, receiveBufferSize: max(1024, rcvMTU))

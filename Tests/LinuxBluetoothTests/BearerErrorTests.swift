@@ -37,6 +37,19 @@ final class BearerErrorTests: XCTestCase {
         XCTAssertEqual(e?.description, "opening an ATT socket for 00:AA:01:01:00:01 (LE random): socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP) failed with EAFNOSUPPORT (Address family not supported by protocol): \(noBluetooth)")
     }
 
+    func testEnhancedBearerConnectOnAKernelWithoutBluetooth() throws {
+        let address = try BluetoothAddress(parsing: "00:AA:01:01:00:01")
+        if kernelHasBluetooth() {
+            XCTAssertThrowsError(try ATTBearer.connectEnhanced(to: address, adapter: "hci999")) { error in
+                guard case .noSuchAdapter("hci999", _)? = error as? TransportError else { return XCTFail("\(error)") }
+            }
+            return
+        }
+        let e = socketError { _ = try ATTBearer.connectEnhanced(to: address, type: .random, adapter: "hci0", timeout: 1) }
+        XCTAssertEqual(e?.errnoName, "EAFNOSUPPORT")
+        XCTAssertEqual(e?.description, "opening an Enhanced ATT bearer (ECRED, PSM 0x0027) for 00:AA:01:01:00:01 (LE random): socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP) failed with EAFNOSUPPORT (Address family not supported by protocol): \(noBluetooth)")
+    }
+
     func testLEListenerAdaptersAndRawHCIOnAKernelWithoutBluetooth() {
         if kernelHasBluetooth() {
             XCTAssertThrowsError(try HCIAdapter.resolve("hci999")) { error in

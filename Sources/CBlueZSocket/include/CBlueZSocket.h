@@ -118,6 +118,12 @@ int cbz_l2cap_bind_le(int fd, const uint8_t *addr, uint8_t addr_type);
 /// connect to `addr` (printed order) with PSM 0, CID 4 and `addr_type`. Non-blocking sockets give
 /// -1/EINPROGRESS; the result comes later from cbz_socket_error once POLLOUT fires.
 int cbz_l2cap_connect_le(int fd, const uint8_t *addr, uint8_t addr_type);
+/// An ECRED channel (BT_MODE_EXT_FLOWCTL) on an LE SPSM: bind to `psm` (0: any), connect to the peer's `psm`.
+int cbz_l2cap_bind_le_psm(int fd, const uint8_t *addr, uint8_t addr_type, uint16_t psm);
+int cbz_l2cap_connect_le_psm(int fd, const uint8_t *addr, uint8_t addr_type, uint16_t psm);
+/// setsockopt(SOL_BLUETOOTH, BT_MODE): CBZ_BT_MODE_EXT_FLOWCTL after bind, before connect or listen.
+int cbz_bt_set_mode(int fd, uint8_t mode);
+enum { CBZ_BT_MODE_EXT_FLOWCTL = 0x04, CBZ_EATT_PSM = 0x0027 };
 /// accept4 on a listening CID 4 socket; the peer's address (printed order) and type are stored.
 int cbz_l2cap_accept(int fd, uint8_t *peer_addr, uint8_t *peer_type);
 /// getsockname / getpeername as address (printed order), type and CID.
