@@ -200,6 +200,7 @@ extension BluetoothUUID {
     public static let serviceChanged = BluetoothUUID.bit16(0x2A05)
     public static let clientSupportedFeatures = BluetoothUUID.bit16(0x2B29)
     public static let databaseHash = BluetoothUUID.bit16(0x2B2A)
+    public static let serverSupportedFeatures = BluetoothUUID.bit16(0x2B3A)
     public static let batteryLevel = BluetoothUUID.bit16(0x2A19)
     public static let heartRateMeasurement = BluetoothUUID.bit16(0x2A37)
 

@@ -171,3 +171,30 @@ final class BearerSetTests: XCTestCase {
         }
     }
 }
+
+/// Server Supported Features (Part G §7.4) and the Client Supported Features bits (§7.2).
+final class FeatureTests: XCTestCase {
+    func testServerSupportedFeaturesEATTBit() async throws {
+        let peer = ScriptedPeer(raw("08 01 00 ff ff 3a 2b", "09 03 05 00 01") + raw("08 06 00 ff ff 3a 2b", "01 08 06 00 0a"))
+        let client = try await makeClient(peer)
+        let eatt = try await client.serverSupportsEnhancedATT()
+        XCTAssertEqual(eatt, true)
+        peer.assertScriptDone()
+    }
+
+    func testServerWithoutTheCharacteristicOrTheBitOffersNoEATT() async throws {
+        let none = ScriptedPeer(raw("08 01 00 ff ff 3a 2b", "01 08 01 00 0a"))
+        let a = try await makeClient(none).serverSupportsEnhancedATT()
+        XCTAssertNil(a)
+        none.assertScriptDone()
+        let cleared = ScriptedPeer(raw("08 01 00 ff ff 3a 2b", "09 03 05 00 00") + raw("08 06 00 ff ff 3a 2b", "01 08 06 00 0a"))
+        let b = try await makeClient(cleared).serverSupportsEnhancedATT()
+        XCTAssertEqual(b, false)
+        cleared.assertScriptDone()
+    }
+
+    func testClientSupportedFeaturesBits() {
+        XCTAssertEqual(GATTClientFeatures([.robustCaching, .enhancedATTBearer, .multipleHandleValueNotifications]).bytes, [0x07])
+        XCTAssertEqual(GATTClientFeatures.robustCaching.bytes, [0x01])
+    }
+}

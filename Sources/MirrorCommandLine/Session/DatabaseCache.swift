@@ -331,7 +331,7 @@ extension Session {
         guard let c = try await discovered().services.flatMap(\.characteristics).first(where: { $0.uuid == .clientSupportedFeatures }),
               c.properties.contains(.write) else { return }
         do {
-            try await client.write(handle: c.valueHandle, value: [0x01])
+            try await client.write(handle: c.valueHandle, value: GATTClientFeatures.robustCaching.bytes)
         } catch {
             guard case .attribute = error else { throw error }
         }
