@@ -135,6 +135,7 @@ final class BearerSetTests: XCTestCase {
         }
         _ = enhanced
         enhanced.close(reason: "test: replaced by an echoing peer")
+        try await waitUntil("the first enhanced bearer closed") { client.bearers[1].isClosed }
         XCTAssertEqual(try client.addEnhancedBearer(transport: echo, mtu: 64), 2)
         let a = Task { try await client.read(handle: 0x0021) }               // CID 4 busy: the queue goes to EATT 2
         await primary.waitForSent(1)
