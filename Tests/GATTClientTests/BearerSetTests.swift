@@ -1,5 +1,6 @@
 import TestSupport
 import ATTStack
+import LinuxBluetooth
 import Synchronization
 import XCTest
 @testable import GATTClient
@@ -197,5 +198,37 @@ final class FeatureTests: XCTestCase {
     func testClientSupportedFeaturesBits() {
         XCTAssertEqual(GATTClientFeatures([.robustCaching, .enhancedATTBearer, .multipleHandleValueNotifications]).bytes, [0x07])
         XCTAssertEqual(GATTClientFeatures.robustCaching.bytes, [0x01])
+    }
+}
+
+/// Two bearers over two real AF_UNIX SOCK_SEQPACKET socketpairs (the socket bearer, its reader threads).
+final class BearerSetSocketPairTests: XCTestCase {
+    func testTwoReadsInParallelOverTwoSocketPairs() async throws {
+        let (a0, b0) = try ATTBearer.pair(labels: ("cid4:client", "cid4:peer"))
+        let (a1, b1) = try ATTBearer.pair(labels: ("eatt1:client", "eatt1:peer"))
+        // The unenhanced bearer's peer answers late, so the second read finds it busy and goes to the other one.
+        let slow = SocketScriptPeer(bearer: b0, steps: raw("0a 21 00", "0b aa"), replyDelay: .milliseconds(300))
+        let fast = SocketScriptPeer(bearer: b1, steps: raw("0a 22 00", "0b bb", "1b 30 00 01"))
+        slow.start()
+        fast.start()
+        let client = try await GATTClient.connect(transport: a0)
+        try client.addEnhancedBearer(transport: a1, mtu: 100)
+        try await within {
+            var it = client.notifications.makeAsyncIterator()
+            let first = Task { try await client.read(handle: 0x21) }
+            await slow.waitForReceived(1)
+            let second = try await client.read(handle: 0x22)
+            XCTAssertEqual(second, [0xBB])
+            XCTAssertEqual(client.bearers.map(\.requestsAnswered), [0, 1], "the CID 4 read answered before its reply was sent")
+            let one = try await first.value
+            XCTAssertEqual(one, [0xAA])
+            let n = try await it.next()
+            XCTAssertEqual(n, GATTNotification(handle: 0x30, value: [0x01], kind: .notification))
+        }
+        slow.assertScriptDone()
+        XCTAssertEqual(client.bearers.map(\.mtu), [23, 100])
+        XCTAssertEqual(client.bearers.map(\.label), ["cid4:client", "eatt1:client"])
+        client.close()
+        XCTAssertEqual(client.openBearerCount, 0)
     }
 }
