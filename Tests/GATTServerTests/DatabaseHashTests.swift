@@ -90,13 +90,7 @@ final class DatabaseHashTests: XCTestCase {
             db.descriptor(.characteristicExtendedProperties, value: [0x01, 0x00])   // 0x0005
             db.descriptor(.characteristicUserDescription, value: Array("one".utf8)) // 0x0006
         }
-        let host = GATTServerHost(database: database, serverRxMTU: 23)
-        let (a, b) = try ATTBearer.pair()
-        _ = host.attach(b)
-        let client = try await GATTClient.connect(transport: a)
-        defer { client.close(reason: "test over") }
-        var services = try await client.discoverDatabase()
-        try await client.readHashedValues(&services)
+        let services = try await discoveredForTheHash(database)
         let uuid = Array(packed("6d6972726f7273696d00000000000000").reversed())
         let charUUID = Array(packed("6d6972726f7273696d00000000000001").reversed())
         let declarations = packed("0100 0028") + uuid + packed("0200 0328 92 0300") + charUUID
@@ -141,6 +135,18 @@ final class DatabaseHashTests: XCTestCase {
         XCTAssertEqual(services[1].isPrimary, false)
         XCTAssertEqual(services[1].characteristics.first?.descriptors.map(\.uuid), [.clientCharacteristicConfiguration])
         XCTAssertEqual(try GATTDatabaseHash.compute(services: services), try database.databaseHash())
+    }
+
+    /// `database` as a client discovers it over a socket, with the values the hash reads.
+    func discoveredForTheHash(_ database: AttributeDatabase) async throws -> [GATTService] {
+        let host = GATTServerHost(database: database, serverRxMTU: 23)
+        let (a, b) = try ATTBearer.pair()
+        _ = host.attach(b)
+        let client = try await GATTClient.connect(transport: a)
+        defer { client.close(reason: "test over") }
+        var services = try await client.discoverDatabase()
+        try await client.readHashedValues(&services)
+        return services
     }
 
     /// openssl's CMAC (its CLI, a separate implementation path) over `message`, with a zero key.
