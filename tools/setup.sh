@@ -13,6 +13,9 @@ PACKAGES+=(groff-base man-db dpkg-dev binutils bash)
 PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils zstd bluez bluez-test-tools dbus iproute2 python3)
 # The second GATT peer (tools/vm/peers): BlueZ's example-gatt-server (bluez-test-scripts), its python3 modules, patch.
 PACKAGES+=(bluez-test-scripts python3-dbus python3-gi patch)
+# The Database Hash computed apart from mirror in the VM (tools/vm/gatt_hash.py: AES-CMAC from python3-cryptography),
+# and openssl's CMAC in DatabaseHashTests.
+PACKAGES+=(python3-cryptography openssl)
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -105,6 +105,21 @@ public enum GATTDatabaseHash {
         return out
     }
 
+    /// The hashes bluetoothd serves instead of §7.3's (src/shared/gatt-db.c, gen_hash_m), each with its BlueZ
+    /// versions. Every version leaves out Extended Properties; since 5.80 (commit 4465c5777, a NULL check) it also
+    /// leaves out the attributes whose value its database does not store, and a D-Bus application's descriptors
+    /// and every Client Characteristic Configuration are served through callbacks, so the declarations are left.
+    /// Nil when an Extended Properties value is unknown. A peer serving one of these is a BlueZ peer whose database
+    /// is the one discovered.
+    public static func blueZHashes(services: [GATTService]) throws(GATTCryptoError) -> [(versions: String, hash: [UInt8])]? {
+        guard let all = attributes(of: services) else { return nil }
+        let declarations: Set<BluetoothUUID> = [.primaryService, .secondaryService, .include, .characteristic]
+        return [
+            ("BlueZ 5.79 and earlier", try compute(all.filter { $0.type != .characteristicExtendedProperties })),
+            ("BlueZ 5.80 and later", try compute(all.filter { declarations.contains($0.type) })),
+        ]
+    }
+
     /// The hash of a discovered database; nil when an Extended Properties value is unknown (`attributes(of:)`).
     public static func compute(services: [GATTService]) throws(GATTCryptoError) -> [UInt8]? {
         guard let attributes = attributes(of: services) else { return nil }
@@ -113,3 +128,4 @@ public enum GATTDatabaseHash {
 }
 
 private func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
+

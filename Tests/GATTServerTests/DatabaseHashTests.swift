@@ -79,6 +79,29 @@ final class DatabaseHashTests: XCTestCase {
         XCTAssertNotEqual(try a.databaseHash(), try moved.databaseHash())
     }
 
+    func testBlueZsRulesLeaveOutExtendedPropertiesAndLaterTheDescriptors() async throws {
+        // What bluetoothd serves (src/shared/gatt-db.c gen_hash_m: never Extended Properties, and since 5.80 only
+        // stored values), over a database discovered over a socket, against messages assembled here.
+        let service = BluetoothUUID(string: "6d697272-6f72-7369-6d00-000000000000")!
+        let char = BluetoothUUID(string: "6d697272-6f72-7369-6d00-000000000001")!
+        let database = AttributeDatabase { db in
+            db.service(service)                                                     // 0x0001
+            db.characteristic(char, [.read, .notify, .extendedProperties], value: [1]) // 0x0002-0x0004 (CCCD)
+            db.descriptor(.characteristicExtendedProperties, value: [0x01, 0x00])   // 0x0005
+            db.descriptor(.characteristicUserDescription, value: Array("one".utf8)) // 0x0006
+        }
+        let services = try await discoveredForTheHash(database)
+        let uuid = Array(packed("6d6972726f7273696d00000000000000").reversed())
+        let charUUID = Array(packed("6d6972726f7273696d00000000000001").reversed())
+        let declarations = packed("0100 0028") + uuid + packed("0200 0328 92 0300") + charUUID
+        XCTAssertEqual(try GATTDatabaseHash.compute(services: services),
+                       try openSSLCMAC(declarations + packed("0400 0229 0500 0029 0100 0600 0129")), "§7.3's")
+        let bluez = try XCTUnwrap(try GATTDatabaseHash.blueZHashes(services: services))
+        XCTAssertEqual(bluez.map(\.versions), ["BlueZ 5.79 and earlier", "BlueZ 5.80 and later"])
+        XCTAssertEqual(bluez[0].hash, try openSSLCMAC(declarations + packed("0400 0229 0600 0129")), "without Extended Properties")
+        XCTAssertEqual(bluez[1].hash, try openSSLCMAC(declarations), "the declarations alone")
+    }
+
     func testTheClientsHashOfWhatItDiscoveredEqualsTheServersOverASocket() async throws {
         let host = GATTServerHost(database: Self.specExample, serverRxMTU: 23)
         let (a, b) = try ATTBearer.pair()
@@ -112,6 +135,18 @@ final class DatabaseHashTests: XCTestCase {
         XCTAssertEqual(services[1].isPrimary, false)
         XCTAssertEqual(services[1].characteristics.first?.descriptors.map(\.uuid), [.clientCharacteristicConfiguration])
         XCTAssertEqual(try GATTDatabaseHash.compute(services: services), try database.databaseHash())
+    }
+
+    /// `database` as a client discovers it over a socket, with the values the hash reads.
+    func discoveredForTheHash(_ database: AttributeDatabase) async throws -> [GATTService] {
+        let host = GATTServerHost(database: database, serverRxMTU: 23)
+        let (a, b) = try ATTBearer.pair()
+        _ = host.attach(b)
+        let client = try await GATTClient.connect(transport: a)
+        defer { client.close(reason: "test over") }
+        var services = try await client.discoverDatabase()
+        try await client.readHashedValues(&services)
+        return services
     }
 
     /// openssl's CMAC (its CLI, a separate implementation path) over `message`, with a zero key.

@@ -80,6 +80,11 @@ final class BearerErrorTests: XCTestCase {
         let perm = LinuxBluetooth.socketError("socket/bind(BTPROTO_HCI, HCI_CHANNEL_RAW)", EPERM, "opening a raw HCI socket on hci0", .hci(adapter: "hci0"))
         XCTAssertTrue(perm.advice.hasSuffix("run `sudo setcap cap_net_raw,cap_net_admin+ep \(Capabilities.executablePath())`, or run as root"), perm.advice)
         XCTAssertTrue(LinuxBluetooth.socketError("recv", ETIMEDOUT, "receiving", peer).advice.contains("supervision timeout"))
+        // EACCES on an established link is the kernel's Authentication Failure (0x05), not a missing capability.
+        let auth = LinuxBluetooth.socketError("recv", EACCES, "the connection to 00:AA:01:01:00:01 ended", peer).advice
+        XCTAssertTrue(auth.hasPrefix("the link to 00:AA:01:01:00:01 ended with an authentication failure (HCI 0x05)"), auth)
+        XCTAssertFalse(auth.contains("setcap"), auth)
+        XCTAssertTrue(LinuxBluetooth.socketError("socket", EACCES, "opening", peer).advice.contains("CAP_NET_RAW"))
         XCTAssertEqual(LinuxBluetooth.socketError("connect", EHOSTUNREACH, "c", peer).advice, "no powered adapter can reach the peer: check `mirror adapters` (is an adapter present and up?)")
         XCTAssertEqual(TransportError.connectTimedOut(peer: "00:AA:01:01:00:09 (LE public) via hci0", seconds: 2.5).description,
                        "connecting to 00:AA:01:01:00:09 (LE public) via hci0 got no answer in 2.5 s: the peer is not reachable; check that it is advertising as connectable, in range, and not already connected to another central")

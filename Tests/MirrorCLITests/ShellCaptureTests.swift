@@ -11,19 +11,11 @@ import XCTest
 extension ShellTests {
     /// The ATT PDUs of a btsnoop file as tshark decodes them: [adapter index, ATT opcode, handle] per PDU.
     func tsharkATT(_ path: String, file: StaticString = #filePath, line: UInt = #line) throws -> [[String]] {
-        let p = Process()
-        p.executableURL = URL(fileURLWithPath: "/usr/bin/tshark")
-        p.arguments = ["-r", path, "-Y", "btatt", "-T", "fields", "-E", "separator=;",
-                       "-e", "hci_mon.adapter_id", "-e", "btatt.opcode", "-e", "btatt.handle"]
-        let out = Pipe(), err = Pipe()
-        p.standardOutput = out
-        p.standardError = err
-        try p.run()
-        let o = out.fileHandleForReading.readDataToEndOfFile()
-        let e = err.fileHandleForReading.readDataToEndOfFile()
-        p.waitUntilExit()
-        XCTAssertEqual(p.terminationStatus, 0, String(decoding: e, as: UTF8.self), file: file, line: line)
-        return String(decoding: o, as: UTF8.self).split(separator: "\n")
+        let run = try ToolProcess.run(executable: URL(fileURLWithPath: "/usr/bin/tshark"),
+                                      ["-r", path, "-Y", "btatt", "-T", "fields", "-E", "separator=;",
+                                       "-e", "hci_mon.adapter_id", "-e", "btatt.opcode", "-e", "btatt.handle"])
+        XCTAssertEqual(run.status, 0, run.stderr, file: file, line: line)
+        return run.stdout.split(separator: "\n")
             .map { $0.split(separator: ";", omittingEmptySubsequences: false).map(String.init) }
     }
 

@@ -174,7 +174,10 @@ struct DatabaseCache: Sendable {
         } catch {
             return .failure(DatabaseCacheProblem("\(error)"))
         }
-        guard let computed = try? GATTDatabaseHash.compute(services: db.services), computed == db.databaseHash else {
+        // The file's services hash to its databaseHash by §7.3 or, for a BlueZ peer, by bluetoothd's rule.
+        let spec = try? GATTDatabaseHash.compute(services: db.services)
+        let bluez = (try? GATTDatabaseHash.blueZHashes(services: db.services)) ?? nil
+        guard spec == db.databaseHash || bluez?.contains(where: { $0.hash == db.databaseHash }) == true else {
             return .failure(DatabaseCacheProblem("its services do not hash to its databaseHash \(ATTHex.string(db.databaseHash))"))
         }
         return .success(db)
@@ -240,7 +243,9 @@ extension Session {
         services.sort { $0.startHandle < $1.startHandle }
         guard let peerHash = try await readDatabaseHash() else { return services }
         try await client.readHashedValues(&services)
-        guard let computed = computedHash(services), computed == peerHash else { return try await discoverAndStore(peerHash: peerHash) }
+        guard let computed = computedHash(services), hashIsThePeers(computed, services, peerHash: peerHash) else {
+            return try await discoverAndStore(peerHash: peerHash)
+        }
         store(services, peerHash: peerHash)
         return services
     }
@@ -284,7 +289,7 @@ extension Session {
         var services = try await client.discoverDatabase()
         try await client.readHashedValues(&services)
         guard let computed = computedHash(services) else { return services }
-        guard computed == peerHash else {
+        guard hashIsThePeers(computed, services, peerHash: peerHash) else {
             warn("finding: \(cacheTarget) serves the Database Hash \(ATTHex.string(peerHash)), but the database discovered there "
                  + "hashes to \(ATTHex.string(computed)) (Core Spec Vol 3 Part G §7.3): the peer's database or its hash is wrong; "
                  + "the database is used for this connection only")
@@ -292,6 +297,17 @@ extension Session {
         }
         store(services, peerHash: peerHash)
         return services
+    }
+
+    /// Whether `peerHash` is the hash of `services`: §7.3's (`computed`), or one bluetoothd serves instead
+    /// (`GATTDatabaseHash.blueZHashes`), which is said on stderr as a note with both values.
+    func hashIsThePeers(_ computed: [UInt8], _ services: [GATTService], peerHash: [UInt8]) -> Bool {
+        if computed == peerHash { return true }
+        guard let rule = (try? GATTDatabaseHash.blueZHashes(services: services))??.first(where: { $0.hash == peerHash }) else { return false }
+        warn("note: \(cacheTarget) serves the Database Hash \(ATTHex.string(peerHash)) as bluetoothd computes it (\(rule.versions): "
+             + "src/shared/gatt-db.c leaves out descriptors that Core Spec Vol 3 Part G §7.3 hashes, which gives \(ATTHex.string(computed))); "
+             + "the database discovered is the peer's and is cached under its hash")
+        return true
     }
 
     /// The Database Hash of `services` as computed here; nil when it cannot be (an Extended Properties value
