@@ -54,6 +54,7 @@ extension GATTClient {
 
     /// The bearer a request goes out on: the unenhanced one while it is idle or alone, else the open bearer holding
     /// the fewest requests. A closed unenhanced bearer means a closed client: its engine refuses the request, named.
+    @inline(__always)
     func pickBearer() -> ATTEngine {
         guard enhancedCount.load(ordering: .acquiring) > 0, var bestLoad = engine.load, bestLoad > 0 else { return engine }
         var best = engine

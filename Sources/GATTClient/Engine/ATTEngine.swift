@@ -67,7 +67,7 @@ final class ATTEngine: ATTTransportSink {
         func run() {
             switch self {
             case .resubmit(let p, let engine):
-                engine.submit(p)
+                engine.resubmit(p)
             case .request(let c, let r):
                 switch r {
                 case .success(let v): c.resume(returning: v)

@@ -57,7 +57,12 @@ extension ATTEngine {
         }
     }
 
-    func submit(_ p: consuming Pending) {
+    /// A request moved here from an enhanced bearer that closed (`Resumption.resubmit`): submitted as a new one.
+    func resubmit(_ p: consuming Pending) { submit(p) }
+
+    // Inlined into `request`'s continuation body, so that the request is moved, not copied, on its way in.
+    @inline(__always)
+    private func submit(_ p: consuming Pending) {
         // The request is moved into the slot or the queue, never copied (a copy retains its PDU and more).
         let continuation = p.continuation, opcode = p.opcode, handle = p.handle
         let cancelled = !p.ignoresCancellation && Task.isCancelled
