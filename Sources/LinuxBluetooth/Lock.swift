@@ -57,6 +57,16 @@ public final class Lock<Value>: @unchecked Sendable {
         return try body(&value.pointee)
     }
 
+    /// A copy of the value, read under the lock without an inout access. Read a closure kept as the value this way:
+    /// generic storage holds it at maximal abstraction, so an inout access (`withLock { $0 }`) reabstracts it and
+    /// writes it back wrapped in two more thunks each time, and a closure read once per PDU grows without end.
+    @inlinable
+    public var current: Value {
+        pthread_mutex_lock(mutex)
+        defer { pthread_mutex_unlock(mutex) }
+        return value.pointee
+    }
+
     /// Runs `body` with exclusive access to the value, then wakes every thread in `wait(until:)` to look again.
     public func withLockBroadcasting<R, E: Error>(_ body: (inout Value) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)

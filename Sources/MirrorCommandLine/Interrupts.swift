@@ -35,7 +35,7 @@ public enum Interrupts {
             while true {
                 guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }
                 _ = cbz_eventfd_drain(fd)
-                let h = Interrupts.handler.withLock { $0 }
+                let h = Interrupts.handler.current
                 h?()
             }
         }, nil) == 0 {

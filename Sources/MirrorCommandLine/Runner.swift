@@ -83,7 +83,7 @@ final class InvocationNotes: Sendable {
     func setLinkDrop(_ body: @escaping @Sendable () -> (text: String, reason: UInt8)?) { drop.withLock { $0 = body } }
 
     /// The lost link's reason, waiting a bounded time for its Disconnection Complete (LinkSession.dropReason).
-    func linkDrop() -> (text: String, reason: UInt8)? { drop.withLock { $0 }?() }
+    func linkDrop() -> (text: String, reason: UInt8)? { drop.current?() }
 }
 
 /// Where output goes: stdout and stderr, written a line at a time with write(2) so that a stream

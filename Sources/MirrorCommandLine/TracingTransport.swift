@@ -120,11 +120,11 @@ public final class ObservedTransport: ATTTransport {
     }
 
     /// Tells the indication observer (only indications are copied on the untraced path).
-    func indicated(_ pdu: [UInt8]) { indicationObserver.withLock { $0 }?(pdu) }
+    func indicated(_ pdu: [UInt8]) { indicationObserver.current?(pdu) }
 
     func closed(_ reason: TransportError) {
         if let console = traceConsole { console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) - closed: \(reason)") }
-        closeObserver.withLock { $0 }?(reason)
+        closeObserver.current?(reason)
     }
 }
 
