@@ -109,6 +109,17 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(diff.stdout, "no cached copy of \(sim.target) to compare with (it serves no Database Hash, so none is kept)\n")
     }
 
+    func testACacheThatCannotBeWrittenIsSaidPlainlyAndTheCommandGoesOn() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        let run = try ToolProcess.run("mirror", ["gatt", sim.target], environment: ["XDG_CACHE_HOME": "/proc/mirror-no-such-dir"], timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("Generic Access"), run.stdout)
+        XCTAssertTrue(run.stderr.contains("could not write the GATT cache /proc/mirror-no-such-dir/mirror/"), run.stderr)
+        XCTAssertTrue(run.stderr.contains(": ENOENT (No such file or directory) (the database is used for this connection only"), run.stderr)
+        XCTAssertFalse(run.stderr.contains("CocoaError"), run.stderr)
+    }
+
     func testCacheListAndClear() throws {
         let sim = try SimulatorProcess(["--caching", "yes"])
         defer { sim.stop() }

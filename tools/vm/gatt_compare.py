@@ -31,7 +31,9 @@ def bits(names):
 
 def main():
     mirror_path, primary_path, chars_path, desc_path = sys.argv[1:5]
-    m = json.load(open(mirror_path))
+    # mirror's notes on stderr (the GATT cache's) come before its JSON in the step's log.
+    text = open(mirror_path).read()
+    m = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]
     failures = 0
 
     def check(what, ours, theirs):

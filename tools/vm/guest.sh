@@ -15,7 +15,10 @@ for SCENARIO in $SCENARIOS; do
   OUT="$RUNS/$SCENARIO"
   mkdir -p "$OUT"
   eval "VM_LIMIT=\${LIMIT_${SCENARIO//[^A-Za-z0-9_]/_}:-120}"
-  export OUT SCENARIO VM_LIMIT
+  # The guest's root is the host's, read-only: each scenario's GATT cache and shell history go to its own
+  # directory (so scenarios do not share a cache, and a cache write works as on a user's machine).
+  XDG_CACHE_HOME="$OUT/xdg-cache" XDG_STATE_HOME="$OUT/xdg-state"
+  export OUT SCENARIO VM_LIMIT XDG_CACHE_HOME XDG_STATE_HOME
   : > "$OUT/started"
   {
     echo "guest: $SCENARIO starting at $(uptime_s) s (uptime), kernel $(uname -r)"

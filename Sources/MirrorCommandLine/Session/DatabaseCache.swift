@@ -184,6 +184,16 @@ struct DatabaseCache: Sendable {
     }
 
     /// Writes the file (a temporary file renamed over it, so a reader never sees half of one).
+    /// Why a file operation failed, as a person reads it: "EROFS (Read-only file system)" rather than
+    /// FoundationEssentials' CocoaError with its user info.
+    static func reason(_ error: any Error) -> String {
+        if let e = error as? CocoaError, let posix = e.underlying as? POSIXError {
+            let code = Errno(posix.code.rawValue)
+            return "\(code.name) (\(code.meaning))"
+        }
+        return "\(error)"
+    }
+
     func store(_ db: CachedDatabase) throws {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
@@ -327,7 +337,8 @@ extension Session {
         do {
             try cache.store(CachedDatabase(target: cacheTarget, adapter: cacheAdapter, databaseHash: peerHash, services: services))
         } catch {
-            warn("could not write the GATT cache \(cache.path(target: cacheTarget, adapter: cacheAdapter)): \(error)")
+            warn("could not write the GATT cache \(cache.path(target: cacheTarget, adapter: cacheAdapter)): \(DatabaseCache.reason(error)) "
+                 + "(the database is used for this connection only; set XDG_CACHE_HOME to a writable directory, or give --no-cache)")
         }
     }
 }

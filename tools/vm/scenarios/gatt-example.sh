@@ -11,7 +11,8 @@ vm_json "$OUT/mirror-gatt.log" \
   "mirror gatt found Heart Rate (180d), Battery (180f) and the test service 12345678-…-56789abcdef0"
 handles=$(python3 -I -S - "$OUT/mirror-gatt.log" <<'PY'
 import json, sys
-j = json.load(open(sys.argv[1]))
+text = open(sys.argv[1]).read()
+j = json.JSONDecoder().raw_decode(text[text.index("{"):])[0]  # after mirror's notes on stderr (the GATT cache's)
 chars = {c["uuid"]: c for s in j["services"] for c in s["characteristics"]}
 test = chars["12345678-1234-5678-1234-56789abcdef1"]
 print("hr=%d battery=%d hrcp=%d test=%d" % (chars["2a37"]["valueHandle"], chars["2a19"]["valueHandle"],
