@@ -239,52 +239,46 @@ int cbz_l2cap_socket(void) {
     return socket(AF_BLUETOOTH, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_L2CAP);
 }
 
-int cbz_l2cap_bind_le(int fd, const uint8_t *addr, uint8_t addr_type) {
+// An LE L2CAP address: the fixed channel `cid` (CID 4, ATT) when `psm` is 0, else the LE PSM; `addr` NULL is
+// BDADDR_ANY (all zero).
+static struct sockaddr_l2 le_sockaddr(const uint8_t *addr, uint8_t addr_type, uint16_t psm, uint16_t cid) {
     struct sockaddr_l2 a;
     memset(&a, 0, sizeof a);
     a.l2_family = AF_BLUETOOTH;
-    if (addr) to_bdaddr(&a.l2_bdaddr, addr); // else BDADDR_ANY (all zero)
-    a.l2_cid = htobs(CBZ_ATT_CID);
+    if (addr) to_bdaddr(&a.l2_bdaddr, addr);
+    a.l2_psm = htobs(psm);
+    a.l2_cid = htobs(cid);
     a.l2_bdaddr_type = addr_type;
+    return a;
+}
+
+static int connect_l2(int fd, const struct sockaddr_l2 *a) {
+    int r;
+    do { r = connect(fd, (const struct sockaddr *)a, sizeof *a); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_l2cap_bind_le(int fd, const uint8_t *addr, uint8_t addr_type) {
+    struct sockaddr_l2 a = le_sockaddr(addr, addr_type, 0, CBZ_ATT_CID);
     return bind(fd, (struct sockaddr *)&a, sizeof a);
 }
 
 int cbz_l2cap_connect_le(int fd, const uint8_t *addr, uint8_t addr_type) {
-    struct sockaddr_l2 a;
-    memset(&a, 0, sizeof a);
-    a.l2_family = AF_BLUETOOTH;
-    a.l2_psm = 0;
-    to_bdaddr(&a.l2_bdaddr, addr);
-    a.l2_cid = htobs(CBZ_ATT_CID);
-    a.l2_bdaddr_type = addr_type;
-    int r;
-    do { r = connect(fd, (struct sockaddr *)&a, sizeof a); } while (r < 0 && errno == EINTR);
-    return r;
+    struct sockaddr_l2 a = le_sockaddr(addr, addr_type, 0, CBZ_ATT_CID);
+    return connect_l2(fd, &a);
 }
 
 // Enhanced Credit Based Flow Control channels (Core Spec 5.4 Vol 3 Part A §4.25): the Enhanced ATT bearer's
 // L2CAP mode, on the fixed SPSM 0x0027 (Vol 3 Part F §3.2.11). The kernel needs its enable_ecred parameter for
 // BT_MODE; it reports the peer's L2CAP result as errno (ECONNREFUSED, EACCES...).
 int cbz_l2cap_bind_le_psm(int fd, const uint8_t *addr, uint8_t addr_type, uint16_t psm) {
-    struct sockaddr_l2 a;
-    memset(&a, 0, sizeof a);
-    a.l2_family = AF_BLUETOOTH;
-    if (addr) to_bdaddr(&a.l2_bdaddr, addr); // else BDADDR_ANY (all zero)
-    a.l2_psm = htobs(psm);
-    a.l2_bdaddr_type = addr_type;
+    struct sockaddr_l2 a = le_sockaddr(addr, addr_type, psm, 0);
     return bind(fd, (struct sockaddr *)&a, sizeof a);
 }
 
 int cbz_l2cap_connect_le_psm(int fd, const uint8_t *addr, uint8_t addr_type, uint16_t psm) {
-    struct sockaddr_l2 a;
-    memset(&a, 0, sizeof a);
-    a.l2_family = AF_BLUETOOTH;
-    a.l2_psm = htobs(psm);
-    to_bdaddr(&a.l2_bdaddr, addr);
-    a.l2_bdaddr_type = addr_type;
-    int r;
-    do { r = connect(fd, (struct sockaddr *)&a, sizeof a); } while (r < 0 && errno == EINTR);
-    return r;
+    struct sockaddr_l2 a = le_sockaddr(addr, addr_type, psm, 0);
+    return connect_l2(fd, &a);
 }
 
 int cbz_bt_set_mode(int fd, uint8_t mode) { return setsockopt(fd, SOL_BLUETOOTH, BT_MODE, &mode, sizeof mode); }
