@@ -36,9 +36,11 @@ extension ATTEngine {
         case .multipleHandleValueNotification(let list):
             for (handle, value) in list { deliver(handle: handle, value: Array(value), kind: .notification) }
         case .handleValueIndication(let handle, let value):
-            // §3.4.7.2: every indication is confirmed, also one for a handle nobody subscribed to.
-            deliver(handle: handle, value: Array(value), kind: .indication)
+            // §3.4.7.2: every indication is confirmed, also one for a handle nobody subscribed to. The confirmation
+            // is queued before the value is handed on, so that a request its consumer sends in answer goes out
+            // after it (a Service Changed confirmation makes a robust-caching client change-aware, Part G §2.5.2.1).
             queueAnswer(.handleValueConfirmation, counting: .confirmation)
+            deliver(handle: handle, value: Array(value), kind: .indication)
         case .exchangeMTURequest where isEnhanced:
             // Vol 3 Part F §3.4.2: Exchange MTU is not used on an Enhanced ATT bearer.
             refuse(.exchangeMTURequest, bytes)
