@@ -93,7 +93,7 @@ let package = Package(
         .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer", exclude: ["README.md"]),
         // What every test target shares (no XCTest, so the fuzzers link it too): the scripted peer in the style of
         // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
-        .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
+        .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CBlueZSocket"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
         .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
         // The demo in a real pseudo-terminal (Python's pty) and over a pipe.

@@ -10,6 +10,7 @@
 #include <net/if.h>
 #include <arpa/inet.h>
 #include <locale.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <poll.h>
 #include <pthread.h>
@@ -750,3 +751,16 @@ int cbz_mkdir_private(const char *path) { return mkdir(path, 0700); }
 int cbz_open_private_file(const char *path) {
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
+
+// MARK: - Leak tests
+
+// Defined by the ASan and TSan runtimes (sanitizer/allocator_interface.h); weak, so absent without one.
+extern size_t __sanitizer_get_current_allocated_bytes(void) __attribute__((weak));
+
+size_t cbz_heap_in_use(void) {
+    if (__sanitizer_get_current_allocated_bytes) return __sanitizer_get_current_allocated_bytes();
+    struct mallinfo2 m = mallinfo2();
+    return m.uordblks + m.hblkhd;
+}
+
+int cbz_under_sanitizer(void) { return __sanitizer_get_current_allocated_bytes != NULL; }

@@ -295,4 +295,12 @@ int cbz_mkdir_private(const char *path);
 /// open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600): an existing file is kept as it is.
 int cbz_open_private_file(const char *path);
 
+// MARK: - Leak tests (TestSupport)
+
+/// Bytes the program has allocated and not freed: the sanitizer allocator's count when one is linked
+/// (its shadow and thread records are not the program's), else glibc's mallinfo2 (arena plus mmapped chunks).
+size_t cbz_heap_in_use(void);
+/// 1 when an ASan or TSan runtime is in this process, else 0.
+int cbz_under_sanitizer(void);
+
 #endif
