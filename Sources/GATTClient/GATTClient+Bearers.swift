@@ -24,7 +24,7 @@ extension GATTClient {
     /// transport standing for one) whose ATT_MTU is `mtu` (the channel's: no Exchange MTU on it, Part F §3.2.8).
     /// From now on requests go to the least busy open bearer; its notifications join `notifications` in the order
     /// its reader receives them. A timeout closes only that bearer (§3.3.3); what was queued on it moves to the
-    /// unenhanced bearer. Returns the bearer's index.
+    /// unenhanced bearer, but for a Prepare Write queue's parts, which fail with it. Returns the bearer's index.
     @discardableResult
     public func addEnhancedBearer(transport: any ATTTransport, mtu: Int) throws(GATTError) -> Int {
         guard !engine.isClosed else {

@@ -151,6 +151,47 @@ final class BearerSetTests: XCTestCase {
         XCTAssertEqual(primary.sent, [hex("0a 21 00")], "a part of the queue went out on another bearer")
     }
 
+    /// Found by fuzz-engine: a Prepare Write queued behind a request that timed out moved to CID 4, mid-value.
+    func testAPrepareWriteQueuedOnABearerThatTimesOutFailsWithItAndNeverMoves() async throws {
+        let clock = ManualClock()
+        let (client, primary, enhanced) = try await makePair(clock: clock)
+        let e1 = client.enhanced.withLock { $0[0] }
+        let a = Task { try await client.read(handle: 0x0021) }               // CID 4, in flight
+        await primary.waitForSent(1)
+        let value = [UInt8](repeating: 0x5A, count: 150)                     // 3 parts of at most 59 (MTU 64 - 5)
+        let w = Task { try await client.writeLong(handle: 0x0040, value: value) }
+        await enhanced.waitForSent(1)                                        // part 1 on EATT 1
+        let c = Task { try await client.read(handle: 0x0022) }              // CID 4's queue (both hold one)
+        try await waitUntil("C queued on CID 4") { client.engine.queuedRequests == 1 }
+        let d = Task { try await client.read(handle: 0x0023) }              // EATT 1's queue (it holds fewer)
+        try await waitUntil("D queued on EATT 1") { e1.queuedRequests == 1 }
+        enhanced.inject([0x17] + enhanced.sent[0].dropFirst())             // part 1 echoed: D in flight, part 2 queued
+        await enhanced.waitForSent(2)
+        try await waitUntil("part 2 queued on EATT 1") { e1.queuedRequests == 1 }
+        primary.inject(hex("0b aa"))
+        _ = try await a.value
+        await primary.waitForSent(2)
+        primary.inject(hex("0b cc"))
+        _ = try await c.value
+        clock.advance(by: .seconds(30))                                      // D's 30 s: EATT 1 closes
+        do {
+            _ = try await d.value
+            XCTFail("expected D to time out")
+        } catch let e as GATTError {
+            guard case .timeout = e else { return XCTFail("D: \(e)") }
+        }
+        await primary.flush()
+        XCTAssertEqual(primary.sent, [hex("0a 21 00"), hex("0a 22 00")], "a Prepare Write moved to CID 4")
+        XCTAssertEqual(enhanced.sent.map { $0[0] }, [0x16, 0x0A])
+        do {
+            try await within(5, "the long write's failure") { try await w.value }
+            XCTFail("expected the long write to fail with its bearer")
+        } catch let e as GATTError {
+            guard case .disconnected(let d) = e else { return XCTFail("the long write: \(e)") }
+            XCTAssertEqual(d.during, "Prepare Write Request to handle 0x0040", e.description)
+        }
+    }
+
     func testAnEnhancedBearerRefusesExchangeMTUAndKeepsTheChannelMTU() async throws {
         let (client, _, enhanced) = try await makePair()
         enhanced.inject(hex("02 00 02"))

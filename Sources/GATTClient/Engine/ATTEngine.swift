@@ -260,8 +260,11 @@ final class ATTEngine: ATTTransportSink {
                 reason: reason, during: describe(slot.opcode, handle: slot.handle))))))
         }
         for p in s.requests.queue.removeAll() {
-            if let primary = notificationTarget, p.continuation != nil {
-                // Never written on this bearer: it goes out on the unenhanced one (or fails there, named).
+            // Never written on this bearer: it goes out on the unenhanced one (or fails there, named). Not a part of a
+            // Prepare Write queue, which lives on its bearer (Part F §3.4.6, Part G §4.9.4): moved, it would land
+            // mid-value in another bearer's queue; it fails, named, with its bearer.
+            if let primary = notificationTarget, p.continuation != nil,
+               p.opcode != .prepareWriteRequest, p.opcode != .executeWriteRequest {
                 out.append(.resubmit(p, primary))
                 continue
             }
