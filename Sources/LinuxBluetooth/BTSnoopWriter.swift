@@ -6,7 +6,9 @@ import Glibc
 /// Writes ATT PDUs to a btsnoop file (datalink 2001, the BlueZ monitor format). A socket-level stack never
 /// sees HCI, so each PDU is wrapped in a synthetic HCI ACL header (Core Spec 5.4 Vol 4 Part E §5.4.2) and an
 /// L2CAP basic header on CID 4 (Vol 3 Part A §3.1); each bearer gets its own adapter index, announced by a
-/// "new index" record before its first packet. Safe to share between bearers: one lock guards the fd.
+/// "new index" record before its first packet. An Enhanced ATT bearer's PDUs go on its link's index with the
+/// ECRED channel's CID in the L2CAP header, after a synthesized channel opening on the signaling channel (see
+/// `openCreditBasedChannel`). Safe to share between bearers: one lock guards the fd.
 public final class BTSnoopWriter: Sendable {
     /// Whether a PDU went out or came in.
     public enum Direction: Sendable { case sent, received }
@@ -15,6 +17,9 @@ public final class BTSnoopWriter: Sendable {
     public let path: String
     /// The made-up ACL connection handle the records carry, unless `setConnectionHandle` gave the link's real one.
     public static let aclHandle: UInt16 = 0x0040
+    /// The LE signaling channel (Core Spec 5.4 Vol 3 Part A §2.1) and the Enhanced ATT SPSM (Assigned Numbers).
+    public static let leSignalingCID: UInt16 = 0x0005
+    public static let eattPSM: UInt16 = 0x0027
     /// Microseconds from 0000-01-01 to 1970-01-01, the btsnoop epoch offset.
     static let epochOffset: Int64 = 0x00DC_DDB3_0F2F_8000
 
@@ -23,6 +28,8 @@ public final class BTSnoopWriter: Sendable {
         var nextIndex: UInt16 = 0
         /// The real connection handle per index (an LE bearer's link), for the ACL headers.
         var handles: [UInt16: UInt16] = [:]
+        /// The identifier of the last synthesized signaling request (Vol 3 Part A §4: nonzero, one per request).
+        var signalingIdentifier: UInt8 = 0
         /// The first write error; later writes are skipped.
         var failure: SocketError?
     }
@@ -102,17 +109,66 @@ public final class BTSnoopWriter: Sendable {
 
     /// Records one ATT PDU with a given timestamp (microseconds since 1970).
     public func write(index: UInt16, direction: Direction, pdu: UnsafeRawBufferPointer, timestamp unixMicroseconds: Int64) {
-        // ACL header: handle with PB=10 (start, automatically flushable), data length; L2CAP: length, CID 4.
-        let handle = (state.withLock { $0.handles[index] } ?? Self.aclHandle) | 0x2000
-        let l2len = UInt16(truncatingIfNeeded: pdu.count)
-        let acllen = UInt16(truncatingIfNeeded: pdu.count + 4)
-        let headers: (UInt64) = UInt64(handle & 0xFF) | UInt64(handle >> 8) << 8
-            | UInt64(acllen & 0xFF) << 16 | UInt64(acllen >> 8) << 24
-            | UInt64(l2len & 0xFF) << 32 | UInt64(l2len >> 8) << 40
-            | UInt64(0x04) << 48 | UInt64(0x00) << 56
+        let headers = aclHeader(index: index, l2capPayload: pdu.count, cid: 0x0004)
         withUnsafeBytes(of: headers.littleEndian) { h in
             appendRecord(index: index, opcode: direction == .sent ? 4 : 5, timestamp: unixMicroseconds, parts: h, pdu)
         }
+    }
+
+    /// Records one ATT PDU of an Enhanced ATT bearer, timestamped now: one K-frame on the channel's CID (a sent PDU
+    /// carries the peer's CID, a received one ours), its SDU Length field first (Vol 3 Part A §3.4.3).
+    public func write(index: UInt16, direction: Direction, pdu: UnsafeRawBufferPointer, channel: (local: UInt16, remote: UInt16)) {
+        write(index: index, direction: direction, pdu: pdu, channel: channel, timestamp: Self.timestamp())
+    }
+
+    /// Records one ATT PDU of an Enhanced ATT bearer with a given timestamp (microseconds since 1970).
+    public func write(index: UInt16, direction: Direction, pdu: UnsafeRawBufferPointer,
+                      channel: (local: UInt16, remote: UInt16), timestamp unixMicroseconds: Int64) {
+        var headers = aclHeaderBytes(index: index, l2capPayload: 2 + pdu.count,
+                                cid: direction == .sent ? channel.remote : channel.local)
+        headers.snoopAppendLE16(UInt16(truncatingIfNeeded: pdu.count))
+        headers.withUnsafeBytes { h in
+            appendRecord(index: index, opcode: direction == .sent ? 4 : 5, timestamp: unixMicroseconds, parts: h, pdu)
+        }
+    }
+
+    /// Records the opening of an Enhanced ATT bearer on `index` (its link's): an LE Credit Based Connection
+    /// Request naming SPSM 0x0027 and our CID (sent) and its successful Response with the peer's (received), on the
+    /// signaling channel (Vol 3 Part A §4.22, §4.23). The kernel's real exchange (ECRED, §4.25) never reaches a
+    /// socket-level tool; this one is what lets Wireshark tie the dynamic CIDs to the PSM, so it decodes them as ATT
+    /// (a Wireshark without EATT's PSM: `-d btl2cap.psm==0x0027,btatt`). MTU and MPS are the bearer's MTU (one
+    /// K-frame per PDU, as recorded); the credits are not known here and say 0.
+    public func openCreditBasedChannel(index: UInt16, channel: (local: UInt16, remote: UInt16), mtu: Int,
+                                       psm: UInt16 = BTSnoopWriter.eattPSM) {
+        let identifier = state.withLock { s -> UInt8 in
+            s.signalingIdentifier = s.signalingIdentifier == 0xFF ? 1 : s.signalingIdentifier + 1
+            return s.signalingIdentifier
+        }
+        let m = UInt16(clamping: mtu)
+        let now = Self.timestamp()
+        // Code 0x14: SPSM, Source CID, MTU, MPS, Initial Credits. Code 0x15: Destination CID, MTU, MPS, credits, Result.
+        for (code, fields, direction) in [(UInt8(0x14), [psm, channel.local, m, m, 0], Direction.sent),
+                                          (UInt8(0x15), [channel.remote, m, m, 0, 0x0000], Direction.received)] {
+            var record = aclHeaderBytes(index: index, l2capPayload: 4 + 2 * fields.count, cid: Self.leSignalingCID)
+            record += [code, identifier]
+            record.snoopAppendLE16(UInt16(2 * fields.count))
+            for f in fields { record.snoopAppendLE16(f) }
+            record.withUnsafeBytes { appendRecord(index: index, opcode: direction == .sent ? 4 : 5, timestamp: now, parts: $0, nil) }
+        }
+    }
+
+    /// The ACL header (handle with PB=10: start, automatically flushable; data length) and the basic L2CAP header
+    /// (length, CID) of a payload of `l2capPayload` octets, as the 8 octets of a UInt64 in little-endian order.
+    private func aclHeader(index: UInt16, l2capPayload: Int, cid: UInt16) -> UInt64 {
+        let handle = (state.withLock { $0.handles[index] } ?? Self.aclHandle) | 0x2000
+        let l2len = UInt16(truncatingIfNeeded: l2capPayload)
+        let acllen = UInt16(truncatingIfNeeded: l2capPayload + 4)
+        return UInt64(handle) | UInt64(acllen) << 16 | UInt64(l2len) << 32 | UInt64(cid) << 48
+    }
+
+    /// `aclHeader` as bytes, for records that carry more header (an SDU length, a signaling command).
+    private func aclHeaderBytes(index: UInt16, l2capPayload: Int, cid: UInt16) -> [UInt8] {
+        withUnsafeBytes(of: aclHeader(index: index, l2capPayload: l2capPayload, cid: cid).littleEndian) { Array($0) }
     }
 
     /// Microseconds since 1970 from CLOCK_REALTIME.
@@ -150,6 +206,10 @@ public final class BTSnoopWriter: Sendable {
 }
 
 extension Array where Element == UInt8 {
+    mutating func snoopAppendLE16(_ v: UInt16) {
+        append(UInt8(v & 0xFF)); append(UInt8(v >> 8))
+    }
+
     mutating func snoopAppendBE32(_ v: UInt32) {
         append(UInt8(v >> 24)); append(UInt8(v >> 16 & 0xFF)); append(UInt8(v >> 8 & 0xFF)); append(UInt8(v & 0xFF))
     }

@@ -8,11 +8,13 @@ import Synchronization
 
 /// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
 /// Part F §3.4): with `trace`, prints each as one line on stderr
-/// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`); always notes how long sends waited after the
-/// socket reported EAGAIN.
+/// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`; on an Enhanced ATT bearer the bearer follows the
+/// direction: `> [b1 cid 0x0041] Write Request ...`); always notes how long sends waited after the socket reported EAGAIN.
 public final class ObservedTransport: ATTTransport {
     public let inner: any ATTTransport
     let console: Console?
+    /// The bearer named on each trace line ("b1 cid 0x0041"), nil on the unenhanced bearer (lines as they always were).
+    public let bearer: String?
     /// Whether PDUs are printed on `console` now (`--trace`; the shell's `trace on|off` changes it).
     let tracing: Atomic<Bool>
     /// Guards what was observed: the backpressure accounting.
@@ -35,18 +37,27 @@ public final class ObservedTransport: ATTTransport {
         var blockedSince: UInt64 = 0
     }
 
-    /// Watches `inner`; prints every PDU on `console`'s stderr when `trace` is set.
-    public init(_ inner: any ATTTransport, trace console: Console?) {
+    /// Watches `inner`; prints every PDU on `console`'s stderr when `trace` is set, naming `bearer` on each line.
+    public init(_ inner: any ATTTransport, trace console: Console?, bearer: String? = nil) {
         self.inner = inner
         self.console = console
+        self.bearer = bearer
         self.tracing = Atomic(console != nil)
     }
 
-    /// Watches `inner`; prints every PDU on `console`'s stderr while tracing (`setTracing`).
-    public init(_ inner: any ATTTransport, console: Console, tracing: Bool) {
+    /// Watches `inner`; prints every PDU on `console`'s stderr while tracing (`setTracing`), naming `bearer` on each.
+    public init(_ inner: any ATTTransport, console: Console, tracing: Bool, bearer: String? = nil) {
         self.inner = inner
         self.console = console
+        self.bearer = bearer
         self.tracing = Atomic(tracing)
+    }
+
+    /// How a trace names an Enhanced ATT bearer: its index among the client's bearers and, when it is an L2CAP
+    /// channel, its local CID ("b1 cid 0x0041"; Core Spec 5.4 Vol 3 Part A §2.1: dynamic CIDs from 0x0040).
+    public static func bearerName(index: Int, localCID: UInt16?) -> String {
+        guard let localCID else { return "b\(index)" }
+        return "b\(index) cid \(ATTHex.handle(localCID))"
     }
 
     /// Starts or stops printing PDUs.
@@ -79,7 +90,9 @@ public final class ObservedTransport: ATTTransport {
             // line always precedes its response's, though the answer can arrive before trySend returns.
             result = try traceOrder.withLock { _ throws(TransportError) in
                 let r = try inner.trySend(pdu)
-                if r == .sent { console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow())) }
+                if r == .sent {
+                    console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow(), bearer: bearer))
+                }
                 return r
             }
         } else {
@@ -114,7 +127,7 @@ public final class ObservedTransport: ATTTransport {
 
     func received(_ pdu: [UInt8]) {
         if let console = traceConsole {
-            traceOrder.withLock { _ in console.err(traceLine(direction: "<", bytes: pdu, at: unixNow())) }
+            traceOrder.withLock { _ in console.err(traceLine(direction: "<", bytes: pdu, at: unixNow(), bearer: bearer)) }
         }
         if pdu.first == ATTOpcode.handleValueIndication.rawValue { indicated(pdu) }
     }
@@ -123,7 +136,9 @@ public final class ObservedTransport: ATTTransport {
     func indicated(_ pdu: [UInt8]) { indicationObserver.current?(pdu) }
 
     func closed(_ reason: TransportError) {
-        if let console = traceConsole { console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) - closed: \(reason)") }
+        if let console = traceConsole {
+            console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(bearer.map { " [\($0)]" } ?? "") closed: \(reason)")
+        }
         closeObserver.current?(reason)
     }
 }
@@ -159,13 +174,15 @@ final class ObservingSink: ATTTransportSink {
     }
 }
 
-/// One trace line: time, ">" sent or "<" received, the decoded PDU (or why it does not decode, and its bytes).
-public func traceLine(direction: String, bytes: [UInt8], at time: Double) -> String {
+/// One trace line: time, ">" sent or "<" received, the bearer in brackets when named (an Enhanced ATT bearer), the
+/// decoded PDU (or why it does not decode, and its bytes).
+public func traceLine(direction: String, bytes: [UInt8], at time: Double, bearer: String? = nil) -> String {
     let decoded: String
     do {
         decoded = try ATTPDU.decode(bytes).description
     } catch {
         decoded = "undecodable: \(error) [\(ATTHex.string(bytes, separator: " "))]"
     }
-    return "\(clockTime(unixSeconds: time, digits: 6)) \(direction) \(decoded)"
+    guard let bearer else { return "\(clockTime(unixSeconds: time, digits: 6)) \(direction) \(decoded)" }
+    return "\(clockTime(unixSeconds: time, digits: 6)) \(direction) [\(bearer)] \(decoded)"
 }

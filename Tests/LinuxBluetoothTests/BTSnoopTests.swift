@@ -94,6 +94,46 @@ final class BTSnoopTests: XCTestCase {
         XCTAssertEqual(dir.out.split(separator: "\n").map(String.init), ["4", "4", "5", "4", "5", "4", "5"])
     }
 
+    /// An Enhanced ATT bearer's PDUs on its ECRED channel's CID, after the synthesized channel opening (SPSM 0x0027)
+    /// that lets tshark decode the dynamic CID as ATT (Debian's 4.0 knows no EATT PSM: `-d` names it).
+    func testTsharkDecodesAnEnhancedBearersPDUsOnItsChannelsCID() throws {
+        let path = FileManager.default.temporaryDirectory.path + "/snoop-eatt-\(getpid()).btsnoop"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let w = try BTSnoopWriter(path: path)
+        let idx = w.addIndex(label: "link", address: BluetoothAddress(bytes: [1, 2, 3, 4, 5, 6])!)
+        func pdu(_ bytes: [UInt8], _ d: BTSnoopWriter.Direction, _ channel: (local: UInt16, remote: UInt16)?) {
+            bytes.withUnsafeBytes { b in
+                if let channel { w.write(index: idx, direction: d, pdu: b, channel: channel) } else { w.write(index: idx, direction: d, pdu: b) }
+            }
+        }
+        pdu([0x0A, 0x03, 0x00], .sent, nil)                                   // CID 4 as before
+        w.openCreditBasedChannel(index: idx, channel: (local: 0x0041, remote: 0x0045), mtu: 247)
+        w.openCreditBasedChannel(index: idx, channel: (local: 0x0042, remote: 0x0046), mtu: 100)
+        pdu([0x12, 0x10, 0x00, 0x01], .sent, (0x0041, 0x0045))               // Write Request on bearer 1
+        pdu([0x0A, 0x04, 0x00], .sent, (0x0042, 0x0046))                     // Read Request on bearer 2
+        pdu([0x13], .received, (0x0041, 0x0045))                             // bearer 1's Write Response
+        pdu([0x0B, 0x42], .received, (0x0042, 0x0046))                       // bearer 2's Read Response
+        pdu([0x0B, 0x61], .received, nil)                                    // CID 4's Read Response
+        w.close()
+        XCTAssertNil(w.failure)
+        let r = try tshark(["-r", path, "-d", "btl2cap.psm==0x0027,btatt", "-Y", "btl2cap", "-T", "fields", "-E", "separator=;",
+                            "-e", "hci_mon.opcode", "-e", "btl2cap.cid", "-e", "btl2cap.cmd_code", "-e", "btl2cap.le_psm",
+                            "-e", "btl2cap.psm", "-e", "btatt.opcode", "-e", "btatt.handle"])
+        XCTAssertEqual(r.status, 0, r.err)
+        XCTAssertEqual(r.out.split(separator: "\n").map(String.init), [
+            "4;0x0004;;;;0x0a;0x0003",              // CID 4
+            "4;0x0005;0x14;0x0027;0x0027;;",        // LE Credit Based Connection Request, SPSM 0x0027 (sent)
+            "5;0x0005;0x15;;;;",                    // its Response (received)
+            "4;0x0005;0x14;0x0027;0x0027;;",
+            "5;0x0005;0x15;;;;",
+            "4;0x0045;;;0x0027;0x12;0x0010",        // sent: the peer's CID
+            "4;0x0046;;;0x0027;0x0a;0x0004",
+            "5;0x0041;;;0x0027;0x13;0x0010",        // received: ours, paired with its request
+            "5;0x0042;;;0x0027;0x0b;0x0004",
+            "5;0x0004;;;;0x0b;0x0003",
+        ], r.out)
+    }
+
     func testTheLinksHCIEventsAndItsATTPDUsShareTheRealHandleInTshark() throws {
         let path = FileManager.default.temporaryDirectory.path + "/snoop-link-\(getpid()).btsnoop"
         defer { try? FileManager.default.removeItem(atPath: path) }
