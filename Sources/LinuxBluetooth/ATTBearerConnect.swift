@@ -51,8 +51,10 @@ extension ATTBearer {
                       enhanced: UInt16(clamping: max(minimumEnhancedMTU, mtu)))
     }
 
-    /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8).
+    /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8); over unix:,
+    /// the smaller of the two its handshake carried.
     public func enhancedMTU() throws(TransportError) -> Int {
+        if let fixedEnhancedMTU { return fixedEnhancedMTU }
         let m = try l2capMTUs()
         return min(m.send, m.receive)
     }
@@ -110,13 +112,18 @@ extension ATTBearer {
         }
         var rcv: UInt16 = 0
         let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
-        if rxMTU != nil {
-            var addr = [UInt8](repeating: 0, count: 6), t: UInt8 = 0, cid: UInt16 = 0
-            if cbz_l2cap_local(fd, &addr, &t, &cid) == 0 { label += " PSM 0x0027 CID \(ATTHex.handle(cid))" }
-        }
+        let cids = rxMTU == nil ? nil : channelIDs(of: fd)
+        if let cids { label += " PSM 0x0027 CID \(ATTHex.handle(cids.local))" }
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
-                             label: label, receiveBufferSize: max(1024, rcvMTU))
+                             label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
+    }
+
+    /// An ECRED socket's CIDs (getsockname / getpeername `l2_cid`); nil when either cannot be read.
+    static func channelIDs(of fd: Int32) -> (local: UInt16, remote: UInt16)? {
+        var addr = [UInt8](repeating: 0, count: 6), t: UInt8 = 0, local: UInt16 = 0, remote: UInt16 = 0
+        guard cbz_l2cap_local(fd, &addr, &t, &local) == 0, cbz_l2cap_peer(fd, &addr, &t, &remote) == 0 else { return nil }
+        return (local, remote)
     }
 
     /// Waits for a non-blocking connect on `fd` to finish (POLLOUT), at most `timeout` seconds, then reads its
@@ -146,6 +153,7 @@ extension ATTBearer {
             _ = cbz_close(fd)
             throw .socket(e)
         }
+        restartEnhancedNumbering(unixPath: path)
         return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
     }
 
@@ -294,6 +302,23 @@ public final class ATTBearerListener: Sendable {
     /// Waits for the next connection (at most `timeout` seconds; nil waits until `close`).
     /// Throws `.closedLocally` after `close`, `.connectTimedOut` when the timeout passes.
     public func accept(timeout: Double? = nil) throws(TransportError) -> ATTBearer {
+        let c = try acceptSocket(timeout: timeout)
+        switch kind {
+        case .unix(let path):
+            return try ATTBearer(adopting: c.fd, endpoint: .unix(path: path), label: "unix:\(path) (accepted)")
+        case .le(let adapter, _):
+            let address = c.peer ?? .any
+            let leType = c.type ?? .public
+            var rcv: UInt16 = 0
+            let rcvMTU = cbz_bt_rcvmtu(c.fd, &rcv) == 0 ? Int(rcv) : 0
+            let label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
+            return try ATTBearer(adopting: c.fd, endpoint: .le(peer: address, type: leType, adapter: adapter),
+                                 label: label, receiveBufferSize: max(1024, rcvMTU))
+        }
+    }
+
+    /// The next accepted socket (non-blocking), with the LE peer's address and type; the caller owns it.
+    func acceptSocket(timeout: Double?) throws(TransportError) -> (fd: Int32, peer: BluetoothAddress?, type: LEAddressType?) {
         try state.withLock { s throws(TransportError) in
             if s.closed { throw TransportError.closedLocally(reason: "the listener \(label) is closed") }
             s.accepting += 1
@@ -325,8 +350,8 @@ public final class ATTBearerListener: Sendable {
                     if code == EAGAIN || code == ECONNABORTED { continue }
                     throw .socket(socketError("accept", code, "accepting on \(label)", .unix(path: path)))
                 }
-                return try ATTBearer(adopting: c, endpoint: .unix(path: path), label: "unix:\(path) (accepted)")
-            case .le(let adapter, _):
+                return (c, nil, nil)
+            case .le:
                 var peer = [UInt8](repeating: 0, count: 6)
                 var type: UInt8 = 0
                 let c = cbz_l2cap_accept(fd, &peer, &type)
@@ -335,13 +360,7 @@ public final class ATTBearerListener: Sendable {
                     if code == EAGAIN || code == ECONNABORTED { continue }
                     throw .socket(socketError("accept", code, "accepting on \(label)", .l2cap(peer: "a central")))
                 }
-                let address = BluetoothAddress(uncheckedBytes: peer)
-                let leType = LEAddressType(rawValue: type) ?? .public
-                var rcv: UInt16 = 0
-                let rcvMTU = cbz_bt_rcvmtu(c, &rcv) == 0 ? Int(rcv) : 0
-                let label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
-                return try ATTBearer(adopting: c, endpoint: .le(peer: address, type: leType, adapter: adapter),
-                                     label: label, receiveBufferSize: max(1024, rcvMTU))
+                return (c, BluetoothAddress(uncheckedBytes: peer), LEAddressType(rawValue: type) ?? .public)
             }
         }
     }

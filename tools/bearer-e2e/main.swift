@@ -62,6 +62,8 @@ func errorFields(_ e: TransportError) -> [String: Any] {
     case .closedLocally: f["kind"] = "closedLocally"
     case .truncated: f["kind"] = "truncated"
     case .hciCommandFailed: f["kind"] = "hciCommandFailed"
+    case .enhancedBearerRefused(_, let result): f["kind"] = "enhancedBearerRefused"; f["l2cap_result"] = Int(result.rawValue)
+    case .handshakeTimedOut(_, _, let seconds): f["kind"] = "handshakeTimedOut"; f["seconds"] = seconds
     }
     return f
 }
