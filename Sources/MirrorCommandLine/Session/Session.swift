@@ -79,6 +79,8 @@ final class Session: Sendable {
     let cacheAdapter: String?
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
+    /// Guards what --bearers came to (nil outcome with --bearers 1) and the Enhanced ATT bearers opened (SessionBearers.swift).
+    let enhancedBearers = Lock<(outcome: EnhancedBearerOutcome?, links: [SessionEnhancedBearer])>((nil, []))
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
                  capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
@@ -191,6 +193,7 @@ final class Session: Sendable {
             session.closeConnection()
             throw error
         }
+        await session.openEnhancedBearers(g, target: target, security: target.isUnix ? nil : security, console: inv.console)
         return session
     }
 
@@ -466,6 +469,7 @@ final class Session: Sendable {
     /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.
     func setTracing(_ on: Bool) {
         transport.setTracing(on)
+        for link in enhancedBearers.withLock({ $0.links }) { link.observed.setTracing(on) }
         records.setTracing(on)
     }
 
