@@ -66,9 +66,9 @@ public enum EnhancedBearerRefusal: Sendable, Equatable, CustomStringConvertible 
     }
 
     /// A transport error from opening an ECRED channel, sorted: the kernel's refusal of BT_MODE_EXT_FLOWCTL
-    /// (`ATTBearer.connectEnhanced` names that setsockopt) is the kernel's, anything else the connection's.
+    /// (`ATTBearer.enhancedModeSyscall`) is the kernel's, anything else the connection's.
     public init(opening error: TransportError) {
-        if case .socket(let e) = error, e.syscall.hasPrefix("setsockopt(BT_MODE") {
+        if case .socket(let e) = error, e.syscall == ATTBearer.enhancedModeSyscall {
             self = .kernelWithoutECRED(error)
         } else {
             self = .connectFailed(error)

@@ -39,6 +39,10 @@ extension ATTBearer {
     /// The smallest MTU of an ECRED channel (Core Spec 5.4 Vol 3 Part A §4.25), and the EATT bearer's minimum.
     public static let minimumEnhancedMTU = 64
 
+    /// The syscall an ECRED channel's socket fails in on a kernel without ECRED (before 5.7, or enable_ecred off):
+    /// a `SocketError` naming it is the kernel's refusal, not the peer's.
+    public static let enhancedModeSyscall = "setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)"
+
     /// Opens an Enhanced ATT bearer to `address` (Core Spec 5.4 Vol 3 Part F §3.2.11): an L2CAP Enhanced Credit
     /// Based Flow Control channel (BT_MODE_EXT_FLOWCTL) on SPSM 0x0027 over the existing LE link, receiving at most
     /// `mtu` bytes per SDU. Its ATT_MTU is `enhancedMTU()` (the smaller of both sides' MTUs). The kernel must have
@@ -87,7 +91,7 @@ extension ATTBearer {
         if bound < 0 { throw .socket(lastSocketError("bind", "binding \(rxMTU == nil ? "the ATT socket" : what) to \(adapterName ?? "any adapter") (\(channel))", domain)) }
         if let rxMTU {
             if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
-                throw .socket(lastSocketError("setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)",
+                throw .socket(lastSocketError(enhancedModeSyscall,
                                               "asking for an ECRED channel to \(label) (the kernel needs the bluetooth module's enable_ecred)", domain))
             }
             if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {

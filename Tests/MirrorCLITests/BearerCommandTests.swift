@@ -102,8 +102,8 @@ final class BearerCommandTests: XCTestCase {
         XCTAssertEqual(fields.map(\.0), ["clientRxMTU", "serverRxMTU", "mtu", "writeBudget", "prepareWriteBudget", "readBlobBudget", "link", "bearers"])
         let bearers = try XCTUnwrap(fields.last?.1)
         XCTAssertEqual(bearers.compact, #"{"asked":2,"open":2,"list":["#
-                       + #"{"index":0,"enhanced":false,"cid":"0x0004","peerCID":"0x0004","mtu":100,"open":true,"requestsAnswered":6,"credits":{"unknown":"none: the ATT fixed channel has no credit-based flow control"}},"#
-                       + #"{"index":1,"enhanced":true,"cid":"0x0041","peerCID":"0x0041","mtu":100,"open":true,"requestsAnswered":0,"credits":{"unknown":"not reported: no socket option gives an ECRED channel's credits"}}"#
+                       + #"{"index":0,"enhanced":false,"cid":4,"peerCID":4,"mtu":100,"open":true,"requestsAnswered":6,"credits":{"unknown":"none: the ATT fixed channel has no credit-based flow control"}},"#
+                       + #"{"index":1,"enhanced":true,"cid":65,"peerCID":65,"mtu":100,"open":true,"requestsAnswered":0,"credits":{"unknown":"not reported: no socket option gives an ECRED channel's credits"}}"#
                        + #"],"notes":[]}"#)
     }
 
@@ -125,7 +125,7 @@ final class BearerCommandTests: XCTestCase {
         let j = try json.json()
         XCTAssertEqual(j["target"]?.string, peer.target)
         XCTAssertEqual(j["bearers"]?["open"], 2)
-        XCTAssertEqual(j["bearers"]?["list"]?[1]?["cid"], "0x0041")
+        XCTAssertEqual(j["bearers"]?["list"]?[1]?["cid"], 0x41)
     }
 
     /// --bearers 1 (the default) reads and writes nothing for EATT and lists nothing: the output is as before.

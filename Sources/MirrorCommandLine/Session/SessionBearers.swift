@@ -98,8 +98,8 @@ extension Session {
         let rows = bearerRows().map { r -> JSONValue in
             .object([
                 ("index", .int(r.index)), ("enhanced", .bool(r.enhanced)),
-                ("cid", r.cids.map { .string(ATTHex.handle($0.local)) } ?? .null),
-                ("peerCID", r.cids.map { .string(ATTHex.handle($0.remote)) } ?? .null),
+                ("cid", r.cids.map { .int(Int($0.local)) } ?? .null),
+                ("peerCID", r.cids.map { .int(Int($0.remote)) } ?? .null),
                 ("mtu", .int(r.mtu)), ("open", .bool(r.open)), ("requestsAnswered", .int(r.requestsAnswered)),
                 ("credits", r.credits.jsonValue { .int($0) }),
             ])
