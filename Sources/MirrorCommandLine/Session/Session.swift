@@ -214,7 +214,7 @@ final class Session: Sendable {
         for s in model.services.indices {
             for c in model.services[s].characteristics.indices {
                 let characteristic = model.services[s].characteristics[c]
-                if characteristic.properties & PropertyBit.read != 0 {
+                if GATTCharacteristicProperties(rawValue: characteristic.properties).contains(.read) {
                     model.services[s].characteristics[c].value = try await readOutcome(characteristic.valueHandle)
                 }
                 for d in characteristic.descriptors.indices {
