@@ -103,11 +103,11 @@ public final class GATTServerHost: Sendable {
         enum Decision { case open(ObjectIdentifier, Int), refuse(L2CAPConnectionResult) }
         let decision: Decision = state.withLock { s in
             if let fault { return .refuse(fault) }
-            if request.spsm != EnhancedBearerHandshake.spsm { return .refuse(.spsmNotSupported) }
-            if request.clientMTU < ATTBearer.minimumEnhancedMTU { return .refuse(.unacceptableParameters) }
-            guard let id = s.latest, var client = s.connections[id], client.enhancedOpened < enhancedBearerLimit else {
-                return .refuse(.noResourcesAvailable)
+            let client = s.latest.flatMap { s.connections[$0] }
+            if let result = request.refusal(hasClient: client != nil, opened: client?.enhancedOpened ?? 0, limit: enhancedBearerLimit) {
+                return .refuse(result)
             }
+            guard let id = s.latest, var client else { return .refuse(.noResourcesAvailable) }
             client.enhancedOpened += 1
             s.connections[id] = client
             return .open(id, client.enhancedOpened)

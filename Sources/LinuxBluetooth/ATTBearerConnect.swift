@@ -196,6 +196,8 @@ public final class ATTBearerListener: Sendable {
     public enum Kind: Sendable, Equatable {
         case unix(path: String)
         case le(adapter: String?, address: BluetoothAddress)
+        /// ECRED channels (BT_MODE_EXT_FLOWCTL) on SPSM 0x0027: Enhanced ATT bearers (Vol 3 Part F §3.2.11).
+        case leEnhanced(adapter: String?, address: BluetoothAddress)
     }
 
     public let kind: Kind
@@ -303,6 +305,45 @@ public final class ATTBearerListener: Sendable {
         return ATTBearerListener(fd: fd, wakefd: wake, kind: .le(adapter: name, address: address), label: label)
     }
 
+    /// Listens for Enhanced ATT bearers on `adapter` (nil: any): L2CAP ECRED channels (BT_MODE_EXT_FLOWCTL) on SPSM
+    /// 0x0027, each accepted channel receiving at most `mtu` bytes per SDU (at least 64, Vol 3 Part A §4.25). The
+    /// kernel needs the bluetooth module's enable_ecred (setsockopt(BT_MODE) fails with ENOPROTOOPT, listen with
+    /// EOPNOTSUPP otherwise), and SPSM 0x0027 is below 0x0080, so bind needs CAP_NET_BIND_SERVICE (else EACCES).
+    public static func leEnhanced(adapter: String?, mtu: Int = ATTMTU.maximum, backlog: Int32 = 8) throws(TransportError) -> ATTBearerListener {
+        let domain = SocketDomain.l2cap(peer: "any central")
+        let fd = cbz_l2cap_socket()
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an Enhanced ATT listener", domain)) }
+        var owned = true
+        defer { if owned { _ = cbz_close(fd) } }
+        var name: String? = nil
+        var address = BluetoothAddress.any
+        if let adapter {
+            let a = try HCIAdapter.resolve(adapter)
+            guard a.isUp else { throw .adapterDown(a.name) }
+            name = a.name
+            address = a.address
+        }
+        let on = name ?? "any adapter"
+        let bound = address.bytes.withUnsafeBufferPointer {
+            cbz_l2cap_bind_le_psm(fd, adapter == nil ? nil : $0.baseAddress, UInt8(CBZ_LE_PUBLIC), UInt16(CBZ_EATT_PSM))
+        }
+        if bound < 0 { throw .socket(lastSocketError("bind", "binding the Enhanced ATT listener to \(on) (PSM 0x0027)", domain)) }
+        if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
+            throw .socket(lastSocketError("setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)",
+                                          "asking for ECRED channels on \(on) (the kernel needs the bluetooth module's enable_ecred)", domain))
+        }
+        let rxMTU = UInt16(clamping: max(ATTBearer.minimumEnhancedMTU, mtu))
+        if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
+            throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the Enhanced ATT listener's MTU to \(rxMTU) on \(on)", domain))
+        }
+        if cbz_listen(fd, backlog) < 0 { throw .socket(lastSocketError("listen", "listening for Enhanced ATT bearers (PSM 0x0027) on \(on)", domain)) }
+        let wake = cbz_eventfd()
+        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the Enhanced ATT listener", .local)) }
+        owned = false
+        let label = name.map { "LE PSM 0x0027 (ECRED) on \($0) (\(address))" } ?? "LE PSM 0x0027 (ECRED) on any adapter"
+        return ATTBearerListener(fd: fd, wakefd: wake, kind: .leEnhanced(adapter: name, address: address), label: label)
+    }
+
     /// Waits for the next connection (at most `timeout` seconds; nil waits until `close`).
     /// Throws `.closedLocally` after `close`, `.connectTimedOut` when the timeout passes.
     public func accept(timeout: Double? = nil) throws(TransportError) -> ATTBearer {
@@ -310,14 +351,19 @@ public final class ATTBearerListener: Sendable {
         switch kind {
         case .unix(let path):
             return try ATTBearer(adopting: c.fd, endpoint: .unix(path: path), label: "unix:\(path) (accepted)")
-        case .le(let adapter, _):
+        case .le(let adapter, _), .leEnhanced(let adapter, _):
             let address = c.peer ?? .any
             let leType = c.type ?? .public
             var rcv: UInt16 = 0
             let rcvMTU = cbz_bt_rcvmtu(c.fd, &rcv) == 0 ? Int(rcv) : 0
-            let label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
+            var label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
+            var cids: (local: UInt16, remote: UInt16)? = nil
+            if case .leEnhanced = kind {
+                cids = ATTBearer.channelIDs(of: c.fd)
+                label += " PSM 0x0027 CID " + (cids.map { ATTHex.handle($0.local) } ?? "?")
+            }
             return try ATTBearer(adopting: c.fd, endpoint: .le(peer: address, type: leType, adapter: adapter),
-                                 label: label, receiveBufferSize: max(1024, rcvMTU))
+                                 label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
         }
     }
 
@@ -355,7 +401,7 @@ public final class ATTBearerListener: Sendable {
                     throw .socket(socketError("accept", code, "accepting on \(label)", .unix(path: path)))
                 }
                 return (c, nil, nil)
-            case .le:
+            case .le, .leEnhanced:
                 var peer = [UInt8](repeating: 0, count: 6)
                 var type: UInt8 = 0
                 let c = cbz_l2cap_accept(fd, &peer, &type)

@@ -182,6 +182,16 @@ public final class EnhancedBearerRequest: Sendable {
         return fd
     }
 
+    /// Why a server refuses this request, or nil to accept it: an SPSM other than 0x0027 ("SPSM not supported"), an MTU
+    /// below 64 ("unacceptable parameters", Vol 3 Part A §4.25), no client to join or `opened` already at `limit`
+    /// ("no resources available").
+    public func refusal(hasClient: Bool, opened: Int, limit: Int) -> L2CAPConnectionResult? {
+        if spsm != EnhancedBearerHandshake.spsm { return .spsmNotSupported }
+        if clientMTU < ATTBearer.minimumEnhancedMTU { return .unacceptableParameters }
+        if !hasClient || opened >= limit { return .noResourcesAvailable }
+        return nil
+    }
+
     /// Answers success with `mtu` (at least 64) and returns the bearer, numbered `bearer` (its CIDs 0x0040 + n):
     /// its ATT_MTU is the smaller of both MTUs.
     public func accept(mtu: Int, bearer n: Int) throws(TransportError) -> ATTBearer {

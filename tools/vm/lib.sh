@@ -282,7 +282,8 @@ vm_gatt_peer() {
   rm -f /run/dbus/system_bus_socket
   vm_bg dbus dbus-daemon --system --nofork --nopidfile
   vm_wait "the system bus" 15 test -S /run/dbus/system_bus_socket
-  vm_bg bluetoothd /usr/sbin/bluetoothd -n
+  # VM_BLUETOOTHD_CONF: a main.conf of the scenario's own (the eatt scenarios' [GATT] Channels = 3).
+  vm_bg bluetoothd /usr/sbin/bluetoothd -n ${VM_BLUETOOTHD_CONF:+-f "$VM_BLUETOOTHD_CONF"}
   vm_wait "bluetoothd on the bus" 20 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Introspectable.Introspect
   vm_ok hci1-power 20 btmgmt -i hci1 power on
   vm_ok hci1-connectable 20 btmgmt -i hci1 connectable on
