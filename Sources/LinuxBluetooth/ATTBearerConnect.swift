@@ -329,7 +329,7 @@ public final class ATTBearerListener: Sendable {
         }
         if bound < 0 { throw .socket(lastSocketError("bind", "binding the Enhanced ATT listener to \(on) (PSM 0x0027)", domain)) }
         if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
-            throw .socket(lastSocketError("setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)",
+            throw .socket(lastSocketError(ATTBearer.enhancedModeSyscall,
                                           "asking for ECRED channels on \(on) (the kernel needs the bluetooth module's enable_ecred)", domain))
         }
         let rxMTU = UInt16(clamping: max(ATTBearer.minimumEnhancedMTU, mtu))
