@@ -111,8 +111,12 @@ extension ATTBearer {
             guard code == EINPROGRESS || code == EAGAIN else {
                 throw .socket(socketError("connect", code, "connecting \(rxMTU == nil ? "" : "an Enhanced ATT bearer ")to \(label)", domain))
             }
-            try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
-                                  timeout: timeout, domain: domain)
+            do {
+                try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
+                                      timeout: timeout, domain: domain)
+            } catch {
+                throw rxMTU == nil ? error : enhancedConnectError(error, peer: peer)
+            }
         }
         var rcv: UInt16 = 0
         let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
@@ -121,6 +125,20 @@ extension ATTBearer {
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
                              label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
+    }
+
+    /// What an ECRED connect's errno means on a link that is up (tools/vm/README.md, eattprobe): Linux gives every
+    /// L2CAP refusal result as ECONNREFUSED, and bluetoothd closes a channel past its `[GATT] Channels` at once.
+    static func enhancedConnectError(_ error: TransportError, peer: String) -> TransportError {
+        guard case .socket(var e) = error else { return error }
+        switch e.errno {
+        case .connectionRefused:
+            e.advice = "\(peer) refused the ECRED channel on PSM 0x0027: Linux reports every L2CAP refusal result this way (btmon shows which; with no listener there it is 0x0002 SPSM not supported): the peer serves no Enhanced ATT bearer"
+        case .connectionReset:
+            e.advice = "\(peer) accepted the ECRED channel and closed it at once (bluetoothd does so past its main.conf [GATT] Channels, which count the CID 4 bearer)"
+        default: return error
+        }
+        return .socket(e)
     }
 
     /// An ECRED socket's CIDs (getsockname / getpeername `l2_cid`); nil when either cannot be read.
