@@ -17,7 +17,7 @@ vm_json "$OUT/mtu3.log" \
 vm_wait_log sim1 "connection 1 closed" 20
 vm_count "$OUT/sim1.log" "opened: .*Enhanced ATT bearer of connection 1, MTU 517" 2 "the simulator served 2 Enhanced ATT bearers of connection 1"
 vm_grep "$OUT/sim1.log" "Client Supported Features = 0?2.*Enhanced ATT bearers" "mirror wrote Client Supported Features with the EATT bit"
-vm_stop sim1 5
+vm_stop sim1 5 TERM
 
 # 3. A peer without EATT (mirror-sim without --eatt: no Server Supported Features): the command goes on over CID 4
 #    and says why.
@@ -25,7 +25,7 @@ vm_sim sim2
 vm_ok noeatt 40 "$BIN/mirror" mtu $peer --adapter hci0 --bearers 3 --json
 vm_json "$OUT/noeatt.log" 'j["mtu"] == 517 and j["bearers"]["open"] == 1 and len(j["bearers"]["notes"]) == 1' "no EATT: 1 bearer open (CID 4), one note"
 vm_grep "$OUT/noeatt.log" "^mirror: --bearers 3: bearers 1-2: the server has no Server Supported Features \(0x2B3A\).*going on over CID 4 alone" "it says why on stderr and goes on over CID 4"
-vm_stop sim2 5
+vm_stop sim2 5 TERM
 
 # 4. A peer whose Server Supported Features has the EATT bit but whose ECRED channels are refused (mirror-sim
 #    --eatt-refuse: no listener on PSM 0x0027; the kernel answers SPSM not supported, user space sees ECONNREFUSED).
@@ -33,7 +33,7 @@ vm_sim sim3 --eatt yes --eatt-refuse 0x0002
 vm_ok refused 40 "$BIN/mirror" mtu $peer --adapter hci0 --bearers 2 --json
 vm_json "$OUT/refused.log" 'j["bearers"]["open"] == 1 and len(j["bearers"]["notes"]) == 1' "ECRED refused: 1 bearer open, one note"
 vm_grep "$OUT/refused.log" "^mirror: --bearers 2: bearer 1: .*ECONNREFUSED.*refused the ECRED channel on PSM 0x0027" "the note names the refusal (ECONNREFUSED) and what it means"
-vm_stop sim3 5
+vm_stop sim3 5 TERM
 
 # 5. bluetoothd with [GATT] Channels = 3 on hci1: its Server Supported Features, and 2 ECRED channels beside CID 4.
 vm_stop btvirt 5 TERM
