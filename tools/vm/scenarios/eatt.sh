@@ -36,12 +36,7 @@ vm_grep "$OUT/refused.log" "^mirror: --bearers 2: bearer 1: .*ECONNREFUSED.*refu
 vm_stop sim3 5 TERM
 
 # 5. bluetoothd with [GATT] Channels = 3 on hci1: its Server Supported Features, and 2 ECRED channels beside CID 4.
-vm_stop btvirt 5 TERM
-vm_stop btmon 5 TERM
-vm_wait "hci0 and hci1 gone" 15 sh -c '! test -e /sys/class/bluetooth/hci0 && ! test -e /sys/class/bluetooth/hci1'
-printf '[GATT]\nChannels = 3\n' > "$OUT/main.conf"
-VM_BLUETOOTHD_CONF="$OUT/main.conf"
-vm_gatt_peer
+vm_gatt_peer_conf '[GATT]' 'Channels = 3'
 vm_ok bluez3 40 "$BIN/mirror" mtu $peer --adapter hci0 --bearers 3 --json
 vm_json "$OUT/bluez3.log" \
   'j["bearers"]["open"] == 3 and [b["enhanced"] for b in j["bearers"]["list"]] == [False, True, True]' "bluetoothd: CID 4 and 2 ECRED channels open" \

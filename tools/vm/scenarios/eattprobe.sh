@@ -52,12 +52,7 @@ if [ -w $param ]; then
 fi
 
 # 5. bluetoothd with [GATT] Channels = 3 on hci1: does it accept ECRED on 0x27, and answer ATT there?
-vm_stop btvirt 5 TERM
-vm_stop btmon 5 TERM
-vm_wait "hci0 and hci1 gone" 15 sh -c '! test -e /sys/class/bluetooth/hci0 && ! test -e /sys/class/bluetooth/hci1'
-printf '[GATT]\nChannels = 3\n' > "$OUT/main.conf"
-VM_BLUETOOTHD_CONF="$OUT/main.conf"
-vm_gatt_peer
+vm_gatt_peer_conf '[GATT]' 'Channels = 3'
 vm_run connect4 60 "$BIN/bearer-e2e" connect $peer --adapter hci0 --timeout 20 --count 0 --eatt 3 --eatt-pdu '0a 03 00' --echo-timeout 5
 vm_log "finding: bluetoothd Channels = 3, connect --eatt 3 with a Read Request of 0x0003 on each: $(tail -n 1 "$OUT/connect4.log")"
 # Pairing (Just Works) needs an agent on bluetoothd's side: bluetoothctl's NoInputNoOutput one, kept open.
