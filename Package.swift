@@ -84,7 +84,7 @@ let package = Package(
         .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
         .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "BareATT", "JSON", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the

@@ -31,3 +31,33 @@ extension GATTClient {
         return (first.value.first ?? 0) & 0x01 != 0
     }
 }
+
+extension GATTClient {
+    /// The Client Supported Features bits the server has taken from this client (`writeClientFeatures`).
+    public var writtenClientFeatures: GATTClientFeatures { clientFeatures.withLock { $0.written } }
+
+    /// Sets `features` in the server's Client Supported Features (0x2B29, Part G §7.2) with every bit asked for
+    /// before: one Write Request of their union, since a client shall not clear a bit it set. The one place this
+    /// client writes 0x2B29 (robust caching, the EATT bit). `handle`: its value handle when discovery knows it;
+    /// nil finds it with one Read By Type. Returns the bits written; nil when the server has no 0x2B29.
+    @discardableResult
+    public func writeClientFeatures(_ features: GATTClientFeatures, handle: UInt16? = nil) async throws(GATTError) -> GATTClientFeatures? {
+        var valueHandle = handle
+        if valueHandle == nil {
+            do {
+                valueHandle = try await read(uuid: .clientSupportedFeatures).first?.handle
+            } catch {
+                if isAttributeNotFound(error) { return nil }
+                throw error
+            }
+        }
+        guard let valueHandle else { return nil }
+        let union = clientFeatures.withLock { state in
+            state.asked.formUnion(features)
+            return state.asked
+        }
+        try await write(handle: valueHandle, value: union.bytes)
+        clientFeatures.withLock { $0.written.formUnion(union) }
+        return union
+    }
+}

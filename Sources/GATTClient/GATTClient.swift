@@ -45,6 +45,8 @@ public final class GATTClient: Sendable {
     let configuration: Configuration
     /// Guards the link's current security level.
     let security: Lock<GATTSecurityLevel>
+    /// Guards the Client Supported Features bits asked for and those the server took (GATTClient+Features.swift).
+    let clientFeatures = Lock<(asked: GATTClientFeatures, written: GATTClientFeatures)>(([], []))
 
     init(transport: any ATTTransport, configuration: Configuration) {
         self.configuration = configuration

@@ -11,7 +11,15 @@ public struct ATTSession: Sendable {
     public var cccd: [UInt16: UInt16] = [:]
     /// Prepare Write parts waiting for an Execute Write.
     public var prepared: [(handle: UInt16, offset: Int, value: [UInt8])] = []
+    /// An Enhanced ATT bearer's session (§3.2.11): its MTU is its channel's, and Exchange MTU is not used on it (§3.4.2.1).
+    public var enhanced = false
     public init() {}
+
+    /// The session of an Enhanced ATT bearer whose channel agreed on `mtu`.
+    public init(enhancedMTU mtu: Int) {
+        self.mtu = mtu
+        enhanced = true
+    }
 
     /// Whether the client enabled notifications (bit 0) or indications (bit 1) of the value at `valueHandle`.
     public func subscribed(_ valueHandle: UInt16, indications: Bool = false) -> Bool {
@@ -103,6 +111,8 @@ public struct ATTServer: Sendable {
         }
         switch pdu {
         case .exchangeMTURequest(let clientRx):
+            // §3.4.2.1: not on an Enhanced ATT bearer, whose MTU its channel set.
+            if session.enhanced { return error(.requestNotSupported, 0x0000) }
             // §3.4.2: the smaller Rx MTU, never below 23.
             session.mtu = ATTMTU.negotiated(clientRxMTU: Int(clientRx), serverRxMTU: Int(serverRxMTU))
             return .now(.exchangeMTUResponse(serverRxMTU: serverRxMTU))

@@ -31,11 +31,25 @@ public final class GATTServerHost: Sendable {
         public var inbound: @Sendable ([UInt8], ATTServerConnection) -> ATTInterception = { _, _ in .serve }
         /// Runs after the server answered (or chose not to answer) `pdu` from the client.
         public var answered: @Sendable (ATTPDU, ATTServerConnection) -> Void = { _, _ in }
+        /// The fault layer for Enhanced ATT bearers: a result other than nil refuses the request with it.
+        public var enhancedRequest: @Sendable (EnhancedBearerRequest) -> L2CAPConnectionResult? = { _ in nil }
         public init() {}
+    }
+
+    /// What became of one Enhanced ATT bearer request.
+    public enum EnhancedBearerOutcome: Sendable {
+        /// Opened: the bearer's connection (its `transport` an ATTBearer with `channelIDs`) and its number (1...).
+        case opened(ATTServerConnection, bearer: Int)
+        /// Refused with this L2CAP result (the request's connection is closed).
+        case refused(L2CAPConnectionResult)
     }
 
     struct Connection {
         let link: ATTServerConnection
+        /// An Enhanced ATT bearer's unenhanced connection (its client's CID 4): its CCCDs are the client's.
+        var primary: ObjectIdentifier? = nil
+        /// On an unenhanced connection: how many Enhanced ATT bearers its client has opened so far.
+        var enhancedOpened = 0
         var session = ATTSession()
         var outbox = ATTOutbox()
         /// Indications not yet sent: one is in flight until its Handle Value Confirmation (Vol 3 Part F §3.4.7.2).
@@ -46,14 +60,19 @@ public final class GATTServerHost: Sendable {
     struct State {
         var server: ATTServer
         var connections: [ObjectIdentifier: Connection] = [:]
+        /// The unenhanced connection attached last: the client whose Enhanced ATT bearers come next.
+        var latest: ObjectIdentifier?
     }
 
     let hooks: Hooks
     let state: Lock<State>
     let timers = DispatchQueue(label: "gatt-server.timers")
+    /// The most Enhanced ATT bearers one client may open beside its unenhanced one; more get "no resources available".
+    public let enhancedBearerLimit: Int
 
-    public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks()) {
+    public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks(), enhancedBearerLimit: Int = 4) {
         self.hooks = hooks
+        self.enhancedBearerLimit = enhancedBearerLimit
         state = Lock(State(server: ATTServer(database: database, serverRxMTU: serverRxMTU)))
     }
 
@@ -64,14 +83,95 @@ public final class GATTServerHost: Sendable {
     @discardableResult
     public func attach(_ transport: any ATTTransport) -> ATTServerConnection {
         let connection = ATTServerConnection(host: self, transport: transport)
-        state.withLock { $0.connections[ObjectIdentifier(connection)] = Connection(link: connection) }
+        state.withLock { s in
+            s.connections[ObjectIdentifier(connection)] = Connection(link: connection)
+            s.latest = ObjectIdentifier(connection)
+        }
         transport.start(connection)
         return connection
     }
 
-    /// Sends a Handle Value Notification of `value` to every connection that enabled notifications.
+    /// Accepts the next Enhanced ATT bearer request on `listener` (PATH.eatt, within `timeout`) for the client
+    /// attached last (the one connected at PATH), and answers it (Core Spec 5.4 Vol 3 Part F §3.2.11): refused with
+    /// the fault layer's result, "SPSM not supported" for an SPSM other than 0x0027, "unacceptable parameters" for
+    /// an MTU below 64 (Part A §4.25), "no resources available" without a client or past `enhancedBearerLimit`;
+    /// otherwise a bearer with its own session (the smaller MTU, its prepare queue, its indication slot) over
+    /// the one database, its CCCDs the client's.
+    /// On an ECRED listener (`ATTBearerListener.leEnhanced`, PSM 0x0027) the kernel has answered already: the channel
+    /// is served as `attachEnhanced` does.
+    public func acceptEnhancedBearer(on listener: ATTBearerListener, timeout: Double? = nil) throws(TransportError) -> EnhancedBearerOutcome {
+        if case .leEnhanced = listener.kind { return attachEnhanced(try listener.accept(timeout: timeout)) }
+        let request = try listener.acceptEnhancedRequest(timeout: timeout)
+        let fault = hooks.enhancedRequest(request)
+        enum Decision { case open(ObjectIdentifier, Int), refuse(L2CAPConnectionResult) }
+        let decision: Decision = state.withLock { s in
+            if let fault { return .refuse(fault) }
+            let client = s.latest.flatMap { s.connections[$0] }
+            if let result = request.refusal(hasClient: client != nil, opened: client?.enhancedOpened ?? 0, limit: enhancedBearerLimit) {
+                return .refuse(result)
+            }
+            guard let id = s.latest, var client else { return .refuse(.noResourcesAvailable) }
+            client.enhancedOpened += 1
+            s.connections[id] = client
+            return .open(id, client.enhancedOpened)
+        }
+        let primary: ObjectIdentifier, number: Int
+        switch decision {
+        case .refuse(let result):
+            request.refuse(result)
+            return .refused(result)
+        case .open(let id, let n): (primary, number) = (id, n)
+        }
+        let serverMTU = Int(state.withLock { $0.server.serverRxMTU })
+        return register(try request.accept(mtu: serverMTU, bearer: number), primary: primary, number: number)
+    }
+
+    /// Serves an accepted ECRED channel (an Enhanced ATT bearer over a real adapter, its MTUs agreed by the kernels)
+    /// as a bearer of the client on the same LE link, or of the client attached last when it is not an LE bearer;
+    /// without one, or past `enhancedBearerLimit`, it is closed ("no resources available").
+    @discardableResult
+    public func attachEnhanced(_ bearer: ATTBearer) -> EnhancedBearerOutcome {
+        let reserved: (ObjectIdentifier, Int)? = state.withLock { s in
+            let sameLink = s.connections.first { $0.value.primary == nil && bearer.sharesLink(with: $0.value.link.transport) }?.key
+            let lePeer: Bool = { if case .le = bearer.endpoint { return true } else { return false } }()
+            guard let id = sameLink ?? (lePeer ? nil : s.latest), var client = s.connections[id],
+                  client.enhancedOpened < enhancedBearerLimit else { return nil }
+            client.enhancedOpened += 1
+            s.connections[id] = client
+            return (id, client.enhancedOpened)
+        }
+        guard let (primary, number) = reserved else {
+            bearer.close(reason: "no client to join (or past the limit of \(enhancedBearerLimit) Enhanced ATT bearers)")
+            return .refused(.noResourcesAvailable)
+        }
+        return register(bearer, primary: primary, number: number)
+    }
+
+    /// Registers bearer `number` of the client at `primary` with a session of its channel's MTU, then starts it.
+    private func register(_ bearer: ATTBearer, primary: ObjectIdentifier, number: Int) -> EnhancedBearerOutcome {
+        let mtu = (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU
+        let connection = ATTServerConnection(host: self, transport: bearer)
+        let registered = state.withLock { s in
+            guard s.connections[primary] != nil else { return false }
+            var conn = Connection(link: connection, primary: primary)
+            conn.session = ATTSession(enhancedMTU: mtu)
+            s.connections[ObjectIdentifier(connection)] = conn
+            return true
+        }
+        guard registered else {
+            bearer.close(reason: "its client's unenhanced connection closed while the Enhanced ATT bearer opened")
+            return .refused(.noResourcesAvailable)
+        }
+        bearer.start(connection)
+        return .opened(connection, bearer: number)
+    }
+
+    /// Sends a Handle Value Notification of `value` to every client that enabled notifications (on its unenhanced
+    /// connection, which holds the client's CCCDs).
     public func notifySubscribers(handle: UInt16, value: [UInt8]) {
-        let links = state.withLock { s in s.connections.values.filter { $0.session.subscribed(handle) }.map(\.link) }
+        let links = state.withLock { s in
+            s.connections.values.filter { $0.primary == nil && $0.session.subscribed(handle) }.map(\.link)
+        }
         for c in links { c.notify(handle: handle, value: value) }
     }
 
@@ -101,8 +201,11 @@ public final class GATTServerHost: Sendable {
         var wait = false
         let reply: ATTServerReply = state.withLock { s in
             guard var conn = s.connections[id] else { return .none }
+            // CCCD values are per client (Part G §3.3.3.3): an Enhanced ATT bearer reads and writes its client's.
+            if let p = conn.primary, let client = s.connections[p] { conn.session.cccd = client.session.cccd }
             let reply = s.server.answer(pdu, session: &conn.session,
                                         read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+            if let p = conn.primary { s.connections[p]?.session.cccd = conn.session.cccd }
             if case .now(let answer) = reply { wait = enqueue(&conn, answer.bytes) }
             s.connections[id] = conn
             return reply
@@ -114,8 +217,15 @@ public final class GATTServerHost: Sendable {
         hooks.answered(pdu, c)
     }
 
+    /// A connection ended; an unenhanced one takes its client's Enhanced ATT bearers with it (the link is gone).
     func closed(_ c: ATTServerConnection) {
-        _ = state.withLock { $0.connections.removeValue(forKey: ObjectIdentifier(c)) }
+        let id = ObjectIdentifier(c)
+        let bearers = state.withLock { s -> [ATTServerConnection] in
+            guard let gone = s.connections.removeValue(forKey: id), gone.primary == nil else { return [] }
+            if s.latest == id { s.latest = nil }
+            return s.connections.values.filter { $0.primary == id }.map(\.link)
+        }
+        for b in bearers { b.close(reason: "its client's unenhanced connection closed") }
     }
 
     // MARK: - sending

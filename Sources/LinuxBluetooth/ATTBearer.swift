@@ -39,6 +39,11 @@ public final class ATTBearer: ATTTransport {
     public var readerWait: ReaderWait { blockingReceive ? .blockingReceive : .epoll }
     /// The receive buffer's size: at least 1024 bytes (ATT's maximum MTU is 517), or L2CAP's BT_RCVMTU if larger.
     public let receiveBufferSize: Int
+    /// An Enhanced ATT bearer's channel IDs, this side's and the peer's: an ECRED socket's `l2_cid` from getsockname
+    /// and getpeername; over unix: 0x0040 + n on both sides (`EnhancedBearerHandshake.channelID`). Nil on CID 4.
+    public let channelIDs: (local: UInt16, remote: UInt16)?
+    /// A unix: Enhanced ATT bearer's ATT_MTU, agreed by its handshake (an ECRED socket asks the kernel instead).
+    let fixedEnhancedMTU: Int?
 
     private let fd: Int32
     /// True on an AF_UNIX socket: the reader waits in a blocking recvmsg (the socket is made blocking; every send
@@ -97,7 +102,8 @@ public final class ATTBearer: ATTTransport {
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
     /// On failure the socket is closed.
-    init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024) throws(TransportError) {
+    init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024,
+         channelIDs: (local: UInt16, remote: UInt16)? = nil, fixedEnhancedMTU: Int? = nil) throws(TransportError) {
         var opened: [Int32] = [socket]
         func fail(_ syscall: String) -> TransportError {
             let e = lastSocketError(syscall, "setting up the bearer for \(label)", .local)
@@ -143,6 +149,8 @@ public final class ATTBearer: ATTTransport {
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
+        self.channelIDs = channelIDs
+        self.fixedEnhancedMTU = fixedEnhancedMTU
         self.state = Lock(State())
     }
 

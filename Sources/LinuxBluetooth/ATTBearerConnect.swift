@@ -39,6 +39,10 @@ extension ATTBearer {
     /// The smallest MTU of an ECRED channel (Core Spec 5.4 Vol 3 Part A §4.25), and the EATT bearer's minimum.
     public static let minimumEnhancedMTU = 64
 
+    /// The syscall an ECRED channel's socket fails in on a kernel without ECRED (before 5.7, or enable_ecred off):
+    /// a `SocketError` naming it is the kernel's refusal, not the peer's.
+    public static let enhancedModeSyscall = "setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)"
+
     /// Opens an Enhanced ATT bearer to `address` (Core Spec 5.4 Vol 3 Part F §3.2.11): an L2CAP Enhanced Credit
     /// Based Flow Control channel (BT_MODE_EXT_FLOWCTL) on SPSM 0x0027 over the existing LE link, receiving at most
     /// `mtu` bytes per SDU. Its ATT_MTU is `enhancedMTU()` (the smaller of both sides' MTUs). The kernel must have
@@ -51,8 +55,10 @@ extension ATTBearer {
                       enhanced: UInt16(clamping: max(minimumEnhancedMTU, mtu)))
     }
 
-    /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8).
+    /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8); over unix:,
+    /// the smaller of the two its handshake carried.
     public func enhancedMTU() throws(TransportError) -> Int {
+        if let fixedEnhancedMTU { return fixedEnhancedMTU }
         let m = try l2capMTUs()
         return min(m.send, m.receive)
     }
@@ -85,7 +91,7 @@ extension ATTBearer {
         if bound < 0 { throw .socket(lastSocketError("bind", "binding \(rxMTU == nil ? "the ATT socket" : what) to \(adapterName ?? "any adapter") (\(channel))", domain)) }
         if let rxMTU {
             if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
-                throw .socket(lastSocketError("setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)",
+                throw .socket(lastSocketError(enhancedModeSyscall,
                                               "asking for an ECRED channel to \(label) (the kernel needs the bluetooth module's enable_ecred)", domain))
             }
             if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
@@ -105,18 +111,41 @@ extension ATTBearer {
             guard code == EINPROGRESS || code == EAGAIN else {
                 throw .socket(socketError("connect", code, "connecting \(rxMTU == nil ? "" : "an Enhanced ATT bearer ")to \(label)", domain))
             }
-            try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
-                                  timeout: timeout, domain: domain)
+            do {
+                try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
+                                      timeout: timeout, domain: domain)
+            } catch {
+                throw rxMTU == nil ? error : enhancedConnectError(error, peer: peer)
+            }
         }
         var rcv: UInt16 = 0
         let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
-        if rxMTU != nil {
-            var addr = [UInt8](repeating: 0, count: 6), t: UInt8 = 0, cid: UInt16 = 0
-            if cbz_l2cap_local(fd, &addr, &t, &cid) == 0 { label += " PSM 0x0027 CID \(ATTHex.handle(cid))" }
-        }
+        let cids = rxMTU == nil ? nil : channelIDs(of: fd)
+        if let cids { label += " PSM 0x0027 CID \(ATTHex.handle(cids.local))" }
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
-                             label: label, receiveBufferSize: max(1024, rcvMTU))
+                             label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
+    }
+
+    /// What an ECRED connect's errno means on a link that is up (tools/vm/README.md, eattprobe): Linux gives every
+    /// L2CAP refusal result as ECONNREFUSED, and bluetoothd closes a channel past its `[GATT] Channels` at once.
+    static func enhancedConnectError(_ error: TransportError, peer: String) -> TransportError {
+        guard case .socket(var e) = error else { return error }
+        switch e.errno {
+        case .connectionRefused:
+            e.advice = "\(peer) refused the ECRED channel on PSM 0x0027: Linux reports every L2CAP refusal result this way (btmon shows which; with no listener there it is 0x0002 SPSM not supported): the peer serves no Enhanced ATT bearer"
+        case .connectionReset:
+            e.advice = "\(peer) accepted the ECRED channel and closed it at once (bluetoothd does so past its main.conf [GATT] Channels, which count the CID 4 bearer)"
+        default: return error
+        }
+        return .socket(e)
+    }
+
+    /// An ECRED socket's CIDs (getsockname / getpeername `l2_cid`); nil when either cannot be read.
+    static func channelIDs(of fd: Int32) -> (local: UInt16, remote: UInt16)? {
+        var addr = [UInt8](repeating: 0, count: 6), t: UInt8 = 0, local: UInt16 = 0, remote: UInt16 = 0
+        guard cbz_l2cap_local(fd, &addr, &t, &local) == 0, cbz_l2cap_peer(fd, &addr, &t, &remote) == 0 else { return nil }
+        return (local, remote)
     }
 
     /// Waits for a non-blocking connect on `fd` to finish (POLLOUT), at most `timeout` seconds, then reads its
@@ -146,6 +175,7 @@ extension ATTBearer {
             _ = cbz_close(fd)
             throw .socket(e)
         }
+        restartEnhancedNumbering(unixPath: path)
         return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
     }
 
@@ -184,6 +214,8 @@ public final class ATTBearerListener: Sendable {
     public enum Kind: Sendable, Equatable {
         case unix(path: String)
         case le(adapter: String?, address: BluetoothAddress)
+        /// ECRED channels (BT_MODE_EXT_FLOWCTL) on SPSM 0x0027: Enhanced ATT bearers (Vol 3 Part F §3.2.11).
+        case leEnhanced(adapter: String?, address: BluetoothAddress)
     }
 
     public let kind: Kind
@@ -268,9 +300,26 @@ public final class ATTBearerListener: Sendable {
     /// Listens for LE connections on the ATT fixed channel of `adapter` ("hci1", an address, or nil for any),
     /// as a peripheral does. Advertising (so that centrals find and connect) is separate: see `HCISocket`.
     public static func le(adapter: String?, addressType: LEAddressType = .public, backlog: Int32 = 4) throws(TransportError) -> ATTBearerListener {
+        try leListener(adapter: adapter, addressType: addressType, enhancedMTU: nil, backlog: backlog)
+    }
+
+    /// Listens for Enhanced ATT bearers on `adapter` (nil: any): L2CAP ECRED channels (BT_MODE_EXT_FLOWCTL) on SPSM
+    /// 0x0027, each accepted channel receiving at most `mtu` bytes per SDU (at least 64, Vol 3 Part A §4.25). The
+    /// kernel needs the bluetooth module's enable_ecred (setsockopt(BT_MODE) fails with ENOPROTOOPT, listen with
+    /// EOPNOTSUPP otherwise), and SPSM 0x0027 is below 0x0080, so bind needs CAP_NET_BIND_SERVICE (else EACCES).
+    public static func leEnhanced(adapter: String?, mtu: Int = ATTMTU.maximum, backlog: Int32 = 8) throws(TransportError) -> ATTBearerListener {
+        try leListener(adapter: adapter, addressType: .public, enhancedMTU: UInt16(clamping: max(ATTBearer.minimumEnhancedMTU, mtu)),
+                       backlog: backlog)
+    }
+
+    /// CID 4 (`rxMTU` nil), or ECRED channels on SPSM 0x0027 receiving at most `rxMTU`: the socket bound to the
+    /// adapter (BT_MODE and BT_RCVMTU set after bind, in BT_BOUND, as the kernel requires), listening.
+    private static func leListener(adapter: String?, addressType: LEAddressType, enhancedMTU rxMTU: UInt16?,
+                                   backlog: Int32) throws(TransportError) -> ATTBearerListener {
         let domain = SocketDomain.l2cap(peer: "any central")
+        let what = rxMTU == nil ? "ATT" : "Enhanced ATT"
         let fd = cbz_l2cap_socket()
-        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an ATT listener", domain)) }
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an \(what) listener", domain)) }
         var owned = true
         defer { if owned { _ = cbz_close(fd) } }
         var name: String? = nil
@@ -281,19 +330,61 @@ public final class ATTBearerListener: Sendable {
             name = a.name
             address = a.address
         }
-        let bound = address.bytes.withUnsafeBufferPointer { cbz_l2cap_bind_le(fd, adapter == nil ? nil : $0.baseAddress, addressType.rawValue) }
-        if bound < 0 { throw .socket(lastSocketError("bind", "binding the ATT listener to \(name ?? "any adapter") (CID 4)", domain)) }
-        if cbz_listen(fd, backlog) < 0 { throw .socket(lastSocketError("listen", "listening for ATT connections on \(name ?? "any adapter")", domain)) }
+        let on = name ?? "any adapter"
+        let bound = address.bytes.withUnsafeBufferPointer { a in
+            let p = adapter == nil ? nil : a.baseAddress
+            return rxMTU == nil ? cbz_l2cap_bind_le(fd, p, addressType.rawValue)
+                : cbz_l2cap_bind_le_psm(fd, p, addressType.rawValue, UInt16(CBZ_EATT_PSM))
+        }
+        if bound < 0 { throw .socket(lastSocketError("bind", "binding the \(what) listener to \(on) (\(rxMTU == nil ? "CID 4" : "PSM 0x0027"))", domain)) }
+        if let rxMTU {
+            if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
+                throw .socket(lastSocketError(ATTBearer.enhancedModeSyscall,
+                                              "asking for ECRED channels on \(on) (the kernel needs the bluetooth module's enable_ecred)", domain))
+            }
+            if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
+                throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the Enhanced ATT listener's MTU to \(rxMTU) on \(on)", domain))
+            }
+        }
+        if cbz_listen(fd, backlog) < 0 {
+            throw .socket(lastSocketError("listen", rxMTU == nil ? "listening for ATT connections on \(on)" : "listening for Enhanced ATT bearers (PSM 0x0027) on \(on)", domain))
+        }
         let wake = cbz_eventfd()
-        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the ATT listener", .local)) }
+        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the \(what) listener", .local)) }
         owned = false
-        let label = name.map { "LE CID 4 on \($0) (\(address))" } ?? "LE CID 4 on any adapter"
-        return ATTBearerListener(fd: fd, wakefd: wake, kind: .le(adapter: name, address: address), label: label)
+        if rxMTU == nil {
+            let label = name.map { "LE CID 4 on \($0) (\(address))" } ?? "LE CID 4 on any adapter"
+            return ATTBearerListener(fd: fd, wakefd: wake, kind: .le(adapter: name, address: address), label: label)
+        }
+        let label = name.map { "LE PSM 0x0027 (ECRED) on \($0) (\(address))" } ?? "LE PSM 0x0027 (ECRED) on any adapter"
+        return ATTBearerListener(fd: fd, wakefd: wake, kind: .leEnhanced(adapter: name, address: address), label: label)
     }
 
     /// Waits for the next connection (at most `timeout` seconds; nil waits until `close`).
     /// Throws `.closedLocally` after `close`, `.connectTimedOut` when the timeout passes.
     public func accept(timeout: Double? = nil) throws(TransportError) -> ATTBearer {
+        let c = try acceptSocket(timeout: timeout)
+        switch kind {
+        case .unix(let path):
+            return try ATTBearer(adopting: c.fd, endpoint: .unix(path: path), label: "unix:\(path) (accepted)")
+        case .le(let adapter, _), .leEnhanced(let adapter, _):
+            let address = c.peer ?? .any
+            let leType = c.type ?? .public
+            var rcv: UInt16 = 0
+            let rcvMTU = cbz_bt_rcvmtu(c.fd, &rcv) == 0 ? Int(rcv) : 0
+            var label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
+            var cids: (local: UInt16, remote: UInt16)? = nil
+            if case .leEnhanced = kind {
+                cids = ATTBearer.channelIDs(of: c.fd)
+                label += " PSM 0x0027 CID " + (cids.map { ATTHex.handle($0.local) } ?? "?")
+            }
+            return try ATTBearer(adopting: c.fd, endpoint: .le(peer: address, type: leType, adapter: adapter),
+                                 label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
+        }
+    }
+
+    /// The next accepted socket (non-blocking), with the LE peer's address and type; the caller owns it.
+    func acceptSocket(timeout: Double?) throws(TransportError) -> (fd: Int32, peer: BluetoothAddress?, type: LEAddressType?) {
         try state.withLock { s throws(TransportError) in
             if s.closed { throw TransportError.closedLocally(reason: "the listener \(label) is closed") }
             s.accepting += 1
@@ -325,8 +416,8 @@ public final class ATTBearerListener: Sendable {
                     if code == EAGAIN || code == ECONNABORTED { continue }
                     throw .socket(socketError("accept", code, "accepting on \(label)", .unix(path: path)))
                 }
-                return try ATTBearer(adopting: c, endpoint: .unix(path: path), label: "unix:\(path) (accepted)")
-            case .le(let adapter, _):
+                return (c, nil, nil)
+            case .le, .leEnhanced:
                 var peer = [UInt8](repeating: 0, count: 6)
                 var type: UInt8 = 0
                 let c = cbz_l2cap_accept(fd, &peer, &type)
@@ -335,13 +426,7 @@ public final class ATTBearerListener: Sendable {
                     if code == EAGAIN || code == ECONNABORTED { continue }
                     throw .socket(socketError("accept", code, "accepting on \(label)", .l2cap(peer: "a central")))
                 }
-                let address = BluetoothAddress(uncheckedBytes: peer)
-                let leType = LEAddressType(rawValue: type) ?? .public
-                var rcv: UInt16 = 0
-                let rcvMTU = cbz_bt_rcvmtu(c, &rcv) == 0 ? Int(rcv) : 0
-                let label = "\(address) (LE \(leType))" + (adapter.map { " via \($0)" } ?? "")
-                return try ATTBearer(adopting: c, endpoint: .le(peer: address, type: leType, adapter: adapter),
-                                     label: label, receiveBufferSize: max(1024, rcvMTU))
+                return (c, BluetoothAddress(uncheckedBytes: peer), LEAddressType(rawValue: type) ?? .public)
             }
         }
     }

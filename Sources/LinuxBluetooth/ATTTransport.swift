@@ -64,6 +64,10 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case invalidTarget(BearerTargetError)
     /// A raw HCI command failed: the controller's status code (Core Spec 5.4 Vol 1 Part F) or no answer in time.
     case hciCommandFailed(command: String, adapter: String, status: UInt8?, detail: String)
+    /// The peer refused an Enhanced ATT bearer (Core Spec 5.4 Vol 3 Part F §3.2.11): the L2CAP result it answered.
+    case enhancedBearerRefused(peer: String, result: L2CAPConnectionResult)
+    /// A handshake message (an Enhanced ATT bearer's request or answer over unix:) did not come within the limit.
+    case handshakeTimedOut(peer: String, waitingFor: String, seconds: Double)
 
     public var description: String {
         switch self {
@@ -85,6 +89,10 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
                 return "\(command) on \(adapter) failed with HCI status \(ATTHex.byte(status)): \(detail)"
             }
             return "\(command) on \(adapter) failed: \(detail)"
+        case .enhancedBearerRefused(let peer, let result):
+            return "\(peer) refused the Enhanced ATT bearer: L2CAP result \(result)"
+        case .handshakeTimedOut(let peer, let waitingFor, let seconds):
+            return "\(waitingFor) did not come from \(peer) in \(bearerSeconds(seconds)) s"
         }
     }
 }

@@ -3,6 +3,7 @@
 
 import ATTStack
 import CBlueZSocket
+import GATTClient
 
 #if canImport(Glibc)
 import Glibc
@@ -193,52 +194,19 @@ public func printableText(_ bytes: [UInt8]) -> String {
 }
 
 /// The characteristic properties as words (Core Spec Vol 3 Part G §3.3.1.1), in bit order.
+/// The library's names (GATTCharacteristicProperties.names) in the JSON and text contract's kebab case:
+/// "writeWithoutResponse" is "write-without-response".
 public func propertyNames(_ properties: UInt8) -> [String] {
-    let names = ["broadcast", "read", "write-without-response", "write", "notify", "indicate",
-                 "authenticated-signed-writes", "extended-properties"]
-    return (0..<8).filter { properties & (1 << $0) != 0 }.map { names[$0] }
-}
-
-/// Characteristic property bits.
-public enum PropertyBit {
-    public static let read: UInt8 = 0x02
-    public static let writeWithoutResponse: UInt8 = 0x04
-    public static let write: UInt8 = 0x08
-    public static let notify: UInt8 = 0x10
-    public static let indicate: UInt8 = 0x20
+    GATTCharacteristicProperties(rawValue: properties).names.map { name in
+        String(name.flatMap { $0.isUppercase ? ["-", Character($0.lowercased())] : [$0] })
+    }
 }
 
 /// Names of well-known 16-bit UUIDs (Bluetooth Assigned Numbers): declarations, services, characteristics,
 /// descriptors. `uuid` is the canonical lowercase form.
 public func wellKnownName(_ uuid: String) -> String? {
-    BluetoothUUID(string: uuid)?.name ?? wellKnownNames[uuid]
+    BluetoothUUID(string: uuid)?.name
 }
-
-let wellKnownNames: [String: String] = [
-    // Declarations
-    "2800": "Primary Service", "2801": "Secondary Service", "2802": "Include", "2803": "Characteristic",
-    // Services
-    "1800": "Generic Access", "1801": "Generic Attribute", "1802": "Immediate Alert", "1803": "Link Loss",
-    "1804": "Tx Power", "1805": "Current Time", "1808": "Glucose", "1809": "Health Thermometer",
-    "180a": "Device Information", "180d": "Heart Rate", "180f": "Battery", "1810": "Blood Pressure",
-    "1812": "Human Interface Device", "1816": "Cycling Speed and Cadence", "181a": "Environmental Sensing",
-    "181c": "User Data", "181d": "Weight Scale", "1826": "Fitness Machine", "fe59": "Nordic DFU",
-    // Characteristics
-    "2a00": "Device Name", "2a01": "Appearance", "2a02": "Peripheral Privacy Flag", "2a03": "Reconnection Address",
-    "2a04": "Peripheral Preferred Connection Parameters", "2a05": "Service Changed", "2a06": "Alert Level",
-    "2a07": "Tx Power Level", "2a19": "Battery Level", "2a23": "System ID", "2a24": "Model Number String",
-    "2a25": "Serial Number String", "2a26": "Firmware Revision String", "2a27": "Hardware Revision String",
-    "2a28": "Software Revision String", "2a29": "Manufacturer Name String", "2a2b": "Current Time",
-    "2a37": "Heart Rate Measurement", "2a38": "Body Sensor Location", "2a4d": "Report", "2a50": "PnP ID",
-    "2a6e": "Temperature", "2a9d": "Weight Measurement", "2a9e": "Weight Scale Feature",
-    "2aa6": "Central Address Resolution", "2ac9": "Resolvable Private Address Only",
-    "2b29": "Client Supported Features", "2b2a": "Database Hash", "2b3a": "Server Supported Features",
-    // Descriptors
-    "2900": "Characteristic Extended Properties", "2901": "Characteristic User Description",
-    "2902": "Client Characteristic Configuration", "2903": "Server Characteristic Configuration",
-    "2904": "Characteristic Presentation Format", "2905": "Characteristic Aggregate Format",
-    "2906": "Valid Range", "2907": "External Report Reference", "2908": "Report Reference",
-]
 
 /// `value` with `decimals` decimals, right-aligned in `width` columns: printf's "%*.*f" in the C locale ("  0.093"),
 /// as `String(format:)` gave it.

@@ -17,12 +17,13 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case phy = "--phy"
     case dataLength = "--data-length"
     case noCache = "--no-cache"
+    case bearers = "--bearers"
 
     /// The options that ask the controller for a link (HCI LE Connection Update, LE Set PHY, LE Set Data Length).
     public static let link: Set<GlobalOptionName> = [.interval, .latency, .supervisionTimeout, .phy, .dataLength]
 
     /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
-    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache]).union(link)
+    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache, .bearers]).union(link)
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -58,6 +59,12 @@ public struct GlobalOptions: Sendable, Equatable {
     public var link: LinkRequestOptions = LinkRequestOptions()
     /// Neither read nor write the GATT cache (--no-cache): discover the database afresh, as before the cache.
     public var noCache = false
+    /// How many ATT bearers to open (--bearers): CID 4 and up to bearers-1 Enhanced ATT bearers (Core Spec Vol 3
+    /// Part F §3.2.11); 1, the default, is CID 4 alone and nothing is read or written for EATT.
+    public var bearers = 1
+
+    /// What `--bearers` takes: CID 4 and up to four Enhanced ATT bearers.
+    public static let bearerRange: ClosedRange<Int> = 1...5
 
     public init(adapter: String? = nil, addressType: AddressType? = nil, timeout: Double = 30, mtu: Int? = nil,
                 security: SecurityLevel? = nil, trace: Bool = false, btsnoop: String? = nil, json: Bool = false,
@@ -90,6 +97,7 @@ public struct GlobalOptions: Sendable, Equatable {
         .choice("--phy", "1m|2m|coded", LinkPHYChoice.self, help: "ask for this PHY both ways (LE Set PHY)"),
         .value("--data-length", "OCTETS", help: "ask for this link-layer data length, 27-251 octets (LE Set Data Length)"),
         .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
+        .value("--bearers", "N", help: "open N ATT bearers, 1-5: CID 4 and N-1 Enhanced ATT bearers (EATT, ECRED on PSM 0x27) where the peer serves them (default 1)"),
     ]
 
     /// These options with those a later line gave (`given`, as `ParsedArguments.givenGlobals` says) laid over
@@ -113,6 +121,7 @@ public struct GlobalOptions: Sendable, Equatable {
             case .phy: o.link.phy = line.link.phy
             case .dataLength: o.link.dataLength = line.link.dataLength
             case .noCache: o.noCache = line.noCache
+            case .bearers: o.bearers = line.bearers
             }
         }
         return o
@@ -133,6 +142,7 @@ public struct GlobalOptions: Sendable, Equatable {
         btsnoop = values[GlobalOptionName.btsnoop.rawValue]?.last
         json = flags.contains(GlobalOptionName.json.rawValue)
         noCache = flags.contains(GlobalOptionName.noCache.rawValue)
+        bearers = try value(.bearers) { (s: String) throws(UsageError) in try parseCount(s, in: GlobalOptions.bearerRange, what: "bearer count") } ?? 1
         profile = values[GlobalOptionName.profile.rawValue]?.last
         link.interval = try value(.interval, parseConnectionInterval)
         link.latency = try value(.latency) { (s: String) throws(UsageError) in try parseCount(s, in: LinkRequestOptions.latencyRange, what: "peripheral latency") }

@@ -104,6 +104,13 @@ extension ErrorReport {
             return ErrorReport(status: .connection, message: e.description,
                                fields: [("command", .string(command)), ("adapter", .string(adapter)),
                                         ("hciStatus", status.map { .int(Int($0)) } ?? .null)])
+        case .enhancedBearerRefused(let peer, let result):
+            return ErrorReport(status: .connection, message: e.description,
+                               fields: [("peer", .string(peer)), ("l2capResult", .int(Int(result.rawValue))),
+                                        ("l2capResultName", .string(result.name))])
+        case .handshakeTimedOut(let peer, let waitingFor, let seconds):
+            return ErrorReport(status: .timeout, message: e.description,
+                               fields: [("waitingFor", .string("\(waitingFor) from \(peer)")), ("seconds", .double(seconds))])
         }
     }
 

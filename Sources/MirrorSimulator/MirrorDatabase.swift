@@ -21,10 +21,12 @@ extension AttributeDatabase {
     /// values are named after the profile ("scanState"), the fixed ones are unnamed. With `caching` the GATT
     /// service also has Client Supported Features and the Database Hash (Vol 3 Part G §7.2, §7.3; named
     /// "clientSupportedFeatures" and "databaseHash", the hash stored by `AttributeDatabase.databaseHash()`),
-    /// and the mirror service's handles are 4 higher.
+    /// and the mirror service's handles are 4 higher. With `eatt` the GATT service ends with Server Supported Features
+    /// (§7.4, bit 0 EATT Supported; "serverSupportedFeatures"), after Client Supported Features (added if `caching`
+    /// did not): 4 more handles without caching, 2 more with it.
     /// `addedCharacteristic`: the database after the fault change-database, with "simAdded" (read) first in the
     /// mirror service.
-    public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false,
+    public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false, eatt: Bool = false,
                               addedCharacteristic: Bool = false) -> AttributeDatabase {
         var database = AttributeDatabase { db in
             db.service(.genericAccess)
@@ -32,10 +34,11 @@ extension AttributeDatabase {
             db.characteristic(.appearance, [.read], value: [0x00, 0x00])
             db.service(.genericAttribute)
             db.characteristic(.serviceChanged, [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
-            if caching {
+            if caching || eatt {
                 db.characteristic(.clientSupportedFeatures, [.read, .write], value: [0x00], name: clientSupportedFeaturesName)
-                db.characteristic(.databaseHash, [.read], name: databaseHashName)
             }
+            if caching { db.characteristic(.databaseHash, [.read], name: databaseHashName) }
+            if eatt { db.characteristic(.serverSupportedFeatures, [.read], value: [0x01], name: serverSupportedFeaturesName) }
             db.service(profile.service)
             if addedCharacteristic {
                 db.characteristic(simAddedUUID, [.read], value: Array("added".utf8), name: "simAdded")
@@ -57,6 +60,8 @@ extension AttributeDatabase {
     /// The names of the GATT service's caching characteristics in the simulator's database.
     public static let clientSupportedFeaturesName = "clientSupportedFeatures"
     public static let databaseHashName = "databaseHash"
+    /// Server Supported Features (Vol 3 Part G §7.4) in the simulator's database, when it serves EATT.
+    public static let serverSupportedFeaturesName = "serverSupportedFeatures"
 
     /// Stores the Database Hash of the database as it is now in its "databaseHash" value (after a change too).
     public mutating func storeDatabaseHash() {

@@ -40,6 +40,11 @@ public final class SimulatedMirror: Sendable {
 
     struct Conn {
         let transport: any ATTTransport
+        /// An Enhanced ATT bearer's client: the id of its unenhanced connection (CID 4), whose CCCDs, Client Supported
+        /// Features and change-awareness are the client's (Vol 3 Part G §3.3.3.3, §2.5.2.1); nil on CID 4.
+        var client: Int? = nil
+        /// On CID 4: the Enhanced ATT bearers its client has opened so far.
+        var enhancedOpened = 0
         /// The MTU, CCCDs and prepare queue of this connection.
         var session = ATTSession()
         var outbox = ATTOutbox()
@@ -78,6 +83,9 @@ public final class SimulatedMirror: Sendable {
         var uploads: [String] = []
         var writeRequests = 0
         var writeCommands = 0
+
+        /// The connection that holds `id`'s client state: its CID 4 connection for an Enhanced ATT bearer.
+        func owner(of id: Int) -> Int { connections[id]?.client ?? id }
     }
 
     /// Work to do after the lock is released (closing a transport can call back into us).
@@ -95,7 +103,8 @@ public final class SimulatedMirror: Sendable {
                 connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
         self.options = options
         self.connectionClosed = connectionClosed
-        let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching)
+        let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
+                                                eatt: options.eatt)
         self.logSink = log
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
@@ -109,7 +118,7 @@ public final class SimulatedMirror: Sendable {
     public var snapshot: Snapshot {
         state.withLock { s in
             Snapshot(scanState: s.scanState, scanError: s.scanError, wifiStatus: s.wifiStatus,
-                     cloudToken: String(decoding: s.cloudToken, as: UTF8.self), connections: s.connections.count,
+                     cloudToken: String(decoding: s.cloudToken, as: UTF8.self), connections: s.connections.values.filter { $0.client == nil }.count,
                      reboots: s.reboots, uploads: s.uploads, writeRequests: s.writeRequests, writeCommands: s.writeCommands)
         }
     }
@@ -134,6 +143,72 @@ public final class SimulatedMirror: Sendable {
         transport.start(SimConnectionSink(mirror: self, id: id))
     }
 
+    /// The most Enhanced ATT bearers one client may open beside CID 4.
+    public static let enhancedBearerLimit = 4
+
+    /// Answers an Enhanced ATT bearer request at PATH.eatt (the unix: ECRED equivalent) for the client connected
+    /// last: refused with `options.eattRefusal` when set, else as `EnhancedBearerRequest.refusal` says; accepted, it
+    /// is served as `attachEnhanced` does. Returns the result answered.
+    @discardableResult
+    public func acceptEnhanced(_ request: EnhancedBearerRequest) -> L2CAPConnectionResult {
+        let decision: (client: Int, number: Int)? ; let result: L2CAPConnectionResult
+        (decision, result) = state.withLock { s in
+            let latest = s.connections.filter { $0.value.client == nil }.keys.max()
+            let opened = latest.flatMap { s.connections[$0]?.enhancedOpened } ?? 0
+            if let refused = options.eattRefusal ?? request.refusal(hasClient: latest != nil, opened: opened,
+                                                                      limit: Self.enhancedBearerLimit) {
+                return (nil, refused)
+            }
+            s.connections[latest!]?.enhancedOpened += 1
+            return ((latest!, opened + 1), .success)
+        }
+        guard let decision else {
+            log("Enhanced ATT bearer request (SPSM \(ATTHex.handle(request.spsm)), MTU \(request.clientMTU)) refused: \(result)")
+            request.refuse(result)
+            return result
+        }
+        do {
+            let bearer = try request.accept(mtu: Int(options.serverMTU), bearer: decision.number)
+            attach(bearer, client: decision.client, mtu: (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU)
+            return .success
+        } catch {
+            log("Enhanced ATT bearer \(decision.number) of connection \(decision.client) failed: \(error)")
+            return .noResourcesAvailable
+        }
+    }
+
+    /// Serves an accepted ECRED channel on PSM 0x0027 (an Enhanced ATT bearer over a real adapter) as a bearer of
+    /// the client on the same LE link (its peer address); without one (or past the limit) it is closed.
+    public func attachEnhanced(_ bearer: ATTBearer) {
+        let client: Int? = state.withLock { s in
+            let match = s.connections.filter { $0.value.client == nil && bearer.sharesLink(with: $0.value.transport) }.keys.max()
+            guard let match, let c = s.connections[match], c.enhancedOpened < Self.enhancedBearerLimit else { return nil }
+            s.connections[match]?.enhancedOpened += 1
+            return match
+        }
+        guard let client else {
+            log("Enhanced ATT bearer \(bearer.label): no CID 4 connection of that peer to join (or past the limit of \(Self.enhancedBearerLimit)); closed")
+            bearer.close(reason: "no client to join")
+            return
+        }
+        attach(bearer, client: client, mtu: (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU)
+    }
+
+    /// Registers an Enhanced ATT bearer of `client` whose channel agreed on `mtu`, then starts its reader.
+    private func attach(_ transport: any ATTTransport, client: Int, mtu: Int) {
+        let id = state.withLock { s in
+            let id = s.nextConnectionID
+            s.nextConnectionID += 1
+            var conn = Conn(transport: transport)
+            conn.client = client
+            conn.session = ATTSession(enhancedMTU: mtu)
+            s.connections[id] = conn
+            return id
+        }
+        log("connection \(id) opened: \(transport.label) (Enhanced ATT bearer of connection \(client), MTU \(mtu))")
+        transport.start(SimConnectionSink(mirror: self, id: id))
+    }
+
     /// Closes every connection (the listener is shutting down).
     public func disconnectAll(reason: String) {
         let transports = state.withLock { s in s.connections.values.map(\.transport) }
@@ -149,10 +224,13 @@ public final class SimulatedMirror: Sendable {
     }
 
     fileprivate func closed(_ id: Int, _ reason: TransportError) {
-        let (remaining, conn) = state.withLock { s in
+        let (remaining, conn, bearers) = state.withLock { s in
             let c = s.connections.removeValue(forKey: id)
-            return (s.connections.count, c)
+            // A client's CID 4 connection takes its Enhanced ATT bearers with it (the link is gone).
+            let bearers = c?.client == nil ? s.connections.values.filter { $0.client == id }.map(\.transport) : []
+            return (s.connections.filter { $0.value.client == nil }.count, c, bearers)
         }
+        for b in bearers { b.close(reason: "its client's connection \(id) closed") }
         // The counts say how many writes of a benchmark arrived (tools/vm/scenarios/bench.sh reads this line).
         let counts = conn.map { "; received \($0.writeRequests) Write Requests, \($0.writeCommands) Write Commands" } ?? ""
         log("connection \(id) closed: \(reason)\(counts)")
@@ -217,7 +295,7 @@ public final class SimulatedMirror: Sendable {
     /// Notifies `name`'s value to every connection that enabled notifications on it.
     private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
         guard let handle = s.server.database.handle(name) else { return }
-        for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where c.session.subscribed(handle) {
+        for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where c.client == nil && c.session.subscribed(handle) {
             fx.logs.append("conn \(id): notify \(name) = \(ATTHex.string(value, separator: " "))")
             sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(c.session.mtu))))
         }
@@ -263,10 +341,11 @@ public final class SimulatedMirror: Sendable {
         }
         // Faults match requests and commands on a characteristic's value handle.
         var fault: SimFault?
-        if case .handleValueConfirmation = pdu, s.connections[id]?.serviceChangedPending == true {
+        let owner = s.owner(of: id)
+        if case .handleValueConfirmation = pdu, s.connections[owner]?.serviceChangedPending == true {
             // The Service Changed indication confirmed: the client is change-aware again (§2.5.2.1).
-            s.connections[id]?.serviceChangedPending = false
-            s.connections[id]?.changeAware = true
+            s.connections[owner]?.serviceChangedPending = false
+            s.connections[owner]?.changeAware = true
         }
         if let target = targetHandle(pdu), let name = s.server.database.name(of: target),
            let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
@@ -312,13 +391,13 @@ public final class SimulatedMirror: Sendable {
         guard !s.databaseChanged else { return }
         s.databaseChanged = true
         var changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                               addedCharacteristic: true)
+                                               eatt: options.eatt, addedCharacteristic: true)
         changed.storeDatabaseHash()
         s.server.database = changed
         let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001
         let serviceChanged = changed.attributes.first { $0.type == .serviceChanged }?.handle
         fx.logs.append("fault: the database changed from \(ATTHex.handle(start)) (simAdded; the mirror's handles move up by 2)")
-        for id in s.connections.keys.sorted() {
+        for id in s.connections.keys.sorted() where s.connections[id]?.client == nil {
             s.connections[id]?.changeAware = false
             guard let h = serviceChanged, s.connections[id]?.session.subscribed(h, indications: true) == true else { continue }
             s.connections[id]?.serviceChangedPending = true
@@ -329,13 +408,14 @@ public final class SimulatedMirror: Sendable {
     /// A request from a change-unaware client that enabled robust caching gets Database Out Of Sync (0x12), except a
     /// read of the Database Hash, which is answered and makes it change-aware (Vol 3 Part G §2.5.2.1).
     private func outOfSync(_ s: inout DeviceState, _ id: Int, _ pdu: ATTPDU) -> Bool {
-        guard pdu.opcode.kind == .request, let c = s.connections[id], !c.changeAware,
+        let owner = s.owner(of: id)
+        guard pdu.opcode.kind == .request, let c = s.connections[owner], !c.changeAware,
               (c.clientFeatures.first ?? 0) & 0x01 != 0 else { return false }
         let hash = s.server.database.handle(AttributeDatabase.databaseHashName)
         var readsHash = false
         if case .readByTypeRequest(_, let type) = pdu, type == .databaseHash { readsHash = true }
         if case .readRequest(let h) = pdu, h == hash { readsHash = true }
-        if readsHash { s.connections[id]?.changeAware = true }
+        if readsHash { s.connections[owner]?.changeAware = true }
         return !readsHash
     }
 
@@ -362,6 +442,9 @@ public final class SimulatedMirror: Sendable {
     /// The server's answer, with the mirror's values behind its read and write handlers.
     private func answer(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) -> ATTServerReply {
         guard var session = s.connections[id]?.session else { return .none }
+        // CCCD values are per client (Part G §3.3.3.3): an Enhanced ATT bearer reads and writes its client's.
+        let owner = s.owner(of: id)
+        if owner != id, let cccd = s.connections[owner]?.session.cccd { session.cccd = cccd }
         switch pdu.opcode {
         case .writeCommand:
             s.connections[id]?.writeCommands += 1
@@ -376,6 +459,7 @@ public final class SimulatedMirror: Sendable {
                                   read: { readValue(&s, id, $0) },
                                   write: { write(&s, &fx, id, $0) })
         s.connections[id]?.session = session
+        if owner != id { s.connections[owner]?.session.cccd = session.cccd }
         if case .exchangeMTURequest(let clientRx) = pdu {
             fx.logs.append("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(session.mtu)")
         }
@@ -394,8 +478,8 @@ public final class SimulatedMirror: Sendable {
     private func readValue(_ s: inout DeviceState, _ id: Int, _ read: AttributeRead) -> ReadOutcome {
         guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
         switch name {
-        case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[id]?.clientFeatures ?? [0])
-        case AttributeDatabase.databaseHashName: return .stored
+        case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[s.owner(of: id)]?.clientFeatures ?? [0])
+        case AttributeDatabase.databaseHashName, AttributeDatabase.serverSupportedFeaturesName: return .stored
         case "scanState": return .value([s.scanState])
         case "scanError": return .value([s.scanError])
         case "cloudToken": return .value(s.cloudToken)
@@ -432,13 +516,15 @@ public final class SimulatedMirror: Sendable {
     /// Client Supported Features (Vol 3 Part G §7.2), per connection: a bit once set stays set (clearing one is
     /// Value Not Allowed, 0x13); the value is kept as written, with the bits this server does not know.
     private func writeClientFeatures(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ value: [UInt8]) -> WriteOutcome {
+        let id = s.owner(of: id)
         guard !value.isEmpty, let old = s.connections[id]?.clientFeatures else { return .rejected(.invalidAttributeValueLength) }
         for (i, byte) in old.enumerated() where (i < value.count ? value[i] : 0) & byte != byte {
             fx.logs.append("conn \(id): Client Supported Features \(ATTHex.string(value)) clears a bit set before: Value Not Allowed")
             return .rejected(.valueNotAllowed)
         }
         s.connections[id]?.clientFeatures = value
-        fx.logs.append("conn \(id): Client Supported Features = \(ATTHex.string(value))" + (value[0] & 0x01 != 0 ? " (robust caching)" : ""))
+        fx.logs.append("conn \(id): Client Supported Features = \(ATTHex.string(value))" + (value[0] & 0x01 != 0 ? " (robust caching)" : "")
+                       + (value[0] & 0x02 != 0 ? " (Enhanced ATT bearers)" : ""))
         return .accepted(responseAfterMilliseconds: nil)
     }
 

@@ -1,6 +1,7 @@
 // What the simulator does: its behaviours and faults, from the command line or a scenario file.
 import Foundation
 import JSON
+import LinuxBluetooth
 import Mirror
 
 /// A fault the simulator injects into one request to a named characteristic.
@@ -132,6 +133,13 @@ public struct SimOptions: Sendable, Equatable {
     public var clientFeaturesAtConnect: UInt8 = 0
     /// The database changes this long after the first connection opens, as the fault change-database does.
     public var changeDatabaseAfterMilliseconds: Int?
+    /// Enhanced ATT bearers (Vol 3 Part F §3.2.11): the GATT service serves Server Supported Features (0x2B3A) with
+    /// bit 0 set, and Client Supported Features (0x2B29) if `caching` does not; the mirror service's handles move
+    /// up by 4 (by 6 with caching). mirror-sim then listens at PATH.eatt and on PSM 0x0027.
+    public var eatt = false
+    /// Every Enhanced ATT bearer request is refused with this L2CAP result (over unix:; over an adapter, mirror-sim
+    /// does not listen on PSM 0x0027 and the kernel answers SPSM not supported).
+    public var eattRefusal: L2CAPConnectionResult?
 
     public init() {}
 
@@ -213,6 +221,13 @@ public struct SimOptions: Sendable, Equatable {
         case "verbose": verbose = try bool()
         case "caching": caching = try bool()
         case "client-features": clientFeaturesAtConnect = try byte()
+        case "eatt": eatt = try bool()
+        case "eatt-refuse":
+            let digits = value.hasPrefix("0x") ? String(value.dropFirst(2)) : value
+            guard let code = value.hasPrefix("0x") ? UInt16(digits, radix: 16) : UInt16(digits), code != 0 else {
+                throw SimOptionsError(problem: "--eatt-refuse: expected an L2CAP result code other than 0 (0x0002 SPSM not supported, 0x0004 no resources available, ...), got \(value)")
+            }
+            eattRefusal = L2CAPConnectionResult(rawValue: code)
         case "change-database-after":
             guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--change-database-after: expected milliseconds, got \(value)") }
             changeDatabaseAfterMilliseconds = n

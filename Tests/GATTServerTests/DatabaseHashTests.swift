@@ -103,10 +103,8 @@ final class DatabaseHashTests: XCTestCase {
     }
 
     func testTheClientsHashOfWhatItDiscoveredEqualsTheServersOverASocket() async throws {
-        let host = GATTServerHost(database: Self.specExample, serverRxMTU: 23)
-        let (a, b) = try ATTBearer.pair()
-        _ = host.attach(b)
-        let client = try await GATTClient.connect(transport: a)
+        let (host, client) = try await connected(to: Self.specExample)
+        defer { withExtendedLifetime(host) {} }
         defer { client.close(reason: "test over") }
         var services = try await client.discoverDatabase()
         XCTAssertNil(try GATTDatabaseHash.compute(services: services), "the Extended Properties value is not read yet")
@@ -123,10 +121,8 @@ final class DatabaseHashTests: XCTestCase {
             db.service(.heartRate)
             db.characteristic(.heartRateMeasurement, [.notify])
         }
-        let host = GATTServerHost(database: database, serverRxMTU: 23)
-        let (a, b) = try ATTBearer.pair()
-        _ = host.attach(b)
-        let client = try await GATTClient.connect(transport: a)
+        let (host, client) = try await connected(to: database)
+        defer { withExtendedLifetime(host) {} }
         defer { client.close(reason: "test over") }
         var services = try await client.discoverDatabase()
         XCTAssertEqual(services.map(\.uuid), [.genericAccess, .heartRate], "no include reaches the battery service")
@@ -137,12 +133,18 @@ final class DatabaseHashTests: XCTestCase {
         XCTAssertEqual(try GATTDatabaseHash.compute(services: services), try database.databaseHash())
     }
 
-    /// `database` as a client discovers it over a socket, with the values the hash reads.
-    func discoveredForTheHash(_ database: AttributeDatabase) async throws -> [GATTService] {
+    /// A client connected over a socket pair to a server of `database` (MTU 23); the server lives as long as `host`.
+    func connected(to database: AttributeDatabase) async throws -> (host: GATTServerHost, client: GATTClient) {
         let host = GATTServerHost(database: database, serverRxMTU: 23)
         let (a, b) = try ATTBearer.pair()
         _ = host.attach(b)
-        let client = try await GATTClient.connect(transport: a)
+        return (host, try await GATTClient.connect(transport: a))
+    }
+
+    /// `database` as a client discovers it over a socket, with the values the hash reads.
+    func discoveredForTheHash(_ database: AttributeDatabase) async throws -> [GATTService] {
+        let (host, client) = try await connected(to: database)
+        defer { withExtendedLifetime(host) {} }
         defer { client.close(reason: "test over") }
         var services = try await client.discoverDatabase()
         try await client.readHashedValues(&services)

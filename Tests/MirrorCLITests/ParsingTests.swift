@@ -164,6 +164,29 @@ final class ParsingTests: XCTestCase {
         }
     }
 
+    /// --bearers: CID 4 and up to four Enhanced ATT bearers; 1 when not given; a count outside 1-5 or not a
+    /// number is refused naming the range (exit 2 as bad usage).
+    func testBearersOption() throws {
+        XCTAssertEqual(try run(["link", "unix:/x"]).2.bearers, 1)
+        XCTAssertEqual(try run(["link", "unix:/x", "--bearers", "3"]).2.bearers, 3)
+        XCTAssertEqual(try run(["--bearers=5", "link", "unix:/x"]).2.bearers, 5)
+        XCTAssertEqual(try run(["link", "unix:/x", "--bearers", "1"]).2, try run(["link", "unix:/x"]).2)
+        for (token, message) in [
+            ("0", "--bearers: invalid bearer count \"0\": must be 1-5"),
+            ("6", "--bearers: invalid bearer count \"6\": must be 1-5"),
+            ("two", "--bearers: invalid bearer count \"two\": expected a whole number"),
+            ("-1", "--bearers: invalid bearer count \"-1\": expected a whole number"),
+        ] {
+            let error = usage { try run(["link", "unix:/x", "--bearers", token]) }
+            XCTAssertEqual(error?.message, message)
+            XCTAssertEqual(error?.token, token)
+        }
+        XCTAssertEqual(usage { try run(["listen", "unix:/x", "--bearers", "2"]) }?.message, "option --bearers does not apply to mirror listen")
+        let shell = try run(["link", "unix:/x", "--bearers", "2"])
+        XCTAssertEqual(GlobalOptions().overlaid(by: shell.2, given: shell.1.givenGlobals).bearers, 2)
+        XCTAssertEqual(GlobalOptions().overlaid(by: shell.2, given: []).bearers, 1)
+    }
+
     func testHelpForms() throws {
         guard case .toolHelp = try parseCommandLine([], commands: specs) else { return XCTFail("no args is help") }
         guard case .toolHelp = try parseCommandLine(["--help"], commands: specs) else { return XCTFail("--help") }

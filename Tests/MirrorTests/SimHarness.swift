@@ -11,6 +11,8 @@ import XCTest
 final class SimHarness: Sendable {
     let sim: SimulatedMirror
     let listener: ATTBearerListener
+    /// With `eatt`: the listener at PATH.eatt (Enhanced ATT bearers), each request answered by the simulator.
+    let enhancedListener: ATTBearerListener?
     let path: String
     let directory: String
     let logLines = LineLog()
@@ -24,14 +26,21 @@ final class SimHarness: Sendable {
         directory = NSTemporaryDirectory() + "mirror-uploads-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         listener = try ATTBearerListener.unix(path: path)
+        enhancedListener = options.eatt ? try ATTBearerListener.unixEnhanced(forUnixPath: path) : nil
         let listener = self.listener, sim = self.sim
         Thread {
             while let bearer = try? listener.accept() { sim.attach(bearer) }
         }.start()
+        if let enhanced = enhancedListener {
+            Thread {
+                while let request = try? enhanced.acceptEnhancedRequest() { sim.acceptEnhanced(request) }
+            }.start()
+        }
     }
 
     func stop() {
         listener.close()
+        enhancedListener?.close()
         sim.disconnectAll(reason: "test over")
         try? FileManager.default.removeItem(atPath: directory)
     }

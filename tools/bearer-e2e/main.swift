@@ -9,6 +9,10 @@
 //       [--size B] [--echo-timeout S] [--security low|medium|high] [--snoop FILE]
 //       connects, sends N PDUs (Write Command 0x52, handle = sequence number), checks each echo, prints one
 //       JSON result: {"ok":true,...} or {"ok":false,"stage":...,"error":"<the error's sentence>",...}.
+//   listen --eatt N [--eatt-mtu M]: also listens for Enhanced ATT bearers (ECRED, PSM 0x0027) on the adapter and
+//       accepts up to N after the CID 4 connection, each echoing too ({"event":"eatt-accepted",...}, or "eatt-listen-failed").
+//   connect --eatt N [--eatt-mtu M] [--eatt-pdu HEX]: after the CID 4 exchange opens N Enhanced ATT bearers, echoes
+//       one PDU on each (or sends HEX and reports the answer), and reports each one's CIDs and MTUs in "eatt".
 //   bearer-e2e drop-caps      prints CapEff/CapPrm from /proc/self/status before and after dropping every capability.
 //   bearer-e2e bench [--count N] [--rounds R] [--size B]   round trips in microseconds: a bare blocking
 //       send/recv loop against the bearer (with a semaphore hop, chained on the reader thread, server only).
@@ -22,6 +26,7 @@ import LinuxBluetooth
 import Dispatch
 import Foundation
 import JSON
+import TestSupport
 
 // MARK: Output
 
@@ -62,6 +67,8 @@ func errorFields(_ e: TransportError) -> [String: Any] {
     case .closedLocally: f["kind"] = "closedLocally"
     case .truncated: f["kind"] = "truncated"
     case .hciCommandFailed: f["kind"] = "hciCommandFailed"
+    case .enhancedBearerRefused(_, let result): f["kind"] = "enhancedBearerRefused"; f["l2cap_result"] = Int(result.rawValue)
+    case .handshakeTimedOut(_, _, let seconds): f["kind"] = "handshakeTimedOut"; f["seconds"] = seconds
     }
     return f
 }
@@ -208,6 +215,17 @@ func listen(_ o: Options) -> Int32 {
             return 1
         }
     }
+    let eattCount = o.int("--eatt", 0)
+    var eattListener: ATTBearerListener? = nil
+    if eattCount > 0 {
+        do {
+            let l = try ATTBearerListener.leEnhanced(adapter: o.values["--adapter"], mtu: o.int("--eatt-mtu", ATTMTU.maximum))
+            emit(["event": "eatt-listening", "on": l.label])
+            eattListener = l
+        } catch {
+            emit(["event": "eatt-listen-failed"].merging(errorFields(error)) { a, _ in a })
+        }
+    }
     let bearer: ATTBearer
     do {
         bearer = try listener.accept(timeout: o.values["--accept-timeout"].map { _ in o.double("--accept-timeout", 0) })
@@ -216,6 +234,27 @@ func listen(_ o: Options) -> Int32 {
         return 1
     }
     listener.close()
+    if let eattListener {
+        // Each Enhanced ATT bearer echoes as CID 4 does, on its own reader; the listener closes with the link.
+        let accept = Thread {
+            for _ in 0..<eattCount {
+                do throws(TransportError) {
+                    let b = try eattListener.accept(timeout: 60)
+                    var e: [String: Any] = ["event": "eatt-accepted", "peer": b.label]
+                    if let cids = b.channelIDs { e["cid"] = Int(cids.local); e["remote_cid"] = Int(cids.remote) }
+                    if let m = try? b.l2capMTUs() { e["l2cap_mtu"] = ["send": m.send, "receive": m.receive] }
+                    emit(e)
+                    let sink = EchoSink()
+                    sink.attach(b)
+                    b.start(sink)
+                } catch {
+                    emit(["event": "eatt-accept-failed"].merging(errorFields(error)) { a, _ in a })
+                    return
+                }
+            }
+        }
+        accept.start()
+    }
     var accepted: [String: Any] = ["event": "accepted", "peer": bearer.label]
     if case .le = bearer.endpoint, let m = try? bearer.l2capMTUs() {
         accepted["l2cap_mtu"] = ["send": m.send, "receive": m.receive]
@@ -325,6 +364,45 @@ func connect(_ o: Options) -> Int32 {
             failure = ["stage": "echo", "seq": i, "error": "echo \(i) differs: sent \(pdu.count) bytes starting \(pdu.prefix(4)), got \(echo.count) starting \(echo.prefix(4))"]
             break exchange
         }
+    }
+    let eattCount = o.int("--eatt", 0)
+    if failure == nil, eattCount > 0, case .bluetooth(let address) = target {
+        var opened: [ATTBearer] = []
+        var reports: [[String: Any]] = []
+        for n in 1...eattCount {
+            do {
+                let b = try ATTBearer.connectEnhanced(to: address, type: o.addressType, adapter: o.values["--adapter"],
+                                                      mtu: o.int("--eatt-mtu", ATTMTU.maximum), timeout: o.double("--timeout", ATTBearer.defaultConnectTimeout))
+                opened.append(b)
+                var r: [String: Any] = ["bearer": n, "label": b.label]
+                if let cids = b.channelIDs { r["cid"] = Int(cids.local); r["remote_cid"] = Int(cids.remote) }
+                if let m = try? b.l2capMTUs() { r["l2cap_mtu"] = ["send": m.send, "receive": m.receive] }
+                if let m = try? b.enhancedMTU() { r["mtu"] = m }
+                let echoSink = CheckSink()
+                b.start(echoSink)
+                // --eatt-pdu HEX: a request whose answer is reported (a GATT server); else a Write Command to be echoed.
+                let request = o.values["--eatt-pdu"].map { hex($0) }
+                let pdu: [UInt8] = request ?? ([0x52, UInt8(n), 0x00] + [UInt8](repeating: UInt8(n), count: max(0, min(size, (try? b.enhancedMTU()) ?? 64) - 3)))
+                do {
+                    _ = try sendBytes(b, pdu)
+                    _ = echoSink.signal.wait(timeout: .now() + echoTimeout)
+                    let got = echoSink.state.withLock { $0.pdus.first }
+                    if request != nil {
+                        r["answer"] = got.map { ATTHex.string($0, separator: " ") } ?? "none within \(echoTimeout) s"
+                    } else {
+                        r["echoed"] = got == pdu
+                        if got != pdu { r["echo_error"] = got == nil ? "no echo within \(echoTimeout) s" : "the echo differs" }
+                    }
+                } catch {
+                    r["echo_error"] = "\(error)"
+                }
+                reports.append(r)
+            } catch {
+                reports.append(["bearer": n].merging(errorFields(error)) { a, _ in a })
+            }
+        }
+        result["eatt"] = reports
+        for b in opened { b.close(reason: "bearer-e2e done") }
     }
     bearer.close(reason: "bearer-e2e done")
     _ = sink.signal.wait(timeout: .now() + 5)
@@ -541,9 +619,9 @@ let rest = args.dropFirst(2)
 let status: Int32
 switch args[1] {
 case "listen":
-    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop"], flags: ["--drop-caps"]))
+    status = listen(Options(rest, valued: ["--adapter", "--type", "--advertise", "--accept-timeout", "--snoop", "--eatt", "--eatt-mtu"], flags: ["--drop-caps"]))
 case "connect":
-    status = connect(Options(rest, valued: ["--adapter", "--type", "--timeout", "--count", "--size", "--echo-timeout", "--security", "--snoop"], flags: []))
+    status = connect(Options(rest, valued: ["--adapter", "--type", "--timeout", "--count", "--size", "--echo-timeout", "--security", "--snoop", "--eatt", "--eatt-mtu", "--eatt-pdu"], flags: []))
 case "drop-caps":
     status = dropCaps()
 case "bench":

@@ -12,20 +12,20 @@ _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus
 _mirror_options() {
     case "$1" in
         discover) echo "--duration --adapter --json --help" ;;
-        gatt) echo "--read --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        read) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        listen) echo "--count --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        scan) echo "--timeout --upload-host --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
-        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help" ;;
+        gatt) echo "--read --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        read) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        listen) echo "--count --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        scan) echo "--timeout --upload-host --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
         cache) echo "--adapter --json --help" ;;
         doctor) echo "--json --help" ;;
         adapters) echo "--json --help" ;;
-        *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --help --version" ;;
+        *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help --version" ;;
     esac
 }
 
@@ -64,6 +64,7 @@ _mirror_option_value() {
         *" --supervision-timeout") echo "any" ;;
         *" --phy") echo "words 1m 2m coded" ;;
         *" --data-length") echo "any" ;;
+        *" --bearers") echo "any" ;;
         *) return 1 ;;
     esac
 }

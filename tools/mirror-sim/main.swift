@@ -30,6 +30,12 @@ let usage = """
                               caching; the mirror service's handles move up by 4; default no)
       --client-features N     the Client Supported Features a connection starts with (1: robust caching, as a
                               bonded client's kept value; default 0)
+      --eatt yes|no           serve Enhanced ATT bearers: Server Supported Features (0x2B3A, bit 0) in the GATT
+                              service (with Client Supported Features; the mirror service's handles move up by 4,
+                              by 6 with --caching; default no), listening at PATH.eatt beside each unix:PATH (the
+                              ECRED equivalent, docs/DESIGN.md) and on PSM 0x0027 of --adapter (ECRED channels)
+      --eatt-refuse CODE      refuse every Enhanced ATT bearer with this L2CAP result (0x0004: no resources
+                              available) over unix:; over an adapter, no PSM 0x0027 listener (the kernel refuses)
       --change-database-after MS  change the database MS after the first connection opens (as change-database)
       --verbose               log every PDU; --quiet logs nothing
       --once                  exit after the first connection closes
@@ -120,10 +126,22 @@ let mirror = SimulatedMirror(options: options, log: log, connectionClosed: { rem
 })
 
 var listeners: [ATTBearerListener] = []
+/// The listeners at PATH.eatt: each connection there asks for an Enhanced ATT bearer first.
+var enhancedUnix: [ObjectIdentifier] = []
 do {
-    for path in unixPaths { listeners.append(try ATTBearerListener.unix(path: path)) }
+    for path in unixPaths {
+        listeners.append(try ATTBearerListener.unix(path: path))
+        if options.eatt {
+            let l = try ATTBearerListener.unixEnhanced(forUnixPath: path)
+            listeners.append(l)
+            enhancedUnix.append(ObjectIdentifier(l))
+        }
+    }
     if let adapter {
         listeners.append(try ATTBearerListener.le(adapter: adapter))
+        if options.eatt && options.eattRefusal == nil {
+            listeners.append(try ATTBearerListener.leEnhanced(adapter: adapter, mtu: Int(options.serverMTU)))
+        }
         try LEAdvertiser.start(adapter: adapter, name: advertisedName)
         log("advertising as \"\(advertisedName)\" on \(adapter)")
     }
@@ -135,6 +153,7 @@ for listener in listeners {
 }
 
 let allListeners = listeners
+let enhancedUnixListeners = Set(enhancedUnix)
 let stopping = Lock(false)
 func shutdown(_ why: String) -> Never {
     stopping.withLock { $0 = true }
@@ -154,8 +173,12 @@ for listener in listeners {
     let thread = Thread {
         while true {
             do {
-                let bearer = try listener.accept()
-                mirror.attach(bearer)
+                switch listener.kind {
+                case .unix where enhancedUnixListeners.contains(ObjectIdentifier(listener)):
+                    mirror.acceptEnhanced(try listener.acceptEnhancedRequest())
+                case .leEnhanced: mirror.attachEnhanced(try listener.accept())
+                default: mirror.attach(try listener.accept())
+                }
             } catch {
                 if stopping.withLock({ $0 }) { return }
                 log("accept on \(listener.label) failed: \(error)")

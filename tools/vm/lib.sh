@@ -282,12 +282,24 @@ vm_gatt_peer() {
   rm -f /run/dbus/system_bus_socket
   vm_bg dbus dbus-daemon --system --nofork --nopidfile
   vm_wait "the system bus" 15 test -S /run/dbus/system_bus_socket
-  vm_bg bluetoothd /usr/sbin/bluetoothd -n
+  # VM_BLUETOOTHD_CONF: a main.conf of the scenario's own (the eatt scenarios' [GATT] Channels = 3).
+  vm_bg bluetoothd /usr/sbin/bluetoothd -n ${VM_BLUETOOTHD_CONF:+-f "$VM_BLUETOOTHD_CONF"}
   vm_wait "bluetoothd on the bus" 20 dbus-send --system --print-reply --dest=org.bluez / org.freedesktop.DBus.Introspectable.Introspect
   vm_ok hci1-power 20 btmgmt -i hci1 power on
   vm_ok hci1-connectable 20 btmgmt -i hci1 connectable on
   vm_ok hci1-advertising 20 btmgmt -i hci1 advertising on
   vm_ok hci0-power 20 btmgmt -i hci0 power on
+}
+
+# vm_gatt_peer_conf LINE...: the scenario's controllers (btvirt and btmon) replaced by vm_gatt_peer's, with
+# bluetoothd reading a main.conf of these lines ($OUT/main.conf; the eatt scenarios' "[GATT]" "Channels = 3").
+vm_gatt_peer_conf() {
+  vm_stop btvirt 5 TERM
+  vm_stop btmon 5 TERM
+  vm_wait "hci0 and hci1 gone" 15 sh -c '! test -e /sys/class/bluetooth/hci0 && ! test -e /sys/class/bluetooth/hci1'
+  printf '%s\n' "$@" > "$OUT/main.conf"
+  VM_BLUETOOTHD_CONF="$OUT/main.conf"
+  vm_gatt_peer
 }
 
 # vm_example_gatt_peer: vm_gatt_peer, and BlueZ's example-gatt-server as Debian ships it, patched into a copy in

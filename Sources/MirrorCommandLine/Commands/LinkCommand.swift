@@ -15,7 +15,9 @@ let linkCommand = Command(CommandSpec(
         an HCI command's answer); a value only raw HCI gives is unknown without CAP_NET_RAW, with the setcap line \
         that grants it. --interval, --latency, --supervision-timeout, --phy and --data-length (on every command \
         that connects) ask the controller for a link; each is printed as asked and as granted (the completion \
-        event's values) or with the controller's HCI status named. A refused request leaves the link as it was.
+        event's values) or with the controller's HCI status named. A refused request leaves the link as it was. \
+        With --bearers N (2-5) the ATT bearers on the link follow: CID 4 and each Enhanced ATT bearer (an ECRED \
+        channel on PSM 0x0027) with its channel IDs, MTU and credits where the kernel reports them.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
     globals: GlobalOptionName.connection,
@@ -29,10 +31,11 @@ let linkCommand = Command(CommandSpec(
     let session = try await Session.open(target, inv, announceLink: false)
     defer { session.close() }
     if inv.global.json {
-        inv.console.json(JSONValue.object([("target", .string(target.target.description)), ("link", session.linkJSON())]))
+        inv.console.json(JSONValue.object([("target", .string(target.target.description)), ("link", session.linkJSON())]
+                                          + (session.bearersJSON().map { [("bearers", $0)] } ?? [])))
         return .success
     }
-    for line in linkText(session, target: target) { inv.console.out(line) }
+    for line in linkText(session, target: target) + session.bearerText() { inv.console.out(line) }
     return .success
 }
 

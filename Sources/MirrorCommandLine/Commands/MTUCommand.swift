@@ -9,13 +9,16 @@ let mtuCommand = Command(CommandSpec(
         Sends Exchange MTU Request with the client Rx MTU (--mtu, default 517) and prints the server's Rx MTU \
         and the result, min(both), never below 23; a peer that answers Request Not Supported stays at 23. \
         Also prints the value budgets that follow: MTU-3 for writes and notifications, MTU-5 for Prepare \
-        Write parts, MTU-1 for Read Blob parts.
+        Write parts, MTU-1 for Read Blob parts. With --bearers N (2-5) it lists the bearers opened: CID 4 \
+        and each Enhanced ATT bearer with its channel IDs, its MTU (the ECRED channel's, no Exchange MTU on \
+        it) and its credits where the kernel reports them, and why a bearer was not opened.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror mtu unix:/tmp/mirror-sim.sock", "offer 517 and show the result"),
         ("mirror mtu unix:/tmp/mirror-sim.sock --mtu 100", "offer 100"),
+        ("mirror mtu unix:/tmp/mirror-sim.sock --bearers 3", "also open two Enhanced ATT bearers and list the three"),
     ]
 )) { inv in
     let target = try inv.target()
@@ -32,11 +35,12 @@ let mtuCommand = Command(CommandSpec(
             ("mtu", .int(mtu)),
             ("writeBudget", .int(write)), ("prepareWriteBudget", .int(prepare)), ("readBlobBudget", .int(blob)),
             ("link", session.linkJSON()),
-        ]))
+        ] + (session.bearersJSON().map { [("bearers", $0)] } ?? [])))
     } else {
         let server = exchange.serverRxMTU.map(String.init) ?? "not given (the peer does not support Exchange MTU)"
         inv.console.out("client Rx MTU \(exchange.clientRxMTU), server Rx MTU \(server): MTU \(mtu)")
         inv.console.out("budgets: write/notify \(write) bytes, prepare write part \(prepare), read blob part \(blob)")
+        for line in session.bearerText() { inv.console.out(line) }
     }
     return .success
 }

@@ -52,14 +52,15 @@ let shellOwnCommands: [CommandSpec] = [
         name: "connect", summary: "connect again, to the last TARGET or another one, with the connection options given",
         discussion: """
             Closes the connection (if one is open) and connects. The connection options (--adapter, --type, \
-            --mtu, --security, --timeout, --profile, --trace, --btsnoop and the link options --interval, \
-            --latency, --supervision-timeout, --phy, --data-length) are those of mirror shell with the ones \
+            --mtu, --security, --timeout, --profile, --trace, --btsnoop, --bearers and the link options \
+            --interval, --latency, --supervision-timeout, --phy, --data-length) are those of mirror shell with the ones \
             given on the line laid over them, for this connection; they are parsed and checked as on any \
             command line. A bare connect connects again as the last connection did: its TARGET and its options.
             """,
         positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (default: the last one)")],
         globals: GlobalOptionName.connection,
         examples: [("connect", "the same target again, with the same options"), ("connect unix:/tmp/other.sock", "another one"),
+                   ("connect --bearers 3", "the same target with CID 4 and two Enhanced ATT bearers"),
                    ("connect 00:AA:01:01:00:01 --type random --mtu 100 --interval 15", "a random address, MTU 100, a 15 ms interval")]),
     CommandSpec(name: "quit", summary: "close the connection and leave (Ctrl-D does the same)", globals: [], examples: [("quit", "")]),
 ]
@@ -403,10 +404,10 @@ final class Shell: Sendable {
         }
         if json {
             console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
-                                          ("link", session.linkJSON())]).compact)
+                                          ("link", session.linkJSON())] + (session.bearersJSON().map { [("bearers", $0)] } ?? [])).compact)
         } else {
             console.out("connected to \(session.client.label): MTU \(session.mtu)")
-            for line in linkText(session, target: target) { console.out(line) }
+            for line in linkText(session, target: target) + session.bearerText() { console.out(line) }
         }
     }
 

@@ -354,11 +354,12 @@ extension Session {
     /// Writes Client Supported Features with the robust caching bit (§7.2) when the peer's database has it, so
     /// that after a change the peer answers Database Out Of Sync (0x12) instead of serving moved handles. An ATT
     /// error is no failure (the peer keeps its default). For the long-running commands (listen, scan, wifi).
+    /// The GATT client's one writer of 0x2B29 keeps the bits set before (the EATT bit of `--bearers`).
     func enableRobustCaching() async throws(GATTError) {
         guard let c = try await discovered().services.flatMap(\.characteristics).first(where: { $0.uuid == .clientSupportedFeatures }),
               c.properties.contains(.write) else { return }
         do {
-            try await client.write(handle: c.valueHandle, value: GATTClientFeatures.robustCaching.bytes)
+            try await client.writeClientFeatures(.robustCaching, handle: c.valueHandle)
         } catch {
             guard case .attribute = error else { throw error }
         }

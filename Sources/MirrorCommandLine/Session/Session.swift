@@ -79,6 +79,8 @@ final class Session: Sendable {
     let cacheAdapter: String?
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
+    /// Guards what --bearers came to (nil outcome with --bearers 1) and the Enhanced ATT bearers opened (SessionBearers.swift).
+    let enhancedBearers = Lock<(outcome: EnhancedBearerOutcome?, links: [SessionEnhancedBearer])>((nil, []))
 
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
                  capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
@@ -191,6 +193,7 @@ final class Session: Sendable {
             session.closeConnection()
             throw error
         }
+        await session.openEnhancedBearers(g, target: target, security: target.isUnix ? nil : security, console: inv.console)
         return session
     }
 
@@ -211,7 +214,7 @@ final class Session: Sendable {
         for s in model.services.indices {
             for c in model.services[s].characteristics.indices {
                 let characteristic = model.services[s].characteristics[c]
-                if characteristic.properties & PropertyBit.read != 0 {
+                if GATTCharacteristicProperties(rawValue: characteristic.properties).contains(.read) {
                     model.services[s].characteristics[c].value = try await readOutcome(characteristic.valueHandle)
                 }
                 for d in characteristic.descriptors.indices {
@@ -466,6 +469,7 @@ final class Session: Sendable {
     /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.
     func setTracing(_ on: Bool) {
         transport.setTracing(on)
+        for link in enhancedBearers.withLock({ $0.links }) { link.observed.setTracing(on) }
         records.setTracing(on)
     }
 

@@ -1,0 +1,134 @@
+// --bearers N: the session's Enhanced ATT bearers (Core Spec 5.4 Vol 3 Part F §3.2.11, Part G §2.4) opened after the
+// connect through the GATT client's one flow (`openEnhancedBearers`), a bearer not opened said on stderr, and the
+// bearers listed for `mirror mtu` and `mirror link`.
+import ATTStack
+import GATTClient
+import JSON
+import LinuxBluetooth
+
+/// One Enhanced ATT bearer the session opened: its socket (for its CIDs) and the CLI's watch on it (--trace).
+struct SessionEnhancedBearer: Sendable {
+    /// Its index in `GATTClient.bearers`.
+    var index: Int
+    var bearer: ATTBearer
+    var observed: ObservedTransport
+}
+
+/// One bearer as `mirror mtu` and `mirror link` list it.
+struct BearerRow: Sendable {
+    var index: Int
+    var enhanced: Bool
+    /// This side's and the peer's channel IDs: 0x0004 on the unenhanced bearer, the ECRED channel's on an
+    /// enhanced one (0x0040 + n over unix:); nil when the socket does not say.
+    var cids: (local: UInt16, remote: UInt16)?
+    var mtu: Int
+    var open: Bool
+    var requestsAnswered: Int
+    /// The channel's credits: no socket option gives an ECRED channel's credits, so they are said unknown.
+    var credits: LinkValue<Int>
+
+}
+
+extension Session {
+    /// Opens the Enhanced ATT bearers `--bearers` asks for beside CID 4 (nothing when it asks for 1): ECRED
+    /// channels on PSM 0x0027 over an LE link, `PATH.eatt` over `unix:PATH`, each watched like CID 4 (--trace,
+    /// Service Changed). Each bearer not opened is a note on stderr; the command goes on over what opened.
+    func openEnhancedBearers(_ g: GlobalOptions, target: TargetArgument, security: BTSecurityLevel?, console: Console) async {
+        guard g.bearers > 1 else { return }
+        let opened = Lock<[(bearer: ATTBearer, observed: ObservedTransport)]>([])
+        let outcome = await client.openEnhancedBearers(g.bearers) { _ throws(TransportError) in
+            let bearer: ATTBearer
+            switch target.target {
+            case .unix(let path):
+                bearer = try ATTBearer.connectEnhanced(unixPath: path, mtu: clientRxMTU, timeout: g.timeout)
+            case .bluetooth(let address):
+                bearer = try ATTBearer.connectEnhanced(to: address, type: target.addressType, adapter: g.adapter,
+                                                       mtu: clientRxMTU, timeout: g.timeout, security: security)
+            }
+            let channel = try EnhancedBearerChannel(bearer)
+            let observed = ObservedTransport(bearer, console: console, tracing: transport.isTracing)
+            observed.whenIndicated { [weak self] pdu in self?.indicated(pdu) }
+            opened.withLock { $0.append((bearer, observed)) }
+            return EnhancedBearerChannel(transport: observed, mtu: channel.mtu)
+        }
+        // The bearers opened are the first connects, in order (the first failure ends the attempt).
+        let links = zip(outcome.opened, opened.withLock { $0 }).map { SessionEnhancedBearer(index: $0, bearer: $1.bearer, observed: $1.observed) }
+        enhancedBearers.withLock { s in
+            s.outcome = outcome
+            s.links = links
+        }
+        for line in Self.bearerNotes(outcome) { warn(line) }
+    }
+
+    /// The notes for what `openEnhancedBearers` could not open: one line per problem, the last saying what the
+    /// command goes on over. None when every bearer opened.
+    static func bearerNotes(_ outcome: EnhancedBearerOutcome) -> [String] {
+        let problems = outcome.problems
+        guard !problems.isEmpty else { return [] }
+        let open = 1 + outcome.opened.count
+        let rest = open == 1 ? "going on over CID 4 alone"
+            : "going on over \(open) bearers (CID 4 and \(open - 1) Enhanced ATT bearer\(open == 2 ? "" : "s"))"
+        return problems.enumerated().map { i, p in
+            "--bearers \(outcome.requested): \(p)" + (i == problems.count - 1 ? "; \(rest)" : "")
+        }
+    }
+
+    /// What `--bearers` came to, when it asked for more than one (nil otherwise: nothing is listed).
+    var bearerOutcome: EnhancedBearerOutcome? { enhancedBearers.withLock { $0.outcome } }
+
+    /// Every bearer of the connection, CID 4 first.
+    func bearerRows() -> [BearerRow] {
+        let links = enhancedBearers.withLock { $0.links }
+        let noCredits = LinkValue<Int>.unknown(.unavailable("not reported: no socket option gives an ECRED channel's credits"))
+        return client.bearers.map { b in
+            guard b.isEnhanced else {
+                return BearerRow(index: b.index, enhanced: false, cids: (0x0004, 0x0004), mtu: b.mtu, open: !b.isClosed,
+                                 requestsAnswered: b.requestsAnswered,
+                                 credits: .unknown(.unavailable("none: the ATT fixed channel has no credit-based flow control")))
+            }
+            let cids = links.first { $0.index == b.index }?.bearer.channelIDs
+            return BearerRow(index: b.index, enhanced: true, cids: cids, mtu: b.mtu, open: !b.isClosed,
+                             requestsAnswered: b.requestsAnswered, credits: noCredits)
+        }
+    }
+
+    /// The `bearers` object of `mtu --json` and `link --json`: asked, each bearer, and the notes.
+    func bearersJSON() -> JSONValue? {
+        guard let outcome = bearerOutcome else { return nil }
+        let rows = bearerRows().map { r -> JSONValue in
+            .object([
+                ("index", .int(r.index)), ("enhanced", .bool(r.enhanced)),
+                ("cid", r.cids.map { .int(Int($0.local)) } ?? .null),
+                ("peerCID", r.cids.map { .int(Int($0.remote)) } ?? .null),
+                ("mtu", .int(r.mtu)), ("open", .bool(r.open)), ("requestsAnswered", .int(r.requestsAnswered)),
+                ("credits", r.credits.jsonValue { .int($0) }),
+            ])
+        }
+        return .object([
+            ("asked", .int(outcome.requested)),
+            ("open", .int(rows.count { $0["open"] == .bool(true) })),
+            ("list", .array(rows)),
+            ("notes", .array(Self.bearerNotes(outcome).map { .string($0) })),
+        ])
+    }
+
+    /// The text lines of the bearers (`mtu`, `link`), when `--bearers` asked for more than one.
+    func bearerText() -> [String] {
+        guard let outcome = bearerOutcome else { return [] }
+        let rows = bearerRows()
+        var lines = ["bearers: \(rows.count { $0.open }) open of \(outcome.requested) asked"]
+        for r in rows {
+            let kind = r.enhanced ? "EATT" : "ATT "
+            let cid = r.cids.map { "CID \(ATTHex.handle($0.local)) (peer \(ATTHex.handle($0.remote)))" } ?? "CID not reported"
+            let credits: String
+            switch r.credits {
+            case .known(let n, let source): credits = "credits \(n) (\(source))"
+            case .unknown(let why): credits = "credits \(why)"
+            }
+            lines.append("  \(r.index) \(kind) \(cid.padded(toLength: 26)) MTU \(String(r.mtu).padded(toLength: 4)) "
+                         + "\(r.open ? "open" : "closed"), \(r.requestsAnswered) answered, \(credits)")
+        }
+        lines += outcome.problems.map { "  not opened: \($0)" }
+        return lines
+    }
+}
