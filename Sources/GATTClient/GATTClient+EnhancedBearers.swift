@@ -100,15 +100,15 @@ public struct EnhancedBearerOutcome: Sendable, Equatable {
     /// True when every bearer asked for is open.
     public var isComplete: Bool { notOpened.isEmpty }
 
-    /// One line per problem, for a note ("bearer 2: the ECRED connection (PSM 0x0027) failed: ..."): the
-    /// reasons shared by every bearer once, "bearers 1-2: ..." otherwise.
+    /// One line per problem, for a note: each run of bearers with one reason once ("bearers 1-2: the server has
+    /// no Server Supported Features ...", "bearer 2: the ECRED connection (PSM 0x0027) failed: ...").
     public var problems: [String] {
         var lines: [String] = []
         if let e = clientFeaturesError { lines.append("writing Client Supported Features (0x2B29) failed: \(e)") }
         var i = 0
         while i < notOpened.count {
             var j = i
-            while j + 1 < notOpened.count, case .notTried = notOpened[j + 1].reason { j += 1 }
+            while j + 1 < notOpened.count, notOpened[j + 1].reason == notOpened[i].reason { j += 1 }
             let numbers = i == j ? "bearer \(notOpened[i].number)" : "bearers \(notOpened[i].number)-\(notOpened[j].number)"
             lines.append("\(numbers): \(notOpened[i].reason)")
             i = j + 1
@@ -123,7 +123,8 @@ extension GATTClient {
     /// Part G §7.4); where it has the EATT bit, writes Client Supported Features (0x2B29, §7.2) with the EATT bit
     /// (`writeClientFeatures`, with the bits set before) and opens each channel with `connect(n)` (n = 1...count-1:
     /// `ATTBearer.connectEnhanced` over a real adapter or unix:), adding it with `addEnhancedBearer`. The first
-    /// bearer not opened ends the attempt: the rest are `notTried`. Never throws: the client goes on over what opened.
+    /// bearer not opened ends the attempt: the rest are `notTried` (all share a reason the server gave for every
+    /// bearer). Never throws: the client goes on over what opened.
     public func openEnhancedBearers(_ count: Int,
                                     connect: (Int) async throws(TransportError) -> EnhancedBearerChannel) async -> EnhancedBearerOutcome {
         var outcome = EnhancedBearerOutcome(requested: count, serverSupportsEATT: nil, clientFeaturesWritten: nil,
@@ -131,7 +132,7 @@ extension GATTClient {
         guard count > 1 else { return outcome }
         let numbers = 1..<count
         func refuseAll(_ reason: EnhancedBearerRefusal) -> EnhancedBearerOutcome {
-            outcome.notOpened = numbers.map { .init(number: $0, reason: $0 == 1 ? reason : .notTried(after: 1)) }
+            outcome.notOpened = numbers.map { .init(number: $0, reason: reason) }
             return outcome
         }
         do {

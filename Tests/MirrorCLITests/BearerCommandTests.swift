@@ -200,6 +200,32 @@ final class BearerCommandTests: XCTestCase {
         XCTAssertFalse(mtuOutputs[1].contains("bearers:"), "connect --bearers 1 listed bearers: \(run.stdout)")
     }
 
+    /// Against mirror-sim: with --eatt yes every bearer opens and the listen's robust caching keeps the EATT bit;
+    /// --eatt-refuse names the L2CAP result; without --eatt the note says the simulator offers none.
+    func testAgainstTheSimulator() throws {
+        let sim = try SimulatorProcess(["--eatt", "yes"])
+        defer { sim.stop() }
+        let run = try MirrorProcess.run(["mtu", sim.target, "--bearers", "3", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stderr, "")
+        XCTAssertEqual(try run.json()["bearers"]?["open"], 3)
+        XCTAssertEqual(try run.json()["bearers"]?["list"]?[2]?["mtu"], 517)
+
+        let refusing = try SimulatorProcess(["--eatt", "yes", "--eatt-refuse", "0x0004"])
+        defer { refusing.stop() }
+        let refused = try MirrorProcess.run(["read", refusing.target, "scanState", "--bearers", "2"])
+        XCTAssertEqual(refused.status, 0, refused.stderr)
+        XCTAssertEqual(refused.stderr, "mirror: --bearers 2: bearer 1: the ECRED connection (PSM 0x0027) failed: unix:\(refusing.path).eatt refused the Enhanced ATT bearer: "
+                       + "L2CAP result 0x0004 no resources available; going on over CID 4 alone\n")
+        XCTAssertTrue(refused.stdout.hasPrefix("0x"), refused.stdout)
+
+        let plain = try SimulatorProcess()
+        defer { plain.stop() }
+        let none = try MirrorProcess.run(["read", plain.target, "scanState", "--bearers", "2"])
+        XCTAssertEqual(none.status, 0, none.stderr)
+        XCTAssertEqual(none.stderr, "mirror: --bearers 2: bearer 1: the server has no Server Supported Features (0x2B3A): it offers no Enhanced ATT bearer; going on over CID 4 alone\n")
+    }
+
     // MARK: in-process: the GATT client over the peer's real sockets
 
     func client(_ peer: EATTPeer, bearers: Int) async throws -> GATTClient {
