@@ -89,7 +89,7 @@ public final class ATTBearer: ATTTransport {
         var stopWriter = false
         /// The socket is armed for one EPOLLOUT in the writable thread's epoll set.
         var pollOutArmed = false
-        var snoop: (writer: BTSnoopWriter, index: UInt16)?
+        var snoop: BearerCapture?
         /// Bodies waiting to borrow the socket (`lend`), run by the reader thread at its next wake-up.
         var loans: [@Sendable (Int32?) -> Void] = []
         /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on POLLOUT after the loan).
@@ -205,7 +205,7 @@ public final class ATTBearer: ATTTransport {
             if s.lent { return (-1, EAGAIN) }
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
             if n < 0 { return (n, cbz_errno()) }
-            if let snoop = s.snoop { snoop.writer.write(index: snoop.index, direction: .sent, pdu: pdu) }
+            if let snoop = s.snoop { snoop.record(.sent, pdu) }
             return (n, 0)
         }
         if outcome.n >= 0 { return .sent }
@@ -330,7 +330,22 @@ public final class ATTBearer: ATTTransport {
         let index = writer.addIndex(label: label, address: peerAddress)
         if case .le = endpoint, let handle = try? connectionHandle() { writer.setConnectionHandle(handle, index: index) }
         state.withLock { s in
-            s.snoop = (writer, index)
+            s.snoop = BearerCapture(writer: writer, index: index, channel: nil)
+            receiveNeedsLock.store(true, ordering: .releasing)
+        }
+        return index
+    }
+
+    /// An Enhanced ATT bearer's capture: from now on its PDUs go to `writer` under its link's `index` (the one
+    /// `capture(into:)` gave the link's unenhanced bearer) on its ECRED channel's CIDs, after the channel's opening
+    /// (`BTSnoopWriter.openCreditBasedChannel`, so Wireshark decodes them as ATT). A bearer without channel IDs
+    /// (CID 4) is captured under an index of its own, as `capture(into:)` does. Returns the index used.
+    @discardableResult
+    public func capture(into writer: BTSnoopWriter, linkIndex index: UInt16) -> UInt16 {
+        guard let channel = channelIDs else { return capture(into: writer) }
+        writer.openCreditBasedChannel(index: index, channel: channel, mtu: (try? enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU)
+        state.withLock { s in
+            s.snoop = BearerCapture(writer: writer, index: index, channel: channel)
             receiveNeedsLock.store(true, ordering: .releasing)
         }
         return index
@@ -453,7 +468,7 @@ public final class ATTBearer: ATTTransport {
         if receiveNeedsLock.load(ordering: .acquiring) {
             let closing = state.withLock { s -> String? in
                 if s.closeRequested == nil, let snoop = s.snoop {
-                    snoop.writer.write(index: snoop.index, direction: .received, pdu: pdu)
+                    snoop.record(.received, pdu)
                 }
                 return s.closeRequested
             }
@@ -653,5 +668,18 @@ public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseItera
         case .high: return "high"
         case .fips: return "fips"
         }
+    }
+}
+
+/// Where a bearer's PDUs are captured: the writer, the index, and an Enhanced ATT bearer's channel (its PDUs then on
+/// the channel's CIDs, not CID 4).
+struct BearerCapture {
+    let writer: BTSnoopWriter
+    let index: UInt16
+    let channel: (local: UInt16, remote: UInt16)?
+
+    func record(_ direction: BTSnoopWriter.Direction, _ pdu: UnsafeRawBufferPointer) {
+        if let channel { writer.write(index: index, direction: direction, pdu: pdu, channel: channel) }
+        else { writer.write(index: index, direction: direction, pdu: pdu) }
     }
 }

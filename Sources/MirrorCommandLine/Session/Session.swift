@@ -448,7 +448,8 @@ final class Session: Sendable {
     func startCapture(_ writer: BTSnoopWriter) {
         stopCapture()
         guard let bearer = transport.inner as? ATTBearer else { return }
-        Session.attach(writer, bearer: bearer, records: records)
+        let index = Session.attach(writer, bearer: bearer, records: records)
+        for link in enhancedBearers.withLock({ $0.links }) { link.bearer.capture(into: writer, linkIndex: index) }
         capture.withLock { $0 = (writer, false) }
     }
 
@@ -456,14 +457,17 @@ final class Session: Sendable {
     func stopCapture() {
         guard let c = capture.withLock({ s in defer { s = nil }; return s }) else { return }
         (transport.inner as? ATTBearer)?.endCapture()
+        for link in enhancedBearers.withLock({ $0.links }) { link.bearer.endCapture() }
         records.capture.withLock { $0 = nil }
         if c.owned { c.writer.close() }
     }
 
     /// The bearer's PDUs and the link's HCI records (from the next one) into `writer`, under one new index.
-    private static func attach(_ writer: BTSnoopWriter, bearer: ATTBearer, records: LinkRecordSink) {
+    @discardableResult
+    private static func attach(_ writer: BTSnoopWriter, bearer: ATTBearer, records: LinkRecordSink) -> UInt16 {
         let index = bearer.capture(into: writer)
         records.capture.withLock { $0 = (writer, index) }
+        return index
     }
 
     /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.

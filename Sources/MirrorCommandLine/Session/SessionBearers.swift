@@ -36,7 +36,7 @@ extension Session {
     func openEnhancedBearers(_ g: GlobalOptions, target: TargetArgument, security: BTSecurityLevel?, console: Console) async {
         guard g.bearers > 1 else { return }
         let opened = Lock<[(bearer: ATTBearer, observed: ObservedTransport)]>([])
-        let outcome = await client.openEnhancedBearers(g.bearers) { _ throws(TransportError) in
+        let outcome = await client.openEnhancedBearers(g.bearers) { n throws(TransportError) in
             let bearer: ATTBearer
             switch target.target {
             case .unix(let path):
@@ -46,7 +46,10 @@ extension Session {
                                                        mtu: clientRxMTU, timeout: g.timeout, security: security)
             }
             let channel = try EnhancedBearerChannel(bearer)
-            let observed = ObservedTransport(bearer, console: console, tracing: transport.isTracing)
+            // --trace names the bearer on its lines; btsnoop records it on the link's index, on its channel's CIDs.
+            let observed = ObservedTransport(bearer, console: console, tracing: transport.isTracing,
+                                             bearer: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local))
+            if let c = records.capture.withLock({ $0 }) { bearer.capture(into: c.writer, linkIndex: c.index) }
             observed.whenIndicated { [weak self] pdu in self?.indicated(pdu) }
             opened.withLock { $0.append((bearer, observed)) }
             return EnhancedBearerChannel(transport: observed, mtu: channel.mtu)
