@@ -31,6 +31,12 @@ let benchCommand = Command(CommandSpec(
         at once and counts what it receives, like the library benchmark tools/gatt-bench), so the figures show \
         what the host stack costs rather than what a peer does.
 
+        With --bearers N (N > 1, and the peer opening them: --loopback's does), Write Requests run as one writer \
+        per open bearer at once, the client spreading them over the bearers: the figures are theirs, with each \
+        bearer's count of writes answered and the total (and the peer's count, with --counter or --loopback); \
+        each such round is followed by a round of one writer on one bearer, in the same run, and the ratio of the \
+        two rates is the gain (--json: `bearers` in the with-response mode).
+
         Each mode also gets the radio's ceiling for the link (docs/LINK-CEILING.md: PHY, data length, interval \
         and MTU) and the fraction of it reached; over a link whose parameters are not known it says "unknown \
         link", over unix: "no radio", and above the ceiling "not radio-limited" (an emulated controller has no \
@@ -58,6 +64,7 @@ let benchCommand = Command(CommandSpec(
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
         ("mirror bench --loopback --size 20 --rounds 5", "the host stack alone, against a plain in-process peer"),
+        ("mirror bench --loopback --bearers 3 --mode with-response", "Write Requests on 3 bearers at once, against one bearer"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --duration 1 --plot bench.svg", "1 s per mode and round, drawn to bench.svg"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, lent round by round"),
     ]
@@ -93,7 +100,7 @@ let benchCommand = Command(CommandSpec(
     let plot = try plotPath.map { try PlotFile(path: $0) }
     var plotted = false
     defer { if !plotted { plot?.discard() } }
-    let peer = loopback ? try PlainPeer.loopback() : nil
+    let peer = loopback ? try PlainPeer.loopback(enhancedATT: inv.global.bearers > 1) : nil
     defer { peer?.close() }
     let target = try givenTarget ?? parseTarget("unix:\(peer!.path)", type: nil)
     // A UUID or name is resolved once connected (Session.resolve); the loopback peer's handles are its own.

@@ -55,6 +55,52 @@ struct RoundFigures: Sendable {
     var cpuMicrosecondsPerWrite: Double { Double(cpuNanoseconds) / 1000 / Double(max(1, writes)) }
 }
 
+/// Write Requests over several bearers (`--bearers N`, Core Spec 5.4 Vol 3 Part F §3.2.11): one writer per open
+/// bearer at once, the client spreading them; and, in the same run, rounds of one writer (whose requests all go on
+/// CID 4: the client keeps an idle unenhanced bearer), so the gain is a ratio measured in one process.
+struct BearerFigures: Sendable {
+    /// Writers run at once: one per bearer open when the bench started.
+    var writers: Int
+    /// Write Requests answered on each bearer (`GATTBearer.requestsAnswered`, by index) over the measured rounds.
+    var perBearer: [Int] = []
+    /// The peer's count of writes over those rounds (--counter, or --loopback's), nil when nothing tells.
+    var peerCounted: Int?
+    /// The rounds of one writer, alternating with the parallel ones.
+    var oneBearer: [RoundFigures] = []
+
+    var total: Int { perBearer.reduce(0, +) }
+
+    /// Adds one round's counts by bearer (a bearer added since counts from its index).
+    mutating func add(_ round: [Int]) {
+        if round.count > perBearer.count { perBearer += Array(repeating: 0, count: round.count - perBearer.count) }
+        for (i, n) in round.enumerated() { perBearer[i] += n }
+    }
+
+    var oneBearerWritesPerSecond: Double { median(oneBearer.map(\.writesPerSecond)) }
+
+    func json(writesPerSecond: Double) -> JSONValue {
+        let one = oneBearerWritesPerSecond
+        return .object([
+            ("writers", .int(writers)),
+            ("perBearer", .array(perBearer.enumerated().map { .object([("index", .int($0)), ("writes", .int($1))]) })),
+            ("total", .int(total)),
+            ("peerCounted", peerCounted.map { .int($0) } ?? .null),
+            ("oneBearer", .object([("writes", .int(oneBearer.reduce(0) { $0 + $1.writes })),
+                                   ("writesPerSecond", .double(one.rounded()))])),
+            ("ratioToOneBearer", one > 0 ? .double((writesPerSecond / one * 1000).rounded() / 1000) : .null),
+        ])
+    }
+
+    func text(writesPerSecond: Double) -> [String] {
+        let counts = perBearer.enumerated().map { "bearer \($0) \($1)" }.joined(separator: ", ")
+        let one = oneBearerWritesPerSecond
+        return ["  \(writers) writers at once on \(perBearer.count) bearers: \(counts); total \(total)"
+                    + (peerCounted.map { ", peer counted \($0)" } ?? ""),
+                "  one writer, one bearer (same run): \(Int(one.rounded())) writes/s; \(writers) bearers / one = "
+                    + (one > 0 ? format2(writesPerSecond / one) : "unknown")]
+    }
+}
+
 /// The figures of one mode over every round.
 struct ModeFigures: Sendable {
     var mode: BenchMode
@@ -75,6 +121,8 @@ struct ModeFigures: Sendable {
     var series = WriteSeries()
     /// The radio's ceiling for this mode and the fraction of it reached; nil until the run is judged.
     var ceiling: CeilingVerdict?
+    /// Write Requests over several bearers (--bearers N with N > 1 open); nil over one.
+    var bearers: BearerFigures?
 
     var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
     var seconds: Double { Double(rounds.reduce(0) { $0 + $1.nanoseconds }) / 1e9 }
@@ -126,6 +174,7 @@ struct ModeFigures: Sendable {
             }
         }
         if let ceiling { fields.append(("ceiling", ceiling.json)) }
+        if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
         fields.append(("series", series.json(size: size)))
         return .object(fields)
     }
@@ -141,6 +190,7 @@ struct ModeFigures: Sendable {
         if let blockedNanoseconds, let blockedWaits {
             lines.append("  waiting on backpressure: \(seconds3(Double(blockedNanoseconds) / 1e9)) s (\(blockedWaits) send\(blockedWaits == 1 ? "" : "s") found the socket full)")
         }
+        if let bearers { lines += bearers.text(writesPerSecond: writesPerSecond) }
         lines.append("  CPU per write: \(format2(cpuPerWrite)) µs (this process, every thread)")
         if let bareRate = bareWritesPerSecond, let ratio {
             var bareLine = "  bare socket loop: \(rate(bareRate * Double(size)))/s, \(Int(bareRate.rounded())) writes/s; mirror/bare = \(format2(ratio))"
@@ -241,7 +291,8 @@ enum Bench {
     static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
                     link: LinkParameters? = nil) async throws -> BenchResult {
         let client = session.client
-        let size = plan.size ?? client.writeValueBudget
+        // Every bearer takes the default size: the budget of the smallest open bearer's MTU (Part F §3.4.5.1).
+        let size = plan.size ?? ATTMTU.writeValueLimit(client.bearers.filter { !$0.isClosed }.map(\.mtu).min() ?? session.mtu)
         // The link it runs on, read once before the first write (LE Read PHY goes out here, not during a round).
         let linkState = session.link?.state()
         let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
@@ -282,13 +333,32 @@ enum Bench {
                 for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
             }
             if let bare { _ = try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) } }
+            // --bearers N: one writer per open bearer at once, each round followed by one of a single writer.
+            let writers = client.openBearerCount
+            if writers > 1 { figures.bearers = BearerFigures(writers: writers, perBearer: client.bearers.map { _ in 0 }) }
             for _ in 0..<plan.rounds {
-                let (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
-                    try await measureRequests(client, plan: plan, value: value)
+                let (round, latencies): (RoundFigures, [UInt64])
+                if writers > 1 {
+                    let before = try await readCounter(client, counter)
+                    let parallel = try await measureRequests(client, writers: writers, plan: plan, value: value)
+                    round = parallel.round
+                    latencies = parallel.latencies
+                    figures.series.addRound(completions: parallel.completions, nanoseconds: round.nanoseconds)
+                    figures.bearers!.add(parallel.perBearer)
+                    if let before, let after = try await readCounter(client, counter) {
+                        figures.bearers!.peerCounted = (figures.bearers!.peerCounted ?? 0) + after - before
+                    }
+                    figures.bearers!.oneBearer.append(try await withTaskExecutorPreference(client.bearerExecutor) {
+                        try await measureRequests(client, plan: plan, value: value)
+                    }.0)
+                } else {
+                    (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
+                        try await measureRequests(client, plan: plan, value: value)
+                    }
+                    figures.series.addRound(latencies: latencies)
                 }
                 figures.rounds.append(round)
                 figures.latencies += latencies
-                figures.series.addRound(latencies: latencies)
                 if let bare {
                     figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
@@ -359,6 +429,46 @@ enum Bench {
             writes += 1
         }
         return (RoundFigures(writes: writes, nanoseconds: now - start, cpuNanoseconds: processCPUNanoseconds() - cpu), latencies)
+    }
+
+    /// One round of Write Requests by `writers` writers at once (the client spreads them over its bearers), the
+    /// round's count split between them: its rate, every round trip, each write's completion since the round's
+    /// start (sorted), and the requests each bearer answered in the round.
+    static func measureRequests(_ client: GATTClient, writers: Int, plan: BenchPlan, value: [UInt8]) async throws
+        -> (round: RoundFigures, latencies: [UInt64], completions: [UInt64], perBearer: [Int]) {
+        let answeredBefore = client.bearers.map(\.requestsAnswered)
+        let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
+        let cpu = processCPUNanoseconds()
+        let start = monotonicNanoseconds()
+        let handle = plan.handle
+        let parts = try await withThrowingTaskGroup(of: (latencies: [UInt64], completions: [UInt64]).self) { group in
+            for w in 0..<writers {
+                let share = plan.count.map { $0 / writers + (w < $0 % writers ? 1 : 0) }
+                group.addTask {
+                    var latencies: [UInt64] = [], completions: [UInt64] = []
+                    var now = start
+                    while true {
+                        if let share, latencies.count >= share { break }
+                        if let deadline, now >= deadline { break }
+                        try await client.write(handle: handle, value: value)
+                        let after = monotonicNanoseconds()
+                        latencies.append(after - now)
+                        completions.append(after - start)
+                        now = after
+                    }
+                    return (latencies, completions)
+                }
+            }
+            var all: [(latencies: [UInt64], completions: [UInt64])] = []
+            for try await part in group { all.append(part) }
+            return all
+        }
+        let end = monotonicNanoseconds()
+        let answeredAfter = client.bearers.map(\.requestsAnswered)
+        let perBearer = answeredAfter.indices.map { answeredAfter[$0] - (answeredBefore.indices.contains($0) ? answeredBefore[$0] : 0) }
+        let latencies = parts.flatMap(\.latencies)
+        let round = RoundFigures(writes: latencies.count, nanoseconds: end - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        return (round, latencies, parts.flatMap(\.completions).sorted(), perBearer)
     }
 
     /// One round of Write Commands, timed until the peer answered a request sent after the last one (it handles
@@ -511,8 +621,9 @@ extension BareATTError {
 
 extension PlainPeer {
     /// `mirror bench --loopback`: the plain peer in this process, on a private unix socket.
-    static func loopback() throws -> PlainPeer {
-        try bareATT { try PlainPeer(path: "/tmp/mirror-bench-\(getpid()).sock") }
+    /// With `enhancedATT` (--bearers N > 1) it serves Enhanced ATT bearers at PATH.eatt too.
+    static func loopback(enhancedATT: Bool = false) throws -> PlainPeer {
+        try bareATT { try PlainPeer(path: "/tmp/mirror-bench-\(getpid()).sock", enhancedATT: enhancedATT) }
     }
 }
 

@@ -39,6 +39,13 @@ struct WriteSeries: Sendable {
         closeRound(nanoseconds: elapsed)
     }
 
+    /// One round of several writers at once (`mirror bench --bearers N`) from each write's completion since the
+    /// round's start, sorted.
+    mutating func addRound(completions: [UInt64], nanoseconds roundNanoseconds: UInt64) {
+        for (i, t) in completions.enumerated() { sample(writesSoFar: i + 1, elapsed: t) }
+        closeRound(nanoseconds: roundNanoseconds)
+    }
+
     /// Bytes per second in each bucket for writes of `size` bytes, for the drawing. The last bucket counts its own
     /// length (a round rarely ends on a bucket's edge), and is left out under half a bucket: a few writes over a
     /// fraction of a millisecond make a rate of nothing (--json keeps every bucket).
