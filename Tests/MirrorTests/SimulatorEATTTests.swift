@@ -33,6 +33,20 @@ final class SimulatorEATTTests: XCTestCase {
         XCTAssertEqual(handles(caching: true, eatt: true).scanState, 0x0012)
     }
 
+    func testTheOptionsParse() throws {
+        var o = SimOptions()
+        try o.set("eatt", "yes")
+        try o.set("eatt-refuse", "0x0004")
+        XCTAssertTrue(o.eatt)
+        XCTAssertEqual(o.eattRefusal, .noResourcesAvailable)
+        try o.set("eatt-refuse", "5")
+        XCTAssertEqual(o.eattRefusal, .insufficientAuthentication)
+        XCTAssertThrowsError(try o.set("eatt-refuse", "0")) { error in
+            XCTAssertTrue((error as? SimOptionsError)?.problem.hasPrefix("--eatt-refuse: expected an L2CAP result code other than 0") == true, "\(error)")
+        }
+        XCTAssertThrowsError(try o.set("eatt", "maybe"))
+    }
+
     func testTheClientFindsTheEATTBitOnlyWithTheOption() async throws {
         for eatt in [false, true] {
             let h = try SimHarness { $0.eatt = eatt }
