@@ -183,3 +183,33 @@ extension ATTPDU {
         }
     }
 }
+
+/// A PDU's bytes in one heap object whose class is not generic: a request waits in the engine's queue as one of
+/// these. An `[UInt8]` costs more than twice as much to make and free (Swift 6.3 on Linux looks up the generic
+/// metadata of its storage class in a locked table on every allocation); this one's metadata is static.
+public final class ATTEncodedPDU: ManagedBuffer<Int, UInt8> {
+    /// The bytes' count (the header; ManagedBuffer's capacity would ask the allocator).
+    @inlinable public var count: Int { header }
+
+    /// Calls `body` with the bytes.
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try withUnsafeMutablePointerToElements { try body(UnsafeRawBufferPointer(start: $0, count: header)) }
+    }
+
+    /// The bytes as an array, for the paths that keep or print them.
+    public var bytes: [UInt8] { withUnsafeBytes { Array($0) } }
+}
+
+extension ATTPDU {
+    /// The PDU's bytes, as its fields say (no validation: see `validate()`), in an `ATTEncodedPDU`.
+    @inlinable
+    public var encoded: ATTEncodedPDU {
+        let n = encodedLength
+        let storage = unsafeDowncast(ATTEncodedPDU.create(minimumCapacity: n) { _ in n }, to: ATTEncodedPDU.self)
+        storage.withUnsafeMutablePointerToElements { p in
+            _ = encodeUnchecked(into: UnsafeMutableRawBufferPointer(start: p, count: n))
+        }
+        return storage
+    }
+}

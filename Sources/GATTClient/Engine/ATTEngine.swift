@@ -17,7 +17,7 @@ final class ATTEngine: ATTTransportSink {
     /// A request the engine holds: in the slot or in the queue, as the bytes the codec encoded (small to move).
     struct Pending {
         var id: UInt64
-        var bytes: [UInt8]
+        var bytes: ATTEncodedPDU
         var opcode: ATTOpcode
         var response: ATTOpcode
         var handle: UInt16?

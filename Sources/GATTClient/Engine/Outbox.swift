@@ -48,7 +48,21 @@ extension ATTEngine {
             }
         }
         var role: Role
-        var bytes: [UInt8]
+        var payload: Payload
+
+        /// What goes on the wire: an answer's or a Write Command's bytes, or a request's.
+        enum Payload {
+            case bytes([UInt8])
+            case request(ATTEncodedPDU)
+
+            /// The bytes, for the rare paths that keep or print them.
+            var bytes: [UInt8] {
+                switch self {
+                case .bytes(let b): return b
+                case .request(let p): return p.bytes
+                }
+            }
+        }
     }
 
     /// What a send leaves to do after the lock: a caller to resume, an event, a POLLOUT wait to register.
@@ -103,7 +117,7 @@ extension ATTEngine {
     /// The next PDU to send, in the outbox's order (under the lock); nil when nothing can go.
     func pickNext(_ s: inout State) -> Outgoing? {
         guard s.closedReason == nil else { return nil }
-        if !s.outbox.answers.isEmpty, let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, bytes: answer) }
+        if !s.outbox.answers.isEmpty, let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, payload: .bytes(answer)) }
         if s.requests.inFlight?.written == false {
             // The deadline runs from the moment the PDU is written (§3.3.3).
             if s.requests.inFlight!.deferred {
@@ -111,11 +125,11 @@ extension ATTEngine {
                 s.requests.inFlight!.deadline = deadlineFromNow()
             }
             s.requests.inFlight!.written = true
-            return Outgoing(role: .request(id: s.requests.inFlight!.id), bytes: s.requests.inFlight!.bytes)
+            return Outgoing(role: .request(id: s.requests.inFlight!.id), payload: .request(s.requests.inFlight!.bytes))
         }
         if !s.outbox.permits.isEmpty, let w = s.outbox.permits.first {
             s.outbox.permitInFlight = w.id
-            return Outgoing(role: .permit(id: w.id), bytes: w.bytes)
+            return Outgoing(role: .permit(id: w.id), payload: .bytes(w.bytes))
         }
         return nil
     }
@@ -125,16 +139,20 @@ extension ATTEngine {
     func runWriter(_ first: Outgoing) {
         var next: Outgoing? = first
         while let item = next {
-            let result = send(item.bytes)
+            let result: Result<ATTSendResult, TransportError>
+            switch item.payload {
+            case .bytes(let bytes): result = send(bytes)
+            case .request(let pdu): result = pdu.withUnsafeBytes { send($0) }
+            }
             if case .success(.sent) = result, item.role.settledBySending, releaseWriter() { return }
             var after = AfterSend()
-            next = state.withLock { s in settle(item.role, item.bytes, result, &s, &after) }
+            next = state.withLock { s in settle(item.role, item.payload, result, &s, &after) }
             finish(after)
         }
     }
 
     /// Records what one send did (under the lock) and picks the next PDU; nil: the writer stops.
-    func settle(_ role: Outgoing.Role, _ pdu: [UInt8], _ result: Result<ATTSendResult, TransportError>,
+    func settle(_ role: Outgoing.Role, _ payload: Outgoing.Payload, _ result: Result<ATTSendResult, TransportError>,
                 _ s: inout State, _ after: inout AfterSend) -> Outgoing? {
         switch (role, result) {
         case (.permit(let id), .success(.sent)):
@@ -154,7 +172,7 @@ extension ATTEngine {
         case (_, .success(.wouldBlock)):
             // Nothing was sent: the PDU keeps its place, and everything waits for POLLOUT.
             switch role {
-            case .answer: if s.closedReason == nil { s.outbox.answers.prepend(pdu) }
+            case .answer: if s.closedReason == nil { s.outbox.answers.prepend(payload.bytes) }
             case .request(let id):
                 if s.requests.inFlight?.id == id {
                     s.requests.inFlight!.written = false
@@ -169,7 +187,7 @@ extension ATTEngine {
             return nil
         case (.answer, .failure(let error)):
             s.stats.droppedEvents += 1
-            after.dropped = "could not send [\(ATTHex.string(pdu, separator: " ", uppercase: true))] to the peer: \(error)"
+            after.dropped = "could not send [\(ATTHex.string(payload.bytes, separator: " ", uppercase: true))] to the peer: \(error)"
         case (.request(let id), .failure(let error)) where Self.peerHasClosed(error):
             // The peer closed the link (EPIPE, ECONNRESET): the reader is about to read the end of it. This
             // request fails then, with the close's reason, after every PDU the peer sent before closing has been
@@ -211,7 +229,7 @@ extension ATTEngine {
         }
     }
 
-    private func send(_ buffer: UnsafeRawBufferPointer) -> Result<ATTSendResult, TransportError> {
+    func send(_ buffer: UnsafeRawBufferPointer) -> Result<ATTSendResult, TransportError> {
         do throws(TransportError) {
             return .success(try transport.trySend(buffer))
         } catch {

@@ -11,8 +11,8 @@ struct RequestSlot {
 
 extension ATTEngine {
     /// A request as the codec encoded it, with the response that completes it.
-    struct EncodedRequest: Sendable {
-        var bytes: [UInt8]
+    struct EncodedRequest {
+        var bytes: ATTEncodedPDU
         var opcode: ATTOpcode
         var response: ATTOpcode
     }
@@ -27,7 +27,7 @@ extension ATTEngine {
         do throws(ATTEncodeError) { try pdu.validate() } catch {
             throw .unsupported("\(describe(opcode, handle: handle)) cannot be sent: \(error)")
         }
-        return EncodedRequest(bytes: pdu.bytes, opcode: opcode, response: response)
+        return EncodedRequest(bytes: pdu.encoded, opcode: opcode, response: response)
     }
 
     /// Sends one request and waits for its decoded response (success response only: an Error Response throws

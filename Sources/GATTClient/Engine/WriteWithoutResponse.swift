@@ -39,7 +39,7 @@ extension ATTEngine {
         let result = send(pdu)
         if case .success(.sent) = result, releaseWriter() { return .sent }
         var after = AfterSend()
-        let next: Outgoing? = state.withLock { s in settle(.command, [], result, &s, &after) }
+        let next: Outgoing? = state.withLock { s in settle(.command, .bytes([]), result, &s, &after) }
         finish(after)
         if let next { runWriter(next) }
         switch result {
