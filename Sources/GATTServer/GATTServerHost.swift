@@ -97,7 +97,10 @@ public final class GATTServerHost: Sendable {
     /// an MTU below 64 (Part A §4.25), "no resources available" without a client or past `enhancedBearerLimit`;
     /// otherwise a bearer with its own session (the smaller MTU, its prepare queue, its indication slot) over
     /// the one database, its CCCDs the client's.
+    /// On an ECRED listener (`ATTBearerListener.leEnhanced`, PSM 0x0027) the kernel has answered already: the channel
+    /// is served as `attachEnhanced` does.
     public func acceptEnhancedBearer(on listener: ATTBearerListener, timeout: Double? = nil) throws(TransportError) -> EnhancedBearerOutcome {
+        if case .leEnhanced = listener.kind { return attachEnhanced(try listener.accept(timeout: timeout)) }
         let request = try listener.acceptEnhancedRequest(timeout: timeout)
         let fault = hooks.enhancedRequest(request)
         enum Decision { case open(ObjectIdentifier, Int), refuse(L2CAPConnectionResult) }
@@ -120,7 +123,32 @@ public final class GATTServerHost: Sendable {
         case .open(let id, let n): (primary, number) = (id, n)
         }
         let serverMTU = Int(state.withLock { $0.server.serverRxMTU })
-        let bearer = try request.accept(mtu: serverMTU, bearer: number)
+        return register(try request.accept(mtu: serverMTU, bearer: number), primary: primary, number: number)
+    }
+
+    /// Serves an accepted ECRED channel (an Enhanced ATT bearer over a real adapter, its MTUs agreed by the kernels)
+    /// as a bearer of the client on the same LE link, or of the client attached last when it is not an LE bearer;
+    /// without one, or past `enhancedBearerLimit`, it is closed ("no resources available").
+    @discardableResult
+    public func attachEnhanced(_ bearer: ATTBearer) -> EnhancedBearerOutcome {
+        let reserved: (ObjectIdentifier, Int)? = state.withLock { s in
+            let sameLink = s.connections.first { $0.value.primary == nil && bearer.sharesLink(with: $0.value.link.transport) }?.key
+            let lePeer: Bool = { if case .le = bearer.endpoint { return true } else { return false } }()
+            guard let id = sameLink ?? (lePeer ? nil : s.latest), var client = s.connections[id],
+                  client.enhancedOpened < enhancedBearerLimit else { return nil }
+            client.enhancedOpened += 1
+            s.connections[id] = client
+            return (id, client.enhancedOpened)
+        }
+        guard let (primary, number) = reserved else {
+            bearer.close(reason: "no client to join (or past the limit of \(enhancedBearerLimit) Enhanced ATT bearers)")
+            return .refused(.noResourcesAvailable)
+        }
+        return register(bearer, primary: primary, number: number)
+    }
+
+    /// Registers bearer `number` of the client at `primary` with a session of its channel's MTU, then starts it.
+    private func register(_ bearer: ATTBearer, primary: ObjectIdentifier, number: Int) -> EnhancedBearerOutcome {
         let mtu = (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU
         let connection = ATTServerConnection(host: self, transport: bearer)
         let registered = state.withLock { s in

@@ -111,8 +111,12 @@ extension ATTBearer {
             guard code == EINPROGRESS || code == EAGAIN else {
                 throw .socket(socketError("connect", code, "connecting \(rxMTU == nil ? "" : "an Enhanced ATT bearer ")to \(label)", domain))
             }
-            try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
-                                  timeout: timeout, domain: domain)
+            do {
+                try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
+                                      timeout: timeout, domain: domain)
+            } catch {
+                throw rxMTU == nil ? error : enhancedConnectError(error, peer: peer)
+            }
         }
         var rcv: UInt16 = 0
         let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
@@ -121,6 +125,20 @@ extension ATTBearer {
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
                              label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
+    }
+
+    /// What an ECRED connect's errno means on a link that is up (tools/vm/README.md, eattprobe): Linux gives every
+    /// L2CAP refusal result as ECONNREFUSED, and bluetoothd closes a channel past its `[GATT] Channels` at once.
+    static func enhancedConnectError(_ error: TransportError, peer: String) -> TransportError {
+        guard case .socket(var e) = error else { return error }
+        switch e.errno {
+        case .connectionRefused:
+            e.advice = "\(peer) refused the ECRED channel on PSM 0x0027: Linux reports every L2CAP refusal result this way (btmon shows which; with no listener there it is 0x0002 SPSM not supported): the peer serves no Enhanced ATT bearer"
+        case .connectionReset:
+            e.advice = "\(peer) accepted the ECRED channel and closed it at once (bluetoothd does so past its main.conf [GATT] Channels, which count the CID 4 bearer)"
+        default: return error
+        }
+        return .socket(e)
     }
 
     /// An ECRED socket's CIDs (getsockname / getpeername `l2_cid`); nil when either cannot be read.
@@ -282,27 +300,7 @@ public final class ATTBearerListener: Sendable {
     /// Listens for LE connections on the ATT fixed channel of `adapter` ("hci1", an address, or nil for any),
     /// as a peripheral does. Advertising (so that centrals find and connect) is separate: see `HCISocket`.
     public static func le(adapter: String?, addressType: LEAddressType = .public, backlog: Int32 = 4) throws(TransportError) -> ATTBearerListener {
-        let domain = SocketDomain.l2cap(peer: "any central")
-        let fd = cbz_l2cap_socket()
-        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an ATT listener", domain)) }
-        var owned = true
-        defer { if owned { _ = cbz_close(fd) } }
-        var name: String? = nil
-        var address = BluetoothAddress.any
-        if let adapter {
-            let a = try HCIAdapter.resolve(adapter)
-            guard a.isUp else { throw .adapterDown(a.name) }
-            name = a.name
-            address = a.address
-        }
-        let bound = address.bytes.withUnsafeBufferPointer { cbz_l2cap_bind_le(fd, adapter == nil ? nil : $0.baseAddress, addressType.rawValue) }
-        if bound < 0 { throw .socket(lastSocketError("bind", "binding the ATT listener to \(name ?? "any adapter") (CID 4)", domain)) }
-        if cbz_listen(fd, backlog) < 0 { throw .socket(lastSocketError("listen", "listening for ATT connections on \(name ?? "any adapter")", domain)) }
-        let wake = cbz_eventfd()
-        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the ATT listener", .local)) }
-        owned = false
-        let label = name.map { "LE CID 4 on \($0) (\(address))" } ?? "LE CID 4 on any adapter"
-        return ATTBearerListener(fd: fd, wakefd: wake, kind: .le(adapter: name, address: address), label: label)
+        try leListener(adapter: adapter, addressType: addressType, enhancedMTU: nil, backlog: backlog)
     }
 
     /// Listens for Enhanced ATT bearers on `adapter` (nil: any): L2CAP ECRED channels (BT_MODE_EXT_FLOWCTL) on SPSM
@@ -310,9 +308,18 @@ public final class ATTBearerListener: Sendable {
     /// kernel needs the bluetooth module's enable_ecred (setsockopt(BT_MODE) fails with ENOPROTOOPT, listen with
     /// EOPNOTSUPP otherwise), and SPSM 0x0027 is below 0x0080, so bind needs CAP_NET_BIND_SERVICE (else EACCES).
     public static func leEnhanced(adapter: String?, mtu: Int = ATTMTU.maximum, backlog: Int32 = 8) throws(TransportError) -> ATTBearerListener {
+        try leListener(adapter: adapter, addressType: .public, enhancedMTU: UInt16(clamping: max(ATTBearer.minimumEnhancedMTU, mtu)),
+                       backlog: backlog)
+    }
+
+    /// CID 4 (`rxMTU` nil), or ECRED channels on SPSM 0x0027 receiving at most `rxMTU`: the socket bound to the
+    /// adapter (BT_MODE and BT_RCVMTU set after bind, in BT_BOUND, as the kernel requires), listening.
+    private static func leListener(adapter: String?, addressType: LEAddressType, enhancedMTU rxMTU: UInt16?,
+                                   backlog: Int32) throws(TransportError) -> ATTBearerListener {
         let domain = SocketDomain.l2cap(peer: "any central")
+        let what = rxMTU == nil ? "ATT" : "Enhanced ATT"
         let fd = cbz_l2cap_socket()
-        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an Enhanced ATT listener", domain)) }
+        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening an \(what) listener", domain)) }
         var owned = true
         defer { if owned { _ = cbz_close(fd) } }
         var name: String? = nil
@@ -324,22 +331,31 @@ public final class ATTBearerListener: Sendable {
             address = a.address
         }
         let on = name ?? "any adapter"
-        let bound = address.bytes.withUnsafeBufferPointer {
-            cbz_l2cap_bind_le_psm(fd, adapter == nil ? nil : $0.baseAddress, UInt8(CBZ_LE_PUBLIC), UInt16(CBZ_EATT_PSM))
+        let bound = address.bytes.withUnsafeBufferPointer { a in
+            let p = adapter == nil ? nil : a.baseAddress
+            return rxMTU == nil ? cbz_l2cap_bind_le(fd, p, addressType.rawValue)
+                : cbz_l2cap_bind_le_psm(fd, p, addressType.rawValue, UInt16(CBZ_EATT_PSM))
         }
-        if bound < 0 { throw .socket(lastSocketError("bind", "binding the Enhanced ATT listener to \(on) (PSM 0x0027)", domain)) }
-        if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
-            throw .socket(lastSocketError("setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)",
-                                          "asking for ECRED channels on \(on) (the kernel needs the bluetooth module's enable_ecred)", domain))
+        if bound < 0 { throw .socket(lastSocketError("bind", "binding the \(what) listener to \(on) (\(rxMTU == nil ? "CID 4" : "PSM 0x0027"))", domain)) }
+        if let rxMTU {
+            if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
+                throw .socket(lastSocketError(ATTBearer.enhancedModeSyscall,
+                                              "asking for ECRED channels on \(on) (the kernel needs the bluetooth module's enable_ecred)", domain))
+            }
+            if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
+                throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the Enhanced ATT listener's MTU to \(rxMTU) on \(on)", domain))
+            }
         }
-        let rxMTU = UInt16(clamping: max(ATTBearer.minimumEnhancedMTU, mtu))
-        if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
-            throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the Enhanced ATT listener's MTU to \(rxMTU) on \(on)", domain))
+        if cbz_listen(fd, backlog) < 0 {
+            throw .socket(lastSocketError("listen", rxMTU == nil ? "listening for ATT connections on \(on)" : "listening for Enhanced ATT bearers (PSM 0x0027) on \(on)", domain))
         }
-        if cbz_listen(fd, backlog) < 0 { throw .socket(lastSocketError("listen", "listening for Enhanced ATT bearers (PSM 0x0027) on \(on)", domain)) }
         let wake = cbz_eventfd()
-        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the Enhanced ATT listener", .local)) }
+        if wake < 0 { throw .socket(lastSocketError("eventfd", "setting up the \(what) listener", .local)) }
         owned = false
+        if rxMTU == nil {
+            let label = name.map { "LE CID 4 on \($0) (\(address))" } ?? "LE CID 4 on any adapter"
+            return ATTBearerListener(fd: fd, wakefd: wake, kind: .le(adapter: name, address: address), label: label)
+        }
         let label = name.map { "LE PSM 0x0027 (ECRED) on \($0) (\(address))" } ?? "LE PSM 0x0027 (ECRED) on any adapter"
         return ATTBearerListener(fd: fd, wakefd: wake, kind: .leEnhanced(adapter: name, address: address), label: label)
     }

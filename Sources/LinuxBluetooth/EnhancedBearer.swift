@@ -147,6 +147,16 @@ extension ATTBearer {
     }
 }
 
+extension ATTBearer {
+    /// Whether `transport` is an LE bearer to the same peer (the same link, which an accepted ECRED channel on PSM
+    /// 0x0027 joins): the CID 4 connection of the client this Enhanced ATT bearer belongs to.
+    public func sharesLink(with transport: any ATTTransport) -> Bool {
+        guard case .le(let peer, _, _) = endpoint, let other = transport as? ATTBearer,
+              case .le(let otherPeer, _, _) = other.endpoint else { return false }
+        return peer == otherPeer
+    }
+}
+
 /// Per unix: path, how many Enhanced ATT bearers this process opened there since its latest CID 4 connection.
 private let unixBearerNumbers = Lock([String: Int]())
 

@@ -181,11 +181,7 @@ public final class SimulatedMirror: Sendable {
     /// the client on the same LE link (its peer address); without one (or past the limit) it is closed.
     public func attachEnhanced(_ bearer: ATTBearer) {
         let client: Int? = state.withLock { s in
-            guard case .le(let peer, _, _) = bearer.endpoint else { return nil }
-            let match = s.connections.filter { c in
-                guard c.value.client == nil, let b = c.value.transport as? ATTBearer, case .le(let p, _, _) = b.endpoint else { return false }
-                return p == peer
-            }.keys.max()
+            let match = s.connections.filter { $0.value.client == nil && bearer.sharesLink(with: $0.value.transport) }.keys.max()
             guard let match, let c = s.connections[match], c.enhancedOpened < Self.enhancedBearerLimit else { return nil }
             s.connections[match]?.enhancedOpened += 1
             return match

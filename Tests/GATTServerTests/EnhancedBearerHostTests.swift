@@ -157,6 +157,27 @@ final class EnhancedBearerHostTests: XCTestCase {
                                                          "refused 0x0004 no resources available", "refused 0x0005 insufficient authentication"])
     }
 
+
+    func testAnAcceptedChannelJoinsTheClientAttachedLastUpToTheLimit() throws {
+        let host = GATTServerHost(database: database, enhancedBearerLimit: 1)
+        let (client, served) = try ATTBearer.pair(labels: ("cid4:client", "cid4:server"))
+        host.attach(served)
+        let clientSink = PDUSink()
+        client.start(clientSink)
+        defer { client.close(reason: "done") }
+        // A channel the kernel accepted (here a socketpair standing for one: not an LE bearer, so no link to match).
+        let (near, far) = try ATTBearer.pair(labels: ("eatt:client", "eatt:server"))
+        guard case .opened(_, let n) = host.attachEnhanced(far) else { return XCTFail("not opened") }
+        XCTAssertEqual(n, 1)
+        let sink = PDUSink()
+        near.start(sink)
+        defer { near.close(reason: "done") }
+        sink.send(near, "0a 03 00")
+        XCTAssertEqual(sink.next(), "0b 64 65 76", "served from the one database")
+        let (_, third) = try ATTBearer.pair()
+        guard case .refused(let r) = host.attachEnhanced(third) else { return XCTFail("past the limit, opened") }
+        XCTAssertEqual(r, .noResourcesAvailable)
+    }
 }
 
 /// The far end of a bearer for these tests: its PDUs as hex, one at a time.

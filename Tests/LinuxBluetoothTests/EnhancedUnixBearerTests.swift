@@ -173,4 +173,16 @@ final class EnhancedUnixBearerTests: XCTestCase {
             XCTAssertEqual(s.context, "connecting an Enhanced ATT bearer to unix:\(noListener).eatt")
         }
     }
+
+    func testAnECREDConnectsRefusalAndResetSayWhatTheyMeanOverLE() {
+        let peer = "00:AA:01:01:00:01 (LE public)"
+        func error(_ code: Int32) -> TransportError {
+            .socket(SocketError(syscall: "connect", errno: Errno(code), context: "connecting to \(peer) via hci0 (Enhanced ATT bearer, PSM 0x0027)"))
+        }
+        guard case .socket(let refused) = ATTBearer.enhancedConnectError(error(ECONNREFUSED), peer: peer) else { return XCTFail() }
+        XCTAssertEqual(refused.advice, "\(peer) refused the ECRED channel on PSM 0x0027: Linux reports every L2CAP refusal result this way (btmon shows which; with no listener there it is 0x0002 SPSM not supported): the peer serves no Enhanced ATT bearer")
+        guard case .socket(let reset) = ATTBearer.enhancedConnectError(error(ECONNRESET), peer: peer) else { return XCTFail() }
+        XCTAssertTrue(reset.advice.contains("[GATT] Channels"), reset.advice)
+        XCTAssertEqual(ATTBearer.enhancedConnectError(error(ETIMEDOUT), peer: peer), error(ETIMEDOUT), "other errors are left as they are")
+    }
 }

@@ -4,7 +4,7 @@
 usage: bench_table.py SIM_LOG MIRROR_JSON:CONNECTION... [--gatttool GATTTOOL_JSON:CONNECTION]...
 
 SIM_LOG is mirror-sim's output: for each closed connection N a line "connection N closed: ...; received R Write
-Requests, C Write Commands". Each MIRROR_JSON is `mirror bench --json` over connection N: the peer must have
+Requests, C Write Commands" (an Enhanced ATT bearer's counts go to its client's connection). Each MIRROR_JSON is `mirror bench --json` over connection N: the peer must have
 counted 2 x warm-up + mirror's writes + the bare loop's writes of each mode (the bare loop runs on the same
 connection with its own warm-up). Each GATTTOOL_JSON is tools/vm/gatttool_bench.py's output: the peer must have
 counted exactly the Write Requests and Write Commands it sent; its figures go in the row of the same MTU and size. Prints "FAIL ..." and exits 1 at the first mismatch; else
@@ -33,11 +33,18 @@ def load(path):
 
 
 def peer_counts(sim_log):
-    counts = {}
+    """What mirror-sim received per client: an Enhanced ATT bearer's connection ("connection N opened: ... (Enhanced
+    ATT bearer of connection C, ...)") counts for its client C."""
+    counts, client = {}, {}
     for line in open(sim_log, encoding="utf-8", errors="replace"):
+        m = re.search(r"connection (\d+) opened: .*\(Enhanced ATT bearer of connection (\d+)", line)
+        if m:
+            client[int(m.group(1))] = int(m.group(2))
         m = re.search(r"connection (\d+) closed: .*; received (\d+) Write Requests, (\d+) Write Commands", line)
         if m:
-            counts[int(m.group(1))] = (int(m.group(2)), int(m.group(3)))
+            conn = client.get(int(m.group(1)), int(m.group(1)))
+            r, c = counts.get(conn, (0, 0))
+            counts[conn] = (r + int(m.group(2)), c + int(m.group(3)))
     return counts
 
 
