@@ -107,13 +107,13 @@ final class BTSnoopTests: XCTestCase {
             }
         }
         pdu([0x0A, 0x03, 0x00], .sent, nil)                                   // CID 4 as before
+        pdu([0x0B, 0x61], .received, nil)                                    // its Read Response
         w.openCreditBasedChannel(index: idx, channel: (local: 0x0041, remote: 0x0045), mtu: 247)
         w.openCreditBasedChannel(index: idx, channel: (local: 0x0042, remote: 0x0046), mtu: 100)
         pdu([0x12, 0x10, 0x00, 0x01], .sent, (0x0041, 0x0045))               // Write Request on bearer 1
         pdu([0x0A, 0x04, 0x00], .sent, (0x0042, 0x0046))                     // Read Request on bearer 2
         pdu([0x13], .received, (0x0041, 0x0045))                             // bearer 1's Write Response
         pdu([0x0B, 0x42], .received, (0x0042, 0x0046))                       // bearer 2's Read Response
-        pdu([0x0B, 0x61], .received, nil)                                    // CID 4's Read Response
         w.close()
         XCTAssertNil(w.failure)
         let r = try tshark(["-r", path, "-d", "btl2cap.psm==0x0027,btatt", "-Y", "btl2cap", "-T", "fields", "-E", "separator=;",
@@ -122,6 +122,7 @@ final class BTSnoopTests: XCTestCase {
         XCTAssertEqual(r.status, 0, r.err)
         XCTAssertEqual(r.out.split(separator: "\n").map(String.init), [
             "4;0x0004;;;;0x0a;0x0003",              // CID 4
+            "5;0x0004;;;;0x0b;0x0003",
             "4;0x0005;0x14;0x0027;0x0027;;",        // LE Credit Based Connection Request, SPSM 0x0027 (sent)
             "5;0x0005;0x15;;;;",                    // its Response (received)
             "4;0x0005;0x14;0x0027;0x0027;;",
@@ -130,7 +131,6 @@ final class BTSnoopTests: XCTestCase {
             "4;0x0046;;;0x0027;0x0a;0x0004",
             "5;0x0041;;;0x0027;0x13;0x0010",        // received: ours, paired with its request
             "5;0x0042;;;0x0027;0x0b;0x0004",
-            "5;0x0004;;;;0x0b;0x0003",
         ], r.out)
     }
 

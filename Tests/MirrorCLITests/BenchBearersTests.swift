@@ -1,8 +1,11 @@
 // mirror bench --bearers N against --loopback's plain peer serving Enhanced ATT bearers at PATH.eatt: Write Requests
 // by N writers at once spread over the bearers, each bearer's count and the total (every write counted at the
 // peer), a round of one writer in the same run; and --trace / --btsnoop naming each bearer's PDUs.
+import ATTStack
 import Foundation
+import GATTServer
 import JSON
+import LinuxBluetooth
 import TestSupport
 import XCTest
 
@@ -87,5 +90,46 @@ final class BenchBearersTests: XCTestCase {
         XCTAssertEqual(rows.filter { $0 == "0x0004;;;0x12" }.count, onCID4.count, r.stdout)
         XCTAssertEqual(rows.filter { !$0.hasPrefix("0x0005;") && !$0.hasPrefix("0x0004;") && !$0.hasPrefix("0x0041;") }, [],
                        "PDUs on a CID that is neither CID 4 nor the bearer's")
+    }
+
+    /// The writers' wait is bounded by each write's transaction timeout: a peer that never answers Write Requests on
+    /// its Enhanced ATT bearers fails the run naming what the writer waited for (the bearer closes, §3.3.3).
+    func testAWriterWhoseBearerNeverAnswersTimesOutNamingIt() throws {
+        let path = temporarySocketPath("mirror-bench-silent-eatt")
+        let database = AttributeDatabase { db in
+            db.service(.genericAttribute)
+            db.characteristic(.clientSupportedFeatures, [.read, .write], value: [0], name: "clientFeatures")
+            db.characteristic(.serverSupportedFeatures, [.read], value: [0x01], name: "serverFeatures")
+            db.service(.batteryService)
+            db.characteristic(.bit16(0x2A1A), [.read, .write], value: [1], name: "sink")
+        }
+        let sink = database.handles["sink"]!
+        var hooks = GATTServerHost.Hooks()
+        hooks.inbound = { bytes, connection in
+            let enhanced = (connection.transport as? ATTBearer)?.channelIDs != nil
+            return enhanced && bytes.first == ATTOpcode.writeRequest.rawValue ? .drop : .serve
+        }
+        let host = GATTServerHost(database: database, serverRxMTU: 247, hooks: hooks, enhancedBearerLimit: 4)
+        let listener = try ATTBearerListener.unix(path: path)
+        let enhanced = try ATTBearerListener.unixEnhanced(forUnixPath: path)
+        defer {
+            listener.close()
+            enhanced.close()
+        }
+        Thread { while let bearer = try? listener.accept() { host.attach(bearer) } }.start()
+        Thread {
+            while true {
+                do throws(TransportError) { _ = try host.acceptEnhancedBearer(on: enhanced) } catch {
+                    if case .closedLocally = error { return }
+                }
+            }
+        }.start()
+        let run = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", String(format: "0x%04X", sink), "--count", "50",
+                                         "--warmup", "0", "--rounds", "1", "--mode", "with-response", "--bare-loop", "none",
+                                         "--bearers", "2", "--timeout", "1"])
+        XCTAssertEqual(run.status, 5, run.stderr)
+        let first = run.stderr.split(separator: "\n").first.map(String.init) ?? ""
+        XCTAssertTrue(first.hasPrefix("mirror: timed out after 1 s waiting for Write Response"), run.stderr)
+        XCTAssertTrue(first.contains(String(format: "handle 0x%04X", sink)), run.stderr)
     }
 }
