@@ -6,7 +6,8 @@ usage: bench_table.py SIM_LOG MIRROR_JSON:CONNECTION... [--gatttool GATTTOOL_JSO
 SIM_LOG is mirror-sim's output: for each closed connection N a line "connection N closed: ...; received R Write
 Requests, C Write Commands" (an Enhanced ATT bearer's counts go to its client's connection). Each MIRROR_JSON is `mirror bench --json` over connection N: the peer must have
 counted 2 x warm-up + mirror's writes + the bare loop's writes of each mode (the bare loop runs on the same
-connection with its own warm-up). Each GATTTOOL_JSON is tools/vm/gatttool_bench.py's output: the peer must have
+connection with its own warm-up), with --bearers N also its one-bearer rounds and the Client Supported Features
+write that opened the bearers. Each GATTTOOL_JSON is tools/vm/gatttool_bench.py's output: the peer must have
 counted exactly the Write Requests and Write Commands it sent; its figures go in the row of the same MTU and size. Prints "FAIL ..." and exits 1 at the first mismatch; else
 one "ok ..." line per check, then the table of writes/s: mirror, gatttool and the bare loop, per mode and MTU.
 """
@@ -48,6 +49,15 @@ def peer_counts(sim_log):
     return counts
 
 
+def eatt_extra(mode):
+    """With --bearers N (N > 1, bearers open): the one-bearer rounds of the same run, and the Client Supported
+    Features write (a Write Request, with the EATT bit) that opened the bearers."""
+    b = mode.get("bearers")
+    if not b or b["writers"] < 2:
+        return 0
+    return b["oneBearer"]["writes"] + 1
+
+
 def check(ok, what):
     if not ok:
         print(f"FAIL {what}")
@@ -74,7 +84,7 @@ def main():
 
     for j, conn in mirrors:
         check(conn in counts, f"mirror-sim logged what it received on connection {conn}")
-        want = {m["mode"]: 2 * j["warmup"] + m["writes"] + m["bare"]["writes"] for m in j["modes"]}
+        want = {m["mode"]: 2 * j["warmup"] + m["writes"] + m["bare"]["writes"] + eatt_extra(m) for m in j["modes"]}
         got = {"with-response": counts[conn][0], "without-response": counts[conn][1]}
         for mode, n in want.items():
             check(got[mode] == n, f"MTU {j['mtu']} {mode}: the peer counted {got[mode]} writes of {n} "

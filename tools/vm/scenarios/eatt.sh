@@ -17,6 +17,33 @@ vm_json "$OUT/mtu3.log" \
 vm_wait_log sim1 "connection 1 closed" 20
 vm_count "$OUT/sim1.log" "opened: .*Enhanced ATT bearer of connection 1, MTU 517" 2 "the simulator served 2 Enhanced ATT bearers of connection 1"
 vm_grep "$OUT/sim1.log" "Client Supported Features = 0?2.*Enhanced ATT bearers" "mirror wrote Client Supported Features with the EATT bit"
+
+# 2. bench --bearers 1, then --bearers 3 (one writer per bearer at once; after each such round a round of one writer
+#    on the same link): Write Requests to cloudToken, each bearer carrying some, every write counted at the peer
+#    (bench_table.py: mirror-sim's per-connection counts, a bearer's for its client). Connections: mtu3 1 (bearers 2
+#    and 3), bench1 4, bench3 5 (bearers 6 and 7).
+bench_args="--adapter hci0 --handle cloudToken --size 20 --mode with-response --count 100 --warmup 20 --json"
+vm_ok bench1 150 "$BIN/mirror" bench $peer $bench_args --bearers 1
+vm_json "$OUT/bench1.log" 'j["modes"][0]["confirmed"] == j["modes"][0]["writes"] == 100 * j["rounds"] and "bearers" not in j["modes"][0]' "--bearers 1: every Write Request confirmed, on CID 4 alone"
+vm_wait_log sim1 "connection 4 closed" 20
+vm_ok bench3 240 "$BIN/mirror" bench $peer $bench_args --bearers 3
+vm_json "$OUT/bench3.log" \
+  'j["modes"][0]["bearers"]["writers"] == 3 and len(j["modes"][0]["bearers"]["perBearer"]) == 3' "--bearers 3: 3 writers at once on 3 bearers" \
+  'all(b["writes"] > 0 for b in j["modes"][0]["bearers"]["perBearer"])' "the Write Requests spread over every bearer (CID 4 and both ECRED channels)" \
+  'sum(b["writes"] for b in j["modes"][0]["bearers"]["perBearer"]) == j["modes"][0]["bearers"]["total"] == j["modes"][0]["writes"] == j["modes"][0]["confirmed"]' "the per-bearer counts add up to the total, each confirmed" \
+  'j["modes"][0]["bearers"]["oneBearer"]["writesPerSecond"] > 0 and j["modes"][0]["bearers"]["ratioToOneBearer"] > 0' "a one-bearer round in the same run, and the ratio to it"
+vm_wait_log sim1 "connection 7 closed" 20
+vm_ok counts 30 python3 -I -S "$REPO/tools/vm/bench_table.py" "$OUT/sim1.log" "$OUT/bench1.log:4" "$OUT/bench3.log:5"
+grep '^ok ' "$OUT/counts.log" | while IFS= read -r line; do vm_log "ok: ${line#ok }"; done
+figures=$(python3 -I -S -c '
+import runpy, sys
+load = runpy.run_path(sys.argv[1])["load"]
+one, three = load(sys.argv[2])["modes"][0], load(sys.argv[3])["modes"][0]
+b = three["bearers"]
+print("--bearers 1: %d writes/s; --bearers 3: %d writes/s (bearers %s), one bearer in the same run %d writes/s, ratio %.2f"
+      % (one["writesPerSecond"], three["writesPerSecond"], " / ".join(str(x["writes"]) for x in b["perBearer"]),
+         b["oneBearer"]["writesPerSecond"], b["ratioToOneBearer"]))' "$REPO/tools/vm/bench_table.py" "$OUT/bench1.log" "$OUT/bench3.log")
+vm_log "bench: $figures"
 vm_stop sim1 5 TERM
 
 # 3. A peer without EATT (mirror-sim without --eatt: no Server Supported Features): the command goes on over CID 4
