@@ -291,15 +291,18 @@ vm_gatt_peer() {
   vm_ok hci0-power 20 btmgmt -i hci0 power on
 }
 
-# vm_gatt_peer_conf LINE...: the scenario's controllers (btvirt and btmon) replaced by vm_gatt_peer's, with
-# bluetoothd reading a main.conf of these lines ($OUT/main.conf; the eatt scenarios' "[GATT]" "Channels = 3").
+# vm_gatt_peer_conf [--example] LINE...: the scenario's controllers (btvirt and btmon) replaced by vm_gatt_peer's
+# (vm_example_gatt_peer's with --example), with bluetoothd reading a main.conf of these lines ($OUT/main.conf; the
+# eatt scenarios' "[GATT]" "Channels = 3").
 vm_gatt_peer_conf() {
+  local peer=vm_gatt_peer
+  [ "${1:-}" = --example ] && { peer=vm_example_gatt_peer; shift; }
   vm_stop btvirt 5 TERM
   vm_stop btmon 5 TERM
   vm_wait "hci0 and hci1 gone" 15 sh -c '! test -e /sys/class/bluetooth/hci0 && ! test -e /sys/class/bluetooth/hci1'
   printf '%s\n' "$@" > "$OUT/main.conf"
   VM_BLUETOOTHD_CONF="$OUT/main.conf"
-  vm_gatt_peer
+  $peer
 }
 
 # vm_example_gatt_peer: vm_gatt_peer, and BlueZ's example-gatt-server as Debian ships it, patched into a copy in

@@ -62,8 +62,9 @@ vm_json "$OUT/refused.log" 'j["bearers"]["open"] == 1 and len(j["bearers"]["note
 vm_grep "$OUT/refused.log" "^mirror: --bearers 2: bearer 1: .*ECONNREFUSED.*refused the ECRED channel on PSM 0x0027" "the note names the refusal (ECONNREFUSED) and what it means"
 vm_stop sim3 5 TERM
 
-# 5. bluetoothd with [GATT] Channels = 3 on hci1: its Server Supported Features, and 2 ECRED channels beside CID 4.
-vm_gatt_peer_conf '[GATT]' 'Channels = 3'
+# 5. bluetoothd with [GATT] Channels = 3 on hci1 (and BlueZ's example-gatt-server): its Server Supported Features,
+#    2 ECRED channels beside CID 4 (its Channels count CID 4), and Write Requests on all three at once.
+vm_gatt_peer_conf --example '[GATT]' 'Channels = 3'
 vm_ok bluez3 40 "$BIN/mirror" mtu $peer --adapter hci0 --bearers 3 --json
 vm_json "$OUT/bluez3.log" \
   'j["bearers"]["open"] == 3 and [b["enhanced"] for b in j["bearers"]["list"]] == [False, True, True]' "bluetoothd: CID 4 and 2 ECRED channels open" \
@@ -71,3 +72,15 @@ vm_json "$OUT/bluez3.log" \
 vm_no_le_link
 vm_ok bluez-read 40 "$BIN/mirror" read $peer 0x0003 --adapter hci0 --bearers 3 --json
 vm_json "$OUT/bluez-read.log" 'j["text"].startswith("BlueZ ")' "a read with 3 bearers open: Device Name \"BlueZ …\""
+# The example's test characteristic takes any value (over D-Bus, so a few writes a second): a short bench.
+vm_no_le_link
+vm_ok bluez-bench 120 "$BIN/mirror" bench $peer --adapter hci0 --handle 12345678-1234-5678-1234-56789abcdef1 --size 20 \
+  --mode with-response --count 15 --rounds 1 --warmup 3 --bare-loop none --bearers 3 --json
+vm_json "$OUT/bluez-bench.log" \
+  'j["modes"][0]["bearers"]["writers"] == 3 and all(b["writes"] > 0 for b in j["modes"][0]["bearers"]["perBearer"])' "bluetoothd: Write Requests on all 3 bearers at once, each bearer carrying some" \
+  'j["modes"][0]["confirmed"] == j["modes"][0]["writes"] == j["modes"][0]["bearers"]["total"]' "every one confirmed by bluetoothd's Write Response"
+vm_log "bluetoothd bench: $(python3 -I -S -c '
+import runpy, sys
+m = runpy.run_path(sys.argv[1])["load"](sys.argv[2])["modes"][0]; b = m["bearers"]
+print("--bearers 3: %d writes/s (bearers %s), one bearer %d writes/s, ratio %.2f" % (m["writesPerSecond"],
+      " / ".join(str(x["writes"]) for x in b["perBearer"]), b["oneBearer"]["writesPerSecond"], b["ratioToOneBearer"]))' "$REPO/tools/vm/bench_table.py" "$OUT/bluez-bench.log")"
