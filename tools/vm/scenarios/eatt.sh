@@ -75,7 +75,7 @@ vm_json "$OUT/bluez-read.log" 'j["text"].startswith("BlueZ ")' "a read with 3 be
 # The example's test characteristic takes any value (over D-Bus, so a few writes a second): a short bench.
 vm_no_le_link
 vm_ok bluez-bench 120 "$BIN/mirror" bench $peer --adapter hci0 --handle 12345678-1234-5678-1234-56789abcdef1 --size 20 \
-  --mode with-response --count 15 --rounds 1 --warmup 3 --bare-loop none --bearers 3 --json
+  --mode with-response --count 15 --rounds 1 --warmup 3 --bare-loop none --bearers 3 --json --btsnoop "$OUT/bluez-bench.btsnoop"
 vm_json "$OUT/bluez-bench.log" \
   'j["modes"][0]["bearers"]["writers"] == 3 and all(b["writes"] > 0 for b in j["modes"][0]["bearers"]["perBearer"])' "bluetoothd: Write Requests on all 3 bearers at once, each bearer carrying some" \
   'j["modes"][0]["confirmed"] == j["modes"][0]["writes"] == j["modes"][0]["bearers"]["total"]' "every one confirmed by bluetoothd's Write Response"
@@ -84,3 +84,10 @@ import runpy, sys
 m = runpy.run_path(sys.argv[1])["load"](sys.argv[2])["modes"][0]; b = m["bearers"]
 print("--bearers 3: %d writes/s (bearers %s), one bearer %d writes/s, ratio %.2f" % (m["writesPerSecond"],
       " / ".join(str(x["writes"]) for x in b["perBearer"]), b["oneBearer"]["writesPerSecond"], b["ratioToOneBearer"]))' "$REPO/tools/vm/bench_table.py" "$OUT/bluez-bench.log")"
+# mirror's btsnoop names each PDU's bearer by its CID in the L2CAP header: tshark decodes ATT on CID 4 and on both
+# ECRED channels (-d: Debian 12's Wireshark does not know the EATT PSM).
+vm_ok bluez-tshark 60 sh -c "tshark -r '$OUT/bluez-bench.btsnoop' -d btl2cap.psm==0x0027,btatt -Y 'btatt.opcode == 0x12' -T fields -e btl2cap.cid 2>/dev/null | sort | uniq -c"
+vm_log "Write Requests per CID in mirror's btsnoop (tshark): $(tr -s ' ' < "$OUT/bluez-tshark.log" | tr '\n' ';')"
+for cid in 0x0004 0x0040 0x0041; do
+  vm_grep "$OUT/bluez-tshark.log" "[0-9]+ $cid\$" "tshark decodes Write Requests as ATT on CID $cid"
+done
