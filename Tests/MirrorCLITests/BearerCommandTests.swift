@@ -226,6 +226,37 @@ final class BearerCommandTests: XCTestCase {
         XCTAssertEqual(none.stderr, "mirror: --bearers 2: bearer 1: the server has no Server Supported Features (0x2B3A): it offers no Enhanced ATT bearer; going on over CID 4 alone\n")
     }
 
+    /// gatt --read with three bearers reads the values as many at once as bearers are open: Read Requests go out on
+    /// every bearer (the trace names each enhanced bearer), and what it prints is what one bearer prints, but for
+    /// Client Supported Features, which holds the EATT bit this client wrote.
+    func testGATTReadSpreadsTheReadsOverTheBearers() throws {
+        let sim = try SimulatorProcess(["--eatt", "yes"])
+        defer { sim.stop() }
+        let three = try MirrorProcess.run(["gatt", sim.target, "--read", "--bearers", "3", "--trace", "--json"])
+        XCTAssertEqual(three.status, 0, three.stderr)
+        let reads = three.stderr.split(separator: "\n").filter { $0.contains("Read Request") && $0.contains(" > ") }
+        let onCID4 = reads.filter { !$0.contains("[b") }.count
+        let onB1 = reads.filter { $0.contains("[b1 cid") }.count, onB2 = reads.filter { $0.contains("[b2 cid") }.count
+        XCTAssertGreaterThan(onCID4, 0, three.stderr)
+        XCTAssertGreaterThan(onB1, 0, "no read went out on bearer 1:\n\(three.stderr)")
+        XCTAssertGreaterThan(onB2, 0, "no read went out on bearer 2:\n\(three.stderr)")
+        let one = try MirrorProcess.run(["gatt", sim.target, "--read", "--json"])
+        XCTAssertEqual(one.status, 0, one.stderr)
+        // The same database and values, in the same order; only Client Supported Features (0x2B29) differs.
+        func values(_ run: MirrorRun) throws -> [String] {
+            var out: [String] = []
+            for service in try run.json()["services"]?.items ?? [] {
+                for c in service["characteristics"]?.items ?? [] {
+                    let uuid = c["uuid"]?.string ?? "?"
+                    out.append("\(uuid)=\(uuid == "2b29" ? "(client's own)" : c["value"]?.string ?? c["readError"]?.compact ?? "-")")
+                }
+            }
+            return out
+        }
+        XCTAssertEqual(try values(three), try values(one))
+        XCTAssertGreaterThan(try values(one).count, 10)
+    }
+
     // MARK: in-process: the GATT client over the peer's real sockets
 
     func client(_ peer: EATTPeer, bearers: Int) async throws -> GATTClient {

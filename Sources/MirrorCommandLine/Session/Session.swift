@@ -211,23 +211,57 @@ final class Session: Sendable {
             model.names[profile.service.description] = "mirror service"
         }
         guard readValues else { return model }
+        // Every readable value and every descriptor, in database order; the outcomes go back to their places.
+        enum Place { case value(Int, Int), descriptor(Int, Int, Int) }
+        var reads: [(place: Place, handle: UInt16)] = []
         for s in model.services.indices {
             for c in model.services[s].characteristics.indices {
                 let characteristic = model.services[s].characteristics[c]
                 if GATTCharacteristicProperties(rawValue: characteristic.properties).contains(.read) {
-                    model.services[s].characteristics[c].value = try await readOutcome(characteristic.valueHandle)
+                    reads.append((.value(s, c), characteristic.valueHandle))
                 }
-                for d in characteristic.descriptors.indices {
-                    model.services[s].characteristics[c].descriptors[d].value =
-                        try await readOutcome(characteristic.descriptors[d].handle)
-                }
+                for d in characteristic.descriptors.indices { reads.append((.descriptor(s, c, d), characteristic.descriptors[d].handle)) }
+            }
+        }
+        let outcomes = try await Self.readOutcomes(reads.map(\.handle), client: client)
+        for (read, outcome) in zip(reads, outcomes) {
+            switch read.place {
+            case .value(let s, let c): model.services[s].characteristics[c].value = outcome
+            case .descriptor(let s, let c, let d): model.services[s].characteristics[c].descriptors[d].value = outcome
             }
         }
         return model
     }
 
+    /// Reads `handles` (long reads), one after another on one bearer; with Enhanced ATT bearers open, as many at
+    /// once as there are open bearers (each bearer has its own request slot, Vol 3 Part F §3.2.11). The outcomes
+    /// come in the order of `handles`; the first failure that is not an ATT error ends them all.
+    static func readOutcomes(_ handles: [UInt16], client: GATTClient) async throws -> [DatabaseModel.ReadOutcome] {
+        let width = client.openBearerCount
+        guard width > 1 else {
+            var outcomes: [DatabaseModel.ReadOutcome] = []
+            for h in handles { outcomes.append(try await readOutcome(h, client: client)) }
+            return outcomes
+        }
+        return try await withThrowingTaskGroup(of: (Int, DatabaseModel.ReadOutcome).self) { group in
+            var outcomes = [DatabaseModel.ReadOutcome?](repeating: nil, count: handles.count)
+            var next = 0
+            func startNext() {
+                let i = next, h = handles[i]
+                next += 1
+                group.addTask { (i, try await readOutcome(h, client: client)) }
+            }
+            while next < min(width, handles.count) { startNext() }
+            while let (i, outcome) = try await group.next() {
+                outcomes[i] = outcome
+                if next < handles.count { startNext() }
+            }
+            return outcomes.map { $0! }
+        }
+    }
+
     /// A value, or the ATT error the peer answered with (other failures end the command).
-    private func readOutcome(_ handle: UInt16) async throws -> DatabaseModel.ReadOutcome {
+    private static func readOutcome(_ handle: UInt16, client: GATTClient) async throws -> DatabaseModel.ReadOutcome {
         do {
             return .value(try await client.readLong(handle: handle))
         } catch {
