@@ -6,19 +6,21 @@ extension GATTClient {
     // MARK: - Security
 
     /// The link's security level as this client last set it.
-    public var securityLevel: GATTSecurityLevel { security.withLock { $0 } }
+    public var securityLevel: GATTSecurityLevel { security.withLock { $0.level } }
 
     /// Raises (or sets) the link's security level through `Configuration.setSecurityLevel` (the bearer's BT_SECURITY).
     public func setSecurityLevel(_ level: GATTSecurityLevel) async throws(GATTError) {
         guard let hook = configuration.setSecurityLevel else {
             throw .unsupported("this transport (\(label)) cannot change the link's security level")
         }
+        // Counted before the hook: pairing starts inside it, and a request that meets it must see the raise.
+        security.withLock { $0.raises += 1 }
         do {
             try await hook(level)
         } catch {
             throw GATTError.from(error, operation: "setting the link's security level to \(level)")
         }
-        security.withLock { $0 = level }
+        security.withLock { $0.level = level }
     }
 
     /// True when an Insufficient Authentication / Encryption error can be retried after raising the security level.
@@ -27,9 +29,19 @@ extension GATTClient {
     /// Runs `body` and, on Insufficient Authentication / Encryption / Encryption Key Size from the peer, raises the
     /// level once and retries once (when `retryAfterRaisingSecurity` and a security hook are configured).
     nonisolated(nonsending) func withSecurityRetry<T: Sendable>(_ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
+        let raisesBefore = security.withLock { $0.raises }
         do {
             return try await body()
         } catch {
+            // Requests in parallel on several bearers: another one raised the level. A send refused with ENOTCONN
+            // after any raise met the pairing it started; an insufficient-security answer to a request in flight
+            // across a raise predates it. Either goes again once the link takes data, without raising again.
+            let (level, raises) = security.withLock { ($0.level, $0.raises) }
+            if canRetryAfterRaisingSecurity,
+               (error.isNotConnectedSend && raises > 0)
+                || (raises != raisesBefore && error.attributeError.map({ $0.rejectedBy == .peer && Self.isInsufficientSecurity($0.code) }) == true) {
+                return try await retryWhilePairing(after: level, body)
+            }
             guard canRetryAfterRaisingSecurity, let a = error.attributeError, a.rejectedBy == .peer else { throw error }
             let current = securityLevel
             let target: GATTSecurityLevel
@@ -45,6 +57,11 @@ extension GATTClient {
             try await setSecurityLevel(target)
             return try await retryWhilePairing(after: target, body)
         }
+    }
+
+    /// The answers a raise of the link's security level can cure (Vol 3 Part F §3.4.1.1).
+    static func isInsufficientSecurity(_ code: ATTErrorCode) -> Bool {
+        code == .insufficientEncryption || code == .encryptionKeySizeTooShort || code == .insufficientAuthentication
     }
 
     /// How many sends that fail with ENOTCONN right after a raise are retried, each after a wait for POLLOUT.

@@ -44,7 +44,9 @@ public final class GATTClient: Sendable {
     let enhancedCount = Atomic<Int>(0)
     let configuration: Configuration
     /// Guards the link's current security level.
-    let security: Lock<GATTSecurityLevel>
+    /// The link's security level as this client last set it, and how many raises it has started (a request that was
+    /// in flight across one retries after it instead of raising again).
+    let security: Lock<(level: GATTSecurityLevel, raises: Int)>
     /// Guards the Client Supported Features bits asked for and those the server took (GATTClient+Features.swift).
     let clientFeatures = Lock<(asked: GATTClientFeatures, written: GATTClientFeatures)>(([], []))
 
@@ -54,7 +56,7 @@ public final class GATTClient: Sendable {
             transport: transport, clock: configuration.clock, timeout: configuration.transactionTimeout,
             clientRxMTU: min(max(configuration.clientRxMTU, ATTMTU.minimumLE), ATTMTU.maximum),
             streamLimit: configuration.notificationBufferLimit, events: configuration.events)
-        self.security = Lock(configuration.initialSecurityLevel)
+        self.security = Lock((configuration.initialSecurityLevel, 0))
     }
 
     deinit {
