@@ -16,6 +16,45 @@ extension GATTClient {
         return Array(value)
     }
 
+    /// Long reads of `handles` (`readLong(handle:)`), one after another on one bearer; with Enhanced ATT bearers open,
+    /// as many at once as bearers are open (each bearer has its own request slot, Vol 3 Part F §3.2.11). Each
+    /// handle's value or the ATT error the peer answered, in the order of `handles`; any other failure ends them all.
+    public func readLong(each handles: [UInt16]) async throws(GATTError) -> [Result<[UInt8], GATTAttributeError>] {
+        @Sendable func one(_ h: UInt16) async throws(GATTError) -> Result<[UInt8], GATTAttributeError> {
+            do { return .success(try await readLong(handle: h)) } catch {
+                if case .attribute(let e) = error { return .failure(e) }
+                throw error
+            }
+        }
+        let width = openBearerCount
+        guard width > 1 else {
+            var outcomes: [Result<[UInt8], GATTAttributeError>] = []
+            for h in handles { outcomes.append(try await one(h)) }
+            return outcomes
+        }
+        do {
+            return try await withThrowingTaskGroup(of: (Int, Result<[UInt8], GATTAttributeError>).self) { group in
+                var outcomes = [Result<[UInt8], GATTAttributeError>?](repeating: nil, count: handles.count)
+                var next = 0
+                func startNext() {
+                    let i = next, h = handles[i]
+                    next += 1
+                    group.addTask { (i, try await one(h)) }
+                }
+                while next < min(width, handles.count) { startNext() }
+                while let (i, outcome) = try await group.next() {
+                    outcomes[i] = outcome
+                    if next < handles.count { startNext() }
+                }
+                return outcomes.map { $0! }
+            }
+        } catch let error as GATTError {
+            throw error
+        } catch {
+            throw .cancelled(operation: "reading \(handles.count) values")
+        }
+    }
+
     /// Read Long Characteristic Value (Part G §4.8.3): a Read Request, then Read Blob while the part filled MTU-1
     /// bytes; stops at 512 bytes, or on Attribute Not Long / Invalid Offset at an exact part boundary.
     public func readLong(handle: UInt16) async throws(GATTError) -> [UInt8] {

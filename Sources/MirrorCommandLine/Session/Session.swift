@@ -223,7 +223,13 @@ final class Session: Sendable {
                 for d in characteristic.descriptors.indices { reads.append((.descriptor(s, c, d), characteristic.descriptors[d].handle)) }
             }
         }
-        let outcomes = try await Self.readOutcomes(reads.map(\.handle), client: client)
+        // The values are read as many at once as bearers are open (GATTClient.readLong(each:)).
+        let outcomes: [DatabaseModel.ReadOutcome] = try await client.readLong(each: reads.map(\.handle)).map { r in
+            switch r {
+            case .success(let value): return .value(value)
+            case .failure(let e): return .error(ATTErrorFacts(e))
+            }
+        }
         for (read, outcome) in zip(reads, outcomes) {
             switch read.place {
             case .value(let s, let c): model.services[s].characteristics[c].value = outcome
@@ -231,43 +237,6 @@ final class Session: Sendable {
             }
         }
         return model
-    }
-
-    /// Reads `handles` (long reads), one after another on one bearer; with Enhanced ATT bearers open, as many at
-    /// once as there are open bearers (each bearer has its own request slot, Vol 3 Part F §3.2.11). The outcomes
-    /// come in the order of `handles`; the first failure that is not an ATT error ends them all.
-    static func readOutcomes(_ handles: [UInt16], client: GATTClient) async throws -> [DatabaseModel.ReadOutcome] {
-        let width = client.openBearerCount
-        guard width > 1 else {
-            var outcomes: [DatabaseModel.ReadOutcome] = []
-            for h in handles { outcomes.append(try await readOutcome(h, client: client)) }
-            return outcomes
-        }
-        return try await withThrowingTaskGroup(of: (Int, DatabaseModel.ReadOutcome).self) { group in
-            var outcomes = [DatabaseModel.ReadOutcome?](repeating: nil, count: handles.count)
-            var next = 0
-            func startNext() {
-                let i = next, h = handles[i]
-                next += 1
-                group.addTask { (i, try await readOutcome(h, client: client)) }
-            }
-            while next < min(width, handles.count) { startNext() }
-            while let (i, outcome) = try await group.next() {
-                outcomes[i] = outcome
-                if next < handles.count { startNext() }
-            }
-            return outcomes.map { $0! }
-        }
-    }
-
-    /// A value, or the ATT error the peer answered with (other failures end the command).
-    private static func readOutcome(_ handle: UInt16, client: GATTClient) async throws -> DatabaseModel.ReadOutcome {
-        do {
-            return .value(try await client.readLong(handle: handle))
-        } catch {
-            if case .attribute(let e) = error { return .error(ATTErrorFacts(e)) }
-            throw error
-        }
     }
 
     func read(_ selector: AttributeSelector) async throws -> [ReadValue] {
