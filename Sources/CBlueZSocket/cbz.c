@@ -63,6 +63,7 @@ int cbz_errno(void) { return errno; }
 // MARK: - Generic descriptors
 
 int cbz_close(int fd) { return close(fd); }
+int cbz_dup(int fd) { return fcntl(fd, F_DUPFD_CLOEXEC, 0); }
 
 ssize_t cbz_send(int fd, const void *buf, size_t len) {
     return send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -1,4 +1,5 @@
 import TestSupport
+import CBlueZSocket
 import Foundation
 import XCTest
 @testable import ATTStack
@@ -8,12 +9,16 @@ import XCTest
 /// event packets it sends back, in order. Test code: its waits are the test's own.
 final class ScriptedController: @unchecked Sendable {
     // @unchecked: `commands` is guarded by `lock`; `fd` is only read.
+    /// Its own descriptor of the test's socket (closed in deinit, once its reader has ended too): a reader still
+    /// running after its test must not receive from a later test's socket that reused the number.
     let fd: Int32
     private let lock = Lock<[[UInt8]]>([])
     private let answer: @Sendable ([UInt8]) -> [[UInt8]]
     private let done = DispatchSemaphore(value: 0)
 
-    init(fd: Int32, answer: @escaping @Sendable (_ command: [UInt8]) -> [[UInt8]]) {
+    init(fd socket: Int32, answer: @escaping @Sendable (_ command: [UInt8]) -> [[UInt8]]) {
+        let fd = cbz_dup(socket)
+        precondition(fd >= 0, "dup of the controller's socket failed: errno \(cbz_errno())")
         self.fd = fd
         self.answer = answer
         Thread { [self] in
@@ -24,6 +29,8 @@ final class ScriptedController: @unchecked Sendable {
             done.signal()
         }.start()
     }
+
+    deinit { _ = cbz_close(fd) }
 
     /// The command packets read so far.
     var commands: [[UInt8]] { lock.withLock { $0 } }

@@ -47,6 +47,8 @@ int cbz_errno(void);
 
 /// close(2). Retries nothing (Linux closes the fd even when close reports EINTR).
 int cbz_close(int fd);
+/// fcntl(fd, F_DUPFD_CLOEXEC, 0): a second descriptor of the same open socket, or -1 with errno.
+int cbz_dup(int fd);
 /// send(fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL): never blocks, never raises SIGPIPE.
 ssize_t cbz_send(int fd, const void *buf, size_t len);
 /// recvmsg(fd, MSG_DONTWAIT | MSG_TRUNC) of one datagram into buf. Returns the datagram's real length
