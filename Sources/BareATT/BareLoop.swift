@@ -26,7 +26,8 @@ public final class BareLoop {
     /// The length of the last answer `receive` returned (in `inbound`).
     private var received = 0
 
-    /// Borrows a connected, non-blocking socket whose MTU is already exchanged (a bearer's, lent); never closes it.
+    /// Borrows a connected socket whose MTU is already exchanged (a bearer's, lent; blocking or not: every send and
+    /// receive here passes MSG_DONTWAIT and waits in poll); never closes it.
     public init(borrowing fd: Int32, label: String, timeout: Double) {
         self.fd = fd
         self.label = label

@@ -135,13 +135,6 @@ int cbz_peer_hung_up(int fd) {
     return (p.revents & (POLLHUP | POLLRDHUP)) ? 1 : 0;
 }
 
-int cbz_is_unix_socket(int fd) {
-    int domain = 0;
-    socklen_t len = sizeof domain;
-    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) < 0) return -1;
-    return domain == AF_UNIX ? 1 : 0;
-}
-
 int cbz_socket_error(int fd, int *err) {
     socklen_t len = sizeof *err;
     return getsockopt(fd, SOL_SOCKET, SO_ERROR, err, &len);

@@ -7,10 +7,10 @@ import Synchronization
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
 ///
-/// One reader thread per bearer calls the sink in arrival order. On an AF_UNIX socket it waits in a blocking
-/// `recvmsg` (one syscall per PDU) and `close` wakes it with `shutdown`; on an L2CAP socket it waits in epoll, so that
-/// a dropped link's socket error is fetched on EPOLLERR before `recvmsg` consumes it, and an eventfd wakes it for
-/// `close`. `trySend` is one non-blocking `send` under an uncontended lock. POLLOUT waits (`whenWritable`) run on a
+/// One reader thread per bearer calls the sink in arrival order. It waits in a blocking `recvmsg` (one syscall per
+/// PDU, on L2CAP as on AF_UNIX) and `close` wakes it with `shutdown`. A dropped L2CAP link ends that recvmsg with the
+/// link's errno (ETIMEDOUT, ECONNRESET, ECONNABORTED: the kernel's l2cap_sock_teardown_cb sets sk_err, which
+/// recvmsg returns), after the PDUs already queued. `trySend` is one non-blocking `send` under an uncontended lock. POLLOUT waits (`whenWritable`) run on a
 /// second thread, started by the first of them. The threads keep the bearer alive until they end: call
 /// `close(reason:)` when done (its fds are released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
@@ -24,19 +24,8 @@ public final class ATTBearer: ATTTransport {
         case socketPair
     }
 
-    /// How the reader thread waits for the next PDU: decided by the socket's family, never by a caller.
-    public enum ReaderWait: Sendable, Equatable {
-        /// A blocking recvmsg: one syscall per PDU. AF_UNIX; `close` wakes it with shutdown, `lend` with a
-        /// SIGURG that makes recvmsg return EINTR.
-        case blockingReceive
-        /// epoll_wait, then recvmsg: an eventfd wakes the reader for `close` and `lend`. L2CAP (and any other family).
-        case epoll
-    }
-
     public let label: String
     public let endpoint: Endpoint
-    /// How the reader waits: `.blockingReceive` on AF_UNIX, `.epoll` on every other socket.
-    public var readerWait: ReaderWait { blockingReceive ? .blockingReceive : .epoll }
     /// The receive buffer's size: at least 1024 bytes (ATT's maximum MTU is 517), or L2CAP's BT_RCVMTU if larger.
     public let receiveBufferSize: Int
     /// An Enhanced ATT bearer's channel IDs, this side's and the peer's: an ECRED socket's `l2_cid` from getsockname
@@ -45,13 +34,8 @@ public final class ATTBearer: ATTTransport {
     /// A unix: Enhanced ATT bearer's ATT_MTU, agreed by its handshake (an ECRED socket asks the kernel instead).
     let fixedEnhancedMTU: Int?
 
+    /// The socket, made blocking for the reader's recvmsg; every send passes MSG_DONTWAIT.
     private let fd: Int32
-    /// True on an AF_UNIX socket: the reader waits in a blocking recvmsg (the socket is made blocking; every send
-    /// passes MSG_DONTWAIT). False on any other socket (L2CAP): the reader waits in epoll_wait on `epfd`.
-    private let blockingReceive: Bool
-    /// The epoll fd and the eventfd that wakes the reader for `close` (epoll mode only; -1 otherwise).
-    private let epfd: Int32
-    private let wakefd: Int32
     /// The writable thread's epoll fd (the socket, armed EPOLLOUT|EPOLLONESHOT while waiters wait, and the
     /// eventfd that wakes it when the reader ends).
     private let writerEpfd: Int32
@@ -70,7 +54,6 @@ public final class ATTBearer: ATTTransport {
 
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
-    private static var readEvents: UInt32 { CBZ_EPOLLIN | CBZ_EPOLLRDHUP }
 
     /// The writable thread's life: not started, running, or ended (after the reader told it to stop).
     private enum WriterPhase { case none, running, ended }
@@ -94,7 +77,7 @@ public final class ATTBearer: ATTTransport {
         var loans: [@Sendable (Int32?) -> Void] = []
         /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on POLLOUT after the loan).
         var lent = false
-        /// The reader thread (blocking mode), for `lend`'s interrupt; set when the reader starts.
+        /// The reader thread, for `lend`'s interrupt; set when the reader starts.
         var readerThread: UInt?
         /// How long `lend` interrupts a blocking reader before it gives up (`loanInterruptLimit`; tests shorten it).
         var loanLimit = ATTBearer.loanInterruptLimit
@@ -110,8 +93,6 @@ public final class ATTBearer: ATTTransport {
             for fd in opened { _ = cbz_close(fd) }
             return .socket(e)
         }
-        let unix = cbz_is_unix_socket(socket)
-        if unix < 0 { throw fail("getsockopt(SO_DOMAIN)") }
         let writerWake = cbz_eventfd()
         if writerWake < 0 { throw fail("eventfd") }
         opened.append(writerWake)
@@ -124,26 +105,8 @@ public final class ATTBearer: ATTTransport {
             || cbz_epoll_add(writerEp, writerWake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
             throw fail("epoll_ctl")
         }
-        var ep: Int32 = -1, wake: Int32 = -1
-        let blocking = unix == 1
-        if blocking {
-            if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
-        } else {
-            ep = cbz_epoll_create()
-            if ep < 0 { throw fail("epoll_create1") }
-            opened.append(ep)
-            wake = cbz_eventfd()
-            if wake < 0 { throw fail("eventfd") }
-            opened.append(wake)
-            if cbz_epoll_add(ep, socket, Self.readEvents, Self.socketToken) < 0
-                || cbz_epoll_add(ep, wake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
-                throw fail("epoll_ctl")
-            }
-        }
+        if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
         self.fd = socket
-        self.blockingReceive = blocking
-        self.epfd = ep
-        self.wakefd = wake
         self.writerWakefd = writerWake
         self.writerEpfd = writerEp
         self.label = label
@@ -167,8 +130,6 @@ public final class ATTBearer: ATTTransport {
         _ = cbz_close(fd)
         _ = cbz_close(writerWakefd)
         _ = cbz_close(writerEpfd)
-        if epfd >= 0 { _ = cbz_close(epfd) }
-        if wakefd >= 0 { _ = cbz_close(wakefd) }
     }
 
     private var domain: SocketDomain {
@@ -243,9 +204,9 @@ public final class ATTBearer: ATTTransport {
             receiveNeedsLock.store(true, ordering: .releasing)
             if s.started {
                 // The reader thread owns the teardown; the fds are still open because `released` is false.
-                // shutdown ends the reader's blocking recvmsg (it returns 0); in epoll mode the eventfd wakes it.
-                // Under a loan the socket stays whole: the reader ends when the loan returns.
-                if blockingReceive { if !s.lent { _ = cbz_shutdown(fd) } } else { _ = cbz_eventfd_signal(wakefd) }
+                // shutdown ends the reader's blocking recvmsg (it returns 0). Under a loan the socket stays whole:
+                // the reader ends when the loan returns.
+                if !s.lent { _ = cbz_shutdown(fd) }
                 return []
             }
             // No reader yet (so no writable thread either): release now (a later start() still delivers
@@ -263,8 +224,7 @@ public final class ATTBearer: ATTTransport {
     /// the bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend`
     /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. One owner at a time: loans run one after
     /// another. The body must not close the socket and must return within a bounded time (it blocks the reader).
-    /// The reader is woken for it at once: the eventfd in epoll mode; on AF_UNIX, SIGURG interrupts its recvmsg
-    /// (EINTR), and the interrupt is repeated every 1 ms until the reader has taken the body (a signal that lands
+    /// The reader is woken for it at once: SIGURG interrupts its recvmsg (EINTR), and the interrupt is repeated every 1 ms until the reader has taken the body (a signal that lands
     /// just before recvmsg starts is otherwise lost), within `loanInterruptLimit`. The body gets nil, at once or
     /// when the reader ends, when the bearer is not started, ended or closing, or past that limit. An LE link takes
     /// one ATT socket, so this is how something other than the ATT engine (a bare socket loop) uses it in turn.
@@ -273,11 +233,10 @@ public final class ATTBearer: ATTTransport {
             guard s.started, !s.released, s.closeRequested == nil else { return false }
             s.loans.append(body)
             loanPending.store(true, ordering: .releasing)
-            if !blockingReceive { _ = cbz_eventfd_signal(wakefd) }
             return true
         }
         guard queued else { return body(nil) }
-        if blockingReceive { interruptReader() }
+        interruptReader()
     }
 
     /// Shortens (or lengthens) `loanInterruptLimit` for this bearer: tests make a reader that cannot be reached.
@@ -454,7 +413,7 @@ public final class ATTBearer: ATTTransport {
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
         defer { buffer.deallocate() }
-        let reason = blockingReceive ? receiveLoop(buffer, sink) : epollLoop(buffer, sink)
+        let reason = receiveLoop(buffer, sink)
         finish(reason, sink)
     }
 
@@ -484,9 +443,9 @@ public final class ATTBearer: ATTTransport {
         return state.withLock { $0.closeRequested }.map { .closedLocally(reason: $0) }
     }
 
-    /// AF_UNIX: one blocking recvmsg per PDU. `close(reason:)` shuts the socket down, which ends the wait (recvmsg
-    /// returns 0). A socket error (ECONNRESET: the peer closed with data of ours unread) ends the bearer after the
-    /// datagrams still queued have been delivered, as the epoll loop does.
+    /// One blocking recvmsg per PDU. `close(reason:)` shuts the socket down, which ends the wait (recvmsg returns 0).
+    /// A socket error (an L2CAP link's loss; on AF_UNIX ECONNRESET, the peer closed with data of ours unread) ends
+    /// the bearer after the datagrams still queued have been delivered.
     private func receiveLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
         var truncated: Int32 = 0
         let thread = cbz_reader_interruptible()
@@ -518,57 +477,6 @@ public final class ATTBearer: ATTTransport {
                 if let other = deliver(queued, truncated: truncated, buffer, sink) { return other }
             }
         }
-    }
-
-    /// L2CAP (and any socket that is not AF_UNIX): epoll_wait, then one recvmsg per wake-up.
-    private func epollLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
-        var events = [cbz_epoll_event](repeating: cbz_epoll_event(), count: 4)
-        return events.withUnsafeMutableBufferPointer { ev in
-            // An L2CAP link that drops sets the socket error (ETIMEDOUT, ECONNRESET, ...) and shuts the socket
-            // down; recv then reports plain EOF. EPOLLERR tells us to fetch SO_ERROR first, and the data still
-            // queued is delivered before the error closes the bearer.
-            var disconnect: TransportError?
-            while true {
-                let n = cbz_epoll_wait(epfd, ev.baseAddress, Int32(ev.count), -1)
-                if n < 0 { return .socket(lastSocketError("epoll_wait", "waiting for data from \(label)", .local)) }
-                for i in 0..<Int(n) {
-                    let e = ev[i]
-                    if e.data == Self.wakeToken {
-                        _ = cbz_eventfd_drain(wakefd)
-                        runLoans()
-                        if let r = state.withLock({ $0.closeRequested }) { return .closedLocally(reason: r) }
-                        continue
-                    }
-                    if e.events & CBZ_EPOLLERR != 0, disconnect == nil { disconnect = pendingError() }
-                    guard e.events & (CBZ_EPOLLIN | CBZ_EPOLLERR | CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 else { continue }
-                    // One datagram per wake-up: epoll is level-triggered, so more data wakes us again at once.
-                    var truncated: Int32 = 0
-                    let got = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
-                    if got > 0 {
-                        if let end = deliver(got, truncated: truncated, buffer, sink) { return end }
-                    } else if got == 0 {
-                        if e.events & (CBZ_EPOLLHUP | CBZ_EPOLLRDHUP) != 0 || disconnect != nil {
-                            return disconnect ?? .closedByPeer
-                        }
-                        sink.transport(didReceive: []) // an empty datagram (no hang-up): the engine rejects it
-                    } else {
-                        let code = cbz_errno()
-                        if code == EAGAIN {
-                            if let d = disconnect { return d }
-                            continue
-                        }
-                        return .socket(socketError("recv", code, "receiving from \(label)", domain))
-                    }
-                }
-            }
-        }
-    }
-
-    private func pendingError() -> TransportError? {
-        var code: Int32 = 0
-        if cbz_socket_error(fd, &code) < 0 { code = cbz_errno() }
-        if code == 0 { return nil }
-        return .socket(socketError("recv", code, "the connection to \(label) ended", domain))
     }
 
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {

@@ -119,7 +119,7 @@ func connectedUDPSockets() throws -> (Int32, Int32) {
 }
 
 /// Two bearers over connected UDP sockets: both readers wait in epoll.
-func epollBearerPair() throws -> (ATTBearer, ATTBearer) {
+func udpBearerPair() throws -> (ATTBearer, ATTBearer) {
     let (x, y) = try connectedUDPSockets()
     return (try ATTBearer(adoptingConnected: x, label: "udp-a"), try ATTBearer(adoptingConnected: y, label: "udp-b"))
 }

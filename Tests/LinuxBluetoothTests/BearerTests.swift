@@ -445,9 +445,9 @@ final class BearerReaderTests: XCTestCase {
         XCTAssertEqual(sink.closes.count, 1)
     }
 
-    func testASocketThatIsNotAFUnixIsReadThroughEpollAndCloseWakesIt() throws {
-        // Connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX, so the reader uses epoll
-        // (the L2CAP path).
+    func testASocketThatIsNotAFUnixIsReadThroughABlockingRecvAndCloseWakesIt() throws {
+        // Connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX (as L2CAP is not): the
+        // reader waits in the same blocking recvmsg, and close's shutdown ends it.
         let (x, y) = try connectedUDPSockets()
         let bearer = try ATTBearer(adoptingConnected: y, label: "udp")
         let sink = RecordingSink()

@@ -69,8 +69,6 @@ int cbz_reader_interrupt(unsigned long thread);
 /// Whether the socket's peer has hung up (poll with POLLRDHUP and a zero timeout: never waits): 1 yes, 0 no, -1 error.
 /// Tells end of file from an empty datagram after recvmsg returned 0.
 int cbz_peer_hung_up(int fd);
-/// 1 when the socket is AF_UNIX (getsockopt SO_DOMAIN), 0 for another family, -1 with errno.
-int cbz_is_unix_socket(int fd);
 /// getsockopt(SO_ERROR): stores the pending socket error (0 when none) in *err.
 int cbz_socket_error(int fd, int *err);
 /// getsockopt(SO_SNDBUF / SO_RCVBUF) and setsockopt; `which` is 0 for send, 1 for receive.
