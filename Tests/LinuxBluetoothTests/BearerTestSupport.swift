@@ -118,7 +118,7 @@ func connectedUDPSockets() throws -> (Int32, Int32) {
     return (x, y)
 }
 
-/// Two bearers over connected UDP sockets: both readers wait in epoll.
+/// Two bearers over connected UDP sockets (a datagram family that is not AF_UNIX, as L2CAP is not).
 func udpBearerPair() throws -> (ATTBearer, ATTBearer) {
     let (x, y) = try connectedUDPSockets()
     return (try ATTBearer(adoptingConnected: x, label: "udp-a"), try ATTBearer(adoptingConnected: y, label: "udp-b"))

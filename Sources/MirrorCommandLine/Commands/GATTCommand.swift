@@ -9,7 +9,9 @@ let gattCommand = Command(CommandSpec(
         Discovers every primary and secondary service, their included services, every characteristic \
         (properties, declaration and value handles) and every descriptor, with names for well-known UUIDs. \
         With --read, reads each readable value (long values in full) and prints it as hex and text; a value \
-        the peer refuses shows its exact ATT error. With --bearers N and Enhanced ATT bearers open, the values         are read as many at once as bearers are open (each bearer has its own request slot); what is printed         is in database order all the same.
+        the peer refuses shows its exact ATT error. With --bearers N and Enhanced ATT bearers open, the values \
+        are read as many at once as bearers are open (each bearer has its own request slot); what is printed \
+        is in database order all the same.
 
         --json prints {"mtu", "services": [{"uuid", "start", "end", "primary", "characteristics": [{"uuid", \
         "handle", "valueHandle", "properties", "descriptors": [{"uuid", "handle"}]}]}]}; UUIDs are lowercase, \

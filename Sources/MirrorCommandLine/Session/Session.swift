@@ -220,7 +220,9 @@ final class Session: Sendable {
                 if GATTCharacteristicProperties(rawValue: characteristic.properties).contains(.read) {
                     reads.append((.value(s, c), characteristic.valueHandle))
                 }
-                for d in characteristic.descriptors.indices { reads.append((.descriptor(s, c, d), characteristic.descriptors[d].handle)) }
+                for d in characteristic.descriptors.indices {
+                    reads.append((.descriptor(s, c, d), characteristic.descriptors[d].handle))
+                }
             }
         }
         // The values are read as many at once as bearers are open (GATTClient.readLong(each:)).
