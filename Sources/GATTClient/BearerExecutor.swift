@@ -20,13 +20,19 @@ public final class BearerExecutor: TaskExecutor {
     init() {}
 
     public func enqueue(_ job: consuming ExecutorJob) {
-        let me = UInt(pthread_self())
-        if me != 0, inlineThread.compareExchange(expected: me, desired: 0, ordering: .acquiringAndReleasing).exchanged {
-            // One job inline per resumption: nested resumptions it causes go to the pool (bounded stack depth).
+        if claimInline() {
             job.runSynchronously(on: asUnownedTaskExecutor())
         } else {
             globalConcurrentExecutor.enqueue(job)
         }
+    }
+
+    /// Whether the calling thread may run one job inline now (the reader thread resuming a caller), and takes that
+    /// permission: one job inline per resumption, so nested resumptions it causes go elsewhere (bounded stack depth).
+    @inline(__always)
+    func claimInline() -> Bool {
+        let me = UInt(pthread_self())
+        return me != 0 && inlineThread.compareExchange(expected: me, desired: 0, ordering: .acquiringAndReleasing).exchanged
     }
 
     /// Runs `body` (which resumes a continuation) allowing one job of this executor to run inline on this thread.

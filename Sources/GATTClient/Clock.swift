@@ -63,16 +63,17 @@ extension GATTClock {
     }
 }
 
-/// The system's monotonic clock (CLOCK_MONOTONIC through Dispatch's uptime clock); wake-ups run on a global
-/// Dispatch queue.
+/// The system's monotonic clock (CLOCK_MONOTONIC, read directly: every request reads it); wake-ups run on a
+/// global Dispatch queue, scheduled by the time left, whatever clock Dispatch counts in.
 public struct MonotonicClock: GATTClock {
     public init() {}
 
-    public func now() -> ClockInstant { ClockInstant(nanoseconds: DispatchTime.now().uptimeNanoseconds) }
+    public func now() -> ClockInstant { ClockInstant(nanoseconds: monotonicNanoseconds()) }
 
     public func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
         let item = DispatchWorkItem(block: action)
-        DispatchQueue.global().asyncAfter(deadline: DispatchTime(uptimeNanoseconds: deadline.nanoseconds), execute: item)
+        let left = deadline.nanoseconds > now().nanoseconds ? deadline.nanoseconds - now().nanoseconds : 0
+        DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: left)), execute: item)
         return DispatchWakeup(item: item)
     }
 }

@@ -11,6 +11,12 @@ extension GATTClient {
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
+        try await write(handle: handle, value: value, scope: nil)
+    }
+
+    /// `write(handle:value:)`, its cancellation covered by `scope`'s handler when it runs back to back.
+    @inline(__always)
+    nonisolated(nonsending) func write(handle: UInt16, value: [UInt8], scope: RequestScope?) async throws(GATTError) {
         let engine = pickBearer()
         let m = engine.mtu
         let budget = ATTMTU.writeValueLimit(m)
@@ -21,11 +27,11 @@ extension GATTClient {
         let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
         if canRetryAfterRaisingSecurity {
             _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
-                try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
+                try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope)
             }
         } else {
             // The hot path (no security retry configured): one call less, one executor check less per request.
-            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
+            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope)
         }
     }
 

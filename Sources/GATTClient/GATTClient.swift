@@ -91,6 +91,7 @@ public final class GATTClient: Sendable {
     /// An executor for code that runs requests back to back: inside
     /// `withTaskExecutorPreference(client.bearerExecutor) { ... }` a caller continues on the transport's reader
     /// thread as soon as its response arrives (no pool-thread wake-up). Keep such code short.
+    /// `withBackToBackRequests` does the same with one cancellation handler for all the task's requests.
     public var bearerExecutor: BearerExecutor { engine.executor }
 
     /// What the engines dropped or refused so far, summed over every bearer.

@@ -213,12 +213,79 @@ final class EngineTests: XCTestCase {
         do { _ = try await first.value; XCTFail() } catch let e as GATTError {
             guard case .cancelled = e else { return XCTFail("\(e)") }
         }
+        try await assertTheSlotIsHeldUntilTheLateResponse(peer, log, sent: 1, queued: second, answer: [2])
+    }
+
+    /// After the caller of the request in flight was cancelled: nothing else goes out until that request's late
+    /// response, which is dropped (named), then the queued read goes out and gets `answer`.
+    private func assertTheSlotIsHeldUntilTheLateResponse(_ peer: ScriptedPeer, _ log: EventLog, sent: Int,
+                                                         queued: Task<[UInt8], any Error>, answer: [UInt8]) async throws {
         await peer.flush()
-        XCTAssertEqual(peer.sent.count, 1, "a second request went out while the first was in flight")
-        peer.grantScriptStep()   // the first's response arrives late: dropped, then the second goes out
-        let v2 = try await second.value
-        XCTAssertEqual(v2, [2])
+        XCTAssertEqual(peer.sent.count, sent, "a request went out while the cancelled one was in flight")
+        peer.grantScriptStep()   // the late response arrives: dropped, then the queued request goes out
+        let v = try await queued.value
+        XCTAssertEqual(v, answer)
         XCTAssertTrue(log.all.contains { $0.description.contains("whose caller was cancelled") })
+        peer.assertScriptDone()
+    }
+
+    /// Back-to-back writes share one cancellation handler: cancelling the task still releases the write in flight at
+    /// once, and its late response is dropped (the slot keeps the request until then, §3.3.2).
+    func testCancellingBackToBackWritesReleasesTheWriteInFlightAtOnce() async throws {
+        let log = EventLog()
+        let peer = ScriptedPeer(raw("12 12 00 31", "13") + raw("12 12 00 32") + [.pause, .server(hex("13"))]
+                                + raw("0a 02 00", "0b 02"))
+        let client = try await makeClient(peer, log: log)
+        let task = Task {
+            try await client.withBackToBackRequests { requests in
+                try await requests.write(handle: 0x0012, value: [0x31])
+                try await requests.write(handle: 0x0012, value: [0x32])   // never answered in time
+            }
+        }
+        await peer.waitForSent(2)
+        task.cancel()
+        do {
+            try await within(5, "the cancelled write's release") { try await task.value }
+            XCTFail("expected the cancelled write to throw")
+        } catch let e as GATTError {
+            guard case .cancelled(let operation) = e else { return XCTFail("\(e)") }
+            XCTAssertTrue(operation.contains("Write Request to handle 0x0012"), operation)
+        }
+        let queued = Task { try await client.read(handle: 2) }
+        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await assertTheSlotIsHeldUntilTheLateResponse(peer, log, sent: 2, queued: queued, answer: [2])
+    }
+
+    /// A back-to-back write is bounded as any request: the ATT timeout names the Write Response it waited for.
+    func testABackToBackWriteTimesOutNamingTheWriteResponse() async throws {
+        let clock = ManualClock()
+        let peer = ScriptedPeer(raw("12 12 00 34"))
+        let client = try await makeClient(peer, clock: clock)
+        client.setName("cloudToken", for: 0x0012)
+        let task = Task { try await client.withBackToBackRequests { try await $0.write(handle: 0x0012, value: [0x34]) } }
+        await peer.waitForSent(1)
+        clock.advance(by: .seconds(30))
+        do { try await task.value; XCTFail("expected a timeout") } catch let e as GATTError {
+            XCTAssertEqual(e.description, "timed out after 30 s waiting for Write Response on handle 0x0012 (cloudToken)")
+        }
+        XCTAssertTrue(peer.isClosed, "the bearer must close after an ATT timeout")
+        peer.assertScriptDone()
+    }
+
+    /// A task cancelled before its back-to-back write sends nothing: the write fails as cancelled.
+    func testABackToBackWriteOfACancelledTaskSendsNothing() async throws {
+        let peer = ScriptedPeer(raw("0a 02 00", "0b 02"))
+        let client = try await makeClient(peer)
+        let task = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            try await client.withBackToBackRequests { try await $0.write(handle: 0x0012, value: [0x33]) }
+        }
+        do { try await task.value; XCTFail("expected the write to fail") } catch let e as GATTError {
+            guard case .cancelled = e else { return XCTFail("\(e)") }
+        }
+        let v = try await client.read(handle: 2)
+        XCTAssertEqual(v, [2])
+        XCTAssertEqual(peer.sent, [hex("0a 02 00")], "the cancelled task's write was sent")
         peer.assertScriptDone()
     }
 

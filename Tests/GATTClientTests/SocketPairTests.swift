@@ -249,7 +249,8 @@ final class BearerExecutorTests: XCTestCase {
         // Replies come 20 ms late, so that each caller has surely suspended before its response arrives (a response
         // that wins the race lets the caller go on without suspending at all: no hop either).
         let peer = SocketScriptPeer(bearer: b, steps: [.server(hex("1e"))] + raw("0a 03 00", "0b 01")
-                                    + raw("0a 04 00", "0b 02") + raw("0a 05 00", "0b 03"), replyDelay: .milliseconds(20))
+                                    + raw("0a 04 00", "0b 02") + raw("12 06 00 01", "13") + raw("12 06 00 02", "13")
+                                    + raw("0a 05 00", "0b 03"), replyDelay: .milliseconds(20))
         var config = GATTClient.Configuration()
         config.events = { _ in readerThread.withLock { $0 = UInt(pthread_self()) } }
         let client = try await GATTClient.connect(transport: a, configuration: config)
@@ -264,8 +265,20 @@ final class BearerExecutorTests: XCTestCase {
                 return threads
             }
         }
+        // Back-to-back writes continue on the reader thread too.
+        let writeThreads = try await within {
+            try await client.withBackToBackRequests { requests in
+                var threads: [UInt] = []
+                for v: UInt8 in [1, 2] {
+                    try await requests.write(handle: 6, value: [v])
+                    threads.append(UInt(pthread_self()))
+                }
+                return threads
+            }
+        }
         let reader = try XCTUnwrap(readerThread.withLock { $0 })
         XCTAssertEqual(threads, [reader, reader], "the caller did not continue on the reader thread")
+        XCTAssertEqual(writeThreads, [reader, reader], "a back-to-back writer did not continue on the reader thread")
         let v = try await client.read(handle: 5)
         XCTAssertEqual(v, [3])
         XCTAssertNotEqual(UInt(pthread_self()), reader, "a caller without the preference ran on the reader thread")

@@ -65,20 +65,21 @@ func interleavedRequests(_ peer: PlainPeer, n: Int, chunk: Int) async throws -> 
     let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
     defer { bare.close() }
     let client = try await connectClient(peer)
-    func clientChunk(_ k: Int) async throws {
-        for _ in 0..<k { try await client.write(handle: sink, value: requestValue) }
+    func clientChunk(_ writer: BackToBackRequests, _ k: Int) async throws {
+        for _ in 0..<k { try await writer.write(handle: sink, value: requestValue) }
     }
-    // The whole loop prefers the bearer's executor, so that the client's chunks start without a hop from another
-    // thread; the bare chunks run wherever the task is (the reader thread, idle meanwhile): the same code either way.
-    let (b, c) = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> (Cost, Cost) in
+    // The whole loop runs as back-to-back requests (on the bearer's executor), so that the client's chunks start
+    // without a hop from another thread; the bare chunks run wherever the task is (the reader thread, idle
+    // meanwhile): the same code either way.
+    let (b, c) = try await client.withBackToBackRequests { writer async throws -> (Cost, Cost) in
         try bare.writeRequests(handle: sink, value: requestValue, count: min(n, 2000))
-        try await clientChunk(min(n, 2000))
+        try await clientChunk(writer, min(n, 2000))
         var b = Cost(wall: 0, cpu: 0), c = Cost(wall: 0, cpu: 0)
         var done = 0
         while done < n {
             let k = min(chunk, n - done)
             let bk = try measure(k) { try bare.writeRequests(handle: sink, value: requestValue, count: k) }
-            let ck = try await measure(k) { try await clientChunk(k) }
+            let ck = try await measure(k) { try await clientChunk(writer, k) }
             b.wall += bk.wall * Double(k); b.cpu += bk.cpu * Double(k)
             c.wall += ck.wall * Double(k); c.cpu += ck.cpu * Double(k)
             done += k
@@ -113,14 +114,22 @@ func connectClient(_ peer: PlainPeer) async throws -> GATTClient {
     try await GATTClient.connect(transport: try ATTBearer.connect(unixPath: peer.path))
 }
 
-/// The client: `n` Write Requests, one after the other, each awaited; `inline`: on the bearer's executor.
+/// The client: `n` Write Requests, one after the other, each awaited; `inline`: as back-to-back requests.
 func clientRequests(_ peer: PlainPeer, n: Int, inline: Bool) async throws -> Cost {
     let client = try await connectClient(peer)
     func loop() async throws -> Cost {
         for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
         return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     }
-    let r = inline ? try await withTaskExecutorPreference(client.bearerExecutor) { try await loop() } : try await loop()
+    let r: Cost
+    if inline {
+        r = try await client.withBackToBackRequests { writer in
+            for _ in 0..<min(n, 2000) { try await writer.write(handle: sink, value: requestValue) }
+            return try await measure(n) { for _ in 0..<n { try await writer.write(handle: sink, value: requestValue) } }
+        }
+    } else {
+        r = try await loop()
+    }
     client.close()
     return r
 }

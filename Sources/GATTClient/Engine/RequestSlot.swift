@@ -34,9 +34,24 @@ extension ATTEngine {
     /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
     /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
     nonisolated(nonsending) func request(_ encoded: EncodedRequest, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
-                                         ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
+                                         ignoresCancellation: Bool = false, scope: RequestScope? = nil) async throws(GATTError) -> ATTPDU {
         let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
+        if let scope {
+            // A back-to-back request (`GATTClient.withBackToBackRequests`): the scope's one cancellation handler covers
+            // it. Its ID is published before `submit` reads Task.isCancelled, so a cancellation is never missed.
+            scope.inFlight.store(ignoresCancellation ? 0 : id, ordering: .sequentiallyConsistent)
+            defer { scope.inFlight.store(0, ordering: .releasing) }
+            do {
+                return try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>) in
+                    submit(Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle,
+                                   valueLength: valueLength, budget: budget,
+                                   ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
+                }
+            } catch {
+                throw GATTError.from(error, operation: describe(opcode, handle: handle))
+            }
+        }
         do {
             // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
             // record and continuation, without the hops back to `#isolation` the isolated forms make after the

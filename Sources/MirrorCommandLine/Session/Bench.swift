@@ -327,10 +327,10 @@ enum Bench {
         var modes: [ModeFigures] = []
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
-            // Back-to-back requests run on the bearer's executor, as the library benchmark (gatt-bench) runs them:
-            // each caller continues on the reader thread as soon as its response arrives.
-            try await withTaskExecutorPreference(client.bearerExecutor) {
-                for _ in 0..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
+            // Back-to-back requests run as the library benchmark (gatt-bench) runs them: each caller continues on the
+            // reader thread as soon as its response arrives, under one cancellation handler for the round.
+            try await client.withBackToBackRequests { requests in
+                for _ in 0..<plan.warmup { try await requests.write(handle: plan.handle, value: value) }
             }
             if let bare { _ = try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) } }
             // --bearers N: one writer per open bearer at once, each round followed by one of a single writer.
@@ -348,12 +348,12 @@ enum Bench {
                     if let before, let after = try await readCounter(client, counter) {
                         figures.bearers!.peerCounted = (figures.bearers!.peerCounted ?? 0) + after - before
                     }
-                    figures.bearers!.oneBearer.append(try await withTaskExecutorPreference(client.bearerExecutor) {
-                        try await measureRequests(client, plan: plan, value: value)
+                    figures.bearers!.oneBearer.append(try await client.withBackToBackRequests {
+                        try await measureRequests($0, plan: plan, value: value)
                     }.0)
                 } else {
-                    (round, latencies) = try await withTaskExecutorPreference(client.bearerExecutor) {
-                        try await measureRequests(client, plan: plan, value: value)
+                    (round, latencies) = try await client.withBackToBackRequests {
+                        try await measureRequests($0, plan: plan, value: value)
                     }
                     figures.series.addRound(latencies: latencies)
                 }
@@ -411,7 +411,7 @@ enum Bench {
     }
 
     /// One round of Write Requests, each awaited: its rate and every round trip.
-    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8]) async throws -> (RoundFigures, [UInt64]) {
+    static func measureRequests(_ requests: BackToBackRequests, plan: BenchPlan, value: [UInt8]) async throws -> (RoundFigures, [UInt64]) {
         var latencies: [UInt64] = []
         latencies.reserveCapacity(plan.count ?? 100_000)
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
@@ -422,7 +422,7 @@ enum Bench {
         while true {
             if let count = plan.count, writes >= count { break }
             if let deadline, now >= deadline { break }
-            try await client.write(handle: plan.handle, value: value)
+            try await requests.write(handle: plan.handle, value: value)
             let after = monotonicNanoseconds()
             latencies.append(after - now)
             now = after
