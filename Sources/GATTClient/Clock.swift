@@ -72,7 +72,7 @@ public struct MonotonicClock: GATTClock {
 
     public func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
         let item = DispatchWorkItem(block: action)
-        let left = deadline.nanoseconds > now().nanoseconds ? deadline.nanoseconds - now().nanoseconds : 0
+        let left = deadline.duration(since: now()).nanosecondsClamped
         DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(clamping: left)), execute: item)
         return DispatchWakeup(item: item)
     }

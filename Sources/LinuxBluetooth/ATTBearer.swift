@@ -11,8 +11,8 @@ import Synchronization
 /// PDU, on L2CAP as on AF_UNIX) and `close` wakes it with `shutdown`. A dropped L2CAP link ends that recvmsg with the
 /// link's errno (ETIMEDOUT, ECONNRESET, ECONNABORTED: the kernel's l2cap_sock_teardown_cb sets sk_err, which
 /// recvmsg returns), after the PDUs already queued. `trySend` is one non-blocking `send` under an uncontended lock.
-/// POLLOUT waits (`whenWritable`) run on a second thread, started by the first of them. The threads keep the bearer alive until they end: call
-/// `close(reason:)` when done (its fds are released before the sink hears `didCloseWith`).
+/// POLLOUT waits (`whenWritable`) run on a second thread, started by the first of them. The threads keep the bearer
+/// alive until they end: call `close(reason:)` when done (its fds are released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
     /// What the socket is connected to.
     public enum Endpoint: Sendable, Equatable {
@@ -226,9 +226,9 @@ public final class ATTBearer: ATTTransport {
     /// another. The body must not close the socket and must return within a bounded time (it blocks the reader).
     /// The reader is woken for it at once: SIGURG interrupts its recvmsg (EINTR), and the interrupt is repeated
     /// every 1 ms until the reader has taken the body (a signal that lands just before recvmsg starts is otherwise
-    /// lost), within `loanInterruptLimit`. The body gets nil, at once or
-    /// when the reader ends, when the bearer is not started, ended or closing, or past that limit. An LE link takes
-    /// one ATT socket, so this is how something other than the ATT engine (a bare socket loop) uses it in turn.
+    /// lost), within `loanInterruptLimit`. The body gets nil, at once or when the reader ends, when the bearer is not
+    /// started, ended or closing, or past that limit. An LE link takes one ATT socket, so this is how something other
+    /// than the ATT engine (a bare socket loop) uses it in turn.
     public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
         let queued = state.withLock { s -> Bool in
             guard s.started, !s.released, s.closeRequested == nil else { return false }

@@ -28,7 +28,7 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/LineEditor/LineEditor.swift", snippet: "cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rInput, &rWake)",
               bound: "LineEditor.readEvent off a terminal: the next line of input, unbounded by default but stop() (its eventfd) ends it, or readEvent(timeout:), then \"timed out after N waiting for a line of input\"",
               trigger: "LineEditorTests.testTheWaitForPlainInputTimesOutNamingWhatItWaitedFor"),
-    KnownWait(file: "Sources/GATTClient/Engine/RequestSlot.swift", snippet: "_unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>)",
+    KnownWait(file: "Sources/GATTClient/Engine/RequestSlot.swift", snippet: "_unsafeInheritExecutor_withUnsafeThrowingContinuation { submit(pending($0)) }",
               bound: "the ATT transaction timeout (Configuration.transactionTimeout, 30 s by default): every request, so MTU, each procedure, the subscription's CCCD write and first read, and a back-to-back write (EngineTests.testABackToBackWriteTimesOutNamingTheWriteResponse)",
               trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
     KnownWait(file: "Sources/GATTClient/Engine/WriteWithoutResponse.swift", snippet: "withEngineContinuation { (c: EngineContinuation<Void>)",

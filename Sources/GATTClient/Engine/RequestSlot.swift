@@ -37,33 +37,28 @@ extension ATTEngine {
                                          ignoresCancellation: Bool = false, scope: RequestScope? = nil) async throws(GATTError) -> ATTPDU {
         let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
-        if let scope {
-            // A back-to-back request (`GATTClient.withBackToBackRequests`): the scope's one cancellation handler covers
-            // it. Its ID is published before `submit` reads Task.isCancelled, so a cancellation is never missed.
-            scope.inFlight.store(ignoresCancellation ? 0 : id, ordering: .sequentiallyConsistent)
-            defer { scope.inFlight.store(0, ordering: .releasing) }
-            do {
-                return try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>) in
-                    submit(Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle,
-                                   valueLength: valueLength, budget: budget,
-                                   ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
-                }
-            } catch {
-                throw GATTError.from(error, operation: describe(opcode, handle: handle))
-            }
+        // The request as the slot holds it, resumed through `u`: built inside each continuation body below.
+        @inline(__always)
+        func pending(_ u: UnsafeContinuation<ATTPDU, any Error>) -> Pending {
+            Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle, valueLength: valueLength,
+                    budget: budget, ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u))
         }
         do {
+            if let scope {
+                // A back-to-back request (`GATTClient.withBackToBackRequests`): the scope's one cancellation handler
+                // covers it. Its ID is published before `submit` reads Task.isCancelled, so a cancellation is never
+                // missed.
+                scope.inFlight.store(ignoresCancellation ? 0 : id, ordering: .sequentiallyConsistent)
+                defer { scope.inFlight.store(0, ordering: .releasing) }
+                return try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { submit(pending($0)) }
+            }
             // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
             // record and continuation, without the hops back to `#isolation` the isolated forms make after the
             // resumption (with a task executor preference, each hop takes the task's status lock). The operation
             // closure is nonisolated, so running on whatever generic executor resumed it is right; this function is
             // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
             return try await _unsafeInheritExecutor_withTaskCancellationHandler {
-                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { (u: UnsafeContinuation<ATTPDU, any Error>) in
-                    submit(Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle,
-                                   valueLength: valueLength, budget: budget,
-                                   ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u)))
-                }
+                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { submit(pending($0)) }
             } onCancel: {
                 if !ignoresCancellation { cancel(id) }
             }
