@@ -16,6 +16,8 @@ import Synchronization
 public final class BearerExecutor: TaskExecutor {
     /// The thread that may run a job inline now (the reader thread while the engine resumes a caller); 0: none.
     private let inlineThread = Atomic<UInt>(0)
+    /// True while a caller reads its response inline on the reader thread (`withoutInlineJobs`).
+    private let inlineJobsHeld = Atomic<Bool>(false)
 
     init() {}
 
@@ -38,9 +40,18 @@ public final class BearerExecutor: TaskExecutor {
     /// Runs `body` (which resumes a continuation) allowing one job of this executor to run inline on this thread.
     @inline(__always)
     func resumingInline(_ body: () -> Void) {
+        if inlineJobsHeld.load(ordering: .relaxed) { return body() }
         let me = UInt(pthread_self())
         inlineThread.store(me, ordering: .releasing)
         body()
         inlineThread.store(0, ordering: .releasing)
+    }
+
+    /// Runs `body` (a caller's inline read, on the reader thread) with no other job run inline meanwhile.
+    @inline(__always)
+    func withoutInlineJobs(_ body: () -> Void) {
+        inlineJobsHeld.store(true, ordering: .relaxed)
+        body()
+        inlineJobsHeld.store(false, ordering: .relaxed)
     }
 }

@@ -11,12 +11,14 @@ extension GATTClient {
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
-        try await write(handle: handle, value: value, scope: nil)
+        try await write(handle: handle, value: value, scope: nil, buffer: nil)
     }
 
-    /// `write(handle:value:)`, its cancellation covered by `scope`'s handler when it runs back to back.
+    /// `write(handle:value:)`, its cancellation covered by `scope`'s handler when it runs back to back, encoded into
+    /// `buffer` (the back-to-back writer's, reused from one request to the next).
     @inline(__always)
-    nonisolated(nonsending) func write(handle: UInt16, value: [UInt8], scope: RequestScope?) async throws(GATTError) {
+    nonisolated(nonsending) func write(handle: UInt16, value: [UInt8], scope: RequestScope?,
+                                       buffer: ATTEncodingBuffer?) async throws(GATTError) {
         let engine = pickBearer()
         let m = engine.mtu
         let budget = ATTMTU.writeValueLimit(m)
@@ -24,14 +26,17 @@ extension GATTClient {
             throw localLimit(.writeRequest, handle: handle, length: value.count, budget: budget, mtu: m)
         }
         // The codec encodes the request; the engine decodes the answer (a well-formed Write Response comes back).
-        let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
+        let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle, into: buffer)
         if canRetryAfterRaisingSecurity {
             _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
-                try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope)
+                if let scope { return try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope) }
+                return try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
             }
-        } else {
-            // The hot path (no security retry configured): one call less, one executor check less per request.
+        } else if let scope {
+            // The hot paths (no security retry configured): one call less, one executor check less per request.
             _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope)
+        } else {
+            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
         }
     }
 

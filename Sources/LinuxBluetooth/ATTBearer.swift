@@ -10,7 +10,8 @@ import Synchronization
 /// One reader thread per bearer calls the sink in arrival order. It waits in a blocking `recvmsg` (one syscall per
 /// PDU, on L2CAP as on AF_UNIX) and `close` wakes it with `shutdown`. A dropped L2CAP link ends that recvmsg with the
 /// link's errno (ETIMEDOUT, ECONNRESET, ECONNABORTED: the kernel's l2cap_sock_teardown_cb sets sk_err, which
-/// recvmsg returns), after the PDUs already queued. `trySend` is one non-blocking `send` under an uncontended lock.
+/// recvmsg returns), after the PDUs already queued; the sink may run those receives itself from inside a delivery
+/// (`readInline`). `trySend` is one non-blocking `send`, under an uncontended lock except on the reader thread.
 /// POLLOUT waits (`whenWritable`) run on a second thread, started by the first of them. The threads keep the bearer
 /// alive until they end: call `close(reason:)` when done (its fds are released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
@@ -52,6 +53,18 @@ public final class ATTBearer: ATTTransport {
     /// with SA_RESTART) gives the body nil after this.
     public static let loanInterruptLimit: Duration = .seconds(5)
 
+    /// The reader thread (pthread_self), 0 before it starts: `readInline` reads only there.
+    private let readerThreadID = Atomic<UInt>(0)
+    /// Counts `readInline` entries and exits: odd while one reads (`interruptInlineRead` waits for it to change).
+    private let inlineReads = Atomic<UInt64>(0)
+    /// Threads in `interruptInlineRead` waiting for an inline read to return: only then does it broadcast.
+    private let inlineInterrupters = Atomic<Int>(0)
+    /// An inline read met the bearer's end (kept in `State.inlineEnd`): the reader loop ends with it.
+    private let inlineEnded = Atomic<Bool>(false)
+    /// The reader loop's sink and receive buffer, for `readInline`: set by the reader thread before its first
+    /// receive and used only on that thread (so no lock), from inside a delivery of the loop.
+    nonisolated(unsafe) private var readerContext: (sink: any ATTTransportSink, buffer: UnsafeMutableRawBufferPointer)?
+
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
 
@@ -81,6 +94,8 @@ public final class ATTBearer: ATTTransport {
         var readerThread: UInt?
         /// How long `lend` interrupts a blocking reader before it gives up (`loanInterruptLimit`; tests shorten it).
         var loanLimit = ATTBearer.loanInterruptLimit
+        /// The end an inline read met (`inlineEnded`), for the reader loop to end with.
+        var inlineEnd: TransportError?
     }
 
     /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
@@ -157,6 +172,12 @@ public final class ATTBearer: ATTTransport {
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        // On the reader thread, with no capture attached and no close requested, nothing else can release the fd
+        // or lend the socket meanwhile (only this thread does either): the send needs no lock.
+        if !receiveNeedsLock.load(ordering: .acquiring), readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()) {
+            let n = cbz_send(fd, pdu.baseAddress, pdu.count)
+            return try sent(n, n < 0 ? cbz_errno() : 0, pdu.count)
+        }
         // The lock keeps the fd open for the duration of the send (the reader closes it under the same lock).
         // A capture records the PDU before the lock is released, so that its answer, which the reader records
         // under the same lock, always follows it in the file.
@@ -169,12 +190,18 @@ public final class ATTBearer: ATTTransport {
             if let snoop = s.snoop { snoop.record(.sent, pdu) }
             return (n, 0)
         }
-        if outcome.n >= 0 { return .sent }
-        switch outcome.errno {
+        return try sent(outcome.n, outcome.errno, pdu.count)
+    }
+
+    /// What a send of `count` bytes that returned `n` (with `code`, its errno when negative) did.
+    @inline(__always)
+    private func sent(_ n: Int, _ code: Int32, _ count: Int) throws(TransportError) -> ATTSendResult {
+        if n >= 0 { return .sent }
+        switch code {
         case EAGAIN, ENOBUFS:
             return .wouldBlock
         default:
-            throw .socket(socketError("send", outcome.errno, "sending a \(pdu.count)-byte PDU to \(label)", domain))
+            throw .socket(socketError("send", code, "sending a \(count)-byte PDU to \(label)", domain))
         }
     }
 
@@ -415,6 +442,9 @@ public final class ATTBearer: ATTTransport {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
         defer { buffer.deallocate() }
         let reason = receiveLoop(buffer, sink)
+        // No longer the reader: another thread may get this thread's ID once it ends, and must not send unlocked.
+        readerThreadID.store(0, ordering: .releasing)
+        readerContext = nil // the sink (which holds this bearer) and the buffer, which is released next
         finish(reason, sink)
     }
 
@@ -444,12 +474,47 @@ public final class ATTBearer: ATTTransport {
         return state.withLock { $0.closeRequested }.map { .closedLocally(reason: $0) }
     }
 
-    /// One blocking recvmsg per PDU. `close(reason:)` shuts the socket down, which ends the wait (recvmsg returns 0).
-    /// A socket error (an L2CAP link's loss; on AF_UNIX ECONNRESET, the peer closed with data of ours unread) ends
-    /// the bearer after the datagrams still queued have been delivered.
-    private func receiveLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
+    /// What one receive did.
+    private enum Received {
+        case delivered
+        /// A signal ended the wait (`lend`'s or `interruptInlineRead`'s interrupt): look at what it asks, then read again.
+        case interrupted
+        case ended(TransportError)
+    }
+
+    /// One blocking recvmsg and the delivery of what it read. `close(reason:)` shuts the socket down, which ends the
+    /// wait (recvmsg returns 0). A socket error (an L2CAP link's loss; on AF_UNIX ECONNRESET, the peer closed with
+    /// data of ours unread) ends the bearer after the datagrams still queued have been delivered.
+    @inline(__always)
+    private func receiveOne(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> Received {
         var truncated: Int32 = 0
+        let got = cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)
+        if got > 0 {
+            if let end = deliver(got, truncated: truncated, buffer, sink) { return .ended(end) }
+            return .delivered
+        }
+        if let closing = closeRequested() { return .ended(closing) }
+        if got == 0 {
+            // End of file, or an empty datagram: the peer's hang-up tells them apart.
+            if cbz_peer_hung_up(fd) != 0 { return .ended(.closedByPeer) }
+            sink.transport(didReceive: []) // an empty datagram (no hang-up): the engine rejects it
+            return .delivered
+        }
+        let code = cbz_errno()
+        if code == EINTR { return .interrupted }
+        let end = TransportError.socket(socketError("recv", code, "the connection to \(label) ended", domain))
+        while true {
+            let queued = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
+            guard queued > 0 else { return .ended(end) }
+            if let other = deliver(queued, truncated: truncated, buffer, sink) { return .ended(other) }
+        }
+    }
+
+    /// The reader loop: one `receiveOne` after another until the bearer ends (here or in an inline read).
+    private func receiveLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
         let thread = cbz_reader_interruptible()
+        readerContext = (sink, buffer)
+        readerThreadID.store(thread, ordering: .releasing)
         state.withLock { $0.readerThread = thread }
         while true {
             // A loan is taken between two receives; `lend` interrupts the recvmsg below to get here.
@@ -457,26 +522,48 @@ public final class ATTBearer: ATTTransport {
                 runLoans()
                 if let closing = closeRequested() { return closing }
             }
-            let got = cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)
-            if got > 0 {
-                if let end = deliver(got, truncated: truncated, buffer, sink) { return end }
-                continue
+            if case .ended(let end) = receiveOne(buffer, sink) { return end }
+            if inlineEnded.load(ordering: .acquiring), let end = state.withLock({ $0.inlineEnd }) { return end }
+        }
+    }
+
+    /// `ATTTransport.readInline`: on the reader thread, inside a delivery (a caller the sink resumed inline, see
+    /// BearerExecutor), reads and delivers PDUs until `done()`: the caller's own response is read without its task
+    /// suspending. It stops, leaving the rest to the reader loop, when a loan waits, and when a read ends the bearer
+    /// (the loop then ends with that reason). `interruptInlineRead` wakes it to look at `done` again.
+    public func readInline(until done: () -> Bool) {
+        guard readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()), let context = readerContext,
+              inlineReads.load(ordering: .relaxed) & 1 == 0 else { return }
+        inlineReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        defer {
+            inlineReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
+            if inlineInterrupters.load(ordering: .sequentiallyConsistent) > 0 { state.withLockBroadcasting { _ in } }
+        }
+        while !done(), !loanPending.load(ordering: .acquiring), !inlineEnded.load(ordering: .relaxed) {
+            if case .ended(let end) = receiveOne(context.buffer, context.sink) {
+                state.withLock { $0.inlineEnd = end }
+                inlineEnded.store(true, ordering: .releasing)
+                return
             }
-            if let closing = closeRequested() { return closing }
-            if got == 0 {
-                // End of file, or an empty datagram: the peer's hang-up tells them apart.
-                if cbz_peer_hung_up(fd) != 0 { return .closedByPeer }
-                sink.transport(didReceive: []) // an empty datagram (no hang-up): the engine rejects it
-                continue
-            }
-            let code = cbz_errno()
-            if code == EINTR { continue } // a loan's interrupt (or another signal): look at the loans, wait again
-            let end = TransportError.socket(socketError("recv", code, "the connection to \(label) ended", domain))
-            while true {
-                let queued = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
-                guard queued > 0 else { return end }
-                if let other = deliver(queued, truncated: truncated, buffer, sink) { return other }
-            }
+        }
+    }
+
+    /// `ATTTransport.interruptInlineRead`: interrupts the reader's recvmsg (SIGURG, EINTR) until the inline read in
+    /// progress has returned, repeated every 1 ms (a signal that lands just before recvmsg starts is otherwise
+    /// lost), within `loanInterruptLimit`. Nothing to do on the reader thread itself or when none reads.
+    public func interruptInlineRead() {
+        let reading = inlineReads.load(ordering: .sequentiallyConsistent)
+        let thread = readerThreadID.load(ordering: .acquiring)
+        guard reading & 1 == 1, thread != 0, thread != UInt(pthread_self()) else { return }
+        inlineInterrupters.wrappingAdd(1, ordering: .sequentiallyConsistent)
+        defer { inlineInterrupters.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
+        let attempts = max(1, Int(state.withLock { $0.loanLimit } / .milliseconds(1)))
+        for _ in 0..<attempts {
+            if inlineReads.load(ordering: .sequentiallyConsistent) != reading { return }
+            _ = cbz_reader_interrupt(thread)
+            let returned = state.wait(until: { _ in self.inlineReads.load(ordering: .sequentiallyConsistent) != reading ? true : nil },
+                                      timeoutNanoseconds: 1_000_000)
+            if returned != nil { return }
         }
     }
 

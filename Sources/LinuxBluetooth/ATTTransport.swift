@@ -42,6 +42,19 @@ public protocol ATTTransport: AnyObject, Sendable {
     func whenWritable(_ callback: @escaping @Sendable () -> Void)
     /// Closes the transport; the sink's `didCloseWith` follows with `.closedLocally(reason)`.
     func close(reason: String)
+    /// Called by the sink from inside a delivery, on the reader thread: reads and delivers the next PDUs right there,
+    /// in order, until `done()` is true (checked before each read), so that a caller resumed on the reader thread
+    /// reads its own response instead of suspending (see `ATTBearer.readInline`). Returns at once on any other
+    /// thread, or when the transport cannot (the default); also when a read ends the transport or something else
+    /// needs the reader: the caller then waits as usual.
+    func readInline(until done: () -> Bool)
+    /// Makes a `readInline` in progress on another thread look at its `done` now (a blocked read is interrupted).
+    func interruptInlineRead()
+}
+
+extension ATTTransport {
+    public func readInline(until done: () -> Bool) {}
+    public func interruptInlineRead() {}
 }
 
 /// Why a transport failed or ended: every case carries what a user needs to act.

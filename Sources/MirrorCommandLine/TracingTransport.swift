@@ -83,6 +83,11 @@ public final class ObservedTransport: ATTTransport {
         inner.start(ObservingSink(sink, transport: self))
     }
 
+    /// `inner` reads inline: its deliveries go through the sink `start` gave it, so they are watched as ever.
+    public func readInline(until done: () -> Bool) { inner.readInline(until: done) }
+
+    public func interruptInlineRead() { inner.interruptInlineRead() }
+
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let result: ATTSendResult
         if let console = traceConsole {

@@ -45,6 +45,29 @@ final class ATTPDURoundTripTests: XCTestCase {
         }
     }
 
+    /// `ATTEncodingBuffer` makes the bytes `encoded` makes, in one buffer reused only while nothing else holds it
+    /// (a request still in flight keeps its bytes) and only when it has room.
+    func testAnEncodingBufferIsReusedOnlyWhenFreeAndLargeEnough() {
+        let buffer = ATTEncodingBuffer()
+        var gen = ATTPDUGenerator(seed: 7)
+        for _ in 0..<500 {
+            let pdu = gen.make()
+            XCTAssertEqual(buffer.encode(pdu).bytes, pdu.bytes)
+        }
+        let first = ObjectIdentifier(buffer.encode(.writeRequest(handle: 0x12, value: [1])))
+        let second = buffer.encode(.writeRequest(handle: 0x12, value: [2, 3]))
+        XCTAssertEqual(ObjectIdentifier(second), first, "a free buffer with room was not reused")
+        XCTAssertEqual(second.bytes, [0x12, 0x12, 0x00, 2, 3])
+        let held = buffer.encode(.writeRequest(handle: 0x13, value: [4]))   // still referenced: like a request in flight
+        let third = buffer.encode(.writeRequest(handle: 0x14, value: [5]))
+        XCTAssertNotEqual(ObjectIdentifier(third), ObjectIdentifier(held), "a held buffer was written over")
+        XCTAssertEqual(held.bytes, [0x12, 0x13, 0x00, 4], "the held request's bytes changed")
+        XCTAssertEqual(third.bytes, [0x12, 0x14, 0x00, 5])
+        let long = [UInt8](repeating: 0xAB, count: 300)
+        let big = buffer.encode(.writeRequest(handle: 0x15, value: long[...]))
+        XCTAssertEqual(big.bytes, [0x12, 0x15, 0x00] + long, "a PDU larger than the buffer's room was cut")
+    }
+
     func testBufferTooSmall() {
         let pdu = ATTPDU.writeRequest(handle: 7, value: [1, 2, 3])
         var buffer = [UInt8](repeating: 0, count: 5)

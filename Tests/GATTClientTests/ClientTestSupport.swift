@@ -44,3 +44,17 @@ final class Counter: Sendable {
     func increment() -> Int { value.wrappingAdd(1, ordering: .relaxed).newValue }
     var current: Int { value.load(ordering: .relaxed) }
 }
+
+/// Cancels `task`, whose back-to-back write to handle 0x0012 waits for a response that has not come, and checks that
+/// the write is released at once (within 5 s), failing as cancelled and naming the Write Request.
+func assertCancellingReleasesTheWriteInFlight(_ task: Task<Void, any Error>,
+                                              file: StaticString = #filePath, line: UInt = #line) async throws {
+    task.cancel()
+    do {
+        try await within(5, "the cancelled write's release") { try await task.value }
+        XCTFail("expected the cancelled write to throw", file: file, line: line)
+    } catch let e as GATTError {
+        guard case .cancelled(let operation) = e else { return XCTFail("\(e)", file: file, line: line) }
+        XCTAssertTrue(operation.contains("Write Request to handle 0x0012"), operation, file: file, line: line)
+    }
+}

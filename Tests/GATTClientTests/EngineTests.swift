@@ -243,14 +243,7 @@ final class EngineTests: XCTestCase {
             }
         }
         await peer.waitForSent(2)
-        task.cancel()
-        do {
-            try await within(5, "the cancelled write's release") { try await task.value }
-            XCTFail("expected the cancelled write to throw")
-        } catch let e as GATTError {
-            guard case .cancelled(let operation) = e else { return XCTFail("\(e)") }
-            XCTAssertTrue(operation.contains("Write Request to handle 0x0012"), operation)
-        }
+        try await assertCancellingReleasesTheWriteInFlight(task)
         let queued = Task { try await client.read(handle: 2) }
         while client.engine.queuedRequests < 1 { await Task.yield() }
         try await assertTheSlotIsHeldUntilTheLateResponse(peer, log, sent: 2, queued: queued, answer: [2])

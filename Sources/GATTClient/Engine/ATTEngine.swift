@@ -24,16 +24,24 @@ final class ATTEngine: ATTTransportSink {
         var valueLength: Int?
         var budget: Int?
         var ignoresCancellation: Bool
-        var continuation: EngineContinuation<ATTPDU>?
-        var deadline = ClockInstant(nanoseconds: 0)
+        var continuation: RequestContinuation?
+        /// When its ATT timeout ends (§3.3.3), once it is in the slot.
+        var deadline: ClockInstant
         /// True once the writer picked the PDU; false while it waits in the slot for the socket.
         var written = false
         /// It could not be written at once (a full socket): its deadline restarts when it is (§3.3.3).
-        var deferred = false
+        var deferred: Bool
         /// Set when the send met a closed peer (EPIPE, ECONNRESET): the request waits, at most `peerGoneGrace`,
         /// for the reader to read the end of the connection, then fails as a disconnect with this error. Boxed: a
         /// TransportError is large, and every request's Pending is moved on the hot path.
         var peerGone: PeerGone?
+
+        /// Whether the caller's task is cancelled: a back-to-back request asks its scope (whose cancellation
+        /// handler sets it), which costs less than looking up the current task.
+        var callerIsCancelled: Bool {
+            if case .scope(let scope, _)? = continuation { return scope.isCancelled }
+            return Task.isCancelled
+        }
     }
 
     /// The send error of a request whose send met a closed peer (see `Pending.peerGone`).
@@ -58,7 +66,7 @@ final class ATTEngine: ATTTransportSink {
 
     /// A resumption taken out of the state under the lock and run after it, so each continuation runs once.
     enum Resumption {
-        case request(EngineContinuation<ATTPDU>, Result<ATTPDU, GATTError>)
+        case request(RequestContinuation, Result<ATTPDU, GATTError>)
         case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
         /// A request that was queued on a closed enhanced bearer, never written: it goes to the unenhanced bearer.

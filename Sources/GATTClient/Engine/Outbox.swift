@@ -151,6 +151,18 @@ extension ATTEngine {
         }
     }
 
+    /// Sends the request `submit` claimed the writer for (already marked written in the slot): as `runWriter` would
+    /// send it after `pickNext` chose it, without making it an `Outgoing` unless more is to be done.
+    @inline(__always)
+    func writeClaimed(request id: UInt64, _ bytes: ATTEncodedPDU) {
+        let result = bytes.withUnsafeBytes { send($0) }
+        if case .success(.sent) = result, releaseWriter() { return }
+        var after = AfterSend()
+        let next = state.withLock { s in settle(.request(id: id), .request(bytes), result, &s, &after) }
+        finish(after)
+        if let next { runWriter(next) }
+    }
+
     /// Records what one send did (under the lock) and picks the next PDU; nil: the writer stops.
     func settle(_ role: Outgoing.Role, _ payload: Outgoing.Payload, _ result: Result<ATTSendResult, TransportError>,
                 _ s: inout State, _ after: inout AfterSend) -> Outgoing? {

@@ -2,6 +2,11 @@
 // Part F §3.3.2), as BlueZ's src/shared/att.c keeps `pending_req` and `req_queue`; and the matching of a
 // response to the request in flight.
 import ATTStack
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
 
 /// The request in flight (with its deadline) and the requests queued behind it, in submission order.
 struct RequestSlot {
@@ -19,7 +24,8 @@ extension ATTEngine {
 
     /// Checks and encodes a request with the codec, once (§3.4: no zero handles); the writer sends these bytes.
     /// Synchronous, so that the PDU value never lives in an async frame.
-    func encode(request pdu: ATTPDU, handle: UInt16?) throws(GATTError) -> EncodedRequest {
+    /// `buffer`: a back-to-back writer's, reused from one request to the next (`ATTEncodingBuffer`).
+    func encode(request pdu: ATTPDU, handle: UInt16?, into buffer: ATTEncodingBuffer? = nil) throws(GATTError) -> EncodedRequest {
         let opcode = pdu.opcode
         guard let response = opcode.responseOpcode, response != .handleValueConfirmation else {
             throw .unsupported("\(describe(opcode, handle: handle)) is not an ATT request")
@@ -27,38 +33,32 @@ extension ATTEngine {
         do throws(ATTEncodeError) { try pdu.validate() } catch {
             throw .unsupported("\(describe(opcode, handle: handle)) cannot be sent: \(error)")
         }
-        return EncodedRequest(bytes: pdu.encoded, opcode: opcode, response: response)
+        return EncodedRequest(bytes: buffer?.encode(pdu) ?? pdu.encoded, opcode: opcode, response: response)
     }
 
     /// Sends one request and waits for its decoded response (success response only: an Error Response throws
     /// `GATTError.attribute`). The ATT timeout starts when the PDU is written; cancellation releases the caller at
     /// once (a request already in flight keeps the slot until its response or timeout, as the spec requires).
     nonisolated(nonsending) func request(_ encoded: EncodedRequest, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
-                                         ignoresCancellation: Bool = false, scope: RequestScope? = nil) async throws(GATTError) -> ATTPDU {
+                                         ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
         let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
-        // The request as the slot holds it, resumed through `u`: built inside each continuation body below.
-        @inline(__always)
-        func pending(_ u: UnsafeContinuation<ATTPDU, any Error>) -> Pending {
-            Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle, valueLength: valueLength,
-                    budget: budget, ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u))
-        }
         do {
-            if let scope {
-                // A back-to-back request (`GATTClient.withBackToBackRequests`): the scope's one cancellation handler
-                // covers it. Its ID is published before `submit` reads Task.isCancelled, so a cancellation is never
-                // missed.
-                scope.inFlight.store(ignoresCancellation ? 0 : id, ordering: .sequentiallyConsistent)
-                defer { scope.inFlight.store(0, ordering: .releasing) }
-                return try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { submit(pending($0)) }
-            }
             // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
             // record and continuation, without the hops back to `#isolation` the isolated forms make after the
             // resumption (with a task executor preference, each hop takes the task's status lock). The operation
             // closure is nonisolated, so running on whatever generic executor resumed it is right; this function is
             // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
             return try await _unsafeInheritExecutor_withTaskCancellationHandler {
-                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { submit(pending($0)) }
+                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { u in
+                    let waiter = RequestContinuation.task(engineContinuation(u))
+                    submit(id: id, bytes: bytes, opcode: opcode, handle: handle, cancelled: !ignoresCancellation && Task.isCancelled,
+                           refused: { waiter.resume(throwing: $0) }) { deadline, deferred, written in
+                        Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle, valueLength: valueLength,
+                                budget: budget, ignoresCancellation: ignoresCancellation, continuation: waiter,
+                                deadline: deadline, written: written, deferred: deferred)
+                    }
+                }
             } onCancel: {
                 if !ignoresCancellation { cancel(id) }
             }
@@ -67,47 +67,92 @@ extension ATTEngine {
         }
     }
 
-    /// A request moved here from an enhanced bearer that closed (`Resumption.resubmit`): submitted as a new one.
-    func resubmit(_ p: consuming Pending) { submit(p) }
-
-    // Inlined into `request`'s continuation body, so that the request is moved, not copied, on its way in.
+    /// `request`, back to back (`GATTClient.withBackToBackRequests`): the scope's one cancellation handler covers it,
+    /// and on the reader thread the task reads its response inline (`readResponseInline`). Its ID is published
+    /// before `submit` reads the scope's cancellation, so a cancellation is never missed.
     @inline(__always)
-    private func submit(_ p: consuming Pending) {
-        // The request is moved into the slot or the queue, never copied (a copy retains its PDU and more).
-        let continuation = p.continuation, opcode = p.opcode, handle = p.handle
-        let cancelled = !p.ignoresCancellation && Task.isCancelled
-        var held: Pending? = consume p
-        let (refusal, write): (GATTError?, Outgoing?) = state.withLock { s in
-            if let reason = s.closedReason {
-                return (.disconnected(GATTDisconnectedError(reason: reason, during: describe(opcode, handle: handle))), nil)
-            }
-            if cancelled { return (.cancelled(operation: describe(opcode, handle: handle)), nil) }
-            if s.requests.inFlight == nil {
-                enterSlot(&s, held.take()!)
-                return (nil, claimWriter(&s))
-            }
-            s.requests.queue.append(held.take()!)
-            return (nil, nil)
+    nonisolated(nonsending) func request(_ encoded: EncodedRequest, handle: UInt16?, valueLength: Int?, budget: Int?,
+                                         scope: RequestScope) async throws(GATTError) -> ATTPDU {
+        let id = makeID()
+        scope.inFlight.store(id, ordering: .sequentiallyConsistent)
+        defer { scope.inFlight.store(0, ordering: .releasing) }
+        submit(id: id, bytes: encoded.bytes, opcode: encoded.opcode, handle: handle, cancelled: scope.isCancelled,
+               refused: { scope.deliver(id, .failure($0)) }) { deadline, deferred, written in
+            Pending(id: id, bytes: encoded.bytes, opcode: encoded.opcode, response: encoded.response, handle: handle,
+                    valueLength: valueLength, budget: budget, ignoresCancellation: false, continuation: .scope(scope, id: id),
+                    deadline: deadline, written: written, deferred: deferred)
         }
-        if let refusal {
-            continuation?.resume(throwing: refusal)
-            return
-        }
-        if let write { runWriter(write) }
+        readResponseInline(id, scope)
+        return try await scope.take(id)
     }
 
-    /// Puts `p` in the empty slot with its deadline armed (under the lock): the outbox writes it next.
-    func enterSlot(_ s: inout State, _ p: consuming Pending) {
+    /// On the reader thread (where a back-to-back caller continues after its last response), the response is read
+    /// right here until the request's outcome is delivered, so that the task takes it without suspending: no
+    /// continuation, no job, no executor hop. Anywhere else, or when the read stops early, the task waits for it
+    /// (`RequestScope.take`). Meanwhile no other caller runs inline on this thread (they would hold this one up).
+    @inline(__always)
+    private func readResponseInline(_ id: UInt64, _ scope: RequestScope) {
+        scope.readingThread.store(UInt(pthread_self()), ordering: .sequentiallyConsistent)
+        executor.withoutInlineJobs {
+            transport.readInline(until: { scope.resolvedID.load(ordering: .sequentiallyConsistent) == id })
+        }
+        scope.readingThread.store(0, ordering: .releasing)
+    }
+
+    /// A request moved here from an enhanced bearer that closed (`Resumption.resubmit`): submitted as a new one.
+    func resubmit(_ p: Pending) {
+        submit(id: p.id, bytes: p.bytes, opcode: p.opcode, handle: p.handle, cancelled: !p.ignoresCancellation && p.callerIsCancelled,
+               refused: { p.continuation?.resume(throwing: $0) }) { deadline, deferred, written in
+            var q = p
+            q.deadline = deadline
+            q.written = written
+            q.deferred = deferred
+            return q
+        }
+    }
+
+    /// Puts a request in the slot (with its deadline armed) or in the queue behind it, or refuses it (a closed bearer,
+    /// a cancelled caller): `refused` fails its caller, outside the lock. The request is made by `make` (given its
+    /// deadline, whether the socket is full, whether this thread writes it now) right where it is kept, under the
+    /// lock: it is never copied or moved through an optional on its way in (each costs value-witness calls).
+    @inline(__always)
+    private func submit(id: UInt64, bytes: ATTEncodedPDU, opcode: ATTOpcode, handle: UInt16?, cancelled: Bool,
+                        refused: (GATTError) -> Void, _ make: (ClockInstant, Bool, Bool) -> Pending) {
+        enum Admitted { case refused(GATTError), kept, write(Outgoing), writeThis }
+        let admitted: Admitted = state.withLock { s in
+            if let reason = s.closedReason {
+                return .refused(.disconnected(GATTDisconnectedError(reason: reason, during: describe(opcode, handle: handle))))
+            }
+            if cancelled { return .refused(.cancelled(operation: describe(opcode, handle: handle))) }
+            if s.requests.inFlight == nil {
+                let deadline = deadlineFromNow()
+                // No writer and not blocked means nothing else waits in the outbox (`WriterState`): this request is
+                // next in its order, so this thread becomes the writer and writes it at once.
+                let writesNow = !s.outbox.blocked && writer.compareExchange(
+                    expected: WriterState.idle, desired: WriterState.writing, ordering: .acquiringAndReleasing).exchanged
+                s.requests.inFlight = make(deadline, s.outbox.blocked, writesNow)
+                armTimer(&s, at: deadline)
+                if writesNow { return .writeThis }
+                return claimWriter(&s).map { .write($0) } ?? .kept
+            }
+            s.requests.queue.append(make(ClockInstant(nanoseconds: 0), false, false))
+            return .kept
+        }
+        switch admitted {
+        case .refused(let error): refused(error)
+        case .kept: break
+        case .write(let first): runWriter(first)
+        case .writeThis: writeClaimed(request: id, bytes)
+        }
+    }
+
+    /// Moves the queue's first request into the empty slot, its deadline armed (under the lock).
+    func promoteNext(_ s: inout State) {
+        guard s.requests.inFlight == nil, s.closedReason == nil, var p = s.requests.queue.popFirst() else { return }
         p.deadline = deadlineFromNow()
         p.deferred = s.outbox.blocked
         armTimer(&s, at: p.deadline)
         s.requests.inFlight = p
-    }
-
-    /// Moves the queue's first request into the empty slot (under the lock).
-    func promoteNext(_ s: inout State) {
-        guard s.requests.inFlight == nil, s.closedReason == nil, let p = s.requests.queue.popFirst() else { return }
-        enterSlot(&s, p)
     }
 
     /// Cancellation from the caller's task: a queued request leaves the queue; a request in flight keeps the slot
@@ -139,7 +184,7 @@ extension ATTEngine {
     /// it leaves the slot whatever it says, and the next request enters (§3.3.2).
     func answer(_ received: Received, opcode op: ATTOpcode, raw pdu: [UInt8]) {
         // The hot path (the expected response) resumes with the decoded PDU as is; the rest goes through Resumption.
-        var answered: EngineContinuation<ATTPDU>?
+        var answered: RequestContinuation?
         var resume: Resumption?
         var write: Outgoing?
         var violation: GATTProtocolViolation?
@@ -153,7 +198,7 @@ extension ATTEngine {
                 return
             }
             // The slot is moved out (not copied): the request leaves the state here whatever the response says.
-            guard s.requests.inFlight?.written == true, let slot = s.requests.inFlight.take() else {
+            guard s.requests.inFlight?.written == true, var slot = s.requests.inFlight.take() else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
                 s.stats.protocolViolations += 1
@@ -167,7 +212,7 @@ extension ATTEngine {
                 failedOp = opText
             }
             answeredCount.wrappingAdd(1, ordering: .relaxed)
-            if let c = slot.continuation {
+            if let c = slot.continuation.take() {
                 if let failure { resume = .request(c, .failure(failure)) } else { answered = c }
             } else {
                 droppedText = "a \(op.name) for \(opText), whose caller was cancelled"
@@ -176,7 +221,7 @@ extension ATTEngine {
             promoteNext(&s)
             write = claimWriter(&s)
         }
-        if let c = answered, case .pdu(let response) = received {
+        if let c = answered.take(), case .pdu(let response) = received {
             executor.resumingInline { c.resume(returning: response) }
         } else if let resume {
             executor.resumingInline { resume.run() }

@@ -1,0 +1,139 @@
+import TestSupport
+import ATTStack
+import LinuxBluetooth
+import Synchronization
+import XCTest
+@testable import GATTClient
+
+/// Back-to-back requests on a real socket bearer read their responses inline on the reader thread
+/// (`ATTTransport.readInline`): the task takes each outcome without suspending, and every other event (a
+/// notification, a cancellation, the peer's close, a loan of the socket, the ATT timeout) still reaches it.
+final class InlineReadTests: XCTestCase {
+    /// A client on one end of a socketpair and a scripted peer on the other; `b` sends what the script does not.
+    func makePair(_ steps: [Step], timeout: Duration = .seconds(30))
+        async throws -> (client: GATTClient, peer: SocketScriptPeer, a: ATTBearer, b: ATTBearer) {
+        let (a, b) = try ATTBearer.pair()
+        let peer = SocketScriptPeer(bearer: b, steps: steps)
+        var config = GATTClient.Configuration()
+        config.transactionTimeout = timeout
+        let client = try await GATTClient.connect(transport: a, configuration: config)
+        peer.start()
+        return (client, peer, a, b)
+    }
+
+    func send(_ b: ATTBearer, _ pdu: String) throws {
+        let bytes = hex(pdu)
+        let sent = try bytes.withUnsafeBytes { p throws(TransportError) in try b.trySend(p) }
+        XCTAssertEqual(sent, .sent)
+    }
+
+    /// After the first response (which moves the task onto the reader thread) every write takes its outcome on its
+    /// own inline read: the task waits once in five writes. A notification between two of them reaches its stream.
+    func testBackToBackWritesTakeTheirResponsesInlineAndNotificationsStillArrive() async throws {
+        var steps = raw("12 12 00 01", "13")
+        steps += raw("12 12 00 02", "1b 15 00 aa", "13")
+        for v in 3...5 { steps += raw("12 12 00 0\(v)", "13") }
+        let (client, peer, _, _) = try await makePair(steps)
+        let waits = try await within {
+            try await client.withBackToBackRequests { requests in
+                for v: UInt8 in 1...5 { try await requests.write(handle: 0x0012, value: [v]) }
+                return requests.scope.waits.load(ordering: .relaxed)
+            }
+        }
+        XCTAssertEqual(waits, 1, "after the first, each write should take its response on its own inline read")
+        var it = client.notifications.makeAsyncIterator()
+        let n = try await it.next()
+        XCTAssertEqual(n, GATTNotification(handle: 0x15, value: [0xaa], kind: .notification),
+                       "the notification read inline did not reach the stream")
+        peer.assertScriptDone()
+        client.close()
+    }
+
+    /// A peer that never answers: cancelling the task interrupts the inline read and releases the write at once;
+    /// the slot keeps the request until its late response (§3.3.2), and the next request goes out after it.
+    func testCancellingAWriteReadInlineReleasesItAtOnce() async throws {
+        let (client, peer, _, b) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02") + raw("0a 02 00", "0b 07"))
+        let task = Task {
+            try await client.withBackToBackRequests { requests in
+                try await requests.write(handle: 0x0012, value: [1])
+                try await requests.write(handle: 0x0012, value: [2])   // never answered in time
+            }
+        }
+        await peer.waitForReceived(2)
+        // The task reads inline on the reader thread now, blocked in recvmsg.
+        try await within { while client.engine.state.withLock({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
+        try await assertCancellingReleasesTheWriteInFlight(task)
+        let read = Task { try await client.read(handle: 2) }
+        try await within { while client.engine.queuedRequests < 1 { await Task.yield() } }
+        try send(b, "13")   // the late Write Response: dropped, then the read goes out
+        let v = try await within { try await read.value }
+        XCTAssertEqual(v, [7])
+        peer.assertScriptDone()
+        client.close()
+    }
+
+    /// The peer closes while the task reads inline: the write fails as a disconnect and the bearer ends once.
+    func testThePeerClosingDuringAnInlineReadFailsTheWriteAsADisconnect() async throws {
+        let (client, peer, _, b) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02"))
+        let task = Task {
+            try await client.withBackToBackRequests { requests in
+                try await requests.write(handle: 0x0012, value: [1])
+                try await requests.write(handle: 0x0012, value: [2])
+            }
+        }
+        await peer.waitForReceived(2)
+        b.close(reason: "the test's peer leaves")
+        do {
+            try await within(5, "the write's failure") { try await task.value }
+            XCTFail("expected the write to fail")
+        } catch let e as GATTError {
+            guard case .disconnected(let d) = e else { return XCTFail("\(e)") }
+            XCTAssertTrue(d.during.contains("Write Request to handle 0x0012"), d.description)
+        }
+        try await within { while !client.isClosed { await Task.yield() } }
+        peer.assertScriptDone()
+    }
+
+    /// A loan of the socket while the task reads inline: the inline read gives way, the loan runs on the reader
+    /// thread, and the write completes with the response read after it.
+    func testALoanDuringAnInlineReadRunsAndTheWriteCompletes() async throws {
+        let (client, peer, a, b) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02"))
+        let loaned = Lock<[Int32?]>([])
+        let task = Task {
+            try await client.withBackToBackRequests { requests in
+                try await requests.write(handle: 0x0012, value: [1])
+                try await requests.write(handle: 0x0012, value: [2])
+            }
+        }
+        await peer.waitForReceived(2)
+        try await within { while client.engine.state.withLock({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
+        a.lend { fd in loaned.withLock { $0.append(fd) } }
+        try await within(5, "the loan") { while loaned.withLock({ $0.isEmpty }) { await Task.yield() } }
+        XCTAssertNotNil(loaned.withLock { $0.first ?? nil }, "the loan got no socket")
+        XCTAssertEqual(client.engine.state.withLock { $0.requests.inFlight?.written }, true, "the write finished before the loan")
+        try send(b, "13")
+        try await within(5, "the write after the loan") { try await task.value }
+        peer.assertScriptDone()
+        client.close()
+    }
+
+    /// The ATT timeout ends an inline read too, naming the Write Response it waited for; the bearer closes.
+    func testAnInlineReadEndsWithTheATTTimeout() async throws {
+        let (client, peer, _, _) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02"), timeout: .milliseconds(300))
+        client.setName("cloudToken", for: 0x0012)
+        let task = Task {
+            try await client.withBackToBackRequests { requests in
+                try await requests.write(handle: 0x0012, value: [1])
+                try await requests.write(handle: 0x0012, value: [2])
+            }
+        }
+        do {
+            try await within(5, "the ATT timeout") { try await task.value }
+            XCTFail("expected a timeout")
+        } catch let e as GATTError {
+            XCTAssertEqual(e.description, "timed out after 300 ms waiting for Write Response on handle 0x0012 (cloudToken)")
+        }
+        XCTAssertTrue(client.isClosed, "the bearer must close after an ATT timeout")
+        peer.assertScriptDone()
+    }
+}
