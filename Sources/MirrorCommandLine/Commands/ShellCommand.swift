@@ -186,7 +186,9 @@ final class Shell: Sendable {
 
     /// Ends the subscriptions and the connection, closes the capture, and gives the terminal back.
     private func finish() {
-        disconnect(reason: "the shell ended")
+        let (session, subs) = takeConnection()
+        for sub in subs { sub.task.cancel() }
+        session?.closeConnection(reason: "the shell ended")
         state.withLock { s in defer { s.capture = nil }; return s.capture }?.close()
         editor.close()
     }
@@ -343,7 +345,7 @@ final class Shell: Sendable {
             }
         case "disconnect":
             let target = try session().transport.label
-            disconnect(reason: "disconnect asked in the shell")
+            await disconnect(reason: "disconnect asked in the shell")
             if json { console.out(JSONValue.object([("disconnected", .string(target))]).compact) } else { console.out("disconnected from \(target)") }
         case "connect":
             // A bare connect is the last connection again; else mirror shell's options with the line's over them.
@@ -351,7 +353,7 @@ final class Shell: Sendable {
             let (lastTarget, lastOptions) = state.withLock { ($0.target, $0.options) }
             var options = args.positionals.isEmpty && given.isEmpty ? lastOptions : base.global.overlaid(by: lineGlobal, given: given)
             options.json = base.global.json
-            disconnect(reason: "connect asked in the shell")
+            await disconnect(reason: "connect asked in the shell")
             if given.contains(.trace) { state.withLock { $0.trace = true } }
             if given.contains(.btsnoop), let path = lineGlobal.btsnoop { try startCapture(path) }
             try await connect(args.positionals.first ?? lastTarget, options: options, json: json)
@@ -434,17 +436,24 @@ final class Shell: Sendable {
         Task.detached { say(link.dropReason()) }
     }
 
-    /// Ends the subscriptions and closes the connection, if there is one.
-    private func disconnect(reason: String) {
-        let (session, subs) = state.withLock { s in
+    /// Closes the connection, if there is one, and ends its subscriptions. The connection closes first: each
+    /// subscription's stream then ends after the values already received, and its task prints them before this
+    /// returns, so a notification that came before `disconnect` is printed before "disconnected", never lost to it.
+    private func disconnect(reason: String) async {
+        let (session, subs) = takeConnection()
+        session?.closeConnection(reason: reason)
+        for sub in subs { await sub.task.value }
+        editor.setPrompt(Shell.prompt(connectedTo: nil))
+    }
+
+    /// The connection and its subscriptions, taken out of the state.
+    private func takeConnection() -> (Session?, [Subscription]) {
+        state.withLock { s in
             let taken = (s.session, Array(s.subscriptions.values))
             s.session = nil
             s.subscriptions = [:]
             return taken
         }
-        for sub in subs { sub.task.cancel() }
-        session?.closeConnection(reason: reason)
-        editor.setPrompt(Shell.prompt(connectedTo: nil))
     }
 
     /// One background subscription: the CCCD written, then a task that prints each value as it comes.

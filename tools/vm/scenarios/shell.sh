@@ -22,10 +22,12 @@ def after(echo, pattern, start=0):
     raise SystemExit(f"no /{pattern}/ after '> {echo}' (line {i})")
 assert re.match(r"connected to 00:AA:01:01:00:01 .*via hci0: MTU \d+$", lines[0]), lines[0]
 after("subscribe scanState", r"^subscribed to 0x000C .*scanState \(notifications\), current value: 00")
-# The notification prints as it arrives: after the write's echo, perhaps after the next command's echo too.
-n = next((j for j in range(lines.index("> write cloudToken 41"), lines.index("> disconnect"))
+# The notification prints as it arrives: after the write's echo, perhaps after later commands' echoes too, but
+# before the disconnect's "disconnected" (the shell prints what came before it closes the connection).
+gone = next(j for j in range(lines.index("> disconnect"), len(lines)) if lines[j].startswith("disconnected from"))
+n = next((j for j in range(lines.index("> write cloudToken 41"), gone)
           if re.search(r"^\d\d:\d\d:\d\d\.\d{3}  notification 0x000C scanState: 09", lines[j])), None)
-assert n is not None, "no notification 0x000C scanState: 09 between the cloudToken write and disconnect"
+assert n is not None, "no notification 0x000C scanState: 09 between the cloudToken write and disconnected"
 after("write cloudToken 41", r"^wrote 1 byte to 0x0012 \(Write Request, confirmed\)$")
 r1 = after("read scanState", r"^0x000C: 09 ")
 d = after("disconnect", r"^disconnected from 00:AA:01:01:00:01")
