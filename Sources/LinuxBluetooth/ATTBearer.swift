@@ -273,17 +273,24 @@ public final class ATTBearer: ATTTransport {
     /// Interrupts the blocking reader until it has taken the queued loans (or ended), within `loanInterruptLimit`;
     /// past it, withdraws the loans it has not taken and gives them nil.
     private func interruptReader() {
-        let attempts = max(1, Int(state.withLock { $0.loanLimit } / .milliseconds(1)))
-        for _ in 0..<attempts {
-            if let thread = state.withLock({ $0.readerThread }) { _ = cbz_reader_interrupt(thread) }
-            let taken = state.wait(until: { s in s.loans.isEmpty || s.released ? true : nil }, timeoutNanoseconds: 1_000_000)
-            if taken != nil { return }
-        }
+        if interruptReader(until: { s in s.loans.isEmpty || s.released }) { return }
         let withdrawn = state.withLock { s -> [@Sendable (Int32?) -> Void] in
             defer { s.loans = []; loanPending.store(false, ordering: .releasing) }
             return s.loans
         }
         for loan in withdrawn { loan(nil) }
+    }
+
+    /// Interrupts the reader thread's recvmsg (SIGURG: EINTR) until `reached` holds, looked at under the lock after
+    /// each interrupt and each broadcast: every 1 ms (a signal that lands just before recvmsg starts is otherwise
+    /// lost), within `loanInterruptLimit`. Returns whether it was reached. `lend` and `interruptInlineRead` use it.
+    private func interruptReader(until reached: (inout State) -> Bool) -> Bool {
+        let attempts = max(1, Int(state.withLock { $0.loanLimit } / .milliseconds(1)))
+        for _ in 0..<attempts {
+            if let thread = state.withLock({ $0.readerThread }) { _ = cbz_reader_interrupt(thread) }
+            if state.wait(until: { s in reached(&s) ? true : nil }, timeoutNanoseconds: 1_000_000) != nil { return true }
+        }
+        return false
     }
 
     /// Runs the loans queued so far, on the reader thread (each gets nil when the bearer is closing).
@@ -557,14 +564,7 @@ public final class ATTBearer: ATTTransport {
         guard reading & 1 == 1, thread != 0, thread != UInt(pthread_self()) else { return }
         inlineInterrupters.wrappingAdd(1, ordering: .sequentiallyConsistent)
         defer { inlineInterrupters.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
-        let attempts = max(1, Int(state.withLock { $0.loanLimit } / .milliseconds(1)))
-        for _ in 0..<attempts {
-            if inlineReads.load(ordering: .sequentiallyConsistent) != reading { return }
-            _ = cbz_reader_interrupt(thread)
-            let returned = state.wait(until: { _ in self.inlineReads.load(ordering: .sequentiallyConsistent) != reading ? true : nil },
-                                      timeoutNanoseconds: 1_000_000)
-            if returned != nil { return }
-        }
+        _ = interruptReader(until: { _ in inlineReads.load(ordering: .sequentiallyConsistent) != reading })
     }
 
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {

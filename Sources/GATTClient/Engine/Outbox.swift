@@ -145,10 +145,18 @@ extension ATTEngine {
             case .request(let pdu): result = pdu.withUnsafeBytes { send($0) }
             }
             if case .success(.sent) = result, item.role.settledBySending, releaseWriter() { return }
-            var after = AfterSend()
-            next = state.withLock { s in settle(item.role, item.payload, result, &s, &after) }
-            finish(after)
+            next = settled(item.role, item.payload, result)
         }
+    }
+
+    /// A send that did not settle by itself: records it (under the lock), runs what that leaves to do, and returns
+    /// the writer's next PDU (nil: the writer stopped). Every writer goes through here after such a send.
+    func settled(_ role: Outgoing.Role, _ payload: Outgoing.Payload,
+                 _ result: Result<ATTSendResult, TransportError>) -> Outgoing? {
+        var after = AfterSend()
+        let next = state.withLock { s in settle(role, payload, result, &s, &after) }
+        finish(after)
+        return next
     }
 
     /// Sends the request `submit` claimed the writer for (already marked written in the slot): as `runWriter` would
@@ -157,10 +165,7 @@ extension ATTEngine {
     func writeClaimed(request id: UInt64, _ bytes: ATTEncodedPDU) {
         let result = bytes.withUnsafeBytes { send($0) }
         if case .success(.sent) = result, releaseWriter() { return }
-        var after = AfterSend()
-        let next = state.withLock { s in settle(.request(id: id), .request(bytes), result, &s, &after) }
-        finish(after)
-        if let next { runWriter(next) }
+        if let next = settled(.request(id: id), .request(bytes), result) { runWriter(next) }
     }
 
     /// Records what one send did (under the lock) and picks the next PDU; nil: the writer stops.

@@ -38,10 +38,7 @@ extension ATTEngine {
         }
         let result = send(pdu)
         if case .success(.sent) = result, releaseWriter() { return .sent }
-        var after = AfterSend()
-        let next: Outgoing? = state.withLock { s in settle(.command, .bytes([]), result, &s, &after) }
-        finish(after)
-        if let next { runWriter(next) }
+        if let next = settled(.command, .bytes([]), result) { runWriter(next) }
         switch result {
         case .success(.sent): return .sent
         case .success(.wouldBlock): return .mustWait
