@@ -184,7 +184,9 @@ public enum JSONValue: Sendable, Equatable, ExpressibleByStringLiteral, Expressi
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case let c where c.value < 0x20:
+            // RFC 8259 §7 requires only C0 escaped; DEL, C1 and the bidi and line controls are escaped too
+            // (TerminalText.isUnsafe), so JSON printed on a terminal is as safe as text and still exact.
+            case let c where TerminalText.isUnsafe(c):
                 out += "\\u" + ATTHex.fixed(UInt64(c.value), digits: 4, lowercase: true)
             default: out.unicodeScalars.append(scalar)
             }

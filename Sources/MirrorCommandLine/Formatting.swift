@@ -184,11 +184,11 @@ public func valueText(_ bytes: [UInt8]) -> String {
     return "\(ATTHex.string(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
 }
 
-/// The bytes as text: valid UTF-8 with control characters shown as "."; otherwise printable ASCII with "."
+/// The bytes as text: valid UTF-8 with every terminal control (C0, DEL, C1, bidi: TerminalText) shown as "."; otherwise printable ASCII with "."
 /// for every other byte.
 public func printableText(_ bytes: [UInt8]) -> String {
     if let s = String(validating: bytes, as: UTF8.self) {
-        return String(String.UnicodeScalarView(s.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "." : $0 }))
+        return TerminalText.masked(s)
     }
     return String(decoding: bytes.map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
 }
