@@ -177,6 +177,30 @@ public enum MirrorMain {
         }
     }
 
+    /// Whether `arguments` run a command that may need raw HCI (CAP_NET_RAW, CAP_NET_ADMIN): `discover`, and a
+    /// connecting command (one that takes --security) whose TARGET may be an LE address (no `unix:` token), help
+    /// aside. Decided from the tokens alone, before anything is parsed: `main` keeps the capabilities on the
+    /// keeper thread (Privilege) only for these, and drops them at once for every other command.
+    public static func mayNeedRawHCI(_ arguments: [String], commands: [Command]) -> Bool {
+        guard let name = arguments.first, let spec = commands.first(where: { $0.spec.name == name })?.spec else { return false }
+        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return false }
+        if name == "discover" { return true }
+        return spec.globals.contains(.security) && !arguments.contains(where: { $0.hasPrefix("unix:") })
+    }
+
+    /// Least privilege, first thing in `main` while it is the only thread: a setcap'd mirror drops every capability
+    /// here, before any argument is parsed, unless the command may need raw HCI; then the keeper thread keeps them
+    /// until the command's privileged sockets are open (Privilege). Returns an exit status when dropping failed:
+    /// nothing runs privileged by mistake.
+    public static func dropPrivileges(_ arguments: [String], commands: [Command], console: Console = Console()) -> Int32? {
+        do {
+            try Privilege.start(keepForRawHCI: mayNeedRawHCI(arguments, commands: commands))
+            return nil
+        } catch {
+            return report(ErrorReport(error), json: arguments.contains("--json"), console: console)
+        }
+    }
+
     /// Runs a command `prepare` returned (SIGINT and SIGTERM handled from here on); returns the exit status.
     public static func run(_ command: Command, _ args: ParsedArguments, _ global: GlobalOptions,
                            console: Console = Console()) async -> Int32 {

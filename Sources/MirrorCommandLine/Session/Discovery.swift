@@ -54,6 +54,8 @@ enum Discovery {
             }
             name = a.name
         }
+        // The capabilities live on the keeper until the scan's last LE Set Scan Enable is sent (Privilege).
+        defer { Privilege.dropAll("after the LE scan") }
         // Raw HCI needs CAP_NET_RAW and CAP_NET_ADMIN: say so before trying, with the line that grants them.
         let capabilities = Capabilities.checkRawHCI()
         guard capabilities.isSatisfied else { throw CLIError.unsupported(capabilities.summary) }
