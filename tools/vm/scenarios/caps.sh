@@ -21,15 +21,14 @@ vm_json "$OUT/nobody-discover.log" '"error" in j and "setcap" in json.dumps(j) a
 vm_ok setcap 20 setcap cap_net_raw,cap_net_admin+ep /tmp/caps/mirror
 vm_ok getcap 20 getcap /tmp/caps/mirror
 vm_grep "$OUT/getcap.log" "cap_net_admin,cap_net_raw[=+]ep" "the copy carries cap_net_raw,cap_net_admin"
-vm_ok caps-discover 60 "${nobody[@]}" /tmp/caps/mirror discover --adapter hci0 --duration 4 --json
-vm_json "$OUT/caps-discover.log" 'any(d.get("address") == "00:AA:01:01:00:01" and d.get("name") == "mirror-sim" for d in (js if isinstance(js[0], dict) and "address" in js[0] else (j if isinstance(j, list) else j.get("devices", []))))' "user nobody with file capabilities: discover finds 00:AA:01:01:00:01 \"mirror-sim\""
-
-# 4. Least privilege over LE: the setcap'd copy as nobody keeps its capabilities on one keeper thread only until the
-#    connect's privileged work is done (here --interval's LE Connection Update, which needs CAP_NET_RAW at the
+# 4. Least privilege over LE, before the raw-HCI scans below: the setcap'd copy as nobody keeps its capabilities
+#    on one keeper thread only until the connect's privileged work is done (here --interval's LE Connection Update, which needs CAP_NET_RAW at the
 #    send), then no thread holds any while it waits on the peer (listen: the simulator sends only on change).
-caps_threads() { # PID LOG: one line per thread: name, CapPrm, CapEff, NoNewPrivs
+caps_threads() { # PID LOG: one line per live thread: name, CapPrm, CapEff, NoNewPrivs (a thread that ends meanwhile is left out)
+  local t comm st
   for t in /proc/$1/task/*; do
-    printf '%s %s\n' "$(cat "$t/comm")" "$(grep -E '^(CapPrm|CapEff|NoNewPrivs):' "$t/status" | tr -s '\t\n' '  ')"
+    comm=$(cat "$t/comm" 2>/dev/null) && st=$(cat "$t/status" 2>/dev/null) || continue
+    printf '%s %s\n' "$comm" "$(grep -E '^(CapPrm|CapEff|NoNewPrivs):' <<<"$st" | tr -s '\t\n' '  ')"
   done >"$2"
 }
 vm_bg caps-listen "${nobody[@]}" /tmp/caps/mirror listen $peer scanState --adapter hci0 --interval 30
@@ -45,10 +44,13 @@ vm_log "ok: every thread of the waiting listen: CapPrm 0, CapEff 0, NoNewPrivs 1
 vm_grep "$OUT/caps-listen.log" "^link: --interval 30: granted" "the keeper sent --interval's LE Connection Update before the drop: granted"
 vm_stop caps-listen 10
 
+vm_ok caps-discover 60 "${nobody[@]}" /tmp/caps/mirror discover --adapter hci0 --duration 4 --json
+vm_json "$OUT/caps-discover.log" 'any(d.get("address") == "00:AA:01:01:00:01" and d.get("name") == "mirror-sim" for d in (js if isinstance(js[0], dict) and "address" in js[0] else (j if isinstance(j, list) else j.get("devices", []))))' "user nobody with file capabilities: discover finds 00:AA:01:01:00:01 \"mirror-sim\""
+
 # 5. discover keeps them only on the keeper thread ("cap-keeper"), which sends the scan's HCI commands; every other
 #    thread holds none while the scan runs, and the scan still ends (its last LE Set Scan Enable sent by the keeper).
 vm_bg caps-discover-live "${nobody[@]}" /tmp/caps/mirror discover --adapter hci0 --duration 6
-vm_wait "the discover's keeper thread" 20 grep -qx cap-keeper /proc/"$(vm_pid caps-discover-live)"/task/*/comm
+vm_wait "the discover's keeper thread" 20 bash -c "grep -qx cap-keeper /proc/$(vm_pid caps-discover-live)/task/*/comm"
 caps_threads "$(vm_pid caps-discover-live)" "$OUT/caps-discover-threads.log"
 sed 's/^/    | /' "$OUT/caps-discover-threads.log"
 if grep -v '^cap-keeper ' "$OUT/caps-discover-threads.log" | grep -vqE 'CapPrm: 0000000000000000 CapEff: 0000000000000000 NoNewPrivs: 1'; then
