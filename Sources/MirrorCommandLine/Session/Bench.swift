@@ -134,6 +134,8 @@ struct ModeFigures: Sendable {
     /// CPU per write, median of the rounds (the whole process: with --loopback that includes the peer).
     var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
     var bareCPUPerWrite: Double? { bare.isEmpty ? nil : median(bare.map(\.cpuMicrosecondsPerWrite)) }
+    /// How far the rounds' writes/s disagree (nil with one round).
+    var spread: RoundSpread? { RoundSpread(rounds.map(\.writesPerSecond)) }
 
     func percentile(_ p: Double) -> Double? {
         guard !latencies.isEmpty else { return nil }
@@ -175,6 +177,7 @@ struct ModeFigures: Sendable {
         }
         if let ceiling { fields.append(("ceiling", ceiling.json)) }
         if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
+        if let spread { fields.append(("roundSpread", spread.json)) }
         fields.append(("series", series.json(size: size)))
         return .object(fields)
     }
@@ -200,6 +203,8 @@ struct ModeFigures: Sendable {
             if let bareConfirmed { bareLine += "; peer confirmed \(bareConfirmed)" }
             lines.append(bareLine)
         }
+        if let spread { lines.append(spread.text) }
+        if let warning = series.tooShortWarning { lines.append("  " + warning) }
         if let ceiling { lines.append(ceiling.text) }
         return lines
     }
@@ -264,9 +269,44 @@ func benchLinkLine(_ s: LinkState, ceilingInput: LinkParameters?) -> String {
     return "link: \(handle)" + (missing.isEmpty ? "not known" : missing.joined(separator: "; "))
 }
 
+/// The median: the middle value, or the mean of the two middle values of an even count (it used to take the upper
+/// one, so the median of two rounds' writes/s was the faster round).
 func median(_ xs: [Double]) -> Double {
     let s = xs.sorted()
-    return s.isEmpty ? 0 : s[s.count / 2]
+    guard !s.isEmpty else { return 0 }
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
+/// How far a mode's rounds disagree: the fastest round's writes/s over the slowest's. Above `limit` the median
+/// stands on rounds that measured different things (a busy host, a link that changed), and the run says so.
+struct RoundSpread: Sendable, Equatable {
+    static let limit = 1.5
+    var slowest: Double
+    var fastest: Double
+    var ratio: Double { slowest > 0 ? fastest / slowest : .infinity }
+    var flagged: Bool { ratio > Self.limit }
+
+    /// Nil for fewer than two rounds: one round has no spread.
+    init?(_ rates: [Double]) {
+        guard rates.count >= 2, let lo = rates.min(), let hi = rates.max() else { return nil }
+        slowest = lo
+        fastest = hi
+    }
+
+    var json: JSONValue {
+        .object([("slowestWritesPerSecond", .double(slowest.rounded())), ("fastestWritesPerSecond", .double(fastest.rounded())),
+                 ("ratio", ratio.isFinite ? .double((ratio * 1000).rounded() / 1000) : .null), ("limit", .double(Self.limit)),
+                 ("flagged", .bool(flagged))])
+    }
+
+    var text: String {
+        let r = ratio.isFinite ? format2(ratio) + "x" : "unbounded (a round wrote nothing)"
+        var line = "  rounds: slowest \(Int(slowest.rounded())), fastest \(Int(fastest.rounded())) writes/s, spread \(r)"
+        if flagged {
+            line += ": over \(format2(Self.limit))x, the rounds disagree (a busy host or a changing link): the median is not a steady figure; run again or longer (--duration)"
+        }
+        return line
+    }
 }
 
 enum Bench {
