@@ -63,6 +63,10 @@ final class HostileTextTests: XCTestCase {
         XCTAssertEqual(read.status, 0, read.stderr)
         assertNoRawControl(read, "read")
         XCTAssertTrue(read.stdout.contains(#"  ".]0;x..[2J..31m"  "#), read.stdout)
+        // --trace shows a PDU's value as hex only.
+        let traced = try MirrorProcess.run(["read", peer.target, handle, "--trace"])
+        assertNoRawControl(traced, "read --trace")
+        XCTAssertTrue(traced.stderr.contains(ATTHex.bytes(Array(hostileText.utf8))), traced.stderr)
         let readJSON = try MirrorProcess.run(["read", peer.target, handle, "--json"])
         assertNoRawControl(readJSON, "read --json")
         XCTAssertEqual(try readJSON.json()["value"], .string(ATTHex.string(Array(hostileText.utf8))))
