@@ -1,6 +1,7 @@
 // Runs one command line: parse, print help, run the command, turn any error into its message, JSON and
 // exit status through the one error table.
 
+import ATTStack
 import LinuxBluetooth
 import JSON
 #if canImport(Glibc)
@@ -9,6 +10,11 @@ import Glibc
 import Darwin
 import JSON
 #endif
+
+/// `text` with each line escaped for a terminal (TerminalText.escaped), its line breaks kept.
+func terminalLines(_ text: String) -> String {
+    text.split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.escaped(String($0)) }.joined(separator: "\n")
+}
 
 /// A command: how it looks on the command line and what it does.
 public struct Command: Sendable {
@@ -225,9 +231,11 @@ public enum MirrorMain {
     }
 
     /// Prints an error: "mirror: MESSAGE" (and a hint) on stderr; with --json also the JSON object on stdout.
+    /// Every error passes here, so each of its lines is escaped here once (a User Description in "names known",
+    /// an SSID, a peer's text in a library error); the JSON keeps the message exact.
     static func report(_ report: ErrorReport, json: Bool, console: Console) -> Int32 {
-        console.err("mirror: \(report.message)")
-        if let hint = report.hint { console.err(hint) }
+        console.err("mirror: " + terminalLines(report.message))
+        if let hint = report.hint { console.err(terminalLines(hint)) }
         // One line, so that it also ends a stream of JSON lines (listen, scan) as one more line.
         if json { console.out(report.json.compact) }
         return report.status.rawValue

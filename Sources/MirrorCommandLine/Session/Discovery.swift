@@ -32,7 +32,8 @@ struct DiscoveredDevice: Sendable {
 
     var text: String {
         var s = "\(address) (\(addressType))  RSSI \(rssi.map { "\($0) dBm" } ?? "n/a")"
-        if let name { s += "  \"\(name)\"" }
+        // The advertised name is any nearby device's bytes (AD type 0x08/0x09): escaped, exact in the JSON.
+        if let name { s += "  \"\(TerminalText.escaped(name))\"" }
         if !services.isEmpty {
             s += "  services: " + services.map { u in wellKnownName(u).map { "\(u) \($0)" } ?? u }.joined(separator: ", ")
         }

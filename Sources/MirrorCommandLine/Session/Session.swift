@@ -191,7 +191,7 @@ final class Session: Sendable {
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
                               linkRequests: requests, heldByShell: heldByShell,
                               cache: g.noCache ? nil : DatabaseCache.standard(), cacheTarget: target.cacheKey,
-                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: \($0)") })
+                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: " + terminalLines($0)) })
         // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache.
         observed.whenIndicated { [weak session] pdu in session?.indicated(pdu) }
         do {
