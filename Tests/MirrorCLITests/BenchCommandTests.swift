@@ -204,6 +204,33 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertTrue(lines.allSatisfy { $0.contains(" writes/s, spread ") && $0.contains("x") }, text.stdout)
     }
 
+    /// The `--help` example `mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012` against the simulator, whose
+    /// cloudToken takes at most 40 bytes: without --size the bench finds that size and says so; with a --size
+    /// the characteristic refuses, the error names the phase and what to pass.
+    func testTheHelpExampleFindsTheSizeTheCharacteristicAccepts() throws {
+        let path = temporarySocketPath("bench-sim")
+        let sim = try BackgroundTool("mirror-sim", ["unix:\(path)"], readyWhen: "listening on unix:\(path)", stderrToo: true)
+        defer { sim.stop() }
+        let run = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--count", "50", "--warmup", "10",
+                                         "--rounds", "1", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        XCTAssertEqual(json["size"], 40, run.stdout)
+        XCTAssertEqual(json["sizeProbe"]?["tried"], 512)
+        XCTAssertEqual(json["sizeProbe"]?["refused"], 512)
+        XCTAssertEqual(json["sizeProbe"]?["chosen"], 40)
+        XCTAssertEqual(json["modes"]?[0]?["writes"], 50)
+        XCTAssertTrue(run.stderr.contains("bench: the peer refused 512-byte values on 0x0012 (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with 40-byte values, the largest it accepted (give --size to choose)"), run.stderr)
+
+        let refused = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10"])
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        XCTAssertTrue(refused.stderr.hasPrefix("mirror: ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle 0x0012 (cloudToken): 100-byte value"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\nbench stopped in the Write Request warm-up: the characteristic refused 100-byte values: pass a smaller --size"), refused.stderr)
+        let refusedJSON = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10", "--json"])
+        XCTAssertEqual(try refusedJSON.json()["error"]?["phase"], "the Write Request warm-up", refusedJSON.stdout)
+        XCTAssertEqual(try refusedJSON.json()["error"]?["code"], 13)
+    }
+
     /// The spread's judgement and the true median, computed apart from any run.
     func testMedianAndSpreadArithmetic() {
         XCTAssertEqual(median([1, 3]), 2, "an even count's median is the mean of the middle two, not the larger")
