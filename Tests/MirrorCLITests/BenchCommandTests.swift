@@ -1,6 +1,7 @@
 // `mirror bench` against the scripted peer: both modes in one run, the figures' shape, the peer's counts, and the
 // ratio to the bare socket loop.
 import Foundation
+import JSON
 import TestSupport
 import XCTest
 @testable import MirrorCommandLine
@@ -229,6 +230,45 @@ final class BenchCommandTests: XCTestCase {
         let refusedJSON = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10", "--json"])
         XCTAssertEqual(try refusedJSON.json()["error"]?["phase"], "the Write Request warm-up", refusedJSON.stdout)
         XCTAssertEqual(try refusedJSON.json()["error"]?["code"], 13)
+    }
+
+    /// SIGINT or SIGTERM during a run: the rounds done are printed (text and JSON say it was interrupted) and the
+    /// exit status is 130 or 143. The signal is sent once the peer has seen the second round's first write, so the
+    /// first round was recorded before it.
+    func testASignalPrintsTheRoundsDoneAndExitsWithItsStatus() throws {
+        for (signal, status, name, json) in [(SIGINT, Int32(130), "SIGINT", false), (SIGTERM, Int32(143), "SIGTERM", true)] {
+            let before = peer.counters.writeRequests
+            let process = Process()
+            process.executableURL = MirrorProcess.executable
+            process.arguments = ["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "200", "--warmup", "10",
+                                 "--rounds", "1000", "--bare-loop", "none", "--mode", "with-response"] + (json ? ["--json"] : [])
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let deadline = Date().addingTimeInterval(30)
+            while peer.counters.writeRequests < before + 10 + 200 + 1 {
+                XCTAssertTrue(process.isRunning, "bench ended before its second round")
+                XCTAssertLessThan(Date(), deadline, "the peer saw no second round within 30 s")
+                if !process.isRunning || Date() >= deadline { break }
+                usleep(2000)
+            }
+            kill(process.processIdentifier, signal)
+            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            _ = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, status, "\(name): \(stdout)")
+            if json {
+                let result = try parseJSON(stdout)
+                XCTAssertEqual(result["interrupted"]?["signal"], .string(name), stdout)
+                let done = try XCTUnwrap(result["interrupted"]?["roundsDone"]?.integer)
+                XCTAssertGreaterThanOrEqual(done, 1)
+                XCTAssertEqual(result["modes"]?[0]?["writes"]?.integer, done * 200, "the figures are the rounds done")
+            } else {
+                XCTAssertTrue(stdout.contains("interrupted by \(name) after "), stdout)
+                XCTAssertTrue(stdout.contains("with response (Write Request): "), stdout)
+            }
+        }
     }
 
     /// The spread's judgement and the true median, computed apart from any run.

@@ -244,6 +244,8 @@ struct BenchResult: Sendable {
     var linkLine: String?
     /// What the size probe found when the default size was refused; nil otherwise.
     var sizeProbe: SizeProbe?
+    /// The signal that ended the run early ("SIGINT", "SIGTERM"): the figures are those of the rounds done.
+    var interruptedBy: String?
 
     var json: JSONValue {
         .object([
@@ -251,15 +253,27 @@ struct BenchResult: Sendable {
             ("warmup", .int(warmup)), ("rounds", .int(rounds)),
             ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
             ("link", link),
-        ] + (sizeProbe.map { [("sizeProbe", $0.json)] } ?? []))
+        ] + (sizeProbe.map { [("sizeProbe", $0.json)] } ?? [])
+          + (interruptedBy.map { [("interrupted", .object([("signal", .string($0)), ("roundsDone", .int(roundsDone))]))] } ?? []))
     }
+
+    /// Rounds measured, over every mode.
+    var roundsDone: Int { modes.reduce(0) { $0 + $1.rounds.count } }
 
     var text: [String] {
         ["bench \(target) handle \(ATTHex.handle(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+            + (interruptedBy.map { ["interrupted by \($0) after \(roundsDone) round\(roundsDone == 1 ? "" : "s") (of \(rounds) per mode): the figures are those of the rounds done"] } ?? [])
             + (linkLine.map { [$0] } ?? [])
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
     }
+}
+
+/// The rounds measured so far, recorded after each one: what an interrupted bench prints (README: SIGINT and SIGTERM).
+final class BenchProgress: Sendable {
+    private let last = Lock<BenchResult?>(nil)
+    func record(_ r: BenchResult) { last.withLock { $0 = r } }
+    var result: BenchResult? { last.current }
 }
 
 /// A bench phase that failed ("the Write Request warm-up", "Write Command round 2 of 3"): the error as it is,
@@ -340,7 +354,8 @@ enum Bench {
     /// nil when they are not known. The ceilings come from it (never for a unix: target: no radio).
     /// `handle` and `counter` (--handle, --counter), when given, replace the plan's, resolved on the connection.
     static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation, link: LinkParameters? = nil,
-                    handle: CharacteristicReference? = nil, counter: CharacteristicReference? = nil) async throws -> BenchResult {
+                    handle: CharacteristicReference? = nil, counter: CharacteristicReference? = nil,
+                    progress: BenchProgress? = nil) async throws -> BenchResult {
         // The same-connection bare loop borrows the bearer's socket for each turn (`ATTBearer.lend`).
         let session = try await Session.open(target, inv)
         defer { session.close() }
@@ -348,14 +363,14 @@ enum Bench {
         if let handle { plan.handle = try await session.resolve(handle, command: "bench") }
         if let counter { plan.counter = try await session.resolve(counter, command: "bench") }
         do {
-            return try await run(session, target: target, plan: plan, inv: inv, link: link)
+            return try await run(session, target: target, plan: plan, inv: inv, link: link, progress: progress)
         } catch let error as GATTError {
             throw await session.labelled(error)
         }
     }
 
     static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
-                    link: LinkParameters? = nil) async throws -> BenchResult {
+                    link: LinkParameters? = nil, progress: BenchProgress? = nil) async throws -> BenchResult {
         let client = session.client
         // Every bearer takes the default size: the budget of the smallest open bearer's MTU (Part F §3.4.5.1).
         var size = plan.size ?? ATTMTU.writeValueLimit(client.bearers.filter { !$0.isClosed }.map(\.mtu).min() ?? session.mtu)
@@ -406,6 +421,17 @@ enum Bench {
         defer { bare?.close() }
         let handle = plan.handle, counter = plan.counter, warmup = plan.warmup
         var modes: [ModeFigures] = []
+        let radio = BenchRadio(isUnix: target.isUnix, link: link, mtu: session.mtu)
+        // The result of the modes and rounds measured so far: at the end, and after each round for an interrupt.
+        let result = { (measured: [ModeFigures]) -> BenchResult in
+            var ms = measured
+            for i in ms.indices {
+                ms[i].ceiling = radio.verdict(mode: ms[i].mode, size: size, measuredWritesPerSecond: ms[i].writesPerSecond)
+            }
+            return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
+                               warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: ms,
+                               link: linkJSON, linkLine: linkLine, sizeProbe: sizeProbe)
+        }
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
             // Back-to-back requests run as the library benchmark (gatt-bench) runs them: each caller continues on the
@@ -450,6 +476,9 @@ enum Bench {
                 if let bare {
                     figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
+                var sofar = figures
+                sofar.confirmed = sofar.writes
+                progress?.record(result(modes + [sofar]))
               }
             }
             figures.confirmed = figures.writes
@@ -475,6 +504,7 @@ enum Bench {
                     figures.bare.append(round)
                     if let counted, let sum = bareCounted { bareCounted = sum + counted }
                 }
+                progress?.record(result(modes + [figures]))
               }
             }
             let observedAfter = session.transport.observations
@@ -487,13 +517,7 @@ enum Bench {
             }
             modes.append(figures)
         }
-        let radio = BenchRadio(isUnix: target.isUnix, link: link, mtu: session.mtu)
-        for i in modes.indices {
-            modes[i].ceiling = radio.verdict(mode: modes[i].mode, size: size, measuredWritesPerSecond: modes[i].writesPerSecond)
-        }
-        return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: modes,
-                           link: linkJSON, linkLine: linkLine, sizeProbe: sizeProbe)
+        return result(modes)
     }
 
     /// Runs `body` as the bench's `name`d phase: an error from it says which phase failed, and an ATT 0x0D on a
