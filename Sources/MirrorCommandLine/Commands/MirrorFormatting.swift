@@ -71,10 +71,13 @@ func mirrorEventText(_ e: MirrorEvent) -> String {
     case .upload(let u):
         switch u {
         case .received(let r):
-            let entries = r.entries.map { $0.map(\.name).joined(separator: ", ") } ?? "not a ZIP: \(r.zipProblem ?? "")"
+            // Entry names and the ZIP's problem come from the peer's body: escaped before the terminal.
+            let entries = r.zipProblem.map { "not the expected result ZIP: " + TerminalText.escaped($0) }
+                ?? TerminalText.escaped(r.entries.map { $0.map(\.name).joined(separator: ", ") } ?? "")
             return "\(t)  UPLOAD \(r.bytes) bytes (\(r.framing)) -> \(r.path), sha256 \(r.sha256), entries: \(entries)"
         case .rejected(let method, let path, let status, let reason):
-            return "\(t)  upload refused: \(method) \(path): HTTP \(status), \(reason)"
+            // The method and path are the peer's bytes: escaped before the terminal.
+            return "\(t)  upload refused: \(TerminalText.escaped(method)) \(TerminalText.escaped(path)): HTTP \(status), \(TerminalText.escaped(reason))"
         }
     case .step: return "\(t)  \(e.detail ?? "")"
     case .failed: return "\(t)  \(e.detail ?? "failed")"
