@@ -4,9 +4,11 @@
 // against the profile's cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed
 // before the writes; one named deadline for COMPLETE plus the upload, or ERROR; a final read whatever happened.
 import ATTStack
+import CBlueZSocket
 import LinuxBluetooth
 import FoundationEssentials
 import GATTClient
+import Glibc
 
 /// What `mirror scan` is asked to do.
 public struct MirrorScanOptions: Sendable {
@@ -117,6 +119,14 @@ public enum MirrorScan {
             throw UploadReceiverError(host: options.uploadHost, port: options.uploadPort, errno: .invalidArgument,
                                       problem: "the upload host is not a numeric address, so the receiver does not know which one to bind: "
                                           + "give --upload-bind ADDR (the local address the mirror reaches; 0.0.0.0 for every one)")
+        }
+        // The stored file is never overwritten (RENAME_NOREPLACE): a name already taken is said now, not after the scan.
+        let target = uploadPath(options.uploadDirectory, "scan-\(scanID).zip")
+        var uid: UInt32 = 0, mode: UInt32 = 0
+        if cbz_lstat_owner_mode(target, &uid, &mode) == 0 {
+            throw UploadReceiverError(host: bindHost, port: options.uploadPort, errno: Errno(EEXIST),
+                                      problem: "\(target) exists already and is never overwritten: give another --scan-id or --upload-dir",
+                                      directoryProblem: true)
         }
         var limits = options.uploadLimits
         limits.maxBytes = options.maxUploadBytes

@@ -186,6 +186,18 @@ final class MirrorScanTests: XCTestCase {
             XCTAssertTrue(e.description.contains("give --upload-bind ADDR"), e.description)
         }
         XCTAssertNil(log.index { $0.kind == .uploadListening })
+        // A scan ID whose file exists already is refused before anything is sent (the file is never overwritten).
+        o.bindHost = "127.0.0.1"
+        o.scanID = "e00001"
+        FileManager.default.createFile(atPath: h.directory + "/scan-e00001.zip", contents: Data("mine".utf8))
+        do {
+            _ = try await MirrorScan.run(client: client, options: o, emit: log.emit)
+            XCTFail("the scan started over an existing scan-e00001.zip")
+        } catch let e as UploadReceiverError {
+            XCTAssertEqual(e.description, "upload receiver: \(h.directory)/scan-e00001.zip exists already and is never overwritten: give another --scan-id or --upload-dir")
+        }
+        XCTAssertEqual(try String(contentsOfFile: h.directory + "/scan-e00001.zip", encoding: .utf8), "mine")
+        o.scanID = nil
         // Asked for, it binds what it is told, and the URL still names the host.
         o.bindHost = "127.0.0.1"
         let r = try await MirrorScan.run(client: client, options: o, emit: log.emit)
