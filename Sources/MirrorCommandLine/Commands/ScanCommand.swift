@@ -26,7 +26,7 @@ let scanCommand = Command(CommandSpec(
 
         On a terminal a status line shows the state, the last error and the time left. --json prints one JSON \
         object per event (every notification, read and write) and ends with one result object: outcome \
-        (complete, error, timeout, writeFailed), scanState, scanError, sawAnyScanState, preflightScanState, \
+        (complete, error, timeout, writeFailed, badUpload), scanState, scanError, sawAnyScanState, preflightScanState, \
         resetAttempted, resetWorked, upload (null, or path, bytes, sha256, entries). Exit status 0 only for complete; \
         8 (outcome badUpload) when the upload is not a ZIP with the profile's resultEntries.
         """,
