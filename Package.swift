@@ -75,7 +75,7 @@ let package = Package(
         .target(name: "CLibEdit", dependencies: ["CBlueZSocket"]),
         // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
         // line being typed; plain lines off a terminal.
-        .target(name: "LineEditor", dependencies: ["CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),
+        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).

@@ -680,6 +680,9 @@ int cbz_cap_drop_all(void) {
     return r;
 }
 
+// PR_SET_NO_NEW_PRIVS: no execve from this thread (or those it starts) gains privileges, file capabilities included.
+int cbz_set_no_new_privs(void) { return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); }
+
 int cbz_cap_name(int cap, char *buf, size_t len) {
     char *n = cap_to_name(cap);
     if (!n) return -1;

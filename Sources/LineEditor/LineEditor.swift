@@ -3,6 +3,7 @@
 // `printAbove`, which the editor's poll loop writes (the line is redrawn after it). Off a terminal it reads plain
 // lines: no prompt, no escape codes.
 import CBlueZSocket
+import ATTStack
 import CLibEdit
 import GATTClient
 import LinuxBluetooth
@@ -28,6 +29,16 @@ public struct Completion: Sendable, Equatable {
     public init(word: String, before: String) {
         self.word = word
         self.before = before
+    }
+
+    /// What Tab offers of a completer's `candidates` for `word`: those that start with it, once each, in order,
+    /// and none holding a terminal control (TerminalText.isUnsafe: a peer's User Description such as
+    /// "\e]0;x\a"), which libedit would print raw in its list and insert raw in the line.
+    public static func offered(_ candidates: [String], for word: String) -> [String] {
+        var seen = Set<String>()
+        return candidates.filter { c in
+            c.hasPrefix(word) && !c.unicodeScalars.contains(where: TerminalText.isUnsafe) && seen.insert(c).inserted
+        }
     }
 }
 
@@ -363,8 +374,7 @@ private func complete(_ word: UnsafePointer<CChar>?, _ before: UnsafePointer<CCh
     let box = Unmanaged<CompleterBox>.fromOpaque(context).takeUnretainedValue()
     guard let completer = box.completer else { return }
     let w = String(cString: word)
-    var seen = Set<String>()
-    for candidate in completer(Completion(word: w, before: String(cString: before))) where candidate.hasPrefix(w) {
-        if seen.insert(candidate).inserted { cle_add_candidate(candidate) }
+    for candidate in Completion.offered(completer(Completion(word: w, before: String(cString: before))), for: w) {
+        cle_add_candidate(candidate)
     }
 }

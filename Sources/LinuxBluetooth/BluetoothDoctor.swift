@@ -164,6 +164,10 @@ public enum BluetoothDoctor {
     /// Capabilities: none are needed for ATT; raw HCI work needs CAP_NET_RAW and CAP_NET_ADMIN.
     public static func capabilityFinding(_ check: CapabilityCheck) -> DoctorFinding {
         let file = check.fileCapabilities.map { "the binary carries \($0.description)" } ?? "the binary carries no file capabilities"
+        if let why = check.droppedBecause, let started = check.startedWith, started.contains(check.required) {
+            return DoctorFinding(check: "capabilities", status: .ok,
+                                 detail: "this process started with \(started.intersection(check.required).description) (\(file)) and dropped every capability \(why), as every command does once its privileged sockets are open: scan, advertise and adapter up work; an ATT connection needs none")
+        }
         if check.isSatisfied {
             return DoctorFinding(check: "capabilities", status: .ok,
                                  detail: "this process has \(check.required.description) (\(file)): scan, advertise and adapter up work; an ATT connection needs none")

@@ -16,6 +16,7 @@ public struct CapabilitySet: Sendable, Hashable, CustomStringConvertible {
     public var isEmpty: Bool { rawValue == 0 }
     public func contains(_ other: CapabilitySet) -> Bool { rawValue & other.rawValue == other.rawValue }
     public func subtracting(_ other: CapabilitySet) -> CapabilitySet { CapabilitySet(rawValue: rawValue & ~other.rawValue) }
+    public func intersection(_ other: CapabilitySet) -> CapabilitySet { CapabilitySet(rawValue: rawValue & other.rawValue) }
 
     /// The capability numbers in the set.
     public var numbers: [Int] { (0..<64).filter { rawValue & (1 << UInt64($0)) != 0 } }
@@ -76,11 +77,18 @@ public enum Capabilities {
     /// Whether this process can do raw HCI work now: what is missing and the command that grants it.
     public static func checkRawHCI() -> CapabilityCheck {
         let path = executablePath()
-        let proc = try? process()
         let fileCaps = try? file(path)
-        let have = proc?.effective ?? CapabilitySet(rawValue: 0)
-        return CapabilityCheck(required: .rawHCI, effective: have, fileCapabilities: fileCaps?.permitted,
-                               executable: path)
+        // While the keeper lives, the process can still do what it started with (Privilege.perform); after the
+        // drop, nothing, and the check says when they were dropped rather than asking for a setcap that is there.
+        let kept = Privilege.isKept ? Privilege.startedWith?.effective : nil
+        let have = kept ?? (try? process())?.effective ?? CapabilitySet(rawValue: 0)
+        var check = CapabilityCheck(required: .rawHCI, effective: have, fileCapabilities: fileCaps?.permitted,
+                                    executable: path)
+        if let started = Privilege.startedWith?.effective, !started.intersection(.rawHCI).isEmpty, kept == nil {
+            check.droppedBecause = Privilege.droppedBecause
+            check.startedWith = started
+        }
+        return check
     }
 
     /// Drops every capability (ambient, bounding where allowed, effective, permitted, inheritable).
@@ -99,6 +107,10 @@ public struct CapabilityCheck: Sendable, Equatable {
     /// The binary's permitted file capabilities, nil when it has none.
     public var fileCapabilities: CapabilitySet?
     public var executable: String
+    /// When this process started with some of `required` and dropped them (Privilege): when ("at start", "after the
+    /// connect") and what it started with.
+    public var droppedBecause: String?
+    public var startedWith: CapabilitySet?
 
     /// What `required` has that the process does not.
     public var missing: CapabilitySet { required.subtracting(effective) }
@@ -109,6 +121,9 @@ public struct CapabilityCheck: Sendable, Equatable {
     /// One sentence: fine, or what is missing and what to run.
     public var summary: String {
         if isSatisfied { return "this process has \(required.description): raw HCI work (scan, advertise, adapter up) is allowed" }
+        if let why = droppedBecause, let started = startedWith {
+            return "this process started with \(started.intersection(required).description) and dropped every capability \(why) (least privilege: mirror keeps them only until its privileged sockets are open); the binary carries \(fileCapabilities?.description ?? "none")"
+        }
         return "this process lacks \(missing.description) (needed only for raw HCI work: scan, advertise, adapter up; an ATT connection needs none): run `\(setcapCommand)`, or run as root"
     }
 }

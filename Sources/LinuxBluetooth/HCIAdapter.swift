@@ -129,8 +129,9 @@ public struct HCIAdapter: Sendable, Equatable {
     /// Powers the controller on (HCIDEVUP; needs CAP_NET_ADMIN). Already up is not an error.
     public func up() throws(TransportError) {
         try Self.withControlSocket("powering on \(name)", name) { ctl throws(TransportError) in
-            if cbz_hci_device_up(ctl, Int32(index)) < 0 {
-                let code = cbz_errno()
+            // HCIDEVUP checks CAP_NET_ADMIN of the calling thread: on the capability keeper while it lives.
+            let code = Privilege.perform { [index] in cbz_hci_device_up(ctl, Int32(index)) < 0 ? cbz_errno() : 0 }
+            if code != 0 {
                 if code == EALREADY { return }
                 throw .socket(socketError("ioctl(HCIDEVUP)", code, "powering on \(name)", .hci(adapter: name)))
             }
@@ -140,8 +141,9 @@ public struct HCIAdapter: Sendable, Equatable {
     /// Powers the controller off (HCIDEVDOWN; needs CAP_NET_ADMIN).
     public func down() throws(TransportError) {
         try Self.withControlSocket("powering off \(name)", name) { ctl throws(TransportError) in
-            if cbz_hci_device_down(ctl, Int32(index)) < 0 {
-                throw .socket(lastSocketError("ioctl(HCIDEVDOWN)", "powering off \(name)", .hci(adapter: name)))
+            let code = Privilege.perform { [index] in cbz_hci_device_down(ctl, Int32(index)) < 0 ? cbz_errno() : 0 }
+            if code != 0 {
+                throw .socket(socketError("ioctl(HCIDEVDOWN)", code, "powering off \(name)", .hci(adapter: name)))
             }
         }
     }

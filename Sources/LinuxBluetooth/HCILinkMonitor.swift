@@ -144,9 +144,7 @@ public final class HCILinkMonitor: Sendable {
         let socket: HCISocket
         do { socket = try HCISocket(adapter: selector) } catch { throw .transport(error) }
         let events = Self.watchedEvents
-        if cbz_hci_set_event_filter(socket.fd, events, Int32(events.count)) < 0 {
-            throw .transport(.socket(lastSocketError("setsockopt(HCI_FILTER)", "filtering the link events on \(socket.adapter.name)", .hci(adapter: socket.adapter.name))))
-        }
+        do { try socket.setEventFilter(events) } catch { throw .transport(error) }
         let le = cbz_hci_filter_passes(socket.fd, 0x3E) == 1
         if !le && !allowUnprivileged {
             let check = Capabilities.checkRawHCI()
@@ -247,7 +245,11 @@ public final class HCILinkMonitor: Sendable {
         s.dataLength = events.dataLength
         s = s.updated(with: events)
         if s.txPHY.value == nil || s.rxPHY.value == nil {
-            switch Result(catching: { () throws(LinkError) in try readPHY(limits: limits) }) {
+            let earlier = prefetched.current.phy
+            switch Result(catching: { () throws(LinkError) in
+                if let earlier { return earlier }
+                return try readPHY(limits: limits)
+            }) {
             case .success(.granted(let phys)):
                 let source = LinkSource.hciCommand("LE Read PHY")
                 if let tx = phys.txPHY { s.txPHY = .known(tx, source: source) }
@@ -267,7 +269,8 @@ public final class HCILinkMonitor: Sendable {
             case .failure: break
             }
         }
-        if s.adapterLEBuffers.value == nil, case .granted(let buffers)? = try? readLEBufferSize(limits: limits) {
+        let earlierBuffers = prefetched.current.buffers
+        if s.adapterLEBuffers.value == nil, case .granted(let buffers)? = earlierBuffers ?? (try? readLEBufferSize(limits: limits)) {
             if let buffers {
                 s.adapterLEBuffers = .known(buffers, source: .hciCommand("LE Read Buffer Size"))
             } else if let a = try? HCIAdapter.info(index: adapter.index), a.aclMTU > 0 {
@@ -276,6 +279,19 @@ public final class HCILinkMonitor: Sendable {
             }
         }
         return s
+    }
+
+    /// LE Read PHY and LE Read Buffer Size as answered while the capability keeper lived (Privilege): `linkState`
+    /// uses them once the process can no longer send an LE command.
+    private let prefetched = Lock<(phy: LinkRequestOutcome<LinkPHYs>?, buffers: LinkRequestOutcome<LinkBuffers?>?)>((nil, nil))
+
+    /// Sends LE Read PHY and LE Read Buffer Size now, while the keeper holds CAP_NET_RAW, for `linkState` to use
+    /// after the drop (a PHY Update Complete seen later still wins: it is newer).
+    public func prefetchPrivilegedReads(limits: LinkRequestLimits = .init()) {
+        guard receivesLEEvents, boundHandle != nil else { return }
+        let phy = try? readPHY(limits: limits)
+        let buffers = try? readLEBufferSize(limits: limits)
+        prefetched.withLock { $0 = (phy, buffers) }
     }
 
     /// Reads the state under its lock (tests).

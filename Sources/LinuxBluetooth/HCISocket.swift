@@ -181,12 +181,16 @@ public final class HCISocket: Sendable {
     /// Opens a raw HCI socket on `adapter` ("hci0", "0" or its address).
     public init(adapter selector: String) throws(TransportError) {
         let a = try HCIAdapter.resolve(selector)
-        let fd = cbz_hci_open_raw(Int32(a.index))
-        if fd < 0 {
-            throw .socket(lastSocketError("socket/bind(BTPROTO_HCI, HCI_CHANNEL_RAW)", "opening a raw HCI socket on \(a.name)", .hci(adapter: a.name)))
+        // On the capability keeper while it lives (Privilege): the bind is where the kernel trusts the socket.
+        let opened = Privilege.perform { () -> Result<Int32, TransportError> in
+            let fd = cbz_hci_open_raw(Int32(a.index))
+            if fd < 0 {
+                return .failure(.socket(lastSocketError("socket/bind(BTPROTO_HCI, HCI_CHANNEL_RAW)", "opening a raw HCI socket on \(a.name)", .hci(adapter: a.name))))
+            }
+            return .success(fd)
         }
         self.adapter = a
-        self.fd = fd
+        self.fd = try opened.get()
     }
 
     /// Takes ownership of `fd` as the raw HCI socket of `adapter`: any datagram socket that carries HCI packets
@@ -199,11 +203,27 @@ public final class HCISocket: Sendable {
     deinit { _ = cbz_close(fd) }
 
     /// Sends one command packet.
+    /// Sends one command packet, on the capability keeper while it lives: the kernel checks CAP_NET_RAW for an
+    /// LE command at each send (hci_sock_sendmsg), so the thread that sends must hold it.
     public func send(_ command: HCICommand) throws(TransportError) {
-        let r = command.parameters.withUnsafeBufferPointer {
-            cbz_hci_send_command(fd, command.ogf, command.ocf, $0.baseAddress, UInt8(clamping: $0.count))
-        }
-        if r < 0 { throw .socket(lastSocketError("write", "sending \(command.name) to \(adapter.name)", .hci(adapter: adapter.name))) }
+        try Privilege.perform { [fd, adapter] () -> Result<Void, TransportError> in
+            let r = command.parameters.withUnsafeBufferPointer {
+                cbz_hci_send_command(fd, command.ogf, command.ocf, $0.baseAddress, UInt8(clamping: $0.count))
+            }
+            if r < 0 { return .failure(.socket(lastSocketError("write", "sending \(command.name) to \(adapter.name)", .hci(adapter: adapter.name)))) }
+            return .success(())
+        }.get()
+    }
+
+    /// Sets the socket's event filter (HCI_FILTER) on the capability keeper while it lives: without CAP_NET_RAW at
+    /// this call the kernel cuts the filter down to its security filter (hci_sock_setsockopt_old).
+    public func setEventFilter(_ events: [UInt8]) throws(TransportError) {
+        try Privilege.perform { [fd, adapter] () -> Result<Void, TransportError> in
+            if cbz_hci_set_event_filter(fd, events, Int32(events.count)) < 0 {
+                return .failure(.socket(lastSocketError("setsockopt(HCI_FILTER)", "filtering the link events on \(adapter.name)", .hci(adapter: adapter.name))))
+            }
+            return .success(())
+        }.get()
     }
 
     /// The next event within `timeout` seconds, or nil when none came.

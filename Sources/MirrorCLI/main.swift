@@ -9,6 +9,9 @@ import Glibc
 
 // Help, the version and usage errors are answered without the concurrency runtime; only a command starts it
 // (a task on the main actor, the main queue served by dispatchMain), so `mirror --help` starts no threads.
+// Least privilege before anything else (MirrorMain.dropPrivileges): every capability is gone here unless the command
+// may need raw HCI, and then they live only on one keeper thread until its privileged sockets are open.
+if let status = MirrorMain.dropPrivileges(Array(CommandLine.arguments.dropFirst()), commands: commandTable) { exit(status) }
 switch MirrorMain.prepare(Array(CommandLine.arguments.dropFirst()), commands: commandTable) {
 case .finished(let status):
     exit(status)

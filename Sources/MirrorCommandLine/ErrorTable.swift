@@ -222,6 +222,11 @@ public struct ErrorReport: Sendable {
                       fields: [("token", e.token.map { .string($0) } ?? .null)])
         case let e as CLIError:
             self.init(cliError: e)
+        case let e as PhaseError:
+            // The underlying error's report as it is (its message is a contract), and a hint naming the phase.
+            self = ErrorReport(e.underlying)
+            fields.append(("phase", .string(e.phase)))
+            hint = "bench stopped in \(e.phase)" + (e.hint.map { ": " + $0 } ?? "")
         default:
             if let report = ErrorReport.libraryReport(error) {
                 self = report

@@ -174,7 +174,7 @@ func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome) -> [(String, JSONValu
 func readOutcomeText(_ outcome: DatabaseModel.ReadOutcome) -> String {
     switch outcome {
     case .value(let bytes): return valueText(bytes)
-    case .error(let facts): return "(not read: " + facts.message + ")"
+    case .error(let facts): return "(not read: " + TerminalText.escaped(facts.message) + ")"
     }
 }
 
@@ -191,6 +191,12 @@ public func printableText(_ bytes: [UInt8]) -> String {
         return TerminalText.masked(s)
     }
     return String(decoding: bytes.map { (0x20..<0x7F).contains($0) ? $0 : UInt8(ascii: ".") }, as: UTF8.self)
+}
+
+/// " NAME" after a handle, or "": a characteristic's label for a text line, escaped (TerminalText) since it may be
+/// the peer's User Description (0x2901). JSON keeps the label exact.
+func labelSuffix(_ label: String?) -> String {
+    label.map { " " + TerminalText.escaped($0) } ?? ""
 }
 
 /// The characteristic properties as words (Core Spec Vol 3 Part G §3.3.1.1), in bit order.

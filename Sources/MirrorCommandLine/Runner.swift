@@ -1,6 +1,7 @@
 // Runs one command line: parse, print help, run the command, turn any error into its message, JSON and
 // exit status through the one error table.
 
+import ATTStack
 import LinuxBluetooth
 import JSON
 #if canImport(Glibc)
@@ -9,6 +10,11 @@ import Glibc
 import Darwin
 import JSON
 #endif
+
+/// `text` with each line escaped for a terminal (TerminalText.escaped), its line breaks kept.
+func terminalLines(_ text: String) -> String {
+    text.split(separator: "\n", omittingEmptySubsequences: false).map { TerminalText.escaped(String($0)) }.joined(separator: "\n")
+}
 
 /// A command: how it looks on the command line and what it does.
 public struct Command: Sendable {
@@ -177,6 +183,30 @@ public enum MirrorMain {
         }
     }
 
+    /// Whether `arguments` run a command that may need raw HCI (CAP_NET_RAW, CAP_NET_ADMIN): `discover`, and a
+    /// connecting command (one that takes --security) whose TARGET may be an LE address (no `unix:` token), help
+    /// aside. Decided from the tokens alone, before anything is parsed: `main` keeps the capabilities on the
+    /// keeper thread (Privilege) only for these, and drops them at once for every other command.
+    public static func mayNeedRawHCI(_ arguments: [String], commands: [Command]) -> Bool {
+        guard let name = arguments.first, let spec = commands.first(where: { $0.spec.name == name })?.spec else { return false }
+        if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return false }
+        if name == "discover" { return true }
+        return spec.globals.contains(.security) && !arguments.contains(where: { $0.hasPrefix("unix:") })
+    }
+
+    /// Least privilege, first thing in `main` while it is the only thread: a setcap'd mirror drops every capability
+    /// here, before any argument is parsed, unless the command may need raw HCI; then the keeper thread keeps them
+    /// until the command's privileged sockets are open (Privilege). Returns an exit status when dropping failed:
+    /// nothing runs privileged by mistake.
+    public static func dropPrivileges(_ arguments: [String], commands: [Command], console: Console = Console()) -> Int32? {
+        do {
+            try Privilege.start(keepForRawHCI: mayNeedRawHCI(arguments, commands: commands))
+            return nil
+        } catch {
+            return report(ErrorReport(error), json: arguments.contains("--json"), console: console)
+        }
+    }
+
     /// Runs a command `prepare` returned (SIGINT and SIGTERM handled from here on); returns the exit status.
     public static func run(_ command: Command, _ args: ParsedArguments, _ global: GlobalOptions,
                            console: Console = Console()) async -> Int32 {
@@ -201,9 +231,11 @@ public enum MirrorMain {
     }
 
     /// Prints an error: "mirror: MESSAGE" (and a hint) on stderr; with --json also the JSON object on stdout.
+    /// Every error passes here, so each of its lines is escaped here once (a User Description in "names known",
+    /// an SSID, a peer's text in a library error); the JSON keeps the message exact.
     static func report(_ report: ErrorReport, json: Bool, console: Console) -> Int32 {
-        console.err("mirror: \(report.message)")
-        if let hint = report.hint { console.err(hint) }
+        console.err("mirror: " + terminalLines(report.message))
+        if let hint = report.hint { console.err(terminalLines(hint)) }
         // One line, so that it also ends a stream of JSON lines (listen, scan) as one more line.
         if json { console.out(report.json.compact) }
         return report.status.rawValue

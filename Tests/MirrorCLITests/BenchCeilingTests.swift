@@ -77,8 +77,9 @@ final class BenchCeilingTests: XCTestCase {
     /// The drawing with a known link: both ceilings dashed in their mode's colour and named; text escaped for XML.
     func testThePlotDrawsTheCeilingsAndEscapesText() throws {
         var request = ModeFigures(mode: .withResponse, size: 244)
-        request.rounds = [RoundFigures(writes: 30, nanoseconds: 450_000_000, cpuNanoseconds: 1_000_000)]
-        request.latencies = [UInt64](repeating: 15_000_000, count: 30)
+        // 34 round trips of 15 ms: 510 ms, over WriteSeries.minimumBuckets buckets, so the mode draws its line.
+        request.rounds = [RoundFigures(writes: 34, nanoseconds: 510_000_000, cpuNanoseconds: 1_000_000)]
+        request.latencies = [UInt64](repeating: 15_000_000, count: 34)
         request.series.addRound(latencies: request.latencies)
         var command = ModeFigures(mode: .withoutResponse, size: 244)
         command.rounds = [RoundFigures(writes: 180, nanoseconds: 500_000_000, cpuNanoseconds: 1_000_000)]

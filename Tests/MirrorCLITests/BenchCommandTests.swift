@@ -3,7 +3,7 @@
 import Foundation
 import TestSupport
 import XCTest
-import MirrorCommandLine
+@testable import MirrorCommandLine
 
 final class BenchCommandTests: XCTestCase {
     var peer: GATTPeer!
@@ -176,11 +176,100 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(text.stdout.split(separator: "\n").filter { $0 == "  ceiling: no radio: unix socket" }.count, 2, text.stdout)
     }
 
+    /// Each mode's rounds' spread: the slowest and fastest round and their ratio, flagged over 1.5x, in JSON and text.
+    func testTheRoundsSpreadIsPrintedAndJudged() throws {
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "100",
+                                         "--warmup", "5", "--rounds", "3", "--bare-loop", "none", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        for i in 0..<2 {
+            let spread = try XCTUnwrap(json["modes"]?[i]?["roundSpread"], run.stdout)
+            let slowest = try XCTUnwrap(spread["slowestWritesPerSecond"]?.number)
+            let fastest = try XCTUnwrap(spread["fastestWritesPerSecond"]?.number)
+            let ratio = try XCTUnwrap(spread["ratio"]?.number)
+            XCTAssertLessThanOrEqual(slowest, fastest)
+            XCTAssertEqual(ratio, fastest / slowest, accuracy: 0.01 * ratio + 0.002)
+            XCTAssertEqual(spread["limit"]?.number, 1.5)
+            XCTAssertEqual(spread["flagged"], .bool(ratio > 1.5))
+        }
+        let one = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "50",
+                                         "--warmup", "5", "--rounds", "1", "--bare-loop", "none"])
+        XCTAssertEqual(one.status, 0, one.stderr)
+        XCTAssertFalse(one.stdout.contains("  rounds: slowest"), "one round has no spread: \(one.stdout)")
+        let text = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "50",
+                                          "--warmup", "5", "--rounds", "2", "--bare-loop", "none"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let lines = text.stdout.split(separator: "\n").filter { $0.hasPrefix("  rounds: slowest ") }
+        XCTAssertEqual(lines.count, 2, text.stdout)
+        XCTAssertTrue(lines.allSatisfy { $0.contains(" writes/s, spread ") && $0.contains("x") }, text.stdout)
+    }
+
+    /// The `--help` example `mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012` against the simulator, whose
+    /// cloudToken takes at most 40 bytes: without --size the bench finds that size and says so; with a --size
+    /// the characteristic refuses, the error names the phase and what to pass.
+    func testTheHelpExampleFindsTheSizeTheCharacteristicAccepts() throws {
+        let path = temporarySocketPath("bench-sim")
+        let sim = try BackgroundTool("mirror-sim", ["unix:\(path)"], readyWhen: "listening on unix:\(path)", stderrToo: true)
+        defer { sim.stop() }
+        let run = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--count", "50", "--warmup", "10",
+                                         "--rounds", "1", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        XCTAssertEqual(json["size"], 40, run.stdout)
+        XCTAssertEqual(json["sizeProbe"]?["tried"], 512)
+        XCTAssertEqual(json["sizeProbe"]?["refused"], 512)
+        XCTAssertEqual(json["sizeProbe"]?["chosen"], 40)
+        XCTAssertEqual(json["modes"]?[0]?["writes"], 50)
+        XCTAssertTrue(run.stderr.contains("bench: the peer refused 512-byte values on 0x0012 (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with 40-byte values, the largest it accepted (give --size to choose)"), run.stderr)
+
+        let refused = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10"])
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        XCTAssertTrue(refused.stderr.hasPrefix("mirror: ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle 0x0012 (cloudToken): 100-byte value"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\nbench stopped in the Write Request warm-up: the characteristic refused 100-byte values: pass a smaller --size"), refused.stderr)
+        let refusedJSON = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10", "--json"])
+        XCTAssertEqual(try refusedJSON.json()["error"]?["phase"], "the Write Request warm-up", refusedJSON.stdout)
+        XCTAssertEqual(try refusedJSON.json()["error"]?["code"], 13)
+    }
+
+    /// The spread's judgement and the true median, computed apart from any run.
+    func testMedianAndSpreadArithmetic() {
+        XCTAssertEqual(median([1, 3]), 2, "an even count's median is the mean of the middle two, not the larger")
+        XCTAssertEqual(median([4, 1, 3, 2]), 2.5)
+        XCTAssertEqual(median([5, 1, 3]), 3)
+        XCTAssertEqual(median([]), 0)
+        XCTAssertNil(RoundSpread([1000]))
+        let wide = RoundSpread([1000, 2300])!
+        XCTAssertEqual(wide.ratio, 2.3, accuracy: 1e-9)
+        XCTAssertTrue(wide.flagged)
+        XCTAssertTrue(wide.text.contains("spread 2.30x: over 1.50x, the rounds disagree"), wide.text)
+        XCTAssertFalse(RoundSpread([1000, 1400, 1200])!.flagged)
+    }
+
+    /// A run shorter than WriteSeries.minimumBuckets buckets: a warning in text and JSON, and no line in the plot.
+    func testARunTooShortForASeriesSaysSoAndDrawsNoLine() throws {
+        let path = NSTemporaryDirectory() + "mirror-bench-short-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).svg"
+        defer { unlink(path) }
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "20",
+                                         "--warmup", "5", "--rounds", "1", "--bare-loop", "none", "--plot", path])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let warnings = run.stdout.split(separator: "\n").filter { $0.hasPrefix("  series: the measured rounds lasted ") }
+        XCTAssertEqual(warnings.count, 2, run.stdout)
+        XCTAssertTrue(warnings.allSatisfy { $0.contains("under 5 buckets of 100 ms: no throughput-over-time line") }, run.stdout)
+        let parsed = try SVGSummary(String(contentsOfFile: path, encoding: .utf8))
+        XCTAssertEqual(parsed.count("polyline"), 0, "no line from a dot per mode")
+        XCTAssertTrue(parsed.texts.contains { $0.hasPrefix("Write Request and Write Command: run too short for a series") }, "\(parsed.texts)")
+        let json = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "20",
+                                          "--warmup", "5", "--rounds", "1", "--bare-loop", "none", "--json"])
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertTrue(try json.json()["modes"]?[0]?["series"]?["warning"]?.string?.contains("under 5 buckets") ?? false, json.stdout)
+    }
+
     /// --plot draws both panels, the legend and the axes' labels, as well-formed XML.
     func testPlotWritesAnSVG() throws {
         let path = NSTemporaryDirectory() + "mirror-bench-plot-\(getpid()).svg"
         defer { unlink(path) }
-        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--duration", "0.2",
+        // 0.6 s: six 100 ms buckets, over WriteSeries.minimumBuckets, so each mode draws its line.
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--duration", "0.6",
                                          "--warmup", "5", "--rounds", "1", "--bare-loop", "none", "--plot", path])
         XCTAssertEqual(run.status, 0, run.stderr)
         let svg = try String(contentsOfFile: path, encoding: .utf8)

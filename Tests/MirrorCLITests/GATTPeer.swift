@@ -53,6 +53,8 @@ final class GATTPeer: Sendable {
         var garbageOn: Set<UInt8> = []
         /// Notifications (or indications, one per confirmation) sent after a CCCD is enabled.
         var notificationsPerSubscription = 3
+        /// The value of each of those notifications (default: its number, then "tick N").
+        var notificationValue: [UInt8]?
         /// Close the connection right after sending a subscription's notifications.
         var closeAfterNotifying = false
         /// Every Nth Write Request, the peer sends a request of its own (Read By Type of Device Name, as
@@ -172,7 +174,7 @@ final class GATTPeer: Sendable {
             // A CCCD written: the configured notifications (or indications, one per confirmation) of the value before it.
             guard case .writeRequest(let handle, let value) = pdu, value.count == 2, let cccd = handles.first(where: { $0.value == handle }),
                   cccd.key.hasSuffix("CCCD"), behaviour.notificationsPerSubscription > 0 else { return }
-            let values = (1...behaviour.notificationsPerSubscription).map { [UInt8($0)] + Array("tick \($0)".utf8) }
+            let values = (1...behaviour.notificationsPerSubscription).map { behaviour.notificationValue ?? [UInt8($0)] + Array("tick \($0)".utf8) }
             if value.first! & 0x02 != 0 {
                 for v in values { connection.indicate(handle: handle - 1, value: v) }
             } else if value.first! & 0x01 != 0 {

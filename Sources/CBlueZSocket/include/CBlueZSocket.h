@@ -295,6 +295,8 @@ int cbz_cap_file(const char *path, uint64_t *effective, uint64_t *permitted, uin
 /// Drops every capability: clears the ambient set, empties the bounding set (when CAP_SETPCAP allows),
 /// then sets effective, permitted and inheritable to empty.
 int cbz_cap_drop_all(void);
+/// prctl(PR_SET_NO_NEW_PRIVS, 1): an exec from here on gains no privilege (no file capabilities, no setuid).
+int cbz_set_no_new_privs(void);
 /// The capability's name ("cap_net_raw") into buf, from libcap.
 int cbz_cap_name(int cap, char *buf, size_t len);
 

@@ -51,8 +51,7 @@ let listenCommand = Command(CommandSpec(
             references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count,
             subscribed: { c, label, mode, value in
                 guard !json else { return }
-                let name = label.map { " \($0)" } ?? ""
-                var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(name) (\(mode == .indicate ? "indications" : "notifications"))"
+                var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(mode == .indicate ? "indications" : "notifications"))"
                 if let value { line += ", current value: " + valueText(value) }
                 console.err(line)
             }
@@ -87,7 +86,7 @@ extension ListenEvent {
 
     /// "12:00:01.123  notification 0x000C scanState: 09"
     var line: String {
-        "\(clockTime(unixSeconds: time))  \(indication ? "indication " : "notification") \(ATTHex.handle(handle))\(name.map { " \($0)" } ?? ""): \(valueText(value))"
+        "\(clockTime(unixSeconds: time))  \(indication ? "indication " : "notification") \(ATTHex.handle(handle))\(labelSuffix(name)): \(valueText(value))"
     }
 
     /// The line before a value that comes after drops (the output fell behind), if any.

@@ -51,8 +51,13 @@ func mirrorEventName(_ e: MirrorEvent) -> String {
     }
 }
 
-/// One event as a text line: "  0.093  NOTIFY scanError = scaleAlignment (0b)".
+/// One event as a text line: "  0.093  NOTIFY scanError = scaleAlignment (0b)". Escaped for a terminal as a
+/// whole (TerminalText): a decoded SSID, an upload's ZIP entry names and a refused request's text are the peer's.
 func mirrorEventText(_ e: MirrorEvent) -> String {
+    TerminalText.escaped(mirrorEventLine(e))
+}
+
+private func mirrorEventLine(_ e: MirrorEvent) -> String {
     let t = fixedPoint(e.time, decimals: 3, width: 7)
     let name = e.characteristic ?? "?"
     let value: String = {
@@ -126,5 +131,5 @@ func scanResultText(_ r: MirrorScanResult) -> String {
     } else {
         lines.append("  upload: none (the mirror was told \(r.uploadURL))")
     }
-    return lines.joined(separator: "\n")
+    return lines.map(TerminalText.escaped).joined(separator: "\n")
 }

@@ -310,7 +310,7 @@ final class Shell: Sendable {
                 if json {
                     console.out(JSONValue.object([("unsubscribed", .int(Int(h))), ("name", sub.label.map { .string($0) } ?? .null)]).compact)
                 } else {
-                    console.out("unsubscribed from \(ATTHex.handle(h))\(sub.label.map { " \($0)" } ?? "")")
+                    console.out("unsubscribed from \(ATTHex.handle(h))\(labelSuffix(sub.label))")
                 }
             }
         case "trace":
@@ -461,7 +461,7 @@ final class Shell: Sendable {
         let entry = try await session.characteristic(ref, command: "subscribe")
         let c = entry.characteristic
         if state.withLock({ $0.subscriptions[c.valueHandle] != nil }) {
-            console.err("already subscribed to \(ATTHex.handle(c.valueHandle))\(entry.label.map { " \($0)" } ?? "")")
+            console.err("already subscribed to \(ATTHex.handle(c.valueHandle))\(labelSuffix(entry.label))")
             return
         }
         let (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
@@ -485,7 +485,7 @@ final class Shell: Sendable {
                 ("value", value.map { .string(ATTHex.string($0)) } ?? .null),
             ]).compact)
         } else {
-            var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(label.map { " \($0)" } ?? "") (\(mode))"
+            var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(mode))"
             if let value { line += ", current value: " + valueText(value) }
             console.out(line)
         }

@@ -1,4 +1,5 @@
 // mirror wifi list|status|join TARGET [SSID]: the mirror's Wi-Fi steps (Mirror.MirrorWiFi).
+import ATTStack
 import GATTClient
 import JSON
 import Mirror
@@ -56,7 +57,8 @@ let wifiCommand = Command(CommandSpec(
             console.out(JSONValue.object([("event", "result"), ("networks", .array(ssids.map { .string($0) }))]).compact)
         } else {
             console.out("\(ssids.count) network\(ssids.count == 1 ? "" : "s")")
-            for s in ssids { console.out("  \(s)") }
+            // An SSID is the mirror's (and the air's) text: escaped for the terminal, exact in the JSON.
+            for s in ssids { console.out("  " + TerminalText.escaped(s)) }
         }
         return .success
     default:
@@ -69,7 +71,7 @@ let wifiCommand = Command(CommandSpec(
                 ("ssid", status.ssid.map { .string($0) } ?? .null),
             ]).compact)
         } else {
-            console.out("wifiConnectionStatus \(status.status)" + (status.ssid.map { ", SSID \($0)" } ?? ""))
+            console.out("wifiConnectionStatus \(status.status)" + (status.ssid.map { ", SSID " + TerminalText.escaped($0) } ?? ""))
         }
         if action == "join" && status.status != "connected" { return .failure }
         return .success

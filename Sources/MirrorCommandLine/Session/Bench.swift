@@ -134,6 +134,8 @@ struct ModeFigures: Sendable {
     /// CPU per write, median of the rounds (the whole process: with --loopback that includes the peer).
     var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
     var bareCPUPerWrite: Double? { bare.isEmpty ? nil : median(bare.map(\.cpuMicrosecondsPerWrite)) }
+    /// How far the rounds' writes/s disagree (nil with one round).
+    var spread: RoundSpread? { RoundSpread(rounds.map(\.writesPerSecond)) }
 
     func percentile(_ p: Double) -> Double? {
         guard !latencies.isEmpty else { return nil }
@@ -175,6 +177,7 @@ struct ModeFigures: Sendable {
         }
         if let ceiling { fields.append(("ceiling", ceiling.json)) }
         if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
+        if let spread { fields.append(("roundSpread", spread.json)) }
         fields.append(("series", series.json(size: size)))
         return .object(fields)
     }
@@ -200,6 +203,8 @@ struct ModeFigures: Sendable {
             if let bareConfirmed { bareLine += "; peer confirmed \(bareConfirmed)" }
             lines.append(bareLine)
         }
+        if let spread { lines.append(spread.text) }
+        if let warning = series.tooShortWarning { lines.append("  " + warning) }
         if let ceiling { lines.append(ceiling.text) }
         return lines
     }
@@ -237,6 +242,8 @@ struct BenchResult: Sendable {
     var link: JSONValue = .null
     /// "link: handle 0x002A, 1M, 27-octet data length, 50 ms interval" or why it is not known.
     var linkLine: String?
+    /// What the size probe found when the default size was refused; nil otherwise.
+    var sizeProbe: SizeProbe?
 
     var json: JSONValue {
         .object([
@@ -244,7 +251,7 @@ struct BenchResult: Sendable {
             ("warmup", .int(warmup)), ("rounds", .int(rounds)),
             ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
             ("link", link),
-        ])
+        ] + (sizeProbe.map { [("sizeProbe", $0.json)] } ?? []))
     }
 
     var text: [String] {
@@ -252,6 +259,30 @@ struct BenchResult: Sendable {
             + (linkLine.map { [$0] } ?? [])
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
+    }
+}
+
+/// A bench phase that failed ("the Write Request warm-up", "Write Command round 2 of 3"): the error as it is,
+/// said to have happened there, with what to do where the bench knows.
+struct PhaseError: Error, Sendable {
+    var phase: String
+    var underlying: any Error
+    var hint: String?
+}
+
+/// What the size probe found: the default size `tried`, `refused` by the peer with 0x0D (nil when accepted), and
+/// the largest size it accepted, which the bench then uses.
+struct SizeProbe: Sendable, Equatable {
+    var tried: Int
+    var refused: Int?
+    var chosen: Int
+
+    func text(handle: UInt16) -> String {
+        "the peer refused \(tried)-byte values on \(ATTHex.handle(handle)) (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with \(chosen)-byte values, the largest it accepted (give --size to choose)"
+    }
+
+    var json: JSONValue {
+        .object([("tried", .int(tried)), ("refused", refused.map { .int($0) } ?? .null), ("chosen", .int(chosen))])
     }
 }
 
@@ -264,9 +295,44 @@ func benchLinkLine(_ s: LinkState, ceilingInput: LinkParameters?) -> String {
     return "link: \(handle)" + (missing.isEmpty ? "not known" : missing.joined(separator: "; "))
 }
 
+/// The median: the middle value, or the mean of the two middle values of an even count (it used to take the upper
+/// one, so the median of two rounds' writes/s was the faster round).
 func median(_ xs: [Double]) -> Double {
     let s = xs.sorted()
-    return s.isEmpty ? 0 : s[s.count / 2]
+    guard !s.isEmpty else { return 0 }
+    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
+}
+
+/// How far a mode's rounds disagree: the fastest round's writes/s over the slowest's. Above `limit` the median
+/// stands on rounds that measured different things (a busy host, a link that changed), and the run says so.
+struct RoundSpread: Sendable, Equatable {
+    static let limit = 1.5
+    var slowest: Double
+    var fastest: Double
+    var ratio: Double { slowest > 0 ? fastest / slowest : .infinity }
+    var flagged: Bool { ratio > Self.limit }
+
+    /// Nil for fewer than two rounds: one round has no spread.
+    init?(_ rates: [Double]) {
+        guard rates.count >= 2, let lo = rates.min(), let hi = rates.max() else { return nil }
+        slowest = lo
+        fastest = hi
+    }
+
+    var json: JSONValue {
+        .object([("slowestWritesPerSecond", .double(slowest.rounded())), ("fastestWritesPerSecond", .double(fastest.rounded())),
+                 ("ratio", ratio.isFinite ? .double((ratio * 1000).rounded() / 1000) : .null), ("limit", .double(Self.limit)),
+                 ("flagged", .bool(flagged))])
+    }
+
+    var text: String {
+        let r = ratio.isFinite ? format2(ratio) + "x" : "unbounded (a round wrote nothing)"
+        var line = "  rounds: slowest \(Int(slowest.rounded())), fastest \(Int(fastest.rounded())) writes/s, spread \(r)"
+        if flagged {
+            line += ": over \(format2(Self.limit))x, the rounds disagree (a busy host or a changing link): the median is not a steady figure; run again or longer (--duration)"
+        }
+        return line
+    }
 }
 
 enum Bench {
@@ -292,7 +358,22 @@ enum Bench {
                     link: LinkParameters? = nil) async throws -> BenchResult {
         let client = session.client
         // Every bearer takes the default size: the budget of the smallest open bearer's MTU (Part F §3.4.5.1).
-        let size = plan.size ?? ATTMTU.writeValueLimit(client.bearers.filter { !$0.isClosed }.map(\.mtu).min() ?? session.mtu)
+        var size = plan.size ?? ATTMTU.writeValueLimit(client.bearers.filter { !$0.isClosed }.map(\.mtu).min() ?? session.mtu)
+        // Without --size, the warm-up's first Write Request tries that default: a peer that refuses it with 0x0D
+        // (a characteristic's own length limit, as the mirror's cloudToken) gets the largest size it accepts.
+        var sizeProbe: SizeProbe?
+        var warmupDone = 0
+        if plan.size == nil, plan.mode != .withoutResponse, plan.warmup > 0 {
+            let probe = try await phase("the size probe (the warm-up's first Write Request)", session) {
+                try await probeSize(client, handle: plan.handle, size: size)
+            }
+            if probe.refused != nil {
+                sizeProbe = probe
+                size = probe.chosen
+                inv.console.err("bench: \(probe.text(handle: plan.handle))")
+            }
+            warmupDone = 1
+        }
         // The link it runs on, read once before the first write (LE Read PHY goes out here, not during a round).
         let linkState = session.link?.state()
         let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
@@ -329,14 +410,21 @@ enum Bench {
             var figures = ModeFigures(mode: .withResponse, size: size)
             // Back-to-back requests run as the library benchmark (gatt-bench) runs them: each caller continues on the
             // reader thread as soon as its response arrives, under one cancellation handler for the round.
-            try await client.withBackToBackRequests { requests in
-                for _ in 0..<plan.warmup { try await requests.write(handle: plan.handle, value: value) }
+            try await phase("the Write Request warm-up", session, size: size, sizeGiven: plan.size != nil) {
+                try await client.withBackToBackRequests { requests in
+                    for _ in warmupDone..<plan.warmup { try await requests.write(handle: plan.handle, value: value) }
+                }
             }
-            if let bare { _ = try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) } }
+            if let bare {
+                _ = try await phase("the bare loop's Write Request warm-up", session, size: size, sizeGiven: plan.size != nil) {
+                    try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) }
+                }
+            }
             // --bearers N: one writer per open bearer at once, each round followed by one of a single writer.
             let writers = client.openBearerCount
             if writers > 1 { figures.bearers = BearerFigures(writers: writers, perBearer: client.bearers.map { _ in 0 }) }
-            for _ in 0..<plan.rounds {
+            for index in 0..<plan.rounds {
+              try await phase("Write Request round \(index + 1) of \(plan.rounds)", session, size: size, sizeGiven: plan.size != nil) {
                 let (round, latencies): (RoundFigures, [UInt64])
                 if writers > 1 {
                     let before = try await readCounter(client, counter)
@@ -362,6 +450,7 @@ enum Bench {
                 if let bare {
                     figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
+              }
             }
             figures.confirmed = figures.writes
             // Each bare Write Request counts only once its Write Response arrived.
@@ -370,12 +459,15 @@ enum Bench {
         }
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
-            for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
-            if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
+            try await phase("the Write Command warm-up", session, size: size, sizeGiven: plan.size != nil) {
+                for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
+                if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
+            }
             let before = try await drain(client, plan: plan)
             let observedBefore = session.transport.observations
             var bareCounted: Int? = counter == nil ? nil : 0
-            for _ in 0..<plan.rounds {
+            for index in 0..<plan.rounds {
+              try await phase("Write Command round \(index + 1) of \(plan.rounds)", session, size: size, sizeGiven: plan.size != nil) {
                 try await measureCommands(session, plan: plan, value: value, into: &figures)
                 if let bare {
                     let writes = figures.rounds.last!.writes
@@ -383,6 +475,7 @@ enum Bench {
                     figures.bare.append(round)
                     if let counted, let sum = bareCounted { bareCounted = sum + counted }
                 }
+              }
             }
             let observedAfter = session.transport.observations
             figures.blockedNanoseconds = observedAfter.blockedNanoseconds - observedBefore.blockedNanoseconds
@@ -400,7 +493,54 @@ enum Bench {
         }
         return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
                            warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: modes,
-                           link: linkJSON, linkLine: linkLine)
+                           link: linkJSON, linkLine: linkLine, sizeProbe: sizeProbe)
+    }
+
+    /// Runs `body` as the bench's `name`d phase: an error from it says which phase failed, and an ATT 0x0D on a
+    /// size the user gave says what to pass instead (GATT errors are labelled with the handle's name first).
+    static func phase<T>(_ name: String, _ session: Session, size: Int? = nil, sizeGiven: Bool = false,
+                         _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as GATTError {
+            var hint: String?
+            if let e = error.attributeError, e.code == .invalidAttributeValueLength, let size, sizeGiven {
+                hint = e.rejectedBy == .peer
+                    ? "the characteristic refused \(size)-byte values: pass a smaller --size (or leave --size out: bench then finds the largest size it accepts)"
+                    : "pass a --size within the budget\(e.budget.map { " of \($0) bytes" } ?? "")"
+            }
+            throw PhaseError(phase: name, underlying: await session.labelled(error), hint: hint)
+        } catch let error as PhaseError {
+            throw error
+        } catch {
+            throw PhaseError(phase: name, underlying: error, hint: nil)
+        }
+    }
+
+    /// One Write Request of `size` bytes: true when answered, false when the peer refused the length (0x0D).
+    static func accepts(_ client: GATTClient, handle: UInt16, size: Int) async throws(GATTError) -> Bool {
+        do {
+            try await client.write(handle: handle, value: (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
+            return true
+        } catch {
+            guard let a = error.attributeError, a.code == .invalidAttributeValueLength, a.rejectedBy == .peer else { throw error }
+            return false
+        }
+    }
+
+    /// Writes `size` bytes; when the peer refuses that length (0x0D Invalid Attribute Value Length), finds the
+    /// largest length it accepts by halving the interval (about log2(size) Write Requests).
+    static func probeSize(_ client: GATTClient, handle: UInt16, size: Int) async throws -> SizeProbe {
+        if try await accepts(client, handle: handle, size: size) { return SizeProbe(tried: size, refused: nil, chosen: size) }
+        var accepted = 0, refused = size
+        while refused - accepted > 1 {
+            let mid = (accepted + refused) / 2
+            if try await accepts(client, handle: handle, size: mid) { accepted = mid } else { refused = mid }
+        }
+        guard accepted > 0 else {
+            throw CLIError.failure("the peer refused every length from 1 to \(size) bytes on \(ATTHex.handle(handle)) with ATT error 0x0D Invalid Attribute Value Length: bench finds no size to write; check the handle, or give --size")
+        }
+        return SizeProbe(tried: size, refused: size, chosen: accepted)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).

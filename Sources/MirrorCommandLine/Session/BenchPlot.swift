@@ -34,7 +34,8 @@ enum BenchPlot {
     /// Panel 1: bytes/s of each mode per bucket against measured time, rounds end to end.
     static func throughput(_ result: BenchResult, into svg: inout SVG) {
         let a = throughputArea
-        let modes = result.modes.map { (mode: $0, rates: $0.series.bytesPerSecond(size: $0.size)) }
+        // A mode whose rounds last under WriteSeries.minimumBuckets buckets gets no line (a dot is not a series).
+        let modes = result.modes.map { (mode: $0, rates: $0.series.isTooShort ? [] : $0.series.bytesPerSecond(size: $0.size)) }
         let ceilings = result.modes.compactMap { m in m.ceiling?.ceiling.map { (mode: m.mode, bytesPerSecond: $0.bytesPerSecond) } }
         let peak = (modes.flatMap(\.rates) + ceilings.map(\.bytesPerSecond)).max() ?? 0
         let unit = ByteRateUnit(peak)
@@ -43,7 +44,12 @@ enum BenchPlot {
         let x = Axis(max: seconds)
         svg.text(x: a.x0, y: a.y0 - 14, "Throughput over time (100 ms buckets)", size: 14, weight: "bold")
         svg.frame(a, x: x, y: y, xLabel: "measured time (s), each mode's rounds end to end", yLabel: "throughput (\(unit.name))")
-        for (mode, rates) in modes {
+        let short = modes.filter(\.mode.series.isTooShort).map { $0.mode.mode == .withResponse ? "Write Request" : "Write Command" }
+        if !short.isEmpty {
+            svg.text(x: (a.x0 + a.x1) / 2, y: (a.y0 + a.y1) / 2, "\(short.joined(separator: " and ")): run too short for a series (under \(WriteSeries.minimumBuckets) buckets; --duration)",
+                     size: 13, anchor: "middle", colour: "#444")
+        }
+        for (mode, rates) in modes where !rates.isEmpty {
             let colour = mode.mode == .withResponse ? requestColour : commandColour
             let points = rates.enumerated().map { i, r in
                 (a.x0 + (min(Double(i) + 0.5, seconds * 10) / 10) / x.top * (a.x1 - a.x0), a.y1 - r / unit.divisor / y.top * (a.y1 - a.y0))

@@ -4,6 +4,8 @@ import JSON
 
 struct WriteSeries: Sendable {
     static let bucketNanoseconds: UInt64 = 100_000_000
+    /// Fewer buckets than this are not a series: a run that short is drawn as no line, and says so.
+    static let minimumBuckets = 5
     /// Writes whose sample fell in each bucket.
     private(set) var writes: [Int] = []
     /// The measured time of the closed rounds: the next round's times start there.
@@ -60,10 +62,22 @@ struct WriteSeries: Sendable {
         return rates
     }
 
+    /// Whether the measured rounds last fewer than `minimumBuckets` buckets.
+    var isTooShort: Bool { nanoseconds < UInt64(Self.minimumBuckets) * Self.bucketNanoseconds }
+
+    /// "series: ... under 5 buckets ...", or nil when the run is long enough to draw.
+    var tooShortWarning: String? {
+        guard isTooShort else { return nil }
+        let ms = Int(Self.bucketNanoseconds / 1_000_000)
+        return "series: the measured rounds lasted \(Int((Double(nanoseconds) / 1e6).rounded())) ms, under \(Self.minimumBuckets) buckets of \(ms) ms: no throughput-over-time line is drawn for this mode (run longer: --duration)"
+    }
+
     func json(size: Int) -> JSONValue {
-        .object([
+        var fields: [(String, JSONValue)] = [
             ("bucketMilliseconds", .int(Int(Self.bucketNanoseconds / 1_000_000))),
             ("writes", .array(writes.map { .int($0) })), ("bytes", .array(writes.map { .int($0 * size) })),
-        ])
+        ]
+        if let tooShortWarning { fields.append(("warning", .string(tooShortWarning))) }
+        return .object(fields)
     }
 }

@@ -32,7 +32,8 @@ struct DiscoveredDevice: Sendable {
 
     var text: String {
         var s = "\(address) (\(addressType))  RSSI \(rssi.map { "\($0) dBm" } ?? "n/a")"
-        if let name { s += "  \"\(name)\"" }
+        // The advertised name is any nearby device's bytes (AD type 0x08/0x09): escaped, exact in the JSON.
+        if let name { s += "  \"\(TerminalText.escaped(name))\"" }
         if !services.isEmpty {
             s += "  services: " + services.map { u in wellKnownName(u).map { "\(u) \($0)" } ?? u }.joined(separator: ", ")
         }
@@ -54,6 +55,8 @@ enum Discovery {
             }
             name = a.name
         }
+        // The capabilities live on the keeper until the scan's last LE Set Scan Enable is sent (Privilege).
+        defer { Privilege.dropAll("after the LE scan") }
         // Raw HCI needs CAP_NET_RAW and CAP_NET_ADMIN: say so before trying, with the line that grants them.
         let capabilities = Capabilities.checkRawHCI()
         guard capabilities.isSatisfied else { throw CLIError.unsupported(capabilities.summary) }

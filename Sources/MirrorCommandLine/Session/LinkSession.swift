@@ -93,7 +93,11 @@ final class LinkSession: Sendable {
         do {
             let monitor = try HCILinkMonitor(adapter: name, allowUnprivileged: true, sink: { sink.take($0) })
             if monitor.receivesLEEvents { return (monitor, nil) }
-            return (monitor, "the link's LE events need CAP_NET_RAW: run `\(Capabilities.checkRawHCI().setcapCommand)`")
+            let check = Capabilities.checkRawHCI()
+            if let why = check.droppedBecause {
+                return (monitor, "the link's LE events need CAP_NET_RAW, which this process dropped \(why) (least privilege: mirror keeps capabilities only until a command's privileged sockets are open)")
+            }
+            return (monitor, "the link's LE events need CAP_NET_RAW: run `\(check.setcapCommand)`")
         } catch {
             return (nil, "the link's HCI events are not watched: \(error)")
         }

@@ -132,12 +132,15 @@ final class Session: Sendable {
             }
         }
         let records = LinkRecordSink(console: inv.console, tracing: g.trace)
+        // A unix: target needs no capability: any the keeper still holds go now (Privilege).
+        if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }
         let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
         let bearer: ATTBearer
         do {
             bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
                                            timeout: g.timeout, security: target.isUnix ? nil : security)
         } catch {
+            Privilege.dropAll("after a failed connect")
             monitor?.close()
             throw error
         }
@@ -161,6 +164,10 @@ final class Session: Sendable {
         var link: LinkSession?
         let requests = LinkSession.ask(g.link, monitor: monitor, bearer: bearer,
                                        monitorNote: target.isUnix ? "\(target.target) is a unix socket, with no radio link" : monitorNote)
+        // The last privileged work of a connection (the link options above, LE Read PHY and LE Read Buffer Size for
+        // `link`), then every capability goes, before the GATT client reads a byte of the peer's (Privilege).
+        if Privilege.isKept { monitor?.prefetchPrivilegedReads() }
+        Privilege.dropAll("after the connect")
         if announceLink, !g.json { for r in requests { inv.console.err("link: \(r.text)") } }
         if !target.isUnix {
             link = LinkSession(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
@@ -184,7 +191,7 @@ final class Session: Sendable {
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
                               linkRequests: requests, heldByShell: heldByShell,
                               cache: g.noCache ? nil : DatabaseCache.standard(), cacheTarget: target.cacheKey,
-                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: \($0)") })
+                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: " + terminalLines($0)) })
         // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache.
         observed.whenIndicated { [weak session] pdu in session?.indicated(pdu) }
         do {

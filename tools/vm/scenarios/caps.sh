@@ -1,4 +1,4 @@
-# vm-about: an unprivileged user: mirror gatt needs no capability; mirror discover (raw HCI) fails with exit 7 and the setcap advice, then works once the binary has cap_net_raw,cap_net_admin
+# vm-about: an unprivileged user: mirror gatt needs no capability; mirror discover (raw HCI) fails with exit 7 and the setcap advice, then works once the binary has cap_net_raw,cap_net_admin; that copy holds no capability on any thread while listen waits on the peer (after its keeper sent --interval), and during discover only the keeper thread holds them
 # vm-timeout: 200
 vm_need mirror mirror-sim
 vm_controllers
@@ -21,5 +21,43 @@ vm_json "$OUT/nobody-discover.log" '"error" in j and "setcap" in json.dumps(j) a
 vm_ok setcap 20 setcap cap_net_raw,cap_net_admin+ep /tmp/caps/mirror
 vm_ok getcap 20 getcap /tmp/caps/mirror
 vm_grep "$OUT/getcap.log" "cap_net_admin,cap_net_raw[=+]ep" "the copy carries cap_net_raw,cap_net_admin"
+# 4. Least privilege over LE, before the raw-HCI scans below: the setcap'd copy as nobody keeps its capabilities
+#    on one keeper thread only until the connect's privileged work is done (here --interval's LE Connection Update, which needs CAP_NET_RAW at the
+#    send), then no thread holds any while it waits on the peer (listen: the simulator sends only on change).
+caps_threads() { # PID LOG: one line per live thread: name, CapPrm, CapEff, NoNewPrivs (a thread that ends meanwhile is left out)
+  local t comm st
+  for t in /proc/$1/task/*; do
+    comm=$(cat "$t/comm" 2>/dev/null) && st=$(cat "$t/status" 2>/dev/null) || continue
+    printf '%s %s\n' "$comm" "$(grep -E '^(CapPrm|CapEff|NoNewPrivs):' <<<"$st" | tr -s '\t\n' '  ')"
+  done >"$2"
+}
+vm_bg caps-listen "${nobody[@]}" /tmp/caps/mirror listen $peer scanState --adapter hci0 --interval 30
+vm_wait_log caps-listen "^subscribed to 0x[0-9A-F]{4} .*scanState" 60
+caps_threads "$(vm_pid caps-listen)" "$OUT/caps-listen-threads.log"
+vm_log "threads of the waiting listen: $(wc -l <"$OUT/caps-listen-threads.log")"
+sed 's/^/    | /' "$OUT/caps-listen-threads.log"
+[ "$(wc -l <"$OUT/caps-listen-threads.log")" -ge 2 ] || vm_fail "expected several threads in the waiting listen"
+if grep -vqE 'CapPrm: 0000000000000000 CapEff: 0000000000000000 NoNewPrivs: 1' "$OUT/caps-listen-threads.log"; then
+  vm_fail "a thread of the waiting listen still holds a capability (or lacks NoNewPrivs)"
+fi
+vm_log "ok: every thread of the waiting listen: CapPrm 0, CapEff 0, NoNewPrivs 1"
+vm_grep "$OUT/caps-listen.log" "^link: --interval 30: granted" "the keeper sent --interval's LE Connection Update before the drop: granted"
+vm_stop caps-listen 10
+
 vm_ok caps-discover 60 "${nobody[@]}" /tmp/caps/mirror discover --adapter hci0 --duration 4 --json
 vm_json "$OUT/caps-discover.log" 'any(d.get("address") == "00:AA:01:01:00:01" and d.get("name") == "mirror-sim" for d in (js if isinstance(js[0], dict) and "address" in js[0] else (j if isinstance(j, list) else j.get("devices", []))))' "user nobody with file capabilities: discover finds 00:AA:01:01:00:01 \"mirror-sim\""
+
+# 5. discover keeps them only on the keeper thread ("cap-keeper"), which sends the scan's HCI commands; every other
+#    thread holds none while the scan runs, and the scan still ends (its last LE Set Scan Enable sent by the keeper).
+vm_bg caps-discover-live "${nobody[@]}" /tmp/caps/mirror discover --adapter hci0 --duration 6
+vm_wait "the discover's keeper thread" 20 bash -c "grep -qx cap-keeper /proc/$(vm_pid caps-discover-live)/task/*/comm"
+caps_threads "$(vm_pid caps-discover-live)" "$OUT/caps-discover-threads.log"
+sed 's/^/    | /' "$OUT/caps-discover-threads.log"
+if grep -v '^cap-keeper ' "$OUT/caps-discover-threads.log" | grep -vqE 'CapPrm: 0000000000000000 CapEff: 0000000000000000 NoNewPrivs: 1'; then
+  vm_fail "a thread of the running discover other than the keeper holds a capability"
+fi
+grep -qE '^cap-keeper .*CapEff: 0000000000003000' "$OUT/caps-discover-threads.log" || vm_fail "the keeper does not hold cap_net_raw,cap_net_admin during the scan"
+vm_log "ok: during discover only the keeper holds cap_net_raw,cap_net_admin"
+vm_join caps-discover-live 30
+[ "$VM_RC" = 0 ] || vm_fail "the discover with the keeper exited $VM_RC"
+vm_grep "$OUT/caps-discover-live.log" "mirror-sim" "the scan the keeper ran found the simulator"
