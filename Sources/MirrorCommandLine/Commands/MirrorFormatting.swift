@@ -76,13 +76,10 @@ private func mirrorEventLine(_ e: MirrorEvent) -> String {
     case .upload(let u):
         switch u {
         case .received(let r):
-            // Entry names and the ZIP's problem come from the peer's body: escaped before the terminal.
-            let entries = r.zipProblem.map { "not the expected result ZIP: " + TerminalText.escaped($0) }
-                ?? TerminalText.escaped(r.entries.map { $0.map(\.name).joined(separator: ", ") } ?? "")
+            let entries = r.zipProblem.map { "not the expected result ZIP: \($0)" } ?? (r.entries ?? []).map(\.name).joined(separator: ", ")
             return "\(t)  UPLOAD \(r.bytes) bytes (\(r.framing)) -> \(r.path), sha256 \(r.sha256), entries: \(entries)"
         case .rejected(let method, let path, let status, let reason):
-            // The method and path are the peer's bytes: escaped before the terminal.
-            return "\(t)  upload refused: \(TerminalText.escaped(method)) \(TerminalText.escaped(path)): HTTP \(status), \(TerminalText.escaped(reason))"
+            return "\(t)  upload refused: \(method) \(path): HTTP \(status), \(reason)"
         }
     case .step: return "\(t)  \(e.detail ?? "")"
     case .failed: return "\(t)  \(e.detail ?? "failed")"
