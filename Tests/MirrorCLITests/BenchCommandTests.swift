@@ -205,12 +205,13 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertTrue(lines.allSatisfy { $0.contains(" writes/s, spread ") && $0.contains("x") }, text.stdout)
     }
 
-    /// The `--help` example `mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012` against the simulator, whose
-    /// cloudToken takes at most 40 bytes: without --size the bench finds that size and says so; with a --size
+    /// The `--help` example `mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012` against a simulator whose
+    /// cloudToken takes at most 40 bytes (`--token-limit 40`; the bundled profile's 64 fits the upload URL's
+    /// secret): without --size the bench finds that size and says so; with a --size
     /// the characteristic refuses, the error names the phase and what to pass.
     func testTheHelpExampleFindsTheSizeTheCharacteristicAccepts() throws {
         let path = temporarySocketPath("bench-sim")
-        let sim = try BackgroundTool("mirror-sim", ["unix:\(path)"], readyWhen: "listening on unix:\(path)", stderrToo: true)
+        let sim = try BackgroundTool("mirror-sim", ["unix:\(path)", "--token-limit", "40"], readyWhen: "listening on unix:\(path)", stderrToo: true)
         defer { sim.stop() }
         let run = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--count", "50", "--warmup", "10",
                                          "--rounds", "1", "--json"])

@@ -76,7 +76,7 @@ private func mirrorEventLine(_ e: MirrorEvent) -> String {
     case .upload(let u):
         switch u {
         case .received(let r):
-            let entries = r.entries.map { $0.map(\.name).joined(separator: ", ") } ?? "not a ZIP: \(r.zipProblem ?? "")"
+            let entries = r.zipProblem.map { "not the expected result ZIP: \($0)" } ?? (r.entries ?? []).map(\.name).joined(separator: ", ")
             return "\(t)  UPLOAD \(r.bytes) bytes (\(r.framing)) -> \(r.path), sha256 \(r.sha256), entries: \(entries)"
         case .rejected(let method, let path, let status, let reason):
             return "\(t)  upload refused: \(method) \(path): HTTP \(status), \(reason)"
