@@ -24,10 +24,14 @@ final class ExamplesTests: XCTestCase {
         while let open = rest.range(of: "`mirror ") {
             let after = rest[open.upperBound...]
             guard let close = after.firstIndex(of: "`") else { break }
-            found.append("mirror " + after[..<close])
+            let command = "mirror " + after[..<close]
+            // A command line, not a fragment ("`mirror read`", "`mirror COMMAND --help`"): it names a target.
+            if command.contains("unix:") || command.contains("--loopback") || command.split(separator: " ").contains(where: { (try? BluetoothAddress(parsing: String($0))) != nil }) {
+                found.append(command)
+            }
             rest = after[after.index(after: close)...]
         }
-        for line in readme.split(separator: "\n") where line.hasPrefix("$ mirror ") {
+        for line in readme.split(separator: "\n") where line.hasPrefix("$ mirror ") || line.hasPrefix("$ printf ") {
             found.append(String(line.dropFirst(2)))
         }
         return found
@@ -63,6 +67,16 @@ final class ExamplesTests: XCTestCase {
         for example in examples {
             if let failure = try run(example) { failures.append("\(example)\n    \(failure)") }
         }
+        // The README's shell transcript: the commands typed at its prompt, as a script, end 0.
+        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let typed = readme.split(separator: "\n").compactMap { line -> String? in
+            guard let r = line.range(of: "mirror unix:/tmp/mirror-sim.sock> ") else { return nil }
+            return String(line[r.upperBound...])
+        }
+        XCTAssertGreaterThan(typed.count, 5, "the README's shell transcript")
+        if let failure = try run("printf '" + typed.joined(separator: "\\n").replacingOccurrences(of: "/tmp/session.btsnoop", with: "/dev/null") + "' | mirror shell unix:/tmp/mirror-sim.sock") {
+            failures.append("the README's shell transcript\n    \(failure)")
+        }
         XCTAssertTrue(failures.isEmpty, "examples that fail against mirror-sim:\n" + failures.joined(separator: "\n"))
     }
 
@@ -74,7 +88,20 @@ final class ExamplesTests: XCTestCase {
         let path = temporarySocketPath("example")
         let sim = try BackgroundTool("mirror-sim", ["unix:\(path)"], readyWhen: "listening on unix:\(path)", stderrToo: true)
         defer { sim.stop() }
-        var words = example.split(separator: " ").map(String.init)
+        // "printf 'SCRIPT' | mirror shell ...": the script on standard input; "mirror shell ... < commands.txt": a
+        // one-line script (the README's transcript reads 0x0003). A script with `read 0x9999` ends 3, as the README shows.
+        var command = example
+        var input: String?
+        if command.hasPrefix("printf '"), let end = command.range(of: "' | ") {
+            input = command[command.index(command.startIndex, offsetBy: 8)..<end.lowerBound].replacingOccurrences(of: "\\n", with: "\n")
+            command = String(command[end.upperBound...])
+        }
+        if let redirect = command.range(of: " < commands.txt") {
+            input = "read 0x0003\n"
+            command.removeSubrange(redirect)
+        }
+        let expected: Int32 = (input ?? "").contains("read 0x9999") ? 3 : 0
+        var words = command.split(separator: " ").map(String.init)
         guard words.first == "mirror" else { return "not a mirror command" }
         words.removeFirst()
         words = words.map { w in
@@ -83,11 +110,12 @@ final class ExamplesTests: XCTestCase {
         }
         let environment = ["XDG_CACHE_HOME": dir.appendingPathComponent("cache").path,
                            "XDG_STATE_HOME": dir.appendingPathComponent("state").path]
-        if words.first == "listen" && !words.contains("--count") && !words.contains("--duration") {
+        // listen streams until Ctrl-C (the simulator notifies only on a change, so --count may never be reached).
+        if words.first == "listen" && !words.contains("--duration") {
             return try runUntilInterrupted(words, environment: environment)
         }
-        let r = try ToolProcess.run("mirror", words, input: words.first == "shell" ? "" : nil, environment: environment, timeout: 90)
-        return r.status == 0 ? nil : "exit \(r.status): \(r.stderr.prefix(400))"
+        let r = try ToolProcess.run("mirror", words, input: input ?? (words.first == "shell" ? "" : nil), environment: environment, timeout: 90)
+        return r.status == expected ? nil : "exit \(r.status) (expected \(expected)): \(r.stderr.prefix(400))"
     }
 
     /// A streaming example (listen until Ctrl-C): started, interrupted once it has subscribed, and it must end 0.
