@@ -290,6 +290,24 @@ final class ShellTests: XCTestCase {
         XCTAssertEqual(json["status"]?.integer, 0, "Ctrl-D ends the shell cleanly")
     }
 
+    /// The history's directory, already there with looser modes, is tightened to 0700 and the file to 0600.
+    func testALooserHistoryDirectoryIsTightened() throws {
+        let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let state = home + "/state/mirror"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        XCTAssertTrue(FileManager.default.createFile(atPath: state + "/history", contents: Data("read 3\n".utf8), attributes: [.posixPermissions: 0o644]))
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(peer.target)> "
+        _ = try pty([
+            .array([.string("expect"), .string(prompt), .double(10)]),
+            .array([.string("send"), .string("quit\r")]),
+            .array([.string("exit"), .double(10)]),
+        ], home: home)
+        func mode(_ path: String) throws -> Int? { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue }
+        XCTAssertEqual(try mode(state), 0o700)
+        XCTAssertEqual(try mode(state + "/history"), 0o600)
+    }
+
     func testATerminalSessionReadsCancelsAListenAndQuits() throws {
         let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: home, withIntermediateDirectories: true)

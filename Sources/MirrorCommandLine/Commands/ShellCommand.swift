@@ -124,6 +124,8 @@ final class Shell: Sendable {
         var trace: Bool
         /// `btsnoop FILE` (or --btsnoop): the capture every connection of the shell is written to until `btsnoop off`.
         var capture: BTSnoopWriter?
+        /// A capture's write failed (reported when it did): the shell's exit status is then a failure.
+        var captureFailed = false
     }
 
     let base: Invocation
@@ -157,6 +159,14 @@ final class Shell: Sendable {
     /// first failure's).
     func run() async -> ExitStatus {
         defer { finish() }
+        let status = await runLines()
+        // A capture cut short by a failed write (full disk, file size limit) is not a success.
+        if status == .success, state.withLock({ $0.captureFailed }) { return .failure }
+        return status
+    }
+
+    /// `run` without the capture's failure.
+    private func runLines() async -> ExitStatus {
         let first = await runReported("connect") {
             if let path = self.base.global.btsnoop { try self.startCapture(path) }
             try await self.connect(self.state.withLock { $0.target }, options: self.base.global, json: self.base.global.json)
@@ -366,6 +376,10 @@ final class Shell: Sendable {
     @discardableResult
     private func startCapture(_ path: String) throws -> BTSnoopWriter {
         let writer = try BTSnoopWriter(path: path)
+        writer.onFailure { [console, state] error in
+            console.err("mirror: \(error)")
+            state.withLock { $0.captureFailed = true }
+        }
         let (session, old) = state.withLock { s in
             defer { s.capture = writer }
             return (s.session, s.capture)

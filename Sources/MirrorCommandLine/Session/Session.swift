@@ -148,6 +148,11 @@ final class Session: Sendable {
         } else if let path = g.btsnoop {
             do {
                 let writer = try BTSnoopWriter(path: path)
+                // Said at the first failed write, and the command's status made 1 (Runner.execute).
+                writer.onFailure { [console = inv.console, notes = inv.notes] error in
+                    console.err("mirror: \(error)")
+                    notes.captureFailure.withLock { $0 = $0 ?? error }
+                }
                 attach(writer, bearer: bearer, records: records)
                 capture = (writer, true)
             } catch {
