@@ -167,6 +167,21 @@ final class ShellTests: XCTestCase {
         XCTAssertTrue(objects.contains { $0["subscribed"] == 12 && $0["name"] == "scanState" }, json.stdout)
     }
 
+    /// A subscription whose stream overflowed before the CCCD's Write Response says so when it ends (disconnect).
+    func testASubscriptionsDropsAreSaidAtItsEnd() throws {
+        let dropping = try GATTPeer(behaviour: .init(notificationsPerSubscription: 0, notificationsBeforeCCCDAnswer: 1100))
+        defer { dropping.close() }
+        let counter = dropping.hexHandle("counter")
+        let run = try MirrorProcess.run(["shell", dropping.target], input: "subscribe \(counter)\ndisconnect\n")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout.split(separator: "\n").filter { $0.contains("notification \(counter)") }.count, 1024)
+        XCTAssertTrue(run.stderr.contains("\(counter): 76 notifications dropped (output fell behind: 0; before the subscription completed: 76)"), run.stderr)
+        let json = try MirrorProcess.run(["shell", dropping.target, "--json"], input: "subscribe \(counter)\ndisconnect\n")
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertTrue(try json.jsonLines().contains(.object([("dropped", .object([("total", 76), ("outputFellBehind", 0), ("beforeSubscribed", 76)])),
+                                                            ("handle", .int(Int(dropping.handle("counter"))))])), json.stdout)
+    }
+
     func testSeveralSubscriptionsAtOnce() throws {
         // The peer notifies each subscription three times; two subscriptions stay up together.
         let script = "subscribe \(peer.hexHandle("counter")) \(peer.hexHandle("battery"))\nread 0x0003\nunsubscribe\n"

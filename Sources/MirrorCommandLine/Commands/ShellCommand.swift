@@ -481,6 +481,8 @@ final class Shell: Sendable {
         let (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
         let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
         let label = entry.label
+        // The stream was armed before the CCCD write; what it dropped until now came before the subscription completed.
+        let droppedBeforeSubscribed = stream.droppedCount
         let task = Task { [weak self] in
             do {
                 for try await n in stream {
@@ -491,6 +493,8 @@ final class Shell: Sendable {
             } catch {
                 // The stream ends with the connection, which `lost` reports.
             }
+            let total = stream.droppedCount
+            if total > 0 { self?.showDropped(c.valueHandle, fellBehind: total - droppedBeforeSubscribed, beforeSubscribed: droppedBeforeSubscribed) }
         }
         state.withLock { $0.subscriptions[c.valueHandle] = Subscription(characteristic: c, label: label, task: task) }
         if json {
@@ -515,6 +519,21 @@ final class Shell: Sendable {
             if let note = event.droppedNote, !base.global.json { console.err(note) }
             console.out(line)
         }
+    }
+
+    /// At a subscription's end, when it dropped values: "N notifications dropped (...)" on stderr (above the line at
+    /// a terminal), or with --json {"dropped": {"total", "outputFellBehind", "beforeSubscribed"}, "handle"}.
+    private func showDropped(_ handle: UInt16, fellBehind: Int, beforeSubscribed: Int) {
+        let total = fellBehind + beforeSubscribed
+        if base.global.json {
+            console.out(JSONValue.object([("dropped", .object([("total", .int(total)), ("outputFellBehind", .int(fellBehind)),
+                                                                ("beforeSubscribed", .int(beforeSubscribed))])),
+                                          ("handle", .int(Int(handle)))]).compact)
+            return
+        }
+        let line = "\(ATTHex.handle(handle)): \(total) notification\(total == 1 ? "" : "s") dropped (output fell behind: \(fellBehind); "
+            + "before the subscription completed: \(beforeSubscribed))"
+        if editor.isTerminal { editor.printAbove(line) } else { console.err(line) }
     }
 
     /// `help` in the shell: the commands a line may give.
