@@ -18,7 +18,10 @@ let listenCommand = Command(CommandSpec(
         is bad usage (exit status 2): the error lists the names known, or the candidates with their value handles.
 
         --json prints one JSON object per line: {"time", "handle", "kind", "value", "text", "name"} ("name" is \
-        null when the characteristic has none).
+        null when the characteristic has none), then a last line {"received", "dropped": {"total", \
+        "outputFellBehind", "beforeSubscribed"}}: the values dropped because the stream (1024 values) was full, \
+        after the subscriptions completed (the output fell behind) or before. In text the count is said on \
+        stderr at the end when any were dropped.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
