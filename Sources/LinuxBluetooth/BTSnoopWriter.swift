@@ -32,12 +32,16 @@ public final class BTSnoopWriter: Sendable {
         var signalingIdentifier: UInt8 = 0
         /// The first write error; later writes are skipped.
         var failure: SocketError?
+        /// Told the first write error once, when it happens (the CLI prints it and fails the command).
+        var onFailure: (@Sendable (SocketError) -> Void)?
     }
     // Guards the fd, the index counter and the first failure.
     private let state: Lock<State>
 
-    /// Creates (or truncates) `path` and writes the btsnoop header.
+    /// Creates (or truncates) `path` and writes the btsnoop header. SIGXFSZ is ignored from here on, so that a
+    /// file size limit (RLIMIT_FSIZE) fails the write with EFBIG, reported, instead of killing the process.
     public init(path: String) throws(TransportError) {
+        signal(SIGXFSZ, SIG_IGN)
         let fd = cbz_create_file(path)
         if fd < 0 { throw .socket(lastSocketError("open", "creating the btsnoop file \(path)", .local)) }
         var header: [UInt8] = Array("btsnoop".utf8) + [0]
@@ -56,6 +60,16 @@ public final class BTSnoopWriter: Sendable {
 
     /// The first error met while writing records (records after it are not written), or nil.
     public var failure: SocketError? { state.withLock { $0.failure } }
+
+    /// Calls `handler` with the first write error when it happens (at once if one already did); records after it
+    /// are not written, so a truncated capture is never silent.
+    public func onFailure(_ handler: @escaping @Sendable (SocketError) -> Void) {
+        let already = state.withLock { s -> SocketError? in
+            if s.failure == nil { s.onFailure = handler }
+            return s.failure
+        }
+        if let already { handler(already) }
+    }
 
     /// Closes the file. Later writes are ignored.
     public func close() {
@@ -195,12 +209,15 @@ public final class BTSnoopWriter: Sendable {
             if let second, second.count > 0 {
                 buf.baseAddress!.advanced(by: 24 + first.count).copyMemory(from: second.baseAddress!, byteCount: second.count)
             }
-            state.withLock { s in
-                guard s.fd >= 0, s.failure == nil else { return }
-                if cbz_write_all(s.fd, buf.baseAddress, total) < 0 {
-                    s.failure = lastSocketError("write", "writing a btsnoop record to \(path)", .local)
-                }
+            let failed = state.withLock { s -> (SocketError, (@Sendable (SocketError) -> Void)?)? in
+                guard s.fd >= 0, s.failure == nil else { return nil }
+                guard cbz_write_all(s.fd, buf.baseAddress, total) < 0 else { return nil }
+                let e = lastSocketError("write", "writing a btsnoop record to \(path)", .local)
+                s.failure = e
+                return (e, s.onFailure)
             }
+            // Told outside the lock: the handler prints.
+            if let (e, handler) = failed { handler?(e) }
         }
     }
 }

@@ -53,7 +53,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     public var meaning: String {
         switch self {
         case .success: return "success"
-        case .failure: return "other failure (a file, an internal error)"
+        case .failure: return "other failure (a file, a --btsnoop file that could not be written to the end, an internal error)"
         case .usage: return "bad usage: unknown command or option, malformed address, handle, UUID, hex or number, a NAME or UUID naming no characteristic or several"
         case .peerError: return "the peer answered with an ATT Error Response"
         case .localRefusal: return "refused locally, not sent (the value exceeds the MTU's budget or 512 bytes)"

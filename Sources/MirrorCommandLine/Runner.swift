@@ -85,6 +85,8 @@ public struct Invocation: Sendable {
 /// What a running command's session leaves for its error report: how to learn why its link dropped.
 final class InvocationNotes: Sendable {
     private let drop = Lock<(@Sendable () -> (text: String, reason: UInt8)?)?>(nil)
+    /// The --btsnoop file's first write error (already printed): the command then exits with status 1.
+    let captureFailure = Lock<SocketError?>(nil)
 
     func setLinkDrop(_ body: @escaping @Sendable () -> (text: String, reason: UInt8)?) { drop.withLock { $0 = body } }
 
@@ -218,6 +220,8 @@ public enum MirrorMain {
     static func execute(_ command: Command, _ invocation: Invocation) async -> Int32 {
         do {
             let status = try await command.run(invocation)
+            // A --btsnoop capture cut short by a failed write (full disk, file size limit) is not a success.
+            if status == .success, invocation.notes.captureFailure.current != nil { return ExitStatus.failure.rawValue }
             return status.rawValue
         } catch {
             var r = ErrorReport(error)

@@ -39,6 +39,9 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertEqual(result["preflightScanState"], "invalid")
         XCTAssertEqual(result["resetAttempted"], false)
         XCTAssertEqual(result["resetWorked"], .null)
+        // The notifications dropped (none here), always in the result: before scanState and scanError were
+        // subscribed, and after (the output fell behind).
+        XCTAssertEqual(result["dropped"], .object([("total", 0), ("outputFellBehind", 0), ("beforeSubscribed", 0)]))
         let upload = try XCTUnwrap(result["upload"])
         guard case .string(let path)? = upload["path"], case .string(let sha)? = upload["sha256"], case .int(let bytes)? = upload["bytes"] else {
             return XCTFail("upload: \(upload)")

@@ -2,6 +2,7 @@
 import ATTStack
 import GATTClient
 import JSON
+import LinuxBluetooth
 
 let listenCommand = Command(CommandSpec(
     name: "listen",
@@ -17,7 +18,10 @@ let listenCommand = Command(CommandSpec(
         is bad usage (exit status 2): the error lists the names known, or the candidates with their value handles.
 
         --json prints one JSON object per line: {"time", "handle", "kind", "value", "text", "name"} ("name" is \
-        null when the characteristic has none).
+        null when the characteristic has none), then a last line {"received", "dropped": {"total", \
+        "outputFellBehind", "beforeSubscribed"}}: the values dropped because the stream (1024 values) was full, \
+        after the subscriptions completed (the output fell behind) or before. In text the count is said on \
+        stderr at the end when any were dropped.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
@@ -46,28 +50,81 @@ let listenCommand = Command(CommandSpec(
     defer { session.close() }
     let json = inv.global.json
     let console = inv.console
-    let received = try await Interrupts.whileInterruptible {
-        try await session.listen(
-            references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count,
-            subscribed: { c, label, mode, value in
-                guard !json else { return }
-                var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(mode == .indicate ? "indications" : "notifications"))"
-                if let value { line += ", current value: " + valueText(value) }
-                console.err(line)
-            }
-        ) { event in
-            if json {
-                console.out(event.json.compact)
-            } else {
-                if let note = event.droppedNote { console.err(note) }
-                console.out(event.line)
+    let drops = ListenDrops()
+    let received: Int
+    do {
+        received = try await Interrupts.whileInterruptible {
+            try await session.listen(
+                references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count, drops: drops,
+                subscribed: { c, label, mode, value in
+                    guard !json else { return }
+                    var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(mode == .indicate ? "indications" : "notifications"))"
+                    if let value { line += ", current value: " + valueText(value) }
+                    console.err(line)
+                }
+            ) { event in
+                if json {
+                    console.out(event.json.compact)
+                } else {
+                    if let note = event.droppedNote { console.err(note) }
+                    console.out(event.line)
+                }
             }
         }
+    } catch {
+        // Drops, if any, are said before the error (which Runner reports as the last line).
+        if drops.total > 0 { drops.report(received: nil, json: json, console: console) }
+        throw error
     }
-    if !json {
-        console.err("received \(received) notification\(received == 1 ? "" : "s") and indication\(received == 1 ? "" : "s")")
-    }
+    drops.report(received: received, json: json, console: console)
     return .success
+}
+
+/// How many notifications and indications a listen dropped, counted by its stream (GATTNotificationStream's
+/// bound): those before every subscription completed (the stream is read only from then on) and those after,
+/// when the output fell behind the peer.
+final class ListenDrops: Sendable {
+    // Guards the stream watched and its drop count when the subscriptions completed.
+    private let state = Lock<(stream: GATTNotificationStream?, atSubscribed: Int?)>((nil, nil))
+
+    func watch(_ stream: GATTNotificationStream) { state.withLock { $0 = (stream, nil) } }
+
+    /// From here on a drop is the output's: the values before were buffered while subscribing.
+    func subscriptionsCompleted() { state.withLock { $0.atSubscribed = $0.stream?.droppedCount } }
+
+    /// (output fell behind, before the subscription completed).
+    var counts: (fellBehind: Int, beforeSubscribed: Int) {
+        state.withLock { s in
+            let total = s.stream?.droppedCount ?? 0
+            let before = s.atSubscribed ?? total
+            return (total - before, before)
+        }
+    }
+
+    var total: Int { counts.fellBehind + counts.beforeSubscribed }
+
+    /// `{"total", "outputFellBehind", "beforeSubscribed"}`.
+    var json: JSONValue {
+        let (behind, before) = counts
+        return .object([("total", .int(behind + before)), ("outputFellBehind", .int(behind)), ("beforeSubscribed", .int(before))])
+    }
+
+    /// At the end of a listen: text, "received N ..." and, when any were dropped, "N notifications dropped (...)" on
+    /// stderr; JSON, one last line {"received": N, "dropped": {...}} (received null when the listen failed).
+    func report(received: Int?, json: Bool, console: Console) {
+        if json {
+            console.out(JSONValue.object([("received", received.map { .int($0) } ?? .null), ("dropped", self.json)]).compact)
+            return
+        }
+        if let received {
+            console.err("received \(received) notification\(received == 1 ? "" : "s") and indication\(received == 1 ? "" : "s")")
+        }
+        let (behind, before) = counts
+        if behind + before > 0 {
+            console.err("\(behind + before) notification\(behind + before == 1 ? "" : "s") dropped (output fell behind: \(behind); "
+                        + "before the subscription completed: \(before))")
+        }
+    }
 }
 
 

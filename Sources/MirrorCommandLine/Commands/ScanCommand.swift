@@ -27,8 +27,9 @@ let scanCommand = Command(CommandSpec(
         On a terminal a status line shows the state, the last error and the time left. --json prints one JSON \
         object per event (every notification, read and write) and ends with one result object: outcome \
         (complete, error, timeout, writeFailed, badUpload), scanState, scanError, sawAnyScanState, preflightScanState, \
-        resetAttempted, resetWorked, upload (null, or path, bytes, sha256, entries). Exit status 0 only for complete; \
-        8 (outcome badUpload) when the upload is not a ZIP with the profile's resultEntries.
+        resetAttempted, resetWorked, upload (null, or path, bytes, sha256, entries), link, dropped (the \
+        notifications dropped: total, outputFellBehind, beforeSubscribed; in text said on stderr when any). Exit \
+        status 0 only for complete; 8 (outcome badUpload) when the upload is not a ZIP with the profile's resultEntries.
         """,
     positionals: [PositionalSpec("TARGET", help: "the mirror's address, or unix:PATH (the simulator)")],
     options: [
@@ -84,7 +85,13 @@ let scanCommand = Command(CommandSpec(
     // The cached database when the peer has a Database Hash (no discovery when it matches), and robust caching
     // for the scan's long wait once it has subscribed (the peer answers 0x12 rather than serve moved handles).
     options.database = try await session.cachedDatabase()
-    if options.database != nil { options.afterSubscribing = { [session] in try await session.enableRobustCaching() } }
+    let robust = options.database != nil
+    // The notifications dropped before scanState and scanError were subscribed, and after (ListenCommand.swift).
+    let drops = ListenDrops()
+    options.afterSubscribing = { [session] in
+        if robust { try await session.enableRobustCaching() }
+        drops.subscriptionsCompleted()
+    }
     let scanOptions = options
     let json = inv.global.json
     // The link the scan runs on, read before it starts (its result object carries it).
@@ -93,6 +100,7 @@ let scanCommand = Command(CommandSpec(
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
     let notifications = try session.procedureNotifications()
     defer { session.endProcedureNotifications(notifications) }
+    drops.watch(notifications)
     status.start()
     let result = try await Interrupts.whileInterruptible {
         try await MirrorScan.run(client: session.client, options: scanOptions, notifications: notifications) { event in
@@ -108,10 +116,11 @@ let scanCommand = Command(CommandSpec(
     status.stop()
     if json {
         var object = scanResultJSON(result)
-        if case .object(var fields) = object { fields.append(("link", linkJSON)); object = .object(fields) }
+        if case .object(var fields) = object { fields += [("link", linkJSON), ("dropped", drops.json)]; object = .object(fields) }
         console.out(object.compact)
     } else {
         console.out(scanResultText(result))
+        drops.report(received: nil, json: false, console: console)
     }
     switch result.outcome {
     case .complete: return .success

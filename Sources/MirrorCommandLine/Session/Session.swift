@@ -151,6 +151,11 @@ final class Session: Sendable {
         } else if let path = g.btsnoop {
             do {
                 let writer = try BTSnoopWriter(path: path)
+                // Said at the first failed write, and the command's status made 1 (Runner.execute).
+                writer.onFailure { [console = inv.console, notes = inv.notes] error in
+                    console.err("mirror: \(error)")
+                    notes.captureFailure.withLock { $0 = $0 ?? error }
+                }
                 attach(writer, bearer: bearer, records: records)
                 capture = (writer, true)
             } catch {
@@ -323,10 +328,12 @@ final class Session: Sendable {
     /// task is cancelled (Ctrl-C) or the link ends. `subscribed` is told each subscription with its label and the
     /// value read right after it; each event carries its characteristic's label when it has one.
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
+                drops: ListenDrops? = nil,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = try procedureNotifications()
         defer { endProcedureNotifications(stream) }
+        drops?.watch(stream)
         var (targets, labels) = try await listenTargets(references, command: command)
         var retried = false
         while true {
@@ -365,6 +372,7 @@ final class Session: Sendable {
         }
         // Robust caching for the wait that follows (the peer answers 0x12 instead of serving moved handles).
         try await enableRobustCaching()
+        drops?.subscriptionsCompleted()
         let finalLabels = labels
         let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalLabels) }
         var received = 0
