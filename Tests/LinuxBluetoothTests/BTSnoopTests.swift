@@ -35,12 +35,12 @@ final class BTSnoopTests: XCTestCase {
         // First record: new index, 16 bytes, flags = index 0 << 16 | opcode 0; bdaddr little-endian.
         XCTAssertEqual(Array(d[16..<28]), [0, 0, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0])
         XCTAssertEqual(Array(d[40..<56]), [0, 0, 1, 0, 1, 1, 0xAA, 0] + Array("att0".utf8) + [0, 0, 0, 0])
-        // Last record: ACL TX (opcode 4), 11 bytes: handle 0x2040, ACL length 7, L2CAP length 3, CID 4, PDU.
+        // Last record: ACL TX (opcode 4), 11 bytes: handle 0x0000 with PB 10 (0x2000), ACL length 7, L2CAP length 3, CID 4, PDU.
         let last = Array(d[(d.count - 24 - 11)...])
         XCTAssertEqual(Array(last[0..<12]), [0, 0, 0, 11, 0, 0, 0, 11, 0, 0, 0, 4])
         let ts = last[16..<24].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         XCTAssertEqual(ts, 1_000_000 + 0x00DC_DDB3_0F2F_8000)
-        XCTAssertEqual(Array(last[24...]), [0x40, 0x20, 7, 0, 3, 0, 4, 0, 0x0A, 0x03, 0x00])
+        XCTAssertEqual(Array(last[24...]), [0x00, 0x20, 7, 0, 3, 0, 4, 0, 0x0A, 0x03, 0x00])
     }
 
     func testTsharkDecodesTheATTOpcodesAndHandlesABearerCarried() throws {
