@@ -2,6 +2,8 @@
 // item 8): a unix: capture starts with a synthesized LE Connection Complete on the made-up handle 0x0000
 // (BTSnoopWriter.LinkOpening). Before, btmon was killed by SIGSEGV at the first Read By Type Request for 0x2803.
 import Foundation
+import LinuxBluetooth
+@testable import MirrorCommandLine
 import TestSupport
 import XCTest
 
@@ -85,5 +87,46 @@ final class CaptureReadersTests: XCTestCase {
         XCTAssertTrue([cid4.count + (byCID["0x0041"]?.count ?? 0), cid4.count + (byCID["0x0042"]?.count ?? 0)]
                         .contains(reading.btmonATTOpcodes.count), "btmon: CID 4's ATT PDUs and one channel's: \(reading.btmon.stdout)")
         XCTAssertTrue(reading.btmon.stdout.contains("[PSM 39 mode LE Flow Control (0x80)] {chan 0}\n      ATT: Read Re"), reading.btmon.stdout)
+    }
+
+    /// An LE link's synthesized event (no CAP_NET_RAW, or the shell's btsnoop FILE after the connect) carries the
+    /// kernel's handle and role and the monitor's values in the event's units (7.5 ms: 6 units of 1.25 ms; 2000 ms:
+    /// 200 units of 10 ms); what nothing saw is Linux's default (30 ms, 0, 420 ms), the handle the made-up 0x0000.
+    func testAnLELinksSynthesizedEventCarriesTheValuesSeenAndDefaultsForTheRest() throws {
+        var link = LinkState(allUnknown: .unavailable("not read in this test"))
+        link.handle = .known(0x0041, source: .socketOption("L2CAP_CONNINFO"))
+        link.role = .known(.peripheral, source: .ioctl("HCIGETCONNINFO"))
+        var events = LinkState(allUnknown: .unavailable("not seen in this test"))
+        events.intervalMilliseconds = .known(7.5, source: .hciEvent("LE Connection Update Complete"))
+        events.peripheralLatency = .known(4, source: .hciEvent("LE Connection Update Complete"))
+        events.supervisionTimeoutMilliseconds = .known(2000, source: .hciEvent("LE Connection Update Complete"))
+        let peer = BluetoothAddress(bytes: [0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC])!
+        let seen = Session.linkOpening(peer: peer, type: .public, link: link, events: events, why: "seen")
+        let unseen = Session.linkOpening(peer: peer, type: .random, link: LinkState(allUnknown: .unavailable("none")),
+                                         events: nil, why: "unseen")
+        let path = dir + "/le.btsnoop"
+        let writer = try BTSnoopWriter(path: path)
+        for opening in [seen, unseen] {
+            let index = writer.addIndex(label: opening.reason, address: peer)
+            writer.openLink(index: index, opening)
+            [UInt8]([0x02, 0x05, 0x02]).withUnsafeBytes { writer.write(index: index, direction: .sent, pdu: $0) }
+        }
+        writer.close()
+        XCTAssertNil(writer.failure)
+        let r = try ToolProcess.run(executable: URL(fileURLWithPath: "/usr/bin/tshark"),
+                                    ["-r", path, "-Y", "bthci_evt || btatt", "-T", "fields", "-E", "separator=;",
+                                     "-e", "bthci_evt.connection_handle", "-e", "bthci_evt.role", "-e", "bthci_evt.le_peer_address_type",
+                                     "-e", "bthci_evt.bd_addr", "-e", "bthci_evt.le_con_interval", "-e", "bthci_evt.le_con_latency",
+                                     "-e", "bthci_evt.le_supv_timeout", "-e", "bthci_acl.chandle"])
+        XCTAssertEqual(r.status, 0, r.stderr)
+        XCTAssertEqual(r.stdout.split(separator: "\n").map(String.init), [
+            "0x0041;0x01;0x00;12:34:56:78:9a:bc;6;4;200;", ";;;;;;;0x0041",
+            "0x0000;0x00;0x01;12:34:56:78:9a:bc;24;0;42;", ";;;;;;;0x0000",
+        ], r.stdout)
+        let reading = try assertReadersOpen(path)
+        XCTAssertEqual(reading.btmonATTOpcodes, ["0x02", "0x02"])
+        // btmon cuts a note at 80 columns off a terminal.
+        XCTAssertTrue(reading.btmon.stdout.contains("= Note: synthesized LE Connection Complete for handle 0x004.."), reading.btmon.stdout)
+        XCTAssertTrue(reading.btmon.stdout.contains("Peer address: 12:34:56:78:9A:BC"), reading.btmon.stdout)
     }
 }

@@ -497,12 +497,17 @@ final class Session: Sendable {
                             monitorNote: String?) -> BTSnoopWriter.LinkOpening? {
         guard case .le(let peer, let type, _) = bearer.endpoint else { return nil }
         if !afterConnect, monitor?.receivesLEEvents == true { return nil }
-        let state = LinkState.read(bearer: bearer)
-        let events = monitor?.eventState()
         let why = afterConnect ? "the capture began after the link's LE Connection Complete"
             : "the link's LE events are not watched (\(monitorNote ?? "no link monitor"))"
-        return BTSnoopWriter.LinkOpening(
-            handle: state.handle.value ?? BTSnoopWriter.aclHandle, role: state.role.value ?? .central,
+        return linkOpening(peer: peer, type: type, link: LinkState.read(bearer: bearer), events: monitor?.eventState(), why: why)
+    }
+
+    /// An LE link's synthesized event: the handle and role the kernel gave (`link`), and the interval, latency and
+    /// supervision timeout the monitor's events gave (`events`), in the event's units; Linux's defaults where unknown.
+    static func linkOpening(peer: BluetoothAddress, type: LEAddressType, link: LinkState, events: LinkState?,
+                            why: String) -> BTSnoopWriter.LinkOpening {
+        BTSnoopWriter.LinkOpening(
+            handle: link.handle.value ?? BTSnoopWriter.aclHandle, role: link.role.value ?? .central,
             peerAddressType: type, peer: peer,
             interval: events?.intervalMilliseconds.value.map { UInt16(clamping: Int(($0 / 1.25).rounded())) }
                 ?? BTSnoopWriter.LinkOpening.defaultInterval,
