@@ -194,6 +194,7 @@ final class GATTCommandTests: XCTestCase {
         let data = try Data(contentsOf: URL(fileURLWithPath: snoop))
         XCTAssertEqual(Array(data.prefix(8)), Array("btsnoop\0".utf8))
         XCTAssertGreaterThan(data.count, 16 + 4 * 24)
+        XCTAssertEqual(try assertReadersOpen(snoop).btmonATTOpcodes, ["0x02", "0x03", "0x0a", "0x0b"])
     }
 
     /// The runner's bound: `mirror listen` without --count runs until stopped, so a run with a 1 s limit is

@@ -54,6 +54,7 @@ extension ShellTests {
         XCTAssertTrue(run.stderr.contains("> Exchange MTU Request client Rx MTU 517"), run.stderr)
         XCTAssertTrue(run.stderr.contains("> Read Request handle 0x0003"), "trace stays on: \(run.stderr)")
         XCTAssertEqual(try tsharkATT(snoop).map { $0[1] }, ["0x02", "0x03", "0x0a", "0x0b"], "the capture from the connect on")
+        try assertReadersOpen(snoop)
         let bad = try MirrorProcess.run(["shell", peer.target], input: "connect --phy 3m\n")
         XCTAssertEqual(bad.status, 2)
         XCTAssertTrue(bad.stderr.contains("mirror: --phy: invalid PHY \"3m\""), bad.stderr)
