@@ -37,6 +37,8 @@ public struct MirrorScanOptions: Sendable {
     public var settle: Duration = .milliseconds(500)
     /// The scan ID, shown and in the stored file's name (default: 6 random hex digits). The URL carries a secret.
     public var scanID: String?
+    /// How long an interrupted scan waits for the Write Response to the cancelScan it sends before it ends.
+    public var cancelScanLimit: Duration = .seconds(5)
 
     public init(profile: MirrorProfile, uploadHost: String, uploadDirectory: String) {
         self.profile = profile
@@ -52,6 +54,8 @@ public struct MirrorScanResult: Sendable, Equatable {
         case complete, error, timeout, writeFailed
         /// The upload arrived but is not a ZIP with the profile's resultEntries (exit status 8).
         case badUpload
+        /// SIGINT or SIGTERM cancelled it; once a scan may have started, cancelScan was sent (`cancelScanSent`).
+        case interrupted
     }
     public var outcome: Outcome
     /// The final read's scanState / scanError names (the last notified ones when the final read failed).
@@ -75,6 +79,8 @@ public struct MirrorScanResult: Sendable, Equatable {
     public var failure: String?
     /// For writeFailed: who refused ("peer" or "local") and the limit that was broken.
     public var rejectedBy: String?
+    /// For an interrupted scan: whether its cancelScan was answered (nil: none was needed, nothing had started).
+    public var cancelScanSent: Bool?
     public var seconds: Double
 }
 
@@ -174,6 +180,29 @@ public enum MirrorScan {
             return r
         }
 
+        // An interrupt once the scan may have started: cancelScan, in a task of its own (this one is cancelled), with
+        // a named limit, so the mirror does not go on and post to a receiver that is gone.
+        func interrupted(_ r: inout MirrorScanResult, while what: String, started: Bool) async -> MirrorScanResult {
+            r.outcome = .interrupted
+            r.failure = "interrupted while \(what)"
+            if started {
+                steps.step("interrupted: sending cancelScan (\(ATTHex.short(profile.cancelScanCommand))) so the mirror stops")
+                let cancel = Task { () async throws in
+                    try await withDeadline(options.cancelScanLimit, waitingFor: "the Write Response to cancelScan") {
+                        try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "interrupt")
+                    }
+                }
+                do {
+                    try await cancel.value
+                    r.cancelScanSent = true
+                } catch {
+                    r.cancelScanSent = false
+                    steps.event(.failed, purpose: "interrupt", detail: "cancelScan after the interrupt failed: \(error)")
+                }
+            }
+            return await finish(&r)
+        }
+
         do {
             let state = try await steps.subscribeAndRead("scanState")
             let error = try await steps.subscribeAndRead("scanError")
@@ -198,6 +227,7 @@ public enum MirrorScan {
                 tracker.read("scanState", again)
             }
         } catch {
+            if Task.isCancelled { return await interrupted(&result, while: "subscribing, before the writes (no scan started)", started: false) }
             result.outcome = .error
             result.failure = "before the writes: \(error)"
             return await finish(&result)
@@ -230,6 +260,7 @@ public enum MirrorScan {
             try await steps.write("cloudToken", token, purpose: "token")
             try await steps.write("scannerAction", [profile.initDeviceForScanCommand], purpose: "initDeviceForScan")
         } catch {
+            if Task.isCancelled { return await interrupted(&result, while: "writing cloudToken and initDeviceForScan", started: true) }
             result.outcome = .writeFailed
             result.failure = error.description
             if let a = error.attributeError { result.rejectedBy = a.rejectedBy.rawValue }
@@ -262,8 +293,7 @@ public enum MirrorScan {
             }
             result.failure = e.description
         } catch is CancellationError {
-            result.outcome = .error
-            result.failure = "interrupted while waiting for \(what)"
+            return await interrupted(&result, while: "waiting for \(what)", started: true)
         } catch {
             result.outcome = .error
             result.failure = "\(error)"

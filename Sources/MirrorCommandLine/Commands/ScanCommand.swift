@@ -124,6 +124,8 @@ let scanCommand = Command(CommandSpec(
     }
     switch result.outcome {
     case .complete: return .success
+    // SIGINT or SIGTERM: cancelScan was sent (when a scan may have started) and the result printed.
+    case .interrupted: return Interrupts.status ?? .interrupted
     case .timeout: return .timeout
     case .error: return .failure
     case .badUpload: return .protocolViolation
