@@ -21,6 +21,12 @@ public enum Interrupts {
     /// the handler before it wakes the waiter, cleared when an interruptible command starts.
     static let received = Atomic<Int32>(0)
 
+    /// `status`, then forgotten: the shell asks once per line whether a signal ended it.
+    public static func take() -> ExitStatus? {
+        defer { received.store(0, ordering: .sequentiallyConsistent) }
+        return status
+    }
+
     /// How the interrupted command exits: 130 for SIGINT, 143 for SIGTERM; nil when no signal cancelled it.
     public static var status: ExitStatus? {
         switch received.load(ordering: .sequentiallyConsistent) {

@@ -72,12 +72,18 @@ let listenCommand = Command(CommandSpec(
             }
         }
     } catch {
+        // SIGINT or SIGTERM while subscribing ends the listen as one while listening does (below), 0 received.
+        if let interrupted = Interrupts.status {
+            drops.report(received: 0, json: json, console: console)
+            return interrupted == .terminated ? .terminated : .success
+        }
         // Drops, if any, are said before the error (which Runner reports as the last line).
         if drops.total > 0 { drops.report(received: nil, json: json, console: console) }
         throw error
     }
     drops.report(received: received, json: json, console: console)
-    return .success
+    // Ctrl-C is a listen's normal end (0); SIGTERM, a supervisor asking it to stop, is 143 (interruptTable).
+    return Interrupts.status == .terminated ? .terminated : .success
 }
 
 /// How many notifications and indications a listen dropped, counted by its stream (GATTNotificationStream's
