@@ -34,7 +34,7 @@ let listenCommand = Command(CommandSpec(
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror listen unix:/tmp/mirror-sim.sock", "everything the simulator notifies, until Ctrl-C"),
-        ("mirror listen unix:/tmp/mirror-sim.sock 0x0016 --count 10", "ten notifications of one value"),
+        ("mirror listen unix:/tmp/mirror-sim.sock 0x000C --count 10", "ten notifications of one value (0x000C: the simulator's scanState)"),
         ("mirror listen unix:/tmp/mirror-sim.sock scanState scanError", "two characteristics by their profile names"),
         ("mirror listen 00:AA:01:01:00:01 --json", "one JSON object per line"),
     ]
