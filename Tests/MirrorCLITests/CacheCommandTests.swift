@@ -55,7 +55,7 @@ final class CacheCommandTests: XCTestCase {
         let read = try mirror(["read", sim.target, "cloudToken", "--trace"])
         XCTAssertEqual(read.status, 0, read.stderr)
         let r = requests(read)
-        XCTAssertEqual(r.count, 4, r.joined(separator: "\n"))
+        guard r.count == 4 else { return XCTFail("\(r.count) requests, 4 expected: \(r.joined(separator: "\n"))") }
         let token = try XCTUnwrap(try CachedDatabase(json: parseJSON(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: cacheFile(sim))))))
             .services.flatMap(\.characteristics).first { $0.uuid == MirrorProfile.bundled.cloudToken })
         XCTAssertTrue(r[2].hasSuffix("> Read Request handle \(ATTHex.handle(token.declarationHandle))"), r[2])
@@ -291,7 +291,7 @@ final class CacheCommandTests: XCTestCase {
         // The cached declaration read back (verify on use: it still agrees), the value, and after 0x12 the value
         // at its new handle (discovered, so not verified again).
         let reads = readRequestHandles(run)
-        XCTAssertEqual(reads.count, 3, run.stderr)
+        guard reads.count == 3 else { return XCTFail("\(reads.count) Read Requests, 3 expected: \(run.stderr)") }
         XCTAssertEqual(Int(reads[0].dropFirst(2), radix: 16).map { $0 + 1 }, Int(reads[1].dropFirst(2), radix: 16), "its declaration first")
         XCTAssertEqual(Int(reads[2].dropFirst(2), radix: 16), Int(reads[1].dropFirst(2), radix: 16).map { $0 + 2 }, "resolved again")
         XCTAssertTrue(run.stdout.hasPrefix(reads[2] + ":"), run.stdout)
