@@ -85,8 +85,10 @@ final class CacheCommandTests: XCTestCase {
         return db
     }
 
-    func testACachedDatabaseUnderAForgedHashIsCaughtBeforeAWriteByName() throws {
-        // One TARGET path: a look-alike with cloudToken and scannerAction swapped, cached by a listing...
+    /// One TARGET path: a look-alike with cloudToken and scannerAction swapped, cached by a listing; then the real
+    /// database at the same path, serving the same Database Hash (what a forged hash gives: the hash the client
+    /// holds, over a different database). Returns the real peer, the hash and the cache file.
+    func poisonedCache() throws -> (real: GATTPeer, forged: [UInt8], file: String) {
         let lookAlike = try GATTPeer(database: mirrorDatabase(swapped: true))
         let forged = try lookAlike.host.database.databaseHash()
         let cold = try mirror(["gatt", lookAlike.target])
@@ -94,11 +96,25 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(cold.status, 0, cold.stderr)
         let file = cacheDirectory + "/" + DatabaseCache.fileName(target: lookAlike.target, adapter: nil)
         XCTAssertTrue(FileManager.default.fileExists(atPath: file), "the look-alike's database is cached")
-        // ...then the real database at the same path, serving the same Database Hash (what a forged hash gives:
-        // the hash the client holds, over a different database).
         let real = try GATTPeer(database: mirrorDatabase(swapped: false, hash: forged), path: lookAlike.path)
-        defer { real.close() }
         XCTAssertEqual(real.target, lookAlike.target)
+        return (real, forged, file)
+    }
+
+    func testAScanChecksTheCachedMirrorCharacteristicsBeforeUsingThem() throws {
+        let (real, _, file) = try poisonedCache()
+        defer { real.close() }
+        let uploads = home + "/uploads"
+        let scan = try mirror(["scan", real.target, "--upload-dir", uploads, "--upload-port", "0", "--settle", "0.05"])
+        XCTAssertTrue(scan.stderr.contains("mirror: finding: the GATT cache of \(real.target) says the characteristic declared at "), scan.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "the poisoned copy is removed")
+        XCTAssertEqual(real.value("token"), [0], "nothing written to the mirror's characteristics from the poisoned copy")
+        XCTAssertEqual(real.value("action"), [0])
+    }
+
+    func testACachedDatabaseUnderAForgedHashIsCaughtBeforeAWriteByName() throws {
+        let (real, forged, file) = try poisonedCache()
+        defer { real.close() }
         let write = try mirror(["write", real.target, "cloudToken", "32", "--trace"])
         XCTAssertEqual(write.status, 0, write.stderr)
         XCTAssertEqual(real.value("token"), [0x32], "the Write Request landed on cloudToken's value handle: \(write.stderr)")

@@ -308,11 +308,25 @@ extension Session {
 
     /// For the mirror's procedures (scan, wifi), which otherwise discover only the mirror service: the database
     /// known on this connection or by `fromCache`, kept for the connection; nil when neither has it.
+    /// The profile's characteristics in it are verified first, as a name is (`verifiedMirrorCharacteristics`).
     func cachedDatabase() async throws(GATTError) -> [GATTService]? {
-        if let known = discoveredNames.withLock({ $0 }) { return known.services }
+        if let known = discoveredNames.withLock({ $0 }) { return try await verifiedMirrorCharacteristics(known.services) }
         guard let (services, fromFile) = try await fromCache() else { return nil }
         let state = DiscoveredNames(services: services, unverifiedHash: fromFile)
         discoveredNames.withLock { if $0 == nil { $0 = state } }
+        return try await verifiedMirrorCharacteristics(discoveredNames.withLock { $0 }?.services ?? services)
+    }
+
+    /// The mirror procedures find the profile's characteristics in `services` by UUID and write to them: each one
+    /// the mirror service has is checked against the peer's declaration (`verifiedFromCache`; nothing is sent for
+    /// a database discovered on this connection). A mismatch rediscovered the database: that one is returned.
+    func verifiedMirrorCharacteristics(_ services: [GATTService]) async throws(GATTError) -> [GATTService] {
+        let named = services.filter { $0.isPrimary && $0.uuid == profile.service }.flatMap(\.characteristics)
+            .filter { profile.characteristicName($0.uuid) != nil }
+        for c in named {
+            let entry = CharacteristicCatalog.Entry(characteristic: c, profileName: profile.characteristicName(c.uuid))
+            if try await verifiedFromCache(entry) == nil { return discoveredNames.withLock { $0 }?.services ?? [] }
+        }
         return services
     }
 
