@@ -105,11 +105,14 @@ final class CacheCommandTests: XCTestCase {
         let (real, _, file) = try poisonedCache()
         defer { real.close() }
         let uploads = home + "/uploads"
+        try FileManager.default.createDirectory(atPath: uploads, withIntermediateDirectories: true)
         let scan = try mirror(["scan", real.target, "--upload-dir", uploads, "--upload-port", "0", "--settle", "0.05"])
         XCTAssertTrue(scan.stderr.contains("mirror: finding: the GATT cache of \(real.target) says the characteristic declared at "), scan.stderr)
         XCTAssertFalse(FileManager.default.fileExists(atPath: file), "the poisoned copy is removed")
         XCTAssertEqual(real.value("token"), [0], "nothing written to the mirror's characteristics from the poisoned copy")
         XCTAssertEqual(real.value("action"), [0])
+        // The scan goes on with the database discovered now, which lacks the rest of the mirror's profile.
+        XCTAssertTrue(scan.stderr.contains("has no scanState characteristic"), scan.stderr)
     }
 
     func testACachedDatabaseUnderAForgedHashIsCaughtBeforeAWriteByName() throws {
