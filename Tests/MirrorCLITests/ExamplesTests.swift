@@ -128,13 +128,8 @@ final class ExamplesTests: XCTestCase {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = err
         try process.run()
-        var seen = Data()
         let handle = err.fileHandleForReading
-        while !String(decoding: seen, as: UTF8.self).contains("subscribed") {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
-        }
+        var seen = readUntil(handle, contains: "subscribed")
         kill(process.processIdentifier, SIGINT)
         seen.append(handle.readDataToEndOfFile())
         process.waitUntilExit()

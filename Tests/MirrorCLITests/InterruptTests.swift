@@ -18,13 +18,8 @@ final class InterruptTests: XCTestCase {
         process.standardInput = inPipe
         try process.run()
         if let input { try inPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8)) }
-        var seen = Data()
         let handle = err.fileHandleForReading
-        while !String(decoding: seen, as: UTF8.self).contains(ready) {
-            let chunk = handle.availableData
-            if chunk.isEmpty { break }
-            seen.append(chunk)
-        }
+        var seen = readUntil(handle, contains: ready)
         XCTAssertTrue(process.isRunning, "ended before \(ready): \(String(decoding: seen, as: UTF8.self))")
         kill(process.processIdentifier, signal)
         let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

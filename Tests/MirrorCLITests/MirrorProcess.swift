@@ -39,3 +39,15 @@ enum MirrorProcess {
         try ToolProcess.run("mirror", arguments, input: input, timeout: timeout)
     }
 }
+
+/// Reads `handle` until what was read contains `marker`, or the stream ends (the process exited): what was read.
+/// Bounded by the writer: each read returns what it wrote, or end of file once it has gone.
+func readUntil(_ handle: FileHandle, contains marker: String) -> Data {
+    var seen = Data()
+    while !String(decoding: seen, as: UTF8.self).contains(marker) {
+        let chunk = handle.availableData
+        if chunk.isEmpty { break }
+        seen.append(chunk)
+    }
+    return seen
+}

@@ -40,14 +40,8 @@ final class ScanCommandTests: XCTestCase {
             process.standardError = FileHandle.nullDevice
             try process.run()
             // Read until the Write Response to initDeviceForScan: the scan has started on the mirror.
-            var seen = Data()
             let handle = out.fileHandleForReading
-            let started = json ? "\"purpose\":\"afterWrites\"" : "[afterWrites]"
-            while !String(decoding: seen, as: UTF8.self).contains(started) {
-                let chunk = handle.availableData
-                if chunk.isEmpty { break }
-                seen.append(chunk)
-            }
+            var seen = readUntil(handle, contains: json ? "\"purpose\":\"afterWrites\"" : "[afterWrites]")
             XCTAssertTrue(process.isRunning, "the scan ended before it could be interrupted: \(String(decoding: seen, as: UTF8.self))")
             kill(process.processIdentifier, signal)
             seen.append(handle.readDataToEndOfFile())
