@@ -82,6 +82,7 @@ public enum Interrupts {
         }) {
             task.cancel()
         }
-        return try await task.value
+        // The caller's cancellation (a shell line's --timeout) reaches the task as a signal would.
+        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
     }
 }
