@@ -83,6 +83,8 @@ public enum Interrupts {
             task.cancel()
         }
         // The caller's cancellation (a shell line's --timeout) reaches the task as a signal would.
-        return try await withTaskCancellationHandler { try await task.value } onCancel: { task.cancel() }
+        return try await withTaskCancellationHandler {
+            return try await task.value
+        } onCancel: { task.cancel() }
     }
 }
