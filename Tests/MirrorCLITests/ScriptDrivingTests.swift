@@ -4,6 +4,9 @@
 // shape; mirror-sim's unknown option. Every wait is bounded (the runs' own timeouts, the line's --timeout).
 import Foundation
 import JSON
+import LineEditor
+import LinuxBluetooth
+@testable import MirrorCommandLine
 import TestSupport
 import XCTest
 
@@ -118,6 +121,16 @@ final class ScriptDrivingTests: XCTestCase {
         XCTAssertTrue(help.contains("Usage: write HANDLE|UUID|NAME HEX [OPTIONS]\n"), help)
         XCTAssertTrue(help.contains("Usage: wait [OPTIONS]\n"), help)
         XCTAssertTrue(help.contains("--count N"), help)
+    }
+
+    func testTabOffersWhatALineTakes() {
+        let state = Lock(Shell.State(target: "unix:/nowhere", options: GlobalOptions(), trace: false))
+        let read = Shell.complete(Completion(word: "--", before: "read "), state: state)
+        XCTAssertTrue(read.contains("--timeout") && read.contains("--json"), "\(read)")
+        XCTAssertFalse(read.contains("--mtu"), "a line does not take the connection's options: \(read)")
+        XCTAssertEqual(Shell.complete(Completion(word: "--", before: "wait "), state: state), ["--count", "--timeout", "--json", "--help"])
+        XCTAssertTrue(Shell.complete(Completion(word: "--", before: "connect "), state: state).contains("--mtu"))
+        XCTAssertTrue(Shell.complete(Completion(word: "w", before: ""), state: state).contains("wait"))
     }
 
     func testUnsubscribeSaysWhatItEnded() throws {

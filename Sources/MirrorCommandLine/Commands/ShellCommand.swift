@@ -677,7 +677,9 @@ final class Shell: Sendable {
         if command == "help" { return specs.map(\.name) }
         if c.word.hasPrefix("-") {
             guard let spec = specs.first(where: { $0.name == command }) else { return [] }
-            return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { $0 == "--json" } + ["--help"]
+            // Its own options and what a line takes (--json, --timeout where it waits on the peer).
+            let line = spec.name == "connect" ? spec.globals : spec.globals.intersection([.json, .timeout])
+            return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { GlobalOptionName(rawValue: $0).map(line.contains) ?? false } + ["--help"]
         }
         if command == "trace" { return ["on", "off"] }
         if command == "btsnoop" { return ["off"] }
