@@ -6,11 +6,14 @@ cd "$(dirname "$0")/.."
 
 # Debian packages the build and the tests use. Keep this list the one place they are named.
 PACKAGES=(libbluetooth-dev libcap-dev libcap2-bin libmicrohttpd-dev libssl-dev zlib1g-dev libedit-dev tshark)
+# The second reader of every capture the tests write (btmon -r, beside tshark -r: Sources/TestSupport/CaptureReaders.swift).
+PACKAGES+=(bluez)
 # The man page's rendering (groff-base, man-db), the Debian package (dpkg-dev: dpkg-shlibdeps; binutils: readelf,
 # strip) and the completion's tests (bash): tools/package-deb.sh and MirrorCLITests' ReferenceTests, PackageTests.
 PACKAGES+=(groff-base man-db dpkg-dev binutils bash)
-# The VM rig (tools/vm): qemu, the initramfs tools, and the Bluetooth stack's user space that runs in the guest.
-PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils zstd bluez bluez-test-tools dbus iproute2 python3)
+# The VM rig (tools/vm): qemu, the initramfs tools, and the Bluetooth stack's user space that runs in the guest
+# (bluez, above, too).
+PACKAGES+=(qemu-system-x86 busybox-static cpio kmod xz-utils zstd bluez-test-tools dbus iproute2 python3)
 # The second GATT peer (tools/vm/peers): BlueZ's example-gatt-server (bluez-test-scripts), its python3 modules, patch.
 PACKAGES+=(bluez-test-scripts python3-dbus python3-gi patch)
 # The Database Hash computed apart from mirror in the VM (tools/vm/gatt_hash.py: AES-CMAC from python3-cryptography),

@@ -22,6 +22,7 @@
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/capability.h>
@@ -550,6 +551,46 @@ int cbz_create_file(const char *path) {
 
 int cbz_create_new_file(const char *path) {
     return open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+}
+
+int cbz_create_private_new_file(const char *path) {
+    return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+int cbz_open_read_nofollow(const char *path) { return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC); }
+
+ssize_t cbz_pread(int fd, void *buf, size_t len, int64_t offset) {
+    ssize_t r;
+    do { r = pread(fd, buf, len, (off_t)offset); } while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int cbz_rename_noreplace(const char *from, const char *to) {
+    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+}
+
+int cbz_lstat_owner_mode(const char *path, uint32_t *uid, uint32_t *mode) {
+    struct stat st;
+    if (lstat(path, &st) != 0) return -1;
+    *uid = st.st_uid;
+    *mode = st.st_mode;
+    return 0;
+}
+
+uint32_t cbz_euid(void) { return geteuid(); }
+
+int cbz_random_bytes(void *buf, size_t len) {
+    uint8_t *p = buf;
+    while (len > 0) {
+        ssize_t r = getrandom(p, len, 0);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += r;
+        len -= (size_t)r;
+    }
+    return 0;
 }
 
 int cbz_write_all(int fd, const void *buf, size_t len) {

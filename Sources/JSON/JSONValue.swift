@@ -210,6 +210,10 @@ public func parseJSON(bytes: [UInt8]) throws(JSONParseError) -> JSONValue {
     return value
 }
 
+/// How deep arrays and objects may nest: the parser recurses once per level, and 100,000 `[` would overflow the
+/// stack (RFC 8259 §9 lets a parser limit nesting). No file mirror reads comes near it.
+public let jsonMaximumNestingDepth = 512
+
 /// Where JSON text was malformed.
 public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertible {
     public var offset: Int
@@ -220,6 +224,16 @@ public struct JSONParseError: Error, Sendable, Equatable, CustomStringConvertibl
 private struct JSONParser {
     let bytes: [UInt8]
     var index = 0
+    /// Arrays and objects open around the current position, bounded by `jsonMaximumNestingDepth`.
+    var depth = 0
+
+    /// Enters one more array or object, failing past the nesting limit instead of recursing further.
+    mutating func enter() throws(JSONParseError) {
+        guard depth < jsonMaximumNestingDepth else {
+            throw fail("arrays and objects nested deeper than the limit of \(jsonMaximumNestingDepth) levels")
+        }
+        depth += 1
+    }
 
     mutating func skipSpace() {
         while index < bytes.count, [0x20, 0x0A, 0x0D, 0x09].contains(bytes[index]) { index += 1 }
@@ -238,6 +252,8 @@ private struct JSONParser {
         guard index < bytes.count else { throw fail("unexpected end") }
         switch bytes[index] {
         case UInt8(ascii: "{"):
+            try enter()
+            defer { depth -= 1 }
             index += 1
             var fields: [(String, JSONValue)] = []
             skipSpace()
@@ -256,6 +272,8 @@ private struct JSONParser {
                 throw fail("expected , or }")
             }
         case UInt8(ascii: "["):
+            try enter()
+            defer { depth -= 1 }
             index += 1
             var items: [JSONValue] = []
             skipSpace()

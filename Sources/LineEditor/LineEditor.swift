@@ -45,6 +45,8 @@ public struct Completion: Sendable, Equatable {
 public enum LineEditorError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A syscall failed (poll, read, mkdir, open): which one, its errno, what for.
     case system(SocketError)
+    /// The history file's directory could not be made private (0700), or is another user's.
+    case directory(PrivateDirectoryError)
     /// `readEvent(timeout:)` ran out: "timed out after 2 s waiting for a line at the prompt" (off a terminal: "a
     /// line of input").
     case timeout(GATTTimeoutError)
@@ -56,6 +58,7 @@ public enum LineEditorError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String {
         switch self {
         case .system(let e): return "\(e)"
+        case .directory(let e): return "\(e)"
         case .timeout(let e): return "\(e)"
         case .terminalTaken: return "another line editor owns the terminal"
         case .editorDidNotStart: return "libedit did not start on this terminal"
@@ -153,21 +156,19 @@ public final class LineEditor: Sendable {
         XDGDirectory.state.mirrorDirectory { $0 == "HOME" ? home : xdgStateHome }.map { $0 + "/history" }
     }
 
-    /// Creates the directories above `path` (0700 each, as XDG asks) and the file (0600) when they are missing.
+    /// Creates the directories above `path` (0700 each, as XDG asks) and the file (0600) when they are missing; the
+    /// directory holding it (mirror's under $XDG_STATE_HOME) is tightened to 0700 and the file to 0600 when looser.
     static func preparePrivateFile(_ path: String) throws(LineEditorError) {
-        var prefix = ""
-        for part in path.split(separator: "/").dropLast() {
-            prefix += "/" + part
-            if cbz_mkdir_private(prefix) != 0 {
-                let e = Errno.current
-                if e != Errno(EEXIST) {
-                    throw .system(SocketError(syscall: "mkdir", errno: e, context: "creating the history directory \(prefix)"))
-                }
-            }
+        let directory = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)])
+        if !directory.isEmpty {
+            do throws(PrivateDirectoryError) { try XDGDirectory.preparePrivateDirectory(directory) } catch { throw .directory(error) }
         }
         let fd = cbz_open_private_file(path)
         guard fd >= 0 else { throw .system(SocketError(syscall: "open", errno: .current, context: "opening the history file \(path)")) }
-        _ = cbz_close(fd)
+        defer { _ = cbz_close(fd) }
+        if fchmod(fd, 0o600) != 0 {
+            throw .system(SocketError(syscall: "fchmod", errno: .current, context: "making the history file \(path) private (0600)"))
+        }
     }
 
     /// The first failure to write the history file, if one happened (the editing goes on without it).

@@ -318,11 +318,19 @@ public final class ATTBearer: ATTTransport {
     // MARK: Options
 
     /// Writes every PDU sent and received from now on to `writer`, under a new adapter index of its own (returned,
-    /// for the link's HCI records); an LE bearer's PDUs carry its link's real handle (L2CAP_CONNINFO).
+    /// for the link's HCI records); an LE bearer's PDUs carry its link's real handle (L2CAP_CONNINFO). Before the
+    /// first PDU: a bearer without a radio link (unix:, a socketpair) records a synthesized LE Connection Complete
+    /// (`LinkOpening.noRadio`); an LE bearer records `link` when given (its caller's, when no monitor captures the
+    /// real event), else the link monitor's records carry the real one.
     @discardableResult
-    public func capture(into writer: BTSnoopWriter) -> UInt16 {
+    public func capture(into writer: BTSnoopWriter, link: BTSnoopWriter.LinkOpening? = nil) -> UInt16 {
         let index = writer.addIndex(label: label, address: peerAddress)
-        if case .le = endpoint, let handle = try? connectionHandle() { writer.setConnectionHandle(handle, index: index) }
+        if case .le = endpoint {
+            if let handle = try? connectionHandle() { writer.setConnectionHandle(handle, index: index) }
+            if let link { writer.openLink(index: index, link) }
+        } else {
+            writer.openLink(index: index, .noRadio(label: label))
+        }
         state.withLock { s in
             s.snoop = BearerCapture(writer: writer, index: index, channel: nil)
             receiveNeedsLock.store(true, ordering: .releasing)

@@ -1,5 +1,6 @@
 // btsnoop capture of ATT traffic, in the Linux monitor format that btmon writes and Wireshark/tshark read.
 
+import ATTStack
 import CBlueZSocket
 import Glibc
 
@@ -16,7 +17,11 @@ public final class BTSnoopWriter: Sendable {
     /// The file written to.
     public let path: String
     /// The made-up ACL connection handle the records carry, unless `setConnectionHandle` gave the link's real one.
-    public static let aclHandle: UInt16 = 0x0040
+    /// 0x0000: btmon 5.66 (Debian 12) records a connection only when the reading machine has the capture's hciN
+    /// (hci_devba), finds handle 0 even so (its free slots are handle 0), and crashes on an ATT Read By Type Request
+    /// for a handle it has no connection for (fixed in BlueZ 5.67, commit 35947e267). The cost: on handle 0 its
+    /// L2CAP channel table keeps one dynamic channel, so it decodes only the last Enhanced ATT bearer opened as ATT.
+    public static let aclHandle: UInt16 = 0x0000
     /// The LE signaling channel (Core Spec 5.4 Vol 3 Part A §2.1) and the Enhanced ATT SPSM (Assigned Numbers).
     public static let leSignalingCID: UInt16 = 0x0005
     public static let eattPSM: UInt16 = 0x0027
@@ -32,12 +37,16 @@ public final class BTSnoopWriter: Sendable {
         var signalingIdentifier: UInt8 = 0
         /// The first write error; later writes are skipped.
         var failure: SocketError?
+        /// Told the first write error once, when it happens (the CLI prints it and fails the command).
+        var onFailure: (@Sendable (SocketError) -> Void)?
     }
     // Guards the fd, the index counter and the first failure.
     private let state: Lock<State>
 
-    /// Creates (or truncates) `path` and writes the btsnoop header.
+    /// Creates (or truncates) `path` and writes the btsnoop header. SIGXFSZ is ignored from here on, so that a
+    /// file size limit (RLIMIT_FSIZE) fails the write with EFBIG, reported, instead of killing the process.
     public init(path: String) throws(TransportError) {
+        signal(SIGXFSZ, SIG_IGN)
         let fd = cbz_create_file(path)
         if fd < 0 { throw .socket(lastSocketError("open", "creating the btsnoop file \(path)", .local)) }
         var header: [UInt8] = Array("btsnoop".utf8) + [0]
@@ -56,6 +65,16 @@ public final class BTSnoopWriter: Sendable {
 
     /// The first error met while writing records (records after it are not written), or nil.
     public var failure: SocketError? { state.withLock { $0.failure } }
+
+    /// Calls `handler` with the first write error when it happens (at once if one already did); records after it
+    /// are not written, so a truncated capture is never silent.
+    public func onFailure(_ handler: @escaping @Sendable (SocketError) -> Void) {
+        let already = state.withLock { s -> SocketError? in
+            if s.failure == nil { s.onFailure = handler }
+            return s.failure
+        }
+        if let already { handler(already) }
+    }
 
     /// Closes the file. Later writes are ignored.
     public func close() {
@@ -157,6 +176,74 @@ public final class BTSnoopWriter: Sendable {
         }
     }
 
+    /// What a synthesized LE Connection Complete event says (Core Spec 5.4 Vol 4 Part E §7.7.65.1), in the event's
+    /// units. Readers tie a handle's ACL packets to a connection by this event: btmon 5.66 crashes at an ATT
+    /// Read By Type Request on a handle without one; Wireshark names the link's addresses from it.
+    public struct LinkOpening: Sendable, Equatable {
+        public var handle: UInt16
+        public var role: LinkRole
+        public var peerAddressType: LEAddressType
+        public var peer: BluetoothAddress
+        /// Connection_Interval (1.25 ms units), Peripheral_Latency (events), Supervision_Timeout (10 ms units).
+        public var interval: UInt16
+        public var latency: UInt16
+        public var supervisionTimeout: UInt16
+        /// Why it is synthesized: the system note recorded before it says so.
+        public var reason: String
+
+        public init(handle: UInt16, role: LinkRole, peerAddressType: LEAddressType, peer: BluetoothAddress,
+                    interval: UInt16 = LinkOpening.defaultInterval, latency: UInt16 = 0,
+                    supervisionTimeout: UInt16 = LinkOpening.defaultSupervisionTimeout, reason: String) {
+            self.handle = handle & 0x0FFF
+            self.role = role
+            self.peerAddressType = peerAddressType
+            self.peer = peer
+            self.interval = interval
+            self.latency = latency
+            self.supervisionTimeout = supervisionTimeout
+            self.reason = reason
+        }
+
+        /// Linux's default LE connection parameters (hci_core.c: le_conn_min_interval 0x0018, 30 ms;
+        /// le_supv_timeout 0x002a, 420 ms), for values nothing saw.
+        public static let defaultInterval: UInt16 = 0x0018
+        public static let defaultSupervisionTimeout: UInt16 = 0x002A
+        /// The made-up peer of a link that has no radio (unix:, a socketpair): a static random address (two top
+        /// bits 11, Vol 6 Part B §1.3.2.1) whose first octet has the locally administered bit, so that no reader
+        /// names a vendor for it (Wireshark called C0:00:00 "WesternD").
+        public static let noRadioPeer = BluetoothAddress(bytes: [0xC2, 0x00, 0x00, 0x00, 0x00, 0x01])!
+
+        /// A link with no radio (`label`: "unix:/tmp/mirror-sim.sock"): this host central on the made-up handle
+        /// (`BTSnoopWriter.aclHandle`) to `noRadioPeer`, with Linux's default parameters.
+        public static func noRadio(label: String) -> LinkOpening {
+            LinkOpening(handle: BTSnoopWriter.aclHandle, role: .central, peerAddressType: .random, peer: noRadioPeer,
+                        reason: "\(label) has no radio link; the handle, the peer C2:00:00:00:00:01 and the parameters are made up")
+        }
+
+        /// The event's packet (from its event code on, as btsnoop records an event): LE Meta (0x3E), subevent 0x01.
+        var eventPacket: [UInt8] {
+            var p: [UInt8] = [0x3E, 19, 0x01, 0x00]      // event code, parameter length, subevent, status: success
+            p.snoopAppendLE16(handle)
+            p += [role == .central ? 0x00 : 0x01, peerAddressType == .public ? 0x00 : 0x01]
+            p += peer.bytes.reversed()                    // BD_ADDR, least significant octet first
+            p.snoopAppendLE16(interval)
+            p.snoopAppendLE16(latency)
+            p.snoopAppendLE16(supervisionTimeout)
+            p.append(0x00)                                // Central_Clock_Accuracy: 500 ppm
+            return p
+        }
+    }
+
+    /// Records a synthesized LE Connection Complete for `index`'s link, after a system note naming it synthesized
+    /// and why, and puts its handle on the index's ACL packets. Call it before the index's first ACL packet.
+    public func openLink(index: UInt16, _ link: LinkOpening) {
+        setConnectionHandle(link.handle, index: index)
+        let note = Array("synthesized LE Connection Complete for handle \(ATTHex.handle(link.handle)): \(link.reason)".utf8) + [0]
+        let now = Self.timestamp()
+        note.withUnsafeBytes { appendRecord(index: index, opcode: 12, timestamp: now, parts: $0, nil) }
+        link.eventPacket.withUnsafeBytes { appendRecord(index: index, opcode: 3, timestamp: now, parts: $0, nil) }
+    }
+
     /// The ACL header (handle with PB=10: start, automatically flushable; data length) and the basic L2CAP header
     /// (length, CID) of a payload of `l2capPayload` octets, as the 8 octets of a UInt64 in little-endian order.
     private func aclHeader(index: UInt16, l2capPayload: Int, cid: UInt16) -> UInt64 {
@@ -195,12 +282,15 @@ public final class BTSnoopWriter: Sendable {
             if let second, second.count > 0 {
                 buf.baseAddress!.advanced(by: 24 + first.count).copyMemory(from: second.baseAddress!, byteCount: second.count)
             }
-            state.withLock { s in
-                guard s.fd >= 0, s.failure == nil else { return }
-                if cbz_write_all(s.fd, buf.baseAddress, total) < 0 {
-                    s.failure = lastSocketError("write", "writing a btsnoop record to \(path)", .local)
-                }
+            let failed = state.withLock { s -> (SocketError, (@Sendable (SocketError) -> Void)?)? in
+                guard s.fd >= 0, s.failure == nil else { return nil }
+                guard cbz_write_all(s.fd, buf.baseAddress, total) < 0 else { return nil }
+                let e = lastSocketError("write", "writing a btsnoop record to \(path)", .local)
+                s.failure = e
+                return (e, s.onFailure)
             }
+            // Told outside the lock: the handler prints.
+            if let (e, handler) = failed { handler?(e) }
         }
     }
 }

@@ -12,20 +12,12 @@
 
 import CBlueZSocket
 
-/// The process's capabilities over its life: what it started with, whether the keeper still holds them.
+/// The process's capabilities over its life: what it started with, and the keeper that holds them until the drop.
 public enum Privilege {
-    /// How long `perform` waits for the keeper to take a call before running it on the caller (no privilege).
-    public static let keeperAnswerLimit = Duration.seconds(5)
-
     struct State {
         /// What the process held at `start` (nil before `start`, or in a library user that never calls it).
         var startedWith: CapabilityState?
-        var keeperAlive = false
-        /// The one call handed to the keeper, and how many it has finished.
-        var job: (@Sendable () -> Void)?
-        var finished = 0
-        var submitted = 0
-        var ending = false
+        var keeper: CapabilityKeeper?
         /// Why the capabilities were dropped ("at start", "after the connect"), for messages.
         var droppedBecause: String?
     }
@@ -33,73 +25,113 @@ public enum Privilege {
     static let state = Lock(State())
 
     /// Call first in `main`, before any other thread exists: records what the process holds, sets
-    /// PR_SET_NO_NEW_PRIVS, starts the keeper when `keepForRawHCI` and there is anything to keep, then drops every
+    /// PR_SET_NO_NEW_PRIVS, starts the keeper when `keepForRawHCI` and there is raw HCI to keep, then drops every
     /// capability on this (the main) thread. Without `keepForRawHCI` the process holds nothing from here on.
     public static func start(keepForRawHCI: Bool) throws(TransportError) {
         let held = try Capabilities.process()
-        let anything = !held.effective.isEmpty || !held.permitted.isEmpty || !held.inheritable.isEmpty
-        state.withLock { $0.startedWith = held }
         if cbz_set_no_new_privs() < 0 {
             throw .socket(lastSocketError("prctl(PR_SET_NO_NEW_PRIVS)", "making sure no exec can gain privileges", .local))
         }
-        if keepForRawHCI && anything && !held.effective.intersection(.rawHCI).isEmpty {
-            state.withLock { $0.keeperAlive = true }
-            startDetachedThread { keeperLoop() }
-        } else {
-            state.withLock { $0.droppedBecause = "at start" }
+        let keeper = keepForRawHCI && !held.effective.intersection(.rawHCI).isEmpty
+            ? CapabilityKeeper(name: "cap-keeper", drop: { try? Capabilities.dropAll() }) : nil
+        state.withLock { s in
+            s.startedWith = held
+            s.keeper = keeper
+            if keeper == nil { s.droppedBecause = "at start" }
         }
         try Capabilities.dropAll()
     }
 
-    /// What the process held at start (empty when `start` never ran).
+    /// What the process held at start (nil when `start` never ran).
     public static var startedWith: CapabilityState? { state.current.startedWith }
 
     /// Whether a keeper still holds the start's capabilities (a privileged call can still be made).
-    public static var isKept: Bool { state.current.keeperAlive }
+    public static var isKept: Bool { state.current.keeper?.isAlive ?? false }
 
     /// Why the capabilities are gone, when they were held at start and are now dropped: "at start", "after the connect".
     public static var droppedBecause: String? { state.current.droppedBecause }
 
     /// Runs `body` on the keeper while it lives (with the start's capabilities), else here (with none).
     public static func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        guard let keeper = state.current.keeper else { return body() }
+        return keeper.perform(body)
+    }
+
+    /// Ends the keeper (it drops every capability and exits) and drops them on the calling thread: call it as soon
+    /// as the privileged sockets are open and the privileged commands sent. `why` goes into later messages.
+    public static func dropAll(_ why: String) {
+        let keeper = state.withLock { s -> CapabilityKeeper? in
+            if s.droppedBecause == nil { s.droppedBecause = why }
+            return s.keeper
+        }
+        keeper?.end()
+        try? Capabilities.dropAll()
+    }
+}
+
+/// One thread that runs the calls handed to it, one at a time, until `end`, when it runs `drop` and exits: the
+/// thread that keeps the capabilities (Privilege). Its own type so that tests drive it without dropping theirs.
+final class CapabilityKeeper: Sendable {
+    /// How long `perform` waits for the keeper to take a call, and `end` for it to finish, before going on
+    /// without it (the call then runs on the caller, with no privilege, and fails as unprivileged).
+    let answerLimit: Duration
+
+    private struct State {
+        /// The one call handed over, and how many the keeper has finished.
+        var job: (@Sendable () -> Void)?
+        var submitted = 0
+        var finished = 0
+        var ending = false
+        var alive = true
+    }
+
+    private let state = Lock(State())
+    private let drop: @Sendable () -> Void
+
+    init(name: String, answerLimit: Duration = .seconds(5), drop: @escaping @Sendable () -> Void) {
+        self.answerLimit = answerLimit
+        self.drop = drop
+        startDetachedThread { [self] in
+            _ = cbz_set_thread_name(name)
+            run()
+        }
+    }
+
+    var isAlive: Bool { state.withLock { $0.alive && !$0.ending } }
+
+    private var limitNanoseconds: Int {
+        Int(answerLimit.components.seconds) * 1_000_000_000 + Int(answerLimit.components.attoseconds / 1_000_000_000)
+    }
+
+    /// Runs `body` on the keeper and returns its result; on the caller when the keeper has ended, or did not take
+    /// the call within `answerLimit` (another call held it).
+    func perform<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         let result = Lock<T?>(nil)
         let job: @Sendable () -> Void = { let r = body(); result.withLock { $0 = r } }
-        let limit = Int(keeperAnswerLimit.components.seconds) * 1_000_000_000
-        // One call at a time: wait for the slot, hand the call over, wait for it to finish.
-        let ticket = state.wait(until: { s -> Int?? in
-            guard s.keeperAlive, !s.ending else { return .some(nil) }
+        // Hand the call over once the slot is free; nil: the keeper is gone, or the slot stayed taken.
+        let ticket: Int? = state.wait(until: { s -> Int?? in
+            guard s.alive, !s.ending else { return .some(nil) }
             guard s.job == nil else { return nil }
             s.job = job
             s.submitted += 1
             return .some(s.submitted)
-        }, timeoutNanoseconds: limit) ?? nil
-        if let ticket {
-            state.withLockBroadcasting { _ in }
-            // The keeper runs nothing but short syscalls on sockets it was handed: it finishes each call it took.
-            state.wait(until: { $0.finished >= ticket ? () : nil })
-            if let r = result.current { return r }
-        }
-        return body()
+        }, timeoutNanoseconds: limitNanoseconds) ?? nil
+        guard let ticket else { return body() }
+        state.withLockBroadcasting { _ in }
+        // The keeper runs nothing but short syscalls on sockets it was handed: it finishes each call it took.
+        state.wait(until: { $0.finished >= ticket ? () : nil })
+        return result.current ?? body()
     }
 
-    /// Ends the keeper (it drops every capability and exits), and drops them on the calling thread: call it as
-    /// soon as the privileged sockets are open and the privileged commands sent. `why` goes into later messages.
-    public static func dropAll(_ why: String) {
-        let wasAlive = state.withLockBroadcasting { s -> Bool in
-            let alive = s.keeperAlive && !s.ending
-            if alive { s.ending = true }
-            if s.droppedBecause == nil { s.droppedBecause = why }
-            return alive
-        }
-        if wasAlive {
-            _ = state.wait(until: { $0.keeperAlive ? nil : () }, timeoutNanoseconds: Int(keeperAnswerLimit.components.seconds) * 1_000_000_000)
-        }
-        try? Capabilities.dropAll()
+    /// Asks the keeper to drop and end, and waits for it at most `answerLimit`.
+    func end() {
+        state.withLockBroadcasting { $0.ending = true }
+        _ = state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds)
     }
 
-    /// The keeper: runs each call handed to it, then on `dropAll` drops everything and ends.
-    private static func keeperLoop() {
-        _ = cbz_set_thread_name("cap-keeper")
+    /// The keeper's loop: each call handed over, then on `end` the drop. It waits for work without a limit of its
+    /// own: `end` is what ends it.
+    private func run() {
         while true {
             let next = state.wait(until: { s -> (@Sendable () -> Void)?? in
                 if let job = s.job { return .some(job) }
@@ -113,7 +145,7 @@ public enum Privilege {
                 s.finished += 1
             }
         }
-        try? Capabilities.dropAll()
-        state.withLockBroadcasting { $0.keeperAlive = false }
+        drop()
+        state.withLockBroadcasting { $0.alive = false }
     }
 }

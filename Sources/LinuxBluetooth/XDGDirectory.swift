@@ -1,4 +1,5 @@
 // The XDG Base Directory rule in one place: the shell's history (state) and the GATT cache (cache).
+import CBlueZSocket
 import Glibc
 
 /// A base directory of the XDG Base Directory specification, with mirror's folder in it.
@@ -23,5 +24,47 @@ public enum XDGDirectory: Sendable {
     public static func environment(_ name: String) -> String? {
         guard let p = getenv(name) else { return nil }
         return String(cString: p)
+    }
+}
+
+/// Why mirror's private directory could not be made private: a syscall failed, or the directory is another
+/// user's (then nothing is written there).
+public enum PrivateDirectoryError: Error, Sendable, Equatable, CustomStringConvertible {
+    case system(SocketError)
+    case notOwned(path: String, owner: UInt32, user: UInt32)
+    case notADirectory(path: String)
+
+    public var description: String {
+        switch self {
+        case .system(let e): return e.description
+        case .notOwned(let path, let owner, let user):
+            return "refusing to use \(path): it is owned by uid \(owner), not by this user (uid \(user)); remove it or fix its owner"
+        case .notADirectory(let path): return "refusing to use \(path): it is not a directory"
+        }
+    }
+}
+
+extension XDGDirectory {
+    /// Makes `path` (mirror's folder under an XDG base) private: created 0700 with its parents when missing, and
+    /// tightened to 0700 when it exists with looser modes; another user's directory is refused, not written to.
+    public static func preparePrivateDirectory(_ path: String) throws(PrivateDirectoryError) {
+        var prefix = ""
+        for part in path.split(separator: "/") {
+            prefix += "/" + part
+            if cbz_mkdir_private(prefix) != 0 {
+                let e = Errno.current
+                if e != Errno(EEXIST) { throw .system(SocketError(syscall: "mkdir", errno: e, context: "creating the directory \(prefix)")) }
+            }
+        }
+        var st = stat()
+        guard stat(path, &st) == 0 else {
+            throw .system(SocketError(syscall: "stat", errno: .current, context: "checking the directory \(path)"))
+        }
+        guard st.st_mode & S_IFMT == S_IFDIR else { throw .notADirectory(path: path) }
+        let user = getuid()
+        guard st.st_uid == user else { throw .notOwned(path: path, owner: st.st_uid, user: user) }
+        if st.st_mode & 0o7777 != 0o700, chmod(path, 0o700) != 0 {
+            throw .system(SocketError(syscall: "chmod", errno: .current, context: "making the directory \(path) private (0700)"))
+        }
     }
 }

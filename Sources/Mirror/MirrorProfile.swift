@@ -25,6 +25,9 @@ public struct MirrorProfile: Sendable, Equatable {
     public var commands: [String: UInt8]
     /// wifiConnectionStatus values (optional in the file; the simulator's when absent).
     public var wifiConnectionStatuses: [UInt8: String]
+    /// The names the result ZIP must hold (optional `resultEntries`; none: any readable ZIP). An upload without
+    /// them fails the scan (outcome badUpload).
+    public var resultEntries: [String] = []
 
     /// The UUID of a named characteristic (every required one is present after parsing).
     public func uuid(_ characteristic: String) -> BluetoothUUID? { characteristics[characteristic] }
@@ -120,8 +123,16 @@ public struct MirrorProfile: Sendable, Equatable {
         }
         var wifi = try byteTable(root, "wifiConnectionStatuses", source: source, required: false)
         if wifi.isEmpty { wifi = defaultWiFiStatuses }
+        var resultEntries: [String] = []
+        if let value = root["resultEntries"] {
+            guard let items = value.items, case let names = items.compactMap(\.string), names.count == items.count else {
+                throw fail("\"resultEntries\": \(value.text) is not an array of names")
+            }
+            resultEntries = names
+        }
         return MirrorProfile(name: name, service: service, characteristics: characteristics, cloudTokenMaxLength: maxLength,
-                             scanStates: scanStates, scanErrors: scanErrors, commands: commands, wifiConnectionStatuses: wifi)
+                             scanStates: scanStates, scanErrors: scanErrors, commands: commands, wifiConnectionStatuses: wifi,
+                             resultEntries: resultEntries)
     }
 
     private static func byteTable(_ root: [String: JSONValue], _ key: String, source: String, required: Bool) throws(MirrorProfileError) -> [UInt8: String] {
@@ -164,7 +175,8 @@ public struct MirrorProfile: Sendable, Equatable {
     "wifiSetSSID": "6d697272-6f72-7369-6d00-000000000007",
     "wifiConnectionStatus": "6d697272-6f72-7369-6d00-000000000008"
   },
-  "cloudTokenMaxLength": 40,
+  "cloudTokenMaxLength": 64,
+  "resultEntries": ["mesh.ply", "measurements.json"],
   "scanStates": {
     "0": "invalid", "1": "alignScale", "2": "warmingUp", "3": "waitingForWeight", "4": "countDown",
     "5": "preCheck", "6": "scanning", "7": "postCheck", "8": "complete", "9": "error"

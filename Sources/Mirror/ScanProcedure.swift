@@ -4,9 +4,11 @@
 // against the profile's cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed
 // before the writes; one named deadline for COMPLETE plus the upload, or ERROR; a final read whatever happened.
 import ATTStack
+import CBlueZSocket
 import LinuxBluetooth
 import FoundationEssentials
 import GATTClient
+import Glibc
 
 /// What `mirror scan` is asked to do.
 public struct MirrorScanOptions: Sendable {
@@ -17,11 +19,14 @@ public struct MirrorScanOptions: Sendable {
     public var uploadHost: String
     /// The port the receiver listens on and the mirror is told (`--upload-port`, default 7777; 0: any free port).
     public var uploadPort: UInt16 = 7777
-    /// Where the receiver binds: the upload host when it is a numeric address, else every IPv4 address.
+    /// Where the receiver binds (`--upload-bind`): nil binds the upload host, which must then be a numeric address
+    /// (never 0.0.0.0 unless asked for here).
     public var bindHost: String?
     /// Where a received ZIP is stored.
     public var uploadDirectory: String
     public var maxUploadBytes: Int = 512 << 20
+    /// The receiver's connection limits and deadlines (maxBytes comes from `maxUploadBytes`).
+    public var uploadLimits = UploadLimits()
     /// The whole database when the caller has it (the GATT cache): the mirror service is found there, with no
     /// discovery.
     public var database: [GATTService]?
@@ -30,8 +35,10 @@ public struct MirrorScanOptions: Sendable {
     public var afterSubscribing: (@Sendable () async throws -> Void)?
     /// The pause after cancelScan before the re-read (a real mirror needs about 500 ms).
     public var settle: Duration = .milliseconds(500)
-    /// The scan ID in the URL (default: 6 random hex digits).
+    /// The scan ID, shown and in the stored file's name (default: 6 random hex digits). The URL carries a secret.
     public var scanID: String?
+    /// How long an interrupted scan waits for the Write Response to the cancelScan it sends before it ends.
+    public var cancelScanLimit: Duration = .seconds(5)
 
     public init(profile: MirrorProfile, uploadHost: String, uploadDirectory: String) {
         self.profile = profile
@@ -45,6 +52,10 @@ public struct MirrorScanResult: Sendable, Equatable {
     /// How the scan ended: COMPLETE plus the upload, ERROR (or a disconnect), the deadline, or a refused write.
     public enum Outcome: String, Sendable, Equatable {
         case complete, error, timeout, writeFailed
+        /// The upload arrived but is not a ZIP with the profile's resultEntries (exit status 8).
+        case badUpload
+        /// SIGINT or SIGTERM cancelled it; once a scan may have started, cancelScan was sent (`cancelScanSent`).
+        case interrupted
     }
     public var outcome: Outcome
     /// The final read's scanState / scanError names (the last notified ones when the final read failed).
@@ -68,6 +79,8 @@ public struct MirrorScanResult: Sendable, Equatable {
     public var failure: String?
     /// For writeFailed: who refused ("peer" or "local") and the limit that was broken.
     public var rejectedBy: String?
+    /// For an interrupted scan: whether its cancelScan was answered (nil: none was needed, nothing had started).
+    public var cancelScanSent: Bool?
     public var seconds: Double
 }
 
@@ -79,7 +92,7 @@ public enum MirrorScan {
     /// Runs a scan on a connected client. `emit` gets every event as it happens (from several threads, in order
     /// per source). `notifications` is the stream the scan logs (nil: the client's catch-all, which holds every
     /// value since the connect; a caller that runs procedures one after another gives each its own from its start).
-    /// Throws only when the procedure cannot start (no mirror service, receiver cannot listen).
+    /// Throws only when the procedure cannot start (no mirror service, receiver cannot listen, no bind address).
     public static func run(client: GATTClient, options: MirrorScanOptions, notifications: GATTNotificationStream? = nil,
                            emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorScanResult {
         let notifications = notifications ?? client.notifications
@@ -108,15 +121,29 @@ public enum MirrorScan {
 
         // 2. The upload receiver, before any write.
         let scanID = options.scanID ?? makeScanID()
-        let bindHost = options.bindHost ?? (isNumericAddress(options.uploadHost) ? options.uploadHost : "0.0.0.0")
+        guard let bindHost = options.bindHost ?? (isNumericAddress(options.uploadHost) ? options.uploadHost : nil) else {
+            throw UploadReceiverError(host: options.uploadHost, port: options.uploadPort, errno: .invalidArgument,
+                                      problem: "the upload host is not a numeric address, so the receiver does not know which one to bind: "
+                                          + "give --upload-bind ADDR (the local address the mirror reaches; 0.0.0.0 for every one)")
+        }
+        // The stored file is never overwritten (RENAME_NOREPLACE): a name already taken is said now, not after the scan.
+        let target = uploadPath(options.uploadDirectory, "scan-\(scanID).zip")
+        var uid: UInt32 = 0, mode: UInt32 = 0
+        if cbz_lstat_owner_mode(target, &uid, &mode) == 0 {
+            throw UploadReceiverError(host: bindHost, port: options.uploadPort, errno: Errno(EEXIST),
+                                      problem: "\(target) exists already and is never overwritten: give another --scan-id or --upload-dir",
+                                      directoryProblem: true)
+        }
+        var limits = options.uploadLimits
+        limits.maxBytes = options.maxUploadBytes
         let receiver = try UploadReceiver(host: bindHost, port: options.uploadPort, directory: options.uploadDirectory,
-                                          maxBytes: options.maxUploadBytes) { event in
+                                          limits: limits, requiredEntries: profile.resultEntries) { event in
             emit(MirrorEvent(time: steps0.now, kind: .upload(event), characteristic: nil, value: nil, decoded: nil, purpose: nil, detail: nil))
             tracker.uploaded(event, scanID: scanID)
         }
         defer { receiver.stop() }
-        receiver.expect(scanID: scanID)
-        let url = receiver.uploadURL(advertisedHost: options.uploadHost, scanID: scanID)
+        receiver.expect(scanID: scanID, secret: try UploadReceiver.makeSecret())
+        let url = receiver.uploadURL(advertisedHost: options.uploadHost)!
         emit(MirrorEvent(time: steps0.now, kind: .uploadListening, characteristic: nil, value: nil, decoded: nil,
                          purpose: nil, detail: "listening on \(bindHost):\(receiver.port); the mirror will post to \(url)"))
 
@@ -153,6 +180,29 @@ public enum MirrorScan {
             return r
         }
 
+        // An interrupt once the scan may have started: cancelScan, in a task of its own (this one is cancelled), with
+        // a named limit, so the mirror does not go on and post to a receiver that is gone.
+        func interrupted(_ r: inout MirrorScanResult, while what: String, started: Bool) async -> MirrorScanResult {
+            r.outcome = .interrupted
+            r.failure = "interrupted while \(what)"
+            if started {
+                steps.step("interrupted: sending cancelScan (\(ATTHex.short(profile.cancelScanCommand))) so the mirror stops")
+                let cancel = Task { () async throws in
+                    try await withDeadline(options.cancelScanLimit, waitingFor: "the Write Response to cancelScan") {
+                        try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "interrupt")
+                    }
+                }
+                do {
+                    try await cancel.value
+                    r.cancelScanSent = true
+                } catch {
+                    r.cancelScanSent = false
+                    steps.event(.failed, purpose: "interrupt", detail: "cancelScan after the interrupt failed: \(error)")
+                }
+            }
+            return await finish(&r)
+        }
+
         do {
             let state = try await steps.subscribeAndRead("scanState")
             let error = try await steps.subscribeAndRead("scanError")
@@ -177,12 +227,14 @@ public enum MirrorScan {
                 tracker.read("scanState", again)
             }
         } catch {
+            if Task.isCancelled { return await interrupted(&result, while: "subscribing, before the writes (no scan started)", started: false) }
             result.outcome = .error
             result.failure = "before the writes: \(error)"
             return await finish(&result)
         }
 
-        // 5. The upload URL, checked here against both limits before anything is sent.
+        // 5. The upload URL, checked here against both limits before anything is sent. It is http://HOST:PORT/ and
+        // the 22-character secret (128 bits in base64url), so HOST and PORT have cloudTokenMaxLength - 30 bytes.
         let token = Array(url.utf8)
         var broken: [String] = []
         if token.count > profile.cloudTokenMaxLength {
@@ -194,8 +246,9 @@ public enum MirrorScan {
         if !broken.isEmpty {
             result.outcome = .writeFailed
             result.rejectedBy = "local"
-            result.failure = "not sent: the upload URL \(url) is \(token.count) bytes, over \(broken.joined(separator: " and ")); "
-                + "use a shorter --upload-host or scan ID"
+            result.failure = "not sent: the upload URL is \(token.count) bytes (http://\(options.uploadHost):\(receiver.port)/ and a "
+                + "\(UploadReceiver.secretBytes * 8)-bit secret of 22 characters), over \(broken.joined(separator: " and ")); "
+                + "use a shorter --upload-host or --upload-port"
             steps.event(.failed, "cloudToken", value: token, purpose: "token", detail: result.failure)
             return await finish(&result)
         }
@@ -207,6 +260,7 @@ public enum MirrorScan {
             try await steps.write("cloudToken", token, purpose: "token")
             try await steps.write("scannerAction", [profile.initDeviceForScanCommand], purpose: "initDeviceForScan")
         } catch {
+            if Task.isCancelled { return await interrupted(&result, while: "writing cloudToken and initDeviceForScan", started: true) }
             result.outcome = .writeFailed
             result.failure = error.description
             if let a = error.attributeError { result.rejectedBy = a.rejectedBy.rawValue }
@@ -229,6 +283,7 @@ public enum MirrorScan {
             switch verdict {
             case .complete: result.outcome = .complete
             case .error(let why): result.outcome = .error; result.failure = why
+            case .badUpload(let why): result.outcome = .badUpload; result.failure = why
             }
         } catch let e as GATTError {
             if case .timeout = e {
@@ -238,8 +293,7 @@ public enum MirrorScan {
             }
             result.failure = e.description
         } catch is CancellationError {
-            result.outcome = .error
-            result.failure = "interrupted while waiting for \(what)"
+            return await interrupted(&result, while: "waiting for \(what)", started: true)
         } catch {
             result.outcome = .error
             result.failure = "\(error)"
@@ -247,7 +301,8 @@ public enum MirrorScan {
         return await finish(&result)
     }
 
-    static func isNumericAddress(_ host: String) -> Bool {
+    /// Whether `host` is written as an address (four decimal bytes, or IPv6 with colons), not a name.
+    public static func isNumericAddress(_ host: String) -> Bool {
         let parts = host.split(separator: ".")
         if parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) { return true }
         return host.contains(":")
@@ -257,7 +312,7 @@ public enum MirrorScan {
 /// What the scan has seen: the state behind the waiter. One lock guards it; `pokes` wakes the waiter after
 /// every change, so a change between the check and the wait is never lost.
 final class ScanTracker: Sendable {
-    enum Verdict: Sendable, Equatable { case complete, error(String) }
+    enum Verdict: Sendable, Equatable { case complete, error(String), badUpload(String) }
     struct State {
         var armed = false
         var scanState: UInt8?
@@ -266,6 +321,8 @@ final class ScanTracker: Sendable {
         var sawComplete = false
         var errorSeen: String?
         var upload: ReceivedUpload?
+        /// Why the upload is not the result ZIP the profile expects (it fails the scan).
+        var badUpload: String?
         var ended: String?
         var notifications = 0
         /// scanError when the handlers were armed: a read that still shows it is old news, not this scan's error.
@@ -330,7 +387,10 @@ final class ScanTracker: Sendable {
 
     func uploaded(_ event: UploadEvent, scanID: String) {
         guard case .received(let upload) = event, upload.scanID == scanID else { return }
-        state.withLock { $0.upload = upload }
+        state.withLock { s in
+            s.upload = upload
+            if let problem = upload.zipProblem { s.badUpload = "the upload (\(upload.bytes) bytes, \(upload.path)) is not the expected result ZIP: \(problem)" }
+        }
         poke.yield()
     }
 
@@ -342,6 +402,7 @@ final class ScanTracker: Sendable {
     private func verdict() -> Verdict? {
         state.withLock { s in
             guard s.armed else { return nil }
+            if let bad = s.badUpload { return .badUpload(bad) }
             if let e = s.errorSeen { return .error(e) }
             if s.sawComplete && s.upload != nil { return .complete }
             if let ended = s.ended { return .error("disconnected while waiting: \(ended)") }

@@ -1,6 +1,6 @@
-// The host side of a scan's result: an HTTP server (libmicrohttpd) that takes the mirror's
-// POST /upload/ID for the current scan ID, stores the body in a temporary file, renames it when
-// complete, and reports its size, SHA-256 and ZIP entries.
+// The host side of a scan's result: an HTTP server (libmicrohttpd) that takes one POST to the current scan's
+// secret path, streams the body to a private new file, renames it into place when complete, and checks it is a
+// ZIP with the profile's entries (read from the file, never held in memory).
 import CBlueZSocket
 import CMicroHTTPD
 import FoundationEssentials
@@ -17,6 +17,7 @@ public struct ReceivedUpload: Sendable, Equatable {
     public var sha256: String
     /// The ZIP's central directory, or nil when the body is not a readable ZIP (see `zipProblem`).
     public var entries: [ZIPEntry]?
+    /// Why the body is not a ZIP with the expected entries (nil: it is); such an upload fails the scan.
     public var zipProblem: String?
     /// How the body came: "content-length" or "chunked".
     public var framing: String
@@ -24,9 +25,10 @@ public struct ReceivedUpload: Sendable, Equatable {
 
 /// Something the upload receiver did with a request.
 public enum UploadEvent: Sendable, Equatable {
-    /// A complete upload for the current scan ID, stored and renamed into place.
+    /// A complete upload for the current scan, stored and renamed into place (check `zipProblem`).
     case received(ReceivedUpload)
-    /// A request refused with an HTTP status (404 wrong path or scan ID, 405 wrong method, 413 too large, 500 storage).
+    /// A request refused with an HTTP status (404 wrong path, 405 wrong method, 409 a second upload, 413 too
+    /// large, 500 storage). `method` and `path` are the peer's bytes: escape them before a terminal.
     case rejected(method: String, path: String, status: Int, reason: String)
 }
 
@@ -43,39 +45,89 @@ public struct UploadReceiverError: Error, Sendable, Equatable, CustomStringConve
     }
 }
 
+/// What one receiver allows a LAN: connections in all and per client address, an idle timeout, and absolute
+/// deadlines from the accept for the headers and for the whole request (libmicrohttpd's options; the
+/// deadlines are cut by the shim's polling thread), and the largest body.
+public struct UploadLimits: Sendable, Equatable {
+    public var maxBytes = 512 << 20
+    public var connections: UInt32 = 16
+    public var connectionsPerIP: UInt32 = 4
+    public var idleSeconds: UInt32 = 10
+    public var headersDeadline: Double = 10
+    public var requestDeadline: Double = 300
+    public init() {}
+}
+
 /// An HTTP/1.1 server (RFC 9112, Content-Length or chunked bodies) on libmicrohttpd that receives a scan's result
-/// ZIP (POST /upload/ID).
-/// The daemon's own polling thread runs the handlers; `lock` guards the scan ID and the upload list.
+/// ZIP: one POST to /SECRET, where SECRET is 128 bits from getrandom(2) in base64url (22 characters).
+/// The shim's polling thread runs the handlers; `state` guards the scan, its secret and the upload list.
 public final class UploadReceiver: Sendable {
     public let host: String
     public let directory: String
-    public let maxBytes: Int
+    public let limits: UploadLimits
+    public var maxBytes: Int { limits.maxBytes }
+    /// The ZIP entries an upload must hold (the profile's resultEntries).
+    public let requiredEntries: [String]
     private let onEvent: @Sendable (UploadEvent) -> Void
     private struct State {
         var scanID: String?
+        var path: [UInt8]?  // "/" + the secret
+        var phase = Phase.waiting
         var uploads: [ReceivedUpload] = []
-        var stopped = false
     }
+    /// Where the one upload of a scan is: none yet, one arriving (a second is refused), one stored.
+    private enum Phase { case waiting, receiving, received }
     private let state = Lock(State())
-    // The daemon handle's address (0 once stopped), set once in init; the lock makes the stop idempotent.
-    private let daemon: Lock<UInt>
+    // The server's address (0 once stopped), set once in init; the lock makes the stop idempotent.
+    private let server: Lock<UInt>
 
-    /// Starts listening on `host` (numeric, e.g. 127.0.0.1) and `port` (0: any free port).
-    /// Completed uploads land in `directory` as scan-ID.zip.
-    public init(host: String, port: UInt16, directory: String, maxBytes: Int = 512 << 20,
+    /// The secret's size: 16 bytes, 128 bits, 22 base64url characters (RFC 4648 §5, no padding).
+    public static let secretBytes = 16
+
+    /// A fresh secret: 16 bytes from getrandom(2) in base64url without padding.
+    public static func makeSecret() throws(UploadReceiverError) -> String {
+        var bytes = [UInt8](repeating: 0, count: secretBytes)
+        guard cbz_random_bytes(&bytes, bytes.count) == 0 else {
+            throw UploadReceiverError(host: "", port: 0, errno: .current, problem: "getrandom failed: \(Errno.current.name)", directoryProblem: true)
+        }
+        return base64URL(bytes)
+    }
+
+    /// RFC 4648 §5 base64url without padding.
+    static func base64URL(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        var out: [UInt8] = []
+        var i = 0
+        while i < bytes.count {
+            let n = min(3, bytes.count - i)
+            let b = (UInt32(bytes[i]) << 16) | (n > 1 ? UInt32(bytes[i + 1]) << 8 : 0) | (n > 2 ? UInt32(bytes[i + 2]) : 0)
+            for k in 0...n { out.append(alphabet[Int((b >> (18 - 6 * UInt32(k))) & 63)]) }
+            i += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Starts listening on `host` (numeric, e.g. 127.0.0.1) and `port` (0: any free port). Completed uploads land
+    /// in `directory` as scan-ID.zip; the directory is created 0700 when missing and must be the user's, not
+    /// writable by group or others.
+    public init(host: String, port: UInt16, directory: String, maxBytes: Int? = nil, limits: UploadLimits = UploadLimits(),
+                requiredEntries: [String] = [],
                 onEvent: @escaping @Sendable (UploadEvent) -> Void = { _ in }) throws(UploadReceiverError) {
         self.host = host
         self.directory = directory
-        self.maxBytes = maxBytes
+        var limits = limits
+        if let maxBytes { limits.maxBytes = maxBytes }
+        self.limits = limits
+        self.requiredEntries = requiredEntries
         self.onEvent = onEvent
-        self.daemon = Lock(0)
-        var isDirectory = false
-        guard FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory else {
-            throw UploadReceiverError(host: host, port: port, errno: .noSuchFileOrDirectory, problem: "the upload directory \(directory) does not exist",
-                                      directoryProblem: true)
+        self.server = Lock(0)
+        if let problem = Self.checkDirectory(directory) {
+            throw UploadReceiverError(host: host, port: port, errno: problem.errno, problem: problem.text, directoryProblem: true)
         }
         let opaque = Unmanaged.passUnretained(self).toOpaque()
-        guard let d = cmhd_start(host, port, 30, uploadAccessHandler, uploadCompletedHandler, opaque) else {
+        var c = cmhd_limits(connections: limits.connections, per_ip: limits.connectionsPerIP, idle_timeout_s: limits.idleSeconds,
+                            headers_deadline_s: limits.headersDeadline, request_deadline_s: limits.requestDeadline)
+        guard let d = cmhd_start(host, port, &c, uploadAccessHandler, uploadCompletedHandler, opaque) else {
             let e = Errno.current
             let problem = e == .invalidArgument ? "not a numeric IPv4 or IPv6 address"
                 : e == .addressInUse ? "the port is in use (EADDRINUSE)"
@@ -83,36 +135,74 @@ public final class UploadReceiver: Sendable {
                 : e.rawValue == 0 ? "MHD_start_daemon failed" : "MHD_start_daemon failed: \(e.meaning)"
             throw UploadReceiverError(host: host, port: port, errno: e, problem: problem)
         }
-        daemon.withLock { $0 = UInt(bitPattern: Int(bitPattern: d)) }
+        server.withLock { $0 = UInt(bitPattern: Int(bitPattern: d)) }
         let bound = cmhd_bound_port(d)
         boundPort.withLock { $0 = bound == 0 ? port : bound }
+    }
+
+    /// Why `directory` cannot hold uploads (nil: it can). Missing: created 0700 (its parent must exist). There:
+    /// a directory (not a symlink to one), owned by the effective user, with no group or other write bit.
+    static func checkDirectory(_ directory: String) -> (errno: Errno, text: String)? {
+        var uid: UInt32 = 0, mode: UInt32 = 0
+        if cbz_lstat_owner_mode(directory, &uid, &mode) != 0 {
+            guard Errno.current == .noSuchFileOrDirectory else {
+                return (.current, "the upload directory \(directory) cannot be examined: \(Errno.current.name)")
+            }
+            guard cbz_mkdir_private(directory) == 0 else {
+                let e = Errno.current
+                return (e, "the upload directory \(directory) does not exist and cannot be created (mode 0700): \(e.name) (\(e.meaning))")
+            }
+            return nil
+        }
+        guard mode & UInt32(S_IFMT) == UInt32(S_IFDIR) else {
+            return (Errno(ENOTDIR), "the upload directory \(directory) is not a directory (a symlink or a file)")
+        }
+        let me = cbz_euid()
+        guard uid == me else {
+            return (.permissionDenied, "the upload directory \(directory) belongs to uid \(uid), not to you (uid \(me)): give --upload-dir a directory of yours")
+        }
+        guard mode & 0o022 == 0 else {
+            return (.permissionDenied, "the upload directory \(directory) is writable by group or others (mode \(String(mode & 0o7777, radix: 8))): chmod go-w it or give another --upload-dir")
+        }
+        return nil
     }
 
     private let boundPort = Lock<UInt16>(0)
     /// The port it listens on (the bound one when 0 was asked for).
     public var port: UInt16 { boundPort.withLock { $0 } }
 
-    /// The URL a mirror should post the result of `scanID` to, with `host` as the mirror sees this machine.
-    public func uploadURL(advertisedHost: String, scanID: String) -> String {
+    /// The URL a mirror should post the current scan's result to, with `advertisedHost` as the mirror sees this
+    /// machine: http://HOST:PORT/SECRET (nil before `expect`). Its length is 7 + host + 1 + port + 1 + 22.
+    public func uploadURL(advertisedHost: String) -> String? {
+        guard let path = state.withLock({ $0.path }) else { return nil }
         let h = advertisedHost.contains(":") ? "[\(advertisedHost)]" : advertisedHost
-        return "http://\(h):\(port)/upload/\(scanID)"
+        return "http://\(h):\(port)" + String(decoding: path, as: UTF8.self)
     }
 
-    /// Accepts POST /upload/`scanID` from now on (and no other ID).
-    public func expect(scanID: String?) { state.withLock { $0.scanID = scanID } }
+    /// Accepts one POST to /`secret` for `scanID` from now on (nil: none); a second is refused with 409.
+    public func expect(scanID: String?, secret: String) {
+        state.withLock {
+            $0.scanID = scanID
+            $0.path = scanID == nil ? nil : Array(("/" + secret).utf8)
+            $0.phase = .waiting
+        }
+    }
 
     /// Every upload received so far.
     public var uploads: [ReceivedUpload] { state.withLock { $0.uploads } }
 
-    /// Stops the daemon; waits for its thread. Idempotent.
+    /// Stops the polling thread and the daemon; waits for them. Idempotent.
     public func stop() {
-        let address = daemon.withLock { let a = $0; $0 = 0; return a }
+        let address = server.withLock { let a = $0; $0 = 0; return a }
         if let d = OpaquePointer(bitPattern: address) { cmhd_stop(d) }
     }
 
     deinit { stop() }
 
-    // MARK: the handlers (on the daemon's polling thread)
+    // MARK: the handlers (on the shim's polling thread)
+
+    /// The one body a wrong path gets: fixed, so it tells nothing of the scan, its ID or the path asked for.
+    static let notFoundBody = "not found"
 
     fileprivate func access(_ connection: OpaquePointer, url: String, method: String,
                             data: UnsafePointer<CChar>?, size: UnsafeMutablePointer<Int>,
@@ -120,11 +210,16 @@ public final class UploadReceiver: Sendable {
         if requestState.pointee == nil {
             let request = decide(connection, url: url, method: method)
             requestState.pointee = Unmanaged.passRetained(request).toOpaque()
+            // A refusal is answered now, before any body is read: MHD then closes the connection unread.
+            if case .refused = request.outcome { return finish(request, connection) }
             return .YES
         }
         let request = Unmanaged<UploadRequest>.fromOpaque(requestState.pointee!).takeUnretainedValue()
         if size.pointee > 0 {
             let chunk = UnsafeRawBufferPointer(start: data, count: size.pointee)
+            // Past a refusal mid-body (a chunked body over the limit, a failed write) the rest is discarded, not
+            // stored, and the answer goes at its end (MHD queues no response while a body arrives); the request
+            // deadline bounds how long that can take.
             request.take(chunk, limit: maxBytes)
             size.pointee = 0
             return .YES
@@ -134,43 +229,59 @@ public final class UploadReceiver: Sendable {
 
     private func decide(_ connection: OpaquePointer, url: String, method: String) -> UploadRequest {
         let request = UploadRequest(method: method, path: url)
-        let current = state.withLock { $0.scanID }
-        let prefix = "/upload/"
-        guard url.hasPrefix(prefix) else {
-            request.refuse(404, "no such path: only POST /upload/ID is served"); return request
+        let asked = Array(url.utf8)
+        // The secret is compared in full whatever differs first (no early exit to time).
+        let (scanID, matches) = state.withLock { s -> (String?, Bool) in
+            guard let path = s.path, path.count == asked.count else { return (s.scanID, false) }
+            return (s.scanID, zip(path, asked).reduce(UInt8(0)) { $0 | ($1.0 ^ $1.1) } == 0)
         }
-        let id = String(url.dropFirst(prefix.count))
-        guard let current, id == current else {
-            request.refuse(404, current == nil ? "no scan is expecting an upload" : "scan ID \(id) is not the current scan (\(current ?? "none"))")
-            return request
+        guard let scanID, matches else { request.refuse(404, Self.notFoundBody); return request }
+        guard method == "POST" else { request.refuse(405, "method not allowed: use POST"); return request }
+        if let cl = cmhd_header(connection, "Content-Length") {
+            let text = String(cString: cl)
+            guard let length = Int(text), length >= 0 else { request.refuse(400, "Content-Length is not a number"); return request }
+            if length > maxBytes { request.refuse(413, "Content-Length over the \(maxBytes)-byte limit"); return request }
         }
-        guard method == "POST" else { request.refuse(405, "method \(method) not allowed: use POST"); return request }
+        let taken = state.withLock { s -> Bool in
+            guard s.phase == .waiting else { return false }
+            s.phase = .receiving
+            return true
+        }
+        guard taken else { request.refuse(409, "this scan's upload was already received"); return request }
+        request.reserved = true
         let chunked = cmhd_header(connection, "Transfer-Encoding")
             .map { String(cString: $0).lowercased().contains("chunked") } ?? false
-        if let cl = cmhd_header(connection, "Content-Length"),
-           let length = Int(String(cString: cl)), length > maxBytes {
-            request.refuse(413, "Content-Length \(length) exceeds the \(maxBytes)-byte limit"); return request
-        }
-        request.begin(scanID: id, directory: directory, framing: chunked ? "chunked" : "content-length")
+        request.begin(scanID: scanID, directory: directory, framing: chunked ? "chunked" : "content-length")
         return request
     }
 
     private func finish(_ request: UploadRequest, _ connection: OpaquePointer) -> MHD_Result {
         switch request.outcome {
         case .refused(let status, let reason):
+            if request.reserved { release(request) }
             onEvent(.rejected(method: request.method, path: request.path, status: status, reason: reason))
             return respond(connection, status, reason)
         case .storing:
             do {
-                let upload = try request.complete()
-                state.withLock { $0.uploads.append(upload) }
+                let upload = try request.complete(required: requiredEntries)
+                request.finished = true
+                state.withLock { $0.phase = .received; $0.uploads.append(upload) }
                 onEvent(.received(upload))
+                if upload.zipProblem != nil { return respond(connection, 422, "not the expected result ZIP") }
                 return respond(connection, 200, "stored \(upload.bytes) bytes, sha256 \(upload.sha256)")
             } catch {
+                release(request)
                 onEvent(.rejected(method: request.method, path: request.path, status: 500, reason: "\(error)"))
-                return respond(connection, 500, "\(error)")
+                return respond(connection, 500, "the upload could not be stored")
             }
         }
+    }
+
+    /// An upload that did not complete (refused mid-body, failed, or its connection closed) frees the scan's slot.
+    fileprivate func release(_ request: UploadRequest) {
+        guard request.reserved, !request.finished else { return }
+        request.reserved = false
+        state.withLock { if $0.phase == .receiving { $0.phase = .waiting } }
     }
 
     private func respond(_ connection: OpaquePointer, _ status: Int, _ text: String) -> MHD_Result {
@@ -183,12 +294,15 @@ public final class UploadReceiver: Sendable {
     }
 }
 
-/// One request's state between MHD's calls; only the daemon's polling thread touches it.
+/// One request's state between MHD's calls; only the polling thread touches it.
 private final class UploadRequest {
     enum Outcome { case storing, refused(Int, String) }
     let method: String
     let path: String
     var outcome: Outcome = .storing
+    /// Whether this request holds the scan's one upload slot, and whether it completed (then it keeps it).
+    var reserved = false
+    var finished = false
     var scanID = ""
     var framing = ""
     var finalPath = ""
@@ -196,8 +310,6 @@ private final class UploadRequest {
     var file: Int32 = -1  // the part file's descriptor while it is open
     var digest = SHA256()
     var bytes = 0
-    var head: [UInt8] = []  // the whole body is kept only to list ZIP entries when small enough
-    static let listInMemoryLimit = 64 << 20
 
     init(method: String, path: String) { self.method = method; self.path = path }
 
@@ -206,14 +318,24 @@ private final class UploadRequest {
         closeAndRemove()
     }
 
+    /// The part file: new, 0600, O_EXCL|O_NOFOLLOW, under a random name; the final name must not exist yet.
     func begin(scanID: String, directory: String, framing: String) {
         self.scanID = scanID
         self.framing = framing
         finalPath = uploadPath(directory, "scan-\(scanID).zip")
-        partPath = uploadPath(directory, ".scan-\(scanID).zip.part-\(UInt32.random(in: 0...UInt32.max))")
-        let fd = cbz_create_file(partPath)
+        var uid: UInt32 = 0, mode: UInt32 = 0
+        if cbz_lstat_owner_mode(finalPath, &uid, &mode) == 0 {
+            outcome = .refused(500, "\(finalPath) exists already: not overwritten")
+            return
+        }
+        var random: UInt32 = 0
+        _ = cbz_random_bytes(&random, 4)
+        partPath = uploadPath(directory, ".scan-\(scanID).zip.part-\(random)")
+        let fd = cbz_create_private_new_file(partPath)
         guard fd >= 0 else {
-            outcome = .refused(500, "cannot create \(partPath)")
+            let failure = UploadFileError(syscall: "open", path: partPath, errno: .current)
+            partPath = ""  // not ours: never removed
+            outcome = .refused(500, "\(failure)")
             return
         }
         file = fd
@@ -223,29 +345,31 @@ private final class UploadRequest {
         guard case .storing = outcome else { return }
         bytes += chunk.count
         if bytes > limit {
-            refuse(413, "body exceeds the \(limit)-byte limit")
+            refuse(413, "body over the \(limit)-byte limit")
             return
         }
         digest.update(chunk)
-        if bytes <= Self.listInMemoryLimit { head.append(contentsOf: chunk) } else { head = [] }
         if file >= 0, cbz_write_all(file, chunk.baseAddress, chunk.count) != 0 {
             let failure = UploadFileError(syscall: "write", path: partPath, errno: .current)
-            refuse(500, "writing \(partPath): \(failure)")
+            refuse(500, "\(failure)")
         }
     }
 
-    func complete() throws -> ReceivedUpload {
+    /// Closes the part file, renames it to scan-ID.zip (never replacing anything there), then checks the ZIP
+    /// from the file (ZIPArchive.check: bounded reads, not the whole body).
+    func complete(required: [String]) throws -> ReceivedUpload {
         if file >= 0 {
             let closed = cbz_close(file)
             file = -1
             if closed != 0 { throw UploadFileError(syscall: "close", path: partPath, errno: .current) }
         }
-        if FileManager.default.fileExists(atPath: finalPath) { try FileManager.default.removeItem(atPath: finalPath) }
-        try FileManager.default.moveItem(atPath: partPath, toPath: finalPath)
+        guard cbz_rename_noreplace(partPath, finalPath) == 0 else {
+            throw UploadFileError(syscall: "rename", path: finalPath, errno: .current)
+        }
+        partPath = ""
         var entries: [ZIPEntry]?
         var problem: String?
-        let archive = bytes <= Self.listInMemoryLimit ? head : (try? [UInt8](Data(contentsOf: URL(fileURLWithPath: finalPath)))) ?? []
-        do { entries = try ZIPArchive.entries(of: archive) } catch { problem = error.description }
+        do { entries = try ZIPArchive.check(fileAt: finalPath, required: required) } catch { problem = error.description }
         return ReceivedUpload(scanID: scanID, path: finalPath, bytes: bytes, sha256: digest.hexDigest(),
                               entries: entries, zipProblem: problem, framing: framing)
     }
@@ -253,10 +377,11 @@ private final class UploadRequest {
     func closeAndRemove() {
         if file >= 0 { _ = cbz_close(file) }
         file = -1
-        if !partPath.isEmpty { try? FileManager.default.removeItem(atPath: partPath) }
+        if !partPath.isEmpty { _ = cbz_unlink(partPath) }
+        partPath = ""
     }
 
-    deinit { if case .refused = outcome { closeAndRemove() } else if file >= 0 { closeAndRemove() } }
+    deinit { closeAndRemove() }
 }
 
 /// `name` in `directory`, as NSString's appendingPathComponent joined them (a slash added unless one ends it).
@@ -280,8 +405,10 @@ private let uploadAccessHandler: cmhd_access_handler = { cls, connection, url, m
                            data: data, size: size, requestState: requestState)
 }
 
-private let uploadCompletedHandler: cmhd_completed_handler = { _, _, requestState, _ in
-    guard let requestState, let p = requestState.pointee else { return }
-    Unmanaged<UploadRequest>.fromOpaque(p).release()
+// The request is over (answered, or its connection failed or was cut): one that never completed frees the slot.
+private let uploadCompletedHandler: cmhd_completed_handler = { cls, _, requestState, _ in
+    guard let cls, let requestState, let p = requestState.pointee else { return }
+    let request = Unmanaged<UploadRequest>.fromOpaque(p).takeRetainedValue()
+    Unmanaged<UploadReceiver>.fromOpaque(cls).takeUnretainedValue().release(request)
     requestState.pointee = nil
 }

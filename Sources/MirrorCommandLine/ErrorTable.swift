@@ -26,6 +26,11 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case unsupported = 7
     /// The peer broke the protocol: a malformed PDU, an unexpected response.
     case protocolViolation = 8
+    /// SIGINT (Ctrl-C) ended the command before it finished (128 + 2, as a shell reports it); what it had done
+    /// is printed (README: what SIGINT and SIGTERM do per command).
+    case interrupted = 130
+    /// SIGTERM ended the command (128 + 15): a supervisor or `kill` asked it to stop; the link is closed first.
+    case terminated = 143
 
     /// The word used in JSON ("kind") for errors with this status.
     public var kind: String {
@@ -39,6 +44,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .connection: return "connection"
         case .unsupported: return "unsupported"
         case .protocolViolation: return "protocol"
+        case .interrupted: return "interrupted"
+        case .terminated: return "terminated"
         }
     }
 
@@ -46,7 +53,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     public var meaning: String {
         switch self {
         case .success: return "success"
-        case .failure: return "other failure (a file, an internal error)"
+        case .failure: return "other failure (a file, a --btsnoop file that could not be written to the end, an internal error)"
         case .usage: return "bad usage: unknown command or option, malformed address, handle, UUID, hex or number, a NAME or UUID naming no characteristic or several"
         case .peerError: return "the peer answered with an ATT Error Response"
         case .localRefusal: return "refused locally, not sent (the value exceeds the MTU's budget or 512 bytes)"
@@ -54,6 +61,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .connection: return "connection failed or lost"
         case .unsupported: return "not possible on this machine: no Bluetooth in the kernel, or a missing capability"
         case .protocolViolation: return "the peer broke the protocol (malformed or unexpected PDU)"
+        case .interrupted: return "interrupted by SIGINT (Ctrl-C) before the command finished (listen and a shell at a terminal end 0 on it instead)"
+        case .terminated: return "terminated by SIGTERM (listen and shell included); the link is closed first"
         }
     }
 }
@@ -222,6 +231,11 @@ public struct ErrorReport: Sendable {
                       fields: [("token", e.token.map { .string($0) } ?? .null)])
         case let e as CLIError:
             self.init(cliError: e)
+        case let e as PhaseError:
+            // The underlying error's report as it is (its message is a contract), and a hint naming the phase.
+            self = ErrorReport(e.underlying)
+            fields.append(("phase", .string(e.phase)))
+            hint = "bench stopped in \(e.phase)" + (e.hint.map { ": " + $0 } ?? "")
         default:
             if let report = ErrorReport.libraryReport(error) {
                 self = report

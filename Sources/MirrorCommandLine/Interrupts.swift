@@ -17,6 +17,18 @@ public enum Interrupts {
     static let mode = Atomic<Int>(0)
     /// The eventfd the handler signals; -1 until installed.
     static let wakeFD = Atomic<Int32>(-1)
+    /// The signal that cancelled the running interruptible command (SIGINT or SIGTERM), 0 when none did: stored by
+    /// the handler before it wakes the waiter, cleared when an interruptible command starts.
+    static let received = Atomic<Int32>(0)
+
+    /// How the interrupted command exits: 130 for SIGINT, 143 for SIGTERM; nil when no signal cancelled it.
+    public static var status: ExitStatus? {
+        switch received.load(ordering: .sequentiallyConsistent) {
+        case SIGINT: return .interrupted
+        case SIGTERM: return .terminated
+        default: return nil
+        }
+    }
     /// Guards the running command's handler.
     private static let handler = Lock<(@Sendable () -> Void)?>(nil)
 
@@ -44,6 +56,7 @@ public enum Interrupts {
         for sig in [SIGINT, SIGTERM] {
             signal(sig) { received in
                 if Interrupts.mode.compareExchange(expected: 1, desired: 2, ordering: .sequentiallyConsistent).exchanged {
+                    Interrupts.received.store(received, ordering: .sequentiallyConsistent)
                     let saved = errno
                     _ = cbz_eventfd_signal(Interrupts.wakeFD.load(ordering: .relaxed))
                     errno = saved
@@ -70,6 +83,7 @@ public enum Interrupts {
             }
             return previous
         }
+        received.store(0, ordering: .sequentiallyConsistent)
         mode.store(1, ordering: .sequentiallyConsistent)
         defer {
             handler.withLock { $0 = outer }

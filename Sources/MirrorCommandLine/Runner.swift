@@ -85,6 +85,8 @@ public struct Invocation: Sendable {
 /// What a running command's session leaves for its error report: how to learn why its link dropped.
 final class InvocationNotes: Sendable {
     private let drop = Lock<(@Sendable () -> (text: String, reason: UInt8)?)?>(nil)
+    /// The --btsnoop file's first write error (already printed): the command then exits with status 1.
+    let captureFailure = Lock<SocketError?>(nil)
 
     func setLinkDrop(_ body: @escaping @Sendable () -> (text: String, reason: UInt8)?) { drop.withLock { $0 = body } }
 
@@ -219,6 +221,8 @@ public enum MirrorMain {
         if let limit { return await execute(command, invocation, bounded: limit) }
         do {
             let status = try await command.run(invocation)
+            // A --btsnoop capture cut short by a failed write (full disk, file size limit) is not a success.
+            if status == .success, invocation.notes.captureFailure.current != nil { return ExitStatus.failure.rawValue }
             return status.rawValue
         } catch {
             return report(failure(error, invocation), json: invocation.global.json, console: invocation.console)

@@ -13,6 +13,18 @@ public enum ResultArchive {
         ZIPArchive.stored([("mesh.ply", Array(mesh.utf8)), ("measurements.json", Array(measurements(scanID: scanID).utf8))])
     }
 
+    /// The body `--result` asks for.
+    public static func body(_ result: SimResult, scanID: String) -> [UInt8] {
+        switch result {
+        case .zip: return zip(scanID: scanID)
+        case .junk: return Array(junk.utf8)
+        case .partial: return ZIPArchive.stored([("mesh.ply", Array(mesh.utf8))])
+        }
+    }
+
+    /// 42 bytes that are not a ZIP archive.
+    public static let junk = "not a ZIP archive: 42 bytes of plain text\n"
+
     /// An ASCII PLY octahedron: 6 vertices, 8 triangles.
     public static let mesh = """
         ply

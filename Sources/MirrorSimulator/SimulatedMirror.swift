@@ -670,8 +670,9 @@ public final class SimulatedMirror: Sendable {
             setScanError(&s, &fx, byte(error: "internalError"))
             return
         }
+        // The URL's last component: the receiver's secret path (what a real mirror's result names is its own).
         let scanID = url.lastPathComponent
-        let body = ResultArchive.zip(scanID: scanID)
+        let body = ResultArchive.body(options.result, scanID: scanID)
         fx.logs.append("posting \(body.count) bytes to \(token)")
         let internalError = byte(error: "internalError")
         Task { [self] in

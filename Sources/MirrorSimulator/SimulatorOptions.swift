@@ -100,6 +100,14 @@ public struct SimTimings: Sendable, Equatable {
                                              wifiScanMilliseconds: 1200, wifiJoinMilliseconds: 3000, rebootMilliseconds: 300)
 }
 
+/// The body a completed scan posts: the result ZIP (mesh.ply and measurements.json), 42 bytes that are no ZIP,
+/// or a ZIP without measurements.json.
+public enum SimResult: String, Sendable, Equatable, CaseIterable {
+    case zip
+    case junk
+    case partial
+}
+
 /// Everything that decides how the simulated mirror behaves.
 public struct SimOptions: Sendable, Equatable {
     public var profile: MirrorProfile = .bundled
@@ -114,6 +122,8 @@ public struct SimOptions: Sendable, Equatable {
     public var connectedSSID = "mirror-lab"
     /// The mirror's own cloudToken limit (the profile's cloudTokenMaxLength unless set).
     public var cloudTokenLimit: Int?
+    /// What a completed scan posts (`--result`): the result ZIP, or a hostile or broken body to test the receiver.
+    public var result = SimResult.zip
     /// cancelScan (0x36) resets scanState and scanError to INVALID (false: a wedged mirror that ignores it).
     public var cancelResets = true
     /// The state the mirror starts in (a latched ERROR from an earlier session, for example).
@@ -205,6 +215,11 @@ public struct SimOptions: Sendable, Equatable {
         case "token-limit":
             guard let n = Int(value), n > 0, n <= 512 else { throw SimOptionsError(problem: "--token-limit: expected 1...512, got \(value)") }
             cloudTokenLimit = n
+        case "result":
+            guard let r = SimResult(rawValue: value) else {
+                throw SimOptionsError(problem: "--result: expected \(SimResult.allCases.map(\.rawValue).joined(separator: ", ")), got \(value)")
+            }
+            result = r
         case "cancel-resets": cancelResets = try bool()
         case "scan-state": initialScanState = try byte()
         case "scan-error": initialScanError = try byte()

@@ -5,9 +5,12 @@ import Foundation
 
 /// One finished run of a built executable.
 public struct ToolRun: Sendable {
+    /// The exit status, or the signal's number when a signal ended it (`signal`).
     public var status: Int32
     public var stdout: String
     public var stderr: String
+    /// The signal that ended it (11: SIGSEGV), nil when it exited.
+    public var signal: Int32? = nil
 }
 
 /// A run that did not end in time (it was terminated): the test fails with this.
@@ -81,7 +84,8 @@ public enum ToolProcess {
         group.wait()
         if timedOut { throw ToolTimeout(description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s") }
         return ToolRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
-                       stderr: String(decoding: errData, as: UTF8.self))
+                       stderr: String(decoding: errData, as: UTF8.self),
+                       signal: process.terminationReason == .uncaughtSignal ? process.terminationStatus : nil)
     }
 }
 

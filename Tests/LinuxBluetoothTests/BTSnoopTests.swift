@@ -35,12 +35,12 @@ final class BTSnoopTests: XCTestCase {
         // First record: new index, 16 bytes, flags = index 0 << 16 | opcode 0; bdaddr little-endian.
         XCTAssertEqual(Array(d[16..<28]), [0, 0, 0, 16, 0, 0, 0, 16, 0, 0, 0, 0])
         XCTAssertEqual(Array(d[40..<56]), [0, 0, 1, 0, 1, 1, 0xAA, 0] + Array("att0".utf8) + [0, 0, 0, 0])
-        // Last record: ACL TX (opcode 4), 11 bytes: handle 0x2040, ACL length 7, L2CAP length 3, CID 4, PDU.
+        // Last record: ACL TX (opcode 4), 11 bytes: handle 0x0000 with PB 10 (0x2000), ACL length 7, L2CAP length 3, CID 4, PDU.
         let last = Array(d[(d.count - 24 - 11)...])
         XCTAssertEqual(Array(last[0..<12]), [0, 0, 0, 11, 0, 0, 0, 11, 0, 0, 0, 4])
         let ts = last[16..<24].reduce(Int64(0)) { $0 << 8 | Int64($1) }
         XCTAssertEqual(ts, 1_000_000 + 0x00DC_DDB3_0F2F_8000)
-        XCTAssertEqual(Array(last[24...]), [0x40, 0x20, 7, 0, 3, 0, 4, 0, 0x0A, 0x03, 0x00])
+        XCTAssertEqual(Array(last[24...]), [0x00, 0x20, 7, 0, 3, 0, 4, 0, 0x0A, 0x03, 0x00])
     }
 
     func testTsharkDecodesTheATTOpcodesAndHandlesABearerCarried() throws {
@@ -92,6 +92,21 @@ final class BTSnoopTests: XCTestCase {
         // Direction: monitor opcode 4 is ACL TX (sent), 5 is ACL RX (received).
         let dir = try tshark(["-r", path, "-Y", "btatt", "-T", "fields", "-e", "hci_mon.opcode"])
         XCTAssertEqual(dir.out.split(separator: "\n").map(String.init), ["4", "4", "5", "4", "5", "4", "5"])
+
+        // A socketpair has no radio: the link opens, before its first ACL packet, with a synthesized LE Connection
+        // Complete (Vol 4 Part E §7.7.65.1) on the handle its ACL packets carry (LinkOpening.noRadio), which btmon
+        // needs to decode them.
+        let opening = try tshark(["-r", path, "-Y", "bthci_evt || bthci_acl", "-T", "fields", "-E", "separator=;",
+                                  "-e", "bthci_evt.le_meta_subevent", "-e", "bthci_evt.status", "-e", "bthci_evt.connection_handle",
+                                  "-e", "bthci_evt.role", "-e", "bthci_evt.le_peer_address_type", "-e", "bthci_evt.bd_addr",
+                                  "-e", "bthci_evt.le_con_interval", "-e", "bthci_evt.le_con_latency",
+                                  "-e", "bthci_evt.le_supv_timeout", "-e", "bthci_acl.chandle"])
+        let rowsWithEvent = opening.out.split(separator: "\n").map(String.init)
+        XCTAssertEqual(rowsWithEvent.first, "0x01;0x00;0x0000;0x00;0x01;c2:00:00:00:00:01;24;0;42;", opening.out)
+        XCTAssertEqual(Set(rowsWithEvent.dropFirst()), [";;;;;;;;;0x0000"], "every ACL packet on the event's handle")
+        let reading = try CaptureReading.read(path)
+        XCTAssertEqual(reading.problems, [])
+        XCTAssertEqual(reading.btmonATTOpcodes, ["0x02", "0x0a", "0x0b", "0x12", "0x13", "0x52", "0x1b"], reading.btmon.stdout)
     }
 
     /// An Enhanced ATT bearer's PDUs on its ECRED channel's CID, after the synthesized channel opening (SPSM 0x0027)
@@ -132,6 +147,7 @@ final class BTSnoopTests: XCTestCase {
             "5;0x0041;;;0x0027;0x13;0x0010",        // received: ours, paired with its request
             "5;0x0042;;;0x0027;0x0b;0x0004",
         ], r.out)
+        XCTAssertEqual(try CaptureReading.read(path).problems, [])
     }
 
     func testTheLinksHCIEventsAndItsATTPDUsShareTheRealHandleInTshark() throws {
@@ -172,5 +188,6 @@ final class BTSnoopTests: XCTestCase {
         ], r.out)
         let handles = try tshark(["-r", path, "-Y", "bthci_evt.connection_handle", "-T", "fields", "-e", "bthci_evt.connection_handle"])
         XCTAssertEqual(Set(handles.out.split(separator: "\n").map(String.init)), ["0x0041"], handles.out)
+        XCTAssertEqual(try CaptureReading.read(path).problems, [])
     }
 }

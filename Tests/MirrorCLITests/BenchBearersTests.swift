@@ -90,6 +90,7 @@ final class BenchBearersTests: XCTestCase {
         XCTAssertEqual(rows.filter { $0 == "0x0004;;;0x12" }.count, onCID4.count, r.stdout)
         XCTAssertEqual(rows.filter { !$0.hasPrefix("0x0005;") && !$0.hasPrefix("0x0004;") && !$0.hasPrefix("0x0041;") }, [],
                        "PDUs on a CID that is neither CID 4 nor the bearer's")
+        try assertReadersOpen(path)
     }
 
     /// The writers' wait is bounded by each write's transaction timeout: a peer that never answers Write Requests on

@@ -1,6 +1,7 @@
 // `mirror bench` against the scripted peer: both modes in one run, the figures' shape, the peer's counts, and the
 // ratio to the bare socket loop.
 import Foundation
+import JSON
 import TestSupport
 import XCTest
 @testable import MirrorCommandLine
@@ -202,6 +203,73 @@ final class BenchCommandTests: XCTestCase {
         let lines = text.stdout.split(separator: "\n").filter { $0.hasPrefix("  rounds: slowest ") }
         XCTAssertEqual(lines.count, 2, text.stdout)
         XCTAssertTrue(lines.allSatisfy { $0.contains(" writes/s, spread ") && $0.contains("x") }, text.stdout)
+    }
+
+    /// The `--help` example `mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012` against a simulator whose
+    /// cloudToken takes at most 40 bytes (`--token-limit 40`; the bundled profile's 64 fits the upload URL's
+    /// secret): without --size the bench finds that size and says so; with a --size
+    /// the characteristic refuses, the error names the phase and what to pass.
+    func testTheHelpExampleFindsTheSizeTheCharacteristicAccepts() throws {
+        let path = temporarySocketPath("bench-sim")
+        let sim = try BackgroundTool("mirror-sim", ["unix:\(path)", "--token-limit", "40"], readyWhen: "listening on unix:\(path)", stderrToo: true)
+        defer { sim.stop() }
+        let run = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--count", "50", "--warmup", "10",
+                                         "--rounds", "1", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        XCTAssertEqual(json["size"], 40, run.stdout)
+        XCTAssertEqual(json["sizeProbe"]?["tried"], 512)
+        XCTAssertEqual(json["sizeProbe"]?["refused"], 512)
+        XCTAssertEqual(json["sizeProbe"]?["chosen"], 40)
+        XCTAssertEqual(json["modes"]?[0]?["writes"], 50)
+        XCTAssertTrue(run.stderr.contains("bench: the peer refused 512-byte values on 0x0012 (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with 40-byte values, the largest it accepted (give --size to choose)"), run.stderr)
+
+        let refused = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10"])
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        XCTAssertTrue(refused.stderr.hasPrefix("mirror: ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle 0x0012 (cloudToken): 100-byte value"), refused.stderr)
+        XCTAssertTrue(refused.stderr.contains("\nbench stopped in the Write Request warm-up: the characteristic refused 100-byte values: pass a smaller --size"), refused.stderr)
+        let refusedJSON = try MirrorProcess.run(["bench", "unix:\(path)", "--handle", "0x0012", "--size", "100", "--count", "10", "--json"])
+        XCTAssertEqual(try refusedJSON.json()["error"]?["phase"], "the Write Request warm-up", refusedJSON.stdout)
+        XCTAssertEqual(try refusedJSON.json()["error"]?["code"], 13)
+    }
+
+    /// SIGINT or SIGTERM during a run: the rounds done are printed (text and JSON say it was interrupted) and the
+    /// exit status is 130 or 143. The signal is sent once the peer has seen the second round's first write, so the
+    /// first round was recorded before it.
+    func testASignalPrintsTheRoundsDoneAndExitsWithItsStatus() throws {
+        for (signal, status, name, json) in [(SIGINT, Int32(130), "SIGINT", false), (SIGTERM, Int32(143), "SIGTERM", true)] {
+            let before = peer.counters.writeRequests
+            let process = Process()
+            process.executableURL = MirrorProcess.executable
+            process.arguments = ["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "200", "--warmup", "10",
+                                 "--rounds", "1000", "--bare-loop", "none", "--mode", "with-response"] + (json ? ["--json"] : [])
+            let out = Pipe(), err = Pipe()
+            process.standardOutput = out
+            process.standardError = err
+            try process.run()
+            let deadline = Date().addingTimeInterval(30)
+            while peer.counters.writeRequests < before + 10 + 200 + 1 {
+                XCTAssertTrue(process.isRunning, "bench ended before its second round")
+                XCTAssertLessThan(Date(), deadline, "the peer saw no second round within 30 s")
+                if !process.isRunning || Date() >= deadline { break }
+                usleep(2000)
+            }
+            kill(process.processIdentifier, signal)
+            let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            _ = err.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            XCTAssertEqual(process.terminationStatus, status, "\(name): \(stdout)")
+            if json {
+                let result = try parseJSON(stdout)
+                XCTAssertEqual(result["interrupted"]?["signal"], .string(name), stdout)
+                let done = try XCTUnwrap(result["interrupted"]?["roundsDone"]?.integer)
+                XCTAssertGreaterThanOrEqual(done, 1)
+                XCTAssertEqual(result["modes"]?[0]?["writes"]?.integer, done * 200, "the figures are the rounds done")
+            } else {
+                XCTAssertTrue(stdout.contains("interrupted by \(name) after "), stdout)
+                XCTAssertTrue(stdout.contains("with response (Write Request): "), stdout)
+            }
+        }
     }
 
     /// The spread's judgement and the true median, computed apart from any run.

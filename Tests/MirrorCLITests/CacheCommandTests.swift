@@ -143,6 +143,65 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(bad.status, 2, bad.stderr)
     }
 
+    /// 100,000 `[` in a cache file used to overflow the parser's stack (SIGSEGV, exit 139) in gatt, cache list and
+    /// cache clear; now the file is ignored with a warning naming it and the nesting limit, as any unparsable one.
+    func testADeeplyNestedCacheFileIsIgnoredWithAWarningNotACrash() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true)
+        let deep = String(repeating: "[", count: 100_000)
+        try deep.write(toFile: cacheFile(sim), atomically: true, encoding: .utf8)
+        let limit = "invalid JSON at byte 512: arrays and objects nested deeper than the limit of 512 levels"
+        let list = try mirror(["cache", "list"])
+        XCTAssertEqual(list.status, 0, list.stderr)
+        XCTAssertEqual(list.stdout, "ignored (not valid JSON (\(limit)))  \(cacheFile(sim))\n")
+        let gatt = try mirror(["gatt", sim.target])
+        XCTAssertEqual(gatt.status, 0, gatt.stderr)
+        XCTAssertTrue(gatt.stderr.contains("ignoring the GATT cache \(cacheFile(sim)): not valid JSON (\(limit))"), gatt.stderr)
+        XCTAssertTrue(gatt.stdout.contains("Generic Access"), gatt.stdout)
+        try deep.write(toFile: cacheDirectory + "/gatt-default-deep.json", atomically: true, encoding: .utf8)
+        let clear = try mirror(["cache", "clear"])
+        XCTAssertEqual(clear.status, 0, clear.stderr)
+        XCTAssertEqual(clear.stdout, "removed \(cacheDirectory)/gatt-default-deep.json\nremoved \(cacheFile(sim))\n")
+    }
+
+    /// The same nesting in a --profile file is a usage error naming the file and the limit, not a crash.
+    func testADeeplyNestedProfileIsAnErrorNamingTheFileAndTheLimit() throws {
+        let profile = home + "/deep-profile.json"
+        try String(repeating: "[", count: 100_000).write(toFile: profile, atomically: true, encoding: .utf8)
+        let run = try mirror(["read", "unix:" + home + "/no-peer.sock", "3", "--profile", profile])
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertEqual(run.stderr, "mirror: profile \(profile): not valid JSON (invalid JSON at byte 512: arrays and objects nested deeper than the limit of 512 levels)\n")
+    }
+
+    /// A cache directory that already exists with looser modes is tightened to 0700, its files written 0600.
+    func testALooserCacheDirectoryIsTightenedAndItsFilesArePrivate() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let run = try mirror(["gatt", sim.target])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        func mode(_ path: String) throws -> Int? { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue }
+        XCTAssertEqual(try mode(cacheDirectory), 0o700)
+        XCTAssertEqual(try mode(cacheFile(sim)), 0o600)
+    }
+
+    /// Another user's cache directory is refused (nothing written there), said plainly; the command goes on.
+    func testAnotherUsersCacheDirectoryIsRefused() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        try FileManager.default.createDirectory(atPath: cacheDirectory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o777])
+        let other: UInt32 = getuid() == 65534 ? 65533 : 65534
+        guard chown(cacheDirectory, other, getgid()) == 0 else {
+            XCTAssertEqual(errno, EPERM, "only root may give a directory away")
+            return
+        }
+        let run = try mirror(["gatt", sim.target])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stderr.contains("could not write the GATT cache \(cacheFile(sim)): refusing to use \(cacheDirectory): it is owned by uid \(other)"), run.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheFile(sim)))
+    }
+
     func testGATTDiffPrintsWhatMovedAndWhatWasAddedOrRemoved() throws {
         let sim = try SimulatorProcess(["--caching", "yes"])
         XCTAssertEqual(try mirror(["gatt", sim.target]).status, 0)

@@ -62,6 +62,8 @@ final class GATTPeer: Sendable {
         var peerRequestEvery: Int?
         /// Write Requests after this many go unanswered (a peer that stops answering mid-run).
         var silentAfterWriteRequests: Int?
+        /// Notifications of the value sent on a CCCD write before its Write Response (before the subscription completes).
+        var notificationsBeforeCCCDAnswer = 0
     }
 
     struct Counters: Sendable, Equatable {
@@ -78,6 +80,8 @@ final class GATTPeer: Sendable {
         var peerRequestsAnswered = 0
         /// Every PDU received, counted by opcode (so a test can say no discovery was sent).
         var opcodes: [UInt8: Int] = [:]
+        /// Notifications handed to the connection's writer (each send waits while its outbox is full).
+        var notificationsSent = 0
     }
 
     let path = temporarySocketPath("mirror-cli-peer")
@@ -151,6 +155,10 @@ final class GATTPeer: Sendable {
                     return (c.writeRequests, due)
                 }
                 if let limit = behaviour.silentAfterWriteRequests, received > limit { return .drop }
+                if behaviour.notificationsBeforeCCCDAnswer > 0, handles.contains(where: { $0.value == handle && $0.key.hasSuffix("CCCD") }) {
+                    for i in 0..<behaviour.notificationsBeforeCCCDAnswer { connection.notify(handle: handle - 1, value: [UInt8(i & 0xFF)]) }
+                    counters.withLock { $0.notificationsSent += behaviour.notificationsBeforeCCCDAnswer }
+                }
                 if due { connection.send(.readByTypeRequest(range: ATTHandleRange(start: 1, end: 0xFFFF), type: .deviceName)) }
             case .writeCommand(let handle, let value)?:
                 counters.withLock { c in
@@ -174,11 +182,12 @@ final class GATTPeer: Sendable {
             // A CCCD written: the configured notifications (or indications, one per confirmation) of the value before it.
             guard case .writeRequest(let handle, let value) = pdu, value.count == 2, let cccd = handles.first(where: { $0.value == handle }),
                   cccd.key.hasSuffix("CCCD"), behaviour.notificationsPerSubscription > 0 else { return }
-            let values = (1...behaviour.notificationsPerSubscription).map { behaviour.notificationValue ?? [UInt8($0)] + Array("tick \($0)".utf8) }
+            let values = (1...behaviour.notificationsPerSubscription).map { behaviour.notificationValue ?? [UInt8(truncatingIfNeeded: $0)] + Array("tick \($0)".utf8) }
             if value.first! & 0x02 != 0 {
                 for v in values { connection.indicate(handle: handle - 1, value: v) }
             } else if value.first! & 0x01 != 0 {
                 for v in values { connection.notify(handle: handle - 1, value: v) }
+                counters.withLockBroadcasting { $0.notificationsSent += values.count }
                 if behaviour.closeAfterNotifying { connection.close(reason: "scripted: close after notifying") }
             }
         }

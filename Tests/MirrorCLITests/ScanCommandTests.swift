@@ -25,6 +25,50 @@ final class ScanCommandTests: XCTestCase {
         return (run, try run.jsonLines())
     }
 
+    /// SIGINT or SIGTERM once the scan has started (initDeviceForScan answered, the simulator's slow pace): the scan
+    /// sends cancelScan, reads the final state, prints its result (outcome interrupted, cancelScanSent) and exits 130
+    /// or 143; the simulator is back at invalid, so it posts nothing to the receiver that is gone.
+    func testASignalDuringTheScanSendsCancelScanThenExitsWithItsStatus() throws {
+        for (signal, status, json) in [(SIGINT, Int32(130), false), (SIGTERM, Int32(143), true)] {
+            let sim = try SimulatorProcess(["--pace", "realistic"])
+            defer { sim.stop() }
+            let process = Process()
+            process.executableURL = MirrorProcess.executable
+            process.arguments = ["scan", sim.target, "--upload-dir", directory, "--upload-port", "0", "--settle", "0.05"] + (json ? ["--json"] : [])
+            let out = Pipe()
+            process.standardOutput = out
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            // Read until the Write Response to initDeviceForScan: the scan has started on the mirror.
+            var seen = Data()
+            let handle = out.fileHandleForReading
+            let started = json ? "\"purpose\":\"afterWrites\"" : "[afterWrites]"
+            while !String(decoding: seen, as: UTF8.self).contains(started) {
+                let chunk = handle.availableData
+                if chunk.isEmpty { break }
+                seen.append(chunk)
+            }
+            XCTAssertTrue(process.isRunning, "the scan ended before it could be interrupted: \(String(decoding: seen, as: UTF8.self))")
+            kill(process.processIdentifier, signal)
+            seen.append(handle.readDataToEndOfFile())
+            process.waitUntilExit()
+            let stdout = String(decoding: seen, as: UTF8.self)
+            XCTAssertEqual(process.terminationStatus, status, stdout)
+            if json {
+                let lines = try stdout.split(separator: "\n").map { try parseJSON(String($0)) }
+                let result = try XCTUnwrap(lines.last)
+                XCTAssertEqual(result["outcome"], "interrupted", stdout)
+                XCTAssertEqual(result["cancelScanSent"], .bool(true), stdout)
+                XCTAssertEqual(result["scanState"], "invalid", "cancelScan reset the simulator: \(stdout)")
+                XCTAssertTrue(lines.contains { $0["purpose"] == "interrupt" && ($0["value"]?.string ?? "").hasPrefix("36") }, stdout)
+            } else {
+                XCTAssertTrue(stdout.contains("write scannerAction = cancelScan (36) [interrupt]"), stdout)
+                XCTAssertTrue(stdout.contains(": interrupted: interrupted while waiting for scanState complete"), stdout)
+                XCTAssertTrue(stdout.contains("cancelScan sent after the interrupt: the mirror stops"), stdout)
+            }
+        }
+    }
+
     func testCompleteScanPrintsEventsAndTheResultAndExitsZero() throws {
         let sim = try SimulatorProcess()
         defer { sim.stop() }
@@ -39,6 +83,9 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertEqual(result["preflightScanState"], "invalid")
         XCTAssertEqual(result["resetAttempted"], false)
         XCTAssertEqual(result["resetWorked"], .null)
+        // The notifications dropped (none here), always in the result: before scanState and scanError were
+        // subscribed, and after (the output fell behind).
+        XCTAssertEqual(result["dropped"], .object([("total", 0), ("outputFellBehind", 0), ("beforeSubscribed", 0)]))
         let upload = try XCTUnwrap(result["upload"])
         guard case .string(let path)? = upload["path"], case .string(let sha)? = upload["sha256"], case .int(let bytes)? = upload["bytes"] else {
             return XCTFail("upload: \(upload)")

@@ -58,6 +58,7 @@ extension ShellTests {
         XCTAssertEqual(again.status, 0, again.stderr)
         XCTAssertEqual(try tsharkATT(whole).map { $0.prefix(2) }.map(Array.init),
                        [["0", "0x02"], ["0", "0x03"], ["0", "0x0a"], ["0", "0x0b"], ["1", "0x02"], ["1", "0x03"], ["1", "0x0a"], ["1", "0x0b"]])
+        for path in [first, second, whole] { try assertReadersOpen(path) }
     }
 
     func testBTSnoopErrorsAreTheOneShotOptionsErrors() throws {

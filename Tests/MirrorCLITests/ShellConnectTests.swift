@@ -54,6 +54,7 @@ extension ShellTests {
         XCTAssertTrue(run.stderr.contains("> Exchange MTU Request client Rx MTU 517"), run.stderr)
         XCTAssertTrue(run.stderr.contains("> Read Request handle 0x0003"), "trace stays on: \(run.stderr)")
         XCTAssertEqual(try tsharkATT(snoop).map { $0[1] }, ["0x02", "0x03", "0x0a", "0x0b"], "the capture from the connect on")
+        try assertReadersOpen(snoop)
         let bad = try MirrorProcess.run(["shell", peer.target], input: "connect --phy 3m\n")
         XCTAssertEqual(bad.status, 2)
         XCTAssertTrue(bad.stderr.contains("mirror: --phy: invalid PHY \"3m\""), bad.stderr)
@@ -86,7 +87,7 @@ extension ShellTests {
         let bundled = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../profiles/mirror-sim.json")
         let small = dir + "/small.json"
         let text = try String(contentsOf: bundled, encoding: .utf8)
-        try text.replacingOccurrences(of: "\"cloudTokenMaxLength\": 40", with: "\"cloudTokenMaxLength\": 10")
+        try text.replacingOccurrences(of: "\"cloudTokenMaxLength\": 64", with: "\"cloudTokenMaxLength\": 10")
             .write(toFile: small, atomically: true, encoding: .utf8)
         let scan = "scan --upload-dir \(dir) --upload-port 0 --settle 0.05"
         let run = try MirrorProcess.run(["shell", sim.target], input: "connect --profile \(small)\n\(scan)\n", timeout: 60)

@@ -131,9 +131,11 @@ extension ShellTests {
             step("expect", prompt, 10), step("send", "subscribe scanState\r"), step("expect", "subscribed to 0x000C", 5),
             step("expect", prompt, 5), step("send", scan + "\r"), step("expect", "waiting up to 90.0 seconds", 10),
             step("expect", "notification 0x000C scanState: 01", 10), step("send", "\u{3}"),
-            step("expect", ": error: interrupted while waiting for scanState complete", 10), step("expect", prompt, 10),
-            // Again, on the same connection: the second scan resets what the first left and runs to its wait.
-            step("send", scan + "\r"), step("expect", "pre-flight scanState is ", 10), step("expect", "waiting up to 90.0 seconds", 10),
+            // The interrupted scan sends cancelScan (the mirror stops) before its result.
+            step("expect", "write scannerAction = cancelScan (36) [interrupt]", 10),
+            step("expect", ": interrupted: interrupted while waiting for scanState complete", 10), step("expect", prompt, 10),
+            // Again, on the same connection: cancelScan left the mirror at invalid, and the second scan runs to its wait.
+            step("send", scan + "\r"), step("expect", "read scanState = invalid (00) [preflight]", 10), step("expect", "waiting up to 90.0 seconds", 10),
             step("send", "\u{3}"), step("expect", "interrupted while waiting", 10), step("expect", prompt, 10),
             step("send", "read 0x0003\r"), step("expect", "\"mirror-sim\"", 5), step("expect", prompt, 5),
             step("send", "quit\r"), .array([.string("exit"), .double(10)]),

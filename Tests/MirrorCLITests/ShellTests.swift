@@ -167,6 +167,21 @@ final class ShellTests: XCTestCase {
         XCTAssertTrue(objects.contains { $0["subscribed"] == 12 && $0["name"] == "scanState" }, json.stdout)
     }
 
+    /// A subscription whose stream overflowed before the CCCD's Write Response says so when it ends (disconnect).
+    func testASubscriptionsDropsAreSaidAtItsEnd() throws {
+        let dropping = try GATTPeer(behaviour: .init(notificationsPerSubscription: 0, notificationsBeforeCCCDAnswer: 1100))
+        defer { dropping.close() }
+        let counter = dropping.hexHandle("counter")
+        let run = try MirrorProcess.run(["shell", dropping.target], input: "subscribe \(counter)\ndisconnect\n")
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertEqual(run.stdout.split(separator: "\n").filter { $0.contains("notification \(counter)") }.count, 1024)
+        XCTAssertTrue(run.stderr.contains("\(counter): 76 notifications dropped (output fell behind: 0; before the subscription completed: 76)"), run.stderr)
+        let json = try MirrorProcess.run(["shell", dropping.target, "--json"], input: "subscribe \(counter)\ndisconnect\n")
+        XCTAssertEqual(json.status, 0, json.stderr)
+        XCTAssertTrue(try json.jsonLines().contains(.object([("dropped", .object([("total", 76), ("outputFellBehind", 0), ("beforeSubscribed", 76)])),
+                                                            ("handle", .int(Int(dropping.handle("counter"))))])), json.stdout)
+    }
+
     func testSeveralSubscriptionsAtOnce() throws {
         // The peer notifies each subscription three times; two subscriptions stay up together.
         let script = "subscribe \(peer.hexHandle("counter")) \(peer.hexHandle("battery"))\nread 0x0003\nunsubscribe\n"
@@ -288,6 +303,24 @@ final class ShellTests: XCTestCase {
             .array([.string("exit"), .double(10)]),
         ], home: home)
         XCTAssertEqual(json["status"]?.integer, 0, "Ctrl-D ends the shell cleanly")
+    }
+
+    /// The history's directory, already there with looser modes, is tightened to 0700 and the file to 0600.
+    func testALooserHistoryDirectoryIsTightened() throws {
+        let home = NSTemporaryDirectory() + "mirror-shell-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        let state = home + "/state/mirror"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        XCTAssertTrue(FileManager.default.createFile(atPath: state + "/history", contents: Data("read 3\n".utf8), attributes: [.posixPermissions: 0o644]))
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        let prompt = "mirror \(peer.target)> "
+        _ = try pty([
+            .array([.string("expect"), .string(prompt), .double(10)]),
+            .array([.string("send"), .string("quit\r")]),
+            .array([.string("exit"), .double(10)]),
+        ], home: home)
+        func mode(_ path: String) throws -> Int? { (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue }
+        XCTAssertEqual(try mode(state), 0o700)
+        XCTAssertEqual(try mode(state + "/history"), 0o600)
     }
 
     func testATerminalSessionReadsCancelsAListenAndQuits() throws {

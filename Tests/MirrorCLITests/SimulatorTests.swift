@@ -27,7 +27,8 @@ final class SimulatorProcess {
 final class SimulatorTests: XCTestCase {
     var sim: SimulatorProcess!
 
-    override func setUpWithError() throws { sim = try SimulatorProcess() }
+    // A mirror whose own cloudToken limit is 40 bytes, as in the issue that fixed the error's wording.
+    override func setUpWithError() throws { sim = try SimulatorProcess(["--token-limit", "40"]) }
     override func tearDown() { sim.stop() }
 
     /// The value handle of a mirror characteristic, from `mirror gatt --json` and the bundled profile's UUIDs.

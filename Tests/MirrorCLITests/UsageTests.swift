@@ -11,7 +11,11 @@ final class UsageTests: XCTestCase {
         XCTAssertEqual(run.status, 0)
         for name in commands { XCTAssertTrue(run.stdout.contains("\n  \(name) "), "help lists \(name)") }
         XCTAssertTrue(run.stdout.contains("Exit status:"))
-        for status in ExitStatus.allCases { XCTAssertTrue(run.stdout.contains("  \(status.rawValue)   \(status.meaning)")) }
+        // The code in a 4-column field ("  3   ...", "  130 ..."), then its meaning.
+        for status in ExitStatus.allCases {
+            let code = String(status.rawValue)
+            XCTAssertTrue(run.stdout.contains("  " + code + String(repeating: " ", count: max(1, 4 - code.count)) + status.meaning), "\(code)")
+        }
         XCTAssertTrue(run.stdout.contains("Examples:"))
         XCTAssertEqual(try MirrorProcess.run([]).stdout, run.stdout)
     }

@@ -20,7 +20,8 @@ final class MirrorProfileTests: XCTestCase {
         XCTAssertEqual(p.scanErrorName(7), "unknown(0x07)")
         XCTAssertEqual(p.scanStateName(0xAB), "unknown(0xAB)")
         XCTAssertEqual([p.wifiScanCommand, p.initDeviceForScanCommand, p.rebootCommand, p.cancelScanCommand], [0x31, 0x32, 0x33, 0x36])
-        XCTAssertEqual(p.cloudTokenMaxLength, 40)
+        XCTAssertEqual(p.cloudTokenMaxLength, 64)
+        XCTAssertEqual(p.resultEntries, ["mesh.ply", "measurements.json"])
         XCTAssertEqual(p.characteristicName(p.scanError), "scanError")
     }
 
@@ -51,6 +52,15 @@ final class MirrorProfileTests: XCTestCase {
             XCTAssertEqual("\(error)", #"profile p.json: command "wifiScan": x is not a byte (0-255)"#)
         }
         XCTAssertThrowsError(try MirrorProfile.load(path: "/nonexistent/profile.json"))
+    }
+
+    /// resultEntries is optional (none: any readable ZIP will do) and must be an array of names.
+    func testResultEntriesAreOptionalAndMustBeNames() throws {
+        XCTAssertEqual(try MirrorProfile.parse(profileJSON(removing: ["resultEntries"]), source: "p.json").resultEntries, [])
+        XCTAssertThrowsError(try MirrorProfile.parse(profileJSON(removing: [], adding: [("resultEntries", .array([.string("a"), .int(1)]))]),
+                                                     source: "p.json")) { error in
+            XCTAssertEqual("\(error)", #"profile p.json: "resultEntries": ["a",1] is not an array of names"#)
+        }
     }
 
     func testExtraCharacteristicsAndEnumValuesAreAllowed() throws {

@@ -29,9 +29,16 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertEqual(zip.count, upload.bytes)
         XCTAssertEqual(SHA256.hex(of: zip), upload.sha256)
         let json = try ZIPArchive.contents(of: upload.entries![1], in: zip)
-        XCTAssertTrue(String(decoding: json, as: UTF8.self).contains(#""scanID":"\#(r.scanID)""#))
+        // The simulator names what it posts by the URL's last component (it never sees the scan ID).
+        let secret = String(r.uploadURL.split(separator: "/").last ?? "")
+        XCTAssertTrue(String(decoding: json, as: UTF8.self).contains(#""scanID":"\#(secret)""#))
         XCTAssertTrue(String(decoding: try ZIPArchive.contents(of: upload.entries![0], in: zip), as: UTF8.self).hasPrefix("ply\n"))
-        XCTAssertEqual(r.uploadURL, "http://127.0.0.1:\(URL(string: r.uploadURL)!.port!)/upload/\(r.scanID)")
+        // http://127.0.0.1:PORT/ and 22 base64url characters (128 bits), within the profile's budget; no scan ID.
+        XCTAssertEqual(r.uploadURL, "http://127.0.0.1:\(URL(string: r.uploadURL)!.port!)/\(secret)")
+        XCTAssertEqual(secret.count, 22)
+        XCTAssertFalse(r.uploadURL.contains(r.scanID))
+        XCTAssertLessThanOrEqual(r.uploadURL.utf8.count, MirrorProfile.bundled.cloudTokenMaxLength)
+        XCTAssertEqual(upload.path, h.directory + "/scan-\(r.scanID).zip", "the scan ID names the file")
         // Every state ALIGN_SCALE ... COMPLETE was notified, in order.
         let states = log.all.filter { if case .notification = $0.kind { return $0.characteristic == "scanState" }; return false }.compactMap(\.decoded)
         XCTAssertEqual(states, ["alignScale", "warmingUp", "waitingForWeight", "countDown", "preCheck", "scanning", "postCheck", "complete"])
@@ -128,22 +135,76 @@ final class MirrorScanTests: XCTestCase {
         var o = h.scanOptions()
         o.uploadHost = "192.168.100.100"
         o.bindHost = "127.0.0.1"
-        o.uploadPort = 7777
-        o.scanID = "d55302"
+        o.uploadPort = 0
+        o.profile.cloudTokenMaxLength = 49
         let log = EventLog()
         let r = try await MirrorScan.run(client: client, options: o, emit: log.emit)
         XCTAssertEqual(r.outcome, .writeFailed)
         XCTAssertEqual(r.rejectedBy, "local")
-        XCTAssertTrue(r.failure?.contains("41 bytes, over the profile's cloudTokenMaxLength 40") ?? false, r.failure ?? "")
+        // http://192.168.100.100:PORT/ (5-digit ephemeral port) and the 22-character secret: 51 bytes.
+        XCTAssertTrue(r.failure?.contains("the upload URL is 51 bytes (http://192.168.100.100:") ?? false, r.failure ?? "")
+        XCTAssertTrue(r.failure?.contains("/ and a 128-bit secret of 22 characters), over the profile's cloudTokenMaxLength 49") ?? false, r.failure ?? "")
         XCTAssertNil(log.index { if case .write = $0.kind { return true }; return false }, "nothing is written")
         client.close()
 
-        // At the default MTU 23 (no Exchange MTU), a 36-byte URL breaks the 20-byte Write Request budget.
+        // At the default MTU 23 (no Exchange MTU), a 45-byte URL breaks the 20-byte Write Request budget.
         let small = try await h.connect(exchangeMTU: false)
         let r2 = try await MirrorScan.run(client: small, options: h.scanOptions(), emit: { _ in })
         XCTAssertEqual(r2.outcome, .writeFailed)
         XCTAssertTrue(r2.failure?.contains("the 20-byte Write Request budget of MTU 23") ?? false, r2.failure ?? "")
         XCTAssertFalse(r2.failure?.contains("cloudTokenMaxLength") ?? true)
+    }
+
+    /// Issue 23: a body that is not the result ZIP (42 bytes of text, or a ZIP without measurements.json) fails the
+    /// scan as badUpload, naming why; it used to end "complete".
+    func testAnUploadThatIsNotTheExpectedZIPFailsTheScan() async throws {
+        for (kind, problem) in [(SimResult.junk, "not a readable ZIP archive: no end-of-central-directory record"),
+                                (.partial, "not a readable ZIP archive: missing the expected entry measurements.json")] {
+            let h = try SimHarness { $0.result = kind }
+            defer { h.stop() }
+            let client = try await h.connect()
+            let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+            XCTAssertEqual(r.outcome, .badUpload, "\(kind): \(r.failure ?? "")")
+            XCTAssertTrue(r.failure?.contains("is not the expected result ZIP: \(problem)") ?? false, r.failure ?? "")
+            XCTAssertEqual(r.upload?.bytes, kind == .junk ? 42 : r.upload?.bytes)
+            client.close()
+        }
+    }
+
+    /// Issue 23: a host name gives no address to bind; the receiver used to listen on 0.0.0.0 then.
+    func testAHostNameWithoutABindAddressIsRefusedRatherThanBindingEveryAddress() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let client = try await h.connect()
+        var o = h.scanOptions()
+        o.uploadHost = "localhost"
+        let log = EventLog()
+        do {
+            _ = try await MirrorScan.run(client: client, options: o, emit: log.emit)
+            XCTFail("the scan started: \(log.all.compactMap(\.detail))")
+        } catch let e as UploadReceiverError {
+            XCTAssertTrue(e.description.contains("give --upload-bind ADDR"), e.description)
+        }
+        XCTAssertNil(log.index { $0.kind == .uploadListening })
+        // A scan ID whose file exists already is refused before anything is sent (the file is never overwritten).
+        o.bindHost = "127.0.0.1"
+        o.scanID = "e00001"
+        FileManager.default.createFile(atPath: h.directory + "/scan-e00001.zip", contents: Data("mine".utf8))
+        do {
+            _ = try await MirrorScan.run(client: client, options: o, emit: log.emit)
+            XCTFail("the scan started over an existing scan-e00001.zip")
+        } catch let e as UploadReceiverError {
+            XCTAssertEqual(e.description, "upload receiver: \(h.directory)/scan-e00001.zip exists already and is never overwritten: give another --scan-id or --upload-dir")
+        }
+        XCTAssertEqual(try String(contentsOfFile: h.directory + "/scan-e00001.zip", encoding: .utf8), "mine")
+        o.scanID = nil
+        // Asked for, it binds what it is told, and the URL still names the host.
+        o.bindHost = "127.0.0.1"
+        let r = try await MirrorScan.run(client: client, options: o, emit: log.emit)
+        XCTAssertTrue(r.uploadURL.hasPrefix("http://localhost:"), r.uploadURL)
+        let listening = try XCTUnwrap(log.all.first { $0.kind == .uploadListening })
+        XCTAssertTrue(listening.detail?.hasPrefix("listening on 127.0.0.1:") ?? false, listening.detail ?? "")
+        client.close()
     }
 
     /// A 0x31 write has a timer; the next writes land before it fires. The stale timer must

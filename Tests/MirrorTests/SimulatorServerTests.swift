@@ -111,20 +111,22 @@ final class SimulatorServerTests: XCTestCase {
         let (sim, t) = makeSim()
         XCTAssertEqual(show(t.request([0x02, 0x05, 0x02])), show([0x03, 0x05, 0x02]))
         let token = sim.valueHandle("cloudToken")!
-        let url41 = Array("http://192.168.100.100:7777/upload/d55302".utf8)
-        XCTAssertEqual(url41.count, 41)
+        // The bundled profile's limit is 64: an upload URL with its 22-character secret and 15 bytes more is 65.
+        let url41 = Array(("http://192.168.100.100:7777/" + String(repeating: "A", count: 22) + "0123456789abcde").utf8)
+        XCTAssertEqual(url41.count, 65)
         XCTAssertEqual(show(t.request([0x12] + le16(token) + url41)), show([0x01, 0x12] + le16(token) + [0x0D]))
         XCTAssertEqual(sim.snapshot.cloudToken, "")
-        let url40 = Array("http://192.168.1.23:7777/upload/d5530200".utf8)
-        XCTAssertEqual(url40.count, 40)
+        let url40 = Array(url41.dropLast())
+        XCTAssertEqual(url40.count, 64)
         XCTAssertEqual(show(t.request([0x12] + le16(token) + url40)), show([0x13]))
         XCTAssertEqual(show(t.request([0x0A] + le16(token))), show([0x0B] + url40))
         // The same limit holds for a long write (Prepare Write + Execute Write) at MTU 23.
         let (sim2, t2) = makeSim()
         let h = sim2.valueHandle("cloudToken")!
-        XCTAssertEqual(show(t2.request([0x16] + le16(h) + [0, 0] + Array(url41[0..<18]))), show([0x17] + le16(h) + [0, 0] + Array(url41[0..<18])))
-        XCTAssertEqual(show(t2.request([0x16] + le16(h) + [18, 0] + Array(url41[18..<36]))), show([0x17] + le16(h) + [18, 0] + Array(url41[18..<36])))
-        XCTAssertEqual(show(t2.request([0x16] + le16(h) + [36, 0] + Array(url41[36...]))), show([0x17] + le16(h) + [36, 0] + Array(url41[36...])))
+        for offset in stride(from: 0, to: url41.count, by: 18) {
+            let piece = Array(url41[offset..<min(offset + 18, url41.count)])
+            XCTAssertEqual(show(t2.request([0x16] + le16(h) + [UInt8(offset), 0] + piece)), show([0x17] + le16(h) + [UInt8(offset), 0] + piece))
+        }
         XCTAssertEqual(show(t2.request([0x18, 0x01])), show([0x01, 0x18] + le16(h) + [0x0D]))
     }
 

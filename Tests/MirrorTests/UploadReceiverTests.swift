@@ -105,9 +105,10 @@ final class UploadReceiverTests: XCTestCase {
         let receiver = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory) { e in events.withLock { $0.append(e) } }
         defer { receiver.stop() }
         XCTAssertNotEqual(receiver.port, 0)
-        receiver.expect(scanID: "a1b2c3")
+        let secret = try UploadReceiver.makeSecret()
+        receiver.expect(scanID: "a1b2c3", secret: secret)
         let zip = ZIPArchive.stored([("mesh.ply", Array(repeating: 0x41, count: 5000)), ("measurements.json", Array("{}".utf8))])
-        let status = try rawRequest(port: receiver.port, "POST /upload/a1b2c3 HTTP/1.1\r\nHost: x\r\nContent-Length: \(zip.count)\r\nConnection: close\r\n\r\n", body: zip)
+        let status = try rawRequest(port: receiver.port, "POST /\(secret) HTTP/1.1\r\nHost: x\r\nContent-Length: \(zip.count)\r\nConnection: close\r\n\r\n", body: zip)
         XCTAssertEqual(status, 200)
         let first = try XCTUnwrap(receiver.uploads.first)
         XCTAssertEqual(first.bytes, zip.count)
@@ -116,20 +117,22 @@ final class UploadReceiverTests: XCTestCase {
         XCTAssertEqual(first.framing, "content-length")
         XCTAssertEqual(try Data(contentsOf: URL(fileURLWithPath: first.path)), Data(zip))
 
-        // The same body, chunked in three pieces.
+        // The same body, chunked in three pieces, as the next scan's one upload.
+        let secret2 = try UploadReceiver.makeSecret()
+        receiver.expect(scanID: "d4e5f6", secret: secret2)
         var chunked: [UInt8] = []
         for piece in [zip[0..<100], zip[100..<3000], zip[3000...]] {
             chunked += Array(String(piece.count, radix: 16).utf8) + [13, 10] + piece + [13, 10]
         }
         chunked += Array("0\r\n\r\n".utf8)
-        let status2 = try rawRequest(port: receiver.port, "POST /upload/a1b2c3 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", body: chunked)
+        let status2 = try rawRequest(port: receiver.port, "POST /\(secret2) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", body: chunked)
         XCTAssertEqual(status2, 200)
         XCTAssertEqual(receiver.uploads.count, 2)
         XCTAssertEqual(receiver.uploads.last?.sha256, SHA256.hex(of: zip))
         XCTAssertEqual(receiver.uploads.last?.framing, "chunked")
         // No partial files are left behind.
         let left = try FileManager.default.contentsOfDirectory(atPath: directory)
-        XCTAssertEqual(left, ["scan-a1b2c3.zip"])
+        XCTAssertEqual(left.sorted(), ["scan-a1b2c3.zip", "scan-d4e5f6.zip"])
         XCTAssertEqual(events.withLock { $0.count }, 2)
     }
 
@@ -137,15 +140,16 @@ final class UploadReceiverTests: XCTestCase {
         let events = Lock<[UploadEvent]>([])
         let receiver = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory, maxBytes: 1000) { e in events.withLock { $0.append(e) } }
         defer { receiver.stop() }
-        receiver.expect(scanID: "cur123")
-        XCTAssertEqual(try rawRequest(port: receiver.port, "POST /upload/old999 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n", body: [1, 2, 3]), 404)
+        let secret = try UploadReceiver.makeSecret()
+        receiver.expect(scanID: "cur123", secret: secret)
+        XCTAssertEqual(try rawRequest(port: receiver.port, "POST /upload/cur123 HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n", body: [1, 2, 3]), 404)
         XCTAssertEqual(try rawRequest(port: receiver.port, "POST /elsewhere HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\n", body: [1, 2, 3]), 404)
-        XCTAssertEqual(try rawRequest(port: receiver.port, "GET /upload/cur123 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405)
-        XCTAssertEqual(try rawRequest(port: receiver.port, "POST /upload/cur123 HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n", body: Array(repeating: 7, count: 5000)), 413)
+        XCTAssertEqual(try rawRequest(port: receiver.port, "GET /\(secret) HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"), 405)
+        XCTAssertEqual(try rawRequest(port: receiver.port, "POST /\(secret) HTTP/1.1\r\nHost: x\r\nContent-Length: 5000\r\nConnection: close\r\n\r\n", body: Array(repeating: 7, count: 5000)), 413)
         // Chunked: no length up front, the limit trips while the body arrives.
         let big = [UInt8](repeating: 9, count: 1500)
         let body = Array(String(big.count, radix: 16).utf8) + [13, 10] + big + Array("\r\n0\r\n\r\n".utf8)
-        XCTAssertEqual(try rawRequest(port: receiver.port, "POST /upload/cur123 HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", body: body), 413)
+        XCTAssertEqual(try rawRequest(port: receiver.port, "POST /\(secret) HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n", body: body), 413)
         XCTAssertTrue(receiver.uploads.isEmpty)
         XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: directory), [])
         let statuses = events.withLock { $0 }.compactMap { e -> Int? in if case .rejected(_, _, let s, _) = e { return s } else { return nil } }
@@ -158,8 +162,8 @@ final class UploadReceiverTests: XCTestCase {
         XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: first.port, directory: directory)) { error in
             XCTAssertEqual("\(error)", "upload receiver: cannot listen on 127.0.0.1:\(first.port): the port is in use (EADDRINUSE)")
         }
-        XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory + "/missing")) { error in
-            XCTAssertEqual("\(error)", "upload receiver: the upload directory \(directory)/missing does not exist")
+        XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory + "/missing/deeper")) { error in
+            XCTAssertEqual("\(error)", "upload receiver: the upload directory \(directory)/missing/deeper does not exist and cannot be created (mode 0700): ENOENT (No such file or directory)")
         }
     }
 

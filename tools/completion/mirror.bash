@@ -19,7 +19,7 @@ _mirror_options() {
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        scan) echo "--timeout --upload-host --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        scan) echo "--timeout --upload-host --upload-bind --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
         wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
         shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
         cache) echo "--adapter --json --help" ;;
@@ -48,6 +48,7 @@ _mirror_option_value() {
         "bench --plot") echo "file" ;;
         "scan --timeout") echo "any" ;;
         "scan --upload-host") echo "any" ;;
+        "scan --upload-bind") echo "any" ;;
         "scan --upload-port") echo "any" ;;
         "scan --upload-dir") echo "dir" ;;
         "scan --scan-id") echo "any" ;;

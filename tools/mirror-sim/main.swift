@@ -20,6 +20,8 @@ let usage = """
       --wifi connected|offline        offline: a cloudToken write latches ERROR / PROCESSOR_BUSY (default connected)
       --networks A,B,C        what wifiScan (0x31) finds; --network N adds one; --ssid N the joined one
       --token-limit N         the mirror's own cloudToken limit (default: the profile's cloudTokenMaxLength)
+      --result zip|junk|partial  what a completed scan posts: the result ZIP (default), 42 bytes of text, or a ZIP
+                              without measurements.json
       --cancel-resets yes|no  whether cancelScan (0x36) clears the state (default yes)
       --latched-error         start latched at ERROR / PROCESSOR_BUSY (or --scan-state N --scan-error N)
       --mtu N                 server Rx MTU for Exchange MTU (default 517)

@@ -242,6 +242,22 @@ int cbz_create_file(const char *path);
 /// open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644): -1 with EEXIST when the path exists, so the caller
 /// knows the file is its own (and may remove it) rather than the user's (a device, a FIFO, an older file).
 int cbz_create_new_file(const char *path);
+/// open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600): a private file that is surely new (a
+/// symlink or any file already at `path` is -1 with EEXIST or ELOOP, never followed or truncated).
+int cbz_create_private_new_file(const char *path);
+/// open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC).
+int cbz_open_read_nofollow(const char *path);
+/// pread(2) of up to len bytes at offset, retrying EINTR: the count (0 at the end), or -1 with errno.
+ssize_t cbz_pread(int fd, void *buf, size_t len, int64_t offset);
+/// renameat2(from, to, RENAME_NOREPLACE): -1 with EEXIST when `to` exists (a file or a symlink: never replaced).
+int cbz_rename_noreplace(const char *from, const char *to);
+/// lstat(2)'s owner, mode (type and permission bits) of `path`. 0, or -1 with errno.
+int cbz_lstat_owner_mode(const char *path, uint32_t *uid, uint32_t *mode);
+/// The effective user ID (geteuid).
+uint32_t cbz_euid(void);
+/// len bytes from the kernel's random source (getrandom(2), blocking until it is seeded; loops on short reads
+/// and EINTR). 0, or -1 with errno.
+int cbz_random_bytes(void *buf, size_t len);
 /// write(2) of the whole buffer (loops on short writes and EINTR). Returns 0 or -1 with errno.
 int cbz_write_all(int fd, const void *buf, size_t len);
 /// readlink("/proc/self/exe") into buf (NUL-terminated). Returns the length or -1.

@@ -108,7 +108,24 @@ let benchCommand = Command(CommandSpec(
                          count: duration == nil ? (count ?? 5000) : nil, duration: duration, warmup: warmup, mode: mode,
                          counter: loopback ? PlainPeer.counterHandle : nil, rounds: rounds,
                          bareLoop: bareLoop)
-    let result = try await Bench.run(target: target, plan: plan, inv: inv, handle: givenHandle, counter: givenCounter)
+    // SIGINT or SIGTERM ends the run after printing the rounds done (exit 130 or 143): the link is closed first.
+    let progress = BenchProgress()
+    var result: BenchResult
+    var status = ExitStatus.success
+    do {
+        result = try await Interrupts.whileInterruptible {
+            try await Bench.run(target: target, plan: plan, inv: inv, handle: givenHandle, counter: givenCounter, progress: progress)
+        }
+    } catch {
+        guard let interrupted = Interrupts.status else { throw error }
+        guard var partial = progress.result else {
+            inv.console.err("mirror: bench \(interrupted == .terminated ? "terminated by SIGTERM" : "interrupted by SIGINT") before its first round ended: nothing measured")
+            return interrupted
+        }
+        partial.interruptedBy = interrupted == .terminated ? "SIGTERM" : "SIGINT"
+        result = partial
+        status = interrupted
+    }
     if let plot {
         plotted = true
         try BenchPlot.write(BenchPlot.svg(result), to: plot)
@@ -118,5 +135,5 @@ let benchCommand = Command(CommandSpec(
     } else {
         for line in result.text { inv.console.out(line) }
     }
-    return .success
+    return status
 }

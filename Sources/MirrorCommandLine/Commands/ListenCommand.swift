@@ -2,6 +2,7 @@
 import ATTStack
 import GATTClient
 import JSON
+import LinuxBluetooth
 
 let listenCommand = Command(CommandSpec(
     name: "listen",
@@ -23,7 +24,10 @@ let listenCommand = Command(CommandSpec(
 
         --json prints one JSON object per line: first {"event": "subscribed", "time", "subscriptions": [{"handle", \
         "name", "mode", "value"}]} once every CCCD write is answered, then one {"time", "handle", "kind", "value", \
-        "text", "name"} per notification or indication ("name" is null when the characteristic has none).
+        "text", "name"} per notification or indication ("name" is null when the characteristic has none), then a \
+        last line {"received", "dropped": {"total", "outputFellBehind", "beforeSubscribed"}}: the values dropped \
+        because the stream (1024 values) was full, after the subscriptions completed (the output fell behind) or \
+        before. In text the count is said on stderr at the end when any were dropped.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
@@ -55,44 +59,97 @@ let listenCommand = Command(CommandSpec(
     defer { session.close() }
     let json = inv.global.json
     let console = inv.console
-    let received = try await Interrupts.whileInterruptible {
-        // Each subscription as it is armed (a Database Out Of Sync retry arms them again: the last one counts).
-        var subscriptions: [(handle: UInt16, fields: [(String, JSONValue)])] = []
-        return try await session.listen(
-            references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count,
-            duration: duration.map { .milliseconds(Int64(($0 * 1000).rounded())) },
-            subscribed: { c, label, mode, value in
-                let modeName = mode == .indicate ? "indications" : "notifications"
-                subscriptions.removeAll { $0.handle == c.valueHandle }
-                subscriptions.append((c.valueHandle, [("handle", .int(Int(c.valueHandle))), ("name", label.map { .string($0) } ?? .null),
-                                              ("mode", .string(modeName)), ("value", value.map { .string(ATTHex.string($0)) } ?? .null)]))
-                guard !json else { return }
-                var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(modeName))"
-                if let value { line += ", current value: " + valueText(value) }
-                console.err(line)
-            },
-            armed: {
-                // The `subscribed` event: every CCCD write answered, so the peer may be triggered now.
+    let drops = ListenDrops()
+    let received: Int
+    do {
+        received = try await Interrupts.whileInterruptible {
+            // Each subscription as it is armed (a Database Out Of Sync retry arms them again: the last one counts).
+            var subscriptions: [(handle: UInt16, fields: [(String, JSONValue)])] = []
+            return try await session.listen(
+                references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count, drops: drops,
+                duration: duration.map { .milliseconds(Int64(($0 * 1000).rounded())) },
+                subscribed: { c, label, mode, value in
+                    let modeName = mode == .indicate ? "indications" : "notifications"
+                    subscriptions.removeAll { $0.handle == c.valueHandle }
+                    subscriptions.append((c.valueHandle, [("handle", .int(Int(c.valueHandle))), ("name", label.map { .string($0) } ?? .null),
+                                                          ("mode", .string(modeName)), ("value", value.map { .string(ATTHex.string($0)) } ?? .null)]))
+                    guard !json else { return }
+                    var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(modeName))"
+                    if let value { line += ", current value: " + valueText(value) }
+                    console.err(line)
+                },
+                armed: {
+                    // The `subscribed` event: every CCCD write answered, so the peer may be triggered now.
+                    if json {
+                        console.out(JSONValue.object([("event", .string("subscribed")), ("time", .double(unixNow())),
+                                                      ("subscriptions", .array(subscriptions.map { .object($0.fields) }))]).compact)
+                    } else {
+                        console.err("subscribed: \(subscriptions.count) characteristic\(subscriptions.count == 1 ? "" : "s") armed, listening")
+                    }
+                }
+            ) { event in
                 if json {
-                    console.out(JSONValue.object([("event", .string("subscribed")), ("time", .double(unixNow())),
-                                                  ("subscriptions", .array(subscriptions.map { .object($0.fields) }))]).compact)
+                    console.out(event.json.compact)
                 } else {
-                    console.err("subscribed: \(subscriptions.count) characteristic\(subscriptions.count == 1 ? "" : "s") armed, listening")
+                    if let note = event.droppedNote { console.err(note) }
+                    console.out(event.line)
                 }
             }
-        ) { event in
-            if json {
-                console.out(event.json.compact)
-            } else {
-                if let note = event.droppedNote { console.err(note) }
-                console.out(event.line)
-            }
+        }
+    } catch {
+        // Drops, if any, are said before the error (which Runner reports as the last line).
+        if drops.total > 0 { drops.report(received: nil, json: json, console: console) }
+        throw error
+    }
+    drops.report(received: received, json: json, console: console)
+    return .success
+}
+
+/// How many notifications and indications a listen dropped, counted by its stream (GATTNotificationStream's
+/// bound): those before every subscription completed (the stream is read only from then on) and those after,
+/// when the output fell behind the peer.
+final class ListenDrops: Sendable {
+    // Guards the stream watched and its drop count when the subscriptions completed.
+    private let state = Lock<(stream: GATTNotificationStream?, atSubscribed: Int?)>((nil, nil))
+
+    func watch(_ stream: GATTNotificationStream) { state.withLock { $0 = (stream, nil) } }
+
+    /// From here on a drop is the output's: the values before were buffered while subscribing.
+    func subscriptionsCompleted() { state.withLock { $0.atSubscribed = $0.stream?.droppedCount } }
+
+    /// (output fell behind, before the subscription completed).
+    var counts: (fellBehind: Int, beforeSubscribed: Int) {
+        state.withLock { s in
+            let total = s.stream?.droppedCount ?? 0
+            let before = s.atSubscribed ?? total
+            return (total - before, before)
         }
     }
-    if !json {
-        console.err("received \(received) notification\(received == 1 ? "" : "s") and indication\(received == 1 ? "" : "s")")
+
+    var total: Int { counts.fellBehind + counts.beforeSubscribed }
+
+    /// `{"total", "outputFellBehind", "beforeSubscribed"}`.
+    var json: JSONValue {
+        let (behind, before) = counts
+        return .object([("total", .int(behind + before)), ("outputFellBehind", .int(behind)), ("beforeSubscribed", .int(before))])
     }
-    return .success
+
+    /// At the end of a listen: text, "received N ..." and, when any were dropped, "N notifications dropped (...)" on
+    /// stderr; JSON, one last line {"received": N, "dropped": {...}} (received null when the listen failed).
+    func report(received: Int?, json: Bool, console: Console) {
+        if json {
+            console.out(JSONValue.object([("received", received.map { .int($0) } ?? .null), ("dropped", self.json)]).compact)
+            return
+        }
+        if let received {
+            console.err("received \(received) notification\(received == 1 ? "" : "s") and indication\(received == 1 ? "" : "s")")
+        }
+        let (behind, before) = counts
+        if behind + before > 0 {
+            console.err("\(behind + before) notification\(behind + before == 1 ? "" : "s") dropped (output fell behind: \(behind); "
+                        + "before the subscription completed: \(before))")
+        }
+    }
 }
 
 

@@ -76,7 +76,7 @@ private func mirrorEventLine(_ e: MirrorEvent) -> String {
     case .upload(let u):
         switch u {
         case .received(let r):
-            let entries = r.entries.map { $0.map(\.name).joined(separator: ", ") } ?? "not a ZIP: \(r.zipProblem ?? "")"
+            let entries = r.zipProblem.map { "not the expected result ZIP: \($0)" } ?? (r.entries ?? []).map(\.name).joined(separator: ", ")
             return "\(t)  UPLOAD \(r.bytes) bytes (\(r.framing)) -> \(r.path), sha256 \(r.sha256), entries: \(entries)"
         case .rejected(let method, let path, let status, let reason):
             return "\(t)  upload refused: \(method) \(path): HTTP \(status), \(reason)"
@@ -111,6 +111,7 @@ func scanResultJSON(_ r: MirrorScanResult) -> JSONValue {
     f.append(("uploadURL", .string(r.uploadURL)))
     f.append(("failure", text(r.failure)))
     f.append(("rejectedBy", text(r.rejectedBy)))
+    if r.outcome == .interrupted { f.append(("cancelScanSent", r.cancelScanSent.map { JSONValue.bool($0) } ?? .null)) }
     f.append(("seconds", .double((r.seconds * 1000).rounded() / 1000)))
     return .object(f)
 }
@@ -123,6 +124,10 @@ func scanResultText(_ r: MirrorScanResult) -> String {
     lines.append("  sawAnyScanState \(r.sawAnyScanState), \(r.notifications) notification\(r.notifications == 1 ? "" : "s")")
     lines.append("  pre-flight scanState \(r.preflightScanState ?? "not read")"
                  + (r.resetAttempted ? ", cancelScan sent, reset \(r.resetWorked == true ? "worked" : "did not work")" : ""))
+    if r.outcome == .interrupted {
+        lines.append("  " + (r.cancelScanSent.map { $0 ? "cancelScan sent after the interrupt: the mirror stops" : "cancelScan after the interrupt got no answer: the mirror may go on" }
+                             ?? "nothing had started: no cancelScan needed"))
+    }
     if let u = r.upload {
         lines.append("  upload: \(u.path), \(u.bytes) bytes, sha256 \(u.sha256)")
     } else {

@@ -18,23 +18,27 @@ let scanCommand = Command(CommandSpec(
         One body scan with nothing left to luck: every notification is logged from the start; \
         scanState and scanError are subscribed AND read; a pre-flight read of scanState sends cancelScan when \
         it is not invalid, settles, and re-reads to say whether the reset worked; the upload receiver (HTTP, \
-        POST /upload/ID) starts before any write; the upload URL is checked against the profile's \
+        one POST to http://HOST:PORT/SECRET, SECRET 128 random bits in 22 base64url characters) starts before \
+        any write, bound to --upload-bind or the upload host's own address; the upload URL is checked against the profile's \
         cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed before cloudToken and \
         initDeviceForScan are written; then one deadline (--timeout, default 90 s) for COMPLETE plus the upload, \
         or ERROR; then a final read of scanState and scanError whatever happened.
 
         On a terminal a status line shows the state, the last error and the time left. --json prints one JSON \
         object per event (every notification, read and write) and ends with one result object: outcome \
-        (complete, error, timeout, writeFailed), scanState, scanError, sawAnyScanState, preflightScanState, \
-        resetAttempted, resetWorked, upload (null, or path, bytes, sha256, entries). Exit status 0 only for complete.
+        (complete, error, timeout, writeFailed, badUpload), scanState, scanError, sawAnyScanState, preflightScanState, \
+        resetAttempted, resetWorked, upload (null, or path, bytes, sha256, entries), link, dropped (the \
+        notifications dropped: total, outputFellBehind, beforeSubscribed; in text said on stderr when any). Exit \
+        status 0 only for complete; 8 (outcome badUpload) when the upload is not a ZIP with the profile's resultEntries.
         """,
     positionals: [PositionalSpec("TARGET", help: "the mirror's address, or unix:PATH (the simulator)")],
     options: [
         .value("--timeout", "S", help: "the scan's deadline for COMPLETE plus the upload, or ERROR (default 90); ATT requests keep 30 s"),
         .value("--upload-host", "HOST", help: "the address the mirror posts to (default: 127.0.0.1 for unix:, else this machine's IPv4)"),
+        .value("--upload-bind", "ADDR", help: "the local address the upload receiver listens on (default: the upload host, which must then be numeric; 0.0.0.0 only when given here)"),
         .value("--upload-port", "N", help: "the upload receiver's port (default 7777; 0: any free port)"),
         .value("--upload-dir", "DIR", help: "where the result ZIP is stored (default: the current directory)"),
-        .value("--scan-id", "ID", help: "the scan ID in the upload URL (default: 6 random hex digits)"),
+        .value("--scan-id", "ID", help: "the scan ID shown and in the stored file's name scan-ID.zip (default: 6 random hex digits)"),
         .value("--settle", "S", help: "the pause after cancelScan before the re-read (default 0.5)"),
     ],
     globals: GlobalOptionName.connection.subtracting([.timeout]),
@@ -60,9 +64,18 @@ let scanCommand = Command(CommandSpec(
     } else {
         throw UsageError("this machine has no IPv4 address the mirror could post to: give --upload-host", command: "scan")
     }
+    let bind = inv.arguments.string("--upload-bind")
+    if let bind, !MirrorScan.isNumericAddress(bind) {
+        throw UsageError("--upload-bind \(bind): expected a numeric IPv4 or IPv6 address", command: "scan")
+    }
+    if bind == nil, !MirrorScan.isNumericAddress(host) {
+        throw UsageError("--upload-host \(host) is not a numeric address: give --upload-bind ADDR, the local address the mirror reaches "
+                         + "(0.0.0.0 for every one)", command: "scan")
+    }
     var options = MirrorScanOptions(profile: profile, uploadHost: host,
                                     uploadDirectory: inv.arguments.string("--upload-dir") ?? FileManager.default.currentDirectoryPath)
     options.uploadPort = UInt16(port ?? 7777)
+    options.bindHost = bind
     options.timeout = .milliseconds(Int64((deadline * 1000).rounded()))
     if let settle { options.settle = .milliseconds(Int64((settle * 1000).rounded())) }
     options.scanID = inv.arguments.string("--scan-id")
@@ -72,7 +85,13 @@ let scanCommand = Command(CommandSpec(
     // The cached database when the peer has a Database Hash (no discovery when it matches), and robust caching
     // for the scan's long wait once it has subscribed (the peer answers 0x12 rather than serve moved handles).
     options.database = try await session.cachedDatabase()
-    if options.database != nil { options.afterSubscribing = { [session] in try await session.enableRobustCaching() } }
+    let robust = options.database != nil
+    // The notifications dropped before scanState and scanError were subscribed, and after (ListenCommand.swift).
+    let drops = ListenDrops()
+    options.afterSubscribing = { [session] in
+        if robust { try await session.enableRobustCaching() }
+        drops.subscriptionsCompleted()
+    }
     let scanOptions = options
     let json = inv.global.json
     // The link the scan runs on, read before it starts (its result object carries it).
@@ -81,6 +100,7 @@ let scanCommand = Command(CommandSpec(
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
     let notifications = try session.procedureNotifications()
     defer { session.endProcedureNotifications(notifications) }
+    drops.watch(notifications)
     status.start()
     let result = try await Interrupts.whileInterruptible {
         try await MirrorScan.run(client: session.client, options: scanOptions, notifications: notifications) { event in
@@ -96,15 +116,19 @@ let scanCommand = Command(CommandSpec(
     status.stop()
     if json {
         var object = scanResultJSON(result)
-        if case .object(var fields) = object { fields.append(("link", linkJSON)); object = .object(fields) }
+        if case .object(var fields) = object { fields += [("link", linkJSON), ("dropped", drops.json)]; object = .object(fields) }
         console.out(object.compact)
     } else {
         console.out(scanResultText(result))
+        drops.report(received: nil, json: false, console: console)
     }
     switch result.outcome {
     case .complete: return .success
+    // SIGINT or SIGTERM: cancelScan was sent (when a scan may have started) and the result printed.
+    case .interrupted: return Interrupts.status ?? .interrupted
     case .timeout: return .timeout
     case .error: return .failure
+    case .badUpload: return .protocolViolation
     case .writeFailed:
         return result.rejectedBy == "peer" ? .peerError : result.rejectedBy == "local" ? .localRefusal : .connection
     }

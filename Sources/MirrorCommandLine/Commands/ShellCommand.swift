@@ -149,6 +149,8 @@ final class Shell: Sendable {
         var trace: Bool
         /// `btsnoop FILE` (or --btsnoop): the capture every connection of the shell is written to until `btsnoop off`.
         var capture: BTSnoopWriter?
+        /// A capture's write failed (reported when it did): the shell's exit status is then a failure.
+        var captureFailed = false
     }
 
     /// The values the background subscriptions printed, those a `wait` counted, and the wait that waits for more.
@@ -190,6 +192,14 @@ final class Shell: Sendable {
     /// first failure's).
     func run() async -> ExitStatus {
         defer { finish() }
+        let status = await runLines()
+        // A capture cut short by a failed write (full disk, file size limit) is not a success.
+        if status == .success, state.withLock({ $0.captureFailed }) { return .failure }
+        return status
+    }
+
+    /// `run` without the capture's failure.
+    private func runLines() async -> ExitStatus {
         let first = await runReported("connect") {
             if let path = self.base.global.btsnoop { try self.startCapture(path) }
             try await self.connect(self.state.withLock { $0.target }, options: self.base.global, json: self.base.global.json)
@@ -474,6 +484,10 @@ final class Shell: Sendable {
     @discardableResult
     private func startCapture(_ path: String) throws -> BTSnoopWriter {
         let writer = try BTSnoopWriter(path: path)
+        writer.onFailure { [console, state] error in
+            console.err("mirror: \(error)")
+            state.withLock { $0.captureFailed = true }
+        }
         let (session, old) = state.withLock { s in
             defer { s.capture = writer }
             return (s.session, s.capture)
@@ -575,6 +589,8 @@ final class Shell: Sendable {
         let (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
         let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
         let label = entry.label
+        // The stream was armed before the CCCD write; what it dropped until now came before the subscription completed.
+        let droppedBeforeSubscribed = stream.droppedCount
         let task = Task { [weak self] in
             do {
                 for try await n in stream {
@@ -585,6 +601,8 @@ final class Shell: Sendable {
             } catch {
                 // The stream ends with the connection, which `lost` reports.
             }
+            let total = stream.droppedCount
+            if total > 0 { self?.showDropped(c.valueHandle, fellBehind: total - droppedBeforeSubscribed, beforeSubscribed: droppedBeforeSubscribed) }
         }
         state.withLock { $0.subscriptions[c.valueHandle] = Subscription(characteristic: c, label: label, task: task) }
         if json {
@@ -616,6 +634,21 @@ final class Shell: Sendable {
             d.waiter = nil
             return w.continuation
         }?.resume()
+    }
+
+    /// At a subscription's end, when it dropped values: "N notifications dropped (...)" on stderr (above the line at
+    /// a terminal), or with --json {"dropped": {"total", "outputFellBehind", "beforeSubscribed"}, "handle"}.
+    private func showDropped(_ handle: UInt16, fellBehind: Int, beforeSubscribed: Int) {
+        let total = fellBehind + beforeSubscribed
+        if base.global.json {
+            console.out(JSONValue.object([("dropped", .object([("total", .int(total)), ("outputFellBehind", .int(fellBehind)),
+                                                                ("beforeSubscribed", .int(beforeSubscribed))])),
+                                          ("handle", .int(Int(handle)))]).compact)
+            return
+        }
+        let line = "\(ATTHex.handle(handle)): \(total) notification\(total == 1 ? "" : "s") dropped (output fell behind: \(fellBehind); "
+            + "before the subscription completed: \(beforeSubscribed))"
+        if editor.isTerminal { editor.printAbove(line) } else { console.err(line) }
     }
 
     /// `help` in the shell: the commands a line may give.

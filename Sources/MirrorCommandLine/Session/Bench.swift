@@ -242,6 +242,10 @@ struct BenchResult: Sendable {
     var link: JSONValue = .null
     /// "link: handle 0x002A, 1M, 27-octet data length, 50 ms interval" or why it is not known.
     var linkLine: String?
+    /// What the size probe found when the default size was refused; nil otherwise.
+    var sizeProbe: SizeProbe?
+    /// The signal that ended the run early ("SIGINT", "SIGTERM"): the figures are those of the rounds done.
+    var interruptedBy: String?
 
     var json: JSONValue {
         .object([
@@ -249,14 +253,50 @@ struct BenchResult: Sendable {
             ("warmup", .int(warmup)), ("rounds", .int(rounds)),
             ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
             ("link", link),
-        ])
+        ] + (sizeProbe.map { [("sizeProbe", $0.json)] } ?? [])
+          + (interruptedBy.map { [("interrupted", .object([("signal", .string($0)), ("roundsDone", .int(roundsDone))]))] } ?? []))
     }
+
+    /// Rounds measured, over every mode.
+    var roundsDone: Int { modes.reduce(0) { $0 + $1.rounds.count } }
 
     var text: [String] {
         ["bench \(target) handle \(ATTHex.handle(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+            + (interruptedBy.map { ["interrupted by \($0) after \(roundsDone) round\(roundsDone == 1 ? "" : "s") (of \(rounds) per mode): the figures are those of the rounds done"] } ?? [])
             + (linkLine.map { [$0] } ?? [])
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + modes.flatMap(\.text)
+    }
+}
+
+/// The rounds measured so far, recorded after each one: what an interrupted bench prints (README: SIGINT and SIGTERM).
+final class BenchProgress: Sendable {
+    private let last = Lock<BenchResult?>(nil)
+    func record(_ r: BenchResult) { last.withLock { $0 = r } }
+    var result: BenchResult? { last.current }
+}
+
+/// A bench phase that failed ("the Write Request warm-up", "Write Command round 2 of 3"): the error as it is,
+/// said to have happened there, with what to do where the bench knows.
+struct PhaseError: Error, Sendable {
+    var phase: String
+    var underlying: any Error
+    var hint: String?
+}
+
+/// What the size probe found: the default size `tried`, `refused` by the peer with 0x0D (nil when accepted), and
+/// the largest size it accepted, which the bench then uses.
+struct SizeProbe: Sendable, Equatable {
+    var tried: Int
+    var refused: Int?
+    var chosen: Int
+
+    func text(handle: UInt16) -> String {
+        "the peer refused \(tried)-byte values on \(ATTHex.handle(handle)) (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with \(chosen)-byte values, the largest it accepted (give --size to choose)"
+    }
+
+    var json: JSONValue {
+        .object([("tried", .int(tried)), ("refused", refused.map { .int($0) } ?? .null), ("chosen", .int(chosen))])
     }
 }
 
@@ -314,7 +354,8 @@ enum Bench {
     /// nil when they are not known. The ceilings come from it (never for a unix: target: no radio).
     /// `handle` and `counter` (--handle, --counter), when given, replace the plan's, resolved on the connection.
     static func run(target: TargetArgument, plan: BenchPlan, inv: Invocation, link: LinkParameters? = nil,
-                    handle: CharacteristicReference? = nil, counter: CharacteristicReference? = nil) async throws -> BenchResult {
+                    handle: CharacteristicReference? = nil, counter: CharacteristicReference? = nil,
+                    progress: BenchProgress? = nil) async throws -> BenchResult {
         // The same-connection bare loop borrows the bearer's socket for each turn (`ATTBearer.lend`).
         let session = try await Session.open(target, inv)
         defer { session.close() }
@@ -322,17 +363,32 @@ enum Bench {
         if let handle { plan.handle = try await session.resolve(handle, command: "bench") }
         if let counter { plan.counter = try await session.resolve(counter, command: "bench") }
         do {
-            return try await run(session, target: target, plan: plan, inv: inv, link: link)
+            return try await run(session, target: target, plan: plan, inv: inv, link: link, progress: progress)
         } catch let error as GATTError {
             throw await session.labelled(error)
         }
     }
 
     static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
-                    link: LinkParameters? = nil) async throws -> BenchResult {
+                    link: LinkParameters? = nil, progress: BenchProgress? = nil) async throws -> BenchResult {
         let client = session.client
         // Every bearer takes the default size: the budget of the smallest open bearer's MTU (Part F §3.4.5.1).
-        let size = plan.size ?? ATTMTU.writeValueLimit(client.bearers.filter { !$0.isClosed }.map(\.mtu).min() ?? session.mtu)
+        var size = plan.size ?? ATTMTU.writeValueLimit(client.bearers.filter { !$0.isClosed }.map(\.mtu).min() ?? session.mtu)
+        // Without --size, the warm-up's first Write Request tries that default: a peer that refuses it with 0x0D
+        // (a characteristic's own length limit, as the mirror's cloudToken) gets the largest size it accepts.
+        var sizeProbe: SizeProbe?
+        var warmupDone = 0
+        if plan.size == nil, plan.mode != .withoutResponse, plan.warmup > 0 {
+            let probe = try await phase("the size probe (the warm-up's first Write Request)", session) {
+                try await probeSize(client, handle: plan.handle, size: size)
+            }
+            if probe.refused != nil {
+                sizeProbe = probe
+                size = probe.chosen
+                inv.console.err("bench: \(probe.text(handle: plan.handle))")
+            }
+            warmupDone = 1
+        }
         // The link it runs on, read once before the first write (LE Read PHY goes out here, not during a round).
         let linkState = session.link?.state()
         let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
@@ -365,18 +421,36 @@ enum Bench {
         defer { bare?.close() }
         let handle = plan.handle, counter = plan.counter, warmup = plan.warmup
         var modes: [ModeFigures] = []
+        let radio = BenchRadio(isUnix: target.isUnix, link: link, mtu: session.mtu)
+        // The result of the modes and rounds measured so far: at the end, and after each round for an interrupt.
+        let result = { (measured: [ModeFigures]) -> BenchResult in
+            var ms = measured
+            for i in ms.indices {
+                ms[i].ceiling = radio.verdict(mode: ms[i].mode, size: size, measuredWritesPerSecond: ms[i].writesPerSecond)
+            }
+            return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
+                               warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: ms,
+                               link: linkJSON, linkLine: linkLine, sizeProbe: sizeProbe)
+        }
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
             // Back-to-back requests run as the library benchmark (gatt-bench) runs them: each caller continues on the
             // reader thread as soon as its response arrives, under one cancellation handler for the round.
-            try await client.withBackToBackRequests { requests in
-                for _ in 0..<plan.warmup { try await requests.write(handle: plan.handle, value: value) }
+            try await phase("the Write Request warm-up", session, size: size, sizeGiven: plan.size != nil) {
+                try await client.withBackToBackRequests { requests in
+                    for _ in warmupDone..<plan.warmup { try await requests.write(handle: plan.handle, value: value) }
+                }
             }
-            if let bare { _ = try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) } }
+            if let bare {
+                _ = try await phase("the bare loop's Write Request warm-up", session, size: size, sizeGiven: plan.size != nil) {
+                    try await bare.run { try $0.requests(handle: handle, value: value, writes: warmup) }
+                }
+            }
             // --bearers N: one writer per open bearer at once, each round followed by one of a single writer.
             let writers = client.openBearerCount
             if writers > 1 { figures.bearers = BearerFigures(writers: writers, perBearer: client.bearers.map { _ in 0 }) }
-            for _ in 0..<plan.rounds {
+            for index in 0..<plan.rounds {
+              try await phase("Write Request round \(index + 1) of \(plan.rounds)", session, size: size, sizeGiven: plan.size != nil) {
                 let (round, latencies): (RoundFigures, [UInt64])
                 if writers > 1 {
                     let before = try await readCounter(client, counter)
@@ -402,6 +476,10 @@ enum Bench {
                 if let bare {
                     figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
+                var sofar = figures
+                sofar.confirmed = sofar.writes
+                progress?.record(result(modes + [sofar]))
+              }
             }
             figures.confirmed = figures.writes
             // Each bare Write Request counts only once its Write Response arrived.
@@ -410,12 +488,15 @@ enum Bench {
         }
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
-            for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
-            if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
+            try await phase("the Write Command warm-up", session, size: size, sizeGiven: plan.size != nil) {
+                for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
+                if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
+            }
             let before = try await drain(client, plan: plan)
             let observedBefore = session.transport.observations
             var bareCounted: Int? = counter == nil ? nil : 0
-            for _ in 0..<plan.rounds {
+            for index in 0..<plan.rounds {
+              try await phase("Write Command round \(index + 1) of \(plan.rounds)", session, size: size, sizeGiven: plan.size != nil) {
                 try await measureCommands(session, plan: plan, value: value, into: &figures)
                 if let bare {
                     let writes = figures.rounds.last!.writes
@@ -423,6 +504,8 @@ enum Bench {
                     figures.bare.append(round)
                     if let counted, let sum = bareCounted { bareCounted = sum + counted }
                 }
+                progress?.record(result(modes + [figures]))
+              }
             }
             let observedAfter = session.transport.observations
             figures.blockedNanoseconds = observedAfter.blockedNanoseconds - observedBefore.blockedNanoseconds
@@ -434,13 +517,54 @@ enum Bench {
             }
             modes.append(figures)
         }
-        let radio = BenchRadio(isUnix: target.isUnix, link: link, mtu: session.mtu)
-        for i in modes.indices {
-            modes[i].ceiling = radio.verdict(mode: modes[i].mode, size: size, measuredWritesPerSecond: modes[i].writesPerSecond)
+        return result(modes)
+    }
+
+    /// Runs `body` as the bench's `name`d phase: an error from it says which phase failed, and an ATT 0x0D on a
+    /// size the user gave says what to pass instead (GATT errors are labelled with the handle's name first).
+    static func phase<T>(_ name: String, _ session: Session, size: Int? = nil, sizeGiven: Bool = false,
+                         _ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as GATTError {
+            var hint: String?
+            if let e = error.attributeError, e.code == .invalidAttributeValueLength, let size, sizeGiven {
+                hint = e.rejectedBy == .peer
+                    ? "the characteristic refused \(size)-byte values: pass a smaller --size (or leave --size out: bench then finds the largest size it accepts)"
+                    : "pass a --size within the budget\(e.budget.map { " of \($0) bytes" } ?? "")"
+            }
+            throw PhaseError(phase: name, underlying: await session.labelled(error), hint: hint)
+        } catch let error as PhaseError {
+            throw error
+        } catch {
+            throw PhaseError(phase: name, underlying: error, hint: nil)
         }
-        return BenchResult(target: target.description, handle: plan.handle, size: size, mtu: session.mtu,
-                           warmup: plan.warmup, rounds: plan.rounds, bareLoop: placement, radio: radio, modes: modes,
-                           link: linkJSON, linkLine: linkLine)
+    }
+
+    /// One Write Request of `size` bytes: true when answered, false when the peer refused the length (0x0D).
+    static func accepts(_ client: GATTClient, handle: UInt16, size: Int) async throws(GATTError) -> Bool {
+        do {
+            try await client.write(handle: handle, value: (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ 1) })
+            return true
+        } catch {
+            guard let a = error.attributeError, a.code == .invalidAttributeValueLength, a.rejectedBy == .peer else { throw error }
+            return false
+        }
+    }
+
+    /// Writes `size` bytes; when the peer refuses that length (0x0D Invalid Attribute Value Length), finds the
+    /// largest length it accepts by halving the interval (about log2(size) Write Requests).
+    static func probeSize(_ client: GATTClient, handle: UInt16, size: Int) async throws -> SizeProbe {
+        if try await accepts(client, handle: handle, size: size) { return SizeProbe(tried: size, refused: nil, chosen: size) }
+        var accepted = 0, refused = size
+        while refused - accepted > 1 {
+            let mid = (accepted + refused) / 2
+            if try await accepts(client, handle: handle, size: mid) { accepted = mid } else { refused = mid }
+        }
+        guard accepted > 0 else {
+            throw CLIError.failure("the peer refused every length from 1 to \(size) bytes on \(ATTHex.handle(handle)) with ATT error 0x0D Invalid Attribute Value Length: bench finds no size to write; check the handle, or give --size")
+        }
+        return SizeProbe(tried: size, refused: size, chosen: accepted)
     }
 
     /// Reads the peer's write counter (little-endian, 1-8 bytes).

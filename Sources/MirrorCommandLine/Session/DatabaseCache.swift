@@ -187,6 +187,7 @@ struct DatabaseCache: Sendable {
     /// Why a file operation failed, as a person reads it: "EROFS (Read-only file system)" rather than
     /// FoundationEssentials' CocoaError with its user info.
     static func reason(_ error: any Error) -> String {
+        if case .system(let e)? = error as? PrivateDirectoryError { return "\(e.errno.name) (\(e.errno.meaning))" }
         if let e = error as? CocoaError, let posix = e.underlying as? POSIXError {
             let code = Errno(posix.code.rawValue)
             return "\(code.name) (\(code.meaning))"
@@ -195,10 +196,10 @@ struct DatabaseCache: Sendable {
     }
 
     func store(_ db: CachedDatabase) throws {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true,
-                                                attributes: [.posixPermissions: 0o700])
+        try XDGDirectory.preparePrivateDirectory(directory)  // 0700, tightened if looser; another user's is refused
         let file = path(target: db.target, adapter: db.adapter)
         try Data((db.json.pretty + "\n").utf8).write(to: URL(fileURLWithPath: file), options: .atomic)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file)
     }
 
     /// Every cache file, by path, with its database or why it is not usable.

@@ -145,13 +145,20 @@ final class Session: Sendable {
             throw error
         }
         var capture: (writer: BTSnoopWriter, owned: Bool)?
+        // The link monitor's records carry the real LE Connection Complete when it sees LE events; else one is synthesized.
+        let opening = linkOpening(bearer: bearer, monitor: monitor, afterConnect: false, monitorNote: monitorNote)
         if let writer = shellCapture {
-            attach(writer, bearer: bearer, records: records)
+            attach(writer, bearer: bearer, records: records, link: opening)
             capture = (writer, false)
         } else if let path = g.btsnoop {
             do {
                 let writer = try BTSnoopWriter(path: path)
-                attach(writer, bearer: bearer, records: records)
+                // Said at the first failed write, and the command's status made 1 (Runner.execute).
+                writer.onFailure { [console = inv.console, notes = inv.notes] error in
+                    console.err("mirror: \(error)")
+                    notes.captureFailure.withLock { $0 = $0 ?? error }
+                }
+                attach(writer, bearer: bearer, records: records, link: opening)
                 capture = (writer, true)
             } catch {
                 bearer.close(reason: "could not open the btsnoop file")
@@ -325,12 +332,13 @@ final class Session: Sendable {
     /// once every CCCD write is answered (and robust caching asked), before the wait; `duration` ends the wait that
     /// long after it (the values that came before it are still handled).
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
-                duration: Duration? = nil,
+                drops: ListenDrops? = nil, duration: Duration? = nil,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 armed: () -> Void = {},
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = try procedureNotifications()
         defer { endProcedureNotifications(stream) }
+        drops?.watch(stream)
         var (targets, labels) = try await listenTargets(references, command: command)
         var retried = false
         while true {
@@ -369,6 +377,7 @@ final class Session: Sendable {
         }
         // Robust caching for the wait that follows (the peer answers 0x12 instead of serving moved handles).
         try await enableRobustCaching()
+        drops?.subscriptionsCompleted()
         let finalLabels = labels
         let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalLabels) }
         armed()
@@ -473,7 +482,9 @@ final class Session: Sendable {
     func startCapture(_ writer: BTSnoopWriter) {
         stopCapture()
         guard let bearer = transport.inner as? ATTBearer else { return }
-        let index = Session.attach(writer, bearer: bearer, records: records)
+        // The link's LE Connection Complete came before this capture: it starts with a synthesized one.
+        let opening = Session.linkOpening(bearer: bearer, monitor: link?.monitor, afterConnect: true, monitorNote: nil)
+        let index = Session.attach(writer, bearer: bearer, records: records, link: opening)
         for link in enhancedBearers.withLock({ $0.links }) { link.bearer.capture(into: writer, linkIndex: index) }
         capture.withLock { $0 = (writer, false) }
     }
@@ -487,12 +498,43 @@ final class Session: Sendable {
         if c.owned { c.writer.close() }
     }
 
-    /// The bearer's PDUs and the link's HCI records (from the next one) into `writer`, under one new index.
+    /// The bearer's PDUs and the link's HCI records (from the next one) into `writer`, under one new index, after
+    /// a synthesized LE Connection Complete where the capture would hold none (`linkOpening`; unix: always).
     @discardableResult
-    private static func attach(_ writer: BTSnoopWriter, bearer: ATTBearer, records: LinkRecordSink) -> UInt16 {
-        let index = bearer.capture(into: writer)
+    private static func attach(_ writer: BTSnoopWriter, bearer: ATTBearer, records: LinkRecordSink,
+                               link: BTSnoopWriter.LinkOpening?) -> UInt16 {
+        let index = bearer.capture(into: writer, link: link)
         records.capture.withLock { $0 = (writer, index) }
         return index
+    }
+
+    /// The LE Connection Complete (Vol 4 Part E §7.7.65.1) an LE bearer's capture synthesizes because it will not
+    /// hold the real one: the monitor does not see LE events (no CAP_NET_RAW), or the capture starts after the
+    /// connect (`afterConnect`: the shell's btsnoop FILE). Its values are the link's where known (L2CAP_CONNINFO,
+    /// HCIGETCONNINFO, the monitor's events), Linux's defaults otherwise. Nil when the real one is captured, and
+    /// for a bearer without a radio (ATTBearer.capture synthesizes that one itself).
+    static func linkOpening(bearer: ATTBearer, monitor: HCILinkMonitor?, afterConnect: Bool,
+                            monitorNote: String?) -> BTSnoopWriter.LinkOpening? {
+        guard case .le(let peer, let type, _) = bearer.endpoint else { return nil }
+        if !afterConnect, monitor?.receivesLEEvents == true { return nil }
+        let why = afterConnect ? "the capture began after the link's LE Connection Complete"
+            : "the link's LE events are not watched (\(monitorNote ?? "no link monitor"))"
+        return linkOpening(peer: peer, type: type, link: LinkState.read(bearer: bearer), events: monitor?.eventState(), why: why)
+    }
+
+    /// An LE link's synthesized event: the handle and role the kernel gave (`link`), and the interval, latency and
+    /// supervision timeout the monitor's events gave (`events`), in the event's units; Linux's defaults where unknown.
+    static func linkOpening(peer: BluetoothAddress, type: LEAddressType, link: LinkState, events: LinkState?,
+                            why: String) -> BTSnoopWriter.LinkOpening {
+        BTSnoopWriter.LinkOpening(
+            handle: link.handle.value ?? BTSnoopWriter.aclHandle, role: link.role.value ?? .central,
+            peerAddressType: type, peer: peer,
+            interval: events?.intervalMilliseconds.value.map { UInt16(clamping: Int(($0 / 1.25).rounded())) }
+                ?? BTSnoopWriter.LinkOpening.defaultInterval,
+            latency: events?.peripheralLatency.value.map { UInt16(clamping: $0) } ?? 0,
+            supervisionTimeout: events?.supervisionTimeoutMilliseconds.value.map { UInt16(clamping: $0 / 10) }
+                ?? BTSnoopWriter.LinkOpening.defaultSupervisionTimeout,
+            reason: why + "; a value the link did not show is Linux's default")
     }
 
     /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.

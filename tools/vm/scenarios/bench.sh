@@ -6,7 +6,7 @@ vm_controllers
 vm_sim sim
 peer=00:AA:01:01:00:01
 # The rates are logged, not compared: under TCG on a loaded machine they swing several-fold.
-# cloudToken's value handle (0x0012) takes values up to the mirror's 40-byte limit.
+# cloudToken's value handle (0x0012) takes values up to the bundled profile's 64-byte limit.
 # --count is per round; "writes" adds up the rounds (--rounds, default 3); 20 warm-up writes per mode (default
 # 100). An LE link takes one ATT socket (a second CID 4 connect to the same peer is EBUSY), so the bare socket
 # loop runs on the same connection's socket, lent by mirror's bearer for each of its rounds, alternating with
