@@ -38,21 +38,23 @@ final class ScriptDrivingTests: XCTestCase {
     }
 
     func testListenJSONSaysSubscribedBeforeAnyNotification() throws {
-        // The peer notifies three times right after each CCCD write: they are printed after the event, never before.
+        // The peer notifies three times right after each CCCD write: they are printed after the event, never before,
+        // and the counts ({"received", "dropped"}) are the last line.
         let peer = try GATTPeer()
         defer { peer.close() }
         let counter = peer.hexHandle("counter")
         let run = try MirrorProcess.run(["listen", peer.target, counter, "--json", "--count", "3"], timeout: 30)
         XCTAssertEqual(run.status, 0, run.stderr)
         let lines = try run.jsonLines()
-        XCTAssertEqual(lines.count, 4, run.stdout)
+        XCTAssertEqual(lines.count, 5, run.stdout)
         XCTAssertEqual(lines[0]["event"], "subscribed", run.stdout)
         XCTAssertNotNil(lines[0]["time"]?.number, run.stdout)
         let subscriptions = try XCTUnwrap(lines[0]["subscriptions"]?.items, run.stdout)
         XCTAssertEqual(subscriptions.count, 1)
         XCTAssertEqual(subscriptions[0]["handle"], .int(Int(peer.handle("counter"))))
         XCTAssertEqual(subscriptions[0]["mode"], "notifications")
-        for line in lines.dropFirst() {
+        XCTAssertEqual(lines.last?["received"], 3, "the last line: the counts")
+        for line in lines.dropFirst().dropLast() {
             XCTAssertNil(line["event"], "the notification objects keep their keys: \(line.compact)")
             XCTAssertEqual(line["kind"], "notification")
             XCTAssertEqual(line["handle"], .int(Int(peer.handle("counter"))))
