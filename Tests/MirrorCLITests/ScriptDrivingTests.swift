@@ -123,6 +123,15 @@ final class ScriptDrivingTests: XCTestCase {
         XCTAssertTrue(help.contains("Usage: write HANDLE|UUID|NAME HEX [OPTIONS]\n"), help)
         XCTAssertTrue(help.contains("Usage: wait [OPTIONS]\n"), help)
         XCTAssertTrue(help.contains("--count N"), help)
+
+        // A shell command's usage error points to the shell's help, not to `mirror sleep --help` (no such command);
+        // a one-shot command's stays the one-shot's, word for word.
+        let bad = try MirrorProcess.run(["shell", sim.target, "--keep-going"], input: "sleep abc\nwait --count 0\nreed\nread 0xZZ\n", timeout: 30)
+        XCTAssertEqual(bad.status, 2, bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("invalid duration \"abc\"") && bad.stderr.contains("\nsee: help sleep\n"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("\nsee: help wait\n"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("(did you mean read?)\nsee: help\n"), bad.stderr)
+        XCTAssertTrue(bad.stderr.contains("\nsee: mirror read --help\n"), bad.stderr)
     }
 
     func testTabOffersWhatALineTakes() {

@@ -242,7 +242,7 @@ final class Shell: Sendable {
         do {
             words = try splitShellWords(line)
         } catch {
-            return (MirrorMain.report(ErrorReport(error), json: base.global.json, console: console), false)
+            return (MirrorMain.report(ErrorReport(error).inShell, json: base.global.json, console: console), false)
         }
         guard let name = words.first else { return (0, false) }
         if !editor.isTerminal {
@@ -302,7 +302,7 @@ final class Shell: Sendable {
 
     /// Reports an error as a one-shot command would; its exit status.
     private func report(_ error: any Error) -> Int32 {
-        MirrorMain.report(ErrorReport(error), json: base.global.json, console: console)
+        MirrorMain.report(ErrorReport(error).inShell, json: base.global.json, console: console)
     }
 
     /// Runs one of the shell's own commands (Ctrl-C cancels it); 0 or the reported error's status.
@@ -311,7 +311,7 @@ final class Shell: Sendable {
             try await Interrupts.whileInterruptible { try await body() }
             return 0
         } catch {
-            return MirrorMain.report(ErrorReport(error), json: json ?? base.global.json, console: console)
+            return MirrorMain.report(ErrorReport(error).inShell, json: json ?? base.global.json, console: console)
         }
     }
 
