@@ -21,6 +21,12 @@ public enum Interrupts {
     /// the handler before it wakes the waiter, cleared when an interruptible command starts.
     static let received = Atomic<Int32>(0)
 
+    /// `status`, then forgotten: the shell asks once per line whether a signal ended it.
+    public static func take() -> ExitStatus? {
+        defer { received.store(0, ordering: .sequentiallyConsistent) }
+        return status
+    }
+
     /// How the interrupted command exits: 130 for SIGINT, 143 for SIGTERM; nil when no signal cancelled it.
     public static var status: ExitStatus? {
         switch received.load(ordering: .sequentiallyConsistent) {
@@ -102,3 +108,16 @@ public enum Interrupts {
         } onCancel: { task.cancel() }
     }
 }
+
+/// What SIGINT (Ctrl-C) and SIGTERM do, per command: the one table the man page's SIGNALS section prints and the
+/// README repeats (ReferenceTests keeps the two the same). Every row holds: the link is closed before the exit.
+public let interruptTable: [(commands: String, sigint: String, sigterm: String)] = [
+    ("scan", "once the scan may have started (initDeviceForScan sent), sends cancelScan and waits up to 5 s for its Write Response, reads the final state, prints the result (outcome interrupted, cancelScanSent); exit 130",
+     "the same; exit 143"),
+    ("bench", "prints the figures of the rounds done (\"interrupted by SIGINT after N rounds\", JSON interrupted); exit 130", "the same; exit 143"),
+    ("listen", "stops listening, prints the count (and the drops); exit 0, the normal end of a listen", "the same; exit 143"),
+    ("shell", "at a terminal: cancels the running command and returns to the prompt; reading a script: cancels the running command and ends the script; exit 130",
+     "cancels the running command, closes the connection and ends the shell; exit 143"),
+    ("every other command", "ends at once; exit 130 (a second signal always does)", "ends at once; exit 143"),
+]
+

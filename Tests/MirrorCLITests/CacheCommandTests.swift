@@ -50,12 +50,103 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertTrue(w[0].contains("Exchange MTU Request"), w[0])
         XCTAssertTrue(w[1].contains("Read By Type Request 0x0001-0xFFFF type 2b2a"), w[1])
         XCTAssertGreaterThan(requests(cold).count, 10, "discovery of the whole database")
-        // A read by name: the same two, then its own Read Request.
+        // A read by name: the same two, the cached declaration of cloudToken read back (verify on use), then its
+        // own Read Request of the value; no discovery, and the file is kept.
         let read = try mirror(["read", sim.target, "cloudToken", "--trace"])
         XCTAssertEqual(read.status, 0, read.stderr)
         let r = requests(read)
-        XCTAssertEqual(r.count, 3, r.joined(separator: "\n"))
-        XCTAssertTrue(r[2].contains("Read Request"), r[2])
+        guard r.count == 4 else { return XCTFail("\(r.count) requests, 4 expected: \(r.joined(separator: "\n"))") }
+        let token = try XCTUnwrap(try CachedDatabase(json: parseJSON(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: cacheFile(sim))))))
+            .services.flatMap(\.characteristics).first { $0.uuid == MirrorProfile.bundled.cloudToken })
+        XCTAssertTrue(r[2].hasSuffix("> Read Request handle \(ATTHex.handle(token.declarationHandle))"), r[2])
+        XCTAssertTrue(r[3].hasSuffix("> Read Request handle \(ATTHex.handle(token.valueHandle))"), r[3])
+        XCTAssertFalse(read.stderr.contains("finding"), read.stderr)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: cacheFile(sim)))
+    }
+
+    // MARK: - a cache that a forged Database Hash cannot poison (verify on use, Part G §3.3.1)
+
+    /// GAP, GATT with a Database Hash, and the mirror's service with cloudToken ("token") and scannerAction
+    /// ("action") in that order, or swapped (each at the other's handles). Its hash is `hash`, else its own.
+    func mirrorDatabase(swapped: Bool, hash: [UInt8]? = nil) -> AttributeDatabase {
+        let profile = MirrorProfile.bundled
+        var db = AttributeDatabase { db in
+            db.service(.genericAccess)
+            db.characteristic(.deviceName, [.read], value: Array("mirror".utf8))
+            db.service(.genericAttribute)
+            db.characteristic(.databaseHash, [.read], name: "hash")
+            db.service(profile.service)
+            let pair = [(profile.cloudToken, "token"), (profile.scannerAction, "action")]
+            for (uuid, name) in swapped ? pair.reversed() : pair {
+                db.characteristic(uuid, [.read, .write], value: [0], name: name)
+            }
+        }
+        db.setValue(hash ?? (try! db.databaseHash()), at: db.handle("hash")!)
+        return db
+    }
+
+    /// One TARGET path: a look-alike with cloudToken and scannerAction swapped, cached by a listing; then the real
+    /// database at the same path, serving the same Database Hash (what a forged hash gives: the hash the client
+    /// holds, over a different database). Returns the real peer, the hash and the cache file.
+    func poisonedCache() throws -> (real: GATTPeer, forged: [UInt8], file: String) {
+        let lookAlike = try GATTPeer(database: mirrorDatabase(swapped: true))
+        let forged = try lookAlike.host.database.databaseHash()
+        let cold = try mirror(["gatt", lookAlike.target])
+        XCTAssertTrue(lookAlike.closeAndRelease(), "the look-alike's socket released within 10 s")
+        XCTAssertEqual(cold.status, 0, cold.stderr)
+        let file = cacheDirectory + "/" + DatabaseCache.fileName(target: lookAlike.target, adapter: nil)
+        XCTAssertTrue(FileManager.default.fileExists(atPath: file), "the look-alike's database is cached")
+        let real = try GATTPeer(database: mirrorDatabase(swapped: false, hash: forged), path: lookAlike.path)
+        XCTAssertEqual(real.target, lookAlike.target)
+        return (real, forged, file)
+    }
+
+    func testAScanChecksTheCachedMirrorCharacteristicsBeforeUsingThem() throws {
+        let (real, _, file) = try poisonedCache()
+        defer { real.close() }
+        let uploads = home + "/uploads"
+        try FileManager.default.createDirectory(atPath: uploads, withIntermediateDirectories: true)
+        let scan = try mirror(["scan", real.target, "--upload-dir", uploads, "--upload-port", "0", "--settle", "0.05"])
+        XCTAssertTrue(scan.stderr.contains("mirror: finding: the GATT cache of \(real.target) says the characteristic declared at "), scan.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "the poisoned copy is removed")
+        XCTAssertEqual(real.value("token"), [0], "nothing written to the mirror's characteristics from the poisoned copy")
+        XCTAssertEqual(real.value("action"), [0])
+        // The scan goes on with the database discovered now, which lacks the rest of the mirror's profile.
+        XCTAssertTrue(scan.stderr.contains("has no scanState characteristic"), scan.stderr)
+    }
+
+    func testACachedDatabaseUnderAForgedHashIsCaughtBeforeAWriteByName() throws {
+        let (real, forged, file) = try poisonedCache()
+        defer { real.close() }
+        let write = try mirror(["write", real.target, "cloudToken", "32", "--trace"])
+        XCTAssertEqual(write.status, 0, write.stderr)
+        XCTAssertEqual(real.value("token"), [0x32], "the Write Request landed on cloudToken's value handle: \(write.stderr)")
+        XCTAssertEqual(real.value("action"), [0], "scannerAction untouched")
+        XCTAssertTrue(write.stderr.contains("> Write Request handle \(real.hexHandle("token"))"), write.stderr)
+        XCTAssertTrue(write.stderr.contains("mirror: finding: the GATT cache of \(real.target) says the characteristic declared at "
+                                            + "\(ATTHex.handle(real.handle("action") - 1)) has value handle \(real.hexHandle("action")), "
+                                            + "UUID \(MirrorProfile.bundled.cloudToken)"), write.stderr)
+        XCTAssertTrue(write.stderr.contains("UUID \(MirrorProfile.bundled.scannerAction), properties 0x0a"), write.stderr)
+        XCTAssertTrue(write.stderr.contains("is discarded and the database discovered again"), write.stderr)
+        // The real database does not hash to the forged value: said, and nothing cached under it.
+        XCTAssertTrue(write.stderr.contains("mirror: finding: \(real.target) serves the Database Hash \(ATTHex.string(forged))"), write.stderr)
+        XCTAssertFalse(FileManager.default.fileExists(atPath: file), "the poisoned copy is removed")
+    }
+
+    func testVerificationIsOncePerCharacteristicAndConnectionAndARawHandleIsSentAsGiven() throws {
+        let peer = try GATTPeer(database: mirrorDatabase(swapped: false))
+        defer { peer.close() }
+        XCTAssertEqual(try mirror(["gatt", peer.target]).status, 0)
+        // One connection: two writes by name, one by a raw handle; the declaration is read once, before the first.
+        let run = try ToolProcess.run("mirror", ["shell", peer.target, "--trace"],
+                                      input: "write cloudToken 31\nwrite cloudToken 32\nwrite \(peer.hexHandle("action")) 33\n",
+                                      environment: ["XDG_CACHE_HOME": home], timeout: 60)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let sent = requests(run).map { String($0.split(separator: ">").last ?? "") }
+        XCTAssertEqual(sent.filter { $0.contains("Read Request") }, [" Read Request handle \(ATTHex.handle(peer.handle("token") - 1))"], run.stderr)
+        XCTAssertFalse(sent.contains { $0.contains("type 2803") || $0.contains("type 2800") }, "no discovery: \(sent)")
+        XCTAssertEqual(peer.value("token"), [0x32])
+        XCTAssertEqual(peer.value("action"), [0x33])
     }
 
     func testNoCacheDiscoversAsBeforeAndLeavesTheFileAlone() throws {
@@ -275,10 +366,13 @@ final class CacheCommandTests: XCTestCase {
         let run = try mirror(["read", sim.target, "cloudToken", "--trace"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("0x12 Database Out Of Sync"), run.stderr)
+        // The cached declaration read back (verify on use: it still agrees), the value, and after 0x12 the value
+        // at its new handle (discovered, so not verified again).
         let reads = readRequestHandles(run)
-        XCTAssertEqual(reads.count, 2, run.stderr)
-        XCTAssertEqual(Int(reads[1].dropFirst(2), radix: 16), Int(reads[0].dropFirst(2), radix: 16).map { $0 + 2 }, "resolved again")
-        XCTAssertTrue(run.stdout.hasPrefix(reads[1] + ":"), run.stdout)
+        guard reads.count == 3 else { return XCTFail("\(reads.count) Read Requests, 3 expected: \(run.stderr)") }
+        XCTAssertEqual(Int(reads[0].dropFirst(2), radix: 16).map { $0 + 1 }, Int(reads[1].dropFirst(2), radix: 16), "its declaration first")
+        XCTAssertEqual(Int(reads[2].dropFirst(2), radix: 16), Int(reads[1].dropFirst(2), radix: 16).map { $0 + 2 }, "resolved again")
+        XCTAssertTrue(run.stdout.hasPrefix(reads[2] + ":"), run.stdout)
         // The cache holds the changed database, under its new hash: simAdded is in it.
         let cached = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
         XCTAssertTrue(cached.contains("6d697272-6f72-7369-6d00-0000000000ad"), cached)

@@ -1,6 +1,7 @@
 // The round trips the GATT cache saves, measured: `listen`, `scan` and a `read` by name against `mirror-sim
 // --caching yes`, cold (nothing cached) then warm, at ATT_MTU 23 and 517, each request counted from --trace.
-// Before its own work a warm command sends Exchange MTU and one Read By Type of the Database Hash, no more.
+// Before its own work a warm command sends Exchange MTU and one Read By Type of the Database Hash, no more; its own
+// work starts with one Read Request of the cached declaration of each characteristic it names (verify on use).
 import Foundation
 import TestSupport
 import XCTest
@@ -14,13 +15,14 @@ final class CacheRoundTripTests: XCTestCase {
     struct Count: CustomStringConvertible {
         var total: Int
         var beforeOwnWork: Int
+        var firstOwn: String
         var description: String { "\(total) requests, \(beforeOwnWork) before its own work" }
     }
 
     func count(_ run: ToolRun) -> Count {
         let sent = run.stderr.split(separator: "\n").filter { $0.contains(" > ") && !$0.contains("Handle Value Confirmation") }
         let before = sent.firstIndex { line in !Self.setup.contains { line.contains($0) } } ?? sent.count
-        return Count(total: sent.count, beforeOwnWork: before)
+        return Count(total: sent.count, beforeOwnWork: before, firstOwn: before < sent.count ? String(sent[before]) : "")
     }
 
     func testColdAndWarmRoundTripsOfListenScanAndReadByNameAtMTU23And517() throws {
@@ -56,9 +58,11 @@ final class CacheRoundTripTests: XCTestCase {
                 XCTAssertLessThan(warm.beforeOwnWork, uncached.beforeOwnWork, "\(name) at MTU \(mtu): warm beats no cache")
                 XCTAssertLessThanOrEqual(warm.beforeOwnWork, 2, "\(name) at MTU \(mtu), warm")
                 XCTAssertGreaterThan(cold.beforeOwnWork, warm.beforeOwnWork + 5, "\(name) at MTU \(mtu): the cache saves the discovery")
-                // The same own work (not the scan's: the second finds the mirror COMPLETE and resets it first).
+                // The same own work (not the scan's: the second finds the mirror COMPLETE and resets it first), and
+                // warm one Read Request more: the cached declaration of the characteristic named, read back first.
                 if name != "scan" {
-                    XCTAssertEqual(cold.total - cold.beforeOwnWork, warm.total - warm.beforeOwnWork, "\(name) at MTU \(mtu): the same own work")
+                    XCTAssertEqual(cold.total - cold.beforeOwnWork + 1, warm.total - warm.beforeOwnWork, "\(name) at MTU \(mtu): the same own work")
+                    XCTAssertTrue(warm.firstOwn.contains("> Read Request handle"), "\(name) at MTU \(mtu): \(warm.firstOwn)")
                 }
                 table.append("| \(name) | \(mtu) | \(cold) | \(warm) | \(uncached) |")
             }

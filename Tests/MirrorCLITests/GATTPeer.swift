@@ -84,14 +84,16 @@ final class GATTPeer: Sendable {
         var notificationsSent = 0
     }
 
-    let path = temporarySocketPath("mirror-cli-peer")
+    let path: String
     let listener: ATTBearerListener
     let host: GATTServerHost
     let counterLock: Lock<Counters>
     let handles: [String: UInt16]
 
-    init(database: AttributeDatabase = .standard(), behaviour: Behaviour = Behaviour()) throws {
-        listener = try ATTBearerListener.unix(path: path)
+    /// `path`: where to listen (another peer's, to stand in its place at the same TARGET); else a new one.
+    init(database: AttributeDatabase = .standard(), behaviour: Behaviour = Behaviour(), path: String? = nil) throws {
+        self.path = path ?? temporarySocketPath("mirror-cli-peer")
+        listener = try ATTBearerListener.unix(path: self.path)
         handles = database.handles
         let counters = Lock(Counters())
         counterLock = counters
@@ -115,6 +117,18 @@ final class GATTPeer: Sendable {
     func hexHandle(_ name: String) -> String { String(format: "0x%04X", handle(name)) }
     func value(_ name: String) -> [UInt8] { host.database.attribute(handle(name))!.value }
     func close() { listener.close() }
+
+    /// Closes the listener and waits, at most `limit` seconds, until its accept thread has let the socket go and
+    /// removed its file (the listener does that on release), so that another peer may listen at `path`.
+    func closeAndRelease(limit: TimeInterval = 10) -> Bool {
+        listener.close()
+        let deadline = Date().addingTimeInterval(limit)
+        while FileManager.default.fileExists(atPath: path) {
+            if Date() > deadline { return false }
+            usleep(1000)
+        }
+        return true
+    }
 
     /// The error forms, the counters and the behaviour's faults around the one server.
     static func hooks(_ behaviour: Behaviour, _ counters: Lock<Counters>, _ handles: [String: UInt16]) -> GATTServerHost.Hooks {

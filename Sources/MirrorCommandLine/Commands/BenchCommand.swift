@@ -61,11 +61,11 @@ let benchCommand = Command(CommandSpec(
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012", "both modes, 5000 writes each"),
-        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 3 --json", "3 s per mode, 20-byte values, JSON"),
+        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --size 20 --duration 1 --rounds 1 --json", "one round of 1 s per mode, 20-byte values, JSON"),
         ("mirror bench 00:AA:01:01:00:01 --handle 0x0012 --mode without-response", "Write Commands only"),
         ("mirror bench --loopback --size 20 --rounds 5", "the host stack alone, against a plain in-process peer"),
         ("mirror bench --loopback --bearers 3 --mode with-response", "Write Requests on 3 bearers at once, against one bearer"),
-        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --duration 1 --plot bench.svg", "1 s per mode and round, drawn to bench.svg"),
+        ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --duration 1 --rounds 1 --plot bench.svg", "one round of 1 s per mode, drawn to bench.svg"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, lent round by round"),
     ]
 )) { inv in

@@ -41,7 +41,7 @@ let listenCommand = Command(CommandSpec(
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror listen unix:/tmp/mirror-sim.sock", "everything the simulator notifies, until Ctrl-C"),
-        ("mirror listen unix:/tmp/mirror-sim.sock 0x0016 --count 10", "ten notifications of one value"),
+        ("mirror listen unix:/tmp/mirror-sim.sock 0x000C --count 10", "ten notifications of one value (0x000C: the simulator's scanState)"),
         ("mirror listen unix:/tmp/mirror-sim.sock scanState scanError", "two characteristics by their profile names"),
         ("mirror listen unix:/tmp/mirror-sim.sock scanState --duration 5", "whatever comes within five seconds, then the count"),
         ("mirror listen 00:AA:01:01:00:01 --json", "one JSON object per line"),
@@ -97,12 +97,18 @@ let listenCommand = Command(CommandSpec(
             }
         }
     } catch {
+        // SIGINT or SIGTERM while subscribing ends the listen as one while listening does (below), 0 received.
+        if let interrupted = Interrupts.status {
+            drops.report(received: 0, json: json, console: console)
+            return interrupted == .terminated ? .terminated : .success
+        }
         // Drops, if any, are said before the error (which Runner reports as the last line).
         if drops.total > 0 { drops.report(received: nil, json: json, console: console) }
         throw error
     }
     drops.report(received: received, json: json, console: console)
-    return .success
+    // Ctrl-C is a listen's normal end (0); SIGTERM, a supervisor asking it to stop, is 143 (interruptTable).
+    return Interrupts.status == .terminated ? .terminated : .success
 }
 
 /// How many notifications and indications a listen dropped, counted by its stream (GATTNotificationStream's

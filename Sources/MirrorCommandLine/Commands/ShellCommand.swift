@@ -218,6 +218,9 @@ final class Shell: Sendable {
             case .success(.line(let text)): line = text
             }
             let (status, quit) = await runLine(line)
+            // A signal during the line cancelled its command: SIGTERM ends the shell, SIGINT ends a script (at a
+            // terminal Ctrl-C only returns to the prompt); interruptTable.
+            if let interrupted = Interrupts.take(), interrupted == .terminated || !editor.isTerminal { return interrupted }
             if status != 0, !editor.isTerminal {
                 if firstFailure == nil { firstFailure = status }
                 if !keepGoing { break }

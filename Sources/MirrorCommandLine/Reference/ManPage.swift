@@ -71,6 +71,12 @@ public func manPage(_ commands: [CommandSpec]) -> String {
     r.section("EXIT STATUS")
     for status in ExitStatus.allCases { r.item("\\fB\(status.rawValue)\\fR", status.meaning) }
 
+    r.section("SIGNALS")
+    r.text("What SIGINT (Ctrl-C) and SIGTERM do; the link is closed before the exit.")
+    for row in interruptTable {
+        r.item("\\fB\(roffEscape(row.commands))\\fR", "SIGINT: " + roffEscape(row.sigint) + ". SIGTERM: " + roffEscape(row.sigterm) + ".")
+    }
+
     r.section("EXAMPLES")
     r.examples(commands.compactMap { $0.examples.first })
 

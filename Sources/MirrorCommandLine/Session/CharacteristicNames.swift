@@ -54,6 +54,25 @@ struct DiscoveredNames: Sendable {
     var descriptions: [UInt16: String] = [:]
     /// Value handles whose user description has been looked for (read, or found to have none).
     var described: Set<UInt16> = []
+    /// The peer's Database Hash when `services` came from the cache file (not discovered on this connection).
+    var unverifiedHash: [UInt8]? = nil
+    /// Declaration handles of cached characteristics the peer's declarations confirmed (`verifiedFromCache`).
+    var verified: Set<UInt16> = []
+}
+
+/// A characteristic declaration's value (Core Spec Vol 3 Part G §3.3.1): properties, value handle, UUID.
+struct GATTCharacteristicDeclaration: Equatable {
+    var properties: UInt8
+    var valueHandle: UInt16
+    var uuid: BluetoothUUID
+
+    /// Nil unless 5 or 19 bytes (a 16- or 128-bit UUID, little-endian).
+    init?(_ value: [UInt8]) {
+        guard value.count == 5 || value.count == 19, let uuid = BluetoothUUID(littleEndian: Array(value[3...])) else { return nil }
+        properties = value[0]
+        valueHandle = UInt16(value[1]) | UInt16(value[2]) << 8
+        self.uuid = uuid
+    }
 }
 
 extension Session {
@@ -83,7 +102,13 @@ extension Session {
             catalog = try await self.catalog(describing: Set(found.map(\.valueHandle)))
         }
         let matches = catalog.matching(reference)
-        if matches.count == 1 { return matches[0] }
+        if matches.count == 1 {
+            // A name or UUID resolved in a cached database: the peer's declaration confirms it first (a raw
+            // handle is sent as given). A mismatch rediscovered the database: resolve again there.
+            if case .handle = reference { return matches[0] }
+            guard let entry = try await verifiedFromCache(matches[0]) else { return try await characteristic(reference, command: command) }
+            return entry
+        }
         let token = reference.description
         if matches.count > 1 {
             let what = if case .uuid = reference { "UUID \(token)" } else { "\"\(token)\"" }
@@ -136,7 +161,8 @@ extension Session {
     /// peer's Database Hash matches the cached copy's (`cachedOrDiscovered`, DatabaseCache.swift).
     func discovered() async throws(GATTError) -> DiscoveredNames {
         if let known = discoveredNames.withLock({ $0 }) { return known }
-        let state = DiscoveredNames(services: try await cachedOrDiscovered())
+        let (services, fromFile) = try await cachedOrDiscovered()
+        let state = DiscoveredNames(services: services, unverifiedHash: fromFile)
         discoveredNames.withLock { if $0 == nil { $0 = state } }
         return discoveredNames.withLock { $0 } ?? state
     }

@@ -1,6 +1,7 @@
 // The GATT cache on disk: one readable JSON file per adapter and peer ($XDG_CACHE_HOME/mirror, else ~/.cache/mirror),
 // holding the database discovered there and its Database Hash (Core Spec 5.4 Vol 3 Part G §2.5.2, §7.3). A file
-// is trusted only when it parses whole, has this format version, and its services hash to the hash it stores.
+// is trusted only when it parses whole, has this format version, and its services hash to the hash it stores; and
+// a cached characteristic is used by name or UUID only after the peer's declaration of it is read back and agrees.
 import ATTStack
 import FoundationEssentials
 import GATTClient
@@ -231,12 +232,14 @@ extension Session {
     /// Type of the Database Hash (0x2B2A); a cached copy with that hash is used as it is; otherwise the database
     /// is discovered and stored under the hash. A peer without a hash, or --no-cache: discovered, for this
     /// connection only.
-    func cachedOrDiscovered() async throws(GATTError) -> [GATTService] {
+    /// `fromFile` is the peer's hash when the database is the cache file's, which a hash alone cannot vouch for
+    /// (`verifiedFromCache` checks each characteristic on its first use by name or UUID).
+    func cachedOrDiscovered() async throws(GATTError) -> (services: [GATTService], fromFile: [UInt8]?) {
         if let (stale, range) = serviceChanged.withLock({ c in defer { c = nil }; return c }) {
-            return try await rediscover(range, stale: stale)
+            return (try await rediscover(range, stale: stale), nil)
         }
-        if let services = try await fromCache() { return services }
-        return try await client.discoverDatabase()
+        if let found = try await fromCache() { return found }
+        return (try await client.discoverDatabase(), nil)
     }
 
     /// After Service Changed for `range` (Part G §7.1): the services `stale` has outside it kept, those it covers
@@ -262,22 +265,69 @@ extension Session {
     }
 
     /// The database by the cache's rule when the cache is on and the peer has a Database Hash: the cached copy
-    /// with that hash, else discovered and stored. Nil otherwise (nothing discovered).
-    func fromCache() async throws(GATTError) -> [GATTService]? {
+    /// with that hash (`fromFile`: that hash), else discovered and stored. Nil otherwise (nothing discovered).
+    func fromCache() async throws(GATTError) -> (services: [GATTService], fromFile: [UInt8]?)? {
         guard let cache, let peerHash = try await readDatabaseHash() else { return nil }
         let (cached, problem) = cache.load(target: cacheTarget, adapter: cacheAdapter)
         if let problem { warn(problem) }
-        if let cached, cached.databaseHash == peerHash { return cached.services }
-        return try await discoverAndStore(peerHash: peerHash)
+        if let cached, cached.databaseHash == peerHash { return (cached.services, peerHash) }
+        return (try await discoverAndStore(peerHash: peerHash), nil)
+    }
+
+    /// `entry` when the peer's characteristic declaration at its cached declaration handle says the same value
+    /// handle, UUID and properties (one Read Request, Part G §3.3.1); the Database Hash alone does not vouch for a
+    /// cached handle (AES-CMAC under a zero key: a look-alike can serve any hash). On a mismatch the cache file
+    /// is removed, the finding said with both, the database discovered again, and nil returned (resolve again).
+    func verifiedFromCache(_ entry: CharacteristicCatalog.Entry) async throws(GATTError) -> CharacteristicCatalog.Entry? {
+        guard let known = discoveredNames.withLock({ $0 }), let peerHash = known.unverifiedHash else { return entry }
+        let c = entry.characteristic
+        if known.verified.contains(c.declarationHandle) { return entry }
+        let found: String
+        do {
+            let value = try await client.read(handle: c.declarationHandle)
+            if let d = GATTCharacteristicDeclaration(value),
+               d.valueHandle == c.valueHandle, d.uuid == c.uuid, d.properties == c.properties.rawValue {
+                discoveredNames.withLock { $0?.verified.insert(c.declarationHandle) }
+                return entry
+            }
+            found = GATTCharacteristicDeclaration(value).map {
+                "value handle \(ATTHex.handle($0.valueHandle)), UUID \($0.uuid), properties 0x\(ATTHex.string([$0.properties]))"
+            } ?? "[\(ATTHex.string(value))], not a characteristic declaration"
+        } catch {
+            guard case .attribute(let e) = error else { throw error }
+            found = "ATT error 0x\(ATTHex.string([e.code.rawValue]))"
+        }
+        let removed = (try? cache?.clear(target: cacheTarget, adapter: cacheAdapter)) ?? []
+        warn("finding: the GATT cache of \(cacheTarget) says the characteristic declared at \(ATTHex.handle(c.declarationHandle)) has value handle "
+             + "\(ATTHex.handle(c.valueHandle)), UUID \(c.uuid), properties 0x\(ATTHex.string([c.properties.rawValue])); the peer's declaration there gives "
+             + TerminalText.escaped(found) + " (Core Spec Vol 3 Part G §3.3.1), though it serves the cached Database Hash \(ATTHex.string(peerHash)): "
+             + "the cached copy" + (removed.isEmpty ? "" : " (\(removed.joined(separator: ", ")))") + " is discarded and the database discovered again")
+        let services = try await discoverAndStore(peerHash: peerHash)
+        discoveredNames.withLock { $0 = DiscoveredNames(services: services) }
+        return nil
     }
 
     /// For the mirror's procedures (scan, wifi), which otherwise discover only the mirror service: the database
     /// known on this connection or by `fromCache`, kept for the connection; nil when neither has it.
+    /// The profile's characteristics in it are verified first, as a name is (`verifiedMirrorCharacteristics`).
     func cachedDatabase() async throws(GATTError) -> [GATTService]? {
-        if let known = discoveredNames.withLock({ $0 }) { return known.services }
-        guard let services = try await fromCache() else { return nil }
-        let state = DiscoveredNames(services: services)
+        if let known = discoveredNames.withLock({ $0 }) { return try await verifiedMirrorCharacteristics(known.services) }
+        guard let (services, fromFile) = try await fromCache() else { return nil }
+        let state = DiscoveredNames(services: services, unverifiedHash: fromFile)
         discoveredNames.withLock { if $0 == nil { $0 = state } }
+        return try await verifiedMirrorCharacteristics(discoveredNames.withLock { $0 }?.services ?? services)
+    }
+
+    /// The mirror procedures find the profile's characteristics in `services` by UUID and write to them: each one
+    /// the mirror service has is checked against the peer's declaration (`verifiedFromCache`; nothing is sent for
+    /// a database discovered on this connection). A mismatch rediscovered the database: that one is returned.
+    func verifiedMirrorCharacteristics(_ services: [GATTService]) async throws(GATTError) -> [GATTService] {
+        let named = services.filter { $0.isPrimary && $0.uuid == profile.service }.flatMap(\.characteristics)
+            .filter { profile.characteristicName($0.uuid) != nil }
+        for c in named {
+            let entry = CharacteristicCatalog.Entry(characteristic: c, profileName: profile.characteristicName(c.uuid))
+            if try await verifiedFromCache(entry) == nil { return discoveredNames.withLock { $0 }?.services ?? [] }
+        }
         return services
     }
 

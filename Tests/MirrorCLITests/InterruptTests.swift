@@ -1,0 +1,59 @@
+// What SIGINT and SIGTERM do to `listen` and `mirror shell` (interruptTable): the signals sent to real processes
+// once they wait on the simulator (which notifies only on a change).
+import Foundation
+import TestSupport
+import XCTest
+
+final class InterruptTests: XCTestCase {
+    /// Starts `mirror ARGS` with `input` on a pipe kept open, reads stderr until `ready` appears, sends `signal`,
+    /// and returns the exit status with what it printed.
+    private func signalled(_ arguments: [String], input: String? = nil, readyWhen ready: String, signal: Int32)
+        throws -> (status: Int32, stdout: String, stderr: String) {
+        let process = Process()
+        process.executableURL = MirrorProcess.executable
+        process.arguments = arguments
+        let out = Pipe(), err = Pipe(), inPipe = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = inPipe
+        try process.run()
+        if let input { try inPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8)) }
+        var seen = Data()
+        let handle = err.fileHandleForReading
+        while !String(decoding: seen, as: UTF8.self).contains(ready) {
+            let chunk = handle.availableData
+            if chunk.isEmpty { break }
+            seen.append(chunk)
+        }
+        XCTAssertTrue(process.isRunning, "ended before \(ready): \(String(decoding: seen, as: UTF8.self))")
+        kill(process.processIdentifier, signal)
+        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        seen.append(handle.readDataToEndOfFile())
+        process.waitUntilExit()
+        try? inPipe.fileHandleForWriting.close()
+        return (process.terminationStatus, stdout, String(decoding: seen, as: UTF8.self))
+    }
+
+    func testListenEndsZeroOnCtrlCAnd143OnSIGTERM() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        for (signal, status) in [(SIGINT, Int32(0)), (SIGTERM, Int32(143))] {
+            let r = try signalled(["listen", sim.target, "scanState"], readyWhen: "subscribed to 0x000C", signal: signal)
+            XCTAssertEqual(r.status, status, "signal \(signal): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("received 0 notifications and indications"), r.stderr)
+        }
+    }
+
+    /// A script's listen cancelled by SIGTERM ends the shell (143) and the script's next line never runs; by SIGINT
+    /// it ends the script (130). Both used to cancel the listen and go on with the script.
+    func testASignalEndsTheShellsScript() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        for (signal, status) in [(SIGTERM, Int32(143)), (SIGINT, Int32(130))] {
+            let r = try signalled(["shell", sim.target], input: "listen scanState\nread 0x0003\n", readyWhen: "subscribed to 0x000C", signal: signal)
+            XCTAssertEqual(r.status, status, "signal \(signal): \(r.stdout) \(r.stderr)")
+            XCTAssertTrue(r.stdout.contains("> listen scanState"), r.stdout)
+            XCTAssertFalse(r.stdout.contains("> read 0x0003"), "the line after the signal ran: \(r.stdout)")
+        }
+    }
+}
