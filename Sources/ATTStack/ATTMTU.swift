@@ -33,6 +33,18 @@ public enum ATTMTU {
         effective(mtu) - 1
     }
 
+    /// The most value bytes one Prepare Write part carries: ATT_MTU - 5, and never more than an attribute holds
+    /// (§3.2.9: 512).
+    @inlinable public static func prepareWritePartLimit<T: BinaryInteger>(_ mtu: T) -> Int {
+        min(prepareWritePartBudget(mtu), maximumAttributeValue)
+    }
+
+    /// The most value bytes one Read Response or Read Blob Response carries: ATT_MTU - 1, and never more than an
+    /// attribute holds (§3.2.9: 512), so at an ATT_MTU of 517 it is 512, not 516.
+    @inlinable public static func readPartLimit<T: BinaryInteger>(_ mtu: T) -> Int {
+        min(readBlobPartBudget(mtu), maximumAttributeValue)
+    }
+
     /// Value bytes of one handle-value pair in a Read By Type Response: ATT_MTU - 4 (opcode, length, handle),
     /// and at most 253 because the pair's length is one octet (§3.4.4.2).
     @inlinable public static func readByTypeValueBudget<T: BinaryInteger>(_ mtu: T) -> Int {

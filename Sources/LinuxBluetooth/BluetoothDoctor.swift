@@ -80,7 +80,7 @@ public enum BluetoothDoctor {
             let adapters: Result<[HCIAdapter], TransportError> = Result { () throws(TransportError) in try HCIAdapter.list() }
             findings += adapterFindings(adapters)
         }
-        findings.append(capabilityFinding(Capabilities.checkRawHCI()))
+        findings.append(capabilityFinding(Capabilities.checkRawHCI(), kernelHasBluetooth: probeErrno != EAFNOSUPPORT))
         findings.append(daemonFinding(pid: BluetoothDaemon.runningPID()))
         return DoctorReport(findings: findings)
     }
@@ -161,19 +161,26 @@ public enum BluetoothDoctor {
         }
     }
 
-    /// Capabilities: none are needed for ATT; raw HCI work needs CAP_NET_RAW and CAP_NET_ADMIN.
-    public static func capabilityFinding(_ check: CapabilityCheck) -> DoctorFinding {
+    /// Capabilities: none are needed for ATT; raw HCI work needs CAP_NET_RAW and CAP_NET_ADMIN. On a kernel without
+    /// Bluetooth (`kernelHasBluetooth` false) nothing Bluetooth works whatever the capabilities, and it says so.
+    public static func capabilityFinding(_ check: CapabilityCheck, kernelHasBluetooth: Bool = true) -> DoctorFinding {
         let file = check.fileCapabilities.map { "the binary carries \($0.description)" } ?? "the binary carries no file capabilities"
+        let allowed = kernelHasBluetooth
+            ? "scan, advertise and adapter up work; an ATT connection needs none"
+            : "they would allow scan, advertise and adapter up, but this kernel has no Bluetooth (see kernel), so none of them (nor an LE connection) works here"
         if let why = check.droppedBecause, let started = check.startedWith, started.contains(check.required) {
             return DoctorFinding(check: "capabilities", status: .ok,
-                                 detail: "this process started with \(started.intersection(check.required).description) (\(file)) and dropped every capability \(why), as every command does once its privileged sockets are open: scan, advertise and adapter up work; an ATT connection needs none")
+                                 detail: "this process started with \(started.intersection(check.required).description) (\(file)) and dropped every capability \(why), as every command does once its privileged sockets are open: \(allowed)")
         }
         if check.isSatisfied {
             return DoctorFinding(check: "capabilities", status: .ok,
-                                 detail: "this process has \(check.required.description) (\(file)): scan, advertise and adapter up work; an ATT connection needs none")
+                                 detail: "this process has \(check.required.description) (\(file)): \(allowed)")
         }
+        let lacking = kernelHasBluetooth
+            ? "ATT connections work without them; scan, advertise and adapter up need them"
+            : "scan, advertise and adapter up need them, and a kernel with Bluetooth (see kernel); only unix: targets work here"
         return DoctorFinding(check: "capabilities", status: .info,
-                             detail: "this process lacks \(check.missing.description) (\(file)): ATT connections work without them; scan, advertise and adapter up need them",
+                             detail: "this process lacks \(check.missing.description) (\(file)): \(lacking)",
                              action: "`\(check.setcapCommand)`, or run as root")
     }
 

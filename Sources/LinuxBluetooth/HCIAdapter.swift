@@ -170,6 +170,11 @@ public struct AdaptersReport: Sendable, Equatable {
     /// Why listing failed (no Bluetooth in the kernel, ...), nil when it worked.
     public var error: String?
 
+    public init(adapters: [HCIAdapter], error: String? = nil) {
+        self.adapters = adapters
+        self.error = error
+    }
+
     /// Lists the adapters now.
     public static func collect() -> AdaptersReport {
         do { return AdaptersReport(adapters: try HCIAdapter.list(), error: nil) } catch {

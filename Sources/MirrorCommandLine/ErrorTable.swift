@@ -214,6 +214,18 @@ public struct ErrorReport: Sendable {
         self.fields = fields
     }
 
+    /// The report as `mirror shell` says it: a usage hint for one of the shell's own commands, or for the tool,
+    /// names the shell's help ("see: help sleep", "see: help"), since `mirror sleep --help` does not exist; a one-shot
+    /// command's hint stays its own (`mirror read --help` exists, and a line's errors are the one-shot's word for word).
+    var inShell: ErrorReport {
+        guard let hint, hint.hasPrefix("see: mirror "), hint.hasSuffix(" --help") else { return self }
+        let command = String(hint.dropFirst("see: mirror ".count).dropLast(" --help".count))
+        guard command.isEmpty || !commandTable.contains(where: { $0.spec.name == command }) else { return self }
+        var copy = self
+        copy.hint = command.isEmpty ? "see: help" : "see: help \(command)"
+        return copy
+    }
+
     /// `{"error": {"kind": ..., "message": ..., <fields>..., "exitStatus": N}}`
     public var json: JSONValue {
         var object: [(String, JSONValue)] = [("kind", .string(status.kind)), ("message", .string(message))]

@@ -102,7 +102,10 @@ public enum Interrupts {
         }) {
             task.cancel()
         }
-        return try await task.value
+        // The caller's cancellation (a shell line's --timeout) reaches the task as a signal would.
+        return try await withTaskCancellationHandler {
+            return try await task.value
+        } onCancel: { task.cancel() }
     }
 }
 

@@ -217,20 +217,63 @@ public enum MirrorMain {
     }
 
     /// Runs one parsed command (a one-shot command, or a line of `mirror shell`); an error is reported.
-    static func execute(_ command: Command, _ invocation: Invocation) async -> Int32 {
+    static func execute(_ command: Command, _ invocation: Invocation, within limit: Double? = nil) async -> Int32 {
+        if let limit { return await execute(command, invocation, bounded: limit) }
         do {
             let status = try await command.run(invocation)
             // A --btsnoop capture cut short by a failed write (full disk, file size limit) is not a success.
             if status == .success, invocation.notes.captureFailure.current != nil { return ExitStatus.failure.rawValue }
             return status.rawValue
         } catch {
-            var r = ErrorReport(error)
-            // A lost LE link: the controller's Disconnection Complete says who ended it and why.
-            if r.status == .connection, let drop = invocation.notes.linkDrop() {
-                r.message += " (\(drop.text))"
-                r.fields.append(("hciReason", .string(HCIStatus.describe(drop.reason))))
+            return report(failure(error, invocation), json: invocation.global.json, console: invocation.console)
+        }
+    }
+
+    /// The report of a command's error.
+    private static func failure(_ error: any Error, _ invocation: Invocation) -> ErrorReport {
+        var r = ErrorReport(error)
+        // A lost LE link: the controller's Disconnection Complete says who ended it and why.
+        if r.status == .connection, let drop = invocation.notes.linkDrop() {
+            r.message += " (\(drop.text))"
+            r.fields.append(("hciReason", .string(HCIStatus.describe(drop.reason))))
+        }
+        return r
+    }
+
+    /// What a command run under a time limit came to: its own end, or the limit first.
+    private enum BoundedOutcome: Sendable {
+        case ended(Result<ExitStatus, any Error>)
+        case expired
+    }
+
+    /// Runs `command` for at most `limit` seconds (a shell line's --timeout): when the limit comes first the command
+    /// is cancelled, and whatever its cancellation ends in, the line fails as a timeout (exit status 5) naming it.
+    private static func execute(_ command: Command, _ invocation: Invocation, bounded limit: Double) async -> Int32 {
+        let first: BoundedOutcome = await withTaskGroup(of: BoundedOutcome?.self) { group in
+            group.addTask {
+                do { return .ended(.success(try await command.run(invocation))) } catch { return .ended(.failure(error)) }
             }
-            return report(r, json: invocation.global.json, console: invocation.console)
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int64((limit * 1000).rounded())))
+                return Task.isCancelled ? nil : .expired
+            }
+            var first: BoundedOutcome?
+            while let next = await group.next() {
+                guard let next else { continue }
+                if first == nil { first = next }
+                // The first to end stops the other: the limit cancels the command, the command's end the timer.
+                group.cancelAll()
+            }
+            return first ?? .expired
+        }
+        switch first {
+        case .expired:
+            return report(ErrorReport(CLIError.timeout(what: "\(command.spec.name) to finish (the line's --timeout)", seconds: limit)),
+                          json: invocation.global.json, console: invocation.console)
+        case .ended(.success(let status)):
+            return status.rawValue
+        case .ended(.failure(let error)):
+            return report(failure(error, invocation), json: invocation.global.json, console: invocation.console)
         }
     }
 

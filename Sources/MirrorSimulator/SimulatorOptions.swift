@@ -170,6 +170,14 @@ public struct SimOptions: Sendable, Equatable {
         }
     }
 
+    /// The long flag names (without "--") `set` takes, each with a value: `mirror-sim` refuses any other flag
+    /// as unknown before it looks for a value.
+    public static let keys: Set<String> = [
+        "profile", "name", "scale", "wifi", "network", "networks", "ssid", "token-limit", "cancel-resets", "scan-state",
+        "scan-error", "latched-error", "mtu", "pace", "step-ms", "fault", "faults", "verbose", "caching", "client-features",
+        "eatt", "eatt-refuse", "change-database-after",
+    ]
+
     /// Sets one option by its long flag name (without "--").
     public mutating func set(_ key: String, _ value: String) throws(SimOptionsError) {
         func bool() throws(SimOptionsError) -> Bool {

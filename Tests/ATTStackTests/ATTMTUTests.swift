@@ -22,6 +22,11 @@ final class ATTMTUTests: XCTestCase {
         XCTAssertEqual(ATTMTU.writeValueLimit(517), 512)
         XCTAssertEqual(ATTMTU.prepareWritePartBudget(517), 512)
         XCTAssertEqual(ATTMTU.readBlobPartBudget(UInt16(185)), 184)
+        // Each part is also at most an attribute's 512 bytes (§3.2.9): what `mirror mtu` prints.
+        XCTAssertEqual(ATTMTU.readPartLimit(517), 512)
+        XCTAssertEqual(ATTMTU.readPartLimit(185), 184)
+        XCTAssertEqual(ATTMTU.prepareWritePartLimit(517), 512)
+        XCTAssertEqual(ATTMTU.prepareWritePartLimit(64), 59)
         // Below the LE minimum counts as 23.
         XCTAssertEqual(ATTMTU.writeValueBudget(0), 20)
         XCTAssertEqual(ATTMTU.writeValueBudget(UInt16(10)), 20)

@@ -164,6 +164,13 @@ final class DoctorTests: XCTestCase {
         let half = CapabilityCheck(required: .rawHCI, effective: .netRaw, fileCapabilities: .netRaw, executable: "/x")
         XCTAssertEqual(half.missing, .netAdmin)
         XCTAssertTrue(BluetoothDoctor.capabilityFinding(half).detail.contains("lacks cap_net_admin (the binary carries cap_net_raw)"))
+        // Without Bluetooth in the kernel, held capabilities make nothing work: the finding must not say they do.
+        let held = CapabilityCheck(required: .rawHCI, effective: .rawHCI, fileCapabilities: .rawHCI, executable: "/x")
+        XCTAssertTrue(BluetoothDoctor.capabilityFinding(held).detail.contains("scan, advertise and adapter up work"))
+        let noKernel = BluetoothDoctor.capabilityFinding(held, kernelHasBluetooth: false).detail
+        XCTAssertFalse(noKernel.contains("adapter up work"), noKernel)
+        XCTAssertTrue(noKernel.contains("this kernel has no Bluetooth"), noKernel)
+        XCTAssertFalse(BluetoothDoctor.capabilityFinding(lacking, kernelHasBluetooth: false).detail.contains("ATT connections work"))
 
         XCTAssertEqual(BluetoothDoctor.rfkillFindings([.init(name: "hci0", soft: true, hard: false)]).first?.action, "`sudo rfkill unblock bluetooth`")
         XCTAssertEqual(BluetoothDoctor.rfkillFindings([.init(name: "hci0", soft: false, hard: true)]).first?.status, .problem)

@@ -399,7 +399,7 @@ final class CacheCommandTests: XCTestCase {
         defer { sim.stop() }
         let listen = try mirror(["listen", sim.target, "2a05", "--count", "1", "--json"])
         XCTAssertEqual(listen.status, 0, listen.stderr)
-        let event = try XCTUnwrap(try listen.jsonLines().first)
+        let event = try XCTUnwrap(try listen.jsonLines().first { $0["event"]?.string == nil })
         XCTAssertEqual(event["kind"], "indication")
         XCTAssertEqual(event["value"], "0e00ffff", "Service Changed for the mirror service to the end")
         XCTAssertTrue(listen.stderr.contains("mirror: Service Changed 0x000E-0xFFFF from \(sim.target): the database known here and its cached copy are forgotten"), listen.stderr)

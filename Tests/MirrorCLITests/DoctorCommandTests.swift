@@ -24,6 +24,12 @@ final class DoctorCommandTests: XCTestCase {
             XCTAssertTrue((kernel["detail"]?.string ?? "").contains("EAFNOSUPPORT"), kernel.compact)
             XCTAssertNotNil(kernel["action"]?.string, "a problem says what to do")
             XCTAssertFalse(healthy)
+            // Whatever this process holds, nothing Bluetooth works on this kernel: the capabilities line says so.
+            let capabilities = try XCTUnwrap(findings.first { $0["check"]?.string == "capabilities" })
+            let detail = capabilities["detail"]?.string ?? ""
+            XCTAssertFalse(detail.contains("adapter up work"), detail)
+            XCTAssertFalse(detail.contains("ATT connections work"), detail)
+            XCTAssertTrue(detail.contains("this kernel has no Bluetooth"), detail)
         }
         let text = try MirrorProcess.run(["doctor"])
         XCTAssertEqual(text.status, run.status)
@@ -33,13 +39,21 @@ final class DoctorCommandTests: XCTestCase {
     func testAdaptersListsOrSaysWhyNot() throws {
         let run = try MirrorProcess.run(["adapters", "--json"])
         let json = try run.json()
-        XCTAssertNotNil(json["adapters"]?.items)
         if kernelHasBluetooth {
             XCTAssertEqual(run.status, 0, run.stdout)
+            XCTAssertNotNil(json["adapters"]?.items)
         } else {
+            // The error in the shape every command's error has: {"error": {"kind", "message", ..., "exitStatus"}}.
             XCTAssertEqual(run.status, 7)
-            XCTAssertTrue((json["error"]?.string ?? "").contains("EAFNOSUPPORT"), run.stdout)
-            XCTAssertTrue((json["error"]?.string ?? "").contains("no Bluetooth support"), run.stdout)
+            let error = try XCTUnwrap(json["error"]?.fields.map { JSONValue.object($0) }, run.stdout)
+            XCTAssertEqual(error["kind"], "unsupported", run.stdout)
+            XCTAssertEqual(error["exitStatus"], 7, run.stdout)
+            XCTAssertEqual(error["errnoName"], "EAFNOSUPPORT", run.stdout)
+            XCTAssertTrue((error["message"]?.string ?? "").contains("no Bluetooth support"), run.stdout)
+            XCTAssertEqual(json.fields?.map(\.0), ["error"], "nothing beside the error: \(run.stdout)")
+            let text = try MirrorProcess.run(["adapters"])
+            XCTAssertEqual(text.status, 7)
+            XCTAssertTrue(text.stderr.hasPrefix("mirror: listing Bluetooth adapters: "), text.stderr)
         }
     }
 

@@ -193,7 +193,8 @@ final class NameResolutionTests: XCTestCase {
         // By handle the line is named too (its User Description), and JSON carries "name".
         run = try MirrorProcess.run(["listen", peer.target, counter, "--count", "3", "--json"])
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertEqual(try run.jsonLines().dropLast().map { $0["name"] }, ["counter", "counter", "counter"])
+        XCTAssertEqual(try run.jsonLines().dropFirst().dropLast().map { $0["name"] }, ["counter", "counter", "counter"],
+                       "between the subscribed event and the last line")
     }
 
     func testBenchByName() throws {

@@ -33,7 +33,7 @@ extension ShellTests {
         XCTAssertTrue(run.stdout.contains("> connect --mtu 100\nconnected to \(peer.target): MTU 100\n"), run.stdout)
         let oneShot = try MirrorProcess.run(["read", peer.target, "3", "--mtu", "5"])
         XCTAssertEqual(oneShot.status, 2)
-        XCTAssertTrue(run.stderr.contains(oneShot.stderr.replacingOccurrences(of: "mirror read --help", with: "mirror connect --help")),
+        XCTAssertTrue(run.stderr.contains(oneShot.stderr.replacingOccurrences(of: "see: mirror read --help", with: "see: help connect")),
                       "the one parser's error: \(oneShot.stderr) in \(run.stderr)")
         let json = try parseJSON(String(run.stdout.split(separator: "\n").last ?? ""))
         XCTAssertEqual(json["connected"], .string(peer.target))

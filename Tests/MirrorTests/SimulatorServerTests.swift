@@ -22,6 +22,20 @@ final class SimulatorServerTests: XCTestCase {
 
     let serviceLE: [UInt8] = [0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x6d, 0x69, 0x73, 0x72, 0x6f, 0x72, 0x72, 0x69, 0x6d]
 
+    /// mirror-sim refuses a flag outside SimOptions.keys as unknown before it looks for a value: every key listed
+    /// there is one `set` takes (a bad value is refused for its value, never as an unknown option), and others are not.
+    func testEveryListedOptionKeyIsOneSetTakes() {
+        for key in SimOptions.keys {
+            var options = SimOptions()
+            do { try options.set(key, "\u{1}not-a-value") } catch {
+                XCTAssertFalse(error.problem.hasPrefix("unknown option"), "--\(key): \(error.problem)")
+            }
+        }
+        var options = SimOptions()
+        XCTAssertThrowsError(try options.set("bogus", "1")) { XCTAssertEqual(($0 as? SimOptionsError)?.problem, "unknown option --bogus") }
+        XCTAssertFalse(SimOptions.keys.contains("bogus"))
+    }
+
     func testExchangeMTUAndPrimaryServiceDiscoveryAreByteExact() {
         let (sim, t) = makeSim()
         defer { withExtendedLifetime(sim) {} }

@@ -94,6 +94,8 @@ func parseArguments(_ raw: [String]) -> Arguments {
                 r.unixPaths.append(String(a.dropFirst(5)))
             } else if a.hasPrefix("--") {
                 let key = String(a.dropFirst(2))
+                // An unknown flag is named as such, before a value is looked for (exit status 2).
+                guard SimOptions.keys.contains(key) else { fail("unknown option \(a) (mirror-sim --help lists the options)") }
                 do { try r.options.set(key, value(a)) } catch { fail("\(error.problem)\n\(usage)") }
             } else {
                 fail("unexpected argument \(a)\n\(usage)")

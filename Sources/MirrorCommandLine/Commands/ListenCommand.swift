@@ -10,18 +10,24 @@ let listenCommand = Command(CommandSpec(
     discussion: """
         Subscribes to each HANDLE|UUID|NAME (a characteristic's value handle, its UUID, or its name: the \
         profile's, as cloudToken, or its User Description; its CCCD is found by discovery) or, with none given, to every characteristic that can notify or indicate, then prints each notification and \
-        indication (confirmed) with a UTC timestamp, until interrupted (Ctrl-C) or --count arrived. \
+        indication (confirmed) with a UTC timestamp, until interrupted (Ctrl-C), --count arrived or --duration \
+        passed (exit status 0 in each case, with how many were received). \
         A characteristic that both notifies and indicates is subscribed for notifications unless --indicate.
 
         Each line names the characteristic after its handle when it has a name (the profile's, its User \
         Description, or the UUID's well-known name). A UUID or NAME that names no characteristic, or several, \
         is bad usage (exit status 2): the error lists the names known, or the candidates with their value handles.
 
-        --json prints one JSON object per line: {"time", "handle", "kind", "value", "text", "name"} ("name" is \
-        null when the characteristic has none), then a last line {"received", "dropped": {"total", \
-        "outputFellBehind", "beforeSubscribed"}}: the values dropped because the stream (1024 values) was full, \
-        after the subscriptions completed (the output fell behind) or before. In text the count is said on \
-        stderr at the end when any were dropped.
+        Once every CCCD write is answered, a line "subscribed: N characteristics armed, listening" (stderr, \
+        after the "subscribed to" line of each) says the peer may be triggered: nothing sent to it from then on \
+        is missed. --duration counts from that moment.
+
+        --json prints one JSON object per line: first {"event": "subscribed", "time", "subscriptions": [{"handle", \
+        "name", "mode", "value"}]} once every CCCD write is answered, then one {"time", "handle", "kind", "value", \
+        "text", "name"} per notification or indication ("name" is null when the characteristic has none), then a \
+        last line {"received", "dropped": {"total", "outputFellBehind", "beforeSubscribed"}}: the values dropped \
+        because the stream (1024 values) was full, after the subscriptions completed (the output fell behind) or \
+        before. In text the count is said on stderr at the end when any were dropped.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
@@ -29,6 +35,7 @@ let listenCommand = Command(CommandSpec(
     ],
     options: [
         .value("--count", "N", help: "stop after N notifications and indications"),
+        .value("--duration", "S", help: "stop S seconds after the subscriptions are armed (exit status 0)"),
         .flag("--indicate", help: "prefer indications where a characteristic offers both"),
     ],
     globals: GlobalOptionName.connection,
@@ -36,6 +43,7 @@ let listenCommand = Command(CommandSpec(
         ("mirror listen unix:/tmp/mirror-sim.sock", "everything the simulator notifies, until Ctrl-C"),
         ("mirror listen unix:/tmp/mirror-sim.sock 0x000C --count 10", "ten notifications of one value (0x000C: the simulator's scanState)"),
         ("mirror listen unix:/tmp/mirror-sim.sock scanState scanError", "two characteristics by their profile names"),
+        ("mirror listen unix:/tmp/mirror-sim.sock scanState --duration 5", "whatever comes within five seconds, then the count"),
         ("mirror listen 00:AA:01:01:00:01 --json", "one JSON object per line"),
     ]
 )) { inv in
@@ -46,6 +54,7 @@ let listenCommand = Command(CommandSpec(
     }
     let references = parsed
     let count = try inv.option("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") }
+    let duration = try inv.option("--duration") { (s: String) throws(UsageError) in try parseSeconds(s) }
     let session = try await Session.open(target, inv)
     defer { session.close() }
     let json = inv.global.json
@@ -54,13 +63,29 @@ let listenCommand = Command(CommandSpec(
     let received: Int
     do {
         received = try await Interrupts.whileInterruptible {
-            try await session.listen(
+            // Each subscription as it is armed (a Database Out Of Sync retry arms them again: the last one counts).
+            var subscriptions: [(handle: UInt16, fields: [(String, JSONValue)])] = []
+            return try await session.listen(
                 references, command: "listen", preferIndications: inv.arguments.has("--indicate"), count: count, drops: drops,
+                duration: duration.map { .milliseconds(Int64(($0 * 1000).rounded())) },
                 subscribed: { c, label, mode, value in
+                    let modeName = mode == .indicate ? "indications" : "notifications"
+                    subscriptions.removeAll { $0.handle == c.valueHandle }
+                    subscriptions.append((c.valueHandle, [("handle", .int(Int(c.valueHandle))), ("name", label.map { .string($0) } ?? .null),
+                                                          ("mode", .string(modeName)), ("value", value.map { .string(ATTHex.string($0)) } ?? .null)]))
                     guard !json else { return }
-                    var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(mode == .indicate ? "indications" : "notifications"))"
+                    var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(modeName))"
                     if let value { line += ", current value: " + valueText(value) }
                     console.err(line)
+                },
+                armed: {
+                    // The `subscribed` event: every CCCD write answered, so the peer may be triggered now.
+                    if json {
+                        console.out(JSONValue.object([("event", .string("subscribed")), ("time", .double(unixNow())),
+                                                      ("subscriptions", .array(subscriptions.map { .object($0.fields) }))]).compact)
+                    } else {
+                        console.err("subscribed: \(subscriptions.count) characteristic\(subscriptions.count == 1 ? "" : "s") armed, listening")
+                    }
                 }
             ) { event in
                 if json {

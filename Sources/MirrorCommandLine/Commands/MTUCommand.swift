@@ -9,7 +9,8 @@ let mtuCommand = Command(CommandSpec(
         Sends Exchange MTU Request with the client Rx MTU (--mtu, default 517) and prints the server's Rx MTU \
         and the result, min(both), never below 23; a peer that answers Request Not Supported stays at 23. \
         Also prints the value budgets that follow: MTU-3 for writes and notifications, MTU-5 for Prepare \
-        Write parts, MTU-1 for Read Blob parts. With --bearers N (2-5) it lists the bearers opened: CID 4 \
+        Write parts, MTU-1 for Read Blob parts, each at most 512 (the longest attribute value, Core Spec \
+        Vol 3 Part F §3.2.9: at MTU 517 a write carries 512 bytes, not 514). With --bearers N (2-5) it lists the bearers opened: CID 4 \
         and each Enhanced ATT bearer with its channel IDs, its MTU (the ECRED channel's, no Exchange MTU on \
         it) and its credits where the kernel reports them, and why a bearer was not opened.
         """,
@@ -26,8 +27,8 @@ let mtuCommand = Command(CommandSpec(
     defer { session.close() }
     let exchange = session.mtuExchange
     let mtu = session.mtu
-    // The budgets as ATTMTU computes them (MTU-3, MTU-5, MTU-1; Core Spec Vol 3 Part F §3.4).
-    let write = ATTMTU.writeValueBudget(mtu), prepare = ATTMTU.prepareWritePartBudget(mtu), blob = ATTMTU.readBlobPartBudget(mtu)
+    // The budgets as ATTMTU computes them (MTU-3, MTU-5, MTU-1, Core Spec Vol 3 Part F §3.4; at most 512, §3.2.9).
+    let write = ATTMTU.writeValueLimit(mtu), prepare = ATTMTU.prepareWritePartLimit(mtu), blob = ATTMTU.readPartLimit(mtu)
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("clientRxMTU", .int(exchange.clientRxMTU)),

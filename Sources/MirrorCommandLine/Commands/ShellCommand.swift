@@ -62,6 +62,25 @@ let shellOwnCommands: [CommandSpec] = [
         examples: [("connect", "the same target again, with the same options"), ("connect unix:/tmp/other.sock", "another one"),
                    ("connect --bearers 3", "the same target with CID 4 and two Enhanced ATT bearers"),
                    ("connect 00:AA:01:01:00:01 --type random --mtu 100 --interval 15", "a random address, MTU 100, a 15 ms interval")]),
+    CommandSpec(
+        name: "sleep", summary: "wait S seconds (the background subscriptions print meanwhile)",
+        discussion: "Pauses a script for S seconds (5, 0.5, 250ms); Ctrl-C ends it early. To wait for a value, use wait.",
+        positionals: [PositionalSpec("S", help: "seconds, as in 5, 0.5 or 250ms")], globals: [.json],
+        examples: [("sleep 0.5", "half a second")]),
+    CommandSpec(
+        name: "wait", summary: "wait for the background subscriptions' next values, for at most --timeout seconds",
+        discussion: """
+            Waits until the background subscriptions (subscribe) have printed N values (--count, default 1) that \
+            no wait before it counted: a value printed after the previous wait (or the first subscribe) counts, \
+            even one that came before this line, so write-then-wait never misses the answer to the write. It \
+            waits at most --timeout seconds (default: the connection's, 30) and then fails with exit status 5 \
+            (timeout), saying how many came; values it did not use are left for the next wait. With no \
+            subscription and nothing left to count it fails at once.
+            """,
+        options: [.value("--count", "N", help: "how many values to wait for (default 1)")],
+        globals: [.json, .timeout],
+        examples: [("wait", "the next value of any background subscription"),
+                   ("wait --count 3 --timeout 5", "three values within five seconds, else exit status 5")]),
     CommandSpec(name: "quit", summary: "close the connection and leave (Ctrl-D does the same)", globals: [], examples: [("quit", "")]),
 ]
 
@@ -78,8 +97,14 @@ let shellCommand = Command(CommandSpec(
         timestamp and its name; trace on|off (the ATT PDUs, and the link's HCI records where a link monitor \
         watches them: an LE link on an adapter, none over unix:); btsnoop FILE|off (a capture of the \
         connection from then on); disconnect; connect [TARGET] [connection options] (laid over the shell's for \
-        that connection); help [COMMAND]; quit (or Ctrl-D). Words split as a shell splits them: '...' and \
-        "..." quote, # begins a comment.
+        that connection); sleep S; wait [--count N] [--timeout S] (for the background subscriptions' next \
+        values, bounded); help [COMMAND] (the command's usage as a line takes it); quit (or Ctrl-D). Words \
+        split as a shell splits them: '...' and "..." quote, # begins a comment.
+
+        The connection's options are given to mirror shell or connect, not to one line, except --json (that \
+        line's result as JSON) and --timeout S, which bounds that one line: a command still running after S \
+        seconds is cancelled and fails with exit status 5 (listen --count 1 --timeout 10 cannot hang a \
+        script); the connection's ATT timeout stays its own.
 
         At a terminal the line is edited with libedit, the history kept under $XDG_STATE_HOME/mirror/history, \
         Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
@@ -128,8 +153,16 @@ final class Shell: Sendable {
         var captureFailed = false
     }
 
+    /// The values the background subscriptions printed, those a `wait` counted, and the wait that waits for more.
+    struct Deliveries: Sendable {
+        var printed = 0
+        var counted = 0
+        var waiter: (count: Int, continuation: CheckedContinuation<Void, Never>)?
+    }
+
     let base: Invocation
     let console: Console
+    let deliveries = Lock(Deliveries())
     let keepGoing: Bool
     let editor: LineEditor
     /// Guards the connection, its subscriptions, the target and the trace switch.
@@ -212,7 +245,7 @@ final class Shell: Sendable {
         do {
             words = try splitShellWords(line)
         } catch {
-            return (MirrorMain.report(ErrorReport(error), json: base.global.json, console: console), false)
+            return (MirrorMain.report(ErrorReport(error).inShell, json: base.global.json, console: console), false)
         }
         guard let name = words.first else { return (0, false) }
         if !editor.isTerminal {
@@ -239,15 +272,18 @@ final class Shell: Sendable {
             console.out(MirrorMain.version)
             return (0, false)
         case .commandHelp(let spec):
-            console.outRaw(commandHelp(spec))
+            console.outRaw(Shell.commandHelp(spec))
             return (0, false)
         case .run(let spec, let args, let lineGlobal):
+            // --json and --timeout apply to the line; the other global options are the connection's.
             var others = lineGlobal
             others.json = false
+            others.timeout = GlobalOptions().timeout
             if spec.name != "connect", others != GlobalOptions() {
-                return (report(UsageError("the connection's options (--adapter, --mtu, --timeout, --trace, ...) are given to mirror shell, not to one command; this line gave one",
+                return (report(UsageError("the connection's options (--adapter, --mtu, --trace, ...) are given to mirror shell or connect, not to one command; this line gave one (a line takes --json and --timeout)",
                                           command: spec.name)), false)
             }
+            let lineTimeout = spec.name != "connect" && args.givenGlobals.contains(.timeout) ? lineGlobal.timeout : nil
             // The connection's options (mirror shell's, or a connect line's over them: --profile names for scan, wifi).
             var global = state.withLock { $0.options }
             global.json = base.global.json || lineGlobal.json
@@ -256,18 +292,20 @@ final class Shell: Sendable {
             if let command = commandTable.first(where: { $0.spec.name == spec.name }), passThrough {
                 invocation.attached = session
                 let run = invocation
-                let status = (try? await Interrupts.whileInterruptible { await MirrorMain.execute(command, run) }) ?? ExitStatus.failure.rawValue
+                let status = (try? await Interrupts.whileInterruptible { await MirrorMain.execute(command, run, within: lineTimeout) })
+                    ?? ExitStatus.failure.rawValue
                 return (status, false)
             }
             let json = global.json
-            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, lineGlobal, json: json) }
+            let limit = lineTimeout ?? global.timeout
+            let status = await runReported(spec.name, json: json) { try await self.own(spec.name, args, lineGlobal, json: json, limit: limit) }
             return (status, spec.name == "quit")
         }
     }
 
     /// Reports an error as a one-shot command would; its exit status.
     private func report(_ error: any Error) -> Int32 {
-        MirrorMain.report(ErrorReport(error), json: base.global.json, console: console)
+        MirrorMain.report(ErrorReport(error).inShell, json: base.global.json, console: console)
     }
 
     /// Runs one of the shell's own commands (Ctrl-C cancels it); 0 or the reported error's status.
@@ -276,12 +314,12 @@ final class Shell: Sendable {
             try await Interrupts.whileInterruptible { try await body() }
             return 0
         } catch {
-            return MirrorMain.report(ErrorReport(error), json: json ?? base.global.json, console: console)
+            return MirrorMain.report(ErrorReport(error).inShell, json: json ?? base.global.json, console: console)
         }
     }
 
-    /// subscribe, unsubscribe, trace, disconnect, connect.
-    private func own(_ name: String, _ args: ParsedArguments, _ lineGlobal: GlobalOptions, json: Bool) async throws {
+    /// subscribe, unsubscribe, trace, disconnect, connect, sleep, wait (`limit`: the line's --timeout, else the connection's).
+    private func own(_ name: String, _ args: ParsedArguments, _ lineGlobal: GlobalOptions, json: Bool, limit: Double) async throws {
         func session() throws -> Session {
             guard let s = state.withLock({ $0.session }) else {
                 throw CLIError.connection("not connected (the connection was closed or lost): connect [TARGET] first")
@@ -313,6 +351,11 @@ final class Shell: Sendable {
                 handles = state.withLock { $0.subscriptions.keys.sorted() }
             } else {
                 for ref in refs { handles.append(try await s.characteristic(ref, command: name).characteristic.valueHandle) }
+            }
+            if handles.isEmpty {
+                if json { console.out(JSONValue.object([("unsubscribed", .null), ("name", .null)]).compact) } else {
+                    console.out("unsubscribe: no background subscription to end")
+                }
             }
             for h in handles {
                 guard let sub = state.withLock({ $0.subscriptions[h] }) else {
@@ -370,8 +413,73 @@ final class Shell: Sendable {
             if given.contains(.trace) { state.withLock { $0.trace = true } }
             if given.contains(.btsnoop), let path = lineGlobal.btsnoop { try startCapture(path) }
             try await connect(args.positionals.first ?? lastTarget, options: options, json: json)
+        case "sleep":
+            let seconds: Double
+            do { seconds = try parseSeconds(args.positionals[0]) } catch {
+                var e = error
+                e.command = name
+                throw e
+            }
+            do { try await Task.sleep(for: .milliseconds(Int64((seconds * 1000).rounded()))) } catch {
+                throw GATTError.cancelled(operation: "sleep \(formatSeconds(seconds))")
+            }
+            if json { console.out(JSONValue.object([("slept", .double(seconds))]).compact) }
+        case "wait":
+            let count: Int
+            do { count = try args.value("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") } ?? 1 } catch {
+                var e = error
+                e.command = name
+                throw e
+            }
+            try await waitForValues(count, within: limit)
+            if json { console.out(JSONValue.object([("waited", .int(count))]).compact) } else {
+                console.out("waited for \(count) value\(count == 1 ? "" : "s")")
+            }
         default:
             break
+        }
+    }
+
+    /// `wait`: returns once `count` values no wait counted yet were printed by the background subscriptions, and
+    /// counts them; after `seconds` fails with a timeout naming how many came.
+    private func waitForValues(_ count: Int, within seconds: Double) async throws {
+        let (available, subscribed) = (deliveries.withLock { $0.printed - $0.counted }, state.withLock { !$0.subscriptions.isEmpty })
+        guard available >= count || subscribed else {
+            throw CLIError.failure("wait: no background subscription to wait on (subscribe first)")
+        }
+        let deliveries = self.deliveries
+        let arrived = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await Shell.values(count, deliveries); return !Task.isCancelled }
+            group.addTask {
+                try? await Task.sleep(for: .milliseconds(Int64((seconds * 1000).rounded())))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        let came = deliveries.withLock { d in
+            if arrived { d.counted += count }
+            return d.printed - d.counted
+        }
+        if arrived { return }
+        if Task.isCancelled { throw GATTError.cancelled(operation: "wait") }
+        throw CLIError.timeout(what: "\(count) value\(count == 1 ? "" : "s") of the background subscriptions (\(came) came)", seconds: seconds)
+    }
+
+    /// Returns once `count` values are printed and not yet counted, or when the task is cancelled.
+    private static func values(_ count: Int, _ deliveries: Lock<Deliveries>) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = deliveries.withLock { d -> Bool in
+                    if d.printed - d.counted >= count || Task.isCancelled { return true }
+                    d.waiter = (count, c)
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            deliveries.withLock { d in defer { d.waiter = nil }; return d.waiter?.continuation }?.resume()
         }
     }
 
@@ -522,6 +630,13 @@ final class Shell: Sendable {
             if let note = event.droppedNote, !base.global.json { console.err(note) }
             console.out(line)
         }
+        // Printed: a `wait` waiting for it may go on.
+        deliveries.withLock { d -> CheckedContinuation<Void, Never>? in
+            d.printed += 1
+            guard let w = d.waiter, d.printed - d.counted >= w.count else { return nil }
+            d.waiter = nil
+            return w.continuation
+        }?.resume()
     }
 
     /// At a subscription's end, when it dropped values: "N notifications dropped (...)" on stderr (above the line at
@@ -542,9 +657,51 @@ final class Shell: Sendable {
     /// `help` in the shell: the commands a line may give.
     static func help(_ specs: [CommandSpec]) -> String {
         let width = (specs.map(\.name.count).max() ?? 0) + 2
-        var s = "Commands (help COMMAND for one; the one-shot commands take their options without TARGET):\n\n"
+        var s = "Commands (help COMMAND for one; the one-shot commands take their options without TARGET; a line takes --json and --timeout S):\n\n"
         for spec in specs { s += "  " + pad(spec.name, width) + spec.summary + "\n" }
         s += "  " + pad("help", width) + "this list, or one command's help\n"
+        return s
+    }
+
+    /// `help COMMAND` (and `COMMAND --help`) in the shell: the command as a line takes it, without TARGET (the
+    /// connection's) and without the connection's options, which a line does not take; --json and --timeout, which it does.
+    static func commandHelp(_ spec: CommandSpec) -> String {
+        let passThrough = shellPassThrough.contains(spec.name)
+        let positionals = passThrough ? spec.positionals.filter { $0.name != "TARGET" } : spec.positionals
+        let lineGlobals: Set<GlobalOptionName> = spec.name == "connect" ? spec.globals : spec.globals.intersection([.json, .timeout])
+        var options = spec.options
+        for option in GlobalOptions.specs where GlobalOptionName(rawValue: option.name).map(lineGlobals.contains) ?? false {
+            if option.name == GlobalOptionName.timeout.rawValue, spec.name != "connect" {
+                options.append(.value(option.name, "S", help: spec.name == "wait"
+                    ? "wait at most S seconds (default: the connection's --timeout, 30)"
+                    : "this line's time limit: still running after S seconds, it is cancelled (exit status 5)"))
+            } else {
+                options.append(option)
+            }
+        }
+        var usage = [spec.name] + positionals.map(\.synopsis)
+        if !options.isEmpty { usage.append("[OPTIONS]") }
+        var s = "\(spec.name): \(spec.summary)\n\nUsage: \(usage.joined(separator: " "))\n"
+        if !spec.discussion.isEmpty { s += "\n" + wrap(spec.discussion, width: 100) + "\n" }
+        if !positionals.isEmpty {
+            s += "\nArguments:\n"
+            let width = max((positionals.map(\.synopsis.count).max() ?? 0) + 2, 24)
+            for p in positionals { s += "  " + pad(p.synopsis, width) + p.help + "\n" }
+        }
+        if !options.isEmpty { s += "\nOptions:\n" + optionLines(options) }
+        // The one-shot examples as lines: "mirror read unix:/tmp/mirror-sim.sock 0x0003" becomes "read 0x0003".
+        let examples: [(command: String, comment: String)] = spec.examples.compactMap { e in
+            guard passThrough else { return e }
+            let words = e.command.split(separator: " ").map(String.init)
+            guard words.count >= 2, words[0] == "mirror", words[1] == spec.name,
+                  let at = words.firstIndex(where: { $0.hasPrefix("unix:") || (try? parseTarget($0, global: GlobalOptions())) != nil }) else { return nil }
+            let rest = words[1..<at] + words[(at + 1)...]
+            // A line takes no connection option: an example that needs one is the one-shot command's.
+            let connectionOnly = GlobalOptionName.connection.subtracting([.json, .timeout]).map(\.rawValue)
+            guard !rest.contains(where: { connectionOnly.contains($0) }) else { return nil }
+            return (rest.joined(separator: " "), e.comment)
+        }
+        if !examples.isEmpty { s += "\nExamples:\n" + exampleLines(examples) }
         return s
     }
 
@@ -556,7 +713,9 @@ final class Shell: Sendable {
         if command == "help" { return specs.map(\.name) }
         if c.word.hasPrefix("-") {
             guard let spec = specs.first(where: { $0.name == command }) else { return [] }
-            return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { $0 == "--json" } + ["--help"]
+            // Its own options and what a line takes (--json, --timeout where it waits on the peer).
+            let line = spec.name == "connect" ? spec.globals : spec.globals.intersection([.json, .timeout])
+            return spec.options.map(\.name) + GlobalOptions.specs.map(\.name).filter { GlobalOptionName(rawValue: $0).map(line.contains) ?? false } + ["--help"]
         }
         if command == "trace" { return ["on", "off"] }
         if command == "btsnoop" { return ["off"] }

@@ -328,10 +328,13 @@ final class Session: Sendable {
     /// Subscribes to `references` (value handles, UUIDs or names, CharacteristicNames.swift; all that notify or
     /// indicate when empty) and calls `handler` for each notification and indication until `count` arrived, the
     /// task is cancelled (Ctrl-C) or the link ends. `subscribed` is told each subscription with its label and the
-    /// value read right after it; each event carries its characteristic's label when it has one.
+    /// value read right after it; each event carries its characteristic's label when it has one. `armed` is called
+    /// once every CCCD write is answered (and robust caching asked), before the wait; `duration` ends the wait that
+    /// long after it (the values that came before it are still handled).
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
-                drops: ListenDrops? = nil,
+                drops: ListenDrops? = nil, duration: Duration? = nil,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
+                armed: () -> Void = {},
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = try procedureNotifications()
         defer { endProcedureNotifications(stream) }
@@ -377,8 +380,17 @@ final class Session: Sendable {
         drops?.subscriptionsCompleted()
         let finalLabels = labels
         let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalLabels) }
+        armed()
         var received = 0
         if let count, received >= count { return received }
+        // --duration: the stream is ended from the consumer's side when it is up (what is buffered is still read).
+        let timer = duration.map { limit in
+            Task {
+                try? await Task.sleep(for: limit)
+                if !Task.isCancelled { stream.finish() }
+            }
+        }
+        defer { timer?.cancel() }
         for try await n in stream {
             handler(event(n))
             received += 1
