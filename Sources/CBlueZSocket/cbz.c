@@ -566,7 +566,12 @@ ssize_t cbz_pread(int fd, void *buf, size_t len, int64_t offset) {
 }
 
 int cbz_rename_noreplace(const char *from, const char *to) {
-    return renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE);
+    if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0) return 0;
+    // File systems without RENAME_NOREPLACE (9p, some FUSE and network ones) answer EINVAL: link(2) gives the same
+    // never-replace rule (EEXIST when `to` exists), then the old name goes.
+    if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) return -1;
+    if (link(from, to) != 0) return -1;
+    return unlink(from);
 }
 
 int cbz_lstat_owner_mode(const char *path, uint32_t *uid, uint32_t *mode) {

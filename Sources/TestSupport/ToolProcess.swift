@@ -37,18 +37,20 @@ public enum ToolProcess {
     /// Runs `tool` with `arguments` and `input` on a pipe (no input: /dev/null), with `environment` over this
     /// process's; throws `ToolTimeout` if it does not end within `timeout` seconds.
     public static func run(_ tool: String, _ arguments: [String], input: String? = nil, environment: [String: String] = [:],
-                           timeout: Double = 60) throws -> ToolRun {
-        try run(executable: url(tool), arguments, input: input, environment: environment, timeout: timeout)
+                           directory: URL? = nil, timeout: Double = 60) throws -> ToolRun {
+        try run(executable: url(tool), arguments, input: input, environment: environment, directory: directory, timeout: timeout)
     }
 
     /// Runs the program at `executable` (a built tool, a script of the project, /usr/bin/env for a system tool) as
     /// `run(_:_:input:environment:timeout:)` does.
     public static func run(executable: URL, _ arguments: [String], input: String? = nil, environment: [String: String] = [:],
-                           timeout: Double = 60) throws -> ToolRun {
+                           directory: URL? = nil, timeout: Double = 60) throws -> ToolRun {
         let tool = executable.lastPathComponent
         let process = Process()
         process.executableURL = executable
         process.arguments = arguments
+        // The working directory (default: this process's): a tool that writes there (scan's ZIP) gets a scratch one.
+        if let directory { process.currentDirectoryURL = directory }
         if !environment.isEmpty {
             process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
         }

@@ -114,7 +114,9 @@ final class ExamplesTests: XCTestCase {
         if words.first == "listen" && !words.contains("--duration") {
             return try runUntilInterrupted(words, environment: environment)
         }
-        let r = try ToolProcess.run("mirror", words, input: input ?? (words.first == "shell" ? "" : nil), environment: environment, timeout: 90)
+        // In the scratch directory: scan stores its ZIP in the working directory by default.
+        let r = try ToolProcess.run("mirror", words, input: input ?? (words.first == "shell" ? "" : nil), environment: environment,
+                                    directory: dir, timeout: 90)
         return r.status == expected ? nil : "exit \(r.status) (expected \(expected)): \(r.stderr.prefix(400))"
     }
 
@@ -123,6 +125,7 @@ final class ExamplesTests: XCTestCase {
         let process = Process()
         process.executableURL = MirrorProcess.executable
         process.arguments = words
+        process.currentDirectoryURL = URL(fileURLWithPath: environment["XDG_CACHE_HOME"]!).deletingLastPathComponent()
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
         let err = Pipe()
         process.standardOutput = FileHandle.nullDevice

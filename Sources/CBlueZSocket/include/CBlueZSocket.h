@@ -249,7 +249,8 @@ int cbz_create_private_new_file(const char *path);
 int cbz_open_read_nofollow(const char *path);
 /// pread(2) of up to len bytes at offset, retrying EINTR: the count (0 at the end), or -1 with errno.
 ssize_t cbz_pread(int fd, void *buf, size_t len, int64_t offset);
-/// renameat2(from, to, RENAME_NOREPLACE): -1 with EEXIST when `to` exists (a file or a symlink: never replaced).
+/// renameat2(from, to, RENAME_NOREPLACE), or link(2) then unlink(2) where the file system lacks the flag (EINVAL):
+/// -1 with EEXIST when `to` exists (a file or a symlink: never replaced).
 int cbz_rename_noreplace(const char *from, const char *to);
 /// lstat(2)'s owner, mode (type and permission bits) of `path`. 0, or -1 with errno.
 int cbz_lstat_owner_mode(const char *path, uint32_t *uid, uint32_t *mode);
