@@ -101,6 +101,9 @@ vm_log "Write Requests per CID in mirror's btsnoop (tshark): $(tr -s ' ' < "$OUT
 for cid in 0x0004 0x0040 0x0041; do
   vm_grep "$OUT/bluez-tshark.log" "[0-9]+ $cid\$" "tshark decodes Write Requests as ATT on CID $cid"
 done
+# btmon (BlueZ 5.66) reads it too, without a crash, and decodes ATT on CID 4.
+vm_ok bluez-btmon 60 btmon -r "$OUT/bluez-bench.btsnoop"
+vm_grep "$OUT/bluez-btmon.log" "ATT: Write Request" "btmon -r decodes mirror's Write Requests"
 # gatt --read with 3 bearers: the values are read 3 at a time, one per bearer. The example's encrypted characteristics
 # answer Insufficient Encryption, and the pairing the raise starts has not finished in this VM (no agent runs on either
 # side): so the reads before it are what is checked; the command ends at its --timeout naming that wait (exit 5).

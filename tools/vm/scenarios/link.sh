@@ -71,6 +71,10 @@ assert att and all(int(h, 16) == int(opened[0], 16) for h in att), (opened, set(
 print("LE Connection Complete handle", opened[0], "; ATT PDUs", len(att), "on that handle; updates", len(updates))
 ' "$OUT/tshark.log"
 vm_grep "$OUT/tshark-check.log" "ATT PDUs [0-9]+ on that handle" "tshark: the link's HCI events and its ATT PDUs on the same handle"
+# btmon (BlueZ 5.66) reads the same capture: the link's LE Connection Complete, then its ATT decoded.
+vm_ok btmon-read 60 btmon -r "$OUT/link.btsnoop"
+vm_grep "$OUT/btmon-read.log" "LE (Enhanced )?Connection Complete" "btmon -r: the link's LE Connection Complete"
+vm_grep "$OUT/btmon-read.log" "ATT: Read Request" "btmon -r: the ATT Read Request decoded"
 
 # 5. As nobody: the unprivileged values, and the capability named (with the setcap line) for the rest.
 mkdir -p /tmp/link && cp "$BIN/mirror" /tmp/link/mirror && chmod 0755 /tmp/link /tmp/link/mirror
