@@ -175,7 +175,7 @@ public struct SimOptions: Sendable, Equatable {
     public static let keys: Set<String> = [
         "profile", "name", "scale", "wifi", "network", "networks", "ssid", "token-limit", "cancel-resets", "scan-state",
         "scan-error", "latched-error", "mtu", "pace", "step-ms", "fault", "faults", "verbose", "caching", "client-features",
-        "eatt", "eatt-refuse", "change-database-after",
+        "eatt", "eatt-refuse", "change-database-after", "result",
     ]
 
     /// Sets one option by its long flag name (without "--").

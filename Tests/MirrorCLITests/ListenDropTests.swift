@@ -21,7 +21,9 @@ final class ListenDropTests: XCTestCase {
         let json = try MirrorProcess.run(["listen", peer.target, counter, "--count", "1024", "--json"])
         XCTAssertEqual(json.status, 0, json.stderr)
         let lines = try json.jsonLines()
-        XCTAssertEqual(lines.count, 1025)
+        // The subscribed event, the 1024 values, the count line.
+        XCTAssertEqual(lines.count, 1026)
+        XCTAssertEqual(lines.first?["event"], "subscribed")
         XCTAssertEqual(lines.last, .object([("received", 1024), ("dropped", .object([
             ("total", 76), ("outputFellBehind", 0), ("beforeSubscribed", 76)]))]))
     }
@@ -54,13 +56,9 @@ final class ListenDropTests: XCTestCase {
         let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
         DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
         defer { watchdog.cancel() }
-        // The first value's line: the listen is reading its stream, so every subscription has completed.
-        var first = Data()
-        while !first.contains(UInt8(ascii: "\n")) {
-            let chunk = out.fileHandleForReading.availableData
-            if chunk.isEmpty { break }
-            first += chunk
-        }
+        // The first value's line (after the subscribed event): the listen is reading its stream, so every
+        // subscription has completed.
+        let first = readUntil(out.fileHandleForReading, contains: "tick 1")
         XCTAssertTrue(String(decoding: first, as: UTF8.self).contains("tick 1"), String(decoding: first, as: UTF8.self))
         // Then 8000 more while stdout is not read (each send waits while the peer's outbox is full).
         for i in 0..<8000 { peer.host.notifySubscribers(handle: peer.handle("counter"), value: [UInt8(truncatingIfNeeded: i)]) }
@@ -69,7 +67,8 @@ final class ListenDropTests: XCTestCase {
         process.waitUntilExit()
         XCTAssertEqual(process.terminationStatus, 0, stderr)
         let lines = try String(decoding: stdout, as: UTF8.self).split(separator: "\n").map { try parseJSON(String($0)) }
-        XCTAssertEqual(lines.count, 1501)
+        XCTAssertEqual(lines.count, 1502, "the subscribed event, 1500 values, the count line")
+        XCTAssertEqual(lines.first?["event"], "subscribed")
         let dropped = try XCTUnwrap(lines.last?["dropped"])
         XCTAssertEqual(dropped["beforeSubscribed"], 0)
         let behind = try XCTUnwrap(dropped["outputFellBehind"]?.integer)
