@@ -18,10 +18,18 @@ final class CaptureFailureTests: XCTestCase {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
+    /// The mirror these tests limit: a sanitized build cannot start under a file size limit of a few hundred bytes
+    /// (ThreadSanitizer's runtime dies with SIGBUS at start), so under the sanitizer stage it is the plain debug
+    /// build of the same sources (tools/test.sh builds it first).
+    var limitedMirror: URL {
+        guard underSanitizer else { return MirrorProcess.executable }
+        return repositoryRoot.appendingPathComponent(".build/debug/mirror")
+    }
+
     /// `mirror ARGUMENTS` with files limited to `bytes` (RLIMIT_FSIZE, through prlimit(1)), the cache kept here.
     func mirror(_ arguments: [String], fileSizeLimit bytes: Int, input: String? = nil) throws -> ToolRun {
         try ToolProcess.run(executable: URL(fileURLWithPath: "/usr/bin/prlimit"),
-                            ["--fsize=\(bytes)", MirrorProcess.executable.path] + arguments, input: input,
+                            ["--fsize=\(bytes)", limitedMirror.path] + arguments, input: input,
                             environment: ["XDG_CACHE_HOME": directory], timeout: 60)
     }
 
