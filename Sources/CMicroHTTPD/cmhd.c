@@ -159,7 +159,9 @@ struct cmhd_server *cmhd_start(const char *bind_host, uint16_t port, const cmhd_
     const struct sockaddr *addr;
     // No MHD_USE_ERROR_LOG: failures are reported by the caller, from errno, in the tool's own words. No internal
     // thread: poll_loop drives the daemon so that the deadline sweep runs on the thread that owns the connections.
-    unsigned int flags = MHD_NO_FLAG;
+    // MHD_USE_EPOLL (MHD's one external-loop mode beside select): with select(2) MHD refuses, errno 0, a listening
+    // socket numbered FD_SETSIZE (1024) or more, as in any process that has that many descriptors open.
+    unsigned int flags = MHD_USE_EPOLL;
     if (inet_pton(AF_INET, bind_host, &v4.sin_addr) == 1) {
         v4.sin_family = AF_INET;
         v4.sin_port = htons(port);

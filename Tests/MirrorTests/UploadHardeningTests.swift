@@ -220,12 +220,43 @@ final class UploadHardeningTests: XCTestCase {
         limits.headersDeadline = 30
         let r = try receiver(limits)
         defer { r.stop() }
-        let holders = try (0..<2).map { _ in try RawHTTP(port: r.port, timeout: 8) }
+        var holders = try (0..<2).map { _ in try RawHTTP(port: r.port, timeout: 8) }
         for h in holders { h.send("GET / HTTP/1.1\r\n") }
-        let third = try RawHTTP(port: r.port, timeout: 8)
-        let refused = third.readToEnd()
-        XCTAssertTrue(refused.closed)
-        XCTAssertEqual(refused.bytes, [])
+        // With both slots held, a third complete request is not served: MHD's epoll loop stops accepting at the
+        // limit, so it waits in the listen backlog (no answer within 1 s, not closed).
+        let third = try RawHTTP(port: r.port, timeout: 1)
+        third.send("GET /nothing HTTP/1.1\r\nHost: x\r\n\r\n")
+        let held = third.readToEnd()
+        XCTAssertFalse(held.closed)
+        XCTAssertEqual(held.bytes, [])
+        // A slot freed, it is accepted and answered (the fixed 404).
+        holders.removeAll()
+        var answer: [UInt8] = []
+        for _ in 0..<5 where answer.isEmpty { answer = third.readToEnd().bytes }
+        XCTAssertEqual(httpAnswer(answer).status, 404)
+    }
+
+    /// A process with more than FD_SETSIZE (1024) descriptors open still receives: the CI's sanitizer stage held
+    /// that many when every receiver failed with "MHD_start_daemon failed" (MHD's select loop refuses such a socket).
+    func testTheReceiverWorksWithDescriptorsNumberedAboveFDSetSize() throws {
+        var limit = rlimit()
+        getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit)
+        if limit.rlim_cur < 1200 && limit.rlim_max >= 1200 {
+            limit.rlim_cur = 1200
+            XCTAssertEqual(setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limit), 0)
+        }
+        var filler: [Int32] = []
+        defer { filler.forEach { close($0) } }
+        while filler.last.map({ $0 < 1100 }) ?? true {
+            let fd = open("/dev/null", O_RDONLY | O_CLOEXEC)
+            guard fd >= 0 else { return XCTFail("cannot open descriptor \(filler.count + 3): errno \(errno)") }
+            filler.append(fd)
+        }
+        let r = try receiver()
+        defer { r.stop() }
+        let secret = try UploadReceiver.makeSecret()
+        r.expect(scanID: "fd1024", secret: secret)
+        XCTAssertEqual(try post(r.port, "/\(secret)", resultZIP).status, 200)
     }
 
     func testTheFileIsPrivateNewAndASymlinkAtItsNameIsNotFollowed() throws {
