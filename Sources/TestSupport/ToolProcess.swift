@@ -84,6 +84,10 @@ public enum ToolProcess {
             _ = done.wait(timeout: .now() + 5)
         }
         group.wait()
+        // Closed here, not at deinit: Foundation's Process keeps its pipes alive past this call, and a test run
+        // leaked two descriptors per tool run until later sockets were numbered past FD_SETSIZE.
+        try? out.fileHandleForReading.close()
+        try? err.fileHandleForReading.close()
         if timedOut { throw ToolTimeout(description: "\(tool) \(arguments.joined(separator: " ")) did not finish in \(timeout) s") }
         return ToolRun(status: process.terminationStatus, stdout: String(decoding: outData, as: UTF8.self),
                        stderr: String(decoding: errData, as: UTF8.self),
@@ -116,12 +120,18 @@ public final class BackgroundTool: @unchecked Sendable {
             seen.append(chunk)
         }
         handle.readabilityHandler = { h in _ = h.availableData }
+        output = handle
     }
 
-    /// Terminates it (SIGTERM) and waits for it to exit.
+    /// The read end of its output pipe, closed by `stop()`.
+    private let output: FileHandle
+
+    /// Terminates it (SIGTERM), waits for it to exit and closes the pipe's read end.
     public func stop() {
         if process.isRunning { process.terminate() }
         process.waitUntilExit()
+        output.readabilityHandler = nil
+        try? output.close()
     }
 }
 
