@@ -1,6 +1,6 @@
 // Every example the tool prints (each command's --help examples) and every `mirror ...` command the README shows
 // against the simulator is run here against a fresh `mirror-sim`, so a broken example fails CI. Examples that need
-// an adapter (an LE address) are run by the VM's `examples` scenario instead.
+// an adapter (an LE address) are run by the VM's `examples` scenario instead (tools/vm/examples.py).
 import Foundation
 import LinuxBluetooth
 import MirrorCommandLine
@@ -135,6 +135,7 @@ final class ExamplesTests: XCTestCase {
         var seen = readUntil(handle, contains: "subscribed")
         kill(process.processIdentifier, SIGINT)
         seen.append(handle.readDataToEndOfFile())
+        try? handle.close()
         process.waitUntilExit()
         return process.terminationStatus == 0 ? nil : "exit \(process.terminationStatus) after SIGINT: \(String(decoding: seen, as: UTF8.self).prefix(400))"
     }
