@@ -468,6 +468,23 @@ fail:;
     return -1;
 }
 
+int cbz_mgmt_open(void) {
+    int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (s < 0) return -1;
+    struct sockaddr_hci a;
+    memset(&a, 0, sizeof a);
+    a.hci_family = AF_BLUETOOTH;
+    a.hci_dev = HCI_DEV_NONE;
+    a.hci_channel = HCI_CHANNEL_CONTROL;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
+        int e = errno;
+        close(s);
+        errno = e;
+        return -1;
+    }
+    return s;
+}
+
 int cbz_hci_send_command(int fd, uint16_t ogf, uint16_t ocf, const uint8_t *params, uint8_t len) {
     uint8_t pkt[4 + 255];
     uint16_t opcode = (uint16_t)((ogf << 10) | (ocf & 0x03ff));

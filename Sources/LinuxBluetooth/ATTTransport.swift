@@ -77,6 +77,8 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
     case invalidTarget(BearerTargetError)
     /// A raw HCI command failed: the controller's status code (Core Spec 5.4 Vol 1 Part F) or no answer in time.
     case hciCommandFailed(command: String, adapter: String, status: UInt8?, detail: String)
+    /// The kernel's management interface refused a command (status per BlueZ doc/mgmt-api.txt) or never answered.
+    case managementCommandFailed(command: String, adapter: String, status: UInt8?, detail: String)
     /// The peer refused an Enhanced ATT bearer (Core Spec 5.4 Vol 3 Part F §3.2.11): the L2CAP result it answered.
     case enhancedBearerRefused(peer: String, result: L2CAPConnectionResult)
     /// A handshake message (an Enhanced ATT bearer's request or answer over unix:) did not come within the limit.
@@ -102,6 +104,11 @@ public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible 
                 return "\(command) on \(adapter) failed with HCI status \(ATTHex.byte(status)): \(detail)"
             }
             return "\(command) on \(adapter) failed: \(detail)"
+        case .managementCommandFailed(let command, let adapter, let status, let detail):
+            if let status {
+                return "\(command) (Bluetooth management) on \(adapter) failed with status \(ATTHex.byte(status)) \(managementStatusName(status)): \(detail)"
+            }
+            return "\(command) (Bluetooth management) on \(adapter) failed: \(detail)"
         case .enhancedBearerRefused(let peer, let result):
             return "\(peer) refused the Enhanced ATT bearer: L2CAP result \(result)"
         case .handshakeTimedOut(let peer, let waitingFor, let seconds):

@@ -300,40 +300,76 @@ public enum LEAdvertiser {
     }
 }
 
-/// Finds advertising LE devices through raw HCI (LE Set Scan Parameters / Enable, advertising reports).
+/// Finds advertising LE devices through the kernel's management interface (Start Discovery, Device Found), so that
+/// the kernel's own discovery state stays true (Management.swift says why not raw LE Set Scan Enable).
 public enum LEScanner {
-    /// Scans for `seconds` and returns one report per address (the last seen, with its name merged in
-    /// from a scan response), in the order first seen.
-    public static func scan(adapter: String, seconds: Double, active: Bool = true) throws(TransportError) -> [LEAdvertisingReport] {
-        let hci = try HCISocket(adapter: adapter)
-        _ = try? hci.run(.leSetScanEnable(false))
-        try hci.run(.leSetScanParameters(active: active))
-        try hci.run(.leSetScanEnable(true, filterDuplicates: false))
-        defer { _ = try? hci.run(.leSetScanEnable(false)) }
+    /// A running scan's stop switch: `stop()`, from any thread (a signal's handler), sends Stop Discovery and ends
+    /// the scan with what it has seen.
+    public final class Stopper: Sendable {
+        // Guards the scan's management socket and adapter index (nil until the scan opened it) and whether
+        // `stop` was called.
+        private let state = Lock<(socket: ManagementSocket?, index: Int, stopped: Bool)>((nil, 0, false))
+
+        public init() {}
+
+        public var isStopped: Bool { state.current.stopped }
+
+        /// Ends the scan: Stop Discovery on its socket (the scan itself waits for the kernel's answer).
+        public func stop() {
+            let (socket, index) = state.withLock { s -> (ManagementSocket?, Int) in
+                s.stopped = true
+                return (s.socket, s.index)
+            }
+            try? socket?.send(.stopDiscovery(index: index))
+        }
+
+        /// Whether the scan may start (false once stopped).
+        func attach(_ socket: ManagementSocket, index: Int) -> Bool {
+            state.withLock { s in
+                s.socket = socket
+                s.index = index
+                return !s.stopped
+            }
+        }
+    }
+
+    /// Scans for `seconds` and returns one report per address (the last seen, keeping a name an earlier one
+    /// carried), in the order first seen. `opened` runs once the management socket is bound (the capabilities
+    /// are needed no longer). The kernel ends an LE discovery by itself after about 10 s: a longer scan starts
+    /// it again.
+    public static func scan(adapter selector: String, seconds: Double, stopper: Stopper = Stopper(),
+                            opened: () -> Void = {}) throws(TransportError) -> [LEAdvertisingReport] {
+        let adapter = try HCIAdapter.resolve(selector)
+        let mgmt = try ManagementSocket(adapter: adapter.name)
+        opened()
         var order: [BluetoothAddress] = []
         var seen: [BluetoothAddress: LEAdvertisingReport] = [:]
+        func take(_ event: ManagementEvent) {
+            guard case .deviceFound(let index, let r) = event, index == adapter.index else { return }
+            if let old = seen[r.address] {
+                var new = r
+                if new.localName == nil, let name = old.localName { new.data += HCICommand.advertisingData(name: name).dropFirst(3) }
+                seen[r.address] = new
+            } else {
+                order.append(r.address)
+                seen[r.address] = r
+            }
+        }
+        guard stopper.attach(mgmt, index: adapter.index) else { return [] }
+        try mgmt.run(.startDiscovery(index: adapter.index), other: take)
+        // Rejected (0x0B) when the discovery already ended: nothing to stop.
+        defer { _ = try? mgmt.run(.stopDiscovery(index: adapter.index), other: take) }
         let deadline = ContinuousClock.now + .milliseconds(Int(seconds * 1000))
-        while ContinuousClock.now < deadline {
+        while ContinuousClock.now < deadline, !stopper.isStopped {
             let left = ContinuousClock.now.duration(to: deadline)
             let s = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            guard let event = try hci.nextEvent(timeout: s) else { break }
-            guard case .leAdvertisingReports(let reports) = event else { continue }
-            for r in reports {
-                if var old = seen[r.address] {
-                    if r.eventType == 4 { // scan response: keep the advertisement's type, add the name data
-                        old.data += r.data
-                        old.rssi = r.rssi
-                        seen[r.address] = old
-                    } else {
-                        let name = old.localName
-                        var new = r
-                        if new.localName == nil, let name { new.data += HCICommand.advertisingData(name: name).dropFirst(3) }
-                        seen[r.address] = new
-                    }
-                } else {
-                    order.append(r.address)
-                    seen[r.address] = r
-                }
+            guard let event = try mgmt.nextEvent(timeout: s) else { break }
+            switch event {
+            case .discovering(let index, false) where index == adapter.index:
+                if stopper.isStopped { return order.compactMap { seen[$0] } }
+                try mgmt.run(.startDiscovery(index: adapter.index), other: take)
+            default:
+                take(event)
             }
         }
         return order.compactMap { seen[$0] }

@@ -115,6 +115,7 @@ public let interruptTable: [(commands: String, sigint: String, sigterm: String)]
     ("scan", "once the scan may have started (initDeviceForScan sent), sends cancelScan and waits up to 5 s for its Write Response, reads the final state, prints the result (outcome interrupted, cancelScanSent); exit 130",
      "the same; exit 143"),
     ("bench", "prints the figures of the rounds done (\"interrupted by SIGINT after N rounds\", JSON interrupted); exit 130", "the same; exit 143"),
+    ("discover", "stops the scan (Stop Discovery), prints the devices seen so far; exit 130", "the same; exit 143"),
     ("listen", "stops listening, prints the count (and the drops); exit 0, the normal end of a listen", "the same; exit 143"),
     ("shell", "at a terminal: cancels the running command and returns to the prompt; reading a script: cancels the running command and ends the script; exit 130",
      "cancels the running command, closes the connection and ends the shell; exit 143"),

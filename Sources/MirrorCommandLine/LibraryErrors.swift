@@ -104,6 +104,11 @@ extension ErrorReport {
             return ErrorReport(status: .connection, message: e.description,
                                fields: [("command", .string(command)), ("adapter", .string(adapter)),
                                         ("hciStatus", status.map { .int(Int($0)) } ?? .null)])
+        case .managementCommandFailed(let command, let adapter, let status, _):
+            return ErrorReport(status: .connection, message: e.description,
+                               fields: [("command", .string(command)), ("adapter", .string(adapter)),
+                                        ("mgmtStatus", status.map { .int(Int($0)) } ?? .null),
+                                        ("mgmtStatusName", status.map { .string(managementStatusName($0)) } ?? .null)])
         case .enhancedBearerRefused(let peer, let result):
             return ErrorReport(status: .connection, message: e.description,
                                fields: [("peer", .string(peer)), ("l2capResult", .int(Int(result.rawValue))),

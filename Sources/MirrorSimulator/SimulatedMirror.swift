@@ -540,7 +540,7 @@ public final class SimulatedMirror: Sendable {
                 return .rejected(.invalidAttributeValueLength)
             }
             s.cloudToken = value
-            fx.logs.append("cloudToken = \(String(decoding: value, as: UTF8.self))")
+            fx.logs.append("cloudToken = \(TerminalText.escaped(String(decoding: value, as: UTF8.self)))")
             guard online else {
                 // A cloudToken written while Wi-Fi is not connected cannot be used: ERROR / PROCESSOR_BUSY, latched.
                 let error = byte(state: "error"), busy = byte(error: "processorBusy")

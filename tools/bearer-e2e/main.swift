@@ -17,7 +17,7 @@
 //   bearer-e2e bench [--count N] [--rounds R] [--size B]   round trips in microseconds: a bare blocking
 //       send/recv loop against the bearer (with a semaphore hop, chained on the reader thread, server only).
 //   bearer-e2e adapters [--json] | doctor [--json]
-//   bearer-e2e scan --adapter hci0 [--seconds S]      LE scan through raw HCI, one JSON line per device.
+//   bearer-e2e scan --adapter hci0 [--seconds S]      LE scan (the kernel's discovery, mgmt), one JSON line per device.
 //   bearer-e2e advertise --adapter hci1 [--name N] [--stop]
 // Exit status: 0 on success, 1 on failure, 2 on a usage error.
 
@@ -67,6 +67,7 @@ func errorFields(_ e: TransportError) -> [String: Any] {
     case .closedLocally: f["kind"] = "closedLocally"
     case .truncated: f["kind"] = "truncated"
     case .hciCommandFailed: f["kind"] = "hciCommandFailed"
+    case .managementCommandFailed: f["kind"] = "managementCommandFailed"
     case .enhancedBearerRefused(_, let result): f["kind"] = "enhancedBearerRefused"; f["l2cap_result"] = Int(result.rawValue)
     case .handshakeTimedOut(_, _, let seconds): f["kind"] = "handshakeTimedOut"; f["seconds"] = seconds
     }
@@ -637,10 +638,10 @@ case "doctor":
     print(o.flags.contains("--json") ? r.json : r.text, terminator: o.flags.contains("--json") ? "\n" : "")
     status = r.isHealthy ? 0 : 1
 case "scan":
-    let o = Options(rest, valued: ["--adapter", "--seconds"], flags: ["--passive"])
+    let o = Options(rest, valued: ["--adapter", "--seconds"], flags: [])
     guard let adapter = o.values["--adapter"] else { usage("scan needs --adapter hciN") }
     do {
-        for r in try LEScanner.scan(adapter: adapter, seconds: o.double("--seconds", 3), active: !o.flags.contains("--passive")) {
+        for r in try LEScanner.scan(adapter: adapter, seconds: o.double("--seconds", 3)) {
             emit(["address": r.address.description, "type": r.addressType.description, "rssi": Int(r.rssi),
                   "connectable": r.isConnectable, "name": r.localName ?? ""])
         }

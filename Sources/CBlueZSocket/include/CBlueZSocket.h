@@ -175,6 +175,10 @@ int cbz_hci_device_down(int ctl, int dev_id);
 /// HCI event packet. Binding needs no capability; without CAP_NET_RAW the filter keeps only the kernel's security
 /// filter's events and LE commands fail with EPERM (net/bluetooth/hci_sock.c).
 int cbz_hci_open_raw(int dev_id);
+/// A socket on the kernel's Bluetooth Management channel (HCI_CHANNEL_CONTROL, bound to HCI_DEV_NONE; BlueZ
+/// doc/mgmt-api.txt), non-blocking. The kernel marks it trusted when the binding thread holds CAP_NET_ADMIN
+/// (hci_sock_bind), and only a trusted socket may start discovery: bind on the thread that keeps the capabilities.
+int cbz_mgmt_open(void);
 /// Writes one HCI command packet (type 0x01, opcode ogf/ocf, params) to a raw HCI socket.
 int cbz_hci_send_command(int fd, uint16_t ogf, uint16_t ocf, const uint8_t *params, uint8_t len);
 

@@ -35,7 +35,7 @@ let writeCommand = Command(CommandSpec(
         ("mirror write unix:/tmp/mirror-sim.sock 0x0012 0102ff", "a Write Request"),
         ("mirror write unix:/tmp/mirror-sim.sock 0x0014 01 --no-response", "a Write Command"),
         ("mirror write unix:/tmp/mirror-sim.sock scannerAction 36", "by the profile's name: cancelScan"),
-        ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 300 /dev/urandom | xxd -p | tr -d '\\n') --long", "a 300-byte long write"),
+        ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 60 /dev/urandom | xxd -p | tr -d '\\n') --long", "60 bytes as a long write (Prepare Write, Execute Write); the mirror's cloudToken takes at most 64"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--no-response", "--long", "--reliable"])

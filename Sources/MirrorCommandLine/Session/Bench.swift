@@ -388,6 +388,21 @@ enum Bench {
                 inv.console.err("bench: \(probe.text(handle: plan.handle))")
             }
             warmupDone = 1
+        } else if plan.size == nil, plan.warmup > 0 {
+            // Write Commands only: a peer drops a Write Command it refuses without a word (Part F §3.4.5.3), so one
+            // Write Request learns the length limit first. A characteristic that takes no Write Request (any other
+            // error from the peer) keeps the default: nothing can tell.
+            do {
+                let probe = try await probeSize(client, handle: plan.handle, size: size)
+                if probe.refused != nil {
+                    sizeProbe = probe
+                    size = probe.chosen
+                    inv.console.err("bench: \(probe.text(handle: plan.handle))")
+                }
+            } catch let error as GATTError where error.attributeError?.rejectedBy == .peer {
+            } catch {
+                throw PhaseError(phase: "the size probe (one Write Request before the Write Commands)", underlying: error, hint: nil)
+            }
         }
         // The link it runs on, read once before the first write (LE Read PHY goes out here, not during a round).
         let linkState = session.link?.state()

@@ -1,5 +1,5 @@
-// The LE scan behind `mirror discover`: raw HCI through the bearer's scanner (LE Set Scan Parameters / Enable and
-// LE Advertising Reports, Core Spec 5.4 Vol 4 Part E §7.8.10-11, §7.7.65.2), summarised per device.
+// The LE scan behind `mirror discover`: the kernel's discovery through the management socket (Start Discovery,
+// Device Found: the advertising and scan response data of Core Spec 5.4 Vol 3 Part C §11), summarised per device.
 import ATTStack
 import JSON
 import LinuxBluetooth
@@ -44,7 +44,7 @@ struct DiscoveredDevice: Sendable {
 
 enum Discovery {
     /// Scans on `adapter` (default: the first adapter that is up) for `duration` seconds.
-    static func scan(adapter: String?, duration: Double) throws -> [DiscoveredDevice] {
+    static func scan(adapter: String?, duration: Double, stopper: LEScanner.Stopper = LEScanner.Stopper()) throws -> [DiscoveredDevice] {
         let name: String
         if let adapter {
             name = adapter
@@ -55,11 +55,14 @@ enum Discovery {
             }
             name = a.name
         }
-        // The capabilities live on the keeper until the scan's last LE Set Scan Enable is sent (Privilege).
-        defer { Privilege.dropAll("after the LE scan") }
-        // Raw HCI needs CAP_NET_RAW and CAP_NET_ADMIN: say so before trying, with the line that grants them.
+        // The capabilities live on the keeper until the management socket is bound (the kernel trusts it from then
+        // on); an error before that drops them too.
+        defer { Privilege.dropAll("after the management socket was opened") }
+        // Discovery needs CAP_NET_ADMIN at the bind: say so before trying, with the line that grants it.
         let capabilities = Capabilities.checkRawHCI()
         guard capabilities.isSatisfied else { throw CLIError.unsupported(capabilities.summary) }
-        return try LEScanner.scan(adapter: name, seconds: duration).map(DiscoveredDevice.init)
+        return try LEScanner.scan(adapter: name, seconds: duration, stopper: stopper,
+                                  opened: { Privilege.dropAll("after the management socket was opened") })
+            .map(DiscoveredDevice.init)
     }
 }
