@@ -79,6 +79,11 @@ public struct MirrorScanResult: Sendable, Equatable {
     public var failure: String?
     /// For writeFailed: who refused ("peer" or "local") and the limit that was broken.
     public var rejectedBy: String?
+    /// Whether the outcome error is the mirror's own (scanState or scanError ERROR), not a lost link.
+    public var mirrorReportedError = false
+    /// For the mirror's error: what its last scanError usually means and what to do (ScanErrorAdvice).
+    public var scanErrorMeaning: String?
+    public var advice: String?
     /// For an interrupted scan: whether its cancelScan was answered (nil: none was needed, nothing had started).
     public var cancelScanSent: Bool?
     public var seconds: Double
@@ -176,6 +181,13 @@ public enum MirrorScan {
             }
             r.scanState = r.scanStateByte.map(profile.scanStateName)
             r.scanError = r.scanErrorByte.map(profile.scanErrorName)
+            // The mirror's ERROR is named by the last scanError seen (the final read, else the last notified one),
+            // not the first notification's: scanState error often comes before its scanError.
+            if r.mirrorReportedError, let name = r.scanError, let byte = r.scanErrorByte, let advice = ScanErrorAdvice.forName(name) {
+                r.failure = "scanState \(r.scanState ?? "unknown"), scanError \(name) (\(ATTHex.byte(byte))): \(advice.meaning)"
+                r.scanErrorMeaning = advice.meaning
+                r.advice = advice.advice
+            }
             r.seconds = steps.now
             return r
         }
@@ -283,6 +295,7 @@ public enum MirrorScan {
             switch verdict {
             case .complete: result.outcome = .complete
             case .error(let why): result.outcome = .error; result.failure = why
+            case .mirrorError(let why): result.outcome = .error; result.failure = why; result.mirrorReportedError = true
             case .badUpload(let why): result.outcome = .badUpload; result.failure = why
             }
         } catch let e as GATTError {
@@ -312,7 +325,8 @@ public enum MirrorScan {
 /// What the scan has seen: the state behind the waiter. One lock guards it; `pokes` wakes the waiter after
 /// every change, so a change between the check and the wait is never lost.
 final class ScanTracker: Sendable {
-    enum Verdict: Sendable, Equatable { case complete, error(String), badUpload(String) }
+    /// `mirrorError`: the mirror said ERROR (scanState or scanError); `error`: the link ended first.
+    enum Verdict: Sendable, Equatable { case complete, error(String), mirrorError(String), badUpload(String) }
     struct State {
         var armed = false
         var scanState: UInt8?
@@ -403,7 +417,7 @@ final class ScanTracker: Sendable {
         state.withLock { s in
             guard s.armed else { return nil }
             if let bad = s.badUpload { return .badUpload(bad) }
-            if let e = s.errorSeen { return .error(e) }
+            if let e = s.errorSeen { return .mirrorError(e) }
             if s.sawComplete && s.upload != nil { return .complete }
             if let ended = s.ended { return .error("disconnected while waiting: \(ended)") }
             return nil

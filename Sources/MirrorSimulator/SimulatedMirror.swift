@@ -539,8 +539,10 @@ public final class SimulatedMirror: Sendable {
                 fx.logs.append("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
                 return .rejected(.invalidAttributeValueLength)
             }
+            // Logged when it changes: a bench's flood of the same value would otherwise cost a log line per write, and a
+            // simulator that falls behind on an LE link loses PDUs (a fixed channel has no flow control).
+            if value != s.cloudToken { fx.logs.append("cloudToken = \(TerminalText.escaped(String(decoding: value, as: UTF8.self)))") }
             s.cloudToken = value
-            fx.logs.append("cloudToken = \(TerminalText.escaped(String(decoding: value, as: UTF8.self)))")
             guard online else {
                 // A cloudToken written while Wi-Fi is not connected cannot be used: ERROR / PROCESSOR_BUSY, latched.
                 let error = byte(state: "error"), busy = byte(error: "processorBusy")

@@ -112,6 +112,21 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertEqual(r.scanState, "error")
         XCTAssertEqual(r.scanError, "processorBusy")
         XCTAssertTrue(r.sawAnyScanState)
+        // The failure names the last scanError seen (scanState ERROR is notified before its scanError: the first
+        // notification said "scanError invalid"), with its meaning; the advice says what to run.
+        let failure = try XCTUnwrap(r.failure)
+        XCTAssertTrue(failure.hasPrefix("scanState error, scanError processorBusy (0x05): "), failure)
+        XCTAssertFalse(failure.contains("invalid"), failure)
+        XCTAssertEqual(r.scanErrorMeaning, ScanErrorAdvice.forName("processorBusy")?.meaning)
+        XCTAssertTrue(r.advice?.contains("mirror wifi status TARGET") ?? false, r.advice ?? "no advice")
+    }
+
+    /// Every scanError the APK names that means a failure has words; invalid, noError and unknown bytes have none.
+    func testScanErrorAdviceKnowsTheAPKsErrorsAndNothingElse() {
+        for name in ["scaleNotDetected", "scaleNotLevel", "mirrorNotLevel", "processorBusy", "internalError", "scaleAlignment"] {
+            XCTAssertNotNil(ScanErrorAdvice.forName(name), name)
+        }
+        for name in ["invalid", "noError", "unknown(0x07)"] { XCTAssertNil(ScanErrorAdvice.forName(name), name) }
     }
 
     /// Invalid Attribute Value Length from the mirror's own limit while the MTU allows the value.

@@ -110,6 +110,10 @@ func scanResultJSON(_ r: MirrorScanResult) -> JSONValue {
     f.append(("scanID", .string(r.scanID)))
     f.append(("uploadURL", .string(r.uploadURL)))
     f.append(("failure", text(r.failure)))
+    if r.scanErrorMeaning != nil || r.advice != nil {
+        f.append(("scanErrorMeaning", text(r.scanErrorMeaning)))
+        f.append(("advice", text(r.advice)))
+    }
     f.append(("rejectedBy", text(r.rejectedBy)))
     if r.outcome == .interrupted { f.append(("cancelScanSent", r.cancelScanSent.map { JSONValue.bool($0) } ?? .null)) }
     f.append(("seconds", .double((r.seconds * 1000).rounded() / 1000)))
@@ -121,6 +125,7 @@ func scanResultText(_ r: MirrorScanResult) -> String {
     var lines = ["scan \(r.scanID): \(r.outcome.rawValue)" + (r.failure.map { ": \($0)" } ?? "")]
     lines.append("  final scanState \(r.scanState ?? "unknown"), scanError \(r.scanError ?? "unknown")"
                  + (r.finalRead ? "" : " (last known: the final read failed)"))
+    if let advice = r.advice { lines.append("  what to do: \(advice)") }
     lines.append("  sawAnyScanState \(r.sawAnyScanState), \(r.notifications) notification\(r.notifications == 1 ? "" : "s")")
     lines.append("  pre-flight scanState \(r.preflightScanState ?? "not read")"
                  + (r.resetAttempted ? ", cancelScan sent, reset \(r.resetWorked == true ? "worked" : "did not work")" : ""))

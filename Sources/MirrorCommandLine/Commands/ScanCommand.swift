@@ -102,7 +102,7 @@ let scanCommand = Command(CommandSpec(
     defer { session.endProcedureNotifications(notifications) }
     drops.watch(notifications)
     status.start()
-    let result = try await Interrupts.whileInterruptible {
+    let scanResult = try await Interrupts.whileInterruptible {
         try await MirrorScan.run(client: session.client, options: scanOptions, notifications: notifications) { event in
             if json {
                 console.out(mirrorEventJSON(event).compact)
@@ -114,6 +114,9 @@ let scanCommand = Command(CommandSpec(
         }
     }
     status.stop()
+    // The advice names the commands to run next: with this scan's own target in them.
+    var result = scanResult
+    result.advice = result.advice?.replacing("TARGET", with: "\(target)")
     if json {
         var object = scanResultJSON(result)
         if case .object(var fields) = object { fields += [("link", linkJSON), ("dropped", drops.json)]; object = .object(fields) }
