@@ -42,6 +42,7 @@ final class CacheCommandTests: XCTestCase {
         let cold = try mirror(["gatt", sim.target, "--trace"])
         XCTAssertEqual(cold.status, 0, cold.stderr)
         XCTAssertTrue(FileManager.default.fileExists(atPath: cacheFile(sim)), "stored after the cold run")
+        XCTAssertFalse(cold.stderr.contains("serves no Database Hash"), cold.stderr)
         let warm = try mirror(["gatt", sim.target, "--trace"])
         XCTAssertEqual(warm.status, 0, warm.stderr)
         XCTAssertEqual(warm.stdout, cold.stdout, "the same database, from the cache")
@@ -194,8 +195,13 @@ final class CacheCommandTests: XCTestCase {
             let run = try mirror(["gatt", sim.target, "--trace"])
             XCTAssertEqual(run.status, 0, run.stderr)
             XCTAssertGreaterThan(requests(run).count, 10)
+            // Said, so a user knows why the second gatt is no faster.
+            XCTAssertTrue(run.stderr.contains("note: \(sim.target) serves no Database Hash (0x2B2A, Core Spec Vol 3 Part G §7.3): its database is discovered on every connection and not cached\n"), run.stderr)
         }
         XCTAssertFalse(FileManager.default.fileExists(atPath: cacheFile(sim)))
+        // Not said where the cache is off, nor by a command that only uses it.
+        XCTAssertFalse(try mirror(["gatt", sim.target, "--no-cache"]).stderr.contains("serves no Database Hash"))
+        XCTAssertFalse(try mirror(["read", sim.target, "scanState"]).stderr.contains("serves no Database Hash"))
         let diff = try mirror(["gatt", sim.target, "--diff"])
         XCTAssertEqual(diff.stdout, "no cached copy of \(sim.target) to compare with (it serves no Database Hash, so none is kept)\n")
     }

@@ -75,7 +75,7 @@ extension ShellTests {
         let scan = "scan --upload-dir \(dir) --upload-port 0 --settle 0.05"
         let run = try MirrorProcess.run(["shell", sim.target, "--keep-going"], input: "\(scan)\nscan --settle soon\nmtu\n", timeout: 60)
         XCTAssertEqual(run.status, 1, "the misaligned scan's status, as one-shot: \(run.stderr)")
-        XCTAssertTrue(run.stdout.contains(": error: scanError scaleAlignment"), run.stdout)
+        XCTAssertTrue(run.stdout.contains(": error: scanState error, scanError scaleAlignment (0x0B): the scale is not where the mirror expects it"), run.stdout)
         XCTAssertTrue(run.stdout.contains("> mtu\nclient Rx MTU 517"), "the shell goes on: \(run.stdout)")
         let oneShot = try MirrorProcess.run(["scan", sim.target, "--settle", "soon"])
         XCTAssertEqual(oneShot.status, 2)

@@ -357,7 +357,7 @@ final class ScanTrackerTests: XCTestCase {
         t.readAfterArming("scanError", [11])
         XCTAssertEqual(t.snapshot.errorSeen, "scanError scaleAlignment (0xb)")
         let verdict = try await t.waitForVerdict()
-        XCTAssertEqual(verdict, .error("scanError scaleAlignment (0xb)"))
+        XCTAssertEqual(verdict, .mirrorError("scanError scaleAlignment (0xb)"))
 
         let u = ScanTracker(profile: .bundled)
         u.notified("scanState", [9])           // before arming: the pre-flight's business, not a verdict

@@ -56,6 +56,8 @@ let gattCommand = Command(CommandSpec(
     let session = try await Session.open(target, inv)
     defer { session.close() }
     let database = try await session.database(readValues: readValues)
+    // Why a second gatt is not faster: the cache keys on the peer's Database Hash.
+    if let note = session.noHashNote { inv.console.err(note) }
     if inv.global.json {
         inv.console.json(database.json)
     } else {

@@ -335,12 +335,25 @@ extension Session {
     /// refuses the read (an ATT error), or its value is not 16 bytes.
     func readDatabaseHash() async throws(GATTError) -> [UInt8]? {
         do {
-            guard let value = try await client.readDatabaseHash()?.value, value.count == 16 else { return nil }
+            guard let value = try await client.readDatabaseHash()?.value, value.count == 16 else { return notedNoHash() }
             return value
         } catch {
-            if case .attribute = error { return nil }
+            if case .attribute = error { return notedNoHash() }
             throw error
         }
+    }
+
+    /// Records that the peer serves no Database Hash (for `gatt`'s note): nil.
+    private func notedNoHash() -> [UInt8]? {
+        servesNoHash.withLock { $0 = true }
+        return nil
+    }
+
+    /// The note `gatt` prints when the cache is on and the peer serves no Database Hash; nil otherwise.
+    var noHashNote: String? {
+        guard cache != nil, servesNoHash.current else { return nil }
+        return "note: \(cacheTarget) serves no Database Hash (0x2B2A, Core Spec Vol 3 Part G §7.3): its database is discovered "
+            + "on every connection and not cached"
     }
 
     /// Discovers the whole database with the values the hash covers, and stores it when the hash of what was

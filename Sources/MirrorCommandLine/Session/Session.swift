@@ -73,6 +73,9 @@ final class Session: Sendable {
     let heldByShell: Bool
     /// Guards what a Service Changed indication left to rediscover: the database known then and the range it named.
     let serviceChanged = Lock<(stale: [GATTService], range: ATTHandleRange)?>(nil)
+    /// Guards whether the peer answered, on this connection, that it serves no Database Hash (`gatt` says why
+    /// nothing is cached).
+    let servesNoHash = Lock(false)
     /// The GATT cache and this peer's key in it (DatabaseCache.swift); nil cache with --no-cache.
     let cache: DatabaseCache?
     let cacheTarget: String
