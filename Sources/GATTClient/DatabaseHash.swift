@@ -17,6 +17,17 @@ public struct GATTHashAttribute: Sendable, Hashable {
     }
 }
 
+/// The octet order a server puts the Database Hash in. §7.3 defines the value as AES-CMAC's output; ATT carries a
+/// multi-octet field least significant octet first (Vol 3 Part F §3.3), so PTS-qualified stacks (Zephyr's
+/// `db_hash_gen`: "PTS expects hash to be in little endianness as well") serve the output reversed, while
+/// bluetoothd (src/shared/gatt-db.c) serves it as it comes.
+public enum GATTHashOrder: String, Sendable, CaseIterable {
+    case pts, bluez
+
+    /// The served value, from AES-CMAC's output as it comes.
+    public func served(_ mac: [UInt8]) -> [UInt8] { self == .pts ? Array(mac.reversed()) : mac }
+}
+
 /// Why a CMAC could not be computed: libcrypto is missing (dlerror's text) or refused.
 public struct GATTCryptoError: Error, Sendable, Equatable, CustomStringConvertible {
     public var problem: String
@@ -118,6 +129,11 @@ public enum GATTDatabaseHash {
             ("BlueZ 5.79 and earlier", try compute(all.filter { $0.type != .characteristicExtendedProperties })),
             ("BlueZ 5.80 and later", try compute(all.filter { declarations.contains($0.type) })),
         ]
+    }
+
+    /// The order in which `served` is `computed` (AES-CMAC's output as it comes); nil when it is in neither.
+    public static func order(computed: [UInt8], served: [UInt8]) -> GATTHashOrder? {
+        GATTHashOrder.allCases.first { $0.served(computed) == served }
     }
 
     /// The hash of a discovered database; nil when an Extended Properties value is unknown (`attributes(of:)`).

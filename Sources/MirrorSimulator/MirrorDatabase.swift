@@ -27,7 +27,7 @@ extension AttributeDatabase {
     /// `addedCharacteristic`: the database after the fault change-database, with "simAdded" (read) first in the
     /// mirror service.
     public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false, eatt: Bool = false,
-                              addedCharacteristic: Bool = false) -> AttributeDatabase {
+                              addedCharacteristic: Bool = false, hashOrder: GATTHashOrder = .pts) -> AttributeDatabase {
         var database = AttributeDatabase { db in
             db.service(.genericAccess)
             db.characteristic(.deviceName, [.read], value: Array(deviceName.utf8))
@@ -50,7 +50,7 @@ extension AttributeDatabase {
                 db.characteristic(uuid, mirrorProperties(of: name), name: name)
             }
         }
-        if caching { database.storeDatabaseHash() }
+        if caching { database.storeDatabaseHash(order: hashOrder) }
         return database
     }
 
@@ -63,10 +63,11 @@ extension AttributeDatabase {
     /// Server Supported Features (Vol 3 Part G §7.4) in the simulator's database, when it serves EATT.
     public static let serverSupportedFeaturesName = "serverSupportedFeatures"
 
-    /// Stores the Database Hash of the database as it is now in its "databaseHash" value (after a change too).
-    public mutating func storeDatabaseHash() {
+    /// Stores the Database Hash of the database as it is now in its "databaseHash" value (after a change too), in
+    /// `order`: PTS's (least significant octet first, as Zephyr serves it) by default, or bluetoothd's.
+    public mutating func storeDatabaseHash(order: GATTHashOrder = .pts) {
         guard let h = handle(Self.databaseHashName) else { return }
         // libcrypto is missing only on a broken install: the value stays empty and a client finds no hash.
-        setValue((try? databaseHash()) ?? [], at: h)
+        setValue((try? databaseHash()).map(order.served) ?? [], at: h)
     }
 }

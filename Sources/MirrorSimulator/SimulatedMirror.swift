@@ -104,7 +104,7 @@ public final class SimulatedMirror: Sendable {
         self.options = options
         self.connectionClosed = connectionClosed
         let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                                eatt: options.eatt)
+                                                eatt: options.eatt, hashOrder: options.hashOrder)
         self.logSink = log
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
@@ -391,8 +391,7 @@ public final class SimulatedMirror: Sendable {
         guard !s.databaseChanged else { return }
         s.databaseChanged = true
         var changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                               eatt: options.eatt, addedCharacteristic: true)
-        changed.storeDatabaseHash()
+                                               eatt: options.eatt, addedCharacteristic: true, hashOrder: options.hashOrder)
         s.server.database = changed
         let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001
         let serviceChanged = changed.attributes.first { $0.type == .serviceChanged }?.handle

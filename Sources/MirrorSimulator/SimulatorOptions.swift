@@ -1,5 +1,6 @@
 // What the simulator does: its behaviours and faults, from the command line or a scenario file.
 import Foundation
+import GATTClient
 import JSON
 import LinuxBluetooth
 import Mirror
@@ -138,6 +139,9 @@ public struct SimOptions: Sendable, Equatable {
     /// The GATT service serves Client Supported Features and the Database Hash (Vol 3 Part G §7.2-§7.3), with
     /// robust caching per connection (§2.5.2.1); the mirror service's handles move up by 4.
     public var caching = false
+    /// The octet order of the served Database Hash (`--hash-order pts|bluez`): PTS's by default (Zephyr's and other
+    /// qualified stacks'), bluetoothd's for tests of a BlueZ peer.
+    public var hashOrder: GATTHashOrder = .pts
     /// The Client Supported Features each connection starts with (a bonded client's kept value, Vol 3 Part G
     /// §7.2: 1 is robust caching); default 0.
     public var clientFeaturesAtConnect: UInt8 = 0
@@ -175,7 +179,7 @@ public struct SimOptions: Sendable, Equatable {
     public static let keys: Set<String> = [
         "profile", "name", "scale", "wifi", "network", "networks", "ssid", "token-limit", "cancel-resets", "scan-state",
         "scan-error", "latched-error", "mtu", "pace", "step-ms", "fault", "faults", "verbose", "caching", "client-features",
-        "eatt", "eatt-refuse", "change-database-after", "result",
+        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order",
     ]
 
     /// Sets one option by its long flag name (without "--").
@@ -243,6 +247,11 @@ public struct SimOptions: Sendable, Equatable {
         case "fault", "faults": faults.append(try SimFault(parsing: value))
         case "verbose": verbose = try bool()
         case "caching": caching = try bool()
+        case "hash-order":
+            guard let order = GATTHashOrder(rawValue: value.lowercased()) else {
+                throw SimOptionsError(problem: "--hash-order: expected pts or bluez, got \(value)")
+            }
+            hashOrder = order
         case "client-features": clientFeaturesAtConnect = try byte()
         case "eatt": eatt = try bool()
         case "eatt-refuse":

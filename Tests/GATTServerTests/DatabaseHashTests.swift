@@ -51,6 +51,16 @@ final class DatabaseHashTests: XCTestCase {
         XCTAssertEqual(try Self.specExample.databaseHash(), try openSSLCMAC(expected))
     }
 
+    func testTheServedValueMatchesInEitherOctetOrder() throws {
+        // Appendix B's value (AES-CMAC's output, checked above against `openssl mac ... CMAC`) as bluetoothd serves it,
+        // and reversed, as Zephyr serves it (gatt.c db_hash_gen: "PTS expects hash to be in little endianness").
+        let t = packed("f1ca2d48ecf58bac8a8830bbb9fba990")
+        XCTAssertEqual(GATTDatabaseHash.order(computed: t, served: t), .bluez)
+        XCTAssertEqual(GATTDatabaseHash.order(computed: t, served: packed("90a9fbb9bb30888aac8bf5ec482dcaf1")), .pts)
+        XCTAssertEqual(GATTHashOrder.pts.served(t), packed("90a9fbb9bb30888aac8bf5ec482dcaf1"))
+        XCTAssertNil(GATTDatabaseHash.order(computed: t, served: packed("f1ca2d48ecf58bac8a8830bbb9fba991")))
+    }
+
     func testValuesOutsideTheDeclarationsDoNotChangeTheHashAndHandlesDo() throws {
         // A 128-bit service and characteristic, a user description and a presentation format (handle and type
         // only), a characteristic value (not hashed at all).

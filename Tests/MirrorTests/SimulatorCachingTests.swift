@@ -34,9 +34,25 @@ final class SimulatorCachingTests: XCTestCase {
         var services = try await client.discoverDatabase()
         try await client.readHashedValues(&services)
         let computed = try XCTUnwrap(try GATTDatabaseHash.compute(services: services))
-        XCTAssertEqual(served.first?.value, computed)
+        // Served least significant octet first by default (PTS order); the client's §7.3 value is AES-CMAC's output.
+        XCTAssertEqual(served.first?.value, Array(computed.reversed()))
+        XCTAssertEqual(GATTDatabaseHash.order(computed: computed, served: served.first?.value ?? []), .pts)
         XCTAssertEqual(computed, try h.sim.database.databaseHash())
         XCTAssertEqual(computed.count, 16)
+    }
+
+    func testHashOrderBlueZServesAESCMACsOutputAsItComes() async throws {
+        let h = try SimHarness { $0.caching = true; $0.hashOrder = .bluez }
+        defer { h.stop() }
+        let client = try await h.connect()
+        defer { client.close(reason: "test over") }
+        let served = try await client.read(uuid: .databaseHash)
+        var services = try await client.discoverDatabase()
+        try await client.readHashedValues(&services)
+        let computed = try XCTUnwrap(try GATTDatabaseHash.compute(services: services))
+        XCTAssertEqual(served.first?.value, computed)
+        XCTAssertEqual(GATTDatabaseHash.order(computed: computed, served: computed), .bluez)
+        XCTAssertNil(GATTDatabaseHash.order(computed: computed, served: Array(computed.dropFirst()) + [computed[0] ^ 1]))
     }
 
     func testTheMirrorServiceMovesUpByFourWithCachingAndStaysPutWithout() throws {
@@ -89,7 +105,7 @@ final class SimulatorCachingTests: XCTestCase {
         XCTAssertEqual(show(c.request([0x0A] + le16(token + 2))), show([0x01, 0x0A] + le16(token + 2) + [0x12]))
         let newHash = try sim.database.databaseHash()
         XCTAssertNotEqual(newHash, oldHash)
-        XCTAssertEqual(show(c.request(hex("08 01 00 ff ff 2a 2b"))), show([0x09, 0x12, 0x0D, 0x00] + newHash))
+        XCTAssertEqual(show(c.request(hex("08 01 00 ff ff 2a 2b"))), show([0x09, 0x12, 0x0D, 0x00] + newHash.reversed()))
         XCTAssertEqual(c.request([0x0A] + le16(token + 2))?.first, 0x0B)
         // a confirms the indication: change-aware again, served.
         a.inject(hex("1e"))

@@ -30,6 +30,8 @@ let usage = """
                               change-database (handles move, Service Changed, 0x12)
       --caching yes|no        serve Client Supported Features and the Database Hash in the GATT service (robust
                               caching; the mirror service's handles move up by 4; default no)
+      --hash-order pts|bluez  the Database Hash's octets least significant first, as PTS-qualified stacks serve
+                              it (default), or as AES-CMAC gives them, as bluetoothd serves it
       --client-features N     the Client Supported Features a connection starts with (1: robust caching, as a
                               bonded client's kept value; default 0)
       --eatt yes|no           serve Enhanced ATT bearers: Server Supported Features (0x2B3A, bit 0) in the GATT

@@ -175,10 +175,12 @@ struct DatabaseCache: Sendable {
         } catch {
             return .failure(DatabaseCacheProblem("\(error)"))
         }
-        // The file's services hash to its databaseHash by §7.3 or, for a BlueZ peer, by bluetoothd's rule.
-        let spec = try? GATTDatabaseHash.compute(services: db.services)
+        // The file's services hash to its databaseHash by §7.3 (in either octet order) or, for a BlueZ peer, by
+        // bluetoothd's rule.
+        let spec = (try? GATTDatabaseHash.compute(services: db.services)) ?? nil
         let bluez = (try? GATTDatabaseHash.blueZHashes(services: db.services)) ?? nil
-        guard spec == db.databaseHash || bluez?.contains(where: { $0.hash == db.databaseHash }) == true else {
+        let specMatch = spec.map { GATTDatabaseHash.order(computed: $0, served: db.databaseHash) != nil } ?? false
+        guard specMatch || bluez?.contains(where: { $0.hash == db.databaseHash }) == true else {
             return .failure(DatabaseCacheProblem("its services do not hash to its databaseHash \(ATTHex.string(db.databaseHash))"))
         }
         return .success(db)
@@ -376,7 +378,17 @@ extension Session {
     /// Whether `peerHash` is the hash of `services`: §7.3's (`computed`), or one bluetoothd serves instead
     /// (`GATTDatabaseHash.blueZHashes`), which is said on stderr as a note with both values.
     func hashIsThePeers(_ computed: [UInt8], _ services: [GATTService], peerHash: [UInt8]) -> Bool {
-        if computed == peerHash { return true }
+        switch GATTDatabaseHash.order(computed: computed, served: peerHash) {
+        case .pts?:
+            return true
+        case .bluez?:
+            warn("note: \(cacheTarget) serves the Database Hash \(ATTHex.string(peerHash)) in bluetoothd's octet order (AES-CMAC's output "
+                 + "as it comes, src/shared/gatt-db.c); PTS-qualified servers send it least significant octet first "
+                 + "(\(ATTHex.string(GATTHashOrder.pts.served(computed)))); the database discovered is the peer's and is cached under its hash")
+            return true
+        case nil:
+            break
+        }
         guard let rule = (try? GATTDatabaseHash.blueZHashes(services: services))??.first(where: { $0.hash == peerHash }) else { return false }
         warn("note: \(cacheTarget) serves the Database Hash \(ATTHex.string(peerHash)) as bluetoothd computes it (\(rule.versions): "
              + "src/shared/gatt-db.c leaves out descriptors that Core Spec Vol 3 Part G §7.3 hashes, which gives \(ATTHex.string(computed))); "
