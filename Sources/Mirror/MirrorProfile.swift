@@ -47,6 +47,10 @@ public struct MirrorProfile: Sendable, Equatable {
 
     /// A command byte by name (every required one is present after parsing).
     public func command(_ name: String) -> UInt8? { commands[name] }
+    /// The command's name for a scannerAction byte ("initDeviceForScan"), or "unknown(0x37)".
+    public func commandName(_ byte: UInt8) -> String {
+        commands.filter { $0.value == byte }.map(\.key).sorted().first ?? "unknown(\(ATTHex.byte(byte)))"
+    }
     public var wifiScanCommand: UInt8 { commands["wifiScan"]! }
     public var initDeviceForScanCommand: UInt8 { commands["initDeviceForScan"]! }
     public var rebootCommand: UInt8 { commands["reboot"]! }

@@ -17,6 +17,8 @@ public struct DatabaseModel: Sendable, Equatable {
     public var services: [Service]
     /// Names for UUIDs that are not well known (the mirror profile's), by canonical UUID; text output only.
     public var names: [String: String]
+    /// What each value read means (ValueFormatter), by its handle; `--read` fills it.
+    public var decoded: [UInt16: String] = [:]
 
     public init(mtu: Int, services: [Service], names: [String: String] = [:]) {
         self.mtu = mtu
@@ -128,11 +130,11 @@ public struct DatabaseModel: Sendable, Equatable {
                         ("properties", .array(propertyNames(c.properties).map { .string($0) })),
                         ("descriptors", .array(c.descriptors.map { d in
                             var df: [(String, JSONValue)] = [("uuid", .string(d.uuid)), ("handle", .int(Int(d.handle)))]
-                            if let v = d.value { df += readOutcomeJSON(v) }
+                            if let v = d.value { df += readOutcomeJSON(v, decoded: decoded[d.handle]) }
                             return .object(df)
                         })),
                     ]
-                    if let v = c.value { cf += readOutcomeJSON(v) }
+                    if let v = c.value { cf += readOutcomeJSON(v, decoded: decoded[c.valueHandle]) }
                     return .object(cf)
                 })))
                 return .object(fields)
@@ -153,10 +155,10 @@ public struct DatabaseModel: Sendable, Equatable {
             }
             for c in s.characteristics {
                 lines.append("  Characteristic \(c.uuid)\(nameSuffix(c.uuid))  handle \(ATTHex.handle(c.handle))  value handle \(ATTHex.handle(c.valueHandle))  [\(propertyNames(c.properties).joined(separator: ", "))]")
-                if let v = c.value { lines.append("    value: " + readOutcomeText(v)) }
+                if let v = c.value { lines.append("    value: " + readOutcomeText(v, decoded: decoded[c.valueHandle])) }
                 for d in c.descriptors {
                     lines.append("    Descriptor \(d.uuid)\(nameSuffix(d.uuid))  handle \(ATTHex.handle(d.handle))")
-                    if let v = d.value { lines.append("      value: " + readOutcomeText(v)) }
+                    if let v = d.value { lines.append("      value: " + readOutcomeText(v, decoded: decoded[d.handle])) }
                 }
             }
         }
@@ -164,16 +166,17 @@ public struct DatabaseModel: Sendable, Equatable {
     }
 }
 
-func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome) -> [(String, JSONValue)] {
+func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome, decoded: String? = nil) -> [(String, JSONValue)] {
     switch outcome {
-    case .value(let bytes): return [("value", .string(ATTHex.string(bytes))), ("text", .string(printableText(bytes)))]
+    case .value(let bytes):
+        return [("value", .string(ATTHex.string(bytes))), ("text", .string(printableText(bytes)))] + (decoded.map { [("decoded", .string($0))] } ?? [])
     case .error(let facts): return [("readError", .object(facts.jsonFields))]
     }
 }
 
-func readOutcomeText(_ outcome: DatabaseModel.ReadOutcome) -> String {
+func readOutcomeText(_ outcome: DatabaseModel.ReadOutcome, decoded: String? = nil) -> String {
     switch outcome {
-    case .value(let bytes): return valueText(bytes)
+    case .value(let bytes): return valueText(bytes, decoded: decoded)
     case .error(let facts): return "(not read: " + TerminalText.escaped(facts.message) + ")"
     }
 }

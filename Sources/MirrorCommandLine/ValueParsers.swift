@@ -199,6 +199,56 @@ public func parseHexValue(_ token: String) throws(UsageError) -> [UInt8] {
     return bytes
 }
 
+/// A value to write as the command line gives it: bytes, or a name from the profile's table for the characteristic
+/// written (`write TARGET scannerAction initDeviceForScan`), which only the characteristic resolves.
+public enum WriteValue: Sendable, Equatable {
+    case bytes([UInt8])
+    case enumName(String)
+}
+
+/// Parses a value to write: `text:STRING` (its UTF-8), `hex:HEX` or bare hex (`parseHexValue`), `u8:N`, `u16:N`,
+/// `u32:N`, `i8:N`, `i16:N`, `i32:N` (decimal or 0x hex, little-endian as GATT carries numbers: Vol 3 Part F §3.3),
+/// or a name (letters first, not hex) from the profile's table for the characteristic.
+public func parseWriteValue(_ token: String) throws(UsageError) -> WriteValue {
+    if token.hasPrefix("text:") { return .bytes(Array(token.dropFirst(5).utf8)) }
+    if token.hasPrefix("hex:") { return .bytes(try parseHexValue(String(token.dropFirst(4)))) }
+    let integerKinds: [(prefix: String, bytes: Int, signed: Bool)] = [
+        ("u8:", 1, false), ("u16:", 2, false), ("u32:", 4, false), ("i8:", 1, true), ("i16:", 2, true), ("i32:", 4, true),
+    ]
+    if let kind = integerKinds.first(where: { token.hasPrefix($0.prefix) }) {
+        let text = String(token.dropFirst(kind.prefix.count))
+        let bits = 8 * kind.bytes
+        let range: ClosedRange<Int64> = kind.signed ? -(Int64(1) << (bits - 1))...((Int64(1) << (bits - 1)) - 1) : 0...((Int64(1) << bits) - 1)
+        let negative = text.hasPrefix("-")
+        let magnitude = parseInteger(negative ? String(text.dropFirst()) : text)
+        guard let magnitude, magnitude <= UInt64(Int64.max) else {
+            throw UsageError("invalid value \"\(token)\": \"\(text)\" is not a decimal or 0x hex integer", token: token)
+        }
+        let v = negative ? -Int64(magnitude) : Int64(magnitude)
+        guard range.contains(v) else {
+            throw UsageError("invalid value \"\(token)\": \(v) is outside \(kind.prefix.dropLast())'s range \(range.lowerBound)...\(range.upperBound)", token: token)
+        }
+        let u = UInt64(bitPattern: v)
+        return .bytes((0..<kind.bytes).map { UInt8(truncatingIfNeeded: u >> (8 * UInt64($0))) })
+    }
+    do {
+        return .bytes(try parseHexValue(token))
+    } catch {
+        // Letters first and not hex: a name from the characteristic's table, resolved once the characteristic is known.
+        if let first = token.first, first.isLetter, token.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
+            return .enumName(token)
+        }
+        throw UsageError("\(error.message); or give text:STRING, u8:N, u16:N, u32:N, i8:N, i16:N, i32:N, or a name the profile gives this characteristic's values (initDeviceForScan)", token: token)
+    }
+}
+
+/// The note for a reference that reads two ways: four decimal digits are taken as a handle (decimal), but are a
+/// 16-bit UUID's digits too. Nil for any other token, and for `handle:` and `uuid:`, which say which is meant.
+public func referenceAmbiguity(_ token: String) -> String? {
+    guard token.count == 4, token.allSatisfy({ $0.isASCII && $0.isNumber }), let h = UInt16(token) else { return nil }
+    return "note: \(token) taken as handle \(h) (\(ATTHex.handle(h))); for the 16-bit UUID 0x\(token) write uuid:\(token) (handle:\(token) takes the handle without this note)"
+}
+
 /// Parses a UUID: "2a00", "0x2A00", "uuid:1234", "0000180d" (32-bit), or the 36-character form.
 public func parseUUID(_ token: String) throws(UsageError) -> BluetoothUUID {
     let text = token.hasPrefix("uuid:") ? String(token.dropFirst(5)) : token
@@ -249,6 +299,7 @@ public enum CharacteristicReference: Sendable, Equatable, CustomStringConvertibl
 /// Parses HANDLE|UUID|NAME: a handle and a UUID as `parseHandleOrUUID` (so "1234" is a handle, "2a00" a UUID,
 /// "0x12g" a malformed handle), anything else a name; "name:X" is the name X even where X reads as a UUID.
 public func parseCharacteristicReference(_ token: String) throws(UsageError) -> CharacteristicReference {
+    if token.hasPrefix("handle:") { return .handle(try parseHandle(String(token.dropFirst(7)))) }
     if token.hasPrefix("name:") {
         let name = String(token.dropFirst(5))
         guard !name.isEmpty else { throw UsageError("invalid name \"\(token)\": nothing after \"name:\"", token: token) }

@@ -391,7 +391,7 @@ final class CacheCommandTests: XCTestCase {
         guard reads.count == 3 else { return XCTFail("\(reads.count) Read Requests, 3 expected: \(run.stderr)") }
         XCTAssertEqual(Int(reads[0].dropFirst(2), radix: 16).map { $0 + 1 }, Int(reads[1].dropFirst(2), radix: 16), "its declaration first")
         XCTAssertEqual(Int(reads[2].dropFirst(2), radix: 16), Int(reads[1].dropFirst(2), radix: 16).map { $0 + 2 }, "resolved again")
-        XCTAssertTrue(run.stdout.hasPrefix(reads[2] + ":"), run.stdout)
+        XCTAssertTrue(run.stdout.hasPrefix(reads[2] + " cloudToken:"), run.stdout)
         // The cache holds the changed database, under its new hash: simAdded is in it.
         let cached = try String(contentsOfFile: cacheFile(sim), encoding: .utf8)
         XCTAssertTrue(cached.contains("6d697272-6f72-7369-6d00-0000000000ad"), cached)

@@ -56,7 +56,7 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertTrue(lines.contains("Primary service 1800 Generic Access  handles 0x0001-0x0005"), run.stdout)
         XCTAssertTrue(lines.contains("Secondary service 180f Battery  handles 0x0006-0x0009"), run.stdout)
         XCTAssertTrue(lines.contains("  Characteristic 2a00 Device Name  handle 0x0002  value handle 0x0003  [read, write]"), run.stdout)
-        XCTAssertTrue(lines.contains("    value: 53 63 72 69 70 74 65 64 20 50 65 65 72  \"Scripted Peer\"  (13 bytes)"), run.stdout)
+        XCTAssertTrue(lines.contains("    value: \"Scripted Peer\"  [53 63 72 69 70 74 65 64 20 50 65 65 72]  (13 bytes)"), run.stdout)
         XCTAssertTrue(lines.contains("  Include 0x000B: service 180f Battery  handles 0x0006-0x0009"), run.stdout)
         XCTAssertTrue(lines.contains("    Descriptor 2902 Client Characteristic Configuration  handle \(peer.hexHandle("batteryCCCD"))"), run.stdout)
         let secret = peer.hexHandle("secret")

@@ -82,17 +82,17 @@ final class NameResolutionTests: XCTestCase {
     func testReadByUserDescriptionIsTheReadByHandle() throws {
         let byName = try MirrorProcess.run(["read", peer.target, "alpha"])
         XCTAssertEqual(byName.status, 0, byName.stderr)
-        XCTAssertEqual(byName.stdout, "\(peer.hexHandle("alpha")): a1  \".\"  (1 byte)\n")
+        XCTAssertEqual(byName.stdout, "\(peer.hexHandle("alpha")) alpha: a1  \".\"  (1 byte)\n")
         // Exact first, else ignoring case; a JSON read of a name is the one object of a handle's read.
         let json = try MirrorProcess.run(["read", peer.target, "ALPHA", "--json"])
         XCTAssertEqual(json.status, 0, json.stderr)
-        XCTAssertEqual(try json.json().compact, #"{"handle":\#(peer.handle("alpha")),"value":"a1","text":".","length":1}"#)
+        XCTAssertEqual(try json.json().compact, #"{"handle":\#(peer.handle("alpha")),"value":"a1","text":".","length":1,"name":"alpha"}"#)
         // "beef" is the UUID 0xbeef (Read By Type: the peer has none); "name:beef" is the User Description.
         let uuid = try MirrorProcess.run(["read", peer.target, "beef"])
         XCTAssertEqual(uuid.status, ExitStatus.peerError.rawValue, uuid.stderr)
         let named = try MirrorProcess.run(["read", peer.target, "name:beef"])
         XCTAssertEqual(named.status, 0, named.stderr)
-        XCTAssertEqual(named.stdout, "\(peer.hexHandle("beefValue")): be  \".\"  (1 byte)\n")
+        XCTAssertEqual(named.stdout, "\(peer.hexHandle("beefValue")) beef: be  \".\"  (1 byte)\n")
     }
 
     func testReadByUUIDStillReadsEveryValueOfIt() throws {
@@ -122,7 +122,7 @@ final class NameResolutionTests: XCTestCase {
         defer { try? FileManager.default.removeItem(atPath: path) }
         var run = try MirrorProcess.run(["read", peer.target, "cloudToken", "--profile", path])
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertEqual(run.stdout, "\(peer.hexHandle("alpha")): a1  \".\"  (1 byte)\n")
+        XCTAssertEqual(run.stdout, "\(peer.hexHandle("alpha")) cloudToken: a1  \".\"  (1 byte)\n")
         run = try MirrorProcess.run(["write", peer.target, "scannerAction", "36", "--profile", path])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertEqual(peer.value("sink"), [0x36])

@@ -68,7 +68,7 @@ final class ScriptDrivingTests: XCTestCase {
         let run = try MirrorProcess.run(["shell", sim.target, "--keep-going"], input: script, timeout: 60)
         XCTAssertEqual(run.status, 5, "the second wait's timeout: \(run.stderr)")
         let lines = run.stdout.split(separator: "\n").map(String.init)
-        let notification = try XCTUnwrap(lines.firstIndex { $0.contains("notification 0x000C scanState: 00") }, run.stdout)
+        let notification = try XCTUnwrap(lines.firstIndex { $0.contains("notification 0x000C scanState: invalid  [00]  (1 byte)") }, run.stdout)
         let waited = try XCTUnwrap(lines.firstIndex(of: "waited for 1 value"), run.stdout)
         XCTAssertLessThan(notification, waited, run.stdout)
         XCTAssertTrue(run.stderr.contains("mirror: timed out after 0.3 s waiting for 1 value of the background subscriptions (0 came)"),

@@ -94,7 +94,7 @@ extension ShellTests {
         XCTAssertTrue(run.stdout.contains("> wifi status\n") && run.stdout.hasSuffix("wifiConnectionStatus connected, SSID alpha\n"), run.stdout)
         // Each join logs its own connecting and connected (stderr), not the one before it.
         XCTAssertEqual(run.stderr.components(separatedBy: "NOTIFY wifiConnectionStatus = connecting (01)").count - 1, 2, run.stderr)
-        let background = run.stdout.split(separator: "\n").filter { $0.contains("wifiConnectionStatus: 02") && $0.contains("notification ") }
+        let background = run.stdout.split(separator: "\n").filter { $0.contains("wifiConnectionStatus: connected  [02]") && $0.contains("notification ") }
         XCTAssertEqual(background.count, 2, "the background subscription printed both connected: \(run.stdout)")
 
         // The one-shot command's errors and statuses, word for word.
@@ -130,7 +130,7 @@ extension ShellTests {
         let json = try pty([
             step("expect", prompt, 10), step("send", "subscribe scanState\r"), step("expect", "subscribed to 0x000C", 5),
             step("expect", prompt, 5), step("send", scan + "\r"), step("expect", "waiting up to 90.0 seconds", 10),
-            step("expect", "notification 0x000C scanState: 01", 10), step("send", "\u{3}"),
+            step("expect", "notification 0x000C scanState: alignScale  [01]", 10), step("send", "\u{3}"),
             // The interrupted scan sends cancelScan (the mirror stops) before its result.
             step("expect", "write scannerAction = cancelScan (36) [interrupt]", 10),
             step("expect", ": interrupted: interrupted while waiting for scanState complete", 10), step("expect", prompt, 10),

@@ -155,8 +155,8 @@ final class ShellTests: XCTestCase {
         let run = try MirrorProcess.run(["shell", sim.target], input: script)
         XCTAssertEqual(run.status, 0, run.stderr)
         let lines = run.stdout.split(separator: "\n").map(String.init)
-        XCTAssertTrue(lines.contains { $0.hasPrefix("subscribed to 0x000C ") && $0.contains(" scanState (notifications), current value: 09") }, run.stdout)
-        let notification = try XCTUnwrap(lines.first { $0.contains("notification 0x000C scanState: 00") }, run.stdout)
+        XCTAssertTrue(lines.contains { $0.hasPrefix("subscribed to 0x000C ") && $0.contains(" scanState (notifications), current value: error  [09]  (1 byte)") }, run.stdout)
+        let notification = try XCTUnwrap(lines.first { $0.contains("notification 0x000C scanState: invalid  [00]  (1 byte)") }, run.stdout)
         // "HH:MM:SS.mmm  notification ...": a timestamp first.
         XCTAssertNotNil(notification.range(of: #"^\d\d:\d\d:\d\d\.\d{3}  notification"#, options: .regularExpression), notification)
         XCTAssertTrue(lines.contains("unsubscribed from 0x000C scanState"), run.stdout)

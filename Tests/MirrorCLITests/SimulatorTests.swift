@@ -84,8 +84,9 @@ final class SimulatorTests: XCTestCase {
                        "mirror: ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle \(cloudToken) (cloudToken): 41-byte value, within the 244-byte budget of MTU 247, so the peripheral rejected it at the application layer")
         let byName = try MirrorProcess.run(["read", sim.target, "scanState"])
         XCTAssertEqual(byName.status, 0, byName.stderr)
-        XCTAssertTrue(byName.stdout.hasPrefix("\(scanState): "), byName.stdout)
-        XCTAssertEqual(byName.stdout, try MirrorProcess.run(["read", sim.target, scanState]).stdout)
+        XCTAssertEqual(byName.stdout, "\(scanState) scanState: invalid  [00]  (1 byte)\n", "named and decoded")
+        // A raw handle discovers nothing, so it has no name to decode by: the same value, as bytes.
+        XCTAssertEqual(try MirrorProcess.run(["read", sim.target, scanState]).stdout, "\(scanState): 00  \".\"  (1 byte)\n")
         let cancel = try MirrorProcess.run(["write", sim.target, "scannerAction", "36"])
         XCTAssertEqual(cancel.status, 0, cancel.stderr)
         XCTAssertEqual(cancel.stdout, "wrote 1 byte to \(scannerAction) (Write Request, confirmed)\n")

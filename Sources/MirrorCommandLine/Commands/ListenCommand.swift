@@ -59,6 +59,7 @@ let listenCommand = Command(CommandSpec(
     defer { session.close() }
     let json = inv.global.json
     let console = inv.console
+    let profile = session.profile
     let drops = ListenDrops()
     let received: Int
     do {
@@ -75,7 +76,7 @@ let listenCommand = Command(CommandSpec(
                                                           ("mode", .string(modeName)), ("value", value.map { .string(ATTHex.string($0)) } ?? .null)]))
                     guard !json else { return }
                     var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(modeName))"
-                    if let value { line += ", current value: " + valueText(value) }
+                    if let value { line += ", current value: " + valueText(value, decoded: ValueFormatter.decode(value, uuid: c.uuid, name: label, profile: profile)) }
                     console.err(line)
                 },
                 armed: {
@@ -168,13 +169,14 @@ extension ListenEvent {
             ("value", .string(ATTHex.string(value))), ("text", .string(printableText(value))),
             ("name", name.map { .string($0) } ?? .null),
         ]
+        if let decoded { fields.append(("decoded", .string(decoded))) }
         if droppedBefore > 0 { fields.append(("droppedBefore", .int(droppedBefore))) }
         return .object(fields)
     }
 
     /// "12:00:01.123  notification 0x000C scanState: 09"
     var line: String {
-        "\(clockTime(unixSeconds: time))  \(indication ? "indication " : "notification") \(ATTHex.handle(handle))\(labelSuffix(name)): \(valueText(value))"
+        "\(clockTime(unixSeconds: time))  \(indication ? "indication " : "notification") \(ATTHex.handle(handle))\(labelSuffix(name)): \(valueText(value, decoded: decoded))"
     }
 
     /// The line before a value that comes after drops (the output fell behind), if any.

@@ -8,12 +8,18 @@ let readCommand = Command(CommandSpec(
     discussion: """
         A HANDLE (decimal, or hex with 0x) is read with Read Request, then Read Blob Requests while the value \
         fills the response, up to 512 bytes. A UUID reads with Read By Type over the whole database and prints \
-        every matching handle. "1234" is a handle; write "uuid:1234" for the 16-bit UUID 0x1234.
+        every matching handle. "1234" is a handle (four decimal digits say so in a note); write "uuid:1234" for the \
+        16-bit UUID 0x1234, or "handle:1234" for the handle without the note.
 
         A NAME is a characteristic's name: the profile's (cloudToken, scanState; --profile) or its User \
         Description (0x2901), found by discovery and read by its value handle like a HANDLE; "name:X" is the \
         name X where X would read as a UUID. A NAME that names no characteristic, or several, is bad usage \
-        (exit status 2): the error lists the names known, or the candidates with their value handles.
+        (exit status 2): the error lists the names known, or the candidates with their value handles. The name \
+        `gatt` prints for a well-known UUID works too, quoted when it has spaces ("Device Name").
+
+        A value read by NAME is printed with what it means beside its hex: the profile's names (scanState \
+        invalid), a Device Name as text, Appearance by its name, CCCD bits, Battery Level, PnP ID (JSON adds \
+        "decoded" and "name"). A HANDLE or a UUID discovers nothing, so it prints the bytes only.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
@@ -24,17 +30,23 @@ let readCommand = Command(CommandSpec(
     examples: [
         ("mirror read unix:/tmp/mirror-sim.sock 0x0003", "the value at handle 0x0003"),
         ("mirror read unix:/tmp/mirror-sim.sock 2a00", "the Device Name, by UUID"),
-        ("mirror read unix:/tmp/mirror-sim.sock scanState", "a characteristic by its profile name"),
+        ("mirror read unix:/tmp/mirror-sim.sock scanState", "a characteristic by its profile name, its value decoded (invalid  [00])"),
+        ("mirror read unix:/tmp/mirror-sim.sock uuid:2a01", "the Appearance, by UUID (uuid: and handle: say which a number is)"),
         ("mirror read 00:AA:01:01:00:01 0x0012 --json", "a value as JSON"),
     ]
 )) { inv in
     let target = try inv.target()
     let reference = try inv.positional(1, parseCharacteristicReference)!
+    if let note = try inv.positional(1, referenceAmbiguity) ?? nil { inv.console.err(note) }
     let session = try await Session.open(target, inv)
     defer { session.close() }
     // A UUID keeps its meaning (Read By Type: every value of it); a name is one characteristic's value handle.
     // After Database Out Of Sync (0x12) the database is resynchronized and a UUID or name read again once.
     let byUUID: Bool
+    // A NAME was resolved in the discovered database, so its value is named and decoded; a raw HANDLE or a UUID
+    // discovers nothing (in the shell, whether its background discovery is done would decide the output).
+    let byName: Bool
+    if case .name = reference { byName = true } else { byName = false }
     let values: [ReadValue]
     if case .uuid(let u) = reference {
         byUUID = true
@@ -45,8 +57,10 @@ let readCommand = Command(CommandSpec(
     }
     if inv.global.json {
         let items: [JSONValue] = values.map { v in
-            .object([("handle", .int(Int(v.handle))), ("value", .string(ATTHex.string(v.value))),
-                     ("text", .string(printableText(v.value))), ("length", .int(v.value.count))])
+            let m = byName ? session.meaning(of: v.value, at: v.handle) : (name: nil, decoded: nil)
+            return .object([("handle", .int(Int(v.handle))), ("value", .string(ATTHex.string(v.value))),
+                            ("text", .string(printableText(v.value))), ("length", .int(v.value.count))]
+                           + (m.decoded.map { [("decoded", JSONValue.string($0))] } ?? []) + (m.name.map { [("name", JSONValue.string($0))] } ?? []))
         }
         if !byUUID, let only = items.first {
             inv.console.json(only)
@@ -54,7 +68,10 @@ let readCommand = Command(CommandSpec(
             inv.console.json(JSONValue.object([("values", .array(items))]))
         }
     } else {
-        for v in values { inv.console.out("\(ATTHex.handle(v.handle)): \(valueText(v.value))") }
+        for v in values {
+            let m = byName ? session.meaning(of: v.value, at: v.handle) : (name: nil, decoded: nil)
+            inv.console.out("\(ATTHex.handle(v.handle))\(labelSuffix(m.name)): \(valueText(v.value, decoded: m.decoded))")
+        }
     }
     return .success
 }

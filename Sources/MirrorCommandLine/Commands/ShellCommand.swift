@@ -592,13 +592,15 @@ final class Shell: Sendable {
         let (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
         let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
         let label = entry.label
+        let profile = session.profile
         // The stream was armed before the CCCD write; what it dropped until now came before the subscription completed.
         let droppedBeforeSubscribed = stream.droppedCount
         let task = Task { [weak self] in
             do {
                 for try await n in stream {
-                    let event = ListenEvent(time: unixNow(), handle: n.handle, name: label, indication: n.kind == .indication,
-                                            value: n.value, droppedBefore: n.droppedBefore)
+                    let event = ListenEvent(time: unixNow(), handle: n.handle, name: label,
+                                            decoded: ValueFormatter.decode(n.value, uuid: c.uuid, name: label, profile: profile),
+                                            indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
                     self?.show(event)
                 }
             } catch {
@@ -615,7 +617,7 @@ final class Shell: Sendable {
             ]).compact)
         } else {
             var line = "subscribed to \(ATTHex.handle(c.valueHandle)) \(c.uuid)\(labelSuffix(label)) (\(mode))"
-            if let value { line += ", current value: " + valueText(value) }
+            if let value { line += ", current value: " + valueText(value, decoded: ValueFormatter.decode(value, uuid: c.uuid, name: label, profile: profile)) }
             console.out(line)
         }
     }

@@ -11,11 +11,16 @@ let writeCommand = Command(CommandSpec(
         writes up to 512 bytes with Prepare Write parts of MTU-5 bytes and Execute Write; --reliable does \
         the same and checks every echoed part, cancelling on a mismatch.
 
-        HEX is the value: 0102ff, 0x0102ff, 01:02:ff or "01 02 ff"; "" is the empty value.
+        HEX is the value: 0102ff, 0x0102ff, 01:02:ff or "01 02 ff" (hex:... says so explicitly); "" is the empty \
+        value. Typed instead: text:STRING (its UTF-8 bytes), u8:N, u16:N, u32:N, i8:N, i16:N, i32:N (decimal or 0x \
+        hex, little-endian as GATT carries numbers; out of range is bad usage), or a name the profile gives the \
+        characteristic's values (scannerAction: wifiScan, initDeviceForScan, reboot, cancelScan). A token that is \
+        valid hex is hex (cafe is 0xCA 0xFE).
 
         The characteristic is a HANDLE (sent as given, no discovery), a UUID, or a NAME: the profile's \
         (cloudToken, scannerAction; --profile) or its User Description (0x2901); "name:X" is the name X where X \
-        would read as a UUID. A UUID or NAME is found by discovery and must name exactly one characteristic: \
+        would read as a UUID, and "handle:N" or "uuid:X" say which of the two a bare number is (four decimal digits are \
+        taken as a handle, with a note). A name with spaces is quoted ("Device Name"). A UUID or NAME is found by discovery and must name exactly one characteristic: \
         none or several is bad usage (exit status 2), the error listing the names known or the candidates with \
         their value handles.
         """,
@@ -23,7 +28,7 @@ let writeCommand = Command(CommandSpec(
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
         PositionalSpec("HANDLE|UUID|NAME", help: "the attribute handle (18 or 0x0012), a characteristic UUID or name",
                        missing: "HANDLE (the attribute handle (18 or 0x0012))"),
-        PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff)"),
+        PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff), or text:STRING, u16:N, ..., a profile name"),
     ],
     options: [
         .flag("--no-response", help: "send a Write Command (no response)"),
@@ -35,20 +40,27 @@ let writeCommand = Command(CommandSpec(
         ("mirror write unix:/tmp/mirror-sim.sock 0x0012 0102ff", "a Write Request"),
         ("mirror write unix:/tmp/mirror-sim.sock 0x0014 01 --no-response", "a Write Command"),
         ("mirror write unix:/tmp/mirror-sim.sock scannerAction 36", "by the profile's name: cancelScan"),
+        ("mirror write unix:/tmp/mirror-sim.sock scannerAction cancelScan", "the same, the value by the profile's name too"),
+        ("mirror write unix:/tmp/mirror-sim.sock cloudToken text:http://192.168.1.23:8080/u", "text, as its UTF-8 bytes"),
         ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 60 /dev/urandom | xxd -p | tr -d '\\n') --long", "60 bytes as a long write (Prepare Write, Execute Write); the mirror's cloudToken takes at most 64"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--no-response", "--long", "--reliable"])
     let target = try inv.target()
     let reference = try inv.positional(1, parseCharacteristicReference)!
-    let value = try inv.positional(2, parseHexValue)!
+    let written = try inv.positional(2, parseWriteValue)!
+    if let note = try inv.positional(1, referenceAmbiguity) ?? nil { inv.console.err(note) }
     let mode: WriteMode = inv.arguments.has("--no-response") ? .command
         : inv.arguments.has("--long") ? .long
         : inv.arguments.has("--reliable") ? .reliable : .request
     let session = try await Session.open(target, inv)
     defer { session.close() }
+    // A profile name (initDeviceForScan) becomes its byte once the characteristic is known.
+    var value: [UInt8] = []
+    if case .bytes(let b) = written { value = b }
     // A UUID or name is resolved again, and the write retried once, after Database Out Of Sync (0x12).
     let handle = try await session.retryingOutOfSync(reference, command: "write") { h in
+        if case .enumName(let name) = written { value = [try await session.enumByte(name, at: h)] }
         try await session.write(handle: h, value: value, mode: mode)
         return h
     }

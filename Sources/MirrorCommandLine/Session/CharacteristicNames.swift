@@ -43,7 +43,10 @@ struct CharacteristicCatalog: Sendable {
             let exact = entries.filter { $0.profileName == n || $0.userDescription == n }
             if !exact.isEmpty { return exact }
             let lower = n.lowercased()
-            return entries.filter { $0.profileName?.lowercased() == lower || $0.userDescription?.lowercased() == lower }
+            let named = entries.filter { $0.profileName?.lowercased() == lower || $0.userDescription?.lowercased() == lower }
+            if !named.isEmpty { return named }
+            // The name output prints for a well-known UUID ("Device Name", `gatt`'s lines), quoted when it has spaces.
+            return entries.filter { $0.label?.lowercased() == lower }
         }
     }
 }
@@ -165,6 +168,44 @@ extension Session {
         let state = DiscoveredNames(services: services, unverifiedHash: fromFile)
         discoveredNames.withLock { if $0 == nil { $0 = state } }
         return discoveredNames.withLock { $0 } ?? state
+    }
+
+    /// What a value at `handle` is, when this connection knows the database (discovered or cached; a raw HANDLE
+    /// alone discovers nothing): the label of its characteristic (or descriptor) and its decoded form (ValueFormatter).
+    func meaning(of bytes: [UInt8], at handle: UInt16) -> (name: String?, decoded: String?) {
+        guard let known = discoveredNames.withLock({ $0 }) else { return (nil, nil) }
+        for c in known.services.flatMap(\.characteristics) {
+            if c.valueHandle == handle {
+                let name = label(c.uuid, userDescription: known.descriptions[c.valueHandle])
+                return (name, ValueFormatter.decode(bytes, uuid: c.uuid, name: name, profile: profile))
+            }
+            if let d = c.descriptors.first(where: { $0.handle == handle }) {
+                let name = self.name(of: d.uuid)
+                return (name, ValueFormatter.decode(bytes, uuid: d.uuid, name: name, profile: profile))
+            }
+        }
+        return (nil, nil)
+    }
+
+    /// The byte a profile name stands for when written to the characteristic at `handle`: a scannerAction command
+    /// (initDeviceForScan), a scanState, a scanError or a wifiConnectionStatus name; case does not matter. The
+    /// database is discovered if this connection has not yet (the characteristic decides which table).
+    func enumByte(_ name: String, at handle: UInt16) async throws -> UInt8 {
+        let characteristics = try await discovered().services.flatMap(\.characteristics)
+        let which = characteristics.first { $0.valueHandle == handle }.flatMap { profile.characteristicName($0.uuid) }
+        let table: [String: UInt8]
+        switch which {
+        case "scannerAction": table = profile.commands
+        case "scanState": table = Dictionary(profile.scanStates.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        case "scanError": table = Dictionary(profile.scanErrors.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        case "wifiConnectionStatus": table = Dictionary(profile.wifiConnectionStatuses.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
+        default:
+            throw UsageError("invalid value \"\(name)\": \(ATTHex.handle(handle))\(which.map { " (\($0))" } ?? "") has no named values in the profile; give hex, text:STRING or u8:N", token: name, command: "write")
+        }
+        guard let byte = table.first(where: { $0.key.lowercased() == name.lowercased() })?.value else {
+            throw UsageError("invalid value \"\(name)\": not a name of \(which ?? "this characteristic")'s values; the profile names \(table.sorted { $0.value < $1.value }.map { "\($0.key) (\(ATTHex.byte($0.value)))" }.joined(separator: ", "))", token: name, command: "write")
+        }
+        return byte
     }
 
     /// What output calls a characteristic, in one place: the profile's name for its UUID, else its user

@@ -31,11 +31,20 @@ struct ReadValue: Sendable {
 }
 
 /// One notification or indication as `mirror listen` prints it.
+/// What `listen` knows of its targets: each value handle's label and UUID, and the profile that decodes them.
+struct ListenLabels: Sendable {
+    var names: [UInt16: String]
+    var uuids: [UInt16: BluetoothUUID]
+    var profile: MirrorProfile
+}
+
 struct ListenEvent: Sendable {
     var time: Double
     var handle: UInt16
     /// Its characteristic's label (`Session.label`), when it has one.
     var name: String?
+    /// What the value means (ValueFormatter), when known.
+    var decoded: String? = nil
     var indication: Bool
     var value: [UInt8]
     /// Values the client dropped before this one because the output fell behind (its buffer was full).
@@ -255,6 +264,20 @@ final class Session: Sendable {
             case .descriptor(let s, let c, let d): model.services[s].characteristics[c].descriptors[d].value = outcome
             }
         }
+        // What each value means (ValueFormatter), with the characteristic's Presentation Format when it has one.
+        for c in services.flatMap(\.characteristics) {
+            guard let m = model.services.lazy.flatMap(\.characteristics).first(where: { $0.valueHandle == c.valueHandle }) else { continue }
+            func bytes(_ o: DatabaseModel.ReadOutcome?) -> [UInt8]? { if case .value(let b)? = o { return b }; return nil }
+            let presentation = m.descriptors.first { $0.uuid == BluetoothUUID.bit16(0x2904).description }.flatMap { bytes($0.value) }
+            if let v = bytes(m.value) {
+                model.decoded[c.valueHandle] = ValueFormatter.decode(v, uuid: c.uuid, name: label(c.uuid, userDescription: nil),
+                                                                     profile: profile, presentation: presentation)
+            }
+            for d in c.descriptors {
+                guard let v = bytes(m.descriptors.first { $0.handle == d.handle }?.value) else { continue }
+                model.decoded[d.handle] = ValueFormatter.decode(v, uuid: d.uuid, name: nil, profile: profile)
+            }
+        }
         return model
     }
 
@@ -347,7 +370,7 @@ final class Session: Sendable {
         while true {
             let named = labels
             let subscribedNamed = { (c: GATTCharacteristic, mode: GATTSubscriptionMode, value: [UInt8]?) in
-                subscribed(c, named[c.valueHandle], mode, value)
+                subscribed(c, named.names[c.valueHandle], mode, value)
             }
             do {
                 try await subscribe(targets, preferIndications: preferIndications, subscribed: subscribedNamed)
@@ -405,7 +428,7 @@ final class Session: Sendable {
     /// What `listen` subscribes to for `references` (all that notify or indicate when empty), with the labels
     /// of each (their user descriptions read if not yet).
     private func listenTargets(_ references: [CharacteristicReference], command: String?) async throws
-        -> ([GATTCharacteristic], [UInt16: String])
+        -> ([GATTCharacteristic], ListenLabels)
     {
         let characteristics = try await discovered().services.flatMap(\.characteristics)
         var targets: [GATTCharacteristic] = []
@@ -429,15 +452,18 @@ final class Session: Sendable {
             }
         }
         let catalog = try await self.catalog(describing: Set(targets.map(\.valueHandle)))
-        let labels = Dictionary(targets.compactMap { c in catalog.entry(at: c.valueHandle)?.label.map { (c.valueHandle, $0) } },
-                                uniquingKeysWith: { a, _ in a })
-        return (targets, labels)
+        let names = Dictionary(targets.compactMap { c in catalog.entry(at: c.valueHandle)?.label.map { (c.valueHandle, $0) } },
+                               uniquingKeysWith: { a, _ in a })
+        let uuids = Dictionary(targets.map { ($0.valueHandle, $0.uuid) }, uniquingKeysWith: { a, _ in a })
+        return (targets, ListenLabels(names: names, uuids: uuids, profile: profile))
     }
 
     /// One notification or indication as `listen` reports it, with its characteristic's label.
-    private static func listenEvent(_ n: GATTNotification, _ labels: [UInt16: String]) -> ListenEvent {
-        ListenEvent(time: unixNow(), handle: n.handle, name: labels[n.handle], indication: n.kind == .indication,
-                    value: n.value, droppedBefore: n.droppedBefore)
+    private static func listenEvent(_ n: GATTNotification, _ labels: ListenLabels) -> ListenEvent {
+        let name = labels.names[n.handle]
+        return ListenEvent(time: unixNow(), handle: n.handle, name: name,
+                           decoded: ValueFormatter.decode(n.value, uuid: labels.uuids[n.handle], name: name, profile: labels.profile),
+                           indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
     }
 
     /// The notifications a procedure (listen, scan, wifi join) reads from its start. One-shot: the bearer's
