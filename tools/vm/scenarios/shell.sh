@@ -21,20 +21,20 @@ def after(echo, pattern, start=0):
         if re.search(pattern, lines[j]): return j
     raise SystemExit(f"no /{pattern}/ after '> {echo}' (line {i})")
 assert re.match(r"connected to 00:AA:01:01:00:01 .*via hci0: MTU \d+$", lines[0]), lines[0]
-after("subscribe scanState", r"^subscribed to 0x000C .*scanState \(notifications\), current value: 00")
+after("subscribe scanState", r"^subscribed to 0x000C .*scanState \(notifications\), current value: invalid  \[00\]")
 # The notification prints as it arrives: after the write's echo, perhaps after later commands' echoes too, but
 # before the disconnect's "disconnected" (the shell prints what came before it closes the connection).
 gone = next(j for j in range(lines.index("> disconnect"), len(lines)) if lines[j].startswith("disconnected from"))
 n = next((j for j in range(lines.index("> write cloudToken 41"), gone)
-          if re.search(r"^\d\d:\d\d:\d\d\.\d{3}  notification 0x000C scanState: 09", lines[j])), None)
+          if re.search(r"^\d\d:\d\d:\d\d\.\d{3}  notification 0x000C scanState: error  \[09\]", lines[j])), None)
 assert n is not None, "no notification 0x000C scanState: 09 between the cloudToken write and disconnected"
 after("write cloudToken 41", r"^wrote 1 byte to 0x0012 \(Write Request, confirmed\)$")
-r1 = after("read scanState", r"^0x000C: 09 ")
+r1 = after("read scanState", r"^0x000C scanState: error  \[09\]")
 d = after("disconnect", r"^disconnected from 00:AA:01:01:00:01")
 c = after("connect", r"^connected to 00:AA:01:01:00:01 .*: MTU \d+$", d)
-after("read scanState", r"^0x000C: 09 ", c)  # the mirror kept its latched ERROR across the connections
+after("read scanState", r"^0x000C scanState: error  \[09\]", c)  # the mirror kept its latched ERROR across the connections
 w = after("write scannerAction 36", r"^wrote 1 byte to 0x0014")
-after("read scanState", r"^0x000C: 00 ", w)
+after("read scanState", r"^0x000C scanState: invalid  \[00\]", w)
 print("ok")
 PY
 vm_log "ok: script mode: subscribed, notified 09 on the cloudToken write, read 09, disconnected, connected, read 09, cancelScan, read 00"
@@ -49,12 +49,12 @@ steps=$(python3 -I -S - "$prompt" <<'PY'
 import json, sys
 p = sys.argv[1]
 s = [["expect", p, 30], ["send", "subscribe scanState\r"], ["expect", "subscribed to 0x000C", 10], ["expect", p, 5],
-     ["send", "write cloudToken 41\r"], ["expect", "notification 0x000C scanState: 09", 10], ["expect", p, 5],
-     ["send", "read scanState\r"], ["expect", "0x000C: 09", 10], ["expect", p, 5],
+     ["send", "write cloudToken 41\r"], ["expect", "notification 0x000C scanState: error  [09]", 10], ["expect", p, 5],
+     ["send", "read scanState\r"], ["expect", "0x000C scanState: error  [09]", 10], ["expect", p, 5],
      ["send", "disconnect\r"], ["expect", "disconnected from 00:AA:01:01:00:01", 10], ["expect", "mirror (disconnected)> ", 5],
      ["send", "connect\r"], ["expect", "connected to 00:AA:01:01:00:01", 30], ["expect", p, 5],
      ["send", "write scannerAction 36\r"], ["expect", "wrote 1 byte to 0x0014", 10], ["expect", p, 5],
-     ["send", "read scanState\r"], ["expect", "0x000C: 00", 10], ["expect", p, 5],
+     ["send", "read scanState\r"], ["expect", "0x000C scanState: invalid  [00]", 10], ["expect", p, 5],
      ["send", "\x04"], ["exit", 15]]
 print(json.dumps(s))
 PY
