@@ -28,7 +28,8 @@ let writeCommand = Command(CommandSpec(
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
         PositionalSpec("HANDLE|UUID|NAME", help: "the attribute handle (18 or 0x0012), a characteristic UUID or name",
                        missing: "HANDLE (the attribute handle (18 or 0x0012))"),
-        PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff), or text:STRING, u16:N, ..., a profile name"),
+        PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff), or text:STRING, u16:N, ..., a profile name",
+                       missing: "HEX (the value in hex (0102ff, 01:02:ff))"),
     ],
     options: [
         .flag("--no-response", help: "send a Write Command (no response)"),
