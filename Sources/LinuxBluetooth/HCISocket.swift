@@ -228,26 +228,8 @@ public final class HCISocket: Sendable {
 
     /// The next event within `timeout` seconds, or nil when none came.
     public func nextEvent(timeout: Double) throws(TransportError) -> HCIEvent? {
-        let deadline = ContinuousClock.now + .milliseconds(Int((timeout * 1000).rounded()))
-        var buffer = [UInt8](repeating: 0, count: 260)
-        while true {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            let ms = max(0, Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
-            var revents: Int16 = 0
-            let n = cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)
-            if n < 0 {
-                if cbz_errno() == EINTR { continue }
-                throw .socket(lastSocketError("poll", "waiting for an HCI event from \(adapter.name)", .hci(adapter: adapter.name)))
-            }
-            if n == 0 { return nil }
-            var truncated: Int32 = 0
-            let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if got < 0 {
-                if cbz_errno() == EAGAIN { continue }
-                throw .socket(lastSocketError("recv", "reading an HCI event from \(adapter.name)", .hci(adapter: adapter.name)))
-            }
-            if let event = HCIEvent.parse(Array(buffer.prefix(got))) { return event }
-        }
+        try nextDatagram(fd, timeout: timeout, capacity: 260, what: "an HCI event from \(adapter.name)", adapter: adapter.name,
+                         parse: HCIEvent.parse)
     }
 
     /// Sends `command` and waits for its Command Complete (or Command Status); a non-zero status is an error.
@@ -373,5 +355,31 @@ public enum LEScanner {
             }
         }
         return order.compactMap { seen[$0] }
+    }
+}
+
+/// The next datagram on a raw Bluetooth socket (HCI or management) within `timeout` seconds that `parse` takes, or
+/// nil when none came: poll, then recv, for `HCISocket` and `ManagementSocket` alike.
+func nextDatagram<T>(_ fd: Int32, timeout: Double, capacity: Int, what: String, adapter: String,
+                     parse: ([UInt8]) -> T?) throws(TransportError) -> T? {
+    let deadline = ContinuousClock.now + .milliseconds(Int((timeout * 1000).rounded()))
+    var buffer = [UInt8](repeating: 0, count: capacity)
+    while true {
+        let remaining = ContinuousClock.now.duration(to: deadline)
+        let ms = max(0, Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
+        var revents: Int16 = 0
+        let n = cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)
+        if n < 0 {
+            if cbz_errno() == EINTR { continue }
+            throw .socket(lastSocketError("poll", "waiting for \(what)", .hci(adapter: adapter)))
+        }
+        if n == 0 { return nil }
+        var truncated: Int32 = 0
+        let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+        if got < 0 {
+            if cbz_errno() == EAGAIN { continue }
+            throw .socket(lastSocketError("recv", "reading \(what)", .hci(adapter: adapter)))
+        }
+        if let item = parse(Array(buffer.prefix(got))) { return item }
     }
 }

@@ -135,26 +135,8 @@ public final class ManagementSocket: Sendable {
 
     /// The next event within `timeout` seconds, or nil when none came.
     public func nextEvent(timeout: Double) throws(TransportError) -> ManagementEvent? {
-        let deadline = ContinuousClock.now + .milliseconds(Int((timeout * 1000).rounded()))
-        var buffer = [UInt8](repeating: 0, count: 1024)
-        while true {
-            let remaining = ContinuousClock.now.duration(to: deadline)
-            let ms = max(0, Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
-            var revents: Int16 = 0
-            let n = cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)
-            if n < 0 {
-                if cbz_errno() == EINTR { continue }
-                throw .socket(lastSocketError("poll", "waiting for a Bluetooth management event", .hci(adapter: adapter)))
-            }
-            if n == 0 { return nil }
-            var truncated: Int32 = 0
-            let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
-            if got < 0 {
-                if cbz_errno() == EAGAIN { continue }
-                throw .socket(lastSocketError("recv", "reading a Bluetooth management event", .hci(adapter: adapter)))
-            }
-            if let event = ManagementEvent.parse(Array(buffer.prefix(got))) { return event }
-        }
+        try nextDatagram(fd, timeout: timeout, capacity: 1024, what: "a Bluetooth management event", adapter: adapter,
+                         parse: ManagementEvent.parse)
     }
 
     /// Sends `command` and waits up to `timeout` seconds for its Command Complete or Status; a refusal is an error.
