@@ -24,7 +24,8 @@ let listenCommand = Command(CommandSpec(
 
         --json prints one JSON object per line: first {"event": "subscribed", "time", "subscriptions": [{"handle", \
         "name", "mode", "value"}]} once every CCCD write is answered, then one {"time", "handle", "kind", "value", \
-        "text", "name"} per notification or indication ("name" is null when the characteristic has none), then a \
+        "text", "name"} per notification or indication ("name" is null when the characteristic has none; "decoded" \
+        is added when the value has a meaning: a profile name such as scanState's, a well-known format), then a \
         last line {"received", "dropped": {"total", "outputFellBehind", "beforeSubscribed"}}: the values dropped \
         because the stream (1024 values) was full, after the subscriptions completed (the output fell behind) or \
         before. In text the count is said on stderr at the end when any were dropped.
@@ -161,7 +162,7 @@ final class ListenDrops: Sendable {
 
 
 extension ListenEvent {
-    /// `{"time", "handle", "kind", "value", "text", "name"}` (and "droppedBefore" when values were dropped).
+    /// `{"time", "handle", "kind", "value", "text", "name"}` (and "decoded" when known, "droppedBefore" when values were dropped).
     var json: JSONValue {
         var fields: [(String, JSONValue)] = [
             ("time", .double(time)), ("handle", .int(Int(handle))),
