@@ -1,4 +1,4 @@
-# vm-about: BlueZ's example-gatt-server (patched: tools/vm/peers) under bluetoothd on hci1: mirror gatt finds Heart Rate, Battery and the test service and agrees with gatttool; Heart Rate and Battery notifications for over 5 s; long reads (Read Blob) and a long write read back at MTU 23; an application error 0x80
+# vm-about: BlueZ's example-gatt-server (patched: tools/vm/peers) under bluetoothd on hci1: mirror gatt finds Heart Rate, Battery and the test service and agrees with gatttool; Heart Rate and Battery notifications for over 5 s, Battery Level read by name and notified, decoded as its percentage; long reads (Read Blob) and a long write read back at MTU 23; an application error 0x80
 # vm-timeout: 200
 vm_need mirror
 vm_example_gatt_peer
@@ -33,6 +33,13 @@ vm_ok compare 30 python3 -I -S "$REPO/tools/vm/gatt_compare.py" "$OUT/mirror-gat
   "$OUT/gatttool-primary.log" "$OUT/gatttool-chars.log" "$OUT/gatttool-desc.log"
 sed 's/^/    | /' "$OUT/compare.log"
 
+# 1b. A value decoded, from a server this project did not write: BlueZ's Battery Level (0x2A19), read by the name
+#     gatt prints for it, is its percentage (ValueFormatter), with the name and the hex beside.
+vm_no_le_link
+vm_ok read-battery 40 "$BIN/mirror" read $peer "Battery Level" --adapter hci0 --json
+vm_json "$OUT/read-battery.log" \
+  'j["name"] == "Battery Level" and len(j["value"]) == 2 and j["decoded"] == "%d %%" % int(j["value"], 16)' "Battery Level read by name: decoded as a percentage of its one byte"
+
 # 2. Notifications: Heart Rate Measurement (about one a second) and Battery Level (on subscribing, then every
 #    5 s), ten in all, which takes more than 5 s; their times must span at least 5 s.
 vm_ok listen 60 "$BIN/mirror" listen $peer $hr $battery --adapter hci0 --json --count 10
@@ -41,6 +48,7 @@ vm_json "$OUT/listen.log" \
   "sum(e.get('handle') == $hr for e in js) >= 6 and all(int(e['value'][2:4], 16) in range(90, 131) for e in js if e.get('handle') == $hr)" \
   "at least 6 Heart Rate Measurements, each with a rate of 90-130 bpm" \
   "any(e.get('handle') == $battery for e in js)" "Battery Level notified too" \
+  "all(e.get('decoded') == '%d %%' % int(e['value'], 16) for e in js if e.get('handle') == $battery)" "each Battery Level notification decoded as its percentage" \
   "js[-2]['time'] - js[0]['time'] >= 5" "the notifications kept coming for at least 5 s"
 vm_log "notifications from $(python3 -I -S -c 'import json,sys; t=[json.loads(l)["time"] for l in open(sys.argv[1]) if l.startswith("{") and "\"time\"" in l]; print("%.1f s, first to last" % (t[-1]-t[0]))' "$OUT/listen.log")"
 
