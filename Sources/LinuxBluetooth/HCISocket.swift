@@ -237,11 +237,7 @@ public final class HCISocket: Sendable {
     @discardableResult
     public func run(_ command: HCICommand, timeout: Double = 2) throws(TransportError) -> [UInt8] {
         try send(command)
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while ContinuousClock.now < deadline {
-            let left = ContinuousClock.now.duration(to: deadline)
-            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            guard let event = try nextEvent(timeout: seconds) else { break }
+        let answer = try firstAnswer(within: timeout, next: nextEvent) { (event) throws(TransportError) -> [UInt8]? in
             switch event {
             case .commandComplete(let opcode, let ret) where opcode == command.opcode:
                 guard let status = ret.first else { return [] }
@@ -255,9 +251,10 @@ public final class HCISocket: Sendable {
                 }
                 return []
             default:
-                continue
+                return nil
             }
         }
+        if let answer { return answer }
         throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: nil,
                                 detail: "no answer (Command Complete or Command Status) within \(bearerSeconds(timeout)) s: the controller is not responding; check it with `btmgmt -i \(adapter.name) info` and reset it with `sudo hciconfig \(adapter.name) reset`")
     }
@@ -382,4 +379,18 @@ func nextDatagram<T>(_ fd: Int32, timeout: Double, capacity: Int, what: String, 
         }
         if let item = parse(Array(buffer.prefix(got))) { return item }
     }
+}
+
+/// The first of the events `next` gives within `timeout` seconds that `answer` takes (a non-nil result), or nil when
+/// the time is up: the wait for a command's answer on the raw HCI and the management sockets alike.
+func firstAnswer<Event, T>(within timeout: Double, next: (Double) throws(TransportError) -> Event?,
+                           answer: (Event) throws(TransportError) -> T?) throws(TransportError) -> T? {
+    let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
+    while ContinuousClock.now < deadline {
+        let left = ContinuousClock.now.duration(to: deadline)
+        let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
+        guard let event = try next(seconds) else { return nil }
+        if let result = try answer(event) { return result }
+    }
+    return nil
 }

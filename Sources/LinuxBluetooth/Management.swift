@@ -145,11 +145,8 @@ public final class ManagementSocket: Sendable {
     public func run(_ command: ManagementCommand, timeout: Double = 2,
                     other: (ManagementEvent) -> Void = { _ in }) throws(TransportError) -> [UInt8] {
         try send(command)
-        let deadline = ContinuousClock.now + .milliseconds(Int(timeout * 1000))
-        while ContinuousClock.now < deadline {
-            let left = ContinuousClock.now.duration(to: deadline)
-            let seconds = Double(left.components.seconds) + Double(left.components.attoseconds) / 1e18
-            guard let event = try nextEvent(timeout: seconds) else { break }
+        let adapter = adapter
+        let answer = try firstAnswer(within: timeout, next: nextEvent) { (event) throws(TransportError) -> [UInt8]? in
             if case .commandComplete(let opcode, let index, let status, let ret) = event, opcode == command.opcode, index == command.index {
                 if status != 0 {
                     throw .managementCommandFailed(command: command.name, adapter: adapter, status: status,
@@ -158,7 +155,9 @@ public final class ManagementSocket: Sendable {
                 return ret
             }
             other(event)
+            return nil
         }
+        if let answer { return answer }
         throw .managementCommandFailed(command: command.name, adapter: adapter, status: nil,
                                        detail: "no Command Complete or Command Status from the kernel within \(bearerSeconds(timeout)) s")
     }
