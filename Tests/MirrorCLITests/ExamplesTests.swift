@@ -16,9 +16,12 @@ final class ExamplesTests: XCTestCase {
         commandTable.flatMap { $0.spec.examples.map(\.command) }
     }
 
-    /// Every `mirror ...` in backticks, and every `$ mirror ...` line, of the README.
+    /// The README and the pages it sends a user to for a command's detail: their examples are run too.
+    static let documents = ["README.md", "docs/cli.md", "docs/security.md", "docs/install.md"]
+
+    /// Every `mirror ...` in backticks, and every `$ mirror ...` line, of the README and `documents`.
     static func readmeExamples() throws -> [String] {
-        let readme = try String(contentsOf: packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let readme = try documents.map { try String(contentsOf: packageRoot.appendingPathComponent($0), encoding: .utf8) }.joined(separator: "\n")
         var found: [String] = []
         var rest = Substring(readme)
         while let open = rest.range(of: "`mirror ") {
@@ -67,15 +70,15 @@ final class ExamplesTests: XCTestCase {
         for example in examples {
             if let failure = try run(example) { failures.append("\(example)\n    \(failure)") }
         }
-        // The README's shell transcript: the commands typed at its prompt, as a script, end 0.
-        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        // The shell transcript (docs/cli.md): the commands typed at its prompt, as a script, end 0.
+        let readme = try String(contentsOf: Self.packageRoot.appendingPathComponent("docs/cli.md"), encoding: .utf8)
         let typed = readme.split(separator: "\n").compactMap { line -> String? in
             guard let r = line.range(of: "mirror unix:/tmp/mirror-sim.sock> ") else { return nil }
             return String(line[r.upperBound...])
         }
-        XCTAssertGreaterThan(typed.count, 5, "the README's shell transcript")
+        XCTAssertGreaterThan(typed.count, 5, "docs/cli.md's shell transcript")
         if let failure = try run("printf '" + typed.joined(separator: "\\n").replacingOccurrences(of: "/tmp/session.btsnoop", with: "/dev/null") + "' | mirror shell unix:/tmp/mirror-sim.sock") {
-            failures.append("the README's shell transcript\n    \(failure)")
+            failures.append("docs/cli.md's shell transcript\n    \(failure)")
         }
         XCTAssertTrue(failures.isEmpty, "examples that fail against mirror-sim:\n" + failures.joined(separator: "\n"))
     }

@@ -1,4 +1,4 @@
-"""Runs, in the VM, every example of `mirror`'s --help and README that needs an adapter (an LE address, or
+"""Runs, in the VM, every example of `mirror`'s --help, README and docs/cli.md that needs an adapter (an LE address, or
 doctor/adapters/discover), against mirror-sim on hci1 (00:AA:01:01:00:01) from hci0. ExamplesTests runs the
 rest (unix: and --loopback) against mirror-sim over AF_UNIX. Prints one line per example; exits 1 if any failed.
 
@@ -32,11 +32,16 @@ def help_examples():
     return found
 
 
+# The README and the pages it sends a user to for a command's detail (ExamplesTests reads the same list).
+DOCUMENTS = ["README.md", "docs/cli.md", "docs/security.md", "docs/install.md"]
+
+
 def readme_examples():
-    readme = open(os.path.join(REPO, "README.md")).read()
+    readme = "\n".join(open(os.path.join(REPO, d)).read() for d in DOCUMENTS)
     found = re.findall(r"`(mirror [^`]*)`", readme)
     found += [l[2:] for l in readme.split("\n") if l.startswith("$ mirror ")]
-    return found
+    # A synopsis ("mirror discover [--duration S]") is not a command line.
+    return [f for f in found if "[" not in f]
 
 
 def needs_adapter(example):

@@ -83,7 +83,13 @@ extension Session {
     /// exactly one characteristic, else a usage error (exit status 2) listing the candidates or the names known.
     func resolve(_ reference: CharacteristicReference, command: String?) async throws -> UInt16 {
         if case .handle(let h) = reference { return h }
-        return try await characteristic(reference, command: command).characteristic.valueHandle
+        let entry = try await characteristic(reference, command: command)
+        // The engine names the handle in what it says later, a timeout above all: after an ATT timeout the bearer
+        // is closed (Part F §3.3.3), so no name can be looked up then.
+        if let label = entry.label, client.name(of: entry.characteristic.valueHandle) == nil {
+            client.setName(label, for: entry.characteristic.valueHandle)
+        }
+        return entry.characteristic.valueHandle
     }
 
     /// The one characteristic a UUID or name names (a handle: the characteristic whose value or declaration it
