@@ -90,44 +90,6 @@ ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated) {
     return cbz_recvmsg_datagram(fd, buf, len, truncated, MSG_DONTWAIT);
 }
 
-ssize_t cbz_recv_datagram_wait(int fd, void *buf, size_t len, int *truncated) {
-    struct iovec iov = { .iov_base = buf, .iov_len = len };
-    struct msghdr msg;
-    memset(&msg, 0, sizeof msg);
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    ssize_t n = recvmsg(fd, &msg, MSG_TRUNC);
-    *truncated = (n >= 0 && ((msg.msg_flags & MSG_TRUNC) || (size_t)n > len)) ? 1 : 0;
-    return n;
-}
-
-static void cbz_interrupt_handler(int sig) { (void)sig; }
-
-static void cbz_install_interrupt_handler(void) {
-    struct sigaction old;
-    if (sigaction(SIGURG, NULL, &old) != 0) return;
-    if ((old.sa_flags & SA_SIGINFO) || (old.sa_handler != SIG_DFL && old.sa_handler != SIG_IGN)) return; // the app's own
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = cbz_interrupt_handler;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = 0; // no SA_RESTART: the interrupted recvmsg returns EINTR
-    sigaction(SIGURG, &sa, NULL);
-}
-
-unsigned long cbz_reader_interruptible(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, cbz_install_interrupt_handler);
-    // A thread started from a libdispatch worker inherits its mask, which blocks SIGURG.
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGURG);
-    pthread_sigmask(SIG_UNBLOCK, &set, NULL);
-    return (unsigned long)pthread_self();
-}
-
-int cbz_reader_interrupt(unsigned long thread) { return pthread_kill((pthread_t)thread, SIGURG); }
-
 int cbz_peer_hung_up(int fd) {
     struct pollfd p = { .fd = fd, .events = POLLRDHUP, .revents = 0 };
     int r;

@@ -7,13 +7,16 @@ import Synchronization
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
 ///
-/// One reader thread per bearer calls the sink in arrival order. It waits in a blocking `recvmsg` (one syscall per
-/// PDU, on L2CAP as on AF_UNIX) and `close` wakes it with `shutdown`. A dropped L2CAP link ends that recvmsg with the
-/// link's errno (ETIMEDOUT, ECONNRESET, ECONNABORTED: the kernel's l2cap_sock_teardown_cb sets sk_err, which
-/// recvmsg returns), after the PDUs already queued; the sink may run those receives itself from inside a delivery
-/// (`readInline`). `trySend` is one non-blocking `send`, under an uncontended lock except on the reader thread.
-/// POLLOUT waits (`whenWritable`) run on a second thread, started by the first of them. The threads keep the bearer
-/// alive until they end: call `close(reason:)` when done (its fds are released before the sink hears `didCloseWith`).
+/// One event loop per bearer, as BlueZ's src/shared/att.c has one io loop: one thread ("att-bearer") waits in one
+/// `epoll_wait` on the socket (EPOLLIN always, EPOLLOUT while a `whenWritable` waiter waits) and an eventfd that
+/// other threads signal when they post work (a loan, an inline read to look at again). On EPOLLIN it reads one
+/// datagram (MSG_DONTWAIT) and calls the sink, in arrival order; on EPOLLOUT it calls the writable waiters; a loan
+/// runs between two events. No signal is used. `close` shuts the socket down, which the loop sees as EPOLLIN. A
+/// dropped L2CAP link ends the bearer with the link's errno (ETIMEDOUT, ECONNRESET, ECONNABORTED: the kernel's
+/// l2cap_sock_teardown_cb sets sk_err, which recvmsg returns), after the PDUs already queued; the sink may run those
+/// receives itself from inside a delivery (`readInline`). `trySend` is one non-blocking `send`, under an uncontended
+/// lock except on the loop thread. The loop keeps the bearer alive until it ends: call `close(reason:)` when done
+/// (its fds are released before the sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
     /// What the socket is connected to.
     public enum Endpoint: Sendable, Equatable {
@@ -35,41 +38,33 @@ public final class ATTBearer: ATTTransport {
     /// A unix: Enhanced ATT bearer's ATT_MTU, agreed by its handshake (an ECRED socket asks the kernel instead).
     let fixedEnhancedMTU: Int?
 
-    /// The socket, made blocking for the reader's recvmsg; every send passes MSG_DONTWAIT.
+    /// The socket. It stays blocking for a loan's body (which may block in it); the loop's every recvmsg and every
+    /// send pass MSG_DONTWAIT.
     private let fd: Int32
-    /// The writable thread's epoll fd (the socket, armed EPOLLOUT|EPOLLONESHOT while waiters wait, and the
-    /// eventfd that wakes it when the reader ends).
-    private let writerEpfd: Int32
-    private let writerWakefd: Int32
+    /// The loop's epoll fd: the socket (EPOLLIN, and EPOLLOUT while `pollOutArmed`) and `wakefd`.
+    private let epfd: Int32
+    /// The eventfd other threads signal after posting work to the loop (`lend`, `interruptInlineRead`).
+    private let wakefd: Int32
     private let state: Lock<State>
     /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
     /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
     private let receiveNeedsLock = Atomic<Bool>(false)
-    /// True while `lend` has queued a body the reader has not taken yet (set and cleared under the lock with
-    /// `loans`): the blocking reader looks at it before each recvmsg.
+    /// True while `lend` has queued a body the loop has not taken yet (set and cleared under the lock with
+    /// `loans`): the loop looks at it after each wake-up.
     private let loanPending = Atomic<Bool>(false)
-    /// How long `lend` keeps interrupting a blocking reader that has not taken its body (each interrupt is
-    /// followed by a 1 ms wait for the reader): a reader that EINTR cannot reach (the app's SIGURG handler
-    /// with SA_RESTART) gives the body nil after this.
-    public static let loanInterruptLimit: Duration = .seconds(5)
 
-    /// The reader thread (pthread_self), 0 before it starts: `readInline` reads only there.
+    /// The loop thread (pthread_self), 0 before it starts and after it ends: `readInline` reads only there, and a
+    /// send there needs no lock.
     private let readerThreadID = Atomic<UInt>(0)
-    /// Counts `readInline` entries and exits: odd while one reads (`interruptInlineRead` waits for it to change).
-    private let inlineReads = Atomic<UInt64>(0)
-    /// Threads in `interruptInlineRead` waiting for an inline read to return: only then does it broadcast.
-    private let inlineInterrupters = Atomic<Int>(0)
-    /// An inline read met the bearer's end (kept in `State.inlineEnd`): the reader loop ends with it.
+    /// An inline read met the bearer's end (kept in `State.inlineEnd`): the loop ends with it.
     private let inlineEnded = Atomic<Bool>(false)
-    /// The reader loop's sink and receive buffer, for `readInline`: set by the reader thread before its first
-    /// receive and used only on that thread (so no lock), from inside a delivery of the loop.
+    /// The loop's sink and receive buffer, and whether an inline read runs, for `readInline`: set by the loop thread
+    /// before its first wait and used only on that thread (so no lock), from inside a delivery of the loop.
     nonisolated(unsafe) private var readerContext: (sink: any ATTTransportSink, buffer: UnsafeMutableRawBufferPointer)?
+    nonisolated(unsafe) private var inlineReading = false
 
     private static let socketToken: UInt64 = 1
     private static let wakeToken: UInt64 = 2
-
-    /// The writable thread's life: not started, running, or ended (after the reader told it to stop).
-    private enum WriterPhase { case none, running, ended }
 
     private struct State {
         var started = false
@@ -79,22 +74,14 @@ public final class ATTBearer: ATTTransport {
         var released = false
         var finalReason: TransportError?
         var writableWaiters: [@Sendable () -> Void] = []
-        /// The writable thread ("att-bearer-out"): started by the first `whenWritable` once the reader runs, it waits
-        /// in epoll for POLLOUT and ends when the reader ends (`stopWriter`), before the fds are closed.
-        var writer = WriterPhase.none
-        var stopWriter = false
-        /// The socket is armed for one EPOLLOUT in the writable thread's epoll set.
+        /// The socket's EPOLLOUT is in the loop's interest set (while writable waiters wait).
         var pollOutArmed = false
         var snoop: BearerCapture?
-        /// Bodies waiting to borrow the socket (`lend`), run by the reader thread at its next wake-up.
+        /// Bodies waiting to borrow the socket (`lend`), run by the loop between two events.
         var loans: [@Sendable (Int32?) -> Void] = []
-        /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on POLLOUT after the loan).
+        /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on EPOLLOUT after the loan).
         var lent = false
-        /// The reader thread, for `lend`'s interrupt; set when the reader starts.
-        var readerThread: UInt?
-        /// How long `lend` interrupts a blocking reader before it gives up (`loanInterruptLimit`; tests shorten it).
-        var loanLimit = ATTBearer.loanInterruptLimit
-        /// The end an inline read met (`inlineEnded`), for the reader loop to end with.
+        /// The end an inline read met (`inlineEnded`), for the loop to end with.
         var inlineEnd: TransportError?
     }
 
@@ -108,22 +95,21 @@ public final class ATTBearer: ATTTransport {
             for fd in opened { _ = cbz_close(fd) }
             return .socket(e)
         }
-        let writerWake = cbz_eventfd()
-        if writerWake < 0 { throw fail("eventfd") }
-        opened.append(writerWake)
-        let writerEp = cbz_epoll_create()
-        if writerEp < 0 { throw fail("epoll_create1") }
-        opened.append(writerEp)
-        // The socket sits in the writable thread's set disarmed (EPOLLONESHOT and no event: at most one hang-up
-        // report) until a waiter arms EPOLLOUT.
-        if cbz_epoll_add(writerEp, socket, CBZ_EPOLLONESHOT, Self.socketToken) < 0
-            || cbz_epoll_add(writerEp, writerWake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
+        let wake = cbz_eventfd()
+        if wake < 0 { throw fail("eventfd") }
+        opened.append(wake)
+        let ep = cbz_epoll_create()
+        if ep < 0 { throw fail("epoll_create1") }
+        opened.append(ep)
+        // Level-triggered: a datagram left unread, or a socket still writable, is reported again at the next wait.
+        if cbz_epoll_add(ep, socket, CBZ_EPOLLIN, Self.socketToken) < 0
+            || cbz_epoll_add(ep, wake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
             throw fail("epoll_ctl")
         }
         if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
         self.fd = socket
-        self.writerWakefd = writerWake
-        self.writerEpfd = writerEp
+        self.wakefd = wake
+        self.epfd = ep
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
@@ -133,7 +119,7 @@ public final class ATTBearer: ATTTransport {
     }
 
     deinit {
-        // Only reachable when neither thread runs (each holds a strong reference while it runs).
+        // Only reachable when the loop does not run (it holds a strong reference while it runs).
         let mustRelease = state.withLock { s in
             defer { s.released = true }
             return !s.released
@@ -143,8 +129,8 @@ public final class ATTBearer: ATTTransport {
 
     private func releaseFDs() {
         _ = cbz_close(fd)
-        _ = cbz_close(writerWakefd)
-        _ = cbz_close(writerEpfd)
+        _ = cbz_close(wakefd)
+        _ = cbz_close(epfd)
     }
 
     private var domain: SocketDomain {
@@ -158,17 +144,16 @@ public final class ATTBearer: ATTTransport {
     // MARK: ATTTransport
 
     public func start(_ sink: any ATTTransportSink) {
-        let (first, startWriter) = state.withLock { s -> (Bool, Bool) in
-            if s.started { return (false, false) }
+        let first = state.withLock { s -> Bool in
+            if s.started { return false }
             s.started = true
-            return (true, claimWriter(&s))
+            return true
         }
         guard first else { return } // start is documented as call-once; later calls have no effect
         startDetachedThread { [self] in
             _ = cbz_set_thread_name("att-bearer")
             self.readLoop(sink)
         }
-        if startWriter { startWriterThread() }
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
@@ -205,23 +190,23 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
-    /// Calls `callback` once, on the bearer's writable thread ("att-bearer-out"), when the socket polls writable;
-    /// or, when the bearer has closed, at once (on the caller's thread) or on the reader thread as it ends.
+    /// Calls `callback` once, on the loop thread ("att-bearer"), when the socket polls writable; or, when the bearer
+    /// has closed, at once (on the caller's thread) or on the loop thread as it ends.
     public func whenWritable(_ callback: @escaping @Sendable () -> Void) {
-        let (fireNow, startWriter) = state.withLock { s -> (Bool, Bool) in
-            if s.released { return (true, false) }
+        let fireNow = state.withLock { s -> Bool in
+            if s.released { return true }
             s.writableWaiters.append(callback)
             if !s.pollOutArmed {
-                if cbz_epoll_mod(writerEpfd, fd, CBZ_EPOLLOUT | CBZ_EPOLLONESHOT, Self.socketToken) < 0 {
+                // epoll_ctl from any thread changes the set the loop waits on (epoll(7)); no wake-up is needed.
+                if cbz_epoll_mod(epfd, fd, CBZ_EPOLLIN | CBZ_EPOLLOUT, Self.socketToken) < 0 {
                     s.writableWaiters.removeLast()
-                    return (true, false) // cannot wait: wake the waiter now so that it retries (and sees the error)
+                    return true // cannot wait: wake the waiter now so that it retries (and sees the error)
                 }
                 s.pollOutArmed = true
             }
-            return (false, claimWriter(&s))
+            return false
         }
         if fireNow { callback() }
-        if startWriter { startWriterThread() }
     }
 
     public func close(reason: String) {
@@ -230,14 +215,13 @@ public final class ATTBearer: ATTTransport {
             s.closeRequested = reason
             receiveNeedsLock.store(true, ordering: .releasing)
             if s.started {
-                // The reader thread owns the teardown; the fds are still open because `released` is false.
-                // shutdown ends the reader's blocking recvmsg (it returns 0). Under a loan the socket stays whole:
-                // the reader ends when the loan returns.
+                // The loop owns the teardown; the fds are still open because `released` is false. shutdown makes
+                // the socket readable (recvmsg returns 0), which wakes the loop, and reaches the peer as end of file.
+                // Under a loan the socket stays whole: the loop ends when the loan returns.
                 if !s.lent { _ = cbz_shutdown(fd) }
                 return []
             }
-            // No reader yet (so no writable thread either): release now (a later start() still delivers
-            // didCloseWith once) and wake writers.
+            // No loop yet: release now (a later start() still delivers didCloseWith once) and wake writers.
             s.released = true
             s.finalReason = .closedLocally(reason: reason)
             releaseFDs()
@@ -247,55 +231,29 @@ public final class ATTBearer: ATTTransport {
         for w in waiters { w() }
     }
 
-    /// Lends the connected socket to `body`, which the reader thread runs between two receives: while it runs,
-    /// the bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend`
-    /// answers `.wouldBlock`, so a sender waits for POLLOUT after the loan. One owner at a time: loans run one after
-    /// another. The body must not close the socket and must return within a bounded time (it blocks the reader).
-    /// The reader is woken for it at once: SIGURG interrupts its recvmsg (EINTR), and the interrupt is repeated
-    /// every 1 ms until the reader has taken the body (a signal that lands just before recvmsg starts is otherwise
-    /// lost), within `loanInterruptLimit`. The body gets nil, at once or when the reader ends, when the bearer is not
-    /// started, ended or closing, or past that limit. An LE link takes one ATT socket, so this is how something other
-    /// than the ATT engine (a bare socket loop) uses it in turn.
+    /// Lends the connected socket to `body`, which the loop thread runs between two events: while it runs, the
+    /// bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend` answers
+    /// `.wouldBlock`, so a sender waits for EPOLLOUT after the loan. One owner at a time: loans run one after another,
+    /// in the order they were given. The body must not close the socket and must return within a bounded time (it
+    /// holds the loop). The loop is woken for it through its eventfd; a loop busy in a delivery takes it when that
+    /// returns. The body gets nil, at once or when the loop ends, when the bearer is not started, ended or closing.
+    /// An LE link takes one ATT socket, so this is how something other than the ATT engine (a bare socket loop) uses
+    /// it in turn.
     public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
         let queued = state.withLock { s -> Bool in
             guard s.started, !s.released, s.closeRequested == nil else { return false }
             s.loans.append(body)
             loanPending.store(true, ordering: .releasing)
+            // Under the lock, so that the fds are open (the loop releases them under it).
+            _ = cbz_eventfd_signal(wakefd)
             return true
         }
-        guard queued else { return body(nil) }
-        interruptReader()
+        if !queued { body(nil) }
     }
 
-    /// Shortens (or lengthens) `loanInterruptLimit` for this bearer: tests make a reader that cannot be reached.
-    package func setLoanInterruptLimit(_ limit: Duration) { state.withLock { $0.loanLimit = limit } }
-
-    /// Interrupts the blocking reader until it has taken the queued loans (or ended), within `loanInterruptLimit`;
-    /// past it, withdraws the loans it has not taken and gives them nil.
-    private func interruptReader() {
-        if interruptReader(until: { s in s.loans.isEmpty || s.released }) { return }
-        let withdrawn = state.withLock { s -> [@Sendable (Int32?) -> Void] in
-            defer { s.loans = []; loanPending.store(false, ordering: .releasing) }
-            return s.loans
-        }
-        for loan in withdrawn { loan(nil) }
-    }
-
-    /// Interrupts the reader thread's recvmsg (SIGURG: EINTR) until `reached` holds, looked at under the lock after
-    /// each interrupt and each broadcast: every 1 ms (a signal that lands just before recvmsg starts is otherwise
-    /// lost), within `loanInterruptLimit`. Returns whether it was reached. `lend` and `interruptInlineRead` use it.
-    private func interruptReader(until reached: (inout State) -> Bool) -> Bool {
-        let attempts = max(1, Int(state.withLock { $0.loanLimit } / .milliseconds(1)))
-        for _ in 0..<attempts {
-            if let thread = state.withLock({ $0.readerThread }) { _ = cbz_reader_interrupt(thread) }
-            if state.wait(until: { s in reached(&s) ? true : nil }, timeoutNanoseconds: 1_000_000) != nil { return true }
-        }
-        return false
-    }
-
-    /// Runs the loans queued so far, on the reader thread (each gets nil when the bearer is closing).
+    /// Runs the loans queued so far, on the loop thread (each gets nil when the bearer is closing).
     private func runLoans() {
-        let (loans, closing) = state.withLockBroadcasting { s -> ([@Sendable (Int32?) -> Void], Bool) in
+        let (loans, closing) = state.withLock { s -> ([@Sendable (Int32?) -> Void], Bool) in
             let loans = s.loans
             s.loans = []
             loanPending.store(false, ordering: .releasing)
@@ -304,15 +262,8 @@ public final class ATTBearer: ATTTransport {
         }
         for loan in loans { loan(closing ? nil : fd) }
         guard !loans.isEmpty else { return }
-        state.withLock { s in
-            s.lent = false
-            // Senders that met the loan (`.wouldBlock`) wait for POLLOUT: the writable thread held them while the
-            // socket was lent; arm it again so that they wake now.
-            if !s.writableWaiters.isEmpty, !s.pollOutArmed, !s.released,
-               cbz_epoll_mod(writerEpfd, fd, CBZ_EPOLLOUT | CBZ_EPOLLONESHOT, Self.socketToken) == 0 {
-                s.pollOutArmed = true
-            }
-        }
+        // Senders that met the loan (`.wouldBlock`) armed EPOLLOUT: the next wait reports it, and they wake then.
+        state.withLock { $0.lent = false }
     }
 
     // MARK: Options
@@ -447,7 +398,7 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
-    // MARK: The reader thread
+    // MARK: The loop
 
     private func readLoop(_ sink: any ATTTransportSink) {
         if let already = state.withLock({ s in s.released ? (s.finalReason ?? .closedLocally(reason: s.closeRequested ?? "closed")) : nil }) {
@@ -456,8 +407,8 @@ public final class ATTBearer: ATTTransport {
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
         defer { buffer.deallocate() }
-        let reason = receiveLoop(buffer, sink)
-        // No longer the reader: another thread may get this thread's ID once it ends, and must not send unlocked.
+        let reason = eventLoop(buffer, sink)
+        // No longer the loop: another thread may get this thread's ID once it ends, and must not send unlocked.
         readerThreadID.store(0, ordering: .releasing)
         readerContext = nil // the sink (which holds this bearer) and the buffer, which is released next
         finish(reason, sink)
@@ -492,18 +443,19 @@ public final class ATTBearer: ATTTransport {
     /// What one receive did.
     private enum Received {
         case delivered
-        /// A signal ended the wait (`lend`'s or `interruptInlineRead`'s interrupt): look at what it asks, then read again.
-        case interrupted
+        /// Nothing was there after all (EAGAIN): wait again.
+        case nothing
         case ended(TransportError)
     }
 
-    /// One blocking recvmsg and the delivery of what it read. `close(reason:)` shuts the socket down, which ends the
-    /// wait (recvmsg returns 0). A socket error (an L2CAP link's loss; on AF_UNIX ECONNRESET, the peer closed with
-    /// data of ours unread) ends the bearer after the datagrams still queued have been delivered.
+    /// One non-blocking recvmsg, after epoll said the socket is readable, and the delivery of what it read.
+    /// `close(reason:)` shuts the socket down (recvmsg returns 0). A socket error (an L2CAP link's loss; on AF_UNIX
+    /// ECONNRESET, the peer closed with data of ours unread) ends the bearer after the datagrams still queued have
+    /// been delivered.
     @inline(__always)
     private func receiveOne(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> Received {
         var truncated: Int32 = 0
-        let got = cbz_recv_datagram_wait(fd, buffer.baseAddress, buffer.count, &truncated)
+        let got = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
         if got > 0 {
             if let end = deliver(got, truncated: truncated, buffer, sink) { return .ended(end) }
             return .delivered
@@ -516,7 +468,7 @@ public final class ATTBearer: ATTTransport {
             return .delivered
         }
         let code = cbz_errno()
-        if code == EINTR { return .interrupted }
+        if code == EAGAIN || code == EWOULDBLOCK || code == EINTR { return .nothing }
         let end = TransportError.socket(socketError("recv", code, "the connection to \(label) ended", domain))
         while true {
             let queued = cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated)
@@ -525,69 +477,103 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
-    /// The reader loop: one `receiveOne` after another until the bearer ends (here or in an inline read).
-    private func receiveLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
-        let thread = cbz_reader_interruptible()
+    /// What one `epoll_wait` of the loop reported.
+    private struct Ready {
+        var readable = false
+        var writable = false
+        var woken = false
+    }
+
+    /// One wait in the loop's epoll set (unbounded: every operation above has its own deadline, and `close` or the
+    /// socket's end wakes it), its eventfd drained.
+    @inline(__always)
+    private func waitForEvents(_ events: UnsafeMutableBufferPointer<cbz_epoll_event>) -> Ready {
+        var ready = Ready()
+        let n = cbz_epoll_wait(epfd, events.baseAddress, Int32(events.count), -1)
+        // A failed wait (it cannot fail on a valid epoll fd): read, so that the socket's state decides.
+        if n < 0 { ready.readable = true }
+        for i in 0..<max(0, Int(n)) {
+            if events[i].data == Self.wakeToken {
+                _ = cbz_eventfd_drain(wakefd)
+                ready.woken = true
+            } else {
+                let e = events[i].events
+                // EPOLLERR/EPOLLHUP: the recvmsg reports the error or the end.
+                if e & (CBZ_EPOLLIN | CBZ_EPOLLERR | CBZ_EPOLLHUP) != 0 { ready.readable = true }
+                if e & CBZ_EPOLLOUT != 0 { ready.writable = true }
+            }
+        }
+        return ready
+    }
+
+    /// The loop: wait, read one datagram, call the writable waiters, run the loans; until the bearer ends (here or
+    /// in an inline read).
+    private func eventLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
         readerContext = (sink, buffer)
-        readerThreadID.store(thread, ordering: .releasing)
-        state.withLock { $0.readerThread = thread }
-        while true {
-            // A loan is taken between two receives; `lend` interrupts the recvmsg below to get here.
-            if loanPending.load(ordering: .acquiring) {
-                runLoans()
-                if let closing = closeRequested() { return closing }
+        readerThreadID.store(UInt(pthread_self()), ordering: .releasing)
+        var events = (cbz_epoll_event(), cbz_epoll_event())
+        return withUnsafeMutableBytes(of: &events) { raw in
+            let ev = raw.bindMemory(to: cbz_epoll_event.self)
+            while true {
+                if loanPending.load(ordering: .acquiring) {
+                    runLoans()
+                    if let closing = closeRequested() { return closing }
+                }
+                let ready = waitForEvents(ev)
+                if ready.readable, case .ended(let end) = receiveOne(buffer, sink) { return end }
+                if inlineEnded.load(ordering: .acquiring), let end = state.withLock({ $0.inlineEnd }) { return end }
+                if ready.writable { fireWritable() }
             }
-            if case .ended(let end) = receiveOne(buffer, sink) { return end }
-            if inlineEnded.load(ordering: .acquiring), let end = state.withLock({ $0.inlineEnd }) { return end }
         }
     }
 
-    /// `ATTTransport.readInline`: on the reader thread, inside a delivery (a caller the sink resumed inline, see
-    /// BearerExecutor), reads and delivers PDUs until `done()`: the caller's own response is read without its task
-    /// suspending. It stops, leaving the rest to the reader loop, when a loan waits, and when a read ends the bearer
-    /// (the loop then ends with that reason). `interruptInlineRead` wakes it to look at `done` again.
+    /// EPOLLOUT: takes EPOLLOUT out of the set and calls the writable waiters (each once).
+    private func fireWritable() {
+        let waiters = state.withLock { s -> [@Sendable () -> Void] in
+            guard s.pollOutArmed, !s.released else { return [] }
+            s.pollOutArmed = false
+            _ = cbz_epoll_mod(epfd, fd, CBZ_EPOLLIN, Self.socketToken)
+            defer { s.writableWaiters.removeAll(keepingCapacity: true) }
+            return s.writableWaiters
+        }
+        for w in waiters { w() }
+    }
+
+    /// `ATTTransport.readInline`: on the loop thread, inside a delivery (a caller the sink resumed inline, see
+    /// BearerExecutor), waits and reads in the loop's own epoll set until `done()`: the caller's own response is read
+    /// without its task suspending. It returns, leaving the rest to the loop, when a loan waits, when the socket is
+    /// writable for a waiter (the loop calls waiters, not an inline read), and when a read ends the bearer (the loop
+    /// then ends with that reason). `interruptInlineRead` wakes it to look at `done` again.
     public func readInline(until done: () -> Bool) {
-        guard readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()), let context = readerContext,
-              inlineReads.load(ordering: .relaxed) & 1 == 0 else { return }
-        inlineReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
-        defer {
-            inlineReads.wrappingAdd(1, ordering: .sequentiallyConsistent)
-            if inlineInterrupters.load(ordering: .sequentiallyConsistent) > 0 { state.withLockBroadcasting { _ in } }
-        }
-        while !done(), !loanPending.load(ordering: .acquiring), !inlineEnded.load(ordering: .relaxed) {
-            if case .ended(let end) = receiveOne(context.buffer, context.sink) {
-                state.withLock { $0.inlineEnd = end }
-                inlineEnded.store(true, ordering: .releasing)
-                return
+        guard !inlineReading, readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()), let context = readerContext else { return }
+        inlineReading = true
+        defer { inlineReading = false }
+        var events = (cbz_epoll_event(), cbz_epoll_event())
+        withUnsafeMutableBytes(of: &events) { raw in
+            let ev = raw.bindMemory(to: cbz_epoll_event.self)
+            while !done(), !loanPending.load(ordering: .acquiring), !inlineEnded.load(ordering: .relaxed) {
+                let ready = waitForEvents(ev)
+                if ready.readable, case .ended(let end) = receiveOne(context.buffer, context.sink) {
+                    state.withLock { $0.inlineEnd = end }
+                    inlineEnded.store(true, ordering: .releasing)
+                    return
+                }
+                if ready.writable { return }
             }
         }
     }
 
-    /// `ATTTransport.interruptInlineRead`: interrupts the reader's recvmsg (SIGURG, EINTR) until the inline read in
-    /// progress has returned, repeated every 1 ms (a signal that lands just before recvmsg starts is otherwise
-    /// lost), within `loanInterruptLimit`. Nothing to do on the reader thread itself or when none reads.
+    /// `ATTTransport.interruptInlineRead`: wakes an inline read in progress (its eventfd) to look at `done` again.
+    /// No wait and no signal: the eventfd's count stays until the loop drains it, so a wake-up is never lost.
     public func interruptInlineRead() {
-        let reading = inlineReads.load(ordering: .sequentiallyConsistent)
-        let thread = readerThreadID.load(ordering: .acquiring)
-        guard reading & 1 == 1, thread != 0, thread != UInt(pthread_self()) else { return }
-        inlineInterrupters.wrappingAdd(1, ordering: .sequentiallyConsistent)
-        defer { inlineInterrupters.wrappingSubtract(1, ordering: .sequentiallyConsistent) }
-        _ = interruptReader(until: { _ in inlineReads.load(ordering: .sequentiallyConsistent) != reading })
+        guard readerThreadID.load(ordering: .acquiring) != UInt(pthread_self()) else { return }
+        state.withLock { s in
+            if !s.released { _ = cbz_eventfd_signal(wakefd) }
+        }
     }
 
     private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {
-        // The writable thread polls the socket: it must be gone before the fds are closed.
-        let writerRuns = state.withLock { s -> Bool in
-            s.stopWriter = true
-            guard s.writer == .running else { return false }
-            _ = cbz_eventfd_signal(writerWakefd)
-            return true
-        }
-        if writerRuns {
-            // Bounded: the eventfd wakes the writable thread at once.
-            state.wait(until: { s in s.writer == .running ? nil : () })
-        }
-        let waiters = state.withLockBroadcasting { s -> [@Sendable () -> Void] in
+        let waiters = state.withLock { s -> [@Sendable () -> Void] in
             s.released = true
             s.finalReason = reason
             releaseFDs()
@@ -600,49 +586,6 @@ public final class ATTBearer: ATTTransport {
         }
         for w in waiters { w() }
         sink.transport(didCloseWith: reason)
-    }
-
-    // MARK: The writable thread
-
-    /// Claims the start of the writable thread (under the lock): true when a waiter needs it and it may start.
-    private func claimWriter(_ s: inout State) -> Bool {
-        guard s.writer == .none, s.started, !s.stopWriter, !s.released, !s.writableWaiters.isEmpty else { return false }
-        s.writer = .running
-        return true
-    }
-
-    private func startWriterThread() {
-        startDetachedThread { [self] in
-            _ = cbz_set_thread_name("att-bearer-out")
-            self.writableLoop()
-        }
-    }
-
-    /// Waits in epoll for the one-shot EPOLLOUT that `whenWritable` arms, and calls the waiters. Ends when the reader
-    /// ends (`stopWriter`, with the eventfd signalled); the reader closes the fds only after that.
-    private func writableLoop() {
-        var events = [cbz_epoll_event](repeating: cbz_epoll_event(), count: 2)
-        events.withUnsafeMutableBufferPointer { ev in
-            while true {
-                // The fds stay open while this thread runs: the reader releases them only after it has ended.
-                let n = cbz_epoll_wait(writerEpfd, ev.baseAddress, Int32(ev.count), -1)
-                // EPOLLOUT, or EPOLLERR/EPOLLHUP (a send then reports the error), or a failed wait: wake the waiters
-                // so that they retry. The eventfd alone means the reader is ending.
-                var socketReady = n < 0
-                for i in 0..<max(0, Int(n)) where ev[i].data == Self.socketToken { socketReady = true }
-                let waiters = state.withLock { s -> [@Sendable () -> Void]? in
-                    if s.stopWriter { return nil } // the reader's finish fires the waiters after the close
-                    guard socketReady else { return [] }
-                    s.pollOutArmed = false
-                    if s.lent { return [] } // the socket is lent: the loan's end arms POLLOUT again
-                    defer { s.writableWaiters.removeAll(keepingCapacity: true) }
-                    return s.writableWaiters
-                }
-                guard let waiters else { return }
-                for w in waiters { w() }
-            }
-        }
-        state.withLockBroadcasting { s in s.writer = .ended }
     }
 }
 

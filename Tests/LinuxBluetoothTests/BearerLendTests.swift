@@ -6,7 +6,7 @@ import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
 
-/// `ATTBearer.lend`: the reader thread runs a body with the connected socket; meanwhile the bearer reads nothing
+/// `ATTBearer.lend`: the loop thread runs a body with the connected socket; meanwhile the bearer reads nothing
 /// and sends nothing, and afterwards it goes on as before.
 final class BearerLendTests: XCTestCase {
     /// One datagram from a non-blocking socket, waiting at most 10 s.
@@ -24,20 +24,20 @@ final class BearerLendTests: XCTestCase {
     }
 
     func testTheBodyOwnsTheSocketWhileTheBearerWaitsThenGoesOn() throws {
-        // AF_UNIX: the reader waits in a blocking recvmsg, which the loan interrupts.
+        // AF_UNIX: the loop waits in epoll_wait, which the loan's eventfd wakes.
         let (a, b) = try ATTBearer.pair()
         try bodyOwnsTheSocket(a, b)
     }
 
     func testTheBodyOwnsTheSocketOfABearerOnASocketThatIsNotAFUnix() throws {
-        // A datagram socket of another family (UDP, as L2CAP is not AF_UNIX): its blocking recvmsg is interrupted too.
+        // A datagram socket of another family (UDP, as L2CAP is not AF_UNIX): the same loop, the same wake-up.
         let (a, b) = try udpBearerPair()
         try bodyOwnsTheSocket(a, b)
         b.close(reason: "done")
     }
 
     func testLoanAfterLoanOnABlockedReaderEachRunsOnce() throws {
-        // Many loans while the reader sits in recvmsg: each interrupt reaches it, each body runs once, in order.
+        // Many loans while the loop waits: each wakes it, each body runs once, in order.
         let (a, b) = try ATTBearer.pair()
         let sinkA = RecordingSink()
         a.start(sinkA)
@@ -60,12 +60,11 @@ final class BearerLendTests: XCTestCase {
         b.close(reason: "done")
     }
 
-    func testALoanTheReaderCannotTakeInTimeGetsNilAndTheBearerGoesOn() throws {
-        // The reader is held inside the sink (not in recvmsg), so no interrupt reaches it: past the limit the
-        // loan is withdrawn and its body gets nil; the reader then goes on as before.
-        let release = DispatchSemaphore(value: 0), held = DispatchSemaphore(value: 0)
+    func testALoanWhileTheLoopIsHeldInADeliveryRunsOnceItReturnsAndTheBearerGoesOn() throws {
+        // The loop is held inside the sink (not in its wait): `lend` returns at once, and the body runs, with the
+        // socket, as soon as the delivery returns (the eventfd keeps the wake-up; no signal, no time limit).
+        let release = DispatchSemaphore(value: 0), held = DispatchSemaphore(value: 0), ran = DispatchSemaphore(value: 0)
         let (a, b) = try ATTBearer.pair()
-        a.setLoanInterruptLimit(.milliseconds(200))
         let sinkA = RecordingSink(onPDU: { pdu in
             guard pdu == [0x1B, 0x01, 0x00] else { return }
             held.signal()
@@ -74,17 +73,21 @@ final class BearerLendTests: XCTestCase {
         a.start(sinkA)
         XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
         XCTAssertEqual(held.wait(timeout: .now() + 10), .success)
-        let got = Lock<[Int32?]>([])
+        let got = Lock<[String]>([])
         let started = ContinuousClock.now
-        a.lend { fd in got.withLock { $0.append(fd) } }
-        let waited = ContinuousClock.now - started
-        XCTAssertEqual(got.withLock { $0 }, [nil], "withdrawn past the limit")
-        XCTAssertGreaterThanOrEqual(waited, .milliseconds(200))
+        a.lend { fd in
+            got.withLock { $0.append(fd == nil ? "nil" : currentThreadName()) }
+            ran.signal()
+        }
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(1), "lend does not wait for the loop")
+        XCTAssertEqual(got.withLock { $0 }, [], "not while the delivery holds the loop")
         release.signal()
+        XCTAssertEqual(ran.wait(timeout: .now() + 10), .success)
+        XCTAssertEqual(got.withLock { $0 }, ["att-bearer"], "run once, with the socket, on the loop")
         XCTAssertEqual(try send(b, [0x1B, 0x02, 0x00]), .sent)
         sinkA.waitForPDUs(2)
         XCTAssertEqual(sinkA.pdus, [[0x1B, 0x01, 0x00], [0x1B, 0x02, 0x00]])
-        XCTAssertEqual(got.withLock { $0 }, [nil], "the withdrawn body never runs again")
+        XCTAssertEqual(got.withLock { $0 }, ["att-bearer"], "the body never runs again")
         a.close(reason: "done")
         XCTAssertEqual(sinkA.waitForClose(), .closedLocally(reason: "done"))
         b.close(reason: "done")
@@ -120,7 +123,7 @@ final class BearerLendTests: XCTestCase {
         XCTAssertEqual(try send(b, [0x13]), .sent)
         XCTAssertEqual(done.wait(timeout: .now() + 10), .success)
         XCTAssertEqual(seen.withLock { $0.answer }, [0x13])
-        XCTAssertEqual(seen.withLock { $0.thread }, "att-bearer", "the loan runs on the bearer's reader thread")
+        XCTAssertEqual(seen.withLock { $0.thread }, "att-bearer", "the loan runs on the bearer's loop thread")
         XCTAssertEqual(writable.wait(timeout: .now() + 10), .success, "the waiting sender wakes after the loan")
         XCTAssertEqual(try send(a, [0x52, 0x01, 0x00]), .sent)
         sinkB.waitForPDUs(2)

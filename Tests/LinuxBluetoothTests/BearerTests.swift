@@ -367,7 +367,7 @@ final class BearerConcurrencyTests: XCTestCase {
         }
     }
 
-    func testEveryWritableWaiterFiresOnceOnTheWritableThread() throws {
+    func testEveryWritableWaiterFiresOnceOnTheLoopThread() throws {
         let (a, b) = try ATTBearer.pair()
         a.start(RecordingSink())
         try a.setSendBufferSize(4096)
@@ -383,21 +383,21 @@ final class BearerConcurrencyTests: XCTestCase {
         }
         b.start(RecordingSink())
         XCTAssertEqual(all.wait(timeout: .now() + 10), .success)
-        XCTAssertEqual(fired.withLock { $0 }, [0: ["att-bearer-out"], 1: ["att-bearer-out"], 2: ["att-bearer-out"]])
+        XCTAssertEqual(fired.withLock { $0 }, [0: ["att-bearer"], 1: ["att-bearer"], 2: ["att-bearer"]])
         a.close(reason: "done")
         b.close(reason: "done")
     }
 }
 
-/// The reader's two ways of waiting: a blocking recvmsg on AF_UNIX (close shuts the socket down to wake it), epoll on
-/// any other socket (close signals an eventfd); and the writable thread that serves `whenWritable`.
+/// The bearer's one loop: one epoll_wait on the socket and an eventfd, on AF_UNIX as on any other datagram socket
+/// (close shuts the socket down, which wakes it); the same thread serves `whenWritable`.
 final class BearerReaderTests: XCTestCase {
-    func testCloseWakesAReaderBlockedInRecvmsgAtOnce() throws {
+    func testCloseWakesTheLoopAtOnce() throws {
         let (a, b) = try ATTBearer.pair()
         let sinkA = RecordingSink(), sinkB = RecordingSink()
         a.start(sinkA)
         b.start(sinkB)
-        // One PDU through, so that the reader is back in its blocking recvmsg when close comes.
+        // One PDU through, so that the loop is back in its epoll_wait when close comes.
         XCTAssertEqual(try send(b, [0x1B, 0x01, 0x00]), .sent)
         sinkA.waitForPDUs(1)
         let started = Date()
@@ -445,9 +445,9 @@ final class BearerReaderTests: XCTestCase {
         XCTAssertEqual(sink.closes.count, 1)
     }
 
-    func testASocketThatIsNotAFUnixIsReadThroughABlockingRecvAndCloseWakesIt() throws {
+    func testASocketThatIsNotAFUnixIsReadByTheSameLoopAndCloseWakesIt() throws {
         // Connected UDP sockets on the loopback: datagrams like SEQPACKET, but not AF_UNIX (as L2CAP is not): the
-        // reader waits in the same blocking recvmsg, and close's shutdown ends it.
+        // loop waits in the same epoll_wait, and close's shutdown ends it.
         let (x, y) = try connectedUDPSockets()
         let bearer = try ATTBearer(adoptingConnected: y, label: "udp")
         let sink = RecordingSink()
@@ -466,7 +466,7 @@ final class BearerReaderTests: XCTestCase {
         Glibc.close(x)
     }
 
-    func testTheWritableThreadServesBackpressureAgainAndAgainThenEndsWithTheBearer() throws {
+    func testTheLoopServesBackpressureAgainAndAgainThenEndsWithTheBearer() throws {
         let (a, b) = try ATTBearer.pair()
         a.start(RecordingSink())
         try a.setSendBufferSize(4096)

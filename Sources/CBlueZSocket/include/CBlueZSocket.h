@@ -55,17 +55,6 @@ ssize_t cbz_send(int fd, const void *buf, size_t len);
 /// (which may exceed len on sockets that report it), 0 at end of stream, -1 with errno.
 /// *truncated is set to 1 when the kernel cut the datagram to fit (MSG_TRUNC in msg_flags).
 ssize_t cbz_recv_datagram(int fd, void *buf, size_t len, int *truncated);
-/// recvmsg(fd, MSG_TRUNC) of one datagram, waiting for it when the socket is blocking; the same results as
-/// cbz_recv_datagram. EINTR is NOT retried: -1 with errno EINTR when cbz_reader_interrupt reached the thread. The
-/// socket bearer's reader uses it on AF_UNIX sockets made blocking for it.
-ssize_t cbz_recv_datagram_wait(int fd, void *buf, size_t len, int *truncated);
-/// Makes the calling thread (a bearer's reader) one that cbz_reader_interrupt can wake: installs, once per process
-/// and only over the default or ignore disposition, a SIGURG handler that does nothing, without SA_RESTART, so that
-/// a blocking syscall returns EINTR (SIGURG's default action is to ignore: a stray one harms nothing), and unblocks
-/// SIGURG in this thread. Returns the thread, for cbz_reader_interrupt.
-unsigned long cbz_reader_interruptible(void);
-/// Interrupts a blocking syscall of `thread` (see cbz_reader_interruptible): pthread_kill with SIGURG. 0 or an errno.
-int cbz_reader_interrupt(unsigned long thread);
 /// Whether the socket's peer has hung up (poll with POLLRDHUP and a zero timeout: never waits): 1 yes, 0 no, -1 error.
 /// Tells end of file from an empty datagram after recvmsg returned 0.
 int cbz_peer_hung_up(int fd);
