@@ -134,6 +134,17 @@ func clientRequests(_ peer: PlainPeer, n: Int, inline: Bool) async throws -> Cos
     return r
 }
 
+/// The client: `n` plain Write Requests from a task that prefers the bearer's executor.
+func executorRequests(_ peer: PlainPeer, n: Int) async throws -> Cost {
+    let client = try await connectClient(peer)
+    let r = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> Cost in
+        for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
+        return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
+    }
+    client.close()
+    return r
+}
+
 /// The client: `n` writes without response from one task; ends when the peer counted them all.
 func clientCommands(_ peer: PlainPeer, n: Int, valueLength: Int) async throws -> Cost {
     let client = try await connectClient(peer)
@@ -191,7 +202,9 @@ var json = false
 var requests = 20_000
 var commands = 200_000
 var rounds = 5
-/// For profiling one side alone: "bare-requests", "client-requests", "pool-requests".
+/// For profiling one side alone: "bare-requests", "client-requests" (back to back, read inline), "executor-requests"
+/// (plain `client.write` from a task preferring the bearer's executor: the path issue 25 moves the product to),
+/// "pool-requests" (plain `client.write` from the global pool: the product's path today).
 var only: String?
 /// Every loop runs on one core unless --no-pin: on a 2-core machine with idle cores, wake-ups across cores made
 /// one round's ratio differ from the next by up to 25x (the bare loop's baseline disagreed with itself).
@@ -206,7 +219,7 @@ while let a = args.popFirst() {
     case "--rounds": rounds = Int(args.popFirst() ?? "") ?? rounds
     case "--only": only = args.popFirst()
     case "-h", "--help":
-        print("usage: gatt-bench [--json] [--no-pin] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|pool-requests|engine|bare-commands|client-commands]")
+        print("usage: gatt-bench [--json] [--no-pin] [--requests N] [--commands N] [--rounds N] [--only bare-requests|client-requests|executor-requests|pool-requests|engine|bare-commands|client-commands]")
         exit(0)
     default:
         FileHandle.standardError.write("gatt-bench: unknown argument \(a)\n".data(using: .utf8)!)
@@ -225,10 +238,11 @@ do {
         case "bare-requests": t = try bareRequests(peer, n: requests)
         case "client-requests": t = try await clientRequests(peer, n: requests, inline: true)
         case "pool-requests": t = try await clientRequests(peer, n: requests, inline: false)
+        case "executor-requests": t = try await executorRequests(peer, n: requests)
         case "engine": t = try await engineOnly(n: requests)
         case "bare-commands": t = try bareCommands(peer, n: commands, valueLength: 20)
         case "client-commands": t = try await clientCommands(peer, n: commands, valueLength: 20)
-        default: throw BenchError(description: "--only takes bare-requests, client-requests, pool-requests, engine, bare-commands or client-commands")
+        default: throw BenchError(description: "--only takes bare-requests, client-requests, executor-requests, pool-requests, engine, bare-commands or client-commands")
         }
         print(String(format: "%@: %.2f us per operation, %.2f us of CPU", only, t.wall / 1000, t.cpu / 1000))
         exit(0)
