@@ -1,12 +1,23 @@
 // Little-endian field access used by the ATT codec (Core Spec 5.4 Vol 3 Part F §3.3: multi-octet fields
 // are little-endian).
 
+// The one reader of little-endian fields for every module (ATT, GATT values, HCI and management events, ZIP).
 extension RandomAccessCollection where Element == UInt8, Index == Int {
     /// The little-endian UInt16 at absolute index `i` (the caller has checked the bounds).
     @inlinable @inline(__always)
-    func attLE16(at i: Int) -> UInt16 {
+    public func littleEndianUInt16(at i: Int) -> UInt16 {
         UInt16(self[i]) | UInt16(self[i &+ 1]) << 8
     }
+
+    /// The little-endian UInt32 at absolute index `i` (the caller has checked the bounds).
+    @inlinable @inline(__always)
+    public func littleEndianUInt32(at i: Int) -> UInt32 {
+        UInt32(littleEndianUInt16(at: i)) | UInt32(littleEndianUInt16(at: i &+ 2)) << 16
+    }
+
+    /// `littleEndianUInt16(at:)`, as the codec spells it.
+    @inlinable @inline(__always)
+    func attLE16(at i: Int) -> UInt16 { littleEndianUInt16(at: i) }
 }
 
 extension UnsafeMutableRawBufferPointer {

@@ -160,7 +160,7 @@ public final class PlainPeer: Sendable {
             }
         case .writeRequest:
             // The client's write of its Supported Features is not a bench write.
-            let handle = pdu.count >= 3 ? UInt16(pdu[1]) | UInt16(pdu[2]) << 8 : 0
+            let handle = pdu.count >= 3 ? pdu.littleEndianUInt16(at: 1) : 0
             if !(servesEnhancedATT && handle == PlainPeer.clientFeaturesHandle) { requestCount.add(1, ordering: .relaxed) }
             writeResponse()
         case .exchangeMTURequest:

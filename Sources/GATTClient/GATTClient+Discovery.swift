@@ -83,8 +83,8 @@ extension GATTClient {
             guard value.count == 6 || value.count == 4 else {
                 throw unexpected(pdu, "a 4- or 6-byte include declaration value at \(ATTHex.handle(handle))")
             }
-            let s = UInt16(value[value.startIndex]) | UInt16(value[value.startIndex + 1]) << 8
-            let e = UInt16(value[value.startIndex + 2]) | UInt16(value[value.startIndex + 3]) << 8
+            let s = value.littleEndianUInt16(at: value.startIndex)
+            let e = value.littleEndianUInt16(at: value.startIndex + 2)
             if value.count == 6 {
                 out.append(GATTIncludedService(declarationHandle: handle, startHandle: s, endHandle: e,
                                                uuid: BluetoothUUID(littleEndian: value.suffix(2))!))
@@ -124,7 +124,7 @@ extension GATTClient {
             }
             let b = value.startIndex
             let props = GATTCharacteristicProperties(rawValue: value[b])
-            let valueHandle = UInt16(value[b + 1]) | UInt16(value[b + 2]) << 8
+            let valueHandle = value.littleEndianUInt16(at: b + 1)
             guard valueHandle > handle else {
                 throw backwards(pdu, "characteristic declared at \(ATTHex.handle(handle)) with its value at \(ATTHex.handle(valueHandle))")
             }

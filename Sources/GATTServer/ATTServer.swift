@@ -320,7 +320,7 @@ public struct ATTServer: Sendable {
         var isCCCD = false
         if case .cccd(let valueHandle) = a.role {
             guard value.count == 2 else { return .rejected(.invalidAttributeValueLength) }
-            session.cccd[valueHandle] = UInt16(value[0]) | UInt16(value[1]) << 8
+            session.cccd[valueHandle] = value.littleEndianUInt16(at: 0)
             isCCCD = true
         }
         let outcome = write(AttributeWrite(attribute: a, value: value, opcode: opcode))

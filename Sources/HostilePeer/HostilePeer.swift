@@ -349,7 +349,7 @@ final class HostileConnection: @unchecked Sendable {
             send(a)
         case .errorForOtherRequest:
             let other: UInt8 = op == 0x0A ? 0x12 : 0x0A
-            let handle = pdu.count >= 3 ? UInt16(pdu[1]) | UInt16(pdu[2]) << 8 : 0
+            let handle = pdu.count >= 3 ? pdu.littleEndianUInt16(at: 1) : 0
             send(ATTPDU.errorResponse(requestOpcode: ATTOpcode(rawValue: other), handle: handle, error: .attributeNotFound).bytes)
         case .unsolicitedResponses:
             send(answer(pdu, mode: .normal))

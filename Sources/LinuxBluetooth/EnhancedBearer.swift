@@ -67,7 +67,7 @@ public enum EnhancedBearerHandshake {
 
     static func decode(_ bytes: [UInt8]) -> (UInt16, UInt16)? {
         guard bytes.count == 4 else { return nil }
-        return (UInt16(bytes[0]) | UInt16(bytes[1]) << 8, UInt16(bytes[2]) | UInt16(bytes[3]) << 8)
+        return (bytes.littleEndianUInt16(at: 0), bytes.littleEndianUInt16(at: 2))
     }
 
     /// Waits at most `timeout` seconds for the peer's 4-octet message on `fd` (non-blocking). `waitingFor` names it

@@ -70,7 +70,7 @@ extension HCIEvent {
         }
     }
 
-    static func le16(_ p: [UInt8], _ i: Int) -> UInt16 { UInt16(p[i]) | UInt16(p[i + 1]) << 8 }
+    static func le16(_ p: [UInt8], _ i: Int) -> UInt16 { p.littleEndianUInt16(at: i) }
 
     /// Disconnection Complete, Encryption Change, Number Of Completed Packets; nil when the length is wrong.
     static func parseLinkEvent(code: UInt8, _ p: [UInt8]) -> HCIEvent? {

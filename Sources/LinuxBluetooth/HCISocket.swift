@@ -138,10 +138,10 @@ public enum HCIEvent: Sendable, Equatable {
         switch code {
         case 0x0E:
             guard p.count >= 3 else { return nil }
-            return .commandComplete(opcode: UInt16(p[1]) | UInt16(p[2]) << 8, returnParameters: Array(p[3...]))
+            return .commandComplete(opcode: p.littleEndianUInt16(at: 1), returnParameters: Array(p[3...]))
         case 0x0F:
             guard p.count >= 4 else { return nil }
-            return .commandStatus(opcode: UInt16(p[2]) | UInt16(p[3]) << 8, status: p[0])
+            return .commandStatus(opcode: p.littleEndianUInt16(at: 2), status: p[0])
         case 0x05, 0x08, 0x13:
             return parseLinkEvent(code: code, p)
         case 0x3E where p.first.map { [0x01, 0x03, 0x07, 0x0A, 0x0C, 0x29].contains($0) } == true:

@@ -71,19 +71,19 @@ public enum ManagementEvent: Sendable, Equatable {
     /// Parses one management packet; nil when shorter than its header says.
     public static func parse(_ p: [UInt8]) -> ManagementEvent? {
         guard p.count >= 6 else { return nil }
-        let code = UInt16(p[0]) | UInt16(p[1]) << 8, index = UInt16(p[2]) | UInt16(p[3]) << 8
-        let length = Int(UInt16(p[4]) | UInt16(p[5]) << 8)
+        let code = p.littleEndianUInt16(at: 0), index = p.littleEndianUInt16(at: 2)
+        let length = Int(p.littleEndianUInt16(at: 4))
         guard p.count >= 6 + length else { return nil }
         let d = Array(p[6..<(6 + length)])
         switch code {
         case 0x0001 where d.count >= 3, 0x0002 where d.count >= 3:
-            return .commandComplete(opcode: UInt16(d[0]) | UInt16(d[1]) << 8, index: index, status: d[2],
+            return .commandComplete(opcode: d.littleEndianUInt16(at: 0), index: index, status: d[2],
                                     returnParameters: Array(d.dropFirst(3)))
         case 0x0012 where d.count >= 14:
             // Address (6, little-endian), address type, RSSI, flags (bit 2: not connectable), EIR length, EIR.
             guard let type = LEAddressType(rawValue: d[6]) else { return .other(code: code, index: index) }
-            let flags = UInt32(d[8]) | UInt32(d[9]) << 8 | UInt32(d[10]) << 16 | UInt32(d[11]) << 24
-            let eirLength = Int(UInt16(d[12]) | UInt16(d[13]) << 8)
+            let flags = d.littleEndianUInt32(at: 8)
+            let eirLength = Int(d.littleEndianUInt16(at: 12))
             let eir = Array(d.dropFirst(14).prefix(eirLength))
             let report = LEAdvertisingReport(eventType: flags & 0x04 != 0 ? 3 : 0, addressType: type,
                                              address: BluetoothAddress(uncheckedBytes: d[0..<6].reversed()),

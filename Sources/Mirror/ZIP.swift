@@ -1,6 +1,7 @@
 // A reader of a ZIP archive's central directory (PKWARE APPNOTE 6.3.x): the upload receiver lists what arrived
 // with it. The writer is the simulator's (Sources/MirrorSimulator/ZIPWriter.swift). The CRC-32 is zlib's.
 
+import ATTStack
 import CBlueZSocket
 import CZlib
 import Glibc
@@ -155,6 +156,6 @@ public enum ZIPArchive {
 }
 
 extension [UInt8] {
-    fileprivate func u16(_ i: Int) -> UInt16 { UInt16(self[i]) | UInt16(self[i + 1]) << 8 }
+    fileprivate func u16(_ i: Int) -> UInt16 { self.littleEndianUInt16(at: i) }
     fileprivate func u32(_ i: Int) -> UInt32 { UInt32(u16(i)) | UInt32(u16(i + 2)) << 16 }
 }

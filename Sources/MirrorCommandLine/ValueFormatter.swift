@@ -111,7 +111,7 @@ enum ValueFormatter {
         return "vendor \(ATTHex.handle(le16(bytes, 1))) (\(source)), product \(ATTHex.handle(le16(bytes, 3))), version \(ATTHex.handle(le16(bytes, 5)))"
     }
 
-    private static func le16(_ b: [UInt8], _ i: Int) -> UInt16 { UInt16(b[i]) | UInt16(b[i + 1]) << 8 }
+    private static func le16(_ b: [UInt8], _ i: Int) -> UInt16 { b.littleEndianUInt16(at: i) }
 }
 
 /// The text form with the decoded meaning first: "error  [09]  (1 byte)"; without one, `valueText`'s form.

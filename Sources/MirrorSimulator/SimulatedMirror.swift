@@ -499,7 +499,7 @@ public final class SimulatedMirror: Sendable {
     private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ w: AttributeWrite) -> WriteOutcome {
         switch w.attribute.role {
         case .cccd(let valueHandle):
-            let v = UInt16(w.value[0]) | UInt16(w.value[1]) << 8
+            let v = w.value.littleEndianUInt16(at: 0)
             fx.logs.append("conn \(id): CCCD of \(s.server.database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
             return .store
         case .value where w.attribute.name == AttributeDatabase.clientSupportedFeaturesName:

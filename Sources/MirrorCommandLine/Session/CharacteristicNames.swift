@@ -73,7 +73,7 @@ struct GATTCharacteristicDeclaration: Equatable {
     init?(_ value: [UInt8]) {
         guard value.count == 5 || value.count == 19, let uuid = BluetoothUUID(littleEndian: Array(value[3...])) else { return nil }
         properties = value[0]
-        valueHandle = UInt16(value[1]) | UInt16(value[2]) << 8
+        valueHandle = value.littleEndianUInt16(at: 1)
         self.uuid = uuid
     }
 }

@@ -504,7 +504,7 @@ extension Session {
               let known = discoveredNames.withLock({ $0 }) else { return }
         guard known.services.flatMap(\.characteristics).contains(where: { $0.uuid == .serviceChanged && $0.valueHandle == handle }) else { return }
         let v = Array(value)
-        let start = UInt16(v[0]) | UInt16(v[1]) << 8, end = UInt16(v[2]) | UInt16(v[3]) << 8
+        let start = v.littleEndianUInt16(at: 0), end = v.littleEndianUInt16(at: 2)
         // What the next use rediscovers: the range (with any earlier one not yet rediscovered).
         serviceChanged.withLock { c in
             let r = c.map { ATTHandleRange(start: min($0.range.start, start), end: max($0.range.end, end)) } ?? ATTHandleRange(start: start, end: end)
