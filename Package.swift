@@ -43,11 +43,14 @@ let package = Package(
         .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack", "LinuxBluetooth", "CCrypto"]),
+        // The GATT vocabulary below client and server (Vol 3 Part G): services, characteristics, properties,
+        // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
+        .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinuxBluetooth", "CCrypto"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
-        .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient"]),
+        .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTVocabulary"]),
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine. A release build links the
         // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
         // builds stay dynamic, as the test bundles that link this target with XCTest must.
@@ -61,7 +64,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTVocabulary", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
@@ -69,7 +72,7 @@ let package = Package(
         .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
+        .target(name: "Mirror", dependencies: ["GATTVocabulary", "ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
         // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
         // (the terminal's width comes from CBlueZSocket, where every ioctl is); loaded by dlopen when an editor opens.
         .target(name: "CLibEdit", dependencies: ["CBlueZSocket"]),
@@ -81,7 +84,7 @@ let package = Package(
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
         .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine"], path: "tools/mirror-docs"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
+        .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
@@ -100,12 +103,12 @@ let package = Package(
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
-        .testTarget(name: "GATTServerTests", dependencies: ["TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
-        .testTarget(name: "MirrorTests", dependencies: ["TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "GATTServerTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",

@@ -1,6 +1,7 @@
 // Procedures over the whole database that a GATT client user wants in one call: every service including the
 // secondary ones, and Read Using Characteristic UUID with long values read whole (Core Spec 5.4 Vol 3 Part G §4).
 import ATTStack
+import GATTVocabulary
 
 extension GATTClient {
     /// Every primary service with its includes, characteristics and descriptors, and the secondary services

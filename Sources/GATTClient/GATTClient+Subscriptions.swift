@@ -1,6 +1,7 @@
 // Subscribing to a discovered characteristic (Core Spec 5.4 Vol 3 Part G §4.10, §4.11): the checks a CCCD
 // write needs (the notify/indicate property, the CCCD itself) and the choice between the two, in one place.
 import ATTStack
+import GATTVocabulary
 
 extension GATTClient {
     /// Subscribes to a characteristic's notifications, or its indications when `preferIndications` or when it

@@ -3,6 +3,7 @@
 import ATTStack
 import LinuxBluetooth
 import Synchronization
+import GATTVocabulary
 
 /// A GATT client on one ATT bearer (Core Spec 5.4 Vol 3 Part G §4): MTU exchange, discovery, reads, writes,
 /// write without response with flow control, and subscriptions. Every method is safe to call from many tasks;

@@ -1,7 +1,7 @@
 // The one attribute database of every ATT server here: services, includes, characteristics and their
 // descriptors in handle order (Core Spec 5.4 Vol 3 Part F §3.2 attributes, Part G §3 the GATT declarations).
 import ATTStack
-import GATTClient
+import GATTVocabulary
 
 /// What ATT lets a client do with an attribute (Core Spec 5.4 Vol 3 Part F §3.2.5).
 public struct AttributePermissions: OptionSet, Sendable, Hashable {

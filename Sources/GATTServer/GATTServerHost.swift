@@ -3,7 +3,6 @@
 import ATTStack
 import LinuxBluetooth
 import Dispatch
-import GATTClient
 
 /// What the fault layer does with one PDU from the client before the server sees it.
 public enum ATTInterception: Sendable, Equatable {

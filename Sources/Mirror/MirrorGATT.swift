@@ -2,6 +2,7 @@
 // and the read / write / subscribe steps the procedures share, each reported as an event.
 import ATTStack
 import GATTClient
+import GATTVocabulary
 
 /// The mirror's characteristics found on the server (Core Spec 5.4 Vol 3 Part G §4.4.2, §4.6.1, §4.7.1): value and
 /// CCCD handles by profile name.

@@ -9,6 +9,7 @@ import LinuxBluetooth
 import FoundationEssentials
 import GATTClient
 import Glibc
+import GATTVocabulary
 
 /// What `mirror scan` is asked to do.
 public struct MirrorScanOptions: Sendable {

@@ -3,6 +3,7 @@
 // under a named deadline, with decoded values.
 import ATTStack
 import GATTClient
+import GATTVocabulary
 
 /// The mirror's Wi-Fi as a procedure reports it.
 public struct MirrorWiFiStatus: Sendable, Equatable {

@@ -8,6 +8,7 @@ import GATTClient
 #if canImport(Glibc)
 import Glibc
 import JSON
+import GATTVocabulary
 #endif
 
 /// A discovered GATT database as `mirror gatt` prints it (Core Spec Vol 3 Part G §3: services, includes,

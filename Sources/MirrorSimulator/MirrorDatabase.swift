@@ -4,6 +4,7 @@ import ATTStack
 import GATTClient
 import GATTServer
 import Mirror
+import GATTVocabulary
 
 extension AttributeDatabase {
     /// The mirror's properties for each profile characteristic (unknown extras: read and write).

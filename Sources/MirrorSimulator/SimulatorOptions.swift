@@ -4,6 +4,7 @@ import GATTClient
 import JSON
 import LinuxBluetooth
 import Mirror
+import GATTVocabulary
 
 /// A fault the simulator injects into one request to a named characteristic.
 public struct SimFault: Sendable, Equatable, CustomStringConvertible {

@@ -5,6 +5,7 @@ import TestSupport
 import ATTStack
 import XCTest
 @testable import GATTClient
+import GATTVocabulary
 
 final class CachingProcedureTests: XCTestCase {
     func testTheDatabaseHashIsOneReadByTypeAndNilWhenThePeerHasNone() async throws {

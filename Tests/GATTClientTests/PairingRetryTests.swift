@@ -10,6 +10,7 @@ import XCTest
 
 #if canImport(Glibc)
 import Glibc
+import GATTVocabulary
 #endif
 
 /// A transport for a link whose pairing the test controls. Reads of 0x0003 are answered with Insufficient

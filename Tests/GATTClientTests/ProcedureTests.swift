@@ -4,6 +4,7 @@ import LinuxBluetooth
 import Synchronization
 import XCTest
 @testable import GATTClient
+import GATTVocabulary
 
 /// The GATT procedures of Core Spec 5.4 Vol 3 Part G §4, byte-exact, with their error endings.
 final class ProcedureTests: XCTestCase {

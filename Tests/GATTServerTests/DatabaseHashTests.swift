@@ -8,6 +8,7 @@ import GATTServer
 import LinuxBluetooth
 import TestSupport
 import XCTest
+import GATTVocabulary
 
 final class DatabaseHashTests: XCTestCase {
     func testAESCMACMatchesTheRFC4493Vectors() throws {

@@ -11,6 +11,7 @@ import Mirror
 @testable import MirrorCommandLine
 import TestSupport
 import XCTest
+import GATTVocabulary
 
 final class CacheCommandTests: XCTestCase {
     var home = ""

@@ -10,6 +10,7 @@ import GATTServer
 import Mirror
 @testable import MirrorSimulator
 import XCTest
+import GATTVocabulary
 
 final class SimulatorCachingTests: XCTestCase {
     func makeSim(caching: Bool) -> SimulatedMirror {

@@ -8,6 +8,7 @@ import LinuxBluetooth
 
 #if canImport(Glibc)
 import Glibc
+import GATTVocabulary
 #endif
 
 /// The one-shot commands a shell line may run on the shell's connection, the connection's TARGET in the place of

@@ -3,6 +3,7 @@ import ATTStack
 import GATTClient
 import JSON
 import Mirror
+import GATTVocabulary
 
 let wifiCommand = Command(CommandSpec(
     name: "wifi",

@@ -3,6 +3,7 @@
 // One per connection (Session), so that `mirror shell` and every one-shot command resolve alike.
 import ATTStack
 import GATTClient
+import GATTVocabulary
 
 /// The characteristics of a server's database with the names a user may call them by.
 struct CharacteristicCatalog: Sendable {

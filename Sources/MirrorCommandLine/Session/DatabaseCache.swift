@@ -7,6 +7,7 @@ import FoundationEssentials
 import GATTClient
 import JSON
 import LinuxBluetooth
+import GATTVocabulary
 
 /// One peer's cached database.
 struct CachedDatabase: Sendable, Equatable {

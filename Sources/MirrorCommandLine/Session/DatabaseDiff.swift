@@ -3,6 +3,7 @@
 import ATTStack
 import GATTClient
 import JSON
+import GATTVocabulary
 
 /// One difference between a cached database and the one discovered now.
 struct DatabaseChange: Sendable, Equatable {

@@ -6,6 +6,7 @@ import LinuxBluetooth
 import GATTClient
 import Mirror
 import JSON
+import GATTVocabulary
 
 /// How `mirror write` writes (Core Spec Vol 3 Part G §4.9).
 enum WriteMode: String, Sendable {
