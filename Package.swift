@@ -47,6 +47,8 @@ let package = Package(
         // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
         .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinuxBluetooth", "CCrypto"]),
+        // What both benches measure with: one stopwatch (wall and process CPU time) and one median.
+        .target(name: "BenchMeasurement", dependencies: ["LinuxBluetooth"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
         .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
@@ -64,7 +66,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTVocabulary", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
@@ -89,7 +91,7 @@ let package = Package(
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
-        .executableTarget(name: "GATTBench", dependencies: ["GATTClient", "ATTStack", "LinuxBluetooth", "BareATT", "JSON", "CBlueZSocket"], path: "tools/gatt-bench"),
+        .executableTarget(name: "GATTBench", dependencies: ["BenchMeasurement", "GATTClient", "ATTStack", "LinuxBluetooth", "BareATT", "JSON", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
         .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTServer"]),
@@ -108,7 +110,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",

@@ -1,5 +1,7 @@
 // `mirror bench` against the scripted peer: both modes in one run, the figures' shape, the peer's counts, and the
 // ratio to the bare socket loop.
+import BenchMeasurement
+import LinuxBluetooth
 import Foundation
 import JSON
 import TestSupport
@@ -270,6 +272,17 @@ final class BenchCommandTests: XCTestCase {
                 XCTAssertTrue(stdout.contains("with response (Write Request): "), stdout)
             }
         }
+    }
+
+    /// The one stopwatch both benches time with: the wall clock and the process's CPU time over the same stretch.
+    func testTheStopwatchReadsTheWallClockAndTheProcessCPUTime() {
+        let watch = Stopwatch()
+        var spin: UInt64 = 0
+        while monotonicNanoseconds() - watch.wallStart < 20_000_000 { spin &+= 1 }
+        let e = watch.elapsed()
+        XCTAssertGreaterThanOrEqual(e.wallNanoseconds, 20_000_000)
+        XCTAssertGreaterThan(e.cpuNanoseconds, 5_000_000, "a 20 ms busy loop (\(spin) turns) spends CPU time")
+        XCTAssertEqual(watch.elapsed(at: watch.wallStart + 7).wallNanoseconds, 7, "a wall reading the caller took")
     }
 
     /// The spread's judgement and the true median, computed apart from any run.

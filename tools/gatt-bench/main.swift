@@ -8,6 +8,7 @@
 // Every Write Command is counted at the peer: a run ends only when the peer has received all of them. The bare
 // loop and the peer are BareATT's `BareLoop` and `PlainPeer`, the same ones `mirror bench` uses.
 // Usage: gatt-bench [--json] [--no-pin] [--requests N] [--commands N] [--rounds N]
+import BenchMeasurement
 import ATTStack
 import BareATT
 import CBlueZSocket
@@ -34,19 +35,24 @@ struct Cost {
     var cpu: Double
 }
 
+extension Cost {
+    /// Nanoseconds per operation of `n` operations timed by a `Stopwatch`.
+    init(_ e: Elapsed, per n: Int) {
+        self.init(wall: Double(e.wallNanoseconds) / Double(n), cpu: Double(e.cpuNanoseconds) / Double(n))
+    }
+}
+
 /// Measures `n` operations run by `body`.
 func measure(_ n: Int, _ body: () throws -> Void) rethrows -> Cost {
-    let (t0, c0) = (monotonicNanoseconds(), processCPUNanoseconds())
+    let watch = Stopwatch()
     try body()
-    let (t1, c1) = (monotonicNanoseconds(), processCPUNanoseconds())
-    return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
+    return Cost(watch.elapsed(), per: n)
 }
 
 func measure(_ n: Int, _ body: () async throws -> Void) async rethrows -> Cost {
-    let (t0, c0) = (monotonicNanoseconds(), processCPUNanoseconds())
+    let watch = Stopwatch()
     try await body()
-    let (t1, c1) = (monotonicNanoseconds(), processCPUNanoseconds())
-    return Cost(wall: Double(t1 - t0) / Double(n), cpu: Double(c1 - c0) / Double(n))
+    return Cost(watch.elapsed(), per: n)
 }
 
 /// The bare loop (BareATT's `BareLoop`): `n` Write Request round trips, send then poll and receive.
@@ -184,11 +190,6 @@ func engineOnly(n: Int) async throws -> Cost {
     let cost = try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     client.close()
     return cost
-}
-
-func median(_ xs: [Double]) -> Double {
-    let s = xs.sorted()
-    return s[s.count / 2]
 }
 
 func median(_ xs: [Cost]) -> Cost { Cost(wall: median(xs.map(\.wall)), cpu: median(xs.map(\.cpu))) }

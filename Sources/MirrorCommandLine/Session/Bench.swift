@@ -1,6 +1,7 @@
 // The write benchmark behind `mirror bench`: Write Requests and Write Commands through the GATT client
 // (Core Spec 5.4 Vol 3 Part G §4.9.3, §4.9.1), timed after a warm-up, in rounds that alternate with a bare socket
 // loop moving the same PDUs over the same socket type without the ATT engine; figures are medians of the rounds.
+import BenchMeasurement
 import ATTStack
 import BareATT
 import LinuxBluetooth
@@ -53,6 +54,17 @@ struct RoundFigures: Sendable {
     var cpuNanoseconds: UInt64
     var writesPerSecond: Double { Double(writes) / (Double(nanoseconds) / 1e9) }
     var cpuMicrosecondsPerWrite: Double { Double(cpuNanoseconds) / 1000 / Double(max(1, writes)) }
+
+    init(writes: Int, nanoseconds: UInt64, cpuNanoseconds: UInt64) {
+        self.writes = writes
+        self.nanoseconds = nanoseconds
+        self.cpuNanoseconds = cpuNanoseconds
+    }
+
+    /// A round of `writes` timed by a `Stopwatch`.
+    init(writes: Int, _ elapsed: Elapsed) {
+        self.init(writes: writes, nanoseconds: elapsed.wallNanoseconds, cpuNanoseconds: elapsed.cpuNanoseconds)
+    }
 }
 
 /// Write Requests over several bearers (`--bearers N`, Core Spec 5.4 Vol 3 Part F §3.2.11): one writer per open
@@ -307,14 +319,6 @@ func benchLinkLine(_ s: LinkState, ceilingInput: LinkParameters?) -> String {
     let missing = [("interval", s.intervalMilliseconds.unknownReason), ("TX PHY", s.txPHY.unknownReason),
                    ("data length", s.dataLength.unknownReason)].compactMap { name, why in why.map { "\(name) unknown (\($0))" } }
     return "link: \(handle)" + (missing.isEmpty ? "not known" : missing.joined(separator: "; "))
-}
-
-/// The median: the middle value, or the mean of the two middle values of an even count (it used to take the upper
-/// one, so the median of two rounds' writes/s was the faster round).
-func median(_ xs: [Double]) -> Double {
-    let s = xs.sorted()
-    guard !s.isEmpty else { return 0 }
-    return s.count % 2 == 1 ? s[s.count / 2] : (s[s.count / 2 - 1] + s[s.count / 2]) / 2
 }
 
 /// How far a mode's rounds disagree: the fastest round's writes/s over the slowest's. Above `limit` the median
@@ -594,8 +598,8 @@ enum Bench {
         var latencies: [UInt64] = []
         latencies.reserveCapacity(plan.count ?? 100_000)
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
-        let cpu = processCPUNanoseconds()
-        let start = monotonicNanoseconds()
+        let watch = Stopwatch()
+        let start = watch.wallStart
         var now = start
         var writes = 0
         while true {
@@ -607,7 +611,7 @@ enum Bench {
             now = after
             writes += 1
         }
-        return (RoundFigures(writes: writes, nanoseconds: now - start, cpuNanoseconds: processCPUNanoseconds() - cpu), latencies)
+        return (RoundFigures(writes: writes, watch.elapsed(at: now)), latencies)
     }
 
     /// One round of Write Requests by `writers` writers at once (the client spreads them over its bearers), the
@@ -617,8 +621,8 @@ enum Bench {
         -> (round: RoundFigures, latencies: [UInt64], completions: [UInt64], perBearer: [Int]) {
         let answeredBefore = client.bearers.map(\.requestsAnswered)
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
-        let cpu = processCPUNanoseconds()
-        let start = monotonicNanoseconds()
+        let watch = Stopwatch()
+        let start = watch.wallStart
         let handle = plan.handle
         let parts = try await withThrowingTaskGroup(of: (latencies: [UInt64], completions: [UInt64]).self) { group in
             for w in 0..<writers {
@@ -646,7 +650,7 @@ enum Bench {
         let answeredAfter = client.bearers.map(\.requestsAnswered)
         let perBearer = answeredAfter.indices.map { answeredAfter[$0] - (answeredBefore.indices.contains($0) ? answeredBefore[$0] : 0) }
         let latencies = parts.flatMap(\.latencies)
-        let round = RoundFigures(writes: latencies.count, nanoseconds: end - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        let round = RoundFigures(writes: latencies.count, watch.elapsed(at: end))
         return (round, latencies, parts.flatMap(\.completions).sorted(), perBearer)
     }
 
@@ -655,8 +659,8 @@ enum Bench {
     static func measureCommands(_ session: Session, plan: BenchPlan, value: [UInt8], into figures: inout ModeFigures) async throws {
         let client = session.client
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
-        let cpu = processCPUNanoseconds()
-        let start = monotonicNanoseconds()
+        let watch = Stopwatch()
+        let start = watch.wallStart
         var writes = 0
         while true {
             if let count = plan.count, writes >= count { break }
@@ -672,7 +676,7 @@ enum Bench {
         }
         figures.series.sample(writesSoFar: writes, elapsed: monotonicNanoseconds() - start)
         _ = try await drain(client, plan: plan)
-        let round = RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        let round = RoundFigures(writes: writes, watch.elapsed())
         figures.rounds.append(round)
         figures.series.closeRound(nanoseconds: round.nanoseconds)
     }
@@ -738,10 +742,10 @@ extension BareLoop {
     /// The same Write Requests as the CLI's, timed: send, then poll and receive, each awaited.
     @discardableResult
     func requests(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
-        let cpu = processCPUNanoseconds()
-        let start = monotonicNanoseconds()
+        let watch = Stopwatch()
+        let start = watch.wallStart
         try bareATT { try writeRequests(handle: handle, value: value, count: writes) }
-        return RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu)
+        return RoundFigures(writes: writes, watch.elapsed())
     }
 
     /// Write Commands, then one Read Request whose answer proves they were handled (the peer handles PDUs in order):
@@ -751,8 +755,8 @@ extension BareLoop {
     func commands(handle: UInt16, value: [UInt8], writes: Int, counter: UInt16? = nil) throws -> (RoundFigures, counted: Int?) {
         try bareATT {
             let before = try counter.map { try readCounter(handle: $0) }
-            let cpu = processCPUNanoseconds()
-            let start = monotonicNanoseconds()
+            let watch = Stopwatch()
+            let start = watch.wallStart
             try writeCommands(handle: handle, value: value, count: writes)
             var counted: Int?
             if let counter, let before {
@@ -760,7 +764,7 @@ extension BareLoop {
             } else {
                 try readAnyAnswer(handle: handle)
             }
-            return (RoundFigures(writes: writes, nanoseconds: monotonicNanoseconds() - start, cpuNanoseconds: processCPUNanoseconds() - cpu), counted)
+            return (RoundFigures(writes: writes, watch.elapsed()), counted)
         }
     }
 }
