@@ -390,7 +390,7 @@ public final class SimulatedMirror: Sendable {
     private func changeDatabase(_ s: inout DeviceState, _ fx: inout Effects) {
         guard !s.databaseChanged else { return }
         s.databaseChanged = true
-        var changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
+        let changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
                                                eatt: options.eatt, addedCharacteristic: true, hashOrder: options.hashOrder)
         s.server.database = changed
         let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001

@@ -347,7 +347,7 @@ final class ShellTests: XCTestCase {
             .array([.string("send"), .string("quit\r")]),
             .array([.string("exit"), .double(10)]),
         ]
-        let json = try pty(steps, home: home)
+        _ = try pty(steps, home: home)
         XCTAssertTrue(FileManager.default.fileExists(atPath: home + "/state/mirror/history"), "the history is kept under XDG_STATE_HOME")
         XCTAssertEqual(peer.counters.connections, 1)
     }

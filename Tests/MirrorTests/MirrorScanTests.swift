@@ -204,7 +204,7 @@ final class MirrorScanTests: XCTestCase {
         // A scan ID whose file exists already is refused before anything is sent (the file is never overwritten).
         o.bindHost = "127.0.0.1"
         o.scanID = "e00001"
-        FileManager.default.createFile(atPath: h.directory + "/scan-e00001.zip", contents: Data("mine".utf8))
+        XCTAssertTrue(FileManager.default.createFile(atPath: h.directory + "/scan-e00001.zip", contents: Data("mine".utf8)))
         do {
             _ = try await MirrorScan.run(client: client, options: o, emit: log.emit)
             XCTFail("the scan started over an existing scan-e00001.zip")

@@ -743,7 +743,6 @@ extension BareLoop {
     @discardableResult
     func requests(handle: UInt16, value: [UInt8], writes: Int) throws -> RoundFigures {
         let watch = Stopwatch()
-        let start = watch.wallStart
         try bareATT { try writeRequests(handle: handle, value: value, count: writes) }
         return RoundFigures(writes: writes, watch.elapsed())
     }
@@ -756,7 +755,6 @@ extension BareLoop {
         try bareATT {
             let before = try counter.map { try readCounter(handle: $0) }
             let watch = Stopwatch()
-            let start = watch.wallStart
             try writeCommands(handle: handle, value: value, count: writes)
             var counted: Int?
             if let counter, let before {

@@ -290,7 +290,7 @@ extension Session {
             let value = try await client.read(handle: c.declarationHandle)
             if let d = GATTCharacteristicDeclaration(value),
                d.valueHandle == c.valueHandle, d.uuid == c.uuid, d.properties == c.properties.rawValue {
-                discoveredNames.withLock { $0?.verified.insert(c.declarationHandle) }
+                _ = discoveredNames.withLock { $0?.verified.insert(c.declarationHandle) }
                 return entry
             }
             found = GATTCharacteristicDeclaration(value).map {
