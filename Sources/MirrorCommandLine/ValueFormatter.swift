@@ -76,10 +76,13 @@ enum ValueFormatter {
         }
     }
 
-    /// A few units of the Assigned Numbers' "Units" list, by their symbols; nil for unitless (0x2700) and others.
+    /// A few units of the Assigned Numbers' "Units" list (§3.5), by their symbols; nil for unitless (0x2700) and
+    /// others. 0x27A7 is velocity in mi/h and 0x2781 pressure in mmHg (this table said bpm and dBm); beats per
+    /// minute is 0x27AF.
     static func unitSymbol(_ unit: UInt16) -> String? {
-        [0x2701: "m", 0x2702: "kg", 0x2703: "s", 0x2704: "A", 0x2705: "K", 0x2728: "V", 0x272F: "°C",
-         0x27AD: "%", 0x27A7: "bpm", 0x2781: "dBm"][unit]
+        [0x2701: "m", 0x2702: "kg", 0x2703: "s", 0x2704: "A", 0x2705: "K", 0x2722: "Hz", 0x2724: "Pa", 0x2725: "J",
+         0x2726: "W", 0x2728: "V", 0x272F: "°C", 0x2781: "mmHg", 0x27A6: "km/h", 0x27A7: "mi/h", 0x27AC: "°F",
+         0x27AD: "%", 0x27AF: "bpm"][unit]
     }
 
     /// Appearance (0x2A01): category (bits 15-6) and subcategory (bits 5-0), by name for the common ones.

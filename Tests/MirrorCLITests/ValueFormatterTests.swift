@@ -45,6 +45,17 @@ final class ValueFormatterTests: XCTestCase {
         XCTAssertNil(ValueFormatter.presentationFormat([1, 2, 3], [0x06, 0x00, 0x00, 0x27, 0x01, 0x00, 0x00]), "uint16 is two bytes")
     }
 
+    /// Units by the Assigned Numbers' list (§3.5 "Units"), not by this table's own reading: a heart rate in beats per
+    /// minute is 0x27AF; 0x27A7 is a velocity in miles per hour and 0x2781 a pressure in millimetres of mercury.
+    func testUnitsAreTheAssignedNumbers() {
+        XCTAssertEqual(ValueFormatter.presentationFormat([72], [0x04, 0x00, 0xAF, 0x27, 0x01, 0x00, 0x00]), "72 bpm")
+        XCTAssertEqual(ValueFormatter.unitSymbol(0x27A7), "mi/h")
+        XCTAssertEqual(ValueFormatter.unitSymbol(0x2781), "mmHg")
+        XCTAssertEqual(ValueFormatter.unitSymbol(0x27AC), "°F")
+        XCTAssertEqual(ValueFormatter.unitSymbol(0x2724), "Pa")
+        XCTAssertNil(ValueFormatter.unitSymbol(0x2700), "unitless")
+    }
+
     func testTypedValues() throws {
         XCTAssertEqual(try parseWriteValue("text:hi there"), .bytes(Array("hi there".utf8)))
         XCTAssertEqual(try parseWriteValue("hex:0102"), .bytes([1, 2]))
