@@ -58,9 +58,10 @@ public final class ATTBearer: ATTTransport {
     private let readerThreadID = Atomic<UInt>(0)
     /// An inline read met the bearer's end (kept in `State.inlineEnd`): the loop ends with it.
     private let inlineEnded = Atomic<Bool>(false)
-    /// The loop's sink and receive buffer, and whether an inline read runs, for `readInline`: set by the loop thread
-    /// before its first wait and used only on that thread (so no lock), from inside a delivery of the loop.
-    nonisolated(unsafe) private var readerContext: (sink: any ATTTransportSink, buffer: UnsafeMutableRawBufferPointer)?
+    /// The loop's sink, receive buffer and epoll event buffer (for `readInline` too), and whether an inline read runs:
+    /// set by the loop thread before its first wait and used only on that thread (so no lock).
+    nonisolated(unsafe) private var readerContext: (sink: any ATTTransportSink, buffer: UnsafeMutableRawBufferPointer,
+                                                    events: UnsafeMutableBufferPointer<cbz_epoll_event>)?
     nonisolated(unsafe) private var inlineReading = false
 
     private static let socketToken: UInt64 = 1
@@ -407,10 +408,14 @@ public final class ATTBearer: ATTTransport {
         }
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
         defer { buffer.deallocate() }
-        let reason = eventLoop(buffer, sink)
+        // Two events at most: the socket and the eventfd.
+        let events = UnsafeMutableBufferPointer<cbz_epoll_event>.allocate(capacity: 2)
+        events.initialize(repeating: cbz_epoll_event())
+        defer { events.deallocate() }
+        let reason = eventLoop(buffer, events, sink)
         // No longer the loop: another thread may get this thread's ID once it ends, and must not send unlocked.
         readerThreadID.store(0, ordering: .releasing)
-        readerContext = nil // the sink (which holds this bearer) and the buffer, which is released next
+        readerContext = nil // the sink (which holds this bearer) and the buffers, which are released next
         finish(reason, sink)
     }
 
@@ -481,7 +486,6 @@ public final class ATTBearer: ATTTransport {
     private struct Ready {
         var readable = false
         var writable = false
-        var woken = false
     }
 
     /// One wait in the loop's epoll set (unbounded: every operation above has its own deadline, and `close` or the
@@ -495,7 +499,6 @@ public final class ATTBearer: ATTTransport {
         for i in 0..<max(0, Int(n)) {
             if events[i].data == Self.wakeToken {
                 _ = cbz_eventfd_drain(wakefd)
-                ready.woken = true
             } else {
                 let e = events[i].events
                 // EPOLLERR/EPOLLHUP: the recvmsg reports the error or the end.
@@ -508,22 +511,19 @@ public final class ATTBearer: ATTTransport {
 
     /// The loop: wait, read one datagram, call the writable waiters, run the loans; until the bearer ends (here or
     /// in an inline read).
-    private func eventLoop(_ buffer: UnsafeMutableRawBufferPointer, _ sink: any ATTTransportSink) -> TransportError {
-        readerContext = (sink, buffer)
+    private func eventLoop(_ buffer: UnsafeMutableRawBufferPointer, _ events: UnsafeMutableBufferPointer<cbz_epoll_event>,
+                           _ sink: any ATTTransportSink) -> TransportError {
+        readerContext = (sink, buffer, events)
         readerThreadID.store(UInt(pthread_self()), ordering: .releasing)
-        var events = (cbz_epoll_event(), cbz_epoll_event())
-        return withUnsafeMutableBytes(of: &events) { raw in
-            let ev = raw.bindMemory(to: cbz_epoll_event.self)
-            while true {
-                if loanPending.load(ordering: .acquiring) {
-                    runLoans()
-                    if let closing = closeRequested() { return closing }
-                }
-                let ready = waitForEvents(ev)
-                if ready.readable, case .ended(let end) = receiveOne(buffer, sink) { return end }
-                if inlineEnded.load(ordering: .acquiring), let end = state.withLock({ $0.inlineEnd }) { return end }
-                if ready.writable { fireWritable() }
+        while true {
+            if loanPending.load(ordering: .acquiring) {
+                runLoans()
+                if let closing = closeRequested() { return closing }
             }
+            let ready = waitForEvents(events)
+            if ready.readable, case .ended(let end) = receiveOne(buffer, sink) { return end }
+            if inlineEnded.load(ordering: .acquiring), let end = state.withLock({ $0.inlineEnd }) { return end }
+            if ready.writable { fireWritable() }
         }
     }
 
@@ -548,18 +548,14 @@ public final class ATTBearer: ATTTransport {
         guard !inlineReading, readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()), let context = readerContext else { return }
         inlineReading = true
         defer { inlineReading = false }
-        var events = (cbz_epoll_event(), cbz_epoll_event())
-        withUnsafeMutableBytes(of: &events) { raw in
-            let ev = raw.bindMemory(to: cbz_epoll_event.self)
-            while !done(), !loanPending.load(ordering: .acquiring), !inlineEnded.load(ordering: .relaxed) {
-                let ready = waitForEvents(ev)
-                if ready.readable, case .ended(let end) = receiveOne(context.buffer, context.sink) {
-                    state.withLock { $0.inlineEnd = end }
-                    inlineEnded.store(true, ordering: .releasing)
-                    return
-                }
-                if ready.writable { return }
+        while !done(), !loanPending.load(ordering: .acquiring), !inlineEnded.load(ordering: .relaxed) {
+            let ready = waitForEvents(context.events)
+            if ready.readable, case .ended(let end) = receiveOne(context.buffer, context.sink) {
+                state.withLock { $0.inlineEnd = end }
+                inlineEnded.store(true, ordering: .releasing)
+                return
             }
+            if ready.writable { return }
         }
     }
 
