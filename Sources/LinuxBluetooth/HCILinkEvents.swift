@@ -70,21 +70,20 @@ extension HCIEvent {
         }
     }
 
-    static func le16(_ p: [UInt8], _ i: Int) -> UInt16 { p.littleEndianUInt16(at: i) }
 
     /// Disconnection Complete, Encryption Change, Number Of Completed Packets; nil when the length is wrong.
     static func parseLinkEvent(code: UInt8, _ p: [UInt8]) -> HCIEvent? {
         switch code {
         case 0x05:
             guard p.count == 4 else { return nil }
-            return .disconnectionComplete(status: p[0], handle: le16(p, 1) & 0x0FFF, reason: p[3])
+            return .disconnectionComplete(status: p[0], handle: p.littleEndianUInt16(at: 1) & 0x0FFF, reason: p[3])
         case 0x08:
             guard p.count == 4 else { return nil }
-            return .encryptionChange(status: p[0], handle: le16(p, 1) & 0x0FFF, enabled: p[3])
+            return .encryptionChange(status: p[0], handle: p.littleEndianUInt16(at: 1) & 0x0FFF, enabled: p[3])
         default: // 0x13: Num_Handles, then Connection_Handle[i] and Num_Completed_Packets[i] in pairs, as the kernel reads it
             guard let n = p.first, p.count == 1 + 4 * Int(n) else { return nil }
             return .numberOfCompletedPackets((0..<Int(n)).map {
-                HCICompletedPackets(handle: le16(p, 1 + 4 * $0) & 0x0FFF, count: le16(p, 3 + 4 * $0))
+                HCICompletedPackets(handle: p.littleEndianUInt16(at: 1 + 4 * $0) & 0x0FFF, count: p.littleEndianUInt16(at: 3 + 4 * $0))
             })
         }
     }
@@ -100,22 +99,22 @@ extension HCIEvent {
             guard p.count >= length else { return nil }
             let at = 12 + rpa
             return .leConnectionComplete(LEConnectionComplete(
-                subevent: p[0], status: p[1], handle: le16(p, 2) & 0x0FFF, role: p[4], peerAddressType: p[5],
+                subevent: p[0], status: p[1], handle: p.littleEndianUInt16(at: 2) & 0x0FFF, role: p[4], peerAddressType: p[5],
                 peerAddress: BluetoothAddress(uncheckedBytes: p[6..<12].reversed()),
-                intervalUnits: le16(p, at), peripheralLatency: le16(p, at + 2), supervisionTimeoutUnits: le16(p, at + 4)))
+                intervalUnits: p.littleEndianUInt16(at: at), peripheralLatency: p.littleEndianUInt16(at: at + 2), supervisionTimeoutUnits: p.littleEndianUInt16(at: at + 4)))
         case 0x03:
             guard p.count >= 10 else { return nil }
             return .leConnectionUpdateComplete(LEConnectionUpdateComplete(
-                status: p[1], handle: le16(p, 2) & 0x0FFF, intervalUnits: le16(p, 4), peripheralLatency: le16(p, 6),
-                supervisionTimeoutUnits: le16(p, 8)))
+                status: p[1], handle: p.littleEndianUInt16(at: 2) & 0x0FFF, intervalUnits: p.littleEndianUInt16(at: 4), peripheralLatency: p.littleEndianUInt16(at: 6),
+                supervisionTimeoutUnits: p.littleEndianUInt16(at: 8)))
         case 0x07:
             guard p.count >= 11 else { return nil }
             return .leDataLengthChange(LEDataLengthChange(
-                handle: le16(p, 1) & 0x0FFF, maxTxOctets: le16(p, 3), maxTxTime: le16(p, 5), maxRxOctets: le16(p, 7),
-                maxRxTime: le16(p, 9)))
+                handle: p.littleEndianUInt16(at: 1) & 0x0FFF, maxTxOctets: p.littleEndianUInt16(at: 3), maxTxTime: p.littleEndianUInt16(at: 5), maxRxOctets: p.littleEndianUInt16(at: 7),
+                maxRxTime: p.littleEndianUInt16(at: 9)))
         default: // 0x0C
             guard p.count >= 6 else { return nil }
-            return .lePHYUpdateComplete(status: p[1], handle: le16(p, 2) & 0x0FFF, txPHY: p[4], rxPHY: p[5])
+            return .lePHYUpdateComplete(status: p[1], handle: p.littleEndianUInt16(at: 2) & 0x0FFF, txPHY: p[4], rxPHY: p[5])
         }
     }
 }

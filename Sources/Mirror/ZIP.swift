@@ -50,13 +50,13 @@ public enum ZIPArchive {
         var i = a.count - 22
         let lowest = max(0, a.count - 22 - 0xFFFF)
         while i >= lowest {
-            if a.u32(i) == 0x0605_4B50 { eocd = i; break }
+            if a.littleEndianUInt32(at: i) == 0x0605_4B50 { eocd = i; break }
             i -= 1
         }
         guard eocd >= 0 else { throw ZIPError(problem: "no end-of-central-directory record") }
-        let count = Int(a.u16(eocd + 10))
-        let size = Int(a.u32(eocd + 12))
-        let offset = Int(a.u32(eocd + 16))
+        let count = Int(a.littleEndianUInt16(at: eocd + 10))
+        let size = Int(a.littleEndianUInt32(at: eocd + 12))
+        let offset = Int(a.littleEndianUInt32(at: eocd + 16))
         guard offset + size <= tailStart + eocd else {
             throw ZIPError(problem: "central directory at \(offset)+\(size) runs past its end record at \(tailStart + eocd)")
         }
@@ -68,15 +68,15 @@ public enum ZIPArchive {
         var entries: [ZIPEntry] = []
         var p = 0
         for n in 0..<count {
-            guard p + 46 <= a.count, a.u32(p) == 0x0201_4B50 else {
+            guard p + 46 <= a.count, a.littleEndianUInt32(at: p) == 0x0201_4B50 else {
                 throw ZIPError(problem: "central directory entry \(n) at offset \(p) has no signature")
             }
-            let nameLength = Int(a.u16(p + 28)), extra = Int(a.u16(p + 30)), comment = Int(a.u16(p + 32))
+            let nameLength = Int(a.littleEndianUInt16(at: p + 28)), extra = Int(a.littleEndianUInt16(at: p + 30)), comment = Int(a.littleEndianUInt16(at: p + 32))
             guard p + 46 + nameLength <= a.count else { throw ZIPError(problem: "entry \(n)'s name runs past the end") }
             let name = String(decoding: a[(p + 46)..<(p + 46 + nameLength)], as: UTF8.self)
-            entries.append(ZIPEntry(name: name, method: a.u16(p + 10), crc32: a.u32(p + 16),
-                                    compressedSize: a.u32(p + 20), uncompressedSize: a.u32(p + 24),
-                                    localHeaderOffset: a.u32(p + 42)))
+            entries.append(ZIPEntry(name: name, method: a.littleEndianUInt16(at: p + 10), crc32: a.littleEndianUInt32(at: p + 16),
+                                    compressedSize: a.littleEndianUInt32(at: p + 20), uncompressedSize: a.littleEndianUInt32(at: p + 24),
+                                    localHeaderOffset: a.littleEndianUInt32(at: p + 42)))
             p += 46 + nameLength + extra + comment
         }
         return entries
@@ -119,8 +119,8 @@ public enum ZIPArchive {
             let p = Int(entry.localHeaderOffset)
             guard p + 30 <= end.offset else { throw ZIPError(problem: "\(entry.name): local header at \(p) is past the data") }
             let header = try read(p, 30)
-            guard header.u32(0) == 0x0403_4B50 else { throw ZIPError(problem: "\(entry.name): no local header at \(p)") }
-            let start = p + 30 + Int(header.u16(26)) + Int(header.u16(28))
+            guard header.littleEndianUInt32(at: 0) == 0x0403_4B50 else { throw ZIPError(problem: "\(entry.name): no local header at \(p)") }
+            let start = p + 30 + Int(header.littleEndianUInt16(at: 26)) + Int(header.littleEndianUInt16(at: 28))
             let stop = start + Int(entry.compressedSize)
             guard stop <= end.offset else { throw ZIPError(problem: "\(entry.name): data runs past the central directory") }
             guard entry.method == 0 else { continue }  // a deflated entry's CRC covers the inflated bytes
@@ -141,9 +141,9 @@ public enum ZIPArchive {
     /// The contents of a stored entry, checked against its CRC-32.
     public static func contents(of entry: ZIPEntry, in archive: [UInt8]) throws(ZIPError) -> [UInt8] {
         let p = Int(entry.localHeaderOffset)
-        guard p + 30 <= archive.count, archive.u32(p) == 0x0403_4B50 else { throw ZIPError(problem: "\(entry.name): no local header at \(p)") }
+        guard p + 30 <= archive.count, archive.littleEndianUInt32(at: p) == 0x0403_4B50 else { throw ZIPError(problem: "\(entry.name): no local header at \(p)") }
         guard entry.method == 0 else { throw ZIPError(problem: "\(entry.name): method \(entry.method) is not stored (0)") }
-        let start = p + 30 + Int(archive.u16(p + 26)) + Int(archive.u16(p + 28))
+        let start = p + 30 + Int(archive.littleEndianUInt16(at: p + 26)) + Int(archive.littleEndianUInt16(at: p + 28))
         let end = start + Int(entry.compressedSize)
         guard end <= archive.count else { throw ZIPError(problem: "\(entry.name): data runs past the end") }
         let data = Array(archive[start..<end])
@@ -153,9 +153,4 @@ public enum ZIPArchive {
         }
         return data
     }
-}
-
-extension [UInt8] {
-    fileprivate func u16(_ i: Int) -> UInt16 { self.littleEndianUInt16(at: i) }
-    fileprivate func u32(_ i: Int) -> UInt32 { UInt32(u16(i)) | UInt32(u16(i + 2)) << 16 }
 }

@@ -20,7 +20,7 @@ enum ValueFormatter {
         case .bit16(0x2902): return cccd(bytes)
         case .bit16(0x2A19): return bytes.count == 1 && bytes[0] <= 100 ? "\(bytes[0]) %" : nil
         case .bit16(0x2A50): return pnpID(bytes)
-        case .bit16(0x2A05): return bytes.count == 4 ? "handles \(ATTHex.handle(le16(bytes, 0)))-\(ATTHex.handle(le16(bytes, 2)))" : nil
+        case .bit16(0x2A05): return bytes.count == 4 ? "handles \(ATTHex.handle(bytes.littleEndianUInt16(at: 0)))-\(ATTHex.handle(bytes.littleEndianUInt16(at: 2)))" : nil
         default: return nil
         }
     }
@@ -43,7 +43,7 @@ enum ValueFormatter {
     static func presentationFormat(_ bytes: [UInt8], _ p: [UInt8]) -> String? {
         guard p.count >= 4 else { return nil }
         let exponent = Int(Int8(bitPattern: p[1]))
-        let unit = unitSymbol(le16(p, 2))
+        let unit = unitSymbol(p.littleEndianUInt16(at: 2))
         func number(_ raw: Int) -> String {
             var text: String
             if exponent >= 0 {
@@ -88,7 +88,7 @@ enum ValueFormatter {
     /// Appearance (0x2A01): category (bits 15-6) and subcategory (bits 5-0), by name for the common ones.
     static func appearance(_ bytes: [UInt8]) -> String? {
         guard bytes.count == 2 else { return nil }
-        let v = le16(bytes, 0)
+        let v = bytes.littleEndianUInt16(at: 0)
         let names: [UInt16: String] = [
             0x0000: "Unknown", 0x0040: "Generic Phone", 0x0080: "Generic Computer", 0x00C0: "Generic Watch",
             0x0140: "Generic Display", 0x0180: "Generic Remote Control", 0x0200: "Generic Tag",
@@ -101,7 +101,7 @@ enum ValueFormatter {
     /// Client Characteristic Configuration (0x2902, §3.3.3.3): bit 0 notifications, bit 1 indications.
     static func cccd(_ bytes: [UInt8]) -> String? {
         guard bytes.count == 2 else { return nil }
-        let v = le16(bytes, 0)
+        let v = bytes.littleEndianUInt16(at: 0)
         var parts = ["notifications \(v & 1 != 0 ? "on" : "off")", "indications \(v & 2 != 0 ? "on" : "off")"]
         if v & ~3 != 0 { parts.append("reserved bits \(ATTHex.short(v & ~3))") }
         return parts.joined(separator: ", ")
@@ -111,10 +111,9 @@ enum ValueFormatter {
     static func pnpID(_ bytes: [UInt8]) -> String? {
         guard bytes.count == 7 else { return nil }
         let source = bytes[0] == 1 ? "Bluetooth SIG" : bytes[0] == 2 ? "USB-IF" : "source \(bytes[0])"
-        return "vendor \(ATTHex.handle(le16(bytes, 1))) (\(source)), product \(ATTHex.handle(le16(bytes, 3))), version \(ATTHex.handle(le16(bytes, 5)))"
+        return "vendor \(ATTHex.handle(bytes.littleEndianUInt16(at: 1))) (\(source)), product \(ATTHex.handle(bytes.littleEndianUInt16(at: 3))), version \(ATTHex.handle(bytes.littleEndianUInt16(at: 5)))"
     }
 
-    private static func le16(_ b: [UInt8], _ i: Int) -> UInt16 { b.littleEndianUInt16(at: i) }
 }
 
 /// The text form with the decoded meaning first: "error  [09]  (1 byte)"; without one, `valueText`'s form.
