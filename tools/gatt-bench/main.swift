@@ -120,32 +120,28 @@ func connectClient(_ peer: PlainPeer) async throws -> GATTClient {
     try await GATTClient.connect(transport: try ATTBearer.connect(unixPath: peer.path))
 }
 
-/// The client: `n` Write Requests, one after the other, each awaited; `inline`: as back-to-back requests.
-func clientRequests(_ peer: PlainPeer, n: Int, inline: Bool) async throws -> Cost {
+/// Where the client's Write Requests run: back to back (read inline on the bearer's loop), as plain `client.write`
+/// from a task that prefers the bearer's executor, or as plain `client.write` from the global pool.
+enum RequestPath { case backToBack, executor, pool }
+
+/// The client: `n` Write Requests, one after the other, each awaited, on `path`.
+func clientRequests(_ peer: PlainPeer, n: Int, path: RequestPath) async throws -> Cost {
     let client = try await connectClient(peer)
     func loop() async throws -> Cost {
         for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
         return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     }
     let r: Cost
-    if inline {
+    switch path {
+    case .backToBack:
         r = try await client.withBackToBackRequests { writer in
             for _ in 0..<min(n, 2000) { try await writer.write(handle: sink, value: requestValue) }
             return try await measure(n) { for _ in 0..<n { try await writer.write(handle: sink, value: requestValue) } }
         }
-    } else {
+    case .executor:
+        r = try await withTaskExecutorPreference(client.bearerExecutor) { try await loop() }
+    case .pool:
         r = try await loop()
-    }
-    client.close()
-    return r
-}
-
-/// The client: `n` plain Write Requests from a task that prefers the bearer's executor.
-func executorRequests(_ peer: PlainPeer, n: Int) async throws -> Cost {
-    let client = try await connectClient(peer)
-    let r = try await withTaskExecutorPreference(client.bearerExecutor) { () async throws -> Cost in
-        for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
-        return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     }
     client.close()
     return r
@@ -237,9 +233,9 @@ do {
         let t: Cost
         switch only {
         case "bare-requests": t = try bareRequests(peer, n: requests)
-        case "client-requests": t = try await clientRequests(peer, n: requests, inline: true)
-        case "pool-requests": t = try await clientRequests(peer, n: requests, inline: false)
-        case "executor-requests": t = try await executorRequests(peer, n: requests)
+        case "client-requests": t = try await clientRequests(peer, n: requests, path: .backToBack)
+        case "pool-requests": t = try await clientRequests(peer, n: requests, path: .pool)
+        case "executor-requests": t = try await clientRequests(peer, n: requests, path: .executor)
         case "engine": t = try await engineOnly(n: requests)
         case "bare-commands": t = try bareCommands(peer, n: commands, valueLength: 20)
         case "client-commands": t = try await clientCommands(peer, n: commands, valueLength: 20)
@@ -256,7 +252,7 @@ do {
         let (b, c) = try await interleavedRequests(peer, n: requests, chunk: 500)
         bareReq.append(b)
         clientReq.append(c)
-        poolReq.append(try await clientRequests(peer, n: requests, inline: false))
+        poolReq.append(try await clientRequests(peer, n: requests, path: .pool))
         bareCmd.append(try bareCommands(peer, n: commands, valueLength: valueLength))
         clientCmd.append(try await clientCommands(peer, n: commands, valueLength: valueLength))
     }
