@@ -187,13 +187,12 @@ extension ATTPDU {
 /// A PDU's bytes in one heap object whose class is not generic: a request waits in the engine's queue as one of
 /// these. An `[UInt8]` costs more than twice as much to make and free (Swift 6.3 on Linux looks up the generic
 /// metadata of its storage class in a locked table on every allocation); this one's metadata is static.
+/// Written once, by `ATTPDU.encoded`, before anything else holds it; read-only from then on (ManagedBuffer cannot be
+/// Sendable, so the engine's request holds it as `nonisolated(unsafe)`).
 public final class ATTEncodedPDU: ManagedBuffer<Int, UInt8> {
-    /// The bytes' count (the header; ManagedBuffer's capacity would ask the allocator). Read and written through
-    /// the header's pointer: `header` is a class property, and each access to it is a dynamic exclusivity check.
-    @inlinable public var count: Int {
-        get { withUnsafeMutablePointerToHeader { $0.pointee } }
-        set { withUnsafeMutablePointerToHeader { $0.pointee = newValue } }
-    }
+    /// The bytes' count (the header; ManagedBuffer's capacity would ask the allocator). Read through the header's
+    /// pointer: `header` is a class property, and each access to it is a dynamic exclusivity check.
+    @inlinable public var count: Int { withUnsafeMutablePointerToHeader { $0.pointee } }
 
     /// Calls `body` with the bytes.
     @inlinable
@@ -215,40 +214,5 @@ extension ATTPDU {
             _ = encodeUnchecked(into: UnsafeMutableRawBufferPointer(start: p, count: n))
         }
         return storage
-    }
-}
-
-/// One buffer for PDUs encoded one after another (a task's back-to-back requests): reused while nothing else holds
-/// it (the request that carried it has finished), so that such a sequence allocates once, not once per PDU. Not
-/// Sendable: it belongs to the one task that encodes with it.
-public final class ATTEncodingBuffer {
-    // Unchecked exclusivity: the buffer belongs to one task (not Sendable) and `encode` never calls out while it
-    // changes these, so the runtime's dynamic access checks (three per PDU) would guard nothing.
-    @exclusivity(unchecked) @usableFromInline var storage: ATTEncodedPDU?
-    /// The room in `storage`, as it was made (ManagedBuffer's capacity would ask the allocator).
-    @exclusivity(unchecked) @usableFromInline var capacity = 0
-
-    public init() {}
-
-    /// `pdu`'s bytes (as `ATTPDU.encoded` makes them), in the reused buffer when it is free and has room.
-    @inlinable
-    public func encode(_ pdu: ATTPDU) -> ATTEncodedPDU {
-        let n = pdu.encodedLength
-        if n <= capacity, isKnownUniquelyReferenced(&storage), let reused = storage {
-            reused.count = n
-            reused.withUnsafeMutablePointerToElements { p in
-                _ = pdu.encodeUnchecked(into: UnsafeMutableRawBufferPointer(start: p, count: n))
-            }
-            return reused
-        }
-        // Room for a 20-byte write and more, so that small values of different lengths share one buffer.
-        let room = max(n, 64)
-        let made = unsafeDowncast(ATTEncodedPDU.create(minimumCapacity: room) { _ in n }, to: ATTEncodedPDU.self)
-        made.withUnsafeMutablePointerToElements { p in
-            _ = pdu.encodeUnchecked(into: UnsafeMutableRawBufferPointer(start: p, count: n))
-        }
-        storage = made
-        capacity = room
-        return made
     }
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
@@ -515,6 +516,28 @@ int cbz_eventfd_signal(int fd) {
 }
 
 int cbz_eventfd_drain(int fd) {
+    uint64_t v;
+    ssize_t r;
+    do { r = read(fd, &v, sizeof v); } while (r < 0 && errno == EINTR);
+    if (r < 0 && errno == EAGAIN) return 0;
+    return r == sizeof v ? 0 : -1;
+}
+
+int cbz_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
+
+int cbz_timerfd_set(int fd, uint64_t deadline_ns) {
+    struct itimerspec spec;
+    memset(&spec, 0, sizeof spec);
+    // A deadline of 0 disarms; an absolute deadline already past fires at once.
+    if (deadline_ns != 0) {
+        spec.it_value.tv_sec = (time_t)(deadline_ns / 1000000000ull);
+        spec.it_value.tv_nsec = (long)(deadline_ns % 1000000000ull);
+        if (spec.it_value.tv_sec == 0 && spec.it_value.tv_nsec == 0) spec.it_value.tv_nsec = 1;
+    }
+    return timerfd_settime(fd, deadline_ns != 0 ? TFD_TIMER_ABSTIME : 0, &spec, NULL);
+}
+
+int cbz_timerfd_drain(int fd) {
     uint64_t v;
     ssize_t r;
     do { r = read(fd, &v, sizeof v); } while (r < 0 && errno == EINTR);

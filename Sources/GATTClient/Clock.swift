@@ -42,7 +42,35 @@ public protocol GATTClock: Sendable {
     /// Calls `action` once, on some thread, at or after `deadline`, unless the returned wake-up is cancelled first.
     /// Never calls `action` from inside `schedule` itself.
     func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup
+    /// Calls `action` once on `loop`'s thread at or after `deadline`, unless cancelled first (on the loop, a cancel
+    /// guarantees it will not run). The system clock uses the loop's timerfd; another clock posts to the loop.
+    func schedule(at deadline: ClockInstant, on loop: EventLoop, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup
 }
+
+extension GATTClock {
+    public func schedule(at deadline: ClockInstant, on loop: EventLoop, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
+        let guarded = LoopGuardedWakeup(loop: loop)
+        guarded.inner = schedule(at: deadline) { loop.execute { if !guarded.cancelled { action() } } }
+        return guarded
+    }
+}
+
+/// A wake-up of another clock whose action is posted to a loop: cancelled on the loop, it will not run even when
+/// the clock already fired it and its post waits in the loop's queue.
+private final class LoopGuardedWakeup: ClockWakeup, @unchecked Sendable {
+    // @unchecked: `cancelled` and `inner` are written before the wake-up is shared or on the loop's thread, and read
+    // only on the loop's thread (cancel off the loop is posted to it).
+    let loop: EventLoop
+    var cancelled = false
+    var inner: (any ClockWakeup)?
+    init(loop: EventLoop) { self.loop = loop }
+    func cancel() {
+        inner?.cancel()
+        if loop.inEventLoop { cancelled = true } else { loop.execute { self.cancelled = true } }
+    }
+}
+
+extension LoopTimer: ClockWakeup {}
 
 extension GATTClock {
     /// Suspends until `deadline` on this clock. Task cancellation ends the sleep at once with `CancellationError`.
@@ -69,6 +97,11 @@ public struct MonotonicClock: GATTClock {
     public init() {}
 
     public func now() -> ClockInstant { ClockInstant(nanoseconds: monotonicNanoseconds()) }
+
+    /// On the loop's timerfd, in the loop's thread: no other thread, no Dispatch.
+    public func schedule(at deadline: ClockInstant, on loop: EventLoop, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
+        loop.schedule(atNanoseconds: deadline.nanoseconds, action)
+    }
 
     public func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
         let item = DispatchWorkItem(block: action)

@@ -45,7 +45,7 @@ extension GATTClient {
     public var bearers: [GATTBearer] {
         ([engine] + enhanced.withLock { $0 }).enumerated().map { i, e in
             GATTBearer(index: i, label: e.transport.label, isEnhanced: e.isEnhanced, mtu: e.mtu, isClosed: e.isClosed,
-                       requestsAnswered: e.answeredCount.load(ordering: .relaxed))
+                       requestsAnswered: e.answeredCount)
         }
     }
 

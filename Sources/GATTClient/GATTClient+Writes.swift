@@ -9,34 +9,18 @@ extension GATTClient {
     public var writeValueBudget: Int { ATTMTU.writeValueLimit(mtu) }
 
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
-    /// (nothing is sent): use `writeLong`.
+    /// (nothing is sent): use `writeLong`. From a task that prefers `eventLoop`, the request is written on the loop's
+    /// thread at once and the task continues there when the response has been read.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
-        try await write(handle: handle, value: value, scope: nil, buffer: nil)
-    }
-
-    /// `write(handle:value:)`, its cancellation covered by `scope`'s handler when it runs back to back, encoded into
-    /// `buffer` (the back-to-back writer's, reused from one request to the next).
-    @inline(__always)
-    nonisolated(nonsending) func write(handle: UInt16, value: [UInt8], scope: RequestScope?,
-                                       buffer: ATTEncodingBuffer?) async throws(GATTError) {
         let engine = pickBearer()
-        let m = engine.mtu
-        let budget = ATTMTU.writeValueLimit(m)
-        guard value.count <= budget else {
-            throw localLimit(.writeRequest, handle: handle, length: value.count, budget: budget, mtu: m)
-        }
-        // The codec encodes the request; the engine decodes the answer (a well-formed Write Response comes back).
-        let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle, into: buffer)
+        // The codec encodes the request; the engine checks it against the ATT_MTU on its loop and decodes the answer.
+        let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
         if canRetryAfterRaisingSecurity {
             _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
-                if let scope { return try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope) }
-                return try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
+                try await engine.request(request, handle: handle, valueLength: value.count, writeValueLength: value.count)
             }
-        } else if let scope {
-            // The hot paths (no security retry configured): one call less, one executor check less per request.
-            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget, scope: scope)
         } else {
-            _ = try await engine.request(request, handle: handle, valueLength: value.count, budget: budget)
+            _ = try await engine.request(request, handle: handle, valueLength: value.count, writeValueLength: value.count)
         }
     }
 
@@ -55,7 +39,8 @@ extension GATTClient {
     /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
     /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
     /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
-    /// Runs on the caller's executor (no hop to the global executor and back): the fast path takes no suspension.
+    /// Runs on the caller's executor: from a task that prefers `eventLoop`, the fast path sends on the loop's thread
+    /// and takes no suspension; elsewhere the command is handed to the loop, which sends it in order.
     nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
         // A view of the caller's value: the codec encodes it at the send, on the stack (no copy, no allocation).
         let command = ATTPDU.writeCommand(handle: handle, value: value[...])
@@ -65,7 +50,7 @@ extension GATTClient {
             throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
         case .mustWait: break
         }
-        try await engine.waitForPermit(command, handle: handle, limit: timeout ?? configuration.permitTimeout)
+        try await engine.waitForPermit(command, handle: handle, valueLength: value.count, limit: timeout ?? configuration.permitTimeout)
     }
 
 

@@ -51,12 +51,16 @@ public final class GATTClient: Sendable {
     /// Guards the Client Supported Features bits asked for and those the server took (GATTClient+Features.swift).
     let clientFeatures = Lock<(asked: GATTClientFeatures, written: GATTClientFeatures)>(([], []))
 
-    init(transport: any ATTTransport, configuration: Configuration) {
+    init(transport: any ATTTransport, configuration: Configuration) throws(GATTError) {
         self.configuration = configuration
-        self.engine = ATTEngine(
+        do throws(TransportError) {
+            self.engine = try ATTEngine(
             transport: transport, clock: configuration.clock, timeout: configuration.transactionTimeout,
             clientRxMTU: min(max(configuration.clientRxMTU, ATTMTU.minimumLE), ATTMTU.maximum),
             streamLimit: configuration.notificationBufferLimit, events: configuration.events)
+        } catch {
+            throw GATTError.sendFailure(error, operation: "starting the client's event loop")
+        }
         self.security = Lock((configuration.initialSecurityLevel, 0))
     }
 
@@ -70,7 +74,7 @@ public final class GATTClient: Sendable {
     public static func connect(transport: any ATTTransport, configuration: Configuration = Configuration())
         async throws(GATTError) -> GATTClient
     {
-        let client = GATTClient(transport: transport, configuration: configuration)
+        let client = try GATTClient(transport: transport, configuration: configuration)
         client.engine.start()
         if configuration.exchangeMTUOnConnect { _ = try await client.exchangeMTU() }
         return client
@@ -89,11 +93,13 @@ public final class GATTClient: Sendable {
     /// True once the bearer closed (from either side, or after an ATT timeout).
     public var isClosed: Bool { engine.isClosed }
 
-    /// An executor for code that runs requests back to back: inside
-    /// `withTaskExecutorPreference(client.bearerExecutor) { ... }` a caller continues on the transport's reader
-    /// thread as soon as its response arrives (no pool-thread wake-up). Keep such code short.
-    /// `withBackToBackRequests` does the same with one cancellation handler for all the task's requests.
-    public var bearerExecutor: BearerExecutor { engine.executor }
+    /// The link's event loop, a TaskExecutor: inside `withTaskExecutorPreference(client.eventLoop) { ... }` a task
+    /// submits its requests on the loop's thread and continues there as soon as each response has been read (no
+    /// thread hop, no signal). Code that blocks its thread (a semaphore, a blocking read) must not run there.
+    public var eventLoop: EventLoop { engine.loop }
+
+    /// `eventLoop` (the name earlier versions gave the executor for back-to-back requests).
+    public var bearerExecutor: EventLoop { engine.loop }
 
     /// What the engines dropped or refused so far, summed over every bearer.
     public var statistics: GATTClientStatistics {
@@ -172,9 +178,7 @@ public final class GATTClient: Sendable {
     }
 
     func localLimit(_ op: ATTOpcode, handle: UInt16, length: Int, budget: Int, mtu: Int) -> GATTError {
-        .attribute(GATTAttributeError(code: .invalidAttributeValueLength, requestOpcode: op, handle: handle,
-                                      handleName: name(of: handle), rejectedBy: .local, valueLength: length,
-                                      budget: budget, mtu: mtu))
+        engine.localLimit(op, handle: handle, length: length, budget: budget, mtu: mtu)
     }
 
     func unexpected(_ pdu: ATTPDU, _ expected: String) -> GATTError {

@@ -7,16 +7,15 @@ import Synchronization
 /// The ATT bearer over a socket (Core Spec 5.4 Vol 3 Part F §3.2: each L2CAP SDU on the LE fixed channel
 /// CID 4 carries one whole ATT PDU); also over AF_UNIX SOCK_SEQPACKET, where each datagram is one PDU.
 ///
-/// One event loop per bearer, as BlueZ's src/shared/att.c has one io loop: one thread ("att-bearer") waits in one
-/// `epoll_wait` on the socket (EPOLLIN always, EPOLLOUT while a `whenWritable` waiter waits) and an eventfd that
-/// other threads signal when they post work (a loan, an inline read to look at again). On EPOLLIN it reads one
-/// datagram (MSG_DONTWAIT) and calls the sink, in arrival order; on EPOLLOUT it calls the writable waiters; a loan
-/// runs between two events. No signal is used. `close` shuts the socket down, which the loop sees as EPOLLIN. A
-/// dropped L2CAP link ends the bearer with the link's errno (ETIMEDOUT, ECONNRESET, ECONNABORTED: the kernel's
-/// l2cap_sock_teardown_cb sets sk_err, which recvmsg returns), after the PDUs already queued; the sink may run those
-/// receives itself from inside a delivery (`readInline`). `trySend` is one non-blocking `send`, under an uncontended
-/// lock except on the loop thread. The loop keeps the bearer alive until it ends: call `close(reason:)` when done
-/// (its fds are released before the sink hears `didCloseWith`).
+/// The socket is a source of its link's `EventLoop` (BlueZ's src/shared/att.c io loop): the loop's one thread
+/// ("att-bearer") waits in one `epoll_wait` on it (EPOLLIN always, EPOLLOUT while a `whenWritable` waiter waits),
+/// reads one datagram per readable event (MSG_DONTWAIT) and calls the sink, in arrival order; on EPOLLOUT it calls
+/// the writable waiters; a loan runs as work posted to the loop. No signal is used. `close` shuts the socket down,
+/// which the loop sees as EPOLLIN. A dropped L2CAP link ends the bearer with the link's errno (ETIMEDOUT,
+/// ECONNRESET, ECONNABORTED: the kernel's l2cap_sock_teardown_cb sets sk_err, which recvmsg returns), after the
+/// PDUs already queued. `trySend` is one non-blocking `send`, under an uncontended lock except on the loop thread.
+/// The loop keeps the bearer alive until it ends: call `close(reason:)` when done (its fd is released before the
+/// sink hears `didCloseWith`).
 public final class ATTBearer: ATTTransport {
     /// What the socket is connected to.
     public enum Endpoint: Sendable, Equatable {
@@ -37,80 +36,65 @@ public final class ATTBearer: ATTTransport {
     public let channelIDs: (local: UInt16, remote: UInt16)?
     /// A unix: Enhanced ATT bearer's ATT_MTU, agreed by its handshake (an ECRED socket asks the kernel instead).
     let fixedEnhancedMTU: Int?
+    /// The loop this bearer's socket is a source of: its own, or its link's (an Enhanced ATT bearer shares the
+    /// unenhanced one's). The ATT engine above runs on it too.
+    public let loop: EventLoop
+    public var eventLoop: EventLoop? { loop }
 
     /// The socket. It stays blocking for a loan's body (which may block in it); the loop's every recvmsg and every
     /// send pass MSG_DONTWAIT.
     private let fd: Int32
-    /// The loop's epoll fd: the socket (EPOLLIN, and EPOLLOUT while `pollOutArmed`) and `wakefd`.
-    private let epfd: Int32
-    /// The eventfd other threads signal after posting work to the loop (`lend`, `interruptInlineRead`).
-    private let wakefd: Int32
     private let state: Lock<State>
     /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
     /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
     private let receiveNeedsLock = Atomic<Bool>(false)
-    /// True while `lend` has queued a body the loop has not taken yet (set and cleared under the lock with
-    /// `loans`): the loop looks at it after each wake-up.
-    private let loanPending = Atomic<Bool>(false)
 
-    /// The loop thread (pthread_self), 0 before it starts and after it ends: `readInline` reads only there, and a
-    /// send there needs no lock.
-    private let readerThreadID = Atomic<UInt>(0)
-    /// An inline read met the bearer's end (kept in `State.inlineEnd`): the loop ends with it.
-    private let inlineEnded = Atomic<Bool>(false)
-    /// The loop's sink, receive buffer and epoll event buffer (for `readInline` too), and whether an inline read runs:
-    /// set by the loop thread before its first wait and used only on that thread (so no lock).
-    nonisolated(unsafe) private var readerContext: (sink: any ATTTransportSink, buffer: UnsafeMutableRawBufferPointer,
-                                                    events: UnsafeMutableBufferPointer<cbz_epoll_event>)?
-    nonisolated(unsafe) private var inlineReading = false
-
-    private static let socketToken: UInt64 = 1
-    private static let wakeToken: UInt64 = 2
+    /// The loop's side, touched only on the loop's thread: the sink, the receive buffer, the epoll source's token.
+    nonisolated(unsafe) private var sink: (any ATTTransportSink)?
+    nonisolated(unsafe) private var buffer: UnsafeMutableRawBufferPointer?
+    /// The socket's token in the loop's epoll set.
+    private let token: UInt64
 
     private struct State {
         var started = false
         /// Set by `close(reason:)`; the reader ends with `.closedLocally(reason)`.
         var closeRequested: String?
-        /// The fds are closed; `finalReason` says why.
+        /// The fd is closed; `finalReason` says why.
         var released = false
         var finalReason: TransportError?
         var writableWaiters: [@Sendable () -> Void] = []
         /// The socket's EPOLLOUT is in the loop's interest set (while writable waiters wait).
         var pollOutArmed = false
         var snoop: BearerCapture?
-        /// Bodies waiting to borrow the socket (`lend`), run by the loop between two events.
-        var loans: [@Sendable (Int32?) -> Void] = []
+        /// Loans given and not run yet (`lend`): a loop that ends gives each nil.
+        var loans: [UInt64: @Sendable (Int32?) -> Void] = [:]
+        var nextLoan: UInt64 = 0
         /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on EPOLLOUT after the loan).
         var lent = false
-        /// The end an inline read met (`inlineEnded`), for the loop to end with.
-        var inlineEnd: TransportError?
     }
 
-    /// Takes ownership of a connected, non-blocking SOCK_SEQPACKET socket.
+    /// Takes ownership of a connected SOCK_SEQPACKET socket, as a source of `loop` (a new loop when nil).
     /// On failure the socket is closed.
     init(adopting socket: Int32, endpoint: Endpoint, label: String, receiveBufferSize: Int = 1024,
-         channelIDs: (local: UInt16, remote: UInt16)? = nil, fixedEnhancedMTU: Int? = nil) throws(TransportError) {
-        var opened: [Int32] = [socket]
-        func fail(_ syscall: String) -> TransportError {
-            let e = lastSocketError(syscall, "setting up the bearer for \(label)", .local)
-            for fd in opened { _ = cbz_close(fd) }
-            return .socket(e)
+         channelIDs: (local: UInt16, remote: UInt16)? = nil, fixedEnhancedMTU: Int? = nil,
+         loop: EventLoop? = nil) throws(TransportError) {
+        if cbz_set_blocking(socket) < 0 {
+            let e = lastSocketError("fcntl(F_SETFL)", "setting up the bearer for \(label)", .local)
+            _ = cbz_close(socket)
+            throw .socket(e)
         }
-        let wake = cbz_eventfd()
-        if wake < 0 { throw fail("eventfd") }
-        opened.append(wake)
-        let ep = cbz_epoll_create()
-        if ep < 0 { throw fail("epoll_create1") }
-        opened.append(ep)
-        // Level-triggered: a datagram left unread, or a socket still writable, is reported again at the next wait.
-        if cbz_epoll_add(ep, socket, CBZ_EPOLLIN, Self.socketToken) < 0
-            || cbz_epoll_add(ep, wake, CBZ_EPOLLIN, Self.wakeToken) < 0 {
-            throw fail("epoll_ctl")
+        if let loop {
+            self.loop = loop
+        } else {
+            do throws(TransportError) {
+                self.loop = try EventLoop()
+            } catch {
+                _ = cbz_close(socket)
+                throw error
+            }
         }
-        if cbz_set_blocking(socket) < 0 { throw fail("fcntl(F_SETFL)") }
         self.fd = socket
-        self.wakefd = wake
-        self.epfd = ep
+        self.token = self.loop.makeSourceToken()
         self.label = label
         self.endpoint = endpoint
         self.receiveBufferSize = max(1024, receiveBufferSize)
@@ -120,18 +104,12 @@ public final class ATTBearer: ATTTransport {
     }
 
     deinit {
-        // Only reachable when the loop does not run (it holds a strong reference while it runs).
+        // Only reachable when the loop does not hold the bearer (never started, or ended).
         let mustRelease = state.withLock { s in
             defer { s.released = true }
             return !s.released
         }
-        if mustRelease { releaseFDs() }
-    }
-
-    private func releaseFDs() {
-        _ = cbz_close(fd)
-        _ = cbz_close(wakefd)
-        _ = cbz_close(epfd)
+        if mustRelease { _ = cbz_close(fd) }
     }
 
     private var domain: SocketDomain {
@@ -151,21 +129,36 @@ public final class ATTBearer: ATTTransport {
             return true
         }
         guard first else { return } // start is documented as call-once; later calls have no effect
-        startDetachedThread { [self] in
-            _ = cbz_set_thread_name("att-bearer")
-            self.readLoop(sink)
+        loop.execute { [self] in self.attach(sink) }
+    }
+
+    /// On the loop: the socket joins the loop's epoll set, or, when the bearer already ended, the sink hears why.
+    private func attach(_ sink: any ATTTransportSink) {
+        if let already = state.withLock({ s in s.released ? (s.finalReason ?? .closedLocally(reason: s.closeRequested ?? "closed")) : nil }) {
+            sink.transport(didCloseWith: already)
+            return
         }
+        self.sink = sink
+        buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
+        // Level-triggered: a datagram left unread, or a socket still writable, is reported again at the next wait.
+        // Under the lock, so that a `whenWritable` meanwhile either comes first (and EPOLLOUT is added here) or
+        // after (and modifies the set). The handler holds the bearer until it ends (the loop's source).
+        let added = state.withLock { s -> Bool in
+            let events = s.pollOutArmed ? CBZ_EPOLLIN | CBZ_EPOLLOUT : CBZ_EPOLLIN
+            return loop.register(fd: fd, token: token, events: events, { [self] events in self.handle(events) })
+        }
+        if !added { finish(.socket(lastSocketError("epoll_ctl", "setting up the bearer for \(label)", .local))) }
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        // On the reader thread, with no capture attached and no close requested, nothing else can release the fd
+        // On the loop thread, with no capture attached and no close requested, nothing else can release the fd
         // or lend the socket meanwhile (only this thread does either): the send needs no lock.
-        if !receiveNeedsLock.load(ordering: .acquiring), readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()) {
+        if !receiveNeedsLock.load(ordering: .acquiring), loop.inEventLoop {
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
             return try sent(n, n < 0 ? cbz_errno() : 0, pdu.count)
         }
-        // The lock keeps the fd open for the duration of the send (the reader closes it under the same lock).
-        // A capture records the PDU before the lock is released, so that its answer, which the reader records
+        // The lock keeps the fd open for the duration of the send (the loop closes it under the same lock).
+        // A capture records the PDU before the lock is released, so that its answer, which the loop records
         // under the same lock, always follows it in the file.
         let outcome: (n: Int, errno: Int32) = try state.withLock { s throws(TransportError) in
             if let reason = s.finalReason { throw reason }
@@ -198,12 +191,10 @@ public final class ATTBearer: ATTTransport {
             if s.released { return true }
             s.writableWaiters.append(callback)
             if !s.pollOutArmed {
-                // epoll_ctl from any thread changes the set the loop waits on (epoll(7)); no wake-up is needed.
-                if cbz_epoll_mod(epfd, fd, CBZ_EPOLLIN | CBZ_EPOLLOUT, Self.socketToken) < 0 {
-                    s.writableWaiters.removeLast()
-                    return true // cannot wait: wake the waiter now so that it retries (and sees the error)
-                }
                 s.pollOutArmed = true
+                // epoll_ctl from any thread changes the set the loop waits on (epoll(7)); no wake-up is needed.
+                // Before the socket joined the set this fails (ENOENT) and `attach` adds it with EPOLLOUT.
+                _ = loop.modify(fd: fd, token: token, events: CBZ_EPOLLIN | CBZ_EPOLLOUT)
             }
             return false
         }
@@ -216,16 +207,16 @@ public final class ATTBearer: ATTTransport {
             s.closeRequested = reason
             receiveNeedsLock.store(true, ordering: .releasing)
             if s.started {
-                // The loop owns the teardown; the fds are still open because `released` is false. shutdown makes
+                // The loop owns the teardown; the fd is still open because `released` is false. shutdown makes
                 // the socket readable (recvmsg returns 0), which wakes the loop, and reaches the peer as end of file.
-                // Under a loan the socket stays whole: the loop ends when the loan returns.
+                // Under a loan the socket stays whole: the loop ends the bearer when the loan returns.
                 if !s.lent { _ = cbz_shutdown(fd) }
                 return []
             }
             // No loop yet: release now (a later start() still delivers didCloseWith once) and wake writers.
             s.released = true
             s.finalReason = .closedLocally(reason: reason)
-            releaseFDs()
+            _ = cbz_close(fd)
             defer { s.writableWaiters = [] }
             return s.writableWaiters
         }
@@ -236,35 +227,36 @@ public final class ATTBearer: ATTTransport {
     /// bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend` answers
     /// `.wouldBlock`, so a sender waits for EPOLLOUT after the loan. One owner at a time: loans run one after another,
     /// in the order they were given. The body must not close the socket and must return within a bounded time (it
-    /// holds the loop). The loop is woken for it through its eventfd; a loop busy in a delivery takes it when that
-    /// returns. The body gets nil, at once or when the loop ends, when the bearer is not started, ended or closing.
-    /// An LE link takes one ATT socket, so this is how something other than the ATT engine (a bare socket loop) uses
-    /// it in turn.
+    /// holds the loop). `lend` returns at once; a loop busy in a delivery takes it when that returns. The body gets
+    /// nil, at once or when the loop ends, when the bearer is not started, ended or closing. An LE link takes one ATT
+    /// socket, so this is how something other than the ATT engine (a bare socket loop) uses it in turn.
     public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
-        let queued = state.withLock { s -> Bool in
-            guard s.started, !s.released, s.closeRequested == nil else { return false }
-            s.loans.append(body)
-            loanPending.store(true, ordering: .releasing)
-            // Under the lock, so that the fds are open (the loop releases them under it).
-            _ = cbz_eventfd_signal(wakefd)
-            return true
+        let id = state.withLock { s -> UInt64? in
+            guard s.started, !s.released, s.closeRequested == nil else { return nil }
+            s.nextLoan += 1
+            s.loans[s.nextLoan] = body
+            return s.nextLoan
         }
-        if !queued { body(nil) }
+        guard let id else { return body(nil) }
+        loop.execute { [self] in self.runLoan(id) }
     }
 
-    /// Runs the loans queued so far, on the loop thread (each gets nil when the bearer is closing).
-    private func runLoans() {
-        let (loans, closing) = state.withLock { s -> ([@Sendable (Int32?) -> Void], Bool) in
-            let loans = s.loans
-            s.loans = []
-            loanPending.store(false, ordering: .releasing)
-            s.lent = !loans.isEmpty && s.closeRequested == nil
-            return (loans, s.closeRequested != nil)
+    /// Runs loan `id` on the loop thread (nil when the bearer is closing; nothing when the bearer's end gave it nil).
+    private func runLoan(_ id: UInt64) {
+        let (loan, closing) = state.withLock { s -> ((@Sendable (Int32?) -> Void)?, Bool) in
+            guard let loan = s.loans.removeValue(forKey: id) else { return (nil, false) }
+            s.lent = s.closeRequested == nil && !s.released
+            return (loan, !s.lent)
         }
-        for loan in loans { loan(closing ? nil : fd) }
-        guard !loans.isEmpty else { return }
+        guard let loan else { return }
+        loan(closing ? nil : fd)
+        guard !closing else { return }
         // Senders that met the loan (`.wouldBlock`) armed EPOLLOUT: the next wait reports it, and they wake then.
-        state.withLock { $0.lent = false }
+        let closed = state.withLock { s -> String? in
+            s.lent = false
+            return s.closeRequested
+        }
+        if let closed { finish(.closedLocally(reason: closed)) }
     }
 
     // MARK: Options
@@ -399,24 +391,17 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
-    // MARK: The loop
+    // MARK: The loop's side
 
-    private func readLoop(_ sink: any ATTTransportSink) {
-        if let already = state.withLock({ s in s.released ? (s.finalReason ?? .closedLocally(reason: s.closeRequested ?? "closed")) : nil }) {
-            sink.transport(didCloseWith: already)
+    /// What the loop's epoll_wait reported for the socket: one datagram read and delivered when readable
+    /// (EPOLLERR/EPOLLHUP: the recvmsg reports the error or the end), then the writable waiters on EPOLLOUT.
+    private func handle(_ events: UInt32) {
+        guard let sink, let buffer else { return }
+        if events & (CBZ_EPOLLIN | CBZ_EPOLLERR | CBZ_EPOLLHUP) != 0, case .ended(let end) = receiveOne(buffer, sink) {
+            finish(end)
             return
         }
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: receiveBufferSize, alignment: 16)
-        defer { buffer.deallocate() }
-        // Two events at most: the socket and the eventfd.
-        let events = UnsafeMutableBufferPointer<cbz_epoll_event>.allocate(capacity: 2)
-        events.initialize(repeating: cbz_epoll_event())
-        defer { events.deallocate() }
-        let reason = eventLoop(buffer, events, sink)
-        // No longer the loop: another thread may get this thread's ID once it ends, and must not send unlocked.
-        readerThreadID.store(0, ordering: .releasing)
-        readerContext = nil // the sink (which holds this bearer) and the buffers, which are released next
-        finish(reason, sink)
+        if events & CBZ_EPOLLOUT != 0 { fireWritable() }
     }
 
     /// Hands one received datagram of `got` bytes to the sink; returns the bearer's end instead when it must end.
@@ -482,106 +467,39 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
-    /// What one `epoll_wait` of the loop reported.
-    private struct Ready {
-        var readable = false
-        var writable = false
-    }
-
-    /// One wait in the loop's epoll set (unbounded: every operation above has its own deadline, and `close` or the
-    /// socket's end wakes it), its eventfd drained.
-    @inline(__always)
-    private func waitForEvents(_ events: UnsafeMutableBufferPointer<cbz_epoll_event>) -> Ready {
-        var ready = Ready()
-        let n = cbz_epoll_wait(epfd, events.baseAddress, Int32(events.count), -1)
-        // A failed wait (it cannot fail on a valid epoll fd): read, so that the socket's state decides.
-        if n < 0 { ready.readable = true }
-        for i in 0..<max(0, Int(n)) {
-            if events[i].data == Self.wakeToken {
-                _ = cbz_eventfd_drain(wakefd)
-            } else {
-                let e = events[i].events
-                // EPOLLERR/EPOLLHUP: the recvmsg reports the error or the end.
-                if e & (CBZ_EPOLLIN | CBZ_EPOLLERR | CBZ_EPOLLHUP) != 0 { ready.readable = true }
-                if e & CBZ_EPOLLOUT != 0 { ready.writable = true }
-            }
-        }
-        return ready
-    }
-
-    /// The loop: wait, read one datagram, call the writable waiters, run the loans; until the bearer ends (here or
-    /// in an inline read).
-    private func eventLoop(_ buffer: UnsafeMutableRawBufferPointer, _ events: UnsafeMutableBufferPointer<cbz_epoll_event>,
-                           _ sink: any ATTTransportSink) -> TransportError {
-        readerContext = (sink, buffer, events)
-        readerThreadID.store(UInt(pthread_self()), ordering: .releasing)
-        while true {
-            if loanPending.load(ordering: .acquiring) {
-                runLoans()
-                if let closing = closeRequested() { return closing }
-            }
-            let ready = waitForEvents(events)
-            if ready.readable, case .ended(let end) = receiveOne(buffer, sink) { return end }
-            if inlineEnded.load(ordering: .acquiring), let end = state.withLock({ $0.inlineEnd }) { return end }
-            if ready.writable { fireWritable() }
-        }
-    }
-
     /// EPOLLOUT: takes EPOLLOUT out of the set and calls the writable waiters (each once).
     private func fireWritable() {
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
             guard s.pollOutArmed, !s.released else { return [] }
             s.pollOutArmed = false
-            _ = cbz_epoll_mod(epfd, fd, CBZ_EPOLLIN, Self.socketToken)
+            _ = loop.modify(fd: fd, token: token, events: CBZ_EPOLLIN)
             defer { s.writableWaiters.removeAll(keepingCapacity: true) }
             return s.writableWaiters
         }
         for w in waiters { w() }
     }
 
-    /// `ATTTransport.readInline`: on the loop thread, inside a delivery (a caller the sink resumed inline, see
-    /// BearerExecutor), waits and reads in the loop's own epoll set until `done()`: the caller's own response is read
-    /// without its task suspending. It returns, leaving the rest to the loop, when a loan waits, when the socket is
-    /// writable for a waiter (the loop calls waiters, not an inline read), and when a read ends the bearer (the loop
-    /// then ends with that reason). `interruptInlineRead` wakes it to look at `done` again.
-    public func readInline(until done: () -> Bool) {
-        guard !inlineReading, readerThreadID.load(ordering: .relaxed) == UInt(pthread_self()), let context = readerContext else { return }
-        inlineReading = true
-        defer { inlineReading = false }
-        while !done(), !loanPending.load(ordering: .acquiring), !inlineEnded.load(ordering: .relaxed) {
-            let ready = waitForEvents(context.events)
-            if ready.readable, case .ended(let end) = receiveOne(context.buffer, context.sink) {
-                state.withLock { $0.inlineEnd = end }
-                inlineEnded.store(true, ordering: .releasing)
-                return
-            }
-            if ready.writable { return }
-        }
-    }
-
-    /// `ATTTransport.interruptInlineRead`: wakes an inline read in progress (its eventfd) to look at `done` again.
-    /// No wait and no signal: the eventfd's count stays until the loop drains it, so a wake-up is never lost.
-    public func interruptInlineRead() {
-        guard readerThreadID.load(ordering: .acquiring) != UInt(pthread_self()) else { return }
-        state.withLock { s in
-            if !s.released { _ = cbz_eventfd_signal(wakefd) }
-        }
-    }
-
-    private func finish(_ reason: TransportError, _ sink: any ATTTransportSink) {
+    /// The bearer ends, on the loop: the socket leaves the loop's set and is closed, waiters and loans left wake
+    /// (a loan with nil), then the sink hears why, once. The loop's reference to the bearer goes with the source.
+    private func finish(_ reason: TransportError) {
+        let sink = self.sink
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
+            if s.released { return [] }
             s.released = true
             s.finalReason = reason
-            releaseFDs()
+            loop.deregister(fd: fd, token: token)
+            _ = cbz_close(fd)
             let w = s.writableWaiters
             s.writableWaiters = []
-            let loans = s.loans
-            s.loans = []
-            loanPending.store(false, ordering: .releasing)
+            let loans = s.loans.sorted { $0.key < $1.key }.map(\.value)
+            s.loans = [:]
             return w + loans.map { loan in { loan(nil) } }
         }
+        self.sink = nil
+        buffer?.deallocate()
+        buffer = nil
         for w in waiters { w() }
-        sink.transport(didCloseWith: reason)
+        sink?.transport(didCloseWith: reason)
     }
 }
 

@@ -36,25 +36,20 @@ public protocol ATTTransport: AnyObject, Sendable {
     func start(_ sink: any ATTTransportSink)
     /// Sends one whole PDU without blocking. Never sends part of a PDU.
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult
-    /// Calls `callback` once, on a thread of the transport (the socket bearer's writable thread), when the socket can
-    /// take more data (POLLOUT), or when the transport closes (so that a waiter always wakes). Never from inside
+    /// Calls `callback` once, on a thread of the transport (the socket bearer's loop), when the socket can take
+    /// more data (POLLOUT), or when the transport closes (so that a waiter always wakes). Never from inside
     /// `whenWritable` itself unless the transport is already closed.
     func whenWritable(_ callback: @escaping @Sendable () -> Void)
     /// Closes the transport; the sink's `didCloseWith` follows with `.closedLocally(reason)`.
     func close(reason: String)
-    /// Called by the sink from inside a delivery, on the reader thread: reads and delivers the next PDUs right there,
-    /// in order, until `done()` is true (checked before each read), so that a caller resumed on the reader thread
-    /// reads its own response instead of suspending (see `ATTBearer.readInline`). Returns at once on any other
-    /// thread, or when the transport cannot (the default); also when a read ends the transport or something else
-    /// needs the reader: the caller then waits as usual.
-    func readInline(until done: () -> Bool)
-    /// Makes a `readInline` in progress on another thread look at its `done` now (a blocked read is interrupted).
-    func interruptInlineRead()
+    /// The event loop that delivers to the sink (the socket bearer's), on which the engine above keeps its state;
+    /// nil for a transport without one (a test double): the engine then runs a loop of its own and posts to it
+    /// what the transport delivers.
+    var eventLoop: EventLoop? { get }
 }
 
 extension ATTTransport {
-    public func readInline(until done: () -> Bool) {}
-    public func interruptInlineRead() {}
+    public var eventLoop: EventLoop? { nil }
 }
 
 /// Why a transport failed or ended: every case carries what a user needs to act.

@@ -83,10 +83,8 @@ public final class ObservedTransport: ATTTransport {
         inner.start(ObservingSink(sink, transport: self))
     }
 
-    /// `inner` reads inline: its deliveries go through the sink `start` gave it, so they are watched as ever.
-    public func readInline(until done: () -> Bool) { inner.readInline(until: done) }
-
-    public func interruptInlineRead() { inner.interruptInlineRead() }
+    /// The inner transport's loop: the engine above runs on it, and every delivery goes through `ObservingSink`.
+    public var eventLoop: EventLoop? { inner.eventLoop }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let result: ATTSendResult

@@ -229,17 +229,17 @@ final class EngineTests: XCTestCase {
         peer.assertScriptDone()
     }
 
-    /// Back-to-back writes share one cancellation handler: cancelling the task still releases the write in flight at
-    /// once, and its late response is dropped (the slot keeps the request until then, §3.3.2).
-    func testCancellingBackToBackWritesReleasesTheWriteInFlightAtOnce() async throws {
+    /// Writes of a task on the link's event loop: cancelling the task releases the write in flight at once, and its
+    /// late response is dropped (the slot keeps the request until then, §3.3.2).
+    func testCancellingWritesOnTheLoopReleasesTheWriteInFlightAtOnce() async throws {
         let log = EventLog()
         let peer = ScriptedPeer(raw("12 12 00 31", "13") + raw("12 12 00 32") + [.pause, .server(hex("13"))]
                                 + raw("0a 02 00", "0b 02"))
         let client = try await makeClient(peer, log: log)
         let task = Task {
-            try await client.withBackToBackRequests { requests in
-                try await requests.write(handle: 0x0012, value: [0x31])
-                try await requests.write(handle: 0x0012, value: [0x32])   // never answered in time
+            try await withTaskExecutorPreference(client.eventLoop) {
+                try await client.write(handle: 0x0012, value: [0x31])
+                try await client.write(handle: 0x0012, value: [0x32])   // never answered in time
             }
         }
         await peer.waitForSent(2)
@@ -249,13 +249,13 @@ final class EngineTests: XCTestCase {
         try await assertTheSlotIsHeldUntilTheLateResponse(peer, log, sent: 2, queued: queued, answer: [2])
     }
 
-    /// A back-to-back write is bounded as any request: the ATT timeout names the Write Response it waited for.
-    func testABackToBackWriteTimesOutNamingTheWriteResponse() async throws {
+    /// A write on the loop is bounded as any request: the ATT timeout names the Write Response it waited for.
+    func testAWriteOnTheLoopTimesOutNamingTheWriteResponse() async throws {
         let clock = ManualClock()
         let peer = ScriptedPeer(raw("12 12 00 34"))
         let client = try await makeClient(peer, clock: clock)
         client.setName("cloudToken", for: 0x0012)
-        let task = Task { try await client.withBackToBackRequests { try await $0.write(handle: 0x0012, value: [0x34]) } }
+        let task = Task { try await withTaskExecutorPreference(client.eventLoop) { try await client.write(handle: 0x0012, value: [0x34]) } }
         await peer.waitForSent(1)
         clock.advance(by: .seconds(30))
         do { try await task.value; XCTFail("expected a timeout") } catch let e as GATTError {
@@ -265,13 +265,13 @@ final class EngineTests: XCTestCase {
         peer.assertScriptDone()
     }
 
-    /// A task cancelled before its back-to-back write sends nothing: the write fails as cancelled.
-    func testABackToBackWriteOfACancelledTaskSendsNothing() async throws {
+    /// A task cancelled before its write on the loop sends nothing: the write fails as cancelled.
+    func testAWriteOnTheLoopOfACancelledTaskSendsNothing() async throws {
         let peer = ScriptedPeer(raw("0a 02 00", "0b 02"))
         let client = try await makeClient(peer)
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            try await client.withBackToBackRequests { try await $0.write(handle: 0x0012, value: [0x33]) }
+            try await withTaskExecutorPreference(client.eventLoop) { try await client.write(handle: 0x0012, value: [0x33]) }
         }
         do { try await task.value; XCTFail("expected the write to fail") } catch let e as GATTError {
             guard case .cancelled = e else { return XCTFail("\(e)") }
@@ -348,10 +348,10 @@ final class EngineTests: XCTestCase {
         let peer = ScriptedPeer(raw("0a 01 00", "1b 21 00 07", "0b 55") + raw("0a 01 00", "1b 21 00 08", "0b 55") + [.serverClose])
         let client = try await makeClient(peer)
         let stream = try client.notificationStream()
-        XCTAssertEqual(client.engine.state.withLock { $0.watchers.count }, 1)
+        XCTAssertEqual(client.engine.onLoopSync { $0.watchers.count }, 1)
         _ = try await client.read(handle: 1)
         stream.finish()
-        XCTAssertEqual(client.engine.state.withLock { $0.watchers.count }, 0, "the fan-out forgets a finished stream")
+        XCTAssertEqual(client.engine.onLoopSync { $0.watchers.count }, 0, "the fan-out forgets a finished stream")
         _ = try await client.read(handle: 1)
         var it = stream.makeAsyncIterator()
         let held = try await it.next()
@@ -372,7 +372,7 @@ final class EngineTests: XCTestCase {
         // Fill the socket: the capacity left is 1 (one slot request sent).
         try await client.writeWithoutResponse(handle: 0x0050, value: [1])
         let permit = Task { try await client.writeWithoutResponse(handle: 0x0050, value: [2]) }
-        while client.engine.state.withLock({ $0.outbox.permits.count }) < 1 { await Task.yield() }
+        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 1 { await Task.yield() }
         let streamEnd = Task { () -> GATTError? in
             do { for try await _ in stream {} } catch let e as GATTError { return e } catch { return .unsupported("\(error)") }
             return nil

@@ -12,14 +12,14 @@ final class OutboxTests: XCTestCase {
         peer.strict = false
         let client = try await makeClient(peer)
         let first = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1]) }
-        while client.engine.state.withLock({ $0.outbox.permits.count }) < 1 { await Task.yield() }
+        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 1 { await Task.yield() }
         let read = Task { try await client.read(handle: 0x03) }
-        while client.engine.state.withLock({ $0.requests.inFlight == nil }) { await Task.yield() }
+        while client.engine.onLoopSync({ $0.requests.inFlight == nil }) { await Task.yield() }
         let second = Task { try await client.writeWithoutResponse(handle: 0x20, value: [2]) }
-        while client.engine.state.withLock({ $0.outbox.permits.count }) < 2 { await Task.yield() }
+        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 2 { await Task.yield() }
         // An indication arrives last: its confirmation still leaves first.
         peer.inject([0x1D, 0x05, 0x00, 0xAA])
-        while client.engine.state.withLock({ $0.outbox.answers.count }) < 1 { await Task.yield() }
+        while client.engine.onLoopSync({ $0.outbox.answers.count }) < 1 { await Task.yield() }
         XCTAssertEqual(peer.sent, [], "nothing may go while the socket is full")
         peer.grantWritable(10)
         await peer.waitForSent(4)
@@ -37,7 +37,7 @@ final class OutboxTests: XCTestCase {
         peer.strict = false
         let client = try await makeClient(peer, clock: clock)
         let read = Task { try await client.read(handle: 0x03) }
-        while client.engine.state.withLock({ $0.outbox.blocked == false }) { await Task.yield() }
+        while client.engine.onLoopSync({ $0.outbox.blocked == false }) { await Task.yield() }
         clock.advance(by: .seconds(20))
         peer.grantWritable(1)
         await peer.waitForSent(1)

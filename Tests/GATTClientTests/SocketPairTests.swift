@@ -224,7 +224,7 @@ final class SocketPairTests: XCTestCase {
         }
         // Wait until the socket is full and writes queue for a permit, then let the peer read.
         try await within {
-            while client.engine.state.withLock({ !$0.outbox.blocked && $0.outbox.permits.isEmpty }) { await Task.yield() }
+            while client.engine.onLoopSync({ !$0.outbox.blocked && $0.outbox.permits.isEmpty }) { await Task.yield() }
         }
         peer.openGate()
         try await within(20) { try await writer.value }
@@ -240,8 +240,8 @@ final class SocketPairTests: XCTestCase {
     }
 }
 
-final class BearerExecutorTests: XCTestCase {
-    func testCallersOnTheBearerExecutorContinueOnTheReaderThread() async throws {
+final class EventLoopExecutorTests: XCTestCase {
+    func testCallersOnTheEventLoopContinueOnItsThread() async throws {
         let (a, b) = try ATTBearer.pair()
         // The peer first sends an unsolicited Handle Value Confirmation: the engine reports it from the reader
         // thread, which tells the test that thread's id.
@@ -256,7 +256,7 @@ final class BearerExecutorTests: XCTestCase {
         let client = try await GATTClient.connect(transport: a, configuration: config)
         peer.start()
         let threads = try await within {
-            try await withTaskExecutorPreference(client.bearerExecutor) {
+            try await withTaskExecutorPreference(client.eventLoop) {
                 var threads: [UInt] = []
                 _ = try await client.read(handle: 3)
                 threads.append(UInt(pthread_self()))
@@ -265,12 +265,12 @@ final class BearerExecutorTests: XCTestCase {
                 return threads
             }
         }
-        // Back-to-back writes continue on the reader thread too.
+        // Writes continue on the loop's thread too.
         let writeThreads = try await within {
-            try await client.withBackToBackRequests { requests in
+            try await withTaskExecutorPreference(client.eventLoop) {
                 var threads: [UInt] = []
                 for v: UInt8 in [1, 2] {
-                    try await requests.write(handle: 6, value: [v])
+                    try await client.write(handle: 6, value: [v])
                     threads.append(UInt(pthread_self()))
                 }
                 return threads
@@ -278,7 +278,7 @@ final class BearerExecutorTests: XCTestCase {
         }
         let reader = try XCTUnwrap(readerThread.withLock { $0 })
         XCTAssertEqual(threads, [reader, reader], "the caller did not continue on the reader thread")
-        XCTAssertEqual(writeThreads, [reader, reader], "a back-to-back writer did not continue on the reader thread")
+        XCTAssertEqual(writeThreads, [reader, reader], "a writer did not continue on the loop's thread")
         let v = try await client.read(handle: 5)
         XCTAssertEqual(v, [3])
         XCTAssertNotEqual(UInt(pthread_self()), reader, "a caller without the preference ran on the reader thread")

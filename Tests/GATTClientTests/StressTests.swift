@@ -71,7 +71,7 @@ final class StressTests: XCTestCase {
             guard pdu[0] & 0x40 == 0, n % 5 == 0 else { return replies }
             let cancelInFlight = Step.run {
                 guard n % 10 == 0, let engine = clientBox.withLock({ $0?.engine }),
-                      let id = engine.state.withLock({ $0.requests.inFlight?.id }) else { return }
+                      let id = engine.onLoopSync({ $0.requests.inFlight?.id }) else { return }
                 engine.cancel(id)
             }
             return [.delay(200), cancelInFlight] + replies

@@ -71,21 +71,21 @@ func interleavedRequests(_ peer: PlainPeer, n: Int, chunk: Int) async throws -> 
     let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
     defer { bare.close() }
     let client = try await connectClient(peer)
-    func clientChunk(_ writer: BackToBackRequests, _ k: Int) async throws {
-        for _ in 0..<k { try await writer.write(handle: sink, value: requestValue) }
+    func clientChunk(_ k: Int) async throws {
+        for _ in 0..<k { try await client.write(handle: sink, value: requestValue) }
     }
-    // The whole loop runs as back-to-back requests (on the bearer's executor), so that the client's chunks start
-    // without a hop from another thread; the bare chunks run wherever the task is (the reader thread, idle
-    // meanwhile): the same code either way.
-    let (b, c) = try await client.withBackToBackRequests { writer async throws -> (Cost, Cost) in
+    // The whole loop runs in a task that prefers the link's event loop (as `mirror bench` and every command run
+    // their writes), so that the client's chunks start without a hop from another thread; the bare chunks run
+    // wherever the task is (the loop's thread, idle meanwhile): the same code either way.
+    let (b, c) = try await withTaskExecutorPreference(client.eventLoop) { () async throws -> (Cost, Cost) in
         try bare.writeRequests(handle: sink, value: requestValue, count: min(n, 2000))
-        try await clientChunk(writer, min(n, 2000))
+        try await clientChunk(min(n, 2000))
         var b = Cost(wall: 0, cpu: 0), c = Cost(wall: 0, cpu: 0)
         var done = 0
         while done < n {
             let k = min(chunk, n - done)
             let bk = try measure(k) { try bare.writeRequests(handle: sink, value: requestValue, count: k) }
-            let ck = try await measure(k) { try await clientChunk(writer, k) }
+            let ck = try await measure(k) { try await clientChunk(k) }
             b.wall += bk.wall * Double(k); b.cpu += bk.cpu * Double(k)
             c.wall += ck.wall * Double(k); c.cpu += ck.cpu * Double(k)
             done += k
@@ -120,28 +120,21 @@ func connectClient(_ peer: PlainPeer) async throws -> GATTClient {
     try await GATTClient.connect(transport: try ATTBearer.connect(unixPath: peer.path))
 }
 
-/// Where the client's Write Requests run: back to back (read inline on the bearer's loop), as plain `client.write`
-/// from a task that prefers the bearer's executor, or as plain `client.write` from the global pool.
-enum RequestPath { case backToBack, executor, pool }
+/// Where the client's Write Requests run: plain `client.write` from a task that prefers the link's event loop (as
+/// the product's commands run them), or from the global pool.
+enum RequestPath { case loop, pool }
 
 /// The client: `n` Write Requests, one after the other, each awaited, on `path`.
 func clientRequests(_ peer: PlainPeer, n: Int, path: RequestPath) async throws -> Cost {
     let client = try await connectClient(peer)
-    func loop() async throws -> Cost {
+    func run() async throws -> Cost {
         for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
         return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
     }
     let r: Cost
     switch path {
-    case .backToBack:
-        r = try await client.withBackToBackRequests { writer in
-            for _ in 0..<min(n, 2000) { try await writer.write(handle: sink, value: requestValue) }
-            return try await measure(n) { for _ in 0..<n { try await writer.write(handle: sink, value: requestValue) } }
-        }
-    case .executor:
-        r = try await withTaskExecutorPreference(client.bearerExecutor) { try await loop() }
-    case .pool:
-        r = try await loop()
+    case .loop: r = try await withTaskExecutorPreference(client.eventLoop) { try await run() }
+    case .pool: r = try await run()
     }
     client.close()
     return r
@@ -152,12 +145,14 @@ func clientCommands(_ peer: PlainPeer, n: Int, valueLength: Int) async throws ->
     let client = try await connectClient(peer)
     var value = [UInt8](repeating: 0xAB, count: valueLength)
     let before = peer.writeCommands
-    let cost = try await measure(n) {
-        for i in 0..<n {
-            value[0] = UInt8(truncatingIfNeeded: i)
-            try await client.writeWithoutResponse(handle: sink, value: value)
+    let cost = try await withTaskExecutorPreference(client.eventLoop) {
+        try await measure(n) {
+            for i in 0..<n {
+                value[0] = UInt8(truncatingIfNeeded: i)
+                try await client.writeWithoutResponse(handle: sink, value: value)
+            }
+            try expectCommands(peer, n, after: before, sender: "client")
         }
-        try expectCommands(peer, n, after: before, sender: "client")
     }
     client.close()
     return cost
@@ -182,8 +177,10 @@ final class InlineAnswerTransport: ATTTransport, @unchecked Sendable {
 
 func engineOnly(n: Int) async throws -> Cost {
     let client = try await GATTClient.connect(transport: InlineAnswerTransport())
-    for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
-    let cost = try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
+    let cost = try await withTaskExecutorPreference(client.eventLoop) {
+        for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
+        return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
+    }
     client.close()
     return cost
 }
@@ -199,9 +196,9 @@ var json = false
 var requests = 20_000
 var commands = 200_000
 var rounds = 5
-/// For profiling one side alone: "bare-requests", "client-requests" (back to back, read inline), "executor-requests"
-/// (plain `client.write` from a task preferring the bearer's executor: the path issue 25 moves the product to),
-/// "pool-requests" (plain `client.write` from the global pool: the product's path today).
+/// For profiling one side alone: "bare-requests", "client-requests" (plain `client.write` from a task preferring the
+/// link's event loop: the product's path; "executor-requests" is the same), "pool-requests" (plain `client.write`
+/// from the global pool).
 var only: String?
 /// Every loop runs on one core unless --no-pin: on a 2-core machine with idle cores, wake-ups across cores made
 /// one round's ratio differ from the next by up to 25x (the bare loop's baseline disagreed with itself).
@@ -233,9 +230,9 @@ do {
         let t: Cost
         switch only {
         case "bare-requests": t = try bareRequests(peer, n: requests)
-        case "client-requests": t = try await clientRequests(peer, n: requests, path: .backToBack)
+        case "client-requests": t = try await clientRequests(peer, n: requests, path: .loop)
         case "pool-requests": t = try await clientRequests(peer, n: requests, path: .pool)
-        case "executor-requests": t = try await clientRequests(peer, n: requests, path: .executor)
+        case "executor-requests": t = try await clientRequests(peer, n: requests, path: .loop)
         case "engine": t = try await engineOnly(n: requests)
         case "bare-commands": t = try bareCommands(peer, n: commands, valueLength: 20)
         case "client-commands": t = try await clientCommands(peer, n: commands, valueLength: 20)
@@ -309,7 +306,7 @@ do {
                      br.cpu / 1000, cr.cpu / 1000, writeRequestCPURatio))
         print(String(format: "    (per-round ratios %.2f-%.2fx, CPU %.2f-%.2fx)", requestRounds.min, requestRounds.max,
                      requestCPURounds.min, requestCPURounds.max))
-        print(String(format: "    (callers on the bearer's executor; from the global pool instead: %.2f us, %.2fx)", pr.wall / 1000, pr.wall / br.wall))
+        print(String(format: "    (callers on the link's event loop; from the global pool instead: %.2f us, %.2fx)", pr.wall / 1000, pr.wall / br.wall))
         print(String(format: "  Write Command throughput: bare %.0f/s, client %.0f/s -> ratio %.2fx (goal >= %.1fx: %@); CPU per PDU %.2f vs %.2f us -> %.2fx; every PDU counted at the peer",
                      1e9 / bc.wall, 1e9 / cc.wall, writeCommandRatio, writeCommandGoal, verdict(writeCommandMet),
                      bc.cpu / 1000, cc.cpu / 1000, writeCommandCPURatio))

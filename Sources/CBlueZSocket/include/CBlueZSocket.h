@@ -227,6 +227,12 @@ extern const short CBZ_POLLIN, CBZ_POLLOUT, CBZ_POLLERR, CBZ_POLLHUP;
 int cbz_eventfd(void);
 int cbz_eventfd_signal(int fd);
 int cbz_eventfd_drain(int fd);
+/// timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC): an event loop's one timer.
+int cbz_timerfd(void);
+/// Arms the timer at `deadline_ns` on CLOCK_MONOTONIC (TFD_TIMER_ABSTIME; 0 disarms; one shot).
+int cbz_timerfd_set(int fd, uint64_t deadline_ns);
+/// Reads the expiry count (0 when none: EAGAIN).
+int cbz_timerfd_drain(int fd);
 
 // MARK: - Files
 

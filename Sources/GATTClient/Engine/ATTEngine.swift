@@ -1,12 +1,13 @@
 // The ATT transaction engine of one bearer (Core Spec 5.4 Vol 3 Part F §3.3), cut along BlueZ's
 // src/shared/att.c: the request slot (RequestSlot.swift), one outbox with one writer (Outbox.swift), the inbound
 // router (InboundRouter.swift), the notification fan-out (NotificationFanOut.swift), deadlines (Deadlines.swift).
-// This file holds the state, its lock, and closing.
+// This file holds the state and closing.
 //
-// Every event is one function that changes the state under one lock: submit, inbound PDU, timer, cancel,
-// writable, close. Each checks the operation ID against the slot before it acts, and a continuation is resumed
-// only after it has left the state, outside the lock: so a stale timer, a late response or a second cancel can
-// never resume an operation twice or resume somebody else's.
+// The state is a plain value owned by the link's event loop (LinuxBluetooth's EventLoop): every event runs on the
+// loop's thread, one after another (submit, inbound PDU, timer, cancel, writable, close), so there is no lock and
+// no atomic on it. Each checks the operation ID against the slot before it acts, and a continuation is resumed
+// only after it has left the state: so a stale timer, a late response or a second cancel can never resume an
+// operation twice or resume somebody else's.
 import ATTStack
 import LinuxBluetooth
 import Synchronization
@@ -15,16 +16,17 @@ import Synchronization
 /// a FIFO of waiting requests, one outbox for everything sent, the notification fan-out.
 final class ATTEngine: ATTTransportSink {
     /// A request the engine holds: in the slot or in the queue, as the bytes the codec encoded (small to move).
-    struct Pending {
+    struct Pending: Sendable {
         var id: UInt64
-        var bytes: ATTEncodedPDU
+        /// Read-only once encoded (`ATTEncodedPDU`): the caller's thread makes it, the loop only reads it.
+        nonisolated(unsafe) var bytes: ATTEncodedPDU
         var opcode: ATTOpcode
         var response: ATTOpcode
         var handle: UInt16?
         var valueLength: Int?
         var budget: Int?
         var ignoresCancellation: Bool
-        var continuation: RequestContinuation?
+        var continuation: EngineContinuation<ATTPDU>?
         /// When its ATT timeout ends (§3.3.3), once it is in the slot.
         var deadline: ClockInstant
         /// True once the writer picked the PDU; false while it waits in the slot for the socket.
@@ -36,12 +38,6 @@ final class ATTEngine: ATTTransportSink {
         /// TransportError is large, and every request's Pending is moved on the hot path.
         var peerGone: PeerGone?
 
-        /// Whether the caller's task is cancelled: a back-to-back request asks its scope (whose cancellation
-        /// handler sets it), which costs less than looking up the current task.
-        var callerIsCancelled: Bool {
-            if case .scope(let scope, _)? = continuation { return scope.isCancelled }
-            return Task.isCancelled
-        }
     }
 
     /// The send error of a request whose send met a closed peer (see `Pending.peerGone`).
@@ -55,7 +51,7 @@ final class ATTEngine: ATTTransportSink {
     static let peerGoneGrace: UInt64 = 1_000_000_000
 
     /// A write without response waiting for a permit (Core Spec 5.4 Vol 3 Part F §3.4.5.3).
-    struct PermitWaiter {
+    struct PermitWaiter: Sendable {
         var id: UInt64
         var bytes: [UInt8]
         var handle: UInt16
@@ -66,7 +62,7 @@ final class ATTEngine: ATTTransportSink {
 
     /// A resumption taken out of the state under the lock and run after it, so each continuation runs once.
     enum Resumption {
-        case request(RequestContinuation, Result<ATTPDU, GATTError>)
+        case request(EngineContinuation<ATTPDU>, Result<ATTPDU, GATTError>)
         case permit(EngineContinuation<Void>, Result<Void, GATTError>)
         case stream(NotificationSink, GATTError?)
         /// A request that was queued on a closed enhanced bearer, never written: it goes to the unenhanced bearer.
@@ -75,7 +71,7 @@ final class ATTEngine: ATTTransportSink {
         func run() {
             switch self {
             case .resubmit(let p, let engine):
-                engine.resubmit(p)
+                engine.onLoop { engine.resubmit(p) }
             case .request(let c, let r):
                 switch r {
                 case .success(let v): c.resume(returning: v)
@@ -101,6 +97,8 @@ final class ATTEngine: ATTTransportSink {
         var serverRxMTU: Int?
         var closedReason: String?
         var armed: (at: ClockInstant, wakeup: any ClockWakeup)?
+        /// Responses matched to this bearer's requests (the public `GATTBearer.requestsAnswered`).
+        var answered = 0
         var subscribers: [UInt16: [NotificationSink]] = [:]
         var catchAll: NotificationSink?
         /// Further catch-all streams, each of its own consumer from when it was asked for (`GATTClient.notificationStream`).
@@ -116,32 +114,28 @@ final class ATTEngine: ATTTransportSink {
     let clientRxMTU: Int
     let streamLimit: Int
     let events: (@Sendable (GATTClientEvent) -> Void)?
-    /// Guards every piece of engine state above; never held while calling the transport or resuming a continuation.
-    let state: Lock<State>
+    /// The engine's state, touched only on `loop`'s thread.
+    let state: LoopOwned<State>
+    /// The link's event loop: the transport's, else (a test double) one of the engine's own.
+    let loop: EventLoop
+    /// Operation IDs: made on the caller's thread, before the request reaches the loop (its cancellation names it).
     let nextID = Atomic<UInt64>(1)
-    /// Who writes (see `WriterState`): claimed under `state`'s lock, released under it or by the writer's own CAS.
-    let writer = Atomic<UInt8>(WriterState.idle)
-    /// `State.mtu`, readable without the lock (every request reads it); stored under the lock with `State.mtu`.
-    let mtuMirror = Atomic<Int>(ATTMTU.minimumLE)
     /// Guards the names callers gave to handles (used only when building error messages); shared by every
     /// bearer of one client.
     let names: Lock<[UInt16: String]>
-    /// Runs callers inline on the reader thread when they prefer it (see `BearerExecutor`).
-    let executor = BearerExecutor()
     /// The catch-all stream, created with the engine so that it sees every value from the moment the bearer opens.
     let catchAllStream: GATTNotificationStream
     /// An enhanced bearer's engine hands every notification and indication to the unenhanced bearer's engine,
     /// so that the link has one ordered notification path (Vol 3 Part G §2.4, §4.10); nil on the unenhanced one.
     let notificationTarget: ATTEngine?
-    /// Responses matched to this bearer's requests (the public `GATTBearer.requestsAnswered`).
-    let answeredCount = Atomic<Int>(0)
 
     /// True on an Enhanced ATT bearer (an L2CAP ECRED channel): its MTU is the channel's, with no Exchange MTU.
     var isEnhanced: Bool { notificationTarget != nil }
 
     init(transport: any ATTTransport, clock: any GATTClock, timeout: Duration, clientRxMTU: Int,
-         streamLimit: Int, events: (@Sendable (GATTClientEvent) -> Void)?) {
+         streamLimit: Int, events: (@Sendable (GATTClientEvent) -> Void)?) throws(TransportError) {
         self.notificationTarget = nil
+        if let loop = transport.eventLoop { self.loop = loop } else { self.loop = try EventLoop() }
         self.transport = transport
         self.clock = clock
         self.timeout = timeout
@@ -154,13 +148,14 @@ final class ATTEngine: ATTTransportSink {
         self.catchAllStream = stream
         var s = State()
         s.catchAll = sink
-        self.state = Lock(s)
+        self.state = LoopOwned(s, loop: loop)
     }
 
     /// The engine of an Enhanced ATT bearer (Vol 3 Part F §3.2.11): its ATT_MTU is the channel's `mtu` from the
     /// start (§3.2.8: no Exchange MTU on an enhanced bearer); its notifications go to `primary`'s fan-out.
     init(enhanced transport: any ATTTransport, mtu: Int, primary: ATTEngine) {
         self.notificationTarget = primary
+        self.loop = transport.eventLoop ?? primary.loop
         self.transport = transport
         self.clock = primary.clock
         self.timeout = primary.timeout
@@ -174,11 +169,21 @@ final class ATTEngine: ATTTransportSink {
         var s = State()
         s.mtu = mtu
         s.mtuExchanged = true
-        self.mtuMirror.store(mtu, ordering: .releasing)
-        self.state = Lock(s)
+        self.state = LoopOwned(s, loop: loop)
     }
 
     func start() { transport.start(self) }
+
+    /// Runs `work` on the loop: at once when this is the loop's thread, else posted (in order).
+    @inline(__always)
+    func onLoop(_ work: @escaping @Sendable () -> Void) {
+        if loop.inEventLoop { work() } else { loop.execute(work) }
+    }
+
+    /// Reads (or changes) the state from any thread: at once on the loop, else the caller waits for the loop.
+    func onLoopSync<T: Sendable>(_ body: @escaping @Sendable (inout State) -> T) -> T {
+        loop.sync { self.state.access(body) }
+    }
 
     /// Operation IDs are unique across the bearers of one client (a request can move to another bearer).
     func makeID() -> UInt64 {
@@ -201,33 +206,33 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: what callers and tests read
 
-    var mtu: Int { mtuMirror.load(ordering: .acquiring) }
-    var serverRxMTU: Int? { state.withLock { $0.serverRxMTU } }
-    var isClosed: Bool { state.withLock { $0.closedReason != nil } }
-    var statistics: GATTClientStatistics { state.withLock { $0.stats } }
+    var mtu: Int { onLoopSync { $0.mtu } }
+    var serverRxMTU: Int? { onLoopSync { $0.serverRxMTU } }
+    var isClosed: Bool { onLoopSync { $0.closedReason != nil } }
+    var statistics: GATTClientStatistics { onLoopSync { $0.stats } }
+    var answeredCount: Int { onLoopSync { $0.answered } }
 
     /// Deadlines the engine holds (the slot's, and every permit waiter's with a limit); zero when idle.
     var pendingDeadlines: Int {
-        state.withLock { s in
+        onLoopSync { s in
             (s.requests.inFlight != nil ? 1 : 0) + s.outbox.permits.elements.filter { $0.deadline != nil }.count
         }
     }
 
     /// Requests queued behind the slot.
-    var queuedRequests: Int { state.withLock { $0.requests.queue.count } }
+    var queuedRequests: Int { onLoopSync { $0.requests.queue.count } }
 
     /// The requests this bearer holds (in the slot and queued), nil once it closed: how the client picks a bearer.
     var load: Int? {
-        state.withLock { s in
+        onLoopSync { s in
             s.closedReason != nil ? nil : (s.requests.inFlight != nil ? 1 : 0) + s.requests.queue.count
         }
     }
 
     /// The ATT_MTU after an Exchange MTU (§3.4.2.2), with the server's Rx MTU when it answered.
     func setMTU(_ m: Int, serverRxMTU: Int?) {
-        state.withLock { s in
+        onLoopSync { s in
             s.mtu = m
-            mtuMirror.store(m, ordering: .releasing)
             s.mtuExchanged = true
             s.serverRxMTU = serverRxMTU
         }
@@ -235,7 +240,7 @@ final class ATTEngine: ATTTransportSink {
     }
 
     func markMTUExchanged() -> Bool {
-        state.withLock { s in
+        onLoopSync { s in
             if s.mtuExchanged { return false }
             s.mtuExchanged = true
             return true
@@ -248,18 +253,18 @@ final class ATTEngine: ATTTransportSink {
     func recordViolation(_ v: GATTProtocolViolation, failed: String?) { report(v, failed: failed) }
 
     func report(_ v: GATTProtocolViolation, failed: String?) {
-        state.withLock { $0.stats.protocolViolations += 1 }
+        onLoop { self.state.access { $0.stats.protocolViolations += 1 } }
         events?(.protocolViolation(v, failed: failed))
     }
 
     func dropped(_ text: String) {
-        state.withLock { $0.stats.droppedEvents += 1 }
+        onLoop { self.state.access { $0.stats.droppedEvents += 1 } }
         events?(.dropped(text))
     }
 
     // MARK: closing
 
-    /// Fails every waiter (under the lock; the caller runs the resumptions after unlocking).
+    /// Fails every waiter (in the state; the caller runs the resumptions after).
     func closeAll(_ s: inout State, reason: String) -> [Resumption] {
         s.closedReason = reason
         var out: [Resumption] = []
@@ -306,21 +311,53 @@ final class ATTEngine: ATTTransportSink {
         return out
     }
 
-    /// Closes the bearer from this side: every waiter fails at once, then the transport closes.
+    /// Closes the bearer from this side: every waiter fails (on the loop, at once when called there), then the
+    /// transport closes.
     func close(reason: String) {
-        let rs: [Resumption] = state.withLock { s in
-            guard s.closedReason == nil else { return [] }
-            return closeAll(&s, reason: "closed by this host: \(reason)")
+        onLoop {
+            let rs: [Resumption] = self.state.access { s in
+                guard s.closedReason == nil else { return [] }
+                return self.closeAll(&s, reason: "closed by this host: \(reason)")
+            }
+            for r in rs { r.run() }
+            self.transport.close(reason: reason)
         }
-        for r in rs { r.run() }
-        transport.close(reason: reason)
     }
 
     func transport(didCloseWith reason: TransportError) {
-        let rs: [Resumption] = state.withLock { s in
-            guard s.closedReason == nil else { return [] }
-            return closeAll(&s, reason: reason.description)
+        onLoop {
+            let rs: [Resumption] = self.state.access { s in
+                guard s.closedReason == nil else { return [] }
+                return self.closeAll(&s, reason: reason.description)
+            }
+            for r in rs { r.run() }
         }
-        for r in rs { r.run() }
+    }
+}
+
+/// A value owned by one event loop's thread: `access` takes no lock, and checks in debug builds that it runs on
+/// the loop (every engine event does). The ATT engine's state lives in one.
+final class LoopOwned<Value>: @unchecked Sendable {
+    // @unchecked: `value` is read and written only on `loop`'s thread (asserted in `access`), one event at a time,
+    // so no two threads ever touch it; other threads post work to the loop instead. Behind a pointer so that no
+    // dynamic exclusivity check runs on every access.
+    private let value: UnsafeMutablePointer<Value>
+    let loop: EventLoop
+
+    init(_ initial: Value, loop: EventLoop) {
+        value = .allocate(capacity: 1)
+        value.initialize(to: initial)
+        self.loop = loop
+    }
+
+    deinit {
+        value.deinitialize(count: 1)
+        value.deallocate()
+    }
+
+    @inline(__always)
+    func access<R>(_ body: (inout Value) throws -> R) rethrows -> R {
+        assert(loop.inEventLoop, "engine state touched off its event loop's thread")
+        return try body(&value.pointee)
     }
 }

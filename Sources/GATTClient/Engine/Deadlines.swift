@@ -9,22 +9,22 @@ extension ATTEngine {
         ClockInstant(nanoseconds: clock.now().nanoseconds &+ timeoutNanoseconds)
     }
 
-    /// Makes sure a wake-up is armed no later than `deadline` (under the lock). In steady state deadlines only
+    /// Makes sure a wake-up is armed no later than `deadline` (in the state), on the loop's timer. In steady state deadlines only
     /// grow, so this arms one wake-up per timeout period, not one per request.
     func armTimer(_ s: inout State, at deadline: ClockInstant) {
         if let armed = s.armed, armed.at <= deadline { return }
         s.armed?.wakeup.cancel()
         // Strong references in these closures on purpose: a weak reference would give the engine a side table and
         // put every retain and release of it on the runtime's slow path. Each closure ends when it runs or at close.
-        let wakeup = clock.schedule(at: deadline) { self.timerFired() }
+        let wakeup = clock.schedule(at: deadline, on: loop) { self.timerFired() }
         s.armed = (deadline, wakeup)
     }
 
-    /// The wake-up fired: acts only on deadlines that are still held by their owners and have passed.
+    /// The wake-up fired (on the loop): acts only on deadlines that are still held by their owners and have passed.
     private func timerFired() {
         var resumptions: [Resumption] = []
         var closeReason: String?
-        state.withLock { s in
+        state.access { s in
             s.armed = nil
             guard s.closedReason == nil else { return }
             let now = clock.now()

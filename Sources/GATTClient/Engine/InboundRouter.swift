@@ -22,7 +22,14 @@ extension ATTEngine {
         }
     }
 
+    /// A PDU from the transport: routed at once on the loop's thread (the socket bearer delivers there); a
+    /// transport without a loop (a test double) delivers on its own thread, and the PDU is posted, in order.
     func transport(didReceive bytes: [UInt8]) {
+        if loop.inEventLoop { route(bytes) } else { loop.execute { self.route(bytes) } }
+    }
+
+    /// Decodes one PDU with the codec and routes it, on the loop.
+    func route(_ bytes: [UInt8]) {
         let decoded: ATTPDU
         do {
             decoded = try ATTPDU.decode(bytes)
@@ -98,9 +105,8 @@ extension ATTEngine {
     /// The peer's Exchange MTU Request (§3.4.2.1): the smaller Rx MTU holds from now on, answered with ours.
     private func answerExchangeMTU(peerRxMTU: UInt16, request: [UInt8]) {
         let newMTU = ATTMTU.negotiated(clientRxMTU: peerRxMTU, serverRxMTU: clientRxMTU)
-        state.withLock { s in
+        state.access { s in
             s.mtu = newMTU
-            mtuMirror.store(newMTU, ordering: .releasing)
             s.mtuExchanged = true
         }
         let answer = ATTPDU.exchangeMTUResponse(serverRxMTU: UInt16(clientRxMTU))

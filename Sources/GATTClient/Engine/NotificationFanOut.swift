@@ -1,12 +1,14 @@
 // The notification fan-out (Core Spec 5.4 Vol 3 Part F §3.4.7): every value the peer pushes goes to the
-// catch-all stream and to each stream subscribed to its handle, in arrival order, on the reader thread.
+// catch-all stream and to each stream subscribed to its handle, in arrival order, on the link's event loop.
 import ATTStack
 
 extension ATTEngine {
     func deliver(handle: UInt16, value: [UInt8], kind: GATTNotification.Kind) {
         // An enhanced bearer's values join the unenhanced bearer's path, in the order this reader received them.
-        if let target = notificationTarget { return target.deliver(handle: handle, value: value, kind: kind) }
-        let (catchAll, sinks, watchers): (NotificationSink?, [NotificationSink]?, [NotificationSink]) = state.withLock { s in
+        if let target = notificationTarget {
+            return target.onLoop { target.deliver(handle: handle, value: value, kind: kind) }
+        }
+        let (catchAll, sinks, watchers): (NotificationSink?, [NotificationSink]?, [NotificationSink]) = state.access { s in
             s.stats.notificationsReceived += 1
             return (s.catchAll, s.subscribers[handle], s.watchers)
         }
@@ -25,7 +27,7 @@ extension ATTEngine {
             for sink in sinks { note(sink.deliver(handle: handle, value: value, kind: kind), handle) }
         }
         if dropCount > 0 {
-            state.withLock { $0.stats.droppedNotifications += dropCount }
+            state.access { $0.stats.droppedNotifications += dropCount }
             for d in burstStarts { events?(.notificationDropped(handle: handle, stream: d)) }
         }
     }
@@ -33,7 +35,7 @@ extension ATTEngine {
     /// Arms a per-handle stream before anything is written, so no value that arrives afterwards is missed.
     func addSubscriber(handle: UInt16) throws(GATTError) -> (GATTNotificationStream, NotificationSink) {
         let (stream, sink) = NotificationSink.make(id: makeID(), handle: handle, limit: streamLimit)
-        let refused: String? = state.withLock { s in
+        let refused: String? = onLoopSync { s in
             if let r = s.closedReason { return r }
             s.subscribers[handle, default: []].append(sink)
             return nil
@@ -48,7 +50,7 @@ extension ATTEngine {
     /// A further catch-all stream: every value from now on, until its consumer ends it or the bearer closes.
     func addWatcher() throws(GATTError) -> GATTNotificationStream {
         let (stream, sink) = NotificationSink.make(id: makeID(), handle: nil, limit: streamLimit)
-        let refused: String? = state.withLock { s in
+        let refused: String? = onLoopSync { s in
             if let r = s.closedReason { return r }
             s.watchers.append(sink)
             return nil
@@ -60,22 +62,25 @@ extension ATTEngine {
         return stream
     }
 
+    /// A stream's consumer ended it (from any thread): it leaves the fan-out, on the loop.
     func removeSubscriber(_ sink: NotificationSink) {
-        guard let handle = sink.handle else {
-            state.withLock { $0.watchers.removeAll { $0 === sink } }
-            return
-        }
-        state.withLock { s in
-            s.subscribers[handle]?.removeAll { $0 === sink }
-            if s.subscribers[handle]?.isEmpty == true { s.subscribers[handle] = nil }
+        onLoop {
+            self.state.access { s in
+                guard let handle = sink.handle else {
+                    s.watchers.removeAll { $0 === sink }
+                    return
+                }
+                s.subscribers[handle]?.removeAll { $0 === sink }
+                if s.subscribers[handle]?.isEmpty == true { s.subscribers[handle] = nil }
+            }
         }
     }
 
     /// Ends every stream of `handle` (after an unsubscribe).
     func finishSubscribers(handle: UInt16) {
-        let sinks: [NotificationSink] = state.withLock { s in s.subscribers.removeValue(forKey: handle) ?? [] }
+        let sinks: [NotificationSink] = onLoopSync { s in s.subscribers.removeValue(forKey: handle) ?? [] }
         for sink in sinks { sink.continuation.finish() }
     }
 
-    func subscriberCount(handle: UInt16) -> Int { state.withLock { $0.subscribers[handle]?.count ?? 0 } }
+    func subscriberCount(handle: UInt16) -> Int { onLoopSync { $0.subscribers[handle]?.count ?? 0 } }
 }

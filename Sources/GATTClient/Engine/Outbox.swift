@@ -1,8 +1,8 @@
 // The one outbox and its one writer, as BlueZ's src/shared/att.c `can_write_data` / `pick_next_send_op`: every
 // PDU this side sends leaves through `pickNext`, in one order: answers to the peer and confirmations first
 // (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.4.7.3), then the slot's request, then write-without-response permits
-// in FIFO order. Whichever thread finds work and no writer becomes the writer, so there is no thread hop:
-// a caller with room in the socket sends on its own thread, and POLLOUT resumes the writer after a full socket.
+// in FIFO order. The writer runs on the link's event loop, after each event that gave it work (`flush`), until
+// nothing is left or the socket is full; POLLOUT resumes it.
 import ATTStack
 import LinuxBluetooth
 
@@ -18,15 +18,9 @@ struct Outbox {
     var blocked = false
     /// A POLLOUT callback is registered with the transport.
     var writableArmed = false
-}
-
-/// Who writes (BlueZ's `writer_active`), in `ATTEngine.writer`: nobody, one thread, or one thread while more work
-/// waits. Idle and not `blocked` means nothing waits. Changed under the lock, except that a writer whose request
-/// or command went out with nothing else waiting releases it with one compare-and-swap (no second lock).
-enum WriterState {
-    static let idle: UInt8 = 0
-    static let writing: UInt8 = 1
-    static let workWaiting: UInt8 = 2
+    /// The writer is running (BlueZ's `writer_active`): an event during one of its sends (a transport that answers
+    /// inside `trySend`) leaves the new work to it.
+    var writing = false
 }
 
 extension ATTEngine {
@@ -77,44 +71,12 @@ extension ATTEngine {
     /// sends more while not reading our answers is flooding, and the excess answers are dropped, not queued.
     static let answerLimit = 8
 
-    /// Makes this thread the writer when there is work and no writer (under the lock); returns its first PDU.
-    /// With a writer at work, it tells it that more waits.
-    func claimWriter(_ s: inout State) -> Outgoing? {
-        guard !s.outbox.blocked, hasWork(s) else { return nil }
-        while true {
-            if writer.compareExchange(expected: WriterState.idle, desired: WriterState.writing,
-                                      ordering: .acquiringAndReleasing).exchanged {
-                return picked(&s)
-            }
-            if writer.compareExchange(expected: WriterState.writing, desired: WriterState.workWaiting,
-                                      ordering: .acquiringAndReleasing).exchanged
-                || writer.load(ordering: .acquiring) == WriterState.workWaiting { return nil }
-        }
-    }
-
-    /// Something waits to be sent (under the lock).
+    /// Something waits to be sent (in the state).
     func hasWork(_ s: State) -> Bool {
         !s.outbox.answers.isEmpty || s.requests.inFlight?.written == false || !s.outbox.permits.isEmpty
     }
 
-    /// The writer's next PDU (under the lock, by the writer): none releases the writer; more work after it keeps
-    /// the writer from releasing without the lock.
-    private func picked(_ s: inout State) -> Outgoing? {
-        guard let next = pickNext(&s) else {
-            writer.store(WriterState.idle, ordering: .releasing)
-            return nil
-        }
-        writer.store(hasWork(s) ? WriterState.workWaiting : WriterState.writing, ordering: .releasing)
-        return next
-    }
-
-    /// The writer gives up its claim without the lock, when nothing was queued since its last pick.
-    @inline(__always)
-    func releaseWriter() -> Bool {
-        writer.compareExchange(expected: WriterState.writing, desired: WriterState.idle, ordering: .acquiringAndReleasing).exchanged
-    }
-
-    /// The next PDU to send, in the outbox's order (under the lock); nil when nothing can go.
+    /// The next PDU to send, in the outbox's order (in the state); nil when nothing can go.
     func pickNext(_ s: inout State) -> Outgoing? {
         guard s.closedReason == nil else { return nil }
         if !s.outbox.answers.isEmpty, let answer = s.outbox.answers.popFirst() { return Outgoing(role: .answer, payload: .bytes(answer)) }
@@ -134,43 +96,33 @@ extension ATTEngine {
         return nil
     }
 
-    /// The writer: sends `first`, then whatever `pickNext` chooses, until nothing is left or the socket is full.
-    /// Run only by the thread that claimed `writer`, outside the lock.
-    func runWriter(_ first: Outgoing) {
-        var next: Outgoing? = first
-        while let item = next {
+    /// The writer, on the loop: sends whatever `pickNext` chooses, one PDU after another, until nothing is left or
+    /// the socket is full (then POLLOUT calls it again). Called after every event that may have given it work.
+    func flush() {
+        let claimed: Bool = state.access { s in
+            guard !s.outbox.writing, !s.outbox.blocked, s.closedReason == nil, hasWork(s) else { return false }
+            s.outbox.writing = true
+            return true
+        }
+        guard claimed else { return }
+        while let item = state.access({ s in pickNext(&s) }) {
             let result: Result<ATTSendResult, TransportError>
             switch item.payload {
             case .bytes(let bytes): result = send(bytes)
             case .request(let pdu): result = pdu.withUnsafeBytes { send($0) }
             }
-            if case .success(.sent) = result, item.role.settledBySending, releaseWriter() { return }
-            next = settled(item.role, item.payload, result)
+            if case .success(.sent) = result, item.role.settledBySending { continue }
+            var after = AfterSend()
+            let goOn = state.access { s in settle(item.role, item.payload, result, &s, &after) }
+            finish(after)
+            if !goOn { break }
         }
+        state.access { $0.outbox.writing = false }
     }
 
-    /// A send that did not settle by itself: records it (under the lock), runs what that leaves to do, and returns
-    /// the writer's next PDU (nil: the writer stopped). Every writer goes through here after such a send.
-    func settled(_ role: Outgoing.Role, _ payload: Outgoing.Payload,
-                 _ result: Result<ATTSendResult, TransportError>) -> Outgoing? {
-        var after = AfterSend()
-        let next = state.withLock { s in settle(role, payload, result, &s, &after) }
-        finish(after)
-        return next
-    }
-
-    /// Sends the request `submit` claimed the writer for (already marked written in the slot): as `runWriter` would
-    /// send it after `pickNext` chose it, without making it an `Outgoing` unless more is to be done.
-    @inline(__always)
-    func writeClaimed(request id: UInt64, _ bytes: ATTEncodedPDU) {
-        let result = bytes.withUnsafeBytes { send($0) }
-        if case .success(.sent) = result, releaseWriter() { return }
-        if let next = settled(.request(id: id), .request(bytes), result) { runWriter(next) }
-    }
-
-    /// Records what one send did (under the lock) and picks the next PDU; nil: the writer stops.
+    /// Records what one send did (in the state); false: the writer stops (the socket is full).
     func settle(_ role: Outgoing.Role, _ payload: Outgoing.Payload, _ result: Result<ATTSendResult, TransportError>,
-                _ s: inout State, _ after: inout AfterSend) -> Outgoing? {
+                _ s: inout State, _ after: inout AfterSend) -> Bool {
         switch (role, result) {
         case (.permit(let id), .success(.sent)):
             s.outbox.permitInFlight = nil
@@ -199,9 +151,8 @@ extension ATTEngine {
             case .command: break
             }
             s.outbox.blocked = true
-            writer.store(WriterState.idle, ordering: .releasing)
             after.register = s.closedReason == nil && armWritable(&s)
-            return nil
+            return false
         case (.answer, .failure(let error)):
             s.stats.droppedEvents += 1
             after.dropped = "could not send [\(ATTHex.string(payload.bytes, separator: " ", uppercase: true))] to the peer: \(error)"
@@ -224,10 +175,10 @@ extension ATTEngine {
                 promoteNext(&s)
             }
         }
-        return picked(&s)
+        return true
     }
 
-    /// Runs what `settle` left to do, outside the lock.
+    /// Runs what `settle` left to do, after the state access.
     func finish(_ after: AfterSend) {
         after.resume?.run()
         if let text = after.dropped { events?(.dropped(text)) }
@@ -275,12 +226,13 @@ extension ATTEngine {
 
     /// POLLOUT (or the transport closed): the socket takes data again, so the writer resumes where it stopped.
     private func writable() {
-        let write: Outgoing? = state.withLock { s in
-            s.outbox.writableArmed = false
-            s.outbox.blocked = false
-            return claimWriter(&s)
+        onLoop {
+            self.state.access { s in
+                s.outbox.writableArmed = false
+                s.outbox.blocked = false
+            }
+            self.flush()
         }
-        if let write { runWriter(write) }
     }
 
     // MARK: answers to the peer
@@ -294,8 +246,8 @@ extension ATTEngine {
     @discardableResult
     func queueAnswer(_ answer: ATTPDU, counting counter: AnswerCounter?) -> [UInt8] {
         let bytes = answer.bytes
-        enum Queued { case done, overflow(Int), write(Outgoing) }
-        let queued: Queued = state.withLock { s in
+        enum Queued { case done, overflow(Int), write }
+        let queued: Queued = state.access { s in
             switch counter {
             case .peerRequest?: s.stats.peerRequestsAnswered += 1
             case .confirmation?: s.stats.indicationsConfirmed += 1
@@ -308,11 +260,11 @@ extension ATTEngine {
                 return .overflow(s.outbox.answers.count)
             }
             s.outbox.answers.append(bytes)
-            return claimWriter(&s).map { .write($0) } ?? .done
+            return .write
         }
         switch queued {
         case .done: break
-        case .write(let first): runWriter(first)
+        case .write: flush()
         case .overflow(let held):
             let v = GATTProtocolViolation(
                 received: bytes, expected: "at most one outstanding request and one outstanding indication from the peer",

@@ -13,20 +13,21 @@ extension ATTEngine {
         case tooLong(mtu: Int, budget: Int)
     }
 
-    /// The fast path of a write without response: one state check under the lock (closed, the budget, the outbox
-    /// idle), which makes this thread the writer; the codec encodes on the stack; one send.
+    /// The fast path of a write without response, on the loop's thread (a task that prefers the loop): one look at
+    /// the state (closed, the budget, the outbox idle), the codec encodes on the stack, one send. Off the loop, and
+    /// when others wait before it, the caller queues for a permit (`waitForPermit`), which the loop serves in order.
     func trySendCommandFast(_ pdu: ATTPDU, handle: UInt16, valueLength: Int) throws(GATTError) -> FastCommand {
         do throws(ATTEncodeError) { try pdu.validate() } catch {
             throw .unsupported("\(describe(.writeCommand, handle: handle)) cannot be sent: \(error)")
         }
+        guard loop.inEventLoop else { return .mustWait }
         enum Claim { case closed(String), tooLong(mtu: Int, budget: Int), wait, claimed }
-        let claim: Claim = state.withLock { s in
+        let claim: Claim = state.access { s in
             if let r = s.closedReason { return .closed(r) }
             let budget = ATTMTU.writeValueLimit(s.mtu)
             guard valueLength <= budget else { return .tooLong(mtu: s.mtu, budget: budget) }
-            // Idle (no writer, not blocked) means nothing waits in the outbox: this PDU is next in every order.
-            guard !s.outbox.blocked, writer.compareExchange(expected: WriterState.idle, desired: WriterState.writing,
-                                                           ordering: .acquiringAndReleasing).exchanged else { return .wait }
+            // An idle outbox (no writer, not blocked, nothing waiting): this PDU is next in every order.
+            guard !s.outbox.blocked, !s.outbox.writing, !hasWork(s) else { return .wait }
             return .claimed
         }
         switch claim {
@@ -36,18 +37,22 @@ extension ATTEngine {
         case .wait: return .mustWait
         case .claimed: break
         }
-        let result = send(pdu)
-        if case .success(.sent) = result, releaseWriter() { return .sent }
-        if let next = settled(.command, .bytes([]), result) { runWriter(next) }
-        switch result {
+        switch send(pdu) {
         case .success(.sent): return .sent
-        case .success(.wouldBlock): return .mustWait
+        case .success(.wouldBlock):
+            // Nothing was sent: the socket is full, so everything waits for POLLOUT, this command in the permit queue.
+            let register = state.access { s in
+                s.outbox.blocked = true
+                return s.closedReason == nil && armWritable(&s)
+            }
+            if register { registerWritable() }
+            return .mustWait
         case .failure(let error): throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
         }
     }
 
     /// Queues one Write Command for a permit (FIFO) and returns once it has been sent; `limit` bounds the wait.
-    func waitForPermit(_ pdu: ATTPDU, handle: UInt16, limit: Duration?) async throws(GATTError) {
+    func waitForPermit(_ pdu: ATTPDU, handle: UInt16, valueLength: Int, limit: Duration?) async throws(GATTError) {
         // A waiter keeps the encoded bytes: the caller's value may change once this call returns.
         let bytes = pdu.bytes
         let id = makeID()
@@ -55,32 +60,38 @@ extension ATTEngine {
             try await withTaskCancellationHandler {
                 try await withEngineContinuation { (c: EngineContinuation<Void>) in
                     let cancelled = Task.isCancelled
-                    let (refusal, write): (GATTError?, Outgoing?) = state.withLock { s in
-                        if let r = s.closedReason {
-                            return (.disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: handle))), nil)
-                        }
-                        if cancelled { return (.cancelled(operation: describe(.writeCommand, handle: handle)), nil) }
-                        var deadline: ClockInstant?
-                        if let limit {
-                            let d = clock.now().advanced(by: limit)
-                            deadline = d
-                            armTimer(&s, at: d)
-                        }
-                        s.outbox.permits.append(PermitWaiter(id: id, bytes: bytes, handle: handle, deadline: deadline,
-                                                             limit: limit, continuation: c))
-                        return (nil, claimWriter(&s))
+                    onLoop {
+                        self.admitPermit(PermitWaiter(id: id, bytes: bytes, handle: handle, deadline: nil, limit: limit, continuation: c),
+                                         valueLength: valueLength, cancelled: cancelled)
                     }
-                    if let refusal {
-                        c.resume(throwing: refusal)
-                        return
-                    }
-                    if let write { runWriter(write) }
                 }
             } onCancel: {
-                cancel(id)
+                onLoop { self.cancel(id) }
             }
         } catch {
             throw GATTError.from(error, operation: describe(.writeCommand, handle: handle))
         }
+    }
+
+    /// On the loop: a permit waiter joins the queue (its limit armed) and the writer runs, or it is refused.
+    private func admitPermit(_ waiter: PermitWaiter, valueLength: Int, cancelled: Bool) {
+        var w = waiter
+        let refusal: GATTError? = state.access { s in
+            if let r = s.closedReason {
+                return .disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: w.handle)))
+            }
+            if cancelled { return .cancelled(operation: describe(.writeCommand, handle: w.handle)) }
+            let budget = ATTMTU.writeValueLimit(s.mtu)
+            if valueLength > budget { return localLimit(.writeCommand, handle: w.handle, length: valueLength, budget: budget, mtu: s.mtu) }
+            if let limit = w.limit {
+                let d = clock.now().advanced(by: limit)
+                w.deadline = d
+                armTimer(&s, at: d)
+            }
+            s.outbox.permits.append(w)
+            return nil
+        }
+        if let refusal { return w.continuation.resume(throwing: refusal) }
+        flush()
     }
 }

@@ -453,11 +453,11 @@ enum Bench {
         }
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
-            // Back-to-back requests run as the library benchmark (gatt-bench) runs them: each caller continues on the
-            // reader thread as soon as its response arrives, under one cancellation handler for the round.
+            // Plain `client.write` calls, as `write`, the shell and `scan` make them, from a task that prefers the
+            // link's event loop (as every command's task does): each continues on the loop when its response is read.
             try await phase("the Write Request warm-up", session, size: size, sizeGiven: plan.size != nil) {
-                try await client.withBackToBackRequests { requests in
-                    for _ in warmupDone..<plan.warmup { try await requests.write(handle: plan.handle, value: value) }
+                try await withTaskExecutorPreference(client.eventLoop) {
+                    for _ in warmupDone..<plan.warmup { try await client.write(handle: plan.handle, value: value) }
                 }
             }
             if let bare {
@@ -481,12 +481,12 @@ enum Bench {
                     if let before, let after = try await readCounter(client, counter) {
                         figures.bearers!.peerCounted = (figures.bearers!.peerCounted ?? 0) + after - before
                     }
-                    figures.bearers!.oneBearer.append(try await client.withBackToBackRequests {
-                        try await measureRequests($0, plan: plan, value: value)
+                    figures.bearers!.oneBearer.append(try await withTaskExecutorPreference(client.eventLoop) {
+                        try await measureRequests(client, plan: plan, value: value)
                     }.0)
                 } else {
-                    (round, latencies) = try await client.withBackToBackRequests {
-                        try await measureRequests($0, plan: plan, value: value)
+                    (round, latencies) = try await withTaskExecutorPreference(client.eventLoop) {
+                        try await measureRequests(client, plan: plan, value: value)
                     }
                     figures.series.addRound(latencies: latencies)
                 }
@@ -508,7 +508,9 @@ enum Bench {
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
             try await phase("the Write Command warm-up", session, size: size, sizeGiven: plan.size != nil) {
-                for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
+                try await withTaskExecutorPreference(client.eventLoop) {
+                    for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout) }
+                }
                 if let bare { _ = try await bare.run { try $0.commands(handle: handle, value: value, writes: warmup, counter: counter) } }
             }
             let before = try await drain(client, plan: plan)
@@ -594,7 +596,7 @@ enum Bench {
     }
 
     /// One round of Write Requests, each awaited: its rate and every round trip.
-    static func measureRequests(_ requests: BackToBackRequests, plan: BenchPlan, value: [UInt8]) async throws -> (RoundFigures, [UInt64]) {
+    static func measureRequests(_ client: GATTClient, plan: BenchPlan, value: [UInt8]) async throws -> (RoundFigures, [UInt64]) {
         var latencies: [UInt64] = []
         latencies.reserveCapacity(plan.count ?? 100_000)
         let deadline = plan.duration.map { monotonicNanoseconds() + UInt64($0 * 1e9) }
@@ -605,7 +607,7 @@ enum Bench {
         while true {
             if let count = plan.count, writes >= count { break }
             if let deadline, now >= deadline { break }
-            try await requests.write(handle: plan.handle, value: value)
+            try await client.write(handle: plan.handle, value: value)
             let after = monotonicNanoseconds()
             latencies.append(after - now)
             now = after
@@ -662,18 +664,24 @@ enum Bench {
         let watch = Stopwatch()
         let start = watch.wallStart
         var writes = 0
-        while true {
-            if let count = plan.count, writes >= count { break }
-            // The series' sample, and the deadline, every 8th write: CLOCK_MONOTONIC is read through the vDSO (no
-            // syscall), some 25 ns per 8 writes of about a microsecond each; a sample is an add into the bucket.
-            if writes & 7 == 0 {
-                let now = monotonicNanoseconds()
-                figures.series.sample(writesSoFar: writes, elapsed: now - start)
-                if let deadline, now >= deadline { break }
+        var series = figures.series
+        // From a task that prefers the link's event loop, as every command's writes: each Write Command is sent on
+        // the loop's thread, with no hop.
+        try await withTaskExecutorPreference(client.eventLoop) {
+            while true {
+                if let count = plan.count, writes >= count { break }
+                // The series' sample, and the deadline, every 8th write: CLOCK_MONOTONIC is read through the vDSO (no
+                // syscall), some 25 ns per 8 writes of about a microsecond each; a sample is an add into the bucket.
+                if writes & 7 == 0 {
+                    let now = monotonicNanoseconds()
+                    series.sample(writesSoFar: writes, elapsed: now - start)
+                    if let deadline, now >= deadline { break }
+                }
+                try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout)
+                writes += 1
             }
-            try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: session.timeout)
-            writes += 1
         }
+        figures.series = series
         figures.series.sample(writesSoFar: writes, elapsed: monotonicNanoseconds() - start)
         _ = try await drain(client, plan: plan)
         let round = RoundFigures(writes: writes, watch.elapsed())

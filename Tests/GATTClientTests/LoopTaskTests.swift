@@ -5,10 +5,10 @@ import Synchronization
 import XCTest
 @testable import GATTClient
 
-/// Back-to-back requests on a real socket bearer read their responses inline on the reader thread
-/// (`ATTTransport.readInline`): the task takes each outcome without suspending, and every other event (a
-/// notification, a cancellation, the peer's close, a loan of the socket, the ATT timeout) still reaches it.
-final class InlineReadTests: XCTestCase {
+/// Requests from a task that prefers the link's event loop, on a real socket bearer: the task submits on the loop's
+/// thread and continues there after each response, and every other event (a notification, a cancellation, the
+/// peer's close, a loan of the socket, the ATT timeout on the loop's timerfd) still reaches it.
+final class LoopTaskTests: XCTestCase {
     /// A client on one end of a socketpair and a scripted peer on the other; `b` sends what the script does not.
     func makePair(_ steps: [Step], timeout: Duration = .seconds(30))
         async throws -> (client: GATTClient, peer: SocketScriptPeer, a: ATTBearer, b: ATTBearer) {
@@ -27,41 +27,45 @@ final class InlineReadTests: XCTestCase {
         XCTAssertEqual(sent, .sent)
     }
 
-    /// After the first response (which moves the task onto the reader thread) every write takes its outcome on its
-    /// own inline read: the task waits once in five writes. A notification between two of them reaches its stream.
-    func testBackToBackWritesTakeTheirResponsesInlineAndNotificationsStillArrive() async throws {
+    /// Every write of a task that prefers the loop continues on the loop's thread; a notification between two of
+    /// them reaches its stream.
+    func testWritesOnTheLoopContinueThereAndNotificationsStillArrive() async throws {
         var steps = raw("12 12 00 01", "13")
         steps += raw("12 12 00 02", "1b 15 00 aa", "13")
         for v in 3...5 { steps += raw("12 12 00 0\(v)", "13") }
         let (client, peer, _, _) = try await makePair(steps)
-        let waits = try await within {
-            try await client.withBackToBackRequests { requests in
-                for v: UInt8 in 1...5 { try await requests.write(handle: 0x0012, value: [v]) }
-                return requests.scope.waits.load(ordering: .relaxed)
+        let loop = client.eventLoop
+        let onLoop = try await within {
+            try await withTaskExecutorPreference(loop) {
+                var onLoop: [Bool] = []
+                for v: UInt8 in 1...5 {
+                    try await client.write(handle: 0x0012, value: [v])
+                    onLoop.append(loop.inEventLoop)
+                }
+                return onLoop
             }
         }
-        XCTAssertEqual(waits, 1, "after the first, each write should take its response on its own inline read")
+        XCTAssertEqual(onLoop, [true, true, true, true, true], "a write's caller did not continue on the loop's thread")
         var it = client.notifications.makeAsyncIterator()
         let n = try await it.next()
         XCTAssertEqual(n, GATTNotification(handle: 0x15, value: [0xaa], kind: .notification),
-                       "the notification read inline did not reach the stream")
+                       "the notification did not reach the stream")
         peer.assertScriptDone()
         client.close()
     }
 
-    /// A peer that never answers: cancelling the task interrupts the inline read and releases the write at once;
+    /// A peer that never answers: cancelling the task releases the write at once;
     /// the slot keeps the request until its late response (§3.3.2), and the next request goes out after it.
-    func testCancellingAWriteReadInlineReleasesItAtOnce() async throws {
+    func testCancellingAWriteOnTheLoopReleasesItAtOnce() async throws {
         let (client, peer, _, b) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02") + raw("0a 02 00", "0b 07"))
         let task = Task {
-            try await client.withBackToBackRequests { requests in
-                try await requests.write(handle: 0x0012, value: [1])
-                try await requests.write(handle: 0x0012, value: [2])   // never answered in time
+            try await withTaskExecutorPreference(client.eventLoop) {
+                try await client.write(handle: 0x0012, value: [1])
+                try await client.write(handle: 0x0012, value: [2])   // never answered in time
             }
         }
         await peer.waitForReceived(2)
-        // The task reads inline on the reader thread now, blocked in recvmsg.
-        try await within { while client.engine.state.withLock({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
+        try await within { while client.engine.onLoopSync({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
         try await assertCancellingReleasesTheWriteInFlight(task)
         let read = Task { try await client.read(handle: 2) }
         try await within { while client.engine.queuedRequests < 1 { await Task.yield() } }
@@ -72,13 +76,13 @@ final class InlineReadTests: XCTestCase {
         client.close()
     }
 
-    /// The peer closes while the task reads inline: the write fails as a disconnect and the bearer ends once.
-    func testThePeerClosingDuringAnInlineReadFailsTheWriteAsADisconnect() async throws {
+    /// The peer closes while the task waits on the loop: the write fails as a disconnect and the bearer ends once.
+    func testThePeerClosingWhileAWriteWaitsOnTheLoopFailsItAsADisconnect() async throws {
         let (client, peer, _, b) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02"))
         let task = Task {
-            try await client.withBackToBackRequests { requests in
-                try await requests.write(handle: 0x0012, value: [1])
-                try await requests.write(handle: 0x0012, value: [2])
+            try await withTaskExecutorPreference(client.eventLoop) {
+                try await client.write(handle: 0x0012, value: [1])
+                try await client.write(handle: 0x0012, value: [2])
             }
         }
         await peer.waitForReceived(2)
@@ -94,37 +98,37 @@ final class InlineReadTests: XCTestCase {
         peer.assertScriptDone()
     }
 
-    /// A loan of the socket while the task reads inline: the inline read gives way, the loan runs on the reader
-    /// thread, and the write completes with the response read after it.
-    func testALoanDuringAnInlineReadRunsAndTheWriteCompletes() async throws {
+    /// A loan of the socket while the task's write waits: the loan runs on the loop's thread, and the write
+    /// completes with the response read after it.
+    func testALoanWhileAWriteWaitsRunsAndTheWriteCompletes() async throws {
         let (client, peer, a, b) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02"))
         let loaned = Lock<[Int32?]>([])
         let task = Task {
-            try await client.withBackToBackRequests { requests in
-                try await requests.write(handle: 0x0012, value: [1])
-                try await requests.write(handle: 0x0012, value: [2])
+            try await withTaskExecutorPreference(client.eventLoop) {
+                try await client.write(handle: 0x0012, value: [1])
+                try await client.write(handle: 0x0012, value: [2])
             }
         }
         await peer.waitForReceived(2)
-        try await within { while client.engine.state.withLock({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
+        try await within { while client.engine.onLoopSync({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
         a.lend { fd in loaned.withLock { $0.append(fd) } }
         try await within(5, "the loan") { while loaned.withLock({ $0.isEmpty }) { await Task.yield() } }
         XCTAssertNotNil(loaned.withLock { $0.first ?? nil }, "the loan got no socket")
-        XCTAssertEqual(client.engine.state.withLock { $0.requests.inFlight?.written }, true, "the write finished before the loan")
+        XCTAssertEqual(client.engine.onLoopSync { $0.requests.inFlight?.written }, true, "the write finished before the loan")
         try send(b, "13")
         try await within(5, "the write after the loan") { try await task.value }
         peer.assertScriptDone()
         client.close()
     }
 
-    /// The ATT timeout ends an inline read too, naming the Write Response it waited for; the bearer closes.
-    func testAnInlineReadEndsWithTheATTTimeout() async throws {
+    /// The ATT timeout (the loop's timerfd) ends the wait, naming the Write Response it waited for; the bearer closes.
+    func testTheLoopsTimerEndsAWriteWithTheATTTimeout() async throws {
         let (client, peer, _, _) = try await makePair(raw("12 12 00 01", "13") + raw("12 12 00 02"), timeout: .milliseconds(300))
         client.setName("cloudToken", for: 0x0012)
         let task = Task {
-            try await client.withBackToBackRequests { requests in
-                try await requests.write(handle: 0x0012, value: [1])
-                try await requests.write(handle: 0x0012, value: [2])
+            try await withTaskExecutorPreference(client.eventLoop) {
+                try await client.write(handle: 0x0012, value: [1])
+                try await client.write(handle: 0x0012, value: [2])
             }
         }
         do {

@@ -1,0 +1,257 @@
+// One event loop per link, in the shape of BlueZ's src/shared/att.c io loop and swift-nio's EventLoop: one thread
+// ("att-bearer") waits in one epoll_wait on the link's sockets, a timerfd and an eventfd, and runs, in order, what
+// the sockets report, the timers that fall due, and the work other threads post. It is a TaskExecutor: a task that
+// prefers it is resumed on this thread, after the event that resumed it, with no hop and no signal.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+import CBlueZSocket
+
+/// The event loop of one link. State a loop owns (the ATT engine's, a bearer's receive path) is touched only on
+/// its thread (`inEventLoop`), so it needs no lock; other threads `execute` work on it, which the loop's eventfd
+/// wakes it for. Deadlines are its timer (`schedule`), on CLOCK_MONOTONIC. The thread ends once the loop is
+/// released (every bearer registered on it holds it) and the work posted before that has run.
+public final class EventLoop: TaskExecutor {
+    let core: LoopCore
+    /// The loop's thread (pthread_self there), published before `init` returns.
+    private let thread: pthread_t
+
+    /// Starts the loop's thread. Fails only when the kernel refuses an fd (epoll, eventfd, timerfd): errno named.
+    public init() throws(TransportError) {
+        let core = try LoopCore()
+        self.core = core
+        let started = Lock<pthread_t?>(nil)
+        startDetachedThread {
+            _ = cbz_set_thread_name("att-bearer")
+            started.withLockBroadcasting { $0 = pthread_self() }
+            core.run()
+        }
+        thread = started.wait(until: { $0 })
+    }
+
+    deinit { core.post(.stop) }
+
+    /// True on the loop's thread.
+    public var inEventLoop: Bool { pthread_equal(pthread_self(), thread) != 0 }
+
+    /// Runs `work` on the loop's thread, after what it is doing now, in the order posted (from any thread).
+    public func execute(_ work: @escaping @Sendable () -> Void) {
+        if inEventLoop { core.local.append(.closure(work)) } else { core.post(.closure(work)) }
+    }
+
+    /// TaskExecutor: a job of a task that prefers this loop runs on its thread, after the current event.
+    public func enqueue(_ job: consuming ExecutorJob) {
+        let work = LoopCore.Work.job(UnownedJob(job), asUnownedTaskExecutor())
+        if inEventLoop { core.local.append(work) } else { core.post(work) }
+    }
+
+    /// Runs `body` on the loop's thread and returns its result: at once on the loop, else the caller blocks until
+    /// the loop has run it. For rare reads of loop-owned state (statistics, a count); never from code the loop waits on.
+    public func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
+        if inEventLoop { return body() }
+        let box = Lock<T?>(nil)
+        core.post(.closure { box.withLockBroadcasting { $0 = body() } })
+        return box.wait(until: { $0 })
+    }
+
+    /// Runs `work` on the loop at `deadline` (CLOCK_MONOTONIC nanoseconds, `monotonicNanoseconds()`), through the
+    /// loop's timerfd. `cancel()` on the loop's thread guarantees it will not run; elsewhere it is posted.
+    public func schedule(atNanoseconds deadline: UInt64, _ work: @escaping @Sendable () -> Void) -> LoopTimer {
+        let timer = LoopTimer(loop: self, id: core.makeTimerID())
+        let add: @Sendable () -> Void = { [core] in core.addTimer(timer.id, deadline, work) }
+        if inEventLoop { add() } else { core.post(.closure(add)) }
+        return timer
+    }
+
+    /// A token for a source of this loop (`register`), unique on it.
+    func makeSourceToken() -> UInt64 { core.makeTimerID() | LoopCore.sourceBit }
+
+    /// Adds `fd` to the loop's epoll set as `token` (level-triggered `events`, CBZ_EPOLL*); `handler` runs on the
+    /// loop with the events reported. False (errno set) when epoll_ctl refuses. On the loop's thread only.
+    func register(fd: Int32, token: UInt64, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Bool {
+        precondition(inEventLoop, "EventLoop.register off the loop's thread")
+        guard cbz_epoll_add(core.epfd, fd, events, token) == 0 else { return false }
+        core.sources[token] = handler
+        return true
+    }
+
+    /// Changes a source's events (epoll_ctl is safe from any thread: the next wait sees the new set).
+    func modify(fd: Int32, token: UInt64, events: UInt32) -> Bool {
+        cbz_epoll_mod(core.epfd, fd, events, token) == 0
+    }
+
+    /// Takes a source out of the set (before its fd is closed). On the loop's thread only.
+    func deregister(fd: Int32, token: UInt64) {
+        precondition(inEventLoop, "EventLoop.deregister off the loop's thread")
+        _ = cbz_epoll_del(core.epfd, fd)
+        core.sources[token] = nil
+    }
+}
+
+/// A timer of an `EventLoop` (`schedule`); `cancel()` removes it.
+public final class LoopTimer: Sendable {
+    let loop: EventLoop
+    let id: UInt64
+    init(loop: EventLoop, id: UInt64) { self.loop = loop; self.id = id }
+
+    public func cancel() {
+        if loop.inEventLoop { loop.core.cancelTimer(id) } else { loop.execute { [loop, id] in loop.core.cancelTimer(id) } }
+    }
+}
+
+/// The loop thread's state. `posted` is guarded by its Lock; every other `var` is touched only on the loop's thread
+/// (`EventLoop.inEventLoop`), which is what makes this @unchecked Sendable.
+final class LoopCore: @unchecked Sendable {
+    enum Work {
+        case closure(@Sendable () -> Void)
+        case job(UnownedJob, UnownedTaskExecutor)
+        case stop
+    }
+
+    static let wakeToken: UInt64 = 1
+    static let timerToken: UInt64 = 2
+    /// Source tokens carry this bit, so they never meet the two above.
+    static let sourceBit: UInt64 = 1 << 63
+
+    let epfd: Int32
+    let wakefd: Int32
+    let timerfd: Int32
+
+    /// Work other threads posted, and whether the eventfd was signalled for it since the loop last took it.
+    private let posted = Lock<(work: [Work], signalled: Bool)>(([], false))
+    /// The last timer or source ID given (timers are made on any thread).
+    private let ids = Lock<UInt64>(10)
+
+    // Loop thread only.
+    var local: [Work] = []
+    var sources: [UInt64: (UInt32) -> Void] = [:]
+    private var timers: [(id: UInt64, deadline: UInt64, work: @Sendable () -> Void)] = []
+    /// The deadline the timerfd is armed for, 0 when disarmed.
+    private var armedAt: UInt64 = 0
+    private var stopping = false
+
+    init() throws(TransportError) {
+        var opened: [Int32] = []
+        func fail(_ syscall: String) -> TransportError {
+            let e = lastSocketError(syscall, "starting an event loop", .local)
+            for fd in opened { _ = cbz_close(fd) }
+            return .socket(e)
+        }
+        let ep = cbz_epoll_create()
+        if ep < 0 { throw fail("epoll_create1") }
+        opened.append(ep)
+        let wake = cbz_eventfd()
+        if wake < 0 { throw fail("eventfd") }
+        opened.append(wake)
+        let timer = cbz_timerfd()
+        if timer < 0 { throw fail("timerfd_create") }
+        opened.append(timer)
+        if cbz_epoll_add(ep, wake, CBZ_EPOLLIN, Self.wakeToken) < 0 || cbz_epoll_add(ep, timer, CBZ_EPOLLIN, Self.timerToken) < 0 {
+            throw fail("epoll_ctl")
+        }
+        epfd = ep
+        wakefd = wake
+        timerfd = timer
+    }
+
+    func makeTimerID() -> UInt64 { ids.withLock { $0 += 1; return $0 } }
+
+    /// From another thread: queues `work` and signals the eventfd once per batch the loop takes.
+    func post(_ work: Work) {
+        let signal = posted.withLock { p -> Bool in
+            p.work.append(work)
+            if p.signalled { return false }
+            p.signalled = true
+            return true
+        }
+        if signal { _ = cbz_eventfd_signal(wakefd) }
+    }
+
+    func addTimer(_ id: UInt64, _ deadline: UInt64, _ work: @escaping @Sendable () -> Void) {
+        timers.append((id, deadline, work))
+        rearm()
+    }
+
+    func cancelTimer(_ id: UInt64) {
+        timers.removeAll { $0.id == id }
+    }
+
+    /// Arms the timerfd for the earliest deadline when that is earlier than what it is armed for (a later one is
+    /// left: the early wake-up re-arms), so that steady growing deadlines cost no syscall.
+    private func rearm() {
+        guard let first = timers.min(by: { $0.deadline < $1.deadline })?.deadline else { return }
+        if armedAt != 0 && armedAt <= first { return }
+        armedAt = first
+        _ = cbz_timerfd_set(timerfd, first)
+    }
+
+    private func fireTimers() {
+        _ = cbz_timerfd_drain(timerfd)
+        armedAt = 0
+        let now = monotonicNanoseconds()
+        var due: [(id: UInt64, deadline: UInt64, work: @Sendable () -> Void)] = []
+        timers.removeAll { t in
+            if t.deadline <= now { due.append(t); return true }
+            return false
+        }
+        due.sort { ($0.deadline, $0.id) < ($1.deadline, $1.id) }
+        for t in due { t.work() }
+        rearm()
+    }
+
+    private func runLocal() {
+        var i = 0
+        // Work run here may append more; it runs in this same pass, in order.
+        while i < local.count {
+            let work = local[i]
+            i += 1
+            switch work {
+            case .closure(let c): c()
+            case .job(let job, let executor): job.runSynchronously(on: executor)
+            case .stop: stopping = true
+            }
+        }
+        local.removeAll(keepingCapacity: true)
+    }
+
+    private func takePosted() {
+        _ = cbz_eventfd_drain(wakefd)
+        let work = posted.withLock { p -> [Work] in
+            p.signalled = false
+            defer { p.work.removeAll(keepingCapacity: true) }
+            return p.work
+        }
+        local.append(contentsOf: work)
+    }
+
+    func run() {
+        let events = UnsafeMutableBufferPointer<cbz_epoll_event>.allocate(capacity: 16)
+        events.initialize(repeating: cbz_epoll_event())
+        defer {
+            events.deallocate()
+            _ = cbz_close(epfd)
+            _ = cbz_close(wakefd)
+            _ = cbz_close(timerfd)
+        }
+        while true {
+            runLocal()
+            if stopping && sources.isEmpty {
+                // Work posted before the stop has run; nothing can post any more (the EventLoop is gone).
+                takePosted()
+                runLocal()
+                return
+            }
+            let n = cbz_epoll_wait(epfd, events.baseAddress, Int32(events.count), -1)
+            for i in 0..<max(0, Int(n)) {
+                let e = events[i]
+                switch e.data {
+                case Self.wakeToken: takePosted()
+                case Self.timerToken: fireTimers()
+                default: sources[e.data]?(e.events)
+                }
+            }
+        }
+    }
+}
