@@ -43,14 +43,18 @@ public protocol GATTClock: Sendable {
     /// Never calls `action` from inside `schedule` itself.
     func schedule(at deadline: ClockInstant, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup
     /// Calls `action` once on `loop`'s thread at or after `deadline`, unless cancelled first (on the loop, a cancel
-    /// guarantees it will not run). The system clock uses the loop's timerfd; another clock posts to the loop.
+    /// guarantees it will not run). The system clock uses the loop's timerfd; another clock (a test's) runs it on
+    /// the loop and waits for it there, so that a test's `advance` returns after the deadline's effects.
     func schedule(at deadline: ClockInstant, on loop: EventLoop, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup
 }
 
 extension GATTClock {
     public func schedule(at deadline: ClockInstant, on loop: EventLoop, _ action: @escaping @Sendable () -> Void) -> any ClockWakeup {
         let guarded = LoopGuardedWakeup(loop: loop)
-        guarded.inner = schedule(at: deadline) { loop.execute { if !guarded.cancelled { action() } } }
+        guarded.inner = schedule(at: deadline) {
+            let run: @Sendable () -> Void = { if !guarded.cancelled { action() } }
+            if loop.inEventLoop { run() } else { loop.sync(run) }
+        }
         return guarded
     }
 }

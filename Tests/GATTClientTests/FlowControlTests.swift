@@ -197,9 +197,15 @@ final class AnswerOrderTests: XCTestCase {
         // POLLOUT: the writable thread takes the held answer and is stopped at the gate while sending it.
         transport.drainWithGateOnAnotherThread()
         XCTAssertEqual(transport.atGate.wait(timeout: .now() + 10), .success)
-        // Meanwhile the reader receives a Write Request: its answer must queue behind the one being sent.
-        sink.transport(didReceive: [0x12, 0x05, 0x00, 0x01])
+        // Meanwhile a Write Request arrives (from another thread: the loop is busy in the send, so its routing waits
+        // for the loop): its answer must queue behind the one being sent.
+        let delivered = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            sink.transport(didReceive: [0x12, 0x05, 0x00, 0x01])
+            delivered.signal()
+        }
         transport.openGate()
+        XCTAssertEqual(delivered.wait(timeout: .now() + 10), .success)
         for _ in 0..<2 { XCTAssertEqual(transport.sentOne.wait(timeout: .now() + 10), .success) }
         XCTAssertEqual(transport.sent, [[0x01, 0x0A, 0x00, 0x00, 0x06], [0x01, 0x12, 0x00, 0x00, 0x06]],
                        "the answers left in the order the requests came")

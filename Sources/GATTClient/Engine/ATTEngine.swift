@@ -180,6 +180,12 @@ final class ATTEngine: ATTTransportSink {
         if loop.inEventLoop { work() } else { loop.execute(work) }
     }
 
+    /// Runs `work` on the loop and returns once it has run: at once on the loop's thread, else the caller waits (an
+    /// event from a transport without a loop, a close, a test's clock): its effects are visible when this returns.
+    func onLoopAndWait(_ work: @escaping @Sendable () -> Void) {
+        if loop.inEventLoop { work() } else { loop.sync(work) }
+    }
+
     /// Reads (or changes) the state from any thread: at once on the loop, else the caller waits for the loop.
     func onLoopSync<T: Sendable>(_ body: @escaping @Sendable (inout State) -> T) -> T {
         loop.sync { self.state.access(body) }
@@ -314,7 +320,7 @@ final class ATTEngine: ATTTransportSink {
     /// Closes the bearer from this side: every waiter fails (on the loop, at once when called there), then the
     /// transport closes.
     func close(reason: String) {
-        onLoop {
+        onLoopAndWait {
             let rs: [Resumption] = self.state.access { s in
                 guard s.closedReason == nil else { return [] }
                 return self.closeAll(&s, reason: "closed by this host: \(reason)")
@@ -325,7 +331,7 @@ final class ATTEngine: ATTTransportSink {
     }
 
     func transport(didCloseWith reason: TransportError) {
-        onLoop {
+        onLoopAndWait {
             let rs: [Resumption] = self.state.access { s in
                 guard s.closedReason == nil else { return [] }
                 return self.closeAll(&s, reason: reason.description)

@@ -23,9 +23,9 @@ extension ATTEngine {
     }
 
     /// A PDU from the transport: routed at once on the loop's thread (the socket bearer delivers there); a
-    /// transport without a loop (a test double) delivers on its own thread, and the PDU is posted, in order.
+    /// transport without a loop (a test double) delivers on its own thread, which waits while the loop routes it.
     func transport(didReceive bytes: [UInt8]) {
-        if loop.inEventLoop { route(bytes) } else { loop.execute { self.route(bytes) } }
+        onLoopAndWait { self.route(bytes) }
     }
 
     /// Decodes one PDU with the codec and routes it, on the loop.

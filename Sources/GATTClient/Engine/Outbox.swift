@@ -226,7 +226,7 @@ extension ATTEngine {
 
     /// POLLOUT (or the transport closed): the socket takes data again, so the writer resumes where it stopped.
     private func writable() {
-        onLoop {
+        onLoopAndWait {
             self.state.access { s in
                 s.outbox.writableArmed = false
                 s.outbox.blocked = false

@@ -116,6 +116,7 @@ extension ATTEngine {
     /// Cancellation from the caller's task: a queued request leaves the queue; a request in flight keeps the slot
     /// but its caller is released at once; a permit waiter leaves the permit queue.
     func cancel(_ id: UInt64) {
+        guard loop.inEventLoop else { return loop.sync { self.cancel(id) } }
         let resume: Resumption? = state.access { s in
             if s.requests.inFlight?.id == id, let c = s.requests.inFlight?.continuation {
                 s.requests.inFlight!.continuation = nil
