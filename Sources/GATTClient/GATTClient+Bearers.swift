@@ -36,6 +36,7 @@ extension GATTClient {
             list.append(e)
             return list.count
         }
+        engine.onLoopSync { $0.enhanced.append(e) }
         enhancedCount.store(index, ordering: .releasing)
         e.start()
         return index
@@ -52,18 +53,21 @@ extension GATTClient {
     /// How many bearers are open (0 once the client closed).
     public var openBearerCount: Int { bearers.filter { !$0.isClosed }.count }
 
-    /// The bearer a request goes out on: the unenhanced one while it is idle or alone, else the open bearer holding
-    /// the fewest requests. A closed unenhanced bearer means a closed client: its engine refuses the request, named.
-    @inline(__always)
-    func pickBearer() -> ATTEngine {
-        guard enhancedCount.load(ordering: .acquiring) > 0, var bestLoad = engine.load, bestLoad > 0 else { return engine }
-        var best = engine
-        for e in enhanced.withLock({ $0 }) {
-            guard let l = e.load, l < bestLoad else { continue }
-            best = e
-            bestLoad = l
-            if l == 0 { break }
+    /// Whether a request not pinned to a bearer is to be placed by `ATTEngine.pickOnLoop` (enhanced bearers exist).
+    var picksBearer: Bool { enhancedCount.load(ordering: .acquiring) > 0 }
+
+    /// The bearer a procedure of several requests stays on (a Prepare Write queue, Part F §3.4.6; a long read's
+    /// parts, cut at its MTU), chosen on the loop as `ATTEngine.pickOnLoop` chooses and reserved there until
+    /// `done` (the reservation counts as one request in its load, so parallel procedures spread).
+    func withPinnedBearer<T>(_ body: (ATTEngine) async throws(GATTError) -> T) async throws(GATTError) -> T {
+        guard picksBearer else { return try await body(engine) }
+        let primary = engine
+        let pinned = primary.onLoopSync { _ in
+            let e = primary.pickOnLoop()
+            e.reserve(1)
+            return e
         }
-        return best
+        defer { pinned.reserve(-1) }
+        return try await body(pinned)
     }
 }

@@ -59,7 +59,10 @@ extension GATTClient {
     /// bytes; stops at 512 bytes, or on Attribute Not Long / Invalid Offset at an exact part boundary.
     public func readLong(handle: UInt16) async throws(GATTError) -> [UInt8] {
         // One bearer for the whole value: the parts are cut at its MTU-1 (Part G §4.8.3).
-        let engine = pickBearer()
+        try await withPinnedBearer { engine async throws(GATTError) in try await readLong(handle: handle, on: engine) }
+    }
+
+    private func readLong(handle: UInt16, on engine: ATTEngine) async throws(GATTError) -> [UInt8] {
         var value = try await read(handle: handle, on: engine)
         if value.count > ATTMTU.maximumAttributeValue {
             // Core Spec 5.4 Vol 3 Part F §3.2.9: no attribute value is longer than 512 bytes.

@@ -12,15 +12,15 @@ extension GATTClient {
     /// (nothing is sent): use `writeLong`. From a task that prefers `eventLoop`, the request is written on the loop's
     /// thread at once and the task continues there when the response has been read.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
-        let engine = pickBearer()
+        let engine = self.engine, pick = picksBearer
         // The codec encodes the request; the engine checks it against the ATT_MTU on its loop and decodes the answer.
         let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
         if canRetryAfterRaisingSecurity {
             _ = try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
-                try await engine.request(request, handle: handle, valueLength: value.count, writeValueLength: value.count)
+                try await engine.request(request, handle: handle, valueLength: value.count, writeValueLength: value.count, pick: pick)
             }
         } else {
-            _ = try await engine.request(request, handle: handle, valueLength: value.count, writeValueLength: value.count)
+            _ = try await engine.request(request, handle: handle, valueLength: value.count, writeValueLength: value.count, pick: pick)
         }
     }
 
@@ -57,7 +57,13 @@ extension GATTClient {
     /// Prepare Write every part of every value, then Execute Write; cancel the queue on any problem.
     func writeQueued(_ writes: [(handle: UInt16, value: [UInt8])], compareEchoes: Bool) async throws(GATTError) {
         // One bearer for the whole queue: the server keeps a prepare queue per bearer (Part F §3.4.6).
-        let engine = pickBearer()
+        try await withPinnedBearer { engine async throws(GATTError) in
+            try await writeQueued(writes, compareEchoes: compareEchoes, on: engine)
+        }
+    }
+
+    private func writeQueued(_ writes: [(handle: UInt16, value: [UInt8])], compareEchoes: Bool,
+                             on engine: ATTEngine) async throws(GATTError) {
         let m = engine.mtu
         let part = ATTMTU.prepareWritePartBudget(m)
         for w in writes where w.value.count > ATTMTU.maximumAttributeValue {

@@ -160,11 +160,12 @@ public final class GATTClient: Sendable {
     /// `on` pins a bearer (a Prepare Write queue stays on one, Part G §4.9.4); otherwise the least busy one.
     func transact(_ request: ATTPDU, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
                   ignoresCancellation: Bool = false, on pinned: ATTEngine? = nil) async throws(GATTError) -> ATTPDU {
-        let bearer = pinned ?? pickBearer()
+        let bearer = pinned ?? engine
+        let pick = pinned == nil && picksBearer
         let encoded = try bearer.encode(request: request, handle: handle)
         return try await withSecurityRetry { () async throws(GATTError) -> ATTPDU in
             try await bearer.request(encoded, handle: handle, valueLength: valueLength,
-                                     budget: budget, ignoresCancellation: ignoresCancellation)
+                                     budget: budget, ignoresCancellation: ignoresCancellation, pick: pick)
         }
     }
 

@@ -50,9 +50,9 @@ extension ATTBearer {
     /// comes back as the connect's errno (the kernel's mapping of the L2CAP result).
     public static func connectEnhanced(to address: BluetoothAddress, type: LEAddressType = .public, adapter: String? = nil,
                                        mtu: Int = ATTMTU.maximum, timeout: Double = defaultConnectTimeout,
-                                       security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
+                                       security: BTSecurityLevel? = nil, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
         try connectLE(to: address, type: type, adapter: adapter, timeout: timeout, security: security,
-                      enhanced: UInt16(clamping: max(minimumEnhancedMTU, mtu)))
+                      enhanced: UInt16(clamping: max(minimumEnhancedMTU, mtu)), loop: loop)
     }
 
     /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8); over unix:,
@@ -65,7 +65,7 @@ extension ATTBearer {
 
     /// CID 4 (`enhanced` nil) or an ECRED channel on SPSM 0x0027 with that receive MTU.
     private static func connectLE(to address: BluetoothAddress, type: LEAddressType, adapter: String?, timeout: Double,
-                                  security: BTSecurityLevel?, enhanced rxMTU: UInt16?) throws(TransportError) -> ATTBearer {
+                                  security: BTSecurityLevel?, enhanced rxMTU: UInt16?, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
         let peer = "\(address) (LE \(type))"
         let domain = SocketDomain.l2cap(peer: address.description)
         let what = rxMTU == nil ? "an ATT socket" : "an Enhanced ATT bearer (ECRED, PSM 0x0027)"
@@ -124,7 +124,7 @@ extension ATTBearer {
         if let cids { label += " PSM 0x0027 CID \(ATTHex.handle(cids.local))" }
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
-                             label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids)
+                             label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids, loop: loop)
     }
 
     /// What an ECRED connect's errno means on a link that is up (tools/vm/README.md, eattprobe): Linux gives every

@@ -108,8 +108,9 @@ extension ATTBearer {
     /// seconds for the answer. A result other than success throws `.enhancedBearerRefused` with its code and name.
     /// The bearer's `enhancedMTU()` is the smaller MTU (Vol 3 Part F §3.2.8); its `channelIDs` are 0x0040 + n on both
     /// sides, n counting the bearers this process opened to PATH since its latest `connect(unixPath: PATH)`.
+    /// `loop`: the link's event loop (the unenhanced bearer's), so that one thread serves every bearer of the link.
     public static func connectEnhanced(unixPath path: String, mtu: Int = ATTMTU.maximum,
-                                       timeout: Double = defaultConnectTimeout) throws(TransportError) -> ATTBearer {
+                                       timeout: Double = defaultConnectTimeout, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
         let eattPath = EnhancedBearerHandshake.path(forUnixPath: path)
         let peer = "unix:\(eattPath)"
         let domain = SocketDomain.unix(path: eattPath)
@@ -138,7 +139,7 @@ extension ATTBearer {
         let cid = EnhancedBearerHandshake.channelID(bearer: n)
         owned = false
         return try ATTBearer(adopting: fd, endpoint: .unix(path: eattPath), label: "\(peer).\(n)",
-                             channelIDs: (cid, cid), fixedEnhancedMTU: min(Int(rxMTU), Int(serverMTU)))
+                             channelIDs: (cid, cid), fixedEnhancedMTU: min(Int(rxMTU), Int(serverMTU)), loop: loop)
     }
 
     /// Restarts the numbering of the Enhanced ATT bearers to `unix:PATH` (a new CID 4 connection there).

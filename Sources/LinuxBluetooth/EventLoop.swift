@@ -31,7 +31,19 @@ public final class EventLoop: TaskExecutor {
         thread = started.wait(until: { $0 })
     }
 
-    deinit { core.post(.stop) }
+    deinit {
+        Self.stopping.withLock { $0 += 1 }
+        core.post(.stop)
+    }
+
+    /// Loops released whose thread has not ended yet (it runs what was posted, then closes its fds).
+    static let stopping = Lock<Int>(0)
+
+    /// Waits until every released loop's thread has ended and closed its fds, at most `seconds`: false if some had
+    /// not by then. For a caller that counts fds or threads (a leak test) right after releasing bearers.
+    public static func waitForStoppingLoops(seconds: Double) -> Bool {
+        stopping.wait(until: { $0 == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
+    }
 
     /// True on the loop's thread.
     public var inEventLoop: Bool { pthread_equal(pthread_self(), thread) != 0 }
@@ -234,6 +246,7 @@ final class LoopCore: @unchecked Sendable {
             _ = cbz_close(epfd)
             _ = cbz_close(wakefd)
             _ = cbz_close(timerfd)
+            EventLoop.stopping.withLockBroadcasting { $0 -= 1 }
         }
         while true {
             runLocal()

@@ -261,6 +261,7 @@ final class BearerTests: XCTestCase {
             s.waitForClose()
             a.close(reason: "warm-up")
         }
+        XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10))
         let before = openFileDescriptors()
         let path = temporarySocketPath("leak")
         for i in 0..<1000 {
@@ -282,6 +283,8 @@ final class BearerTests: XCTestCase {
                 _ = try? ATTBearer.connect(unixPath: path) // ENOENT path: must not leak either
             }
         }
+        // Each bearer's loop ends once the bearer is released: its thread closes the loop's fds.
+        XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released event loop's thread did not end")
         XCTAssertEqual(openFileDescriptors(), before)
     }
 }

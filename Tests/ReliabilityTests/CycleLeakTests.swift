@@ -72,6 +72,7 @@ final class CycleLeakTests: XCTestCase {
         XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == warmup })
         // Both counts are taken once the cancelled timers have passed their deadlines (1 s): what is left is held.
         try await Task.sleep(for: .seconds(1.5))
+        XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released event loop's thread did not end")
         let fds = openFileDescriptors()
         let rss = residentKiB()
         let heap = heapInUseKiB()
@@ -82,6 +83,7 @@ final class CycleLeakTests: XCTestCase {
         XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == warmup + cycles }, "\(peer.stats)")
         let took = Date().timeIntervalSince(start)
         try await Task.sleep(for: .seconds(1.5))
+        XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released event loop's thread did not end")
         let fdsAfter = openFileDescriptors()
         let rssAfter = residentKiB()
         let heapAfter = heapInUseKiB()
@@ -108,6 +110,7 @@ final class CycleLeakTests: XCTestCase {
         for i in 0..<(warmup + n) {
             if i == warmup {
                 XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == warmup })
+                XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released event loop's thread did not end")
                 fds = openFileDescriptors()
             }
             let watch = ClosingWatch(try ATTBearer.connect(unixPath: peer.path))
@@ -119,6 +122,7 @@ final class CycleLeakTests: XCTestCase {
             XCTAssertEqual(watch.ended.wait(timeout: .now() + 10), .success)
         }
         XCTAssertTrue(peer.wait(timeout: 10) { $0.closedConnections == warmup + n })
+        XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released event loop's thread did not end")
         XCTAssertEqual(openFileDescriptors(), fds)
     }
 }

@@ -99,6 +99,16 @@ final class ATTEngine: ATTTransportSink {
         var armed: (at: ClockInstant, wakeup: any ClockWakeup)?
         /// Responses matched to this bearer's requests (the public `GATTBearer.requestsAnswered`).
         var answered = 0
+        /// The unenhanced bearer's list of the client's enhanced bearers (`pickOnLoop`, cancellation).
+        var enhanced: [ATTEngine] = []
+
+        /// Procedures pinned to this bearer (`GATTClient.withPinnedBearer`): it holds at least one request per
+        /// procedure, also between two of a procedure's requests.
+        var reserved = 0
+
+        /// The requests this bearer holds (in the slot and queued, at least one per pinned procedure), nil once it
+        /// closed.
+        var load: Int? { closedReason != nil ? nil : max((requests.inFlight != nil ? 1 : 0) + requests.queue.count, reserved) }
         var subscribers: [UInt16: [NotificationSink]] = [:]
         var catchAll: NotificationSink?
         /// Further catch-all streams, each of its own consumer from when it was asked for (`GATTClient.notificationStream`).
@@ -229,10 +239,11 @@ final class ATTEngine: ATTTransportSink {
     var queuedRequests: Int { onLoopSync { $0.requests.queue.count } }
 
     /// The requests this bearer holds (in the slot and queued), nil once it closed: how the client picks a bearer.
-    var load: Int? {
-        onLoopSync { s in
-            s.closedReason != nil ? nil : (s.requests.inFlight != nil ? 1 : 0) + s.requests.queue.count
-        }
+    var load: Int? { onLoopSync { $0.load } }
+
+    /// Adds `n` to the procedures pinned to this bearer (on its loop; at once there).
+    func reserve(_ n: Int) {
+        onLoop { self.state.access { $0.reserved += n } }
     }
 
     /// The ATT_MTU after an Exchange MTU (§3.4.2.2), with the server's Rx MTU when it answered.

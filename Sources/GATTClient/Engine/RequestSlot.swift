@@ -37,9 +37,11 @@ extension ATTEngine {
     /// (refused locally, nothing sent, when it is longer than MTU-3: Part F §3.4.5.1).
     /// On the loop's thread (a task that prefers the loop) it is submitted and written at once; from elsewhere it is
     /// posted to the loop. Either way the caller is resumed by the loop when its response has been read.
+    /// `pick`: the least busy open bearer of the client takes it (this engine is the unenhanced one), chosen on the
+    /// loop when the request is submitted, so that parallel callers spread over the bearers.
     nonisolated(nonsending) func request(_ encoded: EncodedRequest, handle: UInt16?, valueLength: Int? = nil, budget: Int? = nil,
-                                         writeValueLength: Int? = nil,
-                                         ignoresCancellation: Bool = false) async throws(GATTError) -> ATTPDU {
+                                         writeValueLength: Int? = nil, ignoresCancellation: Bool = false,
+                                         pick: Bool = false) async throws(GATTError) -> ATTPDU {
         let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
         do {
@@ -49,7 +51,10 @@ extension ATTEngine {
                                     budget: budget, ignoresCancellation: ignoresCancellation, continuation: c,
                                     deadline: ClockInstant(nanoseconds: 0), deferred: false)
                     let cancelled = !ignoresCancellation && Task.isCancelled
-                    onLoop { self.submit(p, cancelled: cancelled, writeValueLength: writeValueLength) }
+                    onLoop {
+                        let bearer = pick ? self.pickOnLoop() : self
+                        bearer.onLoop { bearer.submit(p, cancelled: cancelled, writeValueLength: writeValueLength) }
+                    }
                 }
             } onCancel: {
                 if !ignoresCancellation { onLoop { self.cancel(id) } }
@@ -57,6 +62,24 @@ extension ATTEngine {
         } catch {
             throw GATTError.from(error, operation: describe(opcode, handle: handle))
         }
+    }
+
+    /// On the unenhanced bearer's loop: this bearer while it is idle or alone, else the open bearer holding the
+    /// fewest requests (Vol 3 Part F §3.2.11: requests may go out on any bearer). A closed unenhanced bearer means a
+    /// closed client: it refuses the request, named. A bearer on a loop of its own (opened without the link's loop)
+    /// is asked through its loop (an enhanced engine never waits for this one, so that cannot deadlock).
+    func pickOnLoop() -> ATTEngine {
+        let (mine, others) = state.access { s in (s.load, s.enhanced) }
+        guard !others.isEmpty, var bestLoad = mine, bestLoad > 0 else { return self }
+        var best = self
+        for e in others {
+            let load = e.loop === loop ? e.state.access({ $0.load }) : e.load
+            guard let l = load, l < bestLoad else { continue }
+            best = e
+            bestLoad = l
+            if l == 0 { break }
+        }
+        return best
     }
 
     /// A request moved here from an enhanced bearer that closed (`Resumption.resubmit`): submitted as a new one.
@@ -115,8 +138,9 @@ extension ATTEngine {
 
     /// Cancellation from the caller's task: a queued request leaves the queue; a request in flight keeps the slot
     /// but its caller is released at once; a permit waiter leaves the permit queue.
-    func cancel(_ id: UInt64) {
-        guard loop.inEventLoop else { return loop.sync { self.cancel(id) } }
+    /// `forwarded`: asked by another bearer of the client that does not hold it (a request moves between bearers).
+    func cancel(_ id: UInt64, forwarded: Bool = false) {
+        guard loop.inEventLoop else { return loop.sync { self.cancel(id, forwarded: forwarded) } }
         let resume: Resumption? = state.access { s in
             if s.requests.inFlight?.id == id, let c = s.requests.inFlight?.continuation {
                 s.requests.inFlight!.continuation = nil
@@ -132,8 +156,14 @@ extension ATTEngine {
             return nil
         }
         guard let resume else {
-            // A request queued on an enhanced bearer that closed moved to the unenhanced one (IDs are per client).
-            if let primary = notificationTarget { primary.onLoop { primary.cancel(id) } }
+            // IDs are per client: the request went out on another bearer (the one the client picked on the loop),
+            // or it was queued on an enhanced bearer that closed and moved to the unenhanced one.
+            guard !forwarded else { return }
+            if let primary = notificationTarget {
+                primary.onLoop { primary.cancel(id, forwarded: true) }
+            } else {
+                for e in state.access({ $0.enhanced }) { e.onLoop { e.cancel(id, forwarded: true) } }
+            }
             return
         }
         resume.run()

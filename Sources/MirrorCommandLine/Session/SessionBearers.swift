@@ -40,10 +40,11 @@ extension Session {
             let bearer: ATTBearer
             switch target.target {
             case .unix(let path):
-                bearer = try ATTBearer.connectEnhanced(unixPath: path, mtu: clientRxMTU, timeout: g.timeout)
+                bearer = try ATTBearer.connectEnhanced(unixPath: path, mtu: clientRxMTU, timeout: g.timeout, loop: client.eventLoop)
             case .bluetooth(let address):
                 bearer = try ATTBearer.connectEnhanced(to: address, type: target.addressType, adapter: g.adapter,
-                                                       mtu: clientRxMTU, timeout: g.timeout, security: security)
+                                                       mtu: clientRxMTU, timeout: g.timeout, security: security,
+                                                       loop: client.eventLoop)
             }
             let channel = try EnhancedBearerChannel(bearer)
             // --trace names the bearer on its lines; btsnoop records it on the link's index, on its channel's CIDs.
