@@ -17,6 +17,8 @@ public final class EventLoop: TaskExecutor {
     let core: LoopCore
     /// The loop's thread (pthread_self there), published before `init` returns.
     private let thread: pthread_t
+    /// No thread of its own: the creator's thread runs the work when it calls `runUntilIdle()`.
+    private let embedded: Bool
 
     /// Starts the loop's thread. Fails only when the kernel refuses an fd (epoll, eventfd, timerfd): errno named.
     public init() throws(TransportError) {
@@ -29,11 +31,33 @@ public final class EventLoop: TaskExecutor {
             core.run()
         }
         thread = started.wait(until: { $0 })
+        embedded = false
+    }
+
+    /// A loop without a thread of its own, as swift-nio's EmbeddedEventLoop: the calling thread is its thread, and
+    /// work (posted closures, jobs of tasks that prefer it) runs only when that thread calls `runUntilIdle()`. For a
+    /// driver that runs every event itself, in order (the engine fuzzer). Its timers are not served: use a clock of
+    /// the driver's own (`GATTClock.schedule(at:on:)` then runs the deadline's work on this thread).
+    public init(embedded: Void) throws(TransportError) {
+        core = try LoopCore()
+        thread = pthread_self()
+        self.embedded = true
     }
 
     deinit {
+        if embedded {
+            core.closeFDs()
+            return
+        }
         Self.stopping.withLock { $0 += 1 }
         core.post(.stop)
+    }
+
+    /// An embedded loop: runs what was posted and every job it leads to, on this (the loop's) thread, until nothing
+    /// is left. Bounded: work that keeps posting itself a million times traps as a livelock.
+    public func runUntilIdle() {
+        precondition(embedded && inEventLoop, "runUntilIdle: only on an embedded loop, on its thread")
+        core.runUntilIdle()
     }
 
     /// Loops released whose thread has not ended yet (it runs what was posted, then closes its fds).
@@ -213,6 +237,23 @@ final class LoopCore: @unchecked Sendable {
         rearm()
     }
 
+    func runUntilIdle() {
+        var rounds = 0
+        while true {
+            takePosted()
+            if local.isEmpty { return }
+            runLocal()
+            rounds += 1
+            if rounds > 1_000_000 { fatalError("livelock: a million rounds of work without going idle") }
+        }
+    }
+
+    func closeFDs() {
+        _ = cbz_close(epfd)
+        _ = cbz_close(wakefd)
+        _ = cbz_close(timerfd)
+    }
+
     private func runLocal() {
         var i = 0
         // Work run here may append more; it runs in this same pass, in order.
@@ -243,9 +284,7 @@ final class LoopCore: @unchecked Sendable {
         events.initialize(repeating: cbz_epoll_event())
         defer {
             events.deallocate()
-            _ = cbz_close(epfd)
-            _ = cbz_close(wakefd)
-            _ = cbz_close(timerfd)
+            closeFDs()
             EventLoop.stopping.withLockBroadcasting { $0 -= 1 }
         }
         while true {

@@ -5,9 +5,10 @@
 // write without response. Directives may add up to two Enhanced ATT bearers (Part F §3.2.11) beside the unenhanced
 // one and aim the others at any bearer, so requests are in flight on several bearers at once.
 //
-// Everything runs on this one thread: the script's tasks prefer a task executor that this driver drains, the
-// transport delivers inbound PDUs from here, and TestSupport's ManualClock fires deadlines from here. So each input runs the
-// same way every time, and "idle" is exact: no job left means every operation is waiting for the peer.
+// Everything runs on this one thread: the link's event loop is an embedded one (no thread of its own) that this
+// driver runs, the script's tasks prefer it, the transport delivers inbound PDUs from here, and TestSupport's
+// ManualClock fires deadlines from here. So each input runs the same way every time, and "idle" is exact: no work
+// left on the loop means every operation is waiting for the peer.
 //
 // After each directive: a response on one bearer resolved at most one request, of that bearer only; no bearer
 // answered more requests than it sent. After the input: the clock jumps past every deadline (repeatedly), then the
@@ -27,29 +28,10 @@ import TestSupport
 /// FUZZ_ENGINE_VERBOSE=1 (replaying one input): each bearer's PDUs sent and requests answered, on stdout.
 let verbose = getenv("FUZZ_ENGINE_VERBOSE") != nil
 
-// MARK: the executor the driver drains
+// MARK: the loop the driver runs
 
-/// A task executor whose jobs run only when the driver calls `runUntilIdle()`, on the driver's thread.
-final class DriverExecutor: TaskExecutor {
-    private let jobs = Mutex<[UnownedJob]>([])
-
-    func enqueue(_ job: consuming ExecutorJob) {
-        let unowned = UnownedJob(job)
-        jobs.withLock { $0.append(unowned) }
-    }
-
-    /// Runs jobs until none is left. Bounded: a script that keeps scheduling itself forever traps.
-    func runUntilIdle() {
-        var ran = 0
-        while true {
-            let next: UnownedJob? = jobs.withLock { $0.isEmpty ? nil : $0.removeFirst() }
-            guard let next else { return }
-            next.runSynchronously(on: asUnownedTaskExecutor())
-            ran += 1
-            if ran > 1_000_000 { fatalError("livelock: a million jobs without going idle") }
-        }
-    }
-}
+/// The link's event loop, embedded: its work runs only in `loop.runUntilIdle()`, on the driver's thread.
+nonisolated(unsafe) var loop: EventLoop!
 
 // MARK: the transport the fuzzer drives
 
@@ -84,6 +66,9 @@ final class FuzzTransport: ATTTransport, @unchecked Sendable {
     }
 
     func start(_ sink: any ATTTransportSink) { self.sink = sink }
+
+    /// Every bearer runs on the driver's embedded loop.
+    var eventLoop: EventLoop? { loop }
 
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         if closed { throw .closedLocally(reason: "closed") }
@@ -178,7 +163,7 @@ final class ScriptState: @unchecked Sendable {
     /// Steps begun and ended: a continuation resumed twice would end a step twice.
     var begun = 0
     var ended = 0
-    var executor: DriverExecutor?
+    var executor: EventLoop?
 }
 
 /// An operation's failure must be a named, non-empty error; a timeout must say what it waited for.
@@ -314,7 +299,10 @@ func answered(_ state: ScriptState, bearers: Int) -> [Int] {
 }
 
 func run(_ input: [UInt8]) {
-    let executor = DriverExecutor()
+    guard let embedded = try? EventLoop(embedded: ()) else { fatalError("no event loop (epoll, eventfd, timerfd)") }
+    loop = embedded
+    defer { loop = nil }
+    let executor = embedded
     let clock = ManualClock()
     var configuration = GATTClient.Configuration()
     configuration.clock = clock
