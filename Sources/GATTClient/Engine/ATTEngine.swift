@@ -322,6 +322,8 @@ final class ATTEngine: ATTTransportSink {
             out.append(.stream(w, .disconnected(GATTDisconnectedError(reason: reason, during: "the notification stream"))))
         }
         s.watchers = []
+        // The enhanced engines hold this one (`notificationTarget`): the list goes with the close, and the cycle.
+        s.enhanced = []
         s.armed?.wakeup.cancel()
         s.armed = nil
         _ = s.outbox.answers.removeAll()

@@ -468,5 +468,7 @@ func run(_ input: [UInt8]) {
     state.client = nil
     state.tasks = []
     peers = []
+    // What releasing the client left for the loop (the end of its streams, the jobs they resume) runs too.
+    executor.runUntilIdle()
     guard weakClient == nil else { fatalError("the client outlived its run (a reference cycle)") }
 }
