@@ -364,9 +364,10 @@ public final class SimulatedMirror: Sendable {
             }
             return .answer(fault)
         }
-        guard case .answer(let fault) = before else {
-            if case .reply(let reply) = before { return reply }
-            return .none
+        let fault: SimFault?
+        switch before {
+        case .reply(let reply): return reply
+        case .answer(let f): fault = f
         }
         // The server's answer, with the mirror's values behind the host's read and write hooks (they take `state`).
         let reply = ctx.answer(pdu, from: c)
