@@ -20,8 +20,8 @@ public enum ATTInterception: Sendable, Equatable {
     case close(reason: String)
 }
 
-/// A GATT server on transports. `read` and `write` run under the host's lock (they must not call back into the
-/// host or a connection); `inbound` and `answered` run outside it, on the connection's reader, and may send.
+/// A GATT server on transports. `read`, `write`, `serve` and `outbound` run under the host's lock (they must not call
+/// back into the host or a connection; `serve` acts through its `Context`); the others run outside it and may send.
 public final class GATTServerHost: Sendable {
     public struct Hooks: Sendable {
         public var read: @Sendable (AttributeRead, ATTServerConnection) -> ReadOutcome = { _, _ in .stored }
@@ -32,6 +32,15 @@ public final class GATTServerHost: Sendable {
         public var answered: @Sendable (ATTPDU, ATTServerConnection) -> Void = { _, _ in }
         /// The fault layer for Enhanced ATT bearers: a result other than nil refuses the request with it.
         public var enhancedRequest: @Sendable (EnhancedBearerRequest) -> L2CAPConnectionResult? = { _ in nil }
+        /// Answers one decoded PDU under the lock: the default is the server's answer (`Context.answer`); an app may
+        /// refuse it, send before it (notifications ahead of the response), delay or drop the reply, or close.
+        public var serve: @Sendable (ATTPDU, ATTServerConnection, inout Context) -> ATTServerReply = { pdu, c, ctx in ctx.answer(pdu, from: c) }
+        /// Sees every PDU just before it is queued on `connection` (a trace), under the lock.
+        public var outbound: @Sendable ([UInt8], ATTServerConnection) -> Void = { _, _ in }
+        /// A connection registered (an Enhanced ATT bearer with its client's unenhanced connection), before its reader starts.
+        public var attached: @Sendable (ATTServerConnection, _ client: ATTServerConnection?) -> Void = { _, _ in }
+        /// A connection ended, outside the lock (before the host closes an unenhanced one's Enhanced ATT bearers).
+        public var closed: @Sendable (ATTServerConnection, TransportError) -> Void = { _, _ in }
         public init() {}
     }
 
@@ -56,15 +65,21 @@ public final class GATTServerHost: Sendable {
         var indicating = false
     }
 
-    struct State {
+    /// The host's state under its lock, as `Hooks.serve` and `withContext` see it: sends are queued in order with
+    /// everything else the host sends; writable waits and closes run once the lock is released.
+    public struct Context {
         var server: ATTServer
         var connections: [ObjectIdentifier: Connection] = [:]
         /// The unenhanced connection attached last: the client whose Enhanced ATT bearers come next.
         var latest: ObjectIdentifier?
+        let hooks: Hooks
+        let timers: DispatchQueue
+        var waits: [ATTServerConnection] = []
+        var closes: [(any ATTTransport, String)] = []
     }
 
     let hooks: Hooks
-    let state: Lock<State>
+    let state: Lock<Context>
     let timers = DispatchQueue(label: "gatt-server.timers")
     /// The most Enhanced ATT bearers one client may open beside its unenhanced one; more get "no resources available".
     public let enhancedBearerLimit: Int
@@ -72,11 +87,33 @@ public final class GATTServerHost: Sendable {
     public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks(), enhancedBearerLimit: Int = 4) {
         self.hooks = hooks
         self.enhancedBearerLimit = enhancedBearerLimit
-        state = Lock(State(server: ATTServer(database: database, serverRxMTU: serverRxMTU)))
+        state = Lock(Context(server: ATTServer(database: database, serverRxMTU: serverRxMTU), hooks: hooks, timers: timers))
     }
 
     /// A copy of the database (stored values as the clients wrote them).
     public var database: AttributeDatabase { state.withLock { $0.server.database } }
+
+    /// How many clients are connected (unenhanced connections; their Enhanced ATT bearers are not counted).
+    public var clientCount: Int { state.withLock { s in s.connections.values.filter { $0.primary == nil }.count } }
+
+    /// Runs `body` under the host's lock (an app's timer: change a value and notify in one step), then its sends' waits
+    /// and closes. `body` must not call back into the host.
+    public func withContext<R>(_ body: (inout Context) -> R) -> R {
+        let (result, waits, closes) = state.withLock { s in
+            let r = body(&s)
+            defer { s.waits = []; s.closes = [] }
+            return (r, s.waits, s.closes)
+        }
+        for c in waits { waitWritable(c) }
+        for (t, reason) in closes { t.close(reason: reason) }
+        return result
+    }
+
+    /// Closes every connection (the server is shutting down).
+    public func disconnectAll(reason: String) {
+        let transports = state.withLock { s in s.connections.values.map(\.link.transport) }
+        for t in transports { t.close(reason: reason) }
+    }
 
     /// Serves `transport`: registers the connection, then starts its reader.
     @discardableResult
@@ -86,6 +123,7 @@ public final class GATTServerHost: Sendable {
             s.connections[ObjectIdentifier(connection)] = Connection(link: connection)
             s.latest = ObjectIdentifier(connection)
         }
+        hooks.attached(connection, nil)
         transport.start(connection)
         return connection
     }
@@ -100,7 +138,11 @@ public final class GATTServerHost: Sendable {
     /// is served as `attachEnhanced` does.
     public func acceptEnhancedBearer(on listener: ATTBearerListener, timeout: Double? = nil) throws(TransportError) -> EnhancedBearerOutcome {
         if case .leEnhanced = listener.kind { return attachEnhanced(try listener.accept(timeout: timeout)) }
-        let request = try listener.acceptEnhancedRequest(timeout: timeout)
+        return try answerEnhancedRequest(try listener.acceptEnhancedRequest(timeout: timeout))
+    }
+
+    /// Answers one Enhanced ATT bearer request already read from a PATH.eatt listener, as `acceptEnhancedBearer` does.
+    public func answerEnhancedRequest(_ request: EnhancedBearerRequest) throws(TransportError) -> EnhancedBearerOutcome {
         let fault = hooks.enhancedRequest(request)
         enum Decision { case open(ObjectIdentifier, Int), refuse(L2CAPConnectionResult) }
         let decision: Decision = state.withLock { s in
@@ -150,17 +192,18 @@ public final class GATTServerHost: Sendable {
     private func register(_ bearer: ATTBearer, primary: ObjectIdentifier, number: Int) -> EnhancedBearerOutcome {
         let mtu = (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU
         let connection = ATTServerConnection(host: self, transport: bearer)
-        let registered = state.withLock { s in
-            guard s.connections[primary] != nil else { return false }
+        let client: ATTServerConnection? = state.withLock { s in
+            guard let client = s.connections[primary] else { return nil }
             var conn = Connection(link: connection, primary: primary)
             conn.session = ATTSession(enhancedMTU: mtu)
             s.connections[ObjectIdentifier(connection)] = conn
-            return true
+            return client.link
         }
-        guard registered else {
+        guard let client else {
             bearer.close(reason: "its client's unenhanced connection closed while the Enhanced ATT bearer opened")
             return .refused(.noResourcesAvailable)
         }
+        hooks.attached(connection, client)
         bearer.start(connection)
         return .opened(connection, bearer: number)
     }
@@ -197,19 +240,12 @@ public final class GATTServerHost: Sendable {
         }
         if pdu == .handleValueConfirmation { confirmed(c) }
         let id = ObjectIdentifier(c)
-        var wait = false
-        let reply: ATTServerReply = state.withLock { s in
-            guard var conn = s.connections[id] else { return .none }
-            // CCCD values are per client (Part G §3.3.3.3): an Enhanced ATT bearer reads and writes its client's.
-            if let p = conn.primary, let client = s.connections[p] { conn.session.cccd = client.session.cccd }
-            let reply = s.server.answer(pdu, session: &conn.session,
-                                        read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
-            if let p = conn.primary { s.connections[p]?.session.cccd = conn.session.cccd }
-            if case .now(let answer) = reply { wait = enqueue(&conn, answer.bytes) }
-            s.connections[id] = conn
+        let reply: ATTServerReply = withContext { s in
+            guard s.connections[id] != nil else { return .none }
+            let reply = hooks.serve(pdu, c, &s)
+            if case .now(let answer) = reply { s.send(answer, to: c) }
             return reply
         }
-        if wait { waitWritable(c) }
         if case .later(let ms, let answer) = reply {
             timers.asyncAfter(deadline: .now() + .milliseconds(ms)) { [self] in send(c) { _ in answer.bytes } }
         }
@@ -217,13 +253,14 @@ public final class GATTServerHost: Sendable {
     }
 
     /// A connection ended; an unenhanced one takes its client's Enhanced ATT bearers with it (the link is gone).
-    func closed(_ c: ATTServerConnection) {
+    func closed(_ c: ATTServerConnection, _ reason: TransportError) {
         let id = ObjectIdentifier(c)
         let bearers = state.withLock { s -> [ATTServerConnection] in
             guard let gone = s.connections.removeValue(forKey: id), gone.primary == nil else { return [] }
             if s.latest == id { s.latest = nil }
             return s.connections.values.filter { $0.primary == id }.map(\.link)
         }
+        hooks.closed(c, reason)
         for b in bearers { b.close(reason: "its client's unenhanced connection closed") }
     }
 
@@ -231,27 +268,12 @@ public final class GATTServerHost: Sendable {
 
     /// Sends in order the bytes `make` gives for the connection's MTU (encoded by the codec, or a fault's raw bytes).
     func send(_ c: ATTServerConnection, _ make: (Int) -> [UInt8]) {
-        let id = ObjectIdentifier(c)
-        let wait: Bool = state.withLock { s in
-            guard var conn = s.connections[id] else { return false }
-            let w = enqueue(&conn, make(conn.session.mtu))
-            s.connections[id] = conn
-            return w
-        }
-        if wait { waitWritable(c) }
+        withContext { s in s.sendRaw(to: c, make) }
     }
 
     /// Queues one indication; it goes out when no other is waiting for its confirmation.
     func indicate(_ c: ATTServerConnection, handle: UInt16, value: [UInt8]) {
-        let id = ObjectIdentifier(c)
-        let now: Bool = state.withLock { s in
-            guard var conn = s.connections[id] else { return false }
-            defer { s.connections[id] = conn }
-            if conn.indicating { conn.indications.append((handle, value)); return false }
-            conn.indicating = true
-            return true
-        }
-        if now { send(c) { mtu in Self.indication(handle, value, mtu) } }
+        withContext { s in s.indicate(handle: handle, value: value, to: c) }
     }
 
     /// A Handle Value Confirmation: the next queued indication goes.
@@ -274,14 +296,6 @@ public final class GATTServerHost: Sendable {
         state.withLock { $0.connections[ObjectIdentifier(c)]?.session ?? ATTSession() }
     }
 
-    /// Sends or queues under the lock; a failed send closes the connection from the timer queue (outside the lock).
-    func enqueue(_ conn: inout Connection, _ bytes: [UInt8]) -> Bool {
-        let transport = conn.link.transport
-        do { return try conn.outbox.send(bytes, on: transport) } catch {
-            timers.async { transport.close(reason: "send failed: \(error)") }
-            return false
-        }
-    }
 
     func waitWritable(_ c: ATTServerConnection) {
         let id = ObjectIdentifier(c)
@@ -300,6 +314,84 @@ public final class GATTServerHost: Sendable {
     }
 }
 
+extension GATTServerHost.Context {
+    /// The database served now; setting it (a database change, Vol 3 Part G §7.1) serves the new one from the next PDU.
+    public var database: AttributeDatabase {
+        get { server.database }
+        set { server.database = newValue }
+    }
+
+    /// The clients: every unenhanced connection (the one holding its client's CCCDs, Part G §3.3.3.3).
+    public var clients: [ATTServerConnection] { connections.values.filter { $0.primary == nil }.map(\.link) }
+    /// Every connection, Enhanced ATT bearers included.
+    public var allConnections: [ATTServerConnection] { connections.values.map(\.link) }
+    /// The unenhanced connection attached last (the one whose Enhanced ATT bearers come next), if still open.
+    public var latestClient: ATTServerConnection? { latest.flatMap { connections[$0]?.link } }
+    /// How many Enhanced ATT bearers `c`'s client has opened.
+    public func enhancedOpened(by c: ATTServerConnection) -> Int { connections[ObjectIdentifier(client(of: c))]?.enhancedOpened ?? 0 }
+
+    /// The unenhanced connection of `c`'s client: `c` itself, or an Enhanced ATT bearer's CID 4 connection.
+    public func client(of c: ATTServerConnection) -> ATTServerConnection {
+        connections[ObjectIdentifier(c)]?.primary.flatMap { connections[$0]?.link } ?? c
+    }
+
+    /// `c`'s MTU, CCCDs and prepare queue.
+    public func session(of c: ATTServerConnection) -> ATTSession { connections[ObjectIdentifier(c)]?.session ?? ATTSession() }
+
+    /// The server's answer to `pdu` from `c`, with the hooks' read and write handlers, `c`'s session updated (its
+    /// client's CCCDs for an Enhanced ATT bearer, Part G §3.3.3.3). Nothing is sent: the caller returns or sends it.
+    public mutating func answer(_ pdu: ATTPDU, from c: ATTServerConnection) -> ATTServerReply {
+        let id = ObjectIdentifier(c)
+        guard var conn = connections[id] else { return .none }
+        if let p = conn.primary, let client = connections[p] { conn.session.cccd = client.session.cccd }
+        let hooks = self.hooks
+        let reply = server.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+        if let p = conn.primary { connections[p]?.session.cccd = conn.session.cccd }
+        connections[id] = conn
+        return reply
+    }
+
+    /// Sends `pdu` on `c` after whatever is queued there.
+    public mutating func send(_ pdu: ATTPDU, to c: ATTServerConnection) { sendRaw(to: c) { _ in pdu.bytes } }
+
+    /// A Handle Value Notification (Vol 3 Part F §3.4.7.1) on `c`, cut to its MTU-3.
+    public mutating func notify(handle: UInt16, value: [UInt8], to c: ATTServerConnection) {
+        sendRaw(to: c) { mtu in ATTPDU.handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(mtu))).bytes }
+    }
+
+    /// A Handle Value Indication (§3.4.7.2) on `c`: queued while another waits for its confirmation.
+    public mutating func indicate(handle: UInt16, value: [UInt8], to c: ATTServerConnection) {
+        let id = ObjectIdentifier(c)
+        guard var conn = connections[id] else { return }
+        if conn.indicating {
+            conn.indications.append((handle, value))
+            connections[id] = conn
+            return
+        }
+        conn.indicating = true
+        connections[id] = conn
+        sendRaw(to: c) { mtu in GATTServerHost.indication(handle, value, mtu) }
+    }
+
+    /// Closes `c` once the lock is released.
+    public mutating func close(_ c: ATTServerConnection, reason: String) { closes.append((c.transport, reason)) }
+
+    /// Sends or queues the bytes `make` gives for `c`'s MTU; a failed send closes it once the lock is released.
+    mutating func sendRaw(to c: ATTServerConnection, _ make: (Int) -> [UInt8]) {
+        let id = ObjectIdentifier(c)
+        guard var conn = connections[id] else { return }
+        let bytes = make(conn.session.mtu)
+        hooks.outbound(bytes, c)
+        do {
+            if try conn.outbox.send(bytes, on: c.transport) { waits.append(c) }
+        } catch {
+            let transport = c.transport
+            timers.async { transport.close(reason: "send failed: \(error)") }
+        }
+        connections[id] = conn
+    }
+}
+
 /// One client's connection to a `GATTServerHost`: the transport's sink, and what a fault or a test may do on it.
 public final class ATTServerConnection: ATTTransportSink {
     public let transport: any ATTTransport
@@ -311,7 +403,7 @@ public final class ATTServerConnection: ATTTransportSink {
     }
 
     public func transport(didReceive pdu: [UInt8]) { host?.received(self, pdu) }
-    public func transport(didCloseWith reason: TransportError) { host?.closed(self) }
+    public func transport(didCloseWith reason: TransportError) { host?.closed(self, reason) }
 
     /// This connection's MTU, CCCDs and prepare queue.
     public var session: ATTSession { host?.session(self) ?? ATTSession() }

@@ -1,5 +1,5 @@
-// The simulated mirror: GATTServer's ATT server (Core Spec 5.4 Vol 3 Part F §3.4) over the mirror's database, and
-// the mirror's state machine as a real mirror behaves: notifications only on change, the latched ERROR, the
+// The simulated mirror: GATTServer's host (Core Spec 5.4 Vol 3 Part F §3.4) over the mirror's database, and the
+// mirror's state machine as a real mirror behaves: notifications only on change, the latched ERROR, the
 // early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
 import ATTStack
 import LinuxBluetooth
@@ -9,18 +9,21 @@ import Mirror
 import GATTClient
 import GATTServer
 
-/// A simulated body-scanning mirror: GATTServer's ATT server on ATT transports, with the mirror's behaviour behind
-/// its read and write handlers (Core Spec 5.4 Vol 3 Part F §3.4 for the answers, Part G §3.3.3.3 for the CCCD).
-/// One lock (`state`) guards everything: the mirror's values, every connection's session (MTU, CCCDs, prepare
-/// queue) and outbox. Timers run on one serial queue and check a generation before acting.
+/// A simulated body-scanning mirror: a `GATTServerHost` (connections, Enhanced ATT bearers, outboxes, indications)
+/// with the mirror's behaviour in its hooks: read and write handlers for the values (Part F §3.4), `serve` for the
+/// faults and Database Out Of Sync (Part G §2.5.2.1). The mirror's state has its own lock, always taken inside the
+/// host's (hooks and `withContext`), never around a call into the host. Timers run on one serial queue and check a
+/// generation before acting.
 public final class SimulatedMirror: Sendable {
     public let options: SimOptions
     /// The attribute database as it is now (the fault change-database changes it during a connection).
-    public var database: AttributeDatabase { state.withLock { $0.server.database } }
+    public var database: AttributeDatabase { host.database }
+    private let host: GATTServerHost
     private let timers = DispatchQueue(label: "mirror-sim.timers")
     private let state: Lock<DeviceState>
+    /// Each connection's number in the log: a leaf lock, so the host's outbound hook can name a connection anywhere.
+    private let numbers = Lock<[ObjectIdentifier: Int]>([:])
     private let logSink: @Sendable (String) -> Void
-    private let clock = ContinuousClock()
     private let started: ContinuousClock.Instant
 
     /// What a test or the command line can see of the mirror right now.
@@ -38,16 +41,12 @@ public final class SimulatedMirror: Sendable {
         public var writeCommands: Int
     }
 
+    /// What the mirror keeps of one connection (the host keeps its session, outbox and indication slot).
     struct Conn {
-        let transport: any ATTTransport
-        /// An Enhanced ATT bearer's client: the id of its unenhanced connection (CID 4), whose CCCDs, Client Supported
-        /// Features and change-awareness are the client's (Vol 3 Part G §3.3.3.3, §2.5.2.1); nil on CID 4.
-        var client: Int? = nil
-        /// On CID 4: the Enhanced ATT bearers its client has opened so far.
-        var enhancedOpened = 0
-        /// The MTU, CCCDs and prepare queue of this connection.
-        var session = ATTSession()
-        var outbox = ATTOutbox()
+        let number: Int
+        /// The unenhanced connection (CID 4) of its client: itself, or an Enhanced ATT bearer's client, whose Client
+        /// Supported Features and change-awareness are the client's (Vol 3 Part G §2.5.2.1).
+        let owner: ObjectIdentifier
         /// Write Requests and Write Commands received on this connection (logged when it closes).
         var writeRequests = 0
         var writeCommands = 0
@@ -60,9 +59,15 @@ public final class SimulatedMirror: Sendable {
         var serviceChangedPending = false
     }
 
+    /// A log line or a notification waiting for the host's context (the read and write handlers have none), in order.
+    enum Pending {
+        case log(String)
+        case notify(String, [UInt8])
+    }
+
     struct DeviceState {
-        /// The ATT server over the database as it is now; the mirror's read and write handlers are its state machine.
-        var server: ATTServer
+        /// The database as the host serves it (the mirror's copy, for names in its handlers).
+        var database: AttributeDatabase
         /// The fault change-database has run (once per simulator).
         var databaseChanged = false
         var scanState: UInt8
@@ -77,22 +82,19 @@ public final class SimulatedMirror: Sendable {
         var scanGeneration = 0
         var wifiGeneration = 0
         var faults: [SimFault]
-        var connections: [Int: Conn] = [:]
+        var connections: [ObjectIdentifier: Conn] = [:]
         var nextConnectionID = 1
         var reboots = 0
         var uploads: [String] = []
         var writeRequests = 0
         var writeCommands = 0
+        var pending: [Pending] = []
 
-        /// The connection that holds `id`'s client state: its CID 4 connection for an Enhanced ATT bearer.
-        func owner(of id: Int) -> Int { connections[id]?.client ?? id }
-    }
-
-    /// Work to do after the lock is released (closing a transport can call back into us).
-    struct Effects {
-        var closes: [(any ATTTransport, String)] = []
-        var writableWaits: [(Int, any ATTTransport)] = []
-        var logs: [String] = []
+        mutating func log(_ line: String) { pending.append(.log(line)) }
+        /// The number of `c`'s connection in the log (0 once it closed).
+        func number(_ c: ATTServerConnection) -> Int { connections[ObjectIdentifier(c)]?.number ?? 0 }
+        /// The key of the connection holding `c`'s client state: its CID 4 connection for an Enhanced ATT bearer.
+        func owner(of c: ATTServerConnection) -> ObjectIdentifier { connections[ObjectIdentifier(c)]?.owner ?? ObjectIdentifier(c) }
     }
 
     private let connectionClosed: @Sendable (_ remaining: Int) -> Void
@@ -109,16 +111,32 @@ public final class SimulatedMirror: Sendable {
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
         let notConnected = options.profile.wifiStatusByte("notConnected") ?? 0
-        state = Lock(DeviceState(server: ATTServer(database: database, serverRxMTU: options.serverMTU), scanState: options.initialScanState, scanError: options.initialScanError,
+        state = Lock(DeviceState(database: database, scanState: options.initialScanState, scanError: options.initialScanError,
                                   wifiStatus: options.wifiConnected ? connected : notConnected,
                                   ssid: options.wifiConnected ? Array(options.connectedSSID.utf8) : [],
                                   faults: options.faults))
+        // The hooks reach the mirror through `link`, set below: the host is built with them, before the mirror exists.
+        let link = MirrorLink()
+        var hooks = GATTServerHost.Hooks()
+        hooks.read = { read, c in link.mirror?.read(read, c) ?? .stored }
+        hooks.write = { write, c in link.mirror?.write(write, c) ?? .rejected(.unlikelyError) }
+        hooks.inbound = { bytes, c in link.mirror?.inbound(bytes, c); return .serve }
+        hooks.serve = { pdu, c, ctx in link.mirror?.serve(pdu, c, &ctx) ?? .none }
+        hooks.outbound = { bytes, c in link.mirror?.outbound(bytes, c) }
+        hooks.attached = { c, client in link.mirror?.attached(c, client: client) }
+        hooks.closed = { c, reason in link.mirror?.closed(c, reason) }
+        let refusal = options.eattRefusal
+        hooks.enhancedRequest = { _ in refusal }
+        host = GATTServerHost(database: database, serverRxMTU: options.serverMTU, hooks: hooks,
+                              enhancedBearerLimit: Self.enhancedBearerLimit)
+        link.set(self)
     }
 
     public var snapshot: Snapshot {
-        state.withLock { s in
+        let clients = host.clientCount
+        return state.withLock { s in
             Snapshot(scanState: s.scanState, scanError: s.scanError, wifiStatus: s.wifiStatus,
-                     cloudToken: String(decoding: s.cloudToken, as: UTF8.self), connections: s.connections.values.filter { $0.client == nil }.count,
+                     cloudToken: String(decoding: s.cloudToken, as: UTF8.self), connections: clients,
                      reboots: s.reboots, uploads: s.uploads, writeRequests: s.writeRequests, writeCommands: s.writeCommands)
         }
     }
@@ -126,53 +144,28 @@ public final class SimulatedMirror: Sendable {
     /// The value handle of a profile characteristic ("scanState" -> 0x000f).
     public func valueHandle(_ name: String) -> UInt16? { database.handle(name) }
 
-    /// Serves a new connection: registers it, then starts the transport's reader.
-    public func attach(_ transport: any ATTTransport) {
-        let id = state.withLock { s in
-            let id = s.nextConnectionID
-            s.nextConnectionID += 1
-            var conn = Conn(transport: transport)
-            conn.clientFeatures = [options.clientFeaturesAtConnect]
-            s.connections[id] = conn
-            return id
-        }
-        if id == 1, let ms = options.changeDatabaseAfterMilliseconds {
-            after(ms) { [self] s, fx in changeDatabase(&s, &fx) }
-        }
-        log("connection \(id) opened: \(transport.label)")
-        transport.start(SimConnectionSink(mirror: self, id: id))
-    }
+    /// Serves a new connection (the host registers it, then starts the transport's reader).
+    public func attach(_ transport: any ATTTransport) { host.attach(transport) }
 
     /// The most Enhanced ATT bearers one client may open beside CID 4.
     public static let enhancedBearerLimit = 4
 
     /// Answers an Enhanced ATT bearer request at PATH.eatt (the unix: ECRED equivalent) for the client connected
     /// last: refused with `options.eattRefusal` when set, else as `EnhancedBearerRequest.refusal` says; accepted, it
-    /// is served as `attachEnhanced` does. Returns the result answered.
+    /// is served as `attachEnhanced` does (`GATTServerHost.answerEnhancedRequest`). Returns the result answered.
     @discardableResult
     public func acceptEnhanced(_ request: EnhancedBearerRequest) -> L2CAPConnectionResult {
-        let decision: (client: Int, number: Int)? ; let result: L2CAPConnectionResult
-        (decision, result) = state.withLock { s in
-            let latest = s.connections.filter { $0.value.client == nil }.keys.max()
-            let opened = latest.flatMap { s.connections[$0]?.enhancedOpened } ?? 0
-            if let refused = options.eattRefusal ?? request.refusal(hasClient: latest != nil, opened: opened,
-                                                                      limit: Self.enhancedBearerLimit) {
-                return (nil, refused)
-            }
-            s.connections[latest!]?.enhancedOpened += 1
-            return ((latest!, opened + 1), .success)
-        }
-        guard let decision else {
-            log("Enhanced ATT bearer request (SPSM \(ATTHex.handle(request.spsm)), MTU \(request.clientMTU)) refused: \(result)")
-            request.refuse(result)
-            return result
-        }
         do {
-            let bearer = try request.accept(mtu: Int(options.serverMTU), bearer: decision.number)
-            attach(bearer, client: decision.client, mtu: (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU)
-            return .success
+            switch try host.answerEnhancedRequest(request) {
+            case .opened: return .success
+            case .refused(let result):
+                log("Enhanced ATT bearer request (SPSM \(ATTHex.handle(request.spsm)), MTU \(request.clientMTU)) refused: \(result)")
+                return result
+            }
         } catch {
-            log("Enhanced ATT bearer \(decision.number) of connection \(decision.client) failed: \(error)")
+            let (client, number) = host.withContext { ctx in (ctx.latestClient, ctx.latestClient.map { ctx.enhancedOpened(by: $0) } ?? 0) }
+            let id = client.map { c in state.withLock { $0.number(c) } } ?? 0
+            log("Enhanced ATT bearer \(number) of connection \(id) failed: \(error)")
             return .noResourcesAvailable
         }
     }
@@ -180,82 +173,79 @@ public final class SimulatedMirror: Sendable {
     /// Serves an accepted ECRED channel on PSM 0x0027 (an Enhanced ATT bearer over a real adapter) as a bearer of
     /// the client on the same LE link (its peer address); without one (or past the limit) it is closed.
     public func attachEnhanced(_ bearer: ATTBearer) {
-        let client: Int? = state.withLock { s in
-            let match = s.connections.filter { $0.value.client == nil && bearer.sharesLink(with: $0.value.transport) }.keys.max()
-            guard let match, let c = s.connections[match], c.enhancedOpened < Self.enhancedBearerLimit else { return nil }
-            s.connections[match]?.enhancedOpened += 1
-            return match
-        }
-        guard let client else {
+        if case .refused = host.attachEnhanced(bearer) {
             log("Enhanced ATT bearer \(bearer.label): no CID 4 connection of that peer to join (or past the limit of \(Self.enhancedBearerLimit)); closed")
-            bearer.close(reason: "no client to join")
-            return
         }
-        attach(bearer, client: client, mtu: (try? bearer.enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU)
-    }
-
-    /// Registers an Enhanced ATT bearer of `client` whose channel agreed on `mtu`, then starts its reader.
-    private func attach(_ transport: any ATTTransport, client: Int, mtu: Int) {
-        let id = state.withLock { s in
-            let id = s.nextConnectionID
-            s.nextConnectionID += 1
-            var conn = Conn(transport: transport)
-            conn.client = client
-            conn.session = ATTSession(enhancedMTU: mtu)
-            s.connections[id] = conn
-            return id
-        }
-        log("connection \(id) opened: \(transport.label) (Enhanced ATT bearer of connection \(client), MTU \(mtu))")
-        transport.start(SimConnectionSink(mirror: self, id: id))
     }
 
     /// Closes every connection (the listener is shutting down).
-    public func disconnectAll(reason: String) {
-        let transports = state.withLock { s in s.connections.values.map(\.transport) }
-        for t in transports { t.close(reason: reason) }
-    }
+    public func disconnectAll(reason: String) { host.disconnectAll(reason: reason) }
 
-    // MARK: - events
+    // MARK: - the host's events
 
-    fileprivate func received(_ id: Int, _ bytes: [UInt8]) {
-        var fx = Effects()
-        state.withLock { s in handle(&s, &fx, id, bytes) }
-        run(fx)
-    }
-
-    fileprivate func closed(_ id: Int, _ reason: TransportError) {
-        let (remaining, conn, bearers) = state.withLock { s in
-            let c = s.connections.removeValue(forKey: id)
-            // A client's CID 4 connection takes its Enhanced ATT bearers with it (the link is gone).
-            let bearers = c?.client == nil ? s.connections.values.filter { $0.client == id }.map(\.transport) : []
-            return (s.connections.filter { $0.value.client == nil }.count, c, bearers)
+    /// A connection registered: its number, its client, and (the first one) the timed database change.
+    private func attached(_ c: ATTServerConnection, client: ATTServerConnection?) {
+        let (id, clientNumber) = state.withLock { s in
+            let id = s.nextConnectionID
+            s.nextConnectionID += 1
+            var conn = Conn(number: id, owner: ObjectIdentifier(client ?? c))
+            if client == nil { conn.clientFeatures = [options.clientFeaturesAtConnect] }
+            s.connections[ObjectIdentifier(c)] = conn
+            return (id, client.map { s.number($0) })
         }
-        for b in bearers { b.close(reason: "its client's connection \(id) closed") }
+        numbers.withLock { $0[ObjectIdentifier(c)] = id }
+        if id == 1, let ms = options.changeDatabaseAfterMilliseconds {
+            after(ms) { [self] s, ctx in changeDatabase(&s, &ctx) }
+        }
+        if let clientNumber {
+            log("connection \(id) opened: \(c.transport.label) (Enhanced ATT bearer of connection \(clientNumber), MTU \(c.session.mtu))")
+        } else {
+            log("connection \(id) opened: \(c.transport.label)")
+        }
+    }
+
+    /// A connection ended: its count is logged; a client's CID 4 connection takes its Enhanced ATT bearers with it.
+    private func closed(_ c: ATTServerConnection, _ reason: TransportError) {
+        let key = ObjectIdentifier(c)
+        let (conn, bearers) = state.withLock { s in
+            let conn = s.connections.removeValue(forKey: key)
+            let bearers = conn?.owner == key ? s.connections.filter { $0.value.owner == key }.map(\.key) : []
+            return (conn, bearers)
+        }
+        numbers.withLock { $0[key] = nil }
+        let id = conn?.number ?? 0
+        for b in host.withContext({ ctx in ctx.allConnections.filter { bearers.contains(ObjectIdentifier($0)) } }) {
+            b.close(reason: "its client's connection \(id) closed")
+        }
         // The counts say how many writes of a benchmark arrived (tools/vm/scenarios/bench.sh reads this line).
         let counts = conn.map { "; received \($0.writeRequests) Write Requests, \($0.writeCommands) Write Commands" } ?? ""
         log("connection \(id) closed: \(reason)\(counts)")
-        connectionClosed(remaining)
+        connectionClosed(host.clientCount)
     }
 
-    private func flush(_ id: Int) {
-        var fx = Effects()
-        state.withLock { s in
-            guard var c = s.connections[id] else { return }
-            do {
-                if try c.outbox.flush(on: c.transport) { fx.writableWaits.append((id, c.transport)) }
-            } catch {
-                fx.logs.append("conn \(id): send failed: \(error)")
-                fx.closes.append((c.transport, "send failed: \(error)"))
-            }
-            s.connections[id] = c
+    /// Every PDU from a client, before the host decodes it: the verbose trace, and a malformed PDU's answer logged.
+    private func inbound(_ bytes: [UInt8], _ c: ATTServerConnection) {
+        let id = numbers.withLock { $0[ObjectIdentifier(c)] ?? 0 }
+        if options.verbose { log("conn \(id) -> \(ATTHex.string(bytes, separator: " "))") }
+        if case .malformed(let error, .now(let answer)) = ATTServer.decode(bytes), case .errorResponse(_, _, let code) = answer {
+            log("conn \(id): \(error) -> \(code)")
+            logError(id, answer)
         }
-        run(fx)
     }
 
-    private func run(_ fx: Effects) {
-        for line in fx.logs { log(line) }
-        for (id, t) in fx.writableWaits { t.whenWritable { [weak self] in self?.flush(id) } }
-        for (t, reason) in fx.closes { t.close(reason: reason) }
+    /// Every PDU the host sends (under its lock: only the leaf lock `numbers` is taken here).
+    private func outbound(_ bytes: [UInt8], _ c: ATTServerConnection) {
+        guard options.verbose else { return }
+        let id = numbers.withLock { $0[ObjectIdentifier(c)] ?? 0 }
+        log("conn \(id) <- \(ATTHex.string(bytes, separator: " "))")
+    }
+
+    private func read(_ read: AttributeRead, _ c: ATTServerConnection) -> ReadOutcome {
+        state.withLock { s in readValue(&s, c, read) }
+    }
+
+    private func write(_ w: AttributeWrite, _ c: ATTServerConnection) -> WriteOutcome {
+        state.withLock { s in write(&s, c, w) }
     }
 
     private func log(_ line: String) {
@@ -264,153 +254,176 @@ public final class SimulatedMirror: Sendable {
         logSink(String(format: "%8.3f ", t) + line)
     }
 
-    /// Runs `body` under the lock after `milliseconds`, then its effects.
-    private func after(_ milliseconds: Int, _ body: @escaping @Sendable (inout DeviceState, inout Effects) -> Void) {
+    /// Logs and notifies what waits, in order (under both locks: the host's context and the mirror's state).
+    private func flush(_ s: inout DeviceState, _ ctx: inout GATTServerHost.Context) {
+        let pending = s.pending
+        s.pending = []
+        for p in pending {
+            switch p {
+            case .log(let line): log(line)
+            case .notify(let name, let value): notify(&s, &ctx, name, value)
+            }
+        }
+    }
+
+    /// Runs `body` in the host's context and under the mirror's lock after `milliseconds`, then what it left pending.
+    private func after(_ milliseconds: Int, _ body: @escaping @Sendable (inout DeviceState, inout GATTServerHost.Context) -> Void) {
         timers.asyncAfter(deadline: .now() + .milliseconds(milliseconds)) { [weak self] in
-            guard let self else { return }
-            var fx = Effects()
-            self.state.withLock { s in body(&s, &fx) }
-            self.run(fx)
+            self?.now(body)
+        }
+    }
+
+    private func now(_ body: (inout DeviceState, inout GATTServerHost.Context) -> Void) {
+        host.withContext { ctx in
+            state.withLock { s in
+                body(&s, &ctx)
+                flush(&s, &ctx)
+            }
         }
     }
 
     // MARK: - sending
 
-    private func send(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: [UInt8]) {
-        guard var c = s.connections[id] else { return }
-        if options.verbose { fx.logs.append("conn \(id) <- \(ATTHex.string(pdu, separator: " "))") }
-        do {
-            if try c.outbox.send(pdu, on: c.transport) { fx.writableWaits.append((id, c.transport)) }
-            s.connections[id] = c
-        } catch {
-            fx.logs.append("conn \(id): send failed: \(error)")
-            fx.closes.append((c.transport, "send failed: \(error)"))
-        }
-    }
-
-    private func sendPDU(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) {
-        send(&s, &fx, id, pdu.bytes)
-    }
-
-    /// Notifies `name`'s value to every connection that enabled notifications on it.
-    private func notify(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) {
-        guard let handle = s.server.database.handle(name) else { return }
-        for (id, c) in s.connections.sorted(by: { $0.key < $1.key }) where c.client == nil && c.session.subscribed(handle) {
-            fx.logs.append("conn \(id): notify \(name) = \(ATTHex.string(value, separator: " "))")
-            sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: value.prefix(ATTMTU.writeValueBudget(c.session.mtu))))
+    /// Notifies `name`'s value to every client that enabled notifications on it.
+    private func notify(_ s: inout DeviceState, _ ctx: inout GATTServerHost.Context, _ name: String, _ value: [UInt8]) {
+        guard let handle = s.database.handle(name) else { return }
+        let subscribed = ctx.clients.filter { ctx.session(of: $0).subscribed(handle) }.sorted { s.number($0) < s.number($1) }
+        for c in subscribed {
+            log("conn \(s.number(c)): notify \(name) = \(ATTHex.string(value, separator: " "))")
+            ctx.notify(handle: handle, value: value, to: c)
         }
     }
 
     // Notifications only on change (as a real mirror does: a latched ERROR sends nothing new).
-    private func setScanState(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
+    private func setScanState(_ s: inout DeviceState, _ value: UInt8) {
         guard s.scanState != value else { return }
         s.scanState = value
-        fx.logs.append("scanState -> \(options.profile.scanStateName(value))")
-        notify(&s, &fx, "scanState", [value])
+        s.log("scanState -> \(options.profile.scanStateName(value))")
+        s.pending.append(.notify("scanState", [value]))
     }
-    private func setScanError(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
+    private func setScanError(_ s: inout DeviceState, _ value: UInt8) {
         guard s.scanError != value else { return }
         s.scanError = value
-        fx.logs.append("scanError -> \(options.profile.scanErrorName(value))")
-        notify(&s, &fx, "scanError", [value])
+        s.log("scanError -> \(options.profile.scanErrorName(value))")
+        s.pending.append(.notify("scanError", [value]))
     }
-    private func setWiFiStatus(_ s: inout DeviceState, _ fx: inout Effects, _ value: UInt8) {
+    private func setWiFiStatus(_ s: inout DeviceState, _ value: UInt8) {
         guard s.wifiStatus != value else { return }
         s.wifiStatus = value
-        fx.logs.append("wifiConnectionStatus -> \(options.profile.wifiStatusName(value))")
-        notify(&s, &fx, "wifiConnectionStatus", [value])
+        s.log("wifiConnectionStatus -> \(options.profile.wifiStatusName(value))")
+        s.pending.append(.notify("wifiConnectionStatus", [value]))
     }
 
     private func byte(state name: String) -> UInt8 { options.profile.scanStateByte(name) ?? 0 }
     private func byte(error name: String) -> UInt8 { options.profile.scanErrorByte(name) ?? 0 }
 
-    // MARK: - the ATT server
+    // MARK: - the faults around the server's answer
 
-    private func handle(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ bytes: [UInt8]) {
-        guard s.connections[id] != nil else { return }
-        if options.verbose { fx.logs.append("conn \(id) -> \(ATTHex.string(bytes, separator: " "))") }
-        let pdu: ATTPDU
-        switch ATTServer.decode(bytes) {
-        case .pdu(let p): pdu = p
-        case .malformed(let error, let reply):
-            guard case .now(let answer) = reply, case .errorResponse(_, _, let code) = answer else { return }
-            fx.logs.append("conn \(id): \(error) -> \(code)")
-            logError(&fx, id, answer)
-            sendPDU(&s, &fx, id, answer)
-            return
-        }
-        // Faults match requests and commands on a characteristic's value handle.
-        var fault: SimFault?
-        let owner = s.owner(of: id)
-        if case .handleValueConfirmation = pdu, s.connections[owner]?.serviceChangedPending == true {
-            // The Service Changed indication confirmed: the client is change-aware again (§2.5.2.1).
-            s.connections[owner]?.serviceChangedPending = false
-            s.connections[owner]?.changeAware = true
-        }
-        if let target = targetHandle(pdu), let name = s.server.database.name(of: target),
-           let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
-            if s.faults[index].occurrence > 1 {
-                s.faults[index].occurrence -= 1
-            } else {
-                fault = s.faults.remove(at: index)
-                fx.logs.append("conn \(id): fault \(fault!) on \(pdu.opcode.name)")
+    /// The host's `serve` hook: faults match requests and commands on a characteristic's value handle; a
+    /// change-unaware client with robust caching is refused; the writes' notifications go before the answer.
+    private func serve(_ pdu: ATTPDU, _ c: ATTServerConnection, _ ctx: inout GATTServerHost.Context) -> ATTServerReply {
+        let key = ObjectIdentifier(c)
+        enum Before { case answer(SimFault?), reply(ATTServerReply) }
+        let before: Before = state.withLock { s in
+            defer { flush(&s, &ctx) }
+            guard s.connections[key] != nil else { return .reply(.none) }
+            let id = s.number(c), owner = s.owner(of: c)
+            var fault: SimFault?
+            if case .handleValueConfirmation = pdu, s.connections[owner]?.serviceChangedPending == true {
+                // The Service Changed indication confirmed: the client is change-aware again (§2.5.2.1).
+                s.connections[owner]?.serviceChangedPending = false
+                s.connections[owner]?.changeAware = true
             }
+            if let target = targetHandle(pdu), let name = s.database.name(of: target),
+               let index = s.faults.firstIndex(where: { $0.characteristic == name }) {
+                if s.faults[index].occurrence > 1 {
+                    s.faults[index].occurrence -= 1
+                } else {
+                    fault = s.faults.remove(at: index)
+                    s.log("conn \(id): fault \(fault!) on \(pdu.opcode.name)")
+                }
+            }
+            if case .disconnect = fault?.kind {
+                ctx.close(c, reason: "fault: disconnect during \(pdu.opcode.name)")
+                return .reply(.none)
+            }
+            if case .changeDatabase = fault?.kind { changeDatabase(&s, &ctx) }
+            if outOfSync(&s, c, pdu) {
+                s.log("conn \(id): change-unaware with robust caching: Database Out Of Sync to \(pdu.opcode.name)")
+                let refusal = ATTPDU.errorResponse(requestOpcode: pdu.opcode, handle: targetHandle(pdu) ?? 0x0000, error: .databaseOutOfSync)
+                return .reply(.now(refusal))
+            }
+            switch pdu.opcode {
+            case .writeCommand:
+                s.connections[key]?.writeCommands += 1
+                s.writeCommands += 1
+            case .writeRequest:
+                s.connections[key]?.writeRequests += 1
+                s.writeRequests += 1
+            default: break
+            }
+            return .answer(fault)
         }
-        if case .disconnect = fault?.kind {
-            if let c = s.connections[id] { fx.closes.append((c.transport, "fault: disconnect during \(pdu.opcode.name)")) }
-            return
+        let fault: SimFault?
+        switch before {
+        case .reply(let reply): return reply
+        case .answer(let f): fault = f
         }
-        if case .changeDatabase = fault?.kind { changeDatabase(&s, &fx) }
-        if outOfSync(&s, id, pdu) {
-            fx.logs.append("conn \(id): change-unaware with robust caching: Database Out Of Sync to \(pdu.opcode.name)")
-            sendPDU(&s, &fx, id, .errorResponse(requestOpcode: pdu.opcode, handle: targetHandle(pdu) ?? 0x0000, error: .databaseOutOfSync))
-            return
-        }
-        let reply = answer(&s, &fx, id, pdu)
-        switch fault?.kind {
-        case .drop?:
-            return
-        case .notifyFirst?:
-            notifyUnchanged(&s, &fx, id)
-        default: break
-        }
-        var extra = 0
-        if case .delay(let ms)? = fault?.kind { extra = ms }
-        switch reply {
-        case .none: return
-        case .now(let p) where extra == 0: sendPDU(&s, &fx, id, p)
-        case .now(let p): respondLater(id, extra, p)
-        case .later(let ms, let p): respondLater(id, ms + extra, p)
+        // The server's answer, with the mirror's values behind the host's read and write hooks (they take `state`).
+        let reply = ctx.answer(pdu, from: c)
+        return state.withLock { s in
+            let id = s.number(c)
+            if case .exchangeMTURequest(let clientRx) = pdu {
+                s.log("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(ctx.session(of: c).mtu)")
+            }
+            if options.verbose, case .now(let p) = reply, case .errorResponse(let opcode, let handle, let code) = p {
+                s.log("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))")
+            }
+            flush(&s, &ctx)
+            switch fault?.kind {
+            case .drop?: return .none
+            case .notifyFirst?: notifyUnchanged(&s, &ctx, c)
+            default: break
+            }
+            guard case .delay(let extra)? = fault?.kind else { return reply }
+            switch reply {
+            case .none: return .none
+            case .now(let p): return .later(milliseconds: extra, p)
+            case .later(let ms, let p): return .later(milliseconds: ms + extra, p)
+            }
         }
     }
 
     /// The fault change-database (once): the mirror service gets a characteristic at its start ("simAdded"), so
     /// every mirror handle moves up by 2; every client becomes change-unaware and those that enabled indications
     /// of Service Changed get one for the range from the mirror service to 0xFFFF (Vol 3 Part G §7.1, §2.5.2.1).
-    private func changeDatabase(_ s: inout DeviceState, _ fx: inout Effects) {
+    private func changeDatabase(_ s: inout DeviceState, _ ctx: inout GATTServerHost.Context) {
         guard !s.databaseChanged else { return }
         s.databaseChanged = true
         let changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
                                                eatt: options.eatt, addedCharacteristic: true, hashOrder: options.hashOrder)
-        s.server.database = changed
+        s.database = changed
+        ctx.database = changed
         let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001
         let serviceChanged = changed.attributes.first { $0.type == .serviceChanged }?.handle
-        fx.logs.append("fault: the database changed from \(ATTHex.handle(start)) (simAdded; the mirror's handles move up by 2)")
-        for id in s.connections.keys.sorted() where s.connections[id]?.client == nil {
-            s.connections[id]?.changeAware = false
-            guard let h = serviceChanged, s.connections[id]?.session.subscribed(h, indications: true) == true else { continue }
-            s.connections[id]?.serviceChangedPending = true
-            sendPDU(&s, &fx, id, .handleValueIndication(handle: h, value: [UInt8(start & 0xFF), UInt8(start >> 8), 0xFF, 0xFF][...]))
+        s.log("fault: the database changed from \(ATTHex.handle(start)) (simAdded; the mirror's handles move up by 2)")
+        flush(&s, &ctx)
+        for c in ctx.clients.sorted(by: { s.number($0) < s.number($1) }) {
+            let key = ObjectIdentifier(c)
+            s.connections[key]?.changeAware = false
+            guard let h = serviceChanged, ctx.session(of: c).subscribed(h, indications: true) else { continue }
+            s.connections[key]?.serviceChangedPending = true
+            ctx.indicate(handle: h, value: [UInt8(start & 0xFF), UInt8(start >> 8), 0xFF, 0xFF], to: c)
         }
     }
 
     /// A request from a change-unaware client that enabled robust caching gets Database Out Of Sync (0x12), except a
     /// read of the Database Hash, which is answered and makes it change-aware (Vol 3 Part G §2.5.2.1).
-    private func outOfSync(_ s: inout DeviceState, _ id: Int, _ pdu: ATTPDU) -> Bool {
-        let owner = s.owner(of: id)
-        guard pdu.opcode.kind == .request, let c = s.connections[owner], !c.changeAware,
-              (c.clientFeatures.first ?? 0) & 0x01 != 0 else { return false }
-        let hash = s.server.database.handle(AttributeDatabase.databaseHashName)
+    private func outOfSync(_ s: inout DeviceState, _ c: ATTServerConnection, _ pdu: ATTPDU) -> Bool {
+        let owner = s.owner(of: c)
+        guard pdu.opcode.kind == .request, let conn = s.connections[owner], !conn.changeAware,
+              (conn.clientFeatures.first ?? 0) & 0x01 != 0 else { return false }
+        let hash = s.database.handle(AttributeDatabase.databaseHashName)
         var readsHash = false
         if case .readByTypeRequest(_, let type) = pdu, type == .databaseHash { readsHash = true }
         if case .readRequest(let h) = pdu, h == hash { readsHash = true }
@@ -418,15 +431,11 @@ public final class SimulatedMirror: Sendable {
         return !readsHash
     }
 
-    private func respondLater(_ id: Int, _ ms: Int, _ pdu: ATTPDU) {
-        after(ms) { [self] s, fx in sendPDU(&s, &fx, id, pdu) }
-    }
-
     /// The fault "notify-first": scanState and scanError go out before the answer even when unchanged.
-    private func notifyUnchanged(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int) {
+    private func notifyUnchanged(_ s: inout DeviceState, _ ctx: inout GATTServerHost.Context, _ c: ATTServerConnection) {
         for (name, value) in [("scanState", s.scanState), ("scanError", s.scanError)] {
-            guard let handle = s.server.database.handle(name), let c = s.connections[id] else { continue }
-            if c.session.subscribed(handle) { sendPDU(&s, &fx, id, .handleValueNotification(handle: handle, value: [value][...])) }
+            guard let handle = s.database.handle(name), ctx.session(of: c).subscribed(handle) else { continue }
+            ctx.notify(handle: handle, value: [value], to: c)
         }
     }
 
@@ -438,46 +447,18 @@ public final class SimulatedMirror: Sendable {
         }
     }
 
-    /// The server's answer, with the mirror's values behind its read and write handlers.
-    private func answer(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) -> ATTServerReply {
-        guard var session = s.connections[id]?.session else { return .none }
-        // CCCD values are per client (Part G §3.3.3.3): an Enhanced ATT bearer reads and writes its client's.
-        let owner = s.owner(of: id)
-        if owner != id, let cccd = s.connections[owner]?.session.cccd { session.cccd = cccd }
-        switch pdu.opcode {
-        case .writeCommand:
-            s.connections[id]?.writeCommands += 1
-            s.writeCommands += 1
-        case .writeRequest:
-            s.connections[id]?.writeRequests += 1
-            s.writeRequests += 1
-        default: break
-        }
-        var server = s.server
-        let reply = server.answer(pdu, session: &session,
-                                  read: { readValue(&s, id, $0) },
-                                  write: { write(&s, &fx, id, $0) })
-        s.connections[id]?.session = session
-        if owner != id { s.connections[owner]?.session.cccd = session.cccd }
-        if case .exchangeMTURequest(let clientRx) = pdu {
-            fx.logs.append("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(session.mtu)")
-        }
-        if case .now(let p) = reply { logError(&fx, id, p) }
-        return reply
-    }
-
-    private func logError(_ fx: inout Effects, _ id: Int, _ pdu: ATTPDU) {
+    private func logError(_ id: Int, _ pdu: ATTPDU) {
         guard options.verbose, case .errorResponse(let opcode, let handle, let code) = pdu else { return }
-        fx.logs.append("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))")
+        log("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))")
     }
 
     // MARK: - the mirror's values
 
     /// A named attribute is one of the mirror's values; the Wi-Fi list's cursor moves on a Read Request only.
-    private func readValue(_ s: inout DeviceState, _ id: Int, _ read: AttributeRead) -> ReadOutcome {
+    private func readValue(_ s: inout DeviceState, _ c: ATTServerConnection, _ read: AttributeRead) -> ReadOutcome {
         guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
         switch name {
-        case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[s.owner(of: id)]?.clientFeatures ?? [0])
+        case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[s.owner(of: c)]?.clientFeatures ?? [0])
         case AttributeDatabase.databaseHashName, AttributeDatabase.serverSupportedFeaturesName: return .stored
         case "scanState": return .value([s.scanState])
         case "scanError": return .value([s.scanError])
@@ -496,17 +477,17 @@ public final class SimulatedMirror: Sendable {
 
     /// A write to an attribute: a CCCD is logged (the server keeps it); a mirror value runs the state machine
     /// (prepared parts only when executed).
-    private func write(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ w: AttributeWrite) -> WriteOutcome {
+    private func write(_ s: inout DeviceState, _ c: ATTServerConnection, _ w: AttributeWrite) -> WriteOutcome {
         switch w.attribute.role {
         case .cccd(let valueHandle):
             let v = w.value.littleEndianUInt16(at: 0)
-            fx.logs.append("conn \(id): CCCD of \(s.server.database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
+            s.log("conn \(s.number(c)): CCCD of \(s.database.name(of: valueHandle) ?? ATTHex.short(valueHandle)) = \(ATTHex.short(v))")
             return .store
         case .value where w.attribute.name == AttributeDatabase.clientSupportedFeaturesName:
-            return writeClientFeatures(&s, &fx, id, w.value)
+            return writeClientFeatures(&s, c, w.value)
         case .value where w.attribute.name != nil:
             if w.opcode == .prepareWriteRequest { return .store }
-            return writeMirror(&s, &fx, w.attribute.name!, w.value)
+            return writeMirror(&s, w.attribute.name!, w.value)
         default:
             return .rejected(.writeNotPermitted)
         }
@@ -514,20 +495,20 @@ public final class SimulatedMirror: Sendable {
 
     /// Client Supported Features (Vol 3 Part G §7.2), per connection: a bit once set stays set (clearing one is
     /// Value Not Allowed, 0x13); the value is kept as written, with the bits this server does not know.
-    private func writeClientFeatures(_ s: inout DeviceState, _ fx: inout Effects, _ id: Int, _ value: [UInt8]) -> WriteOutcome {
-        let id = s.owner(of: id)
-        guard !value.isEmpty, let old = s.connections[id]?.clientFeatures else { return .rejected(.invalidAttributeValueLength) }
+    private func writeClientFeatures(_ s: inout DeviceState, _ c: ATTServerConnection, _ value: [UInt8]) -> WriteOutcome {
+        let owner = s.owner(of: c), id = s.connections[owner]?.number ?? 0
+        guard !value.isEmpty, let old = s.connections[owner]?.clientFeatures else { return .rejected(.invalidAttributeValueLength) }
         for (i, byte) in old.enumerated() where (i < value.count ? value[i] : 0) & byte != byte {
-            fx.logs.append("conn \(id): Client Supported Features \(ATTHex.string(value)) clears a bit set before: Value Not Allowed")
+            s.log("conn \(id): Client Supported Features \(ATTHex.string(value)) clears a bit set before: Value Not Allowed")
             return .rejected(.valueNotAllowed)
         }
-        s.connections[id]?.clientFeatures = value
-        fx.logs.append("conn \(id): Client Supported Features = \(ATTHex.string(value))" + (value[0] & 0x01 != 0 ? " (robust caching)" : "")
+        s.connections[owner]?.clientFeatures = value
+        s.log("conn \(id): Client Supported Features = \(ATTHex.string(value))" + (value[0] & 0x01 != 0 ? " (robust caching)" : "")
                        + (value[0] & 0x02 != 0 ? " (Enhanced ATT bearers)" : ""))
         return .accepted(responseAfterMilliseconds: nil)
     }
 
-    private func writeMirror(_ s: inout DeviceState, _ fx: inout Effects, _ name: String, _ value: [UInt8]) -> WriteOutcome {
+    private func writeMirror(_ s: inout DeviceState, _ name: String, _ value: [UInt8]) -> WriteOutcome {
         let t = options.timings
         let profile = options.profile
         let online = s.wifiStatus == (profile.wifiStatusByte("connected") ?? 2)
@@ -535,19 +516,19 @@ public final class SimulatedMirror: Sendable {
         case "cloudToken":
             // The mirror's own limit, whatever the MTU allows (a real mirror answers 0x0D both for it and for a too-long value).
             guard value.count <= options.effectiveTokenLimit else {
-                fx.logs.append("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
+                s.log("cloudToken: \(value.count) bytes > limit \(options.effectiveTokenLimit): Invalid Attribute Value Length")
                 return .rejected(.invalidAttributeValueLength)
             }
             // Logged when it changes: a bench's flood of the same value would otherwise cost a log line per write, and a
             // simulator that falls behind on an LE link loses PDUs (a fixed channel has no flow control).
-            if value != s.cloudToken { fx.logs.append("cloudToken = \(TerminalText.escaped(String(decoding: value, as: UTF8.self)))") }
+            if value != s.cloudToken { s.log("cloudToken = \(TerminalText.escaped(String(decoding: value, as: UTF8.self)))") }
             s.cloudToken = value
             guard online else {
                 // A cloudToken written while Wi-Fi is not connected cannot be used: ERROR / PROCESSOR_BUSY, latched.
                 let error = byte(state: "error"), busy = byte(error: "processorBusy")
-                after(t.latchNotifyMilliseconds) { [self] s, fx in
-                    setScanState(&s, &fx, error)
-                    setScanError(&s, &fx, busy)
+                after(t.latchNotifyMilliseconds) { [self] s, ctx in
+                    setScanState(&s, error)
+                    setScanError(&s, busy)
                 }
                 return .accepted(responseAfterMilliseconds: t.latchResponseMilliseconds)
             }
@@ -560,25 +541,25 @@ public final class SimulatedMirror: Sendable {
             case profile.wifiScanCommand:
                 s.wifiScanned = true
                 s.enumCursor = 0
-                fx.logs.append("wifiScan: \(options.networks.count) networks")
+                s.log("wifiScan: \(options.networks.count) networks")
                 return .accepted(responseAfterMilliseconds: t.wifiScanMilliseconds)
             case profile.initDeviceForScanCommand:
-                return initDeviceForScan(&s, &fx, online: online)
+                return initDeviceForScan(&s, online: online)
             case profile.rebootCommand:
-                fx.logs.append("reboot: dropping every connection in \(t.rebootMilliseconds) ms")
-                after(t.rebootMilliseconds) { [self] s, fx in reboot(&s, &fx) }
+                s.log("reboot: dropping every connection in \(t.rebootMilliseconds) ms")
+                after(t.rebootMilliseconds) { [self] s, ctx in reboot(&s, &ctx) }
                 return .accepted(responseAfterMilliseconds: nil)
             case profile.cancelScanCommand:
                 guard options.cancelResets else {
-                    fx.logs.append("cancelScan ignored (--cancel-resets no)")
+                    s.log("cancelScan ignored (--cancel-resets no)")
                     return .accepted(responseAfterMilliseconds: nil)
                 }
                 s.scanGeneration += 1
-                setScanState(&s, &fx, byte(state: "invalid"))
-                setScanError(&s, &fx, byte(error: "invalid"))
+                setScanState(&s, byte(state: "invalid"))
+                setScanError(&s, byte(error: "invalid"))
                 return .accepted(responseAfterMilliseconds: nil)
             default:
-                fx.logs.append("scannerAction: unknown command \(ATTHex.short(command))")
+                s.log("scannerAction: unknown command \(ATTHex.short(command))")
                 return .rejected(.valueNotAllowed)
             }
 
@@ -589,10 +570,10 @@ public final class SimulatedMirror: Sendable {
             let generation = s.wifiGeneration
             let ssid = String(decoding: value, as: UTF8.self)
             let known = options.networks.contains(ssid)
-            setWiFiStatus(&s, &fx, profile.wifiStatusByte("connecting") ?? 1)
-            after(t.wifiJoinMilliseconds) { [self] s, fx in
+            setWiFiStatus(&s, profile.wifiStatusByte("connecting") ?? 1)
+            after(t.wifiJoinMilliseconds) { [self] s, ctx in
                 guard s.wifiGeneration == generation else { return }
-                setWiFiStatus(&s, &fx, known ? (profile.wifiStatusByte("connected") ?? 2) : (profile.wifiStatusByte("failed") ?? 3))
+                setWiFiStatus(&s, known ? (profile.wifiStatusByte("connected") ?? 2) : (profile.wifiStatusByte("failed") ?? 3))
             }
             return .accepted(responseAfterMilliseconds: nil)
 
@@ -605,16 +586,16 @@ public final class SimulatedMirror: Sendable {
         }
     }
 
-    private func initDeviceForScan(_ s: inout DeviceState, _ fx: inout Effects, online: Bool) -> WriteOutcome {
+    private func initDeviceForScan(_ s: inout DeviceState, online: Bool) -> WriteOutcome {
         let t = options.timings
         let errorState = byte(state: "error")
         if !options.scaleAligned {
             // A misaligned scale: SCALE_ALIGNMENT 60-90 ms after the write, before its Write Response (a real mirror's timing).
             let delay = Int.random(in: t.alignmentNotifyWindow)
             let alignment = byte(error: "scaleAlignment")
-            after(delay) { [self] s, fx in
-                setScanError(&s, &fx, alignment)
-                setScanState(&s, &fx, errorState)
+            after(delay) { [self] s, ctx in
+                setScanError(&s, alignment)
+                setScanState(&s, errorState)
             }
             return .accepted(responseAfterMilliseconds: delay + t.alignmentResponseAfterNotifyMilliseconds)
         }
@@ -622,35 +603,35 @@ public final class SimulatedMirror: Sendable {
         let idle = [byte(state: "invalid"), byte(state: "complete")]
         guard idle.contains(s.scanState) else {
             // A latched ERROR (or a scan in progress) must be cancelled first: the mirror stays busy.
-            fx.logs.append("initDeviceForScan refused: scanState is \(options.profile.scanStateName(s.scanState))")
-            setScanError(&s, &fx, busy)
+            s.log("initDeviceForScan refused: scanState is \(options.profile.scanStateName(s.scanState))")
+            setScanError(&s, busy)
             return .accepted(responseAfterMilliseconds: nil)
         }
         guard online, !s.cloudToken.isEmpty else {
-            fx.logs.append("initDeviceForScan refused: \(online ? "no cloudToken" : "Wi-Fi not connected")")
-            after(t.latchNotifyMilliseconds) { [self] s, fx in
-                setScanState(&s, &fx, errorState)
-                setScanError(&s, &fx, busy)
+            s.log("initDeviceForScan refused: \(online ? "no cloudToken" : "Wi-Fi not connected")")
+            after(t.latchNotifyMilliseconds) { [self] s, ctx in
+                setScanState(&s, errorState)
+                setScanError(&s, busy)
             }
             return .accepted(responseAfterMilliseconds: t.latchResponseMilliseconds)
         }
         s.scanGeneration += 1
         let generation = s.scanGeneration
-        setScanError(&s, &fx, byte(error: "noError"))
+        setScanError(&s, byte(error: "noError"))
         let steps = ["alignScale", "warmingUp", "waitingForWeight", "countDown", "preCheck", "scanning", "postCheck", "complete"]
         for (i, step) in steps.enumerated() {
             let value = byte(state: step)
-            after(t.scanStepMilliseconds * (i + 1)) { [self] s, fx in
+            after(t.scanStepMilliseconds * (i + 1)) { [self] s, ctx in
                 guard s.scanGeneration == generation else { return }
-                setScanState(&s, &fx, value)
-                if step == "complete" { upload(&s, &fx, generation) }
+                setScanState(&s, value)
+                if step == "complete" { upload(&s, generation) }
             }
         }
         return .accepted(responseAfterMilliseconds: nil)
     }
 
-    private func reboot(_ s: inout DeviceState, _ fx: inout Effects) {
-        for (_, c) in s.connections { fx.closes.append((c.transport, "mirror rebooting")) }
+    private func reboot(_ s: inout DeviceState, _ ctx: inout GATTServerHost.Context) {
+        for c in ctx.allConnections { ctx.close(c, reason: "mirror rebooting") }
         s.scanGeneration += 1
         s.reboots += 1
         s.scanState = byte(state: "invalid")
@@ -659,50 +640,47 @@ public final class SimulatedMirror: Sendable {
         s.wifiScanned = false
         s.enumCursor = 0
         s.extras = [:]
-        fx.logs.append("rebooted: scanState and scanError INVALID, cloudToken cleared")
+        s.log("rebooted: scanState and scanError INVALID, cloudToken cleared")
     }
 
     // MARK: - the upload
 
-    private func upload(_ s: inout DeviceState, _ fx: inout Effects, _ generation: Int) {
+    private func upload(_ s: inout DeviceState, _ generation: Int) {
         let token = String(decoding: s.cloudToken, as: UTF8.self)
         guard let url = URL(string: token), url.scheme == "http" || url.scheme == "https" else {
             s.uploads.append("not posted: cloudToken \(token) is not an http URL")
-            setScanError(&s, &fx, byte(error: "internalError"))
+            setScanError(&s, byte(error: "internalError"))
             return
         }
         // The URL's last component: the receiver's secret path (what a real mirror's result names is its own).
         let scanID = url.lastPathComponent
         let body = ResultArchive.body(options.result, scanID: scanID)
-        fx.logs.append("posting \(body.count) bytes to \(token)")
+        s.log("posting \(body.count) bytes to \(token)")
         let internalError = byte(error: "internalError")
         Task { [self] in
             let outcome = await HTTPPoster.post(body, to: url)
-            var fx = Effects()
-            state.withLock { s in
+            now { s, _ in
                 switch outcome {
                 case .success(let status) where (200..<300).contains(status):
                     s.uploads.append("posted \(body.count) bytes to \(token): HTTP \(status)")
                 case .success(let status):
                     s.uploads.append("posted \(body.count) bytes to \(token): HTTP \(status)")
-                    if s.scanGeneration == generation { setScanError(&s, &fx, internalError) }
+                    if s.scanGeneration == generation { setScanError(&s, internalError) }
                 case .failure(let e):
                     s.uploads.append("post to \(token) failed: \(e)")
-                    if s.scanGeneration == generation { setScanError(&s, &fx, internalError) }
+                    if s.scanGeneration == generation { setScanError(&s, internalError) }
                 }
-                fx.logs.append(s.uploads.last!)
+                s.log(s.uploads.last!)
             }
-            run(fx)
         }
     }
 }
 
-/// The sink of one connection's transport: hands PDUs and the close to the mirror.
-final class SimConnectionSink: ATTTransportSink {
-    private weak let mirror: SimulatedMirror?
-    private let id: Int
-    init(mirror: SimulatedMirror, id: Int) { self.mirror = mirror; self.id = id }
-    func transport(didReceive pdu: [UInt8]) { mirror?.received(id, pdu) }
-    func transport(didCloseWith reason: TransportError) { mirror?.closed(id, reason) }
+/// The mirror the host's hooks call: set once after both exist (the host is built with the hooks, before the mirror).
+final class MirrorLink: Sendable {
+    /// Guards the weak reference (weak: the mirror owns the host, which owns the hooks).
+    private let reference = Lock<Weak>(Weak())
+    struct Weak { weak var mirror: SimulatedMirror? }
+    var mirror: SimulatedMirror? { reference.withLock { $0.mirror } }
+    func set(_ mirror: SimulatedMirror) { reference.withLock { $0.mirror = mirror } }
 }
-
