@@ -19,3 +19,14 @@ nonisolated(nonsending) func withEngineContinuation<T: Sendable>(_ body: (Engine
     try await withUnsafeThrowingContinuation(body)
 }
 #endif
+
+/// The continuation the engine stores, made from an unsafe one (for the executor-inheriting continuation of
+/// `ATTEngine.request`): checked in debug builds, as withCheckedThrowingContinuation makes it; as is in release builds.
+@inline(__always)
+func engineContinuation<T: Sendable>(_ c: UnsafeContinuation<T, any Error>) -> EngineContinuation<T> {
+    #if DEBUG
+    CheckedContinuation(continuation: c)
+    #else
+    c
+    #endif
+}

@@ -24,6 +24,7 @@ public final class EventLoop: TaskExecutor {
     public init() throws(TransportError) {
         let core = try LoopCore()
         self.core = core
+        Self.counts.withLock { $0.live += 1 }
         let started = Lock<pthread_t?>(nil)
         startDetachedThread {
             _ = cbz_set_thread_name("att-bearer")
@@ -49,7 +50,7 @@ public final class EventLoop: TaskExecutor {
             core.closeFDs()
             return
         }
-        Self.stopping.withLock { $0 += 1 }
+        Self.counts.withLock { $0.stopping += 1 }
         core.post(.stop)
     }
 
@@ -60,13 +61,23 @@ public final class EventLoop: TaskExecutor {
         core.runUntilIdle()
     }
 
-    /// Loops released whose thread has not ended yet (it runs what was posted, then closes its fds).
-    static let stopping = Lock<Int>(0)
+    /// Loops with a thread (made and not ended), and those of them released whose thread has not ended yet (it runs
+    /// what was posted, then closes its fds).
+    static let counts = Lock<(live: Int, stopping: Int)>((0, 0))
+
+    /// The loops whose thread runs now (each holds three fds and a thread).
+    public static var liveLoops: Int { counts.withLock { $0.live } }
 
     /// Waits until every released loop's thread has ended and closed its fds, at most `seconds`: false if some had
     /// not by then. For a caller that counts fds or threads (a leak test) right after releasing bearers.
     public static func waitForStoppingLoops(seconds: Double) -> Bool {
-        stopping.wait(until: { $0 == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
+        counts.wait(until: { $0.stopping == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
+    }
+
+    /// Waits until at most `count` loops have a thread, at most `seconds`: false if more had by then. A loop whose
+    /// last bearer just ended is still held for the rest of that event; a leak test waits for it this way.
+    public static func waitForLiveLoops(atMost count: Int, seconds: Double) -> Bool {
+        counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
     }
 
     /// True on the loop's thread.
@@ -285,7 +296,10 @@ final class LoopCore: @unchecked Sendable {
         defer {
             events.deallocate()
             closeFDs()
-            EventLoop.stopping.withLockBroadcasting { $0 -= 1 }
+            EventLoop.counts.withLockBroadcasting { c in
+                c.stopping -= 1
+                c.live -= 1
+            }
         }
         while true {
             runLocal()

@@ -73,13 +73,16 @@ final class EventLoopTests: XCTestCase {
     func testAReleasedLoopsThreadEndsAndClosesItsFDs() throws {
         XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10))
         let before = openFileDescriptors()
+        let liveBefore = EventLoop.liveLoops
         var loops: [EventLoop] = []
         for _ in 0..<20 { loops.append(try EventLoop()) }
+        XCTAssertEqual(EventLoop.liveLoops, liveBefore + 20)
         XCTAssertEqual(openFileDescriptors(), before + 60, "an event loop holds three fds: epoll, eventfd, timerfd")
         let ran = Lock<Int>(0)
         for loop in loops { loop.execute { ran.withLock { $0 += 1 } } }
         loops = []
         XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released loop's thread did not end")
+        XCTAssertTrue(EventLoop.waitForLiveLoops(atMost: liveBefore, seconds: 10))
         XCTAssertEqual(ran.withLock { $0 }, 20, "work posted before the release did not run")
         XCTAssertEqual(openFileDescriptors(), before)
     }

@@ -45,12 +45,21 @@ extension ATTEngine {
         let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
         do {
-            return try await withTaskCancellationHandler {
-                try await withEngineContinuation { (c: EngineContinuation<ATTPDU>) in
+            // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
+            // record and continuation, without the hop back to `#isolation` the isolated forms make after the
+            // resumption (each hop is one more job on the loop, and takes the task's status lock). This function is
+            // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
+            return try await _unsafeInheritExecutor_withTaskCancellationHandler {
+                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { u in
                     let p = Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle, valueLength: valueLength,
-                                    budget: budget, ignoresCancellation: ignoresCancellation, continuation: c,
+                                    budget: budget, ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u),
                                     deadline: ClockInstant(nanoseconds: 0), deferred: false)
                     let cancelled = !ignoresCancellation && Task.isCancelled
+                    if !pick && loop.inEventLoop {
+                        // A task on the loop: submitted (and written) right here, no closure, no post.
+                        submit(p, cancelled: cancelled, writeValueLength: writeValueLength)
+                        return
+                    }
                     onLoop {
                         let bearer = pick ? self.pickOnLoop() : self
                         bearer.onLoop { bearer.submit(p, cancelled: cancelled, writeValueLength: writeValueLength) }
