@@ -20,6 +20,11 @@ extension RandomAccessCollection where Element == UInt8, Index == Int {
     func attLE16(at i: Int) -> UInt16 { littleEndianUInt16(at: i) }
 }
 
+/// `v`'s two bytes, least significant first (Vol 3 Part F §3.3; HCI parameters and GATT values too): the one writer of
+/// a little-endian UInt16 into a new array, for every module.
+@inlinable
+public func le16(_ v: UInt16) -> [UInt8] { [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)] }
+
 extension UnsafeMutableRawBufferPointer {
     /// Stores `v` little-endian at `offset` (the caller has checked the bounds).
     @inlinable @inline(__always)

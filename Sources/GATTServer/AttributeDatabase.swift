@@ -154,4 +154,3 @@ public struct AttributeDatabase: Sendable {
     }
 }
 
-func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }

@@ -143,5 +143,4 @@ public enum GATTDatabaseHash {
     }
 }
 
-private func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
 

@@ -131,8 +131,6 @@ public struct HCIParameterError: Error, Sendable, Equatable, CustomStringConvert
 }
 
 extension HCICommand {
-    static func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
-
     static func check(_ ok: Bool, _ command: String, _ parameter: String, _ value: some BinaryInteger,
                       _ allowed: String) throws(HCIParameterError) {
         if !ok {

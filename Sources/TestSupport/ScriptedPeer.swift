@@ -16,7 +16,6 @@ public func hex(_ s: String) -> [UInt8] {
 public func show(_ b: [UInt8]?) -> String { b.map { ATTHex.string($0, separator: " ") } ?? "nil" }
 
 /// A 16-bit value little-endian, as ATT carries it (Vol 3 Part F §3.3).
-public func le16(_ v: UInt16) -> [UInt8] { [UInt8(v & 0xFF), UInt8(v >> 8)] }
 
 /// One step of a script.
 public enum Step: Sendable {
