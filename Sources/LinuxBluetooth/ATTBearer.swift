@@ -50,8 +50,9 @@ public final class ATTBearer: ATTTransport {
     private let receiveNeedsLock = Atomic<Bool>(false)
 
     /// The loop's side, touched only on the loop's thread: the sink, the receive buffer, the epoll source's token.
-    nonisolated(unsafe) private var sink: (any ATTTransportSink)?
-    nonisolated(unsafe) private var buffer: UnsafeMutableRawBufferPointer?
+    /// Unchecked exclusivity: only the loop's thread touches them, one event at a time.
+    @exclusivity(unchecked) nonisolated(unsafe) private var sink: (any ATTTransportSink)?
+    @exclusivity(unchecked) nonisolated(unsafe) private var buffer: UnsafeMutableRawBufferPointer?
     /// The socket's token in the loop's epoll set.
     private let token: UInt64
 

@@ -171,13 +171,14 @@ final class LoopCore: @unchecked Sendable {
     /// The last timer or source ID given (timers are made on any thread).
     private let ids = Lock<UInt64>(10)
 
-    // Loop thread only.
-    var local: [Work] = []
-    var sources: [UInt64: (UInt32) -> Void] = [:]
-    private var timers: [(id: UInt64, deadline: UInt64, work: @Sendable () -> Void)] = []
+    // Loop thread only. Unchecked exclusivity: one thread touches them, one event at a time, so the runtime's dynamic
+    // access checks (a thread-local look-up each, several per request) would guard nothing.
+    @exclusivity(unchecked) var local: [Work] = []
+    @exclusivity(unchecked) var sources: [UInt64: (UInt32) -> Void] = [:]
+    @exclusivity(unchecked) private var timers: [(id: UInt64, deadline: UInt64, work: @Sendable () -> Void)] = []
     /// The deadline the timerfd is armed for, 0 when disarmed.
-    private var armedAt: UInt64 = 0
-    private var stopping = false
+    @exclusivity(unchecked) private var armedAt: UInt64 = 0
+    @exclusivity(unchecked) private var stopping = false
 
     init() throws(TransportError) {
         var opened: [Int32] = []

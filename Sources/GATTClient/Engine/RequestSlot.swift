@@ -99,7 +99,7 @@ extension ATTEngine {
     /// On the loop: puts a request in the slot (with its deadline armed, written at once when the outbox is idle)
     /// or in the queue behind it, or refuses it (a closed bearer, a cancelled caller, a value over the ATT_MTU's
     /// budget).
-    func submit(_ request: Pending, cancelled: Bool, writeValueLength: Int?) {
+    func submit(_ request: consuming Pending, cancelled: Bool, writeValueLength: Int?) {
         var p = request
         enum Admitted { case refused(GATTError), kept, write }
         let admitted: Admitted = state.access { s in
