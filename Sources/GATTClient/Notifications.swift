@@ -61,7 +61,7 @@ public struct GATTNotificationStream: AsyncSequence, Sendable {
     public func finish() { sink.continuation.finish() }
 }
 
-/// The producer side of one notification stream. Yields happen only on the transport's reader thread (the engine
+/// The producer side of one notification stream. Yields happen only on the link's event loop (the engine
 /// delivers inbound PDUs there, one at a time), so the counters only need atomicity, not ordering.
 final class NotificationSink: Sendable {
     let id: UInt64

@@ -4,7 +4,7 @@
 import ATTStack
 import CBlueZSocket
 
-/// Receives what a transport reads, on the transport's one reader thread, in arrival order.
+/// Receives what a transport reads, on the transport's one thread (the socket bearer's event loop), in arrival order.
 /// Core Spec 5.4 Vol 3 Part F §3.3: every PDU arrives whole; the engine above decides what it answers.
 public protocol ATTTransportSink: AnyObject, Sendable {
     /// One whole ATT PDU (one datagram). Called once per PDU, never concurrently, in arrival order.

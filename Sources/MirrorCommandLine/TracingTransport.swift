@@ -68,7 +68,7 @@ public final class ObservedTransport: ATTTransport {
     /// `body` is told the reason once the transport closes (either side).
     public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) { closeObserver.withLock { $0 = body } }
 
-    /// `body` is told each Handle Value Indication (its whole PDU) as it arrives, on the bearer's reader thread,
+    /// `body` is told each Handle Value Indication (its whole PDU) as it arrives, on the bearer's event loop,
     /// before the GATT client sees it.
     public func whenIndicated(_ body: @escaping @Sendable ([UInt8]) -> Void) { indicationObserver.withLock { $0 = body } }
 

@@ -708,7 +708,7 @@ enum BareSocket {
     case own(BareLoop)
     case lent(ATTBearer, timeout: Double)
 
-    /// Runs one turn of the bare loop: at once on its own socket, or on the bearer's reader thread while the bearer
+    /// Runs one turn of the bare loop: at once on its own socket, or on the bearer's event loop while the bearer
     /// reads nothing and sends nothing (`ATTBearer.lend`).
     func run<T: Sendable>(_ body: @escaping @Sendable (BareLoop) throws -> T) async throws -> T {
         switch self {

@@ -496,7 +496,7 @@ extension Session {
         return GATTError.attribute(e)
     }
 
-    /// A Handle Value Indication seen on the bearer (its reader thread): Service Changed (§7.1) forgets the
+    /// A Handle Value Indication seen on the bearer (its event loop): Service Changed (§7.1) forgets the
     /// database known on this connection and removes the peer's cache file, so the next use discovers the
     /// affected range again (`rediscover`; names are resolved again, raw handles are not remapped).
     func indicated(_ pdu: [UInt8]) {
