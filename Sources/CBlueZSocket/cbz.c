@@ -515,13 +515,16 @@ int cbz_eventfd_signal(int fd) {
     return r == sizeof one ? 0 : -1;
 }
 
-int cbz_eventfd_drain(int fd) {
+// An eventfd and a timerfd both hold one 64-bit counter, read whole and reset by one read: one reader for both.
+static int drain_counter(int fd) {
     uint64_t v;
     ssize_t r;
     do { r = read(fd, &v, sizeof v); } while (r < 0 && errno == EINTR);
     if (r < 0 && errno == EAGAIN) return 0;
     return r == sizeof v ? 0 : -1;
 }
+
+int cbz_eventfd_drain(int fd) { return drain_counter(fd); }
 
 int cbz_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
 
@@ -537,13 +540,7 @@ int cbz_timerfd_set(int fd, uint64_t deadline_ns) {
     return timerfd_settime(fd, deadline_ns != 0 ? TFD_TIMER_ABSTIME : 0, &spec, NULL);
 }
 
-int cbz_timerfd_drain(int fd) {
-    uint64_t v;
-    ssize_t r;
-    do { r = read(fd, &v, sizeof v); } while (r < 0 && errno == EINTR);
-    if (r < 0 && errno == EAGAIN) return 0;
-    return r == sizeof v ? 0 : -1;
-}
+int cbz_timerfd_drain(int fd) { return drain_counter(fd); }
 
 // MARK: - Files
 
