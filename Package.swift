@@ -38,9 +38,12 @@ let package = Package(
         // The radio's ceiling for ATT writes on an LE link (PHY, data length, interval, MTU; Vol 6 Part B):
         // pure arithmetic, no I/O, no Foundation (docs/LINK-CEILING.md).
         .target(name: "LinkCeiling"),
-        // The Linux I/O under it: the socket bearer and ATTTransport, HCI, btsnoop, the doctor, capabilities,
-        // signals, and the package's one lock type.
+        // The Linux I/O under it: the socket bearer and ATTTransport, the link's event loop, HCI, btsnoop,
+        // capabilities, signals, and the package's one lock type.
         .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
+        // This machine rather than a link: `mirror doctor`'s findings, the XDG base directories (history, GATT
+        // cache) and the local IPv4 addresses (the upload URL).
+        .target(name: "HostEnvironment", dependencies: ["LinuxBluetooth", "CBlueZSocket", "JSON"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
         // The GATT vocabulary below client and server (Vol 3 Part G): services, characteristics, properties,
@@ -66,7 +69,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
@@ -74,13 +77,13 @@ let package = Package(
         .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["GATTVocabulary", "ATTStack", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
+        .target(name: "Mirror", dependencies: ["GATTVocabulary", "ATTStack", "HostEnvironment", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
         // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
         // (the terminal's width comes from CBlueZSocket, where every ioctl is); loaded by dlopen when an editor opens.
         .target(name: "CLibEdit", dependencies: ["CBlueZSocket"]),
         // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
         // line being typed; plain lines off a terminal.
-        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "LinuxBluetooth", "GATTClient"]),
+        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "HostEnvironment", "LinuxBluetooth", "GATTClient"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
@@ -89,7 +92,7 @@ let package = Package(
         .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "HostEnvironment", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
         .executableTarget(name: "GATTBench", dependencies: ["BenchMeasurement", "GATTClient", "ATTStack", "LinuxBluetooth", "BareATT", "JSON", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
@@ -101,6 +104,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CBlueZSocket"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
         .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
+        .testTarget(name: "HostEnvironmentTests", dependencies: ["TestSupport", "HostEnvironment", "LinuxBluetooth", "JSON"]),
         // The demo in a real pseudo-terminal (Python's pty) and over a pipe.
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),

@@ -6,6 +6,7 @@ import CBlueZSocket
 import ATTStack
 import CLibEdit
 import GATTClient
+import HostEnvironment
 import LinuxBluetooth
 #if canImport(Glibc)
 import Glibc

@@ -4,7 +4,7 @@ import CBlueZSocket
 import Glibc
 
 /// Which kind of socket a failing call was made on: decides what an errno means to the user.
-enum SocketDomain: Sendable {
+public enum SocketDomain: Sendable {
     case l2cap(peer: String)
     case unix(path: String)
     case hci(adapter: String)
@@ -22,7 +22,7 @@ func lastSocketError(_ syscall: String, _ context: String, _ domain: SocketDomai
 }
 
 /// A SocketError for `code`, with advice for the domain.
-func socketError(_ syscall: String, _ code: Int32, _ context: String, _ domain: SocketDomain) -> SocketError {
+public func socketError(_ syscall: String, _ code: Int32, _ context: String, _ domain: SocketDomain) -> SocketError {
     SocketError(syscall: syscall, errno: Errno(code), context: context, advice: advice(syscall, Errno(code), domain))
 }
 

@@ -5,6 +5,7 @@
 // before the writes; one named deadline for COMPLETE plus the upload, or ERROR; a final read whatever happened.
 import ATTStack
 import CBlueZSocket
+import HostEnvironment
 import LinuxBluetooth
 import FoundationEssentials
 import GATTClient

@@ -72,13 +72,6 @@ func send(_ t: any ATTTransport, _ bytes: [UInt8]) throws(TransportError) -> ATT
     return try result.get()
 }
 
-/// Whether this kernel can open a Bluetooth socket (false here: EAFNOSUPPORT).
-func kernelHasBluetooth() -> Bool {
-    let fd = socket(31 /* AF_BLUETOOTH */, Int32(SOCK_SEQPACKET.rawValue), 0)
-    if fd >= 0 { close(fd); return true }
-    return false
-}
-
 /// The calling thread's kernel name.
 func currentThreadName() -> String {
     let comm = (try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)) ?? "?"

@@ -22,6 +22,7 @@
 // Exit status: 0 on success, 1 on failure, 2 on a usage error.
 
 import ATTStack
+import HostEnvironment
 import LinuxBluetooth
 import Dispatch
 import Foundation

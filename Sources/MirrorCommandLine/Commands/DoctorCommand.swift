@@ -1,5 +1,6 @@
 // mirror doctor and mirror adapters: what this machine can do with Bluetooth, and what to do about it.
 import ATTStack
+import HostEnvironment
 import LinuxBluetooth
 
 let doctorCommand = Command(CommandSpec(

@@ -6,6 +6,7 @@ import ATTStack
 import FoundationEssentials
 import GATTClient
 import JSON
+import HostEnvironment
 import LinuxBluetooth
 import GATTVocabulary
 

@@ -1,6 +1,7 @@
 // The XDG Base Directory rule (one place: the shell's history under state, the GATT cache under cache).
 import Foundation
 import Glibc
+import HostEnvironment
 import LinuxBluetooth
 import XCTest
 

@@ -1,6 +1,7 @@
 // `mirror doctor`: what this machine offers for raw ATT, and what to do about each gap.
 
 import CBlueZSocket
+import LinuxBluetooth
 import FoundationEssentials
 import Glibc
 import JSON

@@ -1,6 +1,7 @@
 // This machine's IPv4 addresses, as Foundation's `Host.current().addresses` listed them (getifaddrs, loopback
 // interfaces left out), without Foundation.
 import CBlueZSocket
+import LinuxBluetooth
 
 /// The numeric IPv4 addresses of the interfaces that are not loopback, in getifaddrs' order; [] when getifaddrs fails.
 public func localIPv4Addresses() -> [String] {
