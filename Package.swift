@@ -13,6 +13,7 @@ let package = Package(
         .executable(name: "bearer-e2e", targets: ["BearerE2E"]),
         .executable(name: "gatt-bench", targets: ["GATTBench"]),
         .library(name: "ATTStack", targets: ["ATTStack"]),
+        .library(name: "LinkCore", targets: ["LinkCore"]),
         .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "GATTServer", targets: ["GATTServer"]),
@@ -38,24 +39,26 @@ let package = Package(
         // The radio's ceiling for ATT writes on an LE link (PHY, data length, interval, MTU; Vol 6 Part B):
         // pure arithmetic, no I/O, no Foundation (docs/LINK-CEILING.md).
         .target(name: "LinkCeiling"),
-        // The Linux I/O under it: the socket bearer and ATTTransport, the link's event loop, HCI, btsnoop,
-        // capabilities, signals, and the package's one lock type.
-        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "CBlueZSocket", "JSON"]),
+        // What the engine needs of a link, without sockets: the ATTTransport seam and its errors (typed Errno), the
+        // link's EventLoop (epoll, eventfd, timerfd), the one clock (GATTClock), the one lock type, threads.
+        .target(name: "LinkCore", dependencies: ["ATTStack", "CBlueZSocket"]),
+        // The Linux I/O under it: the socket bearer, HCI, btsnoop, capabilities and privilege, signals.
+        .target(name: "LinuxBluetooth", dependencies: ["ATTStack", "LinkCore", "CBlueZSocket", "JSON"]),
         // This machine rather than a link: `mirror doctor`'s findings, the XDG base directories (history, GATT
         // cache) and the local IPv4 addresses (the upload URL).
-        .target(name: "HostEnvironment", dependencies: ["LinuxBluetooth", "CBlueZSocket", "JSON"]),
+        .target(name: "HostEnvironment", dependencies: ["LinkCore", "LinuxBluetooth", "CBlueZSocket", "JSON"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
         // The GATT vocabulary below client and server (Vol 3 Part G): services, characteristics, properties,
         // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
         .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto"]),
-        .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinuxBluetooth", "CCrypto"]),
+        .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
         // What both benches measure with: one stopwatch (wall and process CPU time) and one median.
-        .target(name: "BenchMeasurement", dependencies: ["LinuxBluetooth"]),
+        .target(name: "BenchMeasurement", dependencies: ["LinkCore", "LinuxBluetooth"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
-        .target(name: "BareATT", dependencies: ["ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
+        .target(name: "BareATT", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.
-        .target(name: "GATTServer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTVocabulary"]),
+        .target(name: "GATTServer", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "GATTVocabulary"]),
         // The `mirror` executable: only main.swift; everything else is MirrorCommandLine. A release build links the
         // Swift runtime and FoundationEssentials statically (no toolchain libraries at run time, no ICU); debug
         // builds stay dynamic, as the test bundles that link this target with XCTest must.
@@ -64,12 +67,12 @@ let package = Package(
         .executableTarget(name: "MirrorCLI", dependencies: ["MirrorCommandLine"],
                           linkerSettings: [.unsafeFlags(["-static-stdlib", "-l_FoundationCollections", "-l_FoundationCShims", "-use-ld=lld", "-Xlinker", "-z", "-Xlinker", "pack-relative-relocs",
                                                          "-L", staticLinkScripts, "-Xclang-linker", "-static-libgcc"], .when(configuration: .release))]),
-        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
+        .executableTarget(name: "ATTBench", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "CAllocCounter"], path: "tools/att-bench",
                           exclude: ["CAllocCounter"]),
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
@@ -77,47 +80,47 @@ let package = Package(
         .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
         // The mirror's profile, scan and Wi-Fi procedures, and the upload receiver: what `mirror scan` calls.
-        .target(name: "Mirror", dependencies: ["GATTVocabulary", "ATTStack", "HostEnvironment", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
+        .target(name: "Mirror", dependencies: ["GATTVocabulary", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "GATTClient", "CMicroHTTPD", "CCrypto", "CZlib", "JSON", "CBlueZSocket"]),
         // libedit (Debian libedit-dev, BSD) through its readline-compatible callback interface, for LineEditor
         // (the terminal's width comes from CBlueZSocket, where every ioctl is); loaded by dlopen when an editor opens.
         .target(name: "CLibEdit", dependencies: ["CBlueZSocket"]),
         // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
         // line being typed; plain lines off a terminal.
-        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "HostEnvironment", "LinuxBluetooth", "GATTClient"]),
+        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "HostEnvironment", "LinkCore", "LinuxBluetooth", "GATTClient"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
         .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine"], path: "tools/mirror-docs"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
-        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinuxBluetooth"], path: "tools/mirror-sim"),
+        .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinkCore", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
-        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "HostEnvironment", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
+        .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).
-        .executableTarget(name: "GATTBench", dependencies: ["BenchMeasurement", "GATTClient", "ATTStack", "LinuxBluetooth", "BareATT", "JSON", "CBlueZSocket"], path: "tools/gatt-bench"),
+        .executableTarget(name: "GATTBench", dependencies: ["BenchMeasurement", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "BareATT", "JSON", "CBlueZSocket"], path: "tools/gatt-bench"),
         // A hostile ATT server (one scenario per way of breaking the protocol) as a library for tests, and the
         // `hostile-peer` executable that listens on unix:PATH (tests of the CLI, the VM).
-        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinuxBluetooth", "GATTServer"]),
-        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinuxBluetooth"], path: "tools/hostile-peer", exclude: ["README.md"]),
+        .target(name: "HostilePeer", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "GATTServer"]),
+        .executableTarget(name: "HostilePeerTool", dependencies: ["HostilePeer", "ATTStack", "LinkCore", "LinuxBluetooth"], path: "tools/hostile-peer", exclude: ["README.md"]),
         // What every test target shares (no XCTest, so the fuzzers link it too): the scripted peer in the style of
         // BlueZ's unit/test-gatt.c, the manual clock, the subprocess runner.
-        .target(name: "TestSupport", dependencies: ["ATTStack", "LinuxBluetooth", "GATTClient", "CBlueZSocket"]),
+        .target(name: "TestSupport", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "GATTClient", "CBlueZSocket"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
         .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
-        .testTarget(name: "HostEnvironmentTests", dependencies: ["TestSupport", "HostEnvironment", "LinuxBluetooth", "JSON"]),
+        .testTarget(name: "HostEnvironmentTests", dependencies: ["TestSupport", "HostEnvironment", "LinkCore", "LinuxBluetooth", "JSON"]),
         // The demo in a real pseudo-terminal (Python's pty) and over a pipe.
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
-        .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
-        .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
-        .testTarget(name: "GATTServerTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
-        .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
+        .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinkCore", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
+        .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"]),
+        .testTarget(name: "GATTServerTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"]),
+        .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

@@ -3,6 +3,7 @@
 import ATTStack
 import CBlueZSocket
 import LinuxBluetooth
+import LinkCore
 
 /// What the bare loop or the plain peer was doing when a syscall failed.
 public enum BareATTStep: Sendable, Hashable, CustomStringConvertible {

@@ -3,6 +3,7 @@
 import ATTStack
 import CBlueZSocket
 import LinuxBluetooth
+import LinkCore
 
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,7 @@ import ATTStack
 import CBlueZSocket
 import Glibc
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 
 /// Listens at `path` (AF_UNIX SOCK_SEQPACKET); each connection's thread answers Exchange MTU with 517, Write

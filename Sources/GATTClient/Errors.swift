@@ -1,7 +1,7 @@
 // The errors of the GATT client: each carries what a user needs to act (Core Spec 5.4 Vol 3 Part F §3.4.1.1
 // for ATT error codes, §3.3.3 for the transaction timeout, Part G §4 for the procedures that fail).
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 
 /// Every way a GATT client operation fails. The CLI maps each case to a message, a JSON object and an exit status.
 public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {

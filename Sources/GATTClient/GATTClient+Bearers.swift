@@ -1,7 +1,7 @@
 // Several ATT bearers on one link (Core Spec 5.4 Vol 3 Part F §3.2.11, Part G §2.4): the unenhanced bearer the
 // client starts on, and Enhanced ATT bearers (L2CAP ECRED channels) added beside it, each an engine of its own.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import Synchronization
 
 /// One ATT bearer of a client, as `GATTClient.bearers` lists it.

@@ -1,6 +1,6 @@
 // Discovery (Core Spec 5.4 Vol 3 Part G §4.4-§4.7): primary services, includes, characteristics, descriptors.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import GATTVocabulary
 
 extension GATTClient {

@@ -2,7 +2,7 @@
 // the server's Server Supported Features, write Client Supported Features with the EATT bit, open the channels
 // through the caller's connect function, and say for each bearer not opened why. The client goes on over CID 4.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 
 /// One Enhanced ATT bearer's channel as a connect function opens it: its transport (not yet started) and the
 /// channel's ATT_MTU (the smaller of both sides' MTUs, Part F §3.2.8; no Exchange MTU on it).
@@ -16,7 +16,7 @@ public struct EnhancedBearerChannel: Sendable {
     }
 
     /// An ECRED channel (or its unix: equivalent) with its MTU as the bearer reports it; closes it on failure.
-    public init(_ bearer: ATTBearer) throws(TransportError) {
+    public init(_ bearer: some EnhancedATTTransport) throws(TransportError) {
         do {
             mtu = try bearer.enhancedMTU()
         } catch {
@@ -66,9 +66,9 @@ public enum EnhancedBearerRefusal: Sendable, Equatable, CustomStringConvertible 
     }
 
     /// A transport error from opening an ECRED channel, sorted: the kernel's refusal of BT_MODE_EXT_FLOWCTL
-    /// (`ATTBearer.enhancedModeSyscall`) is the kernel's, anything else the connection's.
+    /// (`SocketError.enhancedModeSyscall`) is the kernel's, anything else the connection's.
     public init(opening error: TransportError) {
-        if case .socket(let e) = error, e.syscall == ATTBearer.enhancedModeSyscall {
+        if case .socket(let e) = error, e.syscall == SocketError.enhancedModeSyscall {
             self = .kernelWithoutECRED(error)
         } else {
             self = .connectFailed(error)

@@ -1,6 +1,6 @@
 // Reads (Core Spec 5.4 Vol 3 Part G §4.8): by handle (long values read whole), by UUID, multiple.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 
 extension GATTClient {
     // MARK: - Reads (Part G §4.8)

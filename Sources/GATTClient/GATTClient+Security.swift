@@ -1,6 +1,6 @@
 // The link's security (Core Spec 5.4 Vol 3 Part C §10.2) and the retry after an insufficient-security error.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import GATTVocabulary
 
 extension GATTClient {

@@ -1,6 +1,6 @@
 // Writes (Core Spec 5.4 Vol 3 Part G §4.9): Write Request, long and reliable writes, write without response.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 
 extension GATTClient {
     // MARK: - Writes (Part G §4.9)

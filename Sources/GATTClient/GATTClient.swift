@@ -1,7 +1,7 @@
 // GATTClient: the GATT client procedures (Core Specification 5.4, Vol 3, Part G §4) over the ATT transaction
 // engine of one bearer. Each procedure is a short sequence of engine requests; no socket, no timer of its own.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import Synchronization
 import GATTVocabulary
 
@@ -201,7 +201,7 @@ extension GATTClient.Configuration {
     /// Wires `setSecurityLevel` to the bearer's BT_SECURITY socket option (Core Spec 5.4 Vol 3 Part C §10.2) and
     /// starts from the level the socket reports. Pair with `retryAfterRaisingSecurity` for the single retry on
     /// Insufficient Authentication / Encryption.
-    public mutating func useSecurity(of bearer: ATTBearer) {
+    public mutating func useSecurity(of bearer: some SecurableTransport) {
         setSecurityLevel = { level in
             guard let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) else { return }
             try bearer.setSecurityLevel(bt)

@@ -1,6 +1,6 @@
 // The resume-exactly-once box and named deadlines: every wait has a limit, and a timeout says what it waited for.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import Synchronization
 
 /// A box around one continuation that resumes exactly once, from whichever side gets there first: a callback,
@@ -120,5 +120,24 @@ public func withDeadline<T: Sendable>(
         try await once.value()
     } onCancel: {
         worker.cancel()
+    }
+}
+
+extension GATTClock {
+    /// Suspends until `deadline` on this clock. Task cancellation ends the sleep at once with `CancellationError`.
+    public func sleep(until deadline: ClockInstant) async throws(CancellationError) {
+        let once = OnceBox<Void>()
+        let wakeup = schedule(at: deadline) { once.finish(.success(())) }
+        defer { wakeup.cancel() }
+        do {
+            try await once.value()
+        } catch {
+            throw CancellationError()
+        }
+    }
+
+    /// Suspends for `duration` on this clock.
+    public func sleep(for duration: Duration) async throws(CancellationError) {
+        try await sleep(until: now().advanced(by: duration))
     }
 }

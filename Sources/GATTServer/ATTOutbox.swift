@@ -1,6 +1,7 @@
 // What a server sends on one connection, in order: a full socket (EAGAIN) queues the rest until POLLOUT.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 
 /// One connection's outbound FIFO of encoded PDUs. Lives under its owner's lock; the owner asks the transport for a
 /// writable callback when `send` or `flush` says so, and calls `flush` from that callback.

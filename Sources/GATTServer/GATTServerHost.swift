@@ -2,6 +2,7 @@
 // (Core Spec 5.4 Vol 3 Part F §3.2.8, Part G §3.3.3.3), its outbox, and its one indication in flight (Part F §3.4.7.2).
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 
 /// What the fault layer does with one PDU from the client before the server sees it.

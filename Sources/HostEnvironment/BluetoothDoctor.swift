@@ -2,6 +2,7 @@
 
 import CBlueZSocket
 import LinuxBluetooth
+import LinkCore
 import FoundationEssentials
 import Glibc
 import JSON

@@ -2,6 +2,7 @@
 // interfaces left out), without Foundation.
 import CBlueZSocket
 import LinuxBluetooth
+import LinkCore
 
 /// The numeric IPv4 addresses of the interfaces that are not loopback, in getifaddrs' order; [] when getifaddrs fails.
 public func localIPv4Addresses() -> [String] {

@@ -1,6 +1,7 @@
 // The XDG Base Directory rule in one place: the shell's history (state) and the GATT cache (cache).
 import CBlueZSocket
 import LinuxBluetooth
+import LinkCore
 import Glibc
 
 /// A base directory of the XDG Base Directory specification, with mirror's folder in it.

@@ -3,6 +3,7 @@
 // Blocking sockets and a thread per connection: the peer must be able to stop reading, flood, or go silent.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import GATTServer
 #if canImport(Glibc)

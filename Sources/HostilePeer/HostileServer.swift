@@ -2,6 +2,7 @@
 // Part G §3): the scenarios bend these answers, so everything they leave alone is the one server's.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import GATTServer
 
 extension HostilePeer {

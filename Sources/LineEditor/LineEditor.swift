@@ -8,6 +8,7 @@ import CLibEdit
 import GATTClient
 import HostEnvironment
 import LinuxBluetooth
+import LinkCore
 #if canImport(Glibc)
 import Glibc
 #endif

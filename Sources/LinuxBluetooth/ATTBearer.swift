@@ -1,6 +1,7 @@
 // The socket bearer: one owner of one SOCK_SEQPACKET socket that moves whole ATT PDUs.
 
 import CBlueZSocket
+import LinkCore
 import Glibc
 import Synchronization
 
@@ -504,35 +505,6 @@ public final class ATTBearer: ATTTransport {
     }
 }
 
-/// The link security levels of BT_SECURITY (Linux; Core Spec 5.4 Vol 3 Part C §10.2 LE security modes).
-public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseIterable {
-    case sdp = 0
-    /// No encryption.
-    case low = 1
-    /// Encryption, unauthenticated (Just Works) pairing.
-    case medium = 2
-    /// Encryption with an authenticated (MITM-protected) key.
-    case high = 3
-    /// LE Secure Connections with a 128-bit key.
-    case fips = 4
-
-    /// "low", "medium", "high", "fips".
-    public init?(name: String) {
-        guard let l = Self.allCases.first(where: { $0.description == name.lowercased() }) else { return nil }
-        self = l
-    }
-
-    public var description: String {
-        switch self {
-        case .sdp: return "sdp"
-        case .low: return "low"
-        case .medium: return "medium"
-        case .high: return "high"
-        case .fips: return "fips"
-        }
-    }
-}
-
 /// Where a bearer's PDUs are captured: the writer, the index, and an Enhanced ATT bearer's channel (its PDUs then on
 /// the channel's CIDs, not CID 4).
 struct BearerCapture {
@@ -545,3 +517,5 @@ struct BearerCapture {
         else { writer.write(index: index, direction: direction, pdu: pdu) }
     }
 }
+
+extension ATTBearer: SecurableTransport {}

@@ -1,6 +1,7 @@
 // Making bearers: an LE connection on CID 4, an AF_UNIX SOCK_SEQPACKET path, a socketpair; and listeners.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import Glibc
 
@@ -39,9 +40,8 @@ extension ATTBearer {
     /// The smallest MTU of an ECRED channel (Core Spec 5.4 Vol 3 Part A §4.25), and the EATT bearer's minimum.
     public static let minimumEnhancedMTU = 64
 
-    /// The syscall an ECRED channel's socket fails in on a kernel without ECRED (before 5.7, or enable_ecred off):
-    /// a `SocketError` naming it is the kernel's refusal, not the peer's.
-    public static let enhancedModeSyscall = "setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)"
+    /// The syscall an ECRED channel's socket fails in on a kernel without ECRED (`SocketError.enhancedModeSyscall`).
+    public static var enhancedModeSyscall: String { SocketError.enhancedModeSyscall }
 
     /// Opens an Enhanced ATT bearer to `address` (Core Spec 5.4 Vol 3 Part F §3.2.11): an L2CAP Enhanced Credit
     /// Based Flow Control channel (BT_MODE_EXT_FLOWCTL) on SPSM 0x0027 over the existing LE link, receiving at most
@@ -55,7 +55,7 @@ extension ATTBearer {
                       enhanced: UInt16(clamping: max(minimumEnhancedMTU, mtu)), loop: loop)
     }
 
-    /// An Enhanced ATT bearer's ATT_MTU: the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8); over unix:,
+    /// An Enhanced ATT bearer's ATT_MTU (`EnhancedATTTransport`): the smaller of the channel's two MTUs (Vol 3 Part F §3.2.8); over unix:,
     /// the smaller of the two its handshake carried.
     public func enhancedMTU() throws(TransportError) -> Int {
         if let fixedEnhancedMTU { return fixedEnhancedMTU }
@@ -446,3 +446,5 @@ public final class ATTBearerListener: Sendable {
         if release { releaseFDs() }
     }
 }
+
+extension ATTBearer: EnhancedATTTransport {}

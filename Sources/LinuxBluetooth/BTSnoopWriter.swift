@@ -1,6 +1,7 @@
 // btsnoop capture of ATT traffic, in the Linux monitor format that btmon writes and Wireshark/tshark read.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import Glibc
 

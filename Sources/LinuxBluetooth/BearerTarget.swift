@@ -1,6 +1,7 @@
 // Addresses and targets: what a user types where a device is expected.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 
 /// A Bluetooth device address (BD_ADDR, Core Spec 5.4 Vol 2 Part B §1.2), held in the printed order:
@@ -140,21 +141,3 @@ public enum BearerTarget: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// Why a target or address did not parse: the input, the 1-based character position at fault (nil when
-/// the problem is the length), and what is wrong.
-public struct BearerTargetError: Error, Sendable, Hashable, CustomStringConvertible {
-    public var input: String
-    public var position: Int?
-    public var problem: String
-
-    public init(input: String, position: Int?, problem: String) {
-        self.input = input
-        self.position = position
-        self.problem = problem
-    }
-
-    public var description: String {
-        if let position { return "invalid target \"\(input)\": character \(position): \(problem)" }
-        return "invalid target \"\(input)\": \(problem)"
-    }
-}

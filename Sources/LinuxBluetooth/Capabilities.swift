@@ -1,6 +1,7 @@
 // Linux capabilities: what the process and its binary hold, what raw HCI work needs, and dropping them all.
 
 import CBlueZSocket
+import LinkCore
 import FoundationEssentials
 
 /// A set of Linux capabilities (capabilities(7)) as a bit mask: bit n is capability n.

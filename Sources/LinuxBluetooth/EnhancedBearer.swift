@@ -2,51 +2,9 @@
 // 5.4 Vol 3 Part F §3.2.11), both sides: a 4-octet request and a 4-octet answer, then ATT PDUs as on CID 4.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import Glibc
-
-/// The result of an L2CAP LE / ECRED connection response (Core Spec 5.4 Vol 3 Part A §4.26, Table 4.16; §4.23):
-/// what a peer answered to an Enhanced ATT bearer request. Any value is representable; defined ones have a name.
-public struct L2CAPConnectionResult: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
-    public let rawValue: UInt16
-    public init(rawValue: UInt16) { self.rawValue = rawValue }
-
-    public static let success = Self(rawValue: 0x0000)
-    public static let spsmNotSupported = Self(rawValue: 0x0002)
-    public static let noResourcesAvailable = Self(rawValue: 0x0004)
-    public static let insufficientAuthentication = Self(rawValue: 0x0005)
-    public static let insufficientAuthorization = Self(rawValue: 0x0006)
-    public static let encryptionKeySizeTooShort = Self(rawValue: 0x0007)
-    public static let insufficientEncryption = Self(rawValue: 0x0008)
-    public static let invalidSourceCID = Self(rawValue: 0x0009)
-    public static let sourceCIDAlreadyAllocated = Self(rawValue: 0x000A)
-    public static let unacceptableParameters = Self(rawValue: 0x000B)
-    public static let invalidParameters = Self(rawValue: 0x000C)
-
-    /// The spec's words for it ("SPSM not supported"), or "reserved".
-    public var name: String {
-        switch rawValue {
-        case 0x0000: return "success"
-        case 0x0002: return "SPSM not supported"
-        case 0x0004: return "no resources available"
-        case 0x0005: return "insufficient authentication"
-        case 0x0006: return "insufficient authorization"
-        case 0x0007: return "encryption key size too short"
-        case 0x0008: return "insufficient encryption"
-        case 0x0009: return "invalid Source CID"
-        case 0x000A: return "Source CID already allocated"
-        case 0x000B: return "unacceptable parameters"
-        case 0x000C: return "invalid parameters"
-        case 0x000D: return "pending, no further information"
-        case 0x000E: return "pending, authentication"
-        case 0x000F: return "pending, authorization"
-        default: return "reserved"
-        }
-    }
-
-    /// "0x0002 SPSM not supported".
-    public var description: String { "\(ATTHex.handle(rawValue)) \(name)" }
-}
 
 /// The unix: handshake of an Enhanced ATT bearer: the request is SPSM then the client's receive MTU, the answer
 /// Result then the server's receive MTU; each field LE16, each message one 4-octet datagram.

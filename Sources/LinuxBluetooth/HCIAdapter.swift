@@ -1,6 +1,7 @@
 // HCI controllers as the kernel lists them, and the `mirror adapters` report.
 
 import CBlueZSocket
+import LinkCore
 import Glibc
 import JSON
 

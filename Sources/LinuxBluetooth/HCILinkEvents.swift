@@ -2,6 +2,7 @@
 // their decoded values, their parsers (called by HCIEvent.parse) and the command encoders.
 
 import ATTStack
+import LinkCore
 
 /// One entry of Number Of Completed Packets (§7.7.19).
 public struct HCICompletedPackets: Sendable, Equatable {

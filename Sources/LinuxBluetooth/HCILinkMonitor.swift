@@ -3,6 +3,7 @@
 // §7.8.33) send a command and wait, each under a named limit, for its answer and its completion event.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import Glibc
 

@@ -2,6 +2,7 @@
 // The socket, its filter and the ioctls live in the C shim; commands and events are Swift over raw bytes.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import Glibc
 

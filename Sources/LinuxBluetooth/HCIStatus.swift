@@ -2,6 +2,7 @@
 // disconnect reasons share it. LE names are used where the spec gives an LMP and an LL name (0x1E, 0x20, 0x22, 0x23).
 
 import ATTStack
+import LinkCore
 
 /// HCI status codes by their spec names.
 public enum HCIStatus {

@@ -15,6 +15,7 @@
 import CBlueZSocket
 import JSON
 import ATTStack
+import LinkCore
 
 /// The local role on the link (Vol 6 Part B §1.4).
 public enum LinkRole: String, Sendable, Equatable {

@@ -5,6 +5,7 @@
 // `mirror gatt ADDR` on that adapter waited 30 s for a connection the kernel never tried.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import Glibc
 
@@ -35,15 +36,6 @@ public struct ManagementCommand: Sendable, Equatable {
         return [UInt8(opcode & 0xFF), UInt8(opcode >> 8), UInt8(index & 0xFF), UInt8(index >> 8),
                 UInt8(n & 0xFF), UInt8(n >> 8)] + parameters
     }
-}
-
-/// A management status (mgmt-api.txt "Status codes") and its name.
-public func managementStatusName(_ status: UInt8) -> String {
-    let names = ["Success", "Unknown Command", "Not Connected", "Failed", "Connect Failed", "Authentication Failed",
-                 "Not Paired", "No Resources", "Timeout", "Already Connected", "Busy", "Rejected", "Not Supported",
-                 "Invalid Parameters", "Disconnected", "Not Powered", "Cancelled", "Invalid Index", "RFKilled",
-                 "Already Paired", "Permission Denied"]
-    return Int(status) < names.count ? names[Int(status)] : "Unknown Status"
 }
 
 /// What a refused management status usually means for discovery, and what to do.

@@ -11,6 +11,7 @@
 // libmicrohttpd's shared libraries bypass.
 
 import CBlueZSocket
+import LinkCore
 
 /// The process's capabilities over its life: what it started with, and the keeper that holds them until the drop.
 public enum Privilege {

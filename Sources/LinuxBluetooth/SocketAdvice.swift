@@ -1,6 +1,7 @@
 // Turning errno into a sentence a user can act on, for the places the bearer and the HCI code call the kernel.
 
 import CBlueZSocket
+import LinkCore
 import Glibc
 
 /// Which kind of socket a failing call was made on: decides what an errno means to the user.
@@ -58,8 +59,6 @@ func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String 
         return "the link is not connected (or pairing is still running after a BT_SECURITY raise)"
     case (.invalidArgument, .l2cap):
         return "the kernel rejected the address: check the address type (--type public|random)"
-    case (.messageTooLong, _):
-        return "the PDU is larger than the channel's MTU"
     case (.noSuchFileOrDirectory, .unix(let path)):
         return "nothing exists at \(path): start the simulator (or listener) first"
     case (.connectionRefused, .unix(let path)):
@@ -72,10 +71,6 @@ func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String 
         return "the listener at \(path) has a full backlog"
     case (.fileNameTooLong, .unix):
         return "AF_UNIX socket paths hold at most \(cbz_unix_path_max()) bytes"
-    case (.brokenPipe, _), (.connectionReset, _):
-        return "the peer closed the connection"
-    case (.tooManyOpenFiles, _), (.tooManyOpenFilesInSystem, _):
-        return "too many open files: raise `ulimit -n` or close connections"
     case (.noSuchDevice, .hci(let adapter)):
         return "there is no adapter \(adapter): see `mirror adapters`"
     case (.networkDown, .hci(let adapter)):
@@ -86,6 +81,6 @@ func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String 
         let holder = BluetoothDaemon.runningPID().map { "bluetoothd (pid \($0))" } ?? "another program"
         return "\(holder) holds \(adapter): stop it (`sudo systemctl stop bluetooth`) and retry"
     default:
-        return ""
+        return SocketError.anyDomainAdvice(code)
     }
 }

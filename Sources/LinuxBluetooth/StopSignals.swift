@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import LinkCore
 import Glibc
 #endif
 

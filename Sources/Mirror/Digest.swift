@@ -3,6 +3,7 @@
 import ATTStack
 import CCrypto
 import LinuxBluetooth
+import LinkCore
 
 /// An incremental SHA-256 digest with value semantics: a copy goes on from the same state independently.
 public struct SHA256: Sendable {

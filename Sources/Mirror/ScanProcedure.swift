@@ -7,6 +7,7 @@ import ATTStack
 import CBlueZSocket
 import HostEnvironment
 import LinuxBluetooth
+import LinkCore
 import FoundationEssentials
 import GATTClient
 import Glibc

@@ -7,6 +7,7 @@ import FoundationEssentials
 import Glibc
 import GATTClient
 import LinuxBluetooth
+import LinkCore
 
 /// A result the mirror posted: where it is stored, how big it is, its digest and its ZIP entries.
 public struct ReceivedUpload: Sendable, Equatable {

@@ -6,6 +6,7 @@ import CBlueZSocket
 import CZlib
 import Glibc
 import LinuxBluetooth
+import LinkCore
 
 /// CRC-32 (IEEE 802.3, reflected polynomial 0xEDB88320), as ZIP uses it: zlib's, behind the CZlib shim.
 public enum CRC32 {

@@ -3,6 +3,7 @@
 
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import CBlueZSocket
 import Synchronization
 

@@ -4,6 +4,7 @@
 
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 
 /// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3

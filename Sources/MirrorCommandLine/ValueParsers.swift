@@ -2,6 +2,7 @@
 
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 
 /// A TARGET: a Bluetooth device address with its type, or `unix:PATH` (a simulator's AF_UNIX SOCK_SEQPACKET socket).
 public struct TargetArgument: Sendable, Equatable, CustomStringConvertible {

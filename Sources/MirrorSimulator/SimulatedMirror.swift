@@ -3,6 +3,7 @@
 // early SCALE_ALIGNMENT, the cloudToken limit, cancelScan, reboot, the Wi-Fi list flow, the upload.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 import Foundation
 import Mirror

@@ -3,6 +3,7 @@ import Foundation
 import GATTClient
 import JSON
 import LinuxBluetooth
+import LinkCore
 import Mirror
 import GATTVocabulary
 

@@ -2,6 +2,7 @@
 // (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s transaction timeout) fires in milliseconds and in order.
 import GATTClient
 import LinuxBluetooth
+import LinkCore
 
 /// A clock that only moves when a test calls `advance(by:)`: every wake-up due by then runs, in deadline order,
 /// on the caller's thread, with `now()` equal to its deadline while it runs. Timeout tests take milliseconds.

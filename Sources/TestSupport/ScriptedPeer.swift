@@ -4,6 +4,7 @@
 // injects requests and takes what the server sent. No XCTest here (the fuzzer links this module).
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 import Foundation
 import GATTClient

@@ -5,6 +5,7 @@ import BareATT
 import CBlueZSocket
 import Foundation
 import LinuxBluetooth
+import LinkCore
 import XCTest
 
 #if canImport(Glibc)

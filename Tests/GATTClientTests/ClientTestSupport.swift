@@ -2,6 +2,7 @@
 // event log, a client over a scripted peer, a real-time limit, a shared counter.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 import TestSupport
 import XCTest

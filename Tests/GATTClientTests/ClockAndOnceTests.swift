@@ -1,6 +1,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 import XCTest
 @testable import GATTClient

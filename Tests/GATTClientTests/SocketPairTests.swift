@@ -1,6 +1,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 import Synchronization
 import XCTest

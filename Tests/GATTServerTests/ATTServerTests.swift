@@ -2,6 +2,7 @@
 // not exercise, the per-connection CCCDs (Part G §3.3.3.3), indications one at a time, and the fault layer.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import GATTClient
 import GATTServer
 import TestSupport

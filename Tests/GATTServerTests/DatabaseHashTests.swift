@@ -6,6 +6,7 @@ import Foundation
 import GATTClient
 import GATTServer
 import LinuxBluetooth
+import LinkCore
 import TestSupport
 import XCTest
 import GATTVocabulary

@@ -3,6 +3,7 @@
 import ATTStack
 import Dispatch
 import LinuxBluetooth
+import LinkCore
 import GATTClient
 import GATTServer
 import TestSupport

@@ -6,6 +6,7 @@ import TestSupport
 import XCTest
 @testable import HostEnvironment
 @testable import LinuxBluetooth
+import LinkCore
 
 final class DoctorTests: XCTestCase {
     private let adapter = HCIAdapter(index: 1, name: "hci1", address: BluetoothAddress(bytes: [0, 0xAA, 1, 1, 0, 1])!, isUp: false,

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import HostEnvironment
 import LinuxBluetooth
+import LinkCore
 import XCTest
 
 final class XDGDirectoryTests: XCTestCase {

@@ -3,6 +3,7 @@ import Foundation
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// btsnoop files that a real decoder (Debian's tshark) reads back as the ATT PDUs that crossed the bearer.
 final class BTSnoopTests: XCTestCase {

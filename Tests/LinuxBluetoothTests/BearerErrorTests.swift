@@ -4,6 +4,7 @@ import JSON
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// Errors a user can act on: each names the syscall, errno and what to do. The Bluetooth ones are real here
 /// (this kernel has no Bluetooth: EAFNOSUPPORT); on a Bluetooth kernel the same tests check the next error.

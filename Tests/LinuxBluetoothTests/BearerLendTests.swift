@@ -5,6 +5,7 @@ import Foundation
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// `ATTBearer.lend`: the loop thread runs a body with the connected socket; meanwhile the bearer reads nothing
 /// and sends nothing, and afterwards it goes on as before.

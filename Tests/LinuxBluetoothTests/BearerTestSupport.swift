@@ -7,6 +7,7 @@ import Foundation
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// A sink that records what a bearer delivers and lets a test wait for it (semaphores, no sleeps).
 final class RecordingSink: ATTTransportSink {

@@ -5,6 +5,7 @@ import Synchronization
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// The socket bearer over socketpairs and AF_UNIX listeners: delivery, truncation, backpressure, close, errors.
 final class BearerTests: XCTestCase {

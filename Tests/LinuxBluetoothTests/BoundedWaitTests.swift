@@ -7,6 +7,7 @@ import Foundation
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 #if canImport(Glibc)
 import Glibc

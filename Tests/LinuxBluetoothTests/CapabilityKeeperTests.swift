@@ -2,6 +2,7 @@
 // when it does not take them in time; ending runs its drop. Driven with a drop that changes nothing, so the
 // test process keeps its own capabilities.
 @testable import LinuxBluetooth
+import LinkCore
 import CBlueZSocket
 import Foundation
 import XCTest

@@ -5,6 +5,7 @@ import Foundation
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// The unix: equivalent of an ECRED channel on SPSM 0x0027, over real AF_UNIX sockets: the 4-octet request and
 /// answer, the smaller MTU, the CIDs 0x0040 + n, a refusal named by its L2CAP result, and the named handshake limits.

@@ -4,6 +4,7 @@ import CBlueZSocket
 import Glibc
 import XCTest
 @testable import LinuxBluetooth
+import LinkCore
 
 final class ErrnoTests: XCTestCase {
     func testNamedValuesAreTheCConstantsWithTheirNamesAndMeanings() {

@@ -3,6 +3,7 @@
 // runs there, and a released loop's thread ends and closes its fds.
 import TestSupport
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 import XCTest
 #if canImport(Glibc)

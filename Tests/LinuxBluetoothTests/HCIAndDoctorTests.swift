@@ -4,6 +4,7 @@ import JSON
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// HCI command bytes, event parsing and capabilities (the doctor's findings: HostEnvironmentTests).
 final class HCICommandTests: XCTestCase {

@@ -4,6 +4,7 @@ import Foundation
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// A scripted controller on the far end of a socketpair: each command packet it reads goes to `answer`, whose
 /// event packets it sends back, in order. Test code: its waits are the test's own.

@@ -5,6 +5,7 @@ import JSON
 import XCTest
 @testable import ATTStack
 @testable import LinuxBluetooth
+import LinkCore
 
 /// An HCI event packet (Core Spec 5.4 Vol 4 Part E §5.4.4).
 func hciEvent(_ code: UInt8, _ parameters: [UInt8]) -> [UInt8] { [0x04, code, UInt8(parameters.count)] + parameters }

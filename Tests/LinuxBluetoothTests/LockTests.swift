@@ -3,6 +3,7 @@
 // indications every call went through 40,000 nested thunks (the indication storm took 3.5 s instead of 0.2 s).
 import XCTest
 @testable import LinuxBluetooth
+import LinkCore
 
 final class LockTests: XCTestCase {
     func testAClosureReadOnEveryCallDoesNotGrow() {

@@ -1,6 +1,7 @@
 import Foundation
 import XCTest
 @testable import LinuxBluetooth
+import LinkCore
 
 /// The management protocol's bytes (BlueZ doc/mgmt-api.txt), and a command's answer over a socketpair standing in for
 /// the kernel's HCI_CHANNEL_CONTROL socket.

@@ -2,6 +2,7 @@
 // Foundation itself: the same padding and trimming, and a thread that runs its body.
 import Foundation
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 import XCTest
 

@@ -8,6 +8,7 @@ import GATTClient
 import GATTServer
 import JSON
 import LinuxBluetooth
+import LinkCore
 import TestSupport
 import XCTest
 

@@ -6,6 +6,7 @@ import Foundation
 import GATTServer
 import JSON
 import LinuxBluetooth
+import LinkCore
 import TestSupport
 import XCTest
 

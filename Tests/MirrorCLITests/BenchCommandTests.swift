@@ -2,6 +2,7 @@
 // ratio to the bare socket loop.
 import BenchMeasurement
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import JSON
 import TestSupport

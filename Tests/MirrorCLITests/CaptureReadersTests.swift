@@ -3,6 +3,7 @@
 // (BTSnoopWriter.LinkOpening). Before, btmon was killed by SIGSEGV at the first Read By Type Request for 0x2803.
 import Foundation
 import LinuxBluetooth
+import LinkCore
 @testable import MirrorCommandLine
 import TestSupport
 import XCTest

@@ -3,6 +3,7 @@
 // an adapter (an LE address) are run by the VM's `examples` scenario instead (tools/vm/examples.py).
 import Foundation
 import LinuxBluetooth
+import LinkCore
 import MirrorCommandLine
 import TestSupport
 import XCTest

@@ -2,6 +2,7 @@
 // G's declarations) on a unix: socket, with a database for every command and error form and a fault layer.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import GATTClient
 import GATTServer

@@ -6,6 +6,7 @@ import Foundation
 import GATTServer
 import JSON
 @testable import LinuxBluetooth
+import LinkCore
 @testable import MirrorCommandLine
 import TestSupport
 import XCTest

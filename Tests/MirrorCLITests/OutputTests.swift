@@ -2,6 +2,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import GATTClient
 import JSON
 import Mirror

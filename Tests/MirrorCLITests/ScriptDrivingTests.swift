@@ -6,6 +6,7 @@ import Foundation
 import JSON
 import LineEditor
 import LinuxBluetooth
+import LinkCore
 @testable import MirrorCommandLine
 import TestSupport
 import XCTest

@@ -4,6 +4,7 @@
 import Foundation
 import JSON
 import LinuxBluetooth
+import LinkCore
 @testable import MirrorCommandLine
 import TestSupport
 import XCTest

@@ -1,6 +1,7 @@
 // --trace names an Enhanced ATT bearer on each of its lines; the unenhanced bearer's lines stay as they were.
 import Foundation
 import LinuxBluetooth
+import LinkCore
 @testable import MirrorCommandLine
 import XCTest
 

@@ -2,6 +2,7 @@
 // before the send returns, which a fast peer makes likely and this transport makes certain.
 import Foundation
 import LinuxBluetooth
+import LinkCore
 @testable import MirrorCommandLine
 import XCTest
 

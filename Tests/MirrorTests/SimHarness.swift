@@ -2,6 +2,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import GATTClient
 import Mirror

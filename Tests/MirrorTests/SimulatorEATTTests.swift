@@ -4,6 +4,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 import Foundation
 import GATTClient

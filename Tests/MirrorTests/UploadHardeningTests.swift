@@ -5,6 +5,7 @@ import TestSupport
 import Foundation
 import GATTClient
 import LinuxBluetooth
+import LinkCore
 import Glibc
 import XCTest
 @testable import Mirror

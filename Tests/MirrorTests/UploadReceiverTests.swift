@@ -4,6 +4,7 @@ import MirrorSimulator
 import Foundation
 import GATTClient
 import LinuxBluetooth
+import LinkCore
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -4,6 +4,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import GATTClient
 import GATTServer
@@ -40,7 +41,7 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
               bound: "withDeadline(limit, waitingFor:): the named limit",
               trigger: "DeadlineAuditTests.testWithDeadlineNamesWhatItWaitedFor"),
-    KnownWait(file: "Sources/GATTClient/Clock.swift", snippet: "try await once.value()",
+    KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
               bound: "clock.sleep(until:): the wake-up at its own deadline (the wait is the deadline)",
               trigger: "ClockAndOnceTests.testSleepOnManualClockEndsWhenTimeIsAdvanced"),
     KnownWait(file: "Sources/TestSupport/ManualClock.swift", snippet: "try? await once.value()",
@@ -94,25 +95,25 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/LinuxBluetooth/EnhancedBearer.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)",
               bound: "a unix: Enhanced ATT bearer's handshake message: the client's `timeout` for the answer, the listener's `requestTimeout` (EnhancedBearerHandshake.messageLimit, 5 s) for the request; then TransportError.handshakeTimedOut (\"WHAT did not come from PEER in N s\")",
               trigger: "EnhancedUnixBearerTests.testAPeerThatNeverAnswersTheHandshakeTimesOutNamingTheAnswer"),
-    KnownWait(file: "Sources/LinuxBluetooth/EventLoop.swift", snippet: "let n = cbz_epoll_wait(epfd, events.baseAddress, Int32(events.count), -1)",
+    KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "let n = cbz_epoll_wait(epfd, events.baseAddress, Int32(events.count), -1)",
               bound: "the link's event loop on every socket (L2CAP, AF_UNIX), not an operation: close() shuts a socket down (it polls readable, recvmsg returns 0), a socket's end (a dropped link's errno) ends its bearer, posted work signals the eventfd, a deadline fires the timerfd, and releasing the loop posts its stop; every operation above it has its own deadline",
               trigger: "BearerReaderTests.testCloseWakesTheLoopAtOnce"),
-    KnownWait(file: "Sources/LinuxBluetooth/EventLoop.swift", snippet: "thread = started.wait(until: { $0 })",
+    KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "thread = started.wait(until: { $0 })",
               bound: "a new event loop's thread publishing its ID: the thread's first step, before it waits for anything",
               trigger: "EventLoopTests.testPostedWorkRunsInOrderOnTheLoopsThreadFromManyThreads"),
-    KnownWait(file: "Sources/LinuxBluetooth/EventLoop.swift", snippet: "return box.wait(until: { $0 })",
+    KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "return box.wait(until: { $0 })",
               bound: "EventLoop.sync off the loop: the loop runs posted work after the event it is in (each bounded); never called from code the loop waits on, and on the loop it runs at once",
               trigger: "EventLoopTests.testSyncRunsOnTheLoopAndReturnsItsResult"),
-    KnownWait(file: "Sources/LinuxBluetooth/EventLoop.swift", snippet: "counts.wait(until: { $0.stopping == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil",
+    KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "counts.wait(until: { $0.stopping == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil",
               bound: "EventLoop.waitForStoppingLoops: its `seconds`, then false",
               trigger: "EventLoopTests.testAReleasedLoopsThreadEndsAndClosesItsFDs"),
-    KnownWait(file: "Sources/LinuxBluetooth/EventLoop.swift", snippet: "counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil",
+    KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil",
               bound: "EventLoop.waitForLiveLoops: its `seconds`, then false",
               trigger: "EventLoopTests.testAReleasedLoopsThreadEndsAndClosesItsFDs"),
-    KnownWait(file: "Sources/LinuxBluetooth/Lock.swift", snippet: "if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return body(&value.pointee) }",
+    KnownWait(file: "Sources/LinkCore/Lock.swift", snippet: "if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return body(&value.pointee) }",
               bound: "Lock.wait(until:timeoutNanoseconds:): its timeout",
               trigger: "HCILinkMonitorTests.testAwaitingTheDisconnectReasonIsBounded"),
-    KnownWait(file: "Sources/LinuxBluetooth/Lock.swift", snippet: "pthread_cond_wait(condition, mutex)",
+    KnownWait(file: "Sources/LinkCore/Lock.swift", snippet: "pthread_cond_wait(condition, mutex)",
               bound: "Lock.wait(until:): a helper, not a wait of its own; each caller is listed above",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "try await cancel.value",

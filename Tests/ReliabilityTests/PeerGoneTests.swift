@@ -3,6 +3,7 @@
 import TestSupport
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import GATTClient
 import XCTest

@@ -1,6 +1,7 @@
 // Shared helpers: a hostile peer on a fresh unix socket, a client connected to it, deadlines.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Foundation
 import GATTClient
 import HostilePeer

@@ -8,6 +8,7 @@
 // Command or notification takes 100 ns or more to decode or to encode.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import CAllocCounter
 #if canImport(Glibc)
 import Glibc

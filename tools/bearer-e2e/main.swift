@@ -24,6 +24,7 @@
 import ATTStack
 import HostEnvironment
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 import Foundation
 import JSON

@@ -24,7 +24,7 @@ let package = Package(
             name: "FuzzEngine",
             dependencies: [
                 .product(name: "ATTStack", package: "mirror"),
-                .product(name: "LinuxBluetooth", package: "mirror"),
+                .product(name: "LinkCore", package: "mirror"),
                 .product(name: "GATTClient", package: "mirror"),
                 .product(name: "GATTServer", package: "mirror"),
                 .product(name: "HostilePeer", package: "mirror"),

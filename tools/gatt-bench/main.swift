@@ -17,6 +17,7 @@ import Foundation
 import GATTClient
 import JSON
 import LinuxBluetooth
+import LinkCore
 
 struct BenchError: Error, CustomStringConvertible {
     var description: String

@@ -3,6 +3,7 @@ import Foundation
 import HostilePeer
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 
 // SIGINT and SIGTERM stay pending from here on (before any thread exists) until the wait below takes one.
 StopSignals.block()

@@ -4,6 +4,7 @@
 import Mirror
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import Dispatch
 import Foundation
 import MirrorSimulator

@@ -9,7 +9,7 @@
 // only after it has left the state: so a stale timer, a late response or a second cancel can never resume an
 // operation twice or resume somebody else's.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import Synchronization
 
 /// The ATT transaction engine for one bearer (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.3.3): one request in flight,

@@ -1,6 +1,7 @@
 // The engine's deadlines: the ATT transaction timeout of the request in flight (Core Spec 5.4 Vol 3 Part F
 // §3.3.3: 30 s, then the bearer is closed), a closed peer's grace, and the permit waiters' limits. One wake-up.
 import ATTStack
+import LinkCore
 
 extension ATTEngine {
     /// The ATT timeout from now: the deadline of a request written now.

@@ -4,7 +4,7 @@
 // in FIFO order. The writer runs on the link's event loop, after each event that gave it work (`flush`), until
 // nothing is left or the socket is full; POLLOUT resumes it.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 
 /// What waits to be sent besides the slot's request, and who is sending.
 struct Outbox {

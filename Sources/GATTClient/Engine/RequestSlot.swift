@@ -2,6 +2,7 @@
 // Part F §3.3.2), as BlueZ's src/shared/att.c keeps `pending_req` and `req_queue`; and the matching of a
 // response to the request in flight.
 import ATTStack
+import LinkCore
 
 /// The request in flight (with its deadline) and the requests queued behind it, in submission order.
 struct RequestSlot {

@@ -1,6 +1,7 @@
 // Write Command with flow control (Core Spec 5.4 Vol 3 Part F §3.4.5.3; Part G §4.9.1): the fast path that
 // sends on the caller's thread when the outbox is idle, and the FIFO of permit waiters the writer serves.
 import ATTStack
+import LinkCore
 
 extension ATTEngine {
     /// What the fast path of a write without response did.

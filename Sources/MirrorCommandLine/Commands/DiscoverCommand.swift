@@ -1,6 +1,7 @@
 // mirror discover: an LE scan through raw HCI.
 import JSON
 import LinuxBluetooth
+import LinkCore
 
 let discoverCommand = Command(CommandSpec(
     name: "discover",

@@ -2,6 +2,7 @@
 import ATTStack
 import HostEnvironment
 import LinuxBluetooth
+import LinkCore
 
 let doctorCommand = Command(CommandSpec(
     name: "doctor",

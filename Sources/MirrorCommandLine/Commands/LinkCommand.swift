@@ -3,6 +3,7 @@
 import ATTStack
 import JSON
 import LinuxBluetooth
+import LinkCore
 
 let linkCommand = Command(CommandSpec(
     name: "link",

@@ -3,6 +3,7 @@ import ATTStack
 import GATTClient
 import JSON
 import LinuxBluetooth
+import LinkCore
 
 let listenCommand = Command(CommandSpec(
     name: "listen",

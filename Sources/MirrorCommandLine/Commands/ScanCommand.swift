@@ -5,6 +5,7 @@ import FoundationEssentials
 import GATTClient
 import JSON
 import LinuxBluetooth
+import LinkCore
 import Mirror
 
 #if canImport(Glibc)

@@ -5,6 +5,7 @@ import GATTClient
 import JSON
 import LineEditor
 import LinuxBluetooth
+import LinkCore
 
 #if canImport(Glibc)
 import Glibc

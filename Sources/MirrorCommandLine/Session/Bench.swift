@@ -5,6 +5,7 @@ import BenchMeasurement
 import ATTStack
 import BareATT
 import LinuxBluetooth
+import LinkCore
 import GATTClient
 import JSON
 import LinkCeiling

@@ -4,6 +4,7 @@
 import CBlueZSocket
 import Glibc
 import LinuxBluetooth
+import LinkCore
 
 enum BenchPlot {
     static let width = 960.0, height = 760.0

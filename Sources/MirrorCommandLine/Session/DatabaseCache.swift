@@ -8,6 +8,7 @@ import GATTClient
 import JSON
 import HostEnvironment
 import LinuxBluetooth
+import LinkCore
 import GATTVocabulary
 
 /// One peer's cached database.

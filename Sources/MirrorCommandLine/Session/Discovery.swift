@@ -3,6 +3,7 @@
 import ATTStack
 import JSON
 import LinuxBluetooth
+import LinkCore
 
 /// One advertiser seen during a scan.
 struct DiscoveredDevice: Sendable {

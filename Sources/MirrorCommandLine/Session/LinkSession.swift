@@ -5,6 +5,7 @@ import ATTStack
 import JSON
 import LinkCeiling
 import LinuxBluetooth
+import LinkCore
 import Synchronization
 
 /// Where the monitor's records go: one --trace line each while tracing, and the btsnoop capture while the bearer

@@ -3,6 +3,7 @@
 // every procedure is the GATT client's.
 import ATTStack
 import LinuxBluetooth
+import LinkCore
 import GATTClient
 import Mirror
 import JSON

@@ -5,6 +5,7 @@ import ATTStack
 import GATTClient
 import JSON
 import LinuxBluetooth
+import LinkCore
 
 /// One Enhanced ATT bearer the session opened: its socket (for its CIDs) and the CLI's watch on it (--trace).
 struct SessionEnhancedBearer: Sendable {

@@ -17,7 +17,7 @@
 // Write queue stays on one bearer (Part G §4.9.4), an enhanced bearer never carries Exchange MTU (Part F §3.4.2),
 // and a confirmation goes back on the bearer of its indication (§3.4.7.2). A violation traps.
 import ATTStack
-import LinuxBluetooth
+import LinkCore
 import GATTClient
 import GATTServer
 import HostilePeer

@@ -52,6 +52,18 @@ extension ATTTransport {
     public var eventLoop: EventLoop? { nil }
 }
 
+/// A transport on an Enhanced ATT bearer's channel (Vol 3 Part F §3.2.11): its ATT_MTU is the smaller of the
+/// channel's two MTUs (§3.2.8), read from the channel rather than exchanged.
+public protocol EnhancedATTTransport: ATTTransport {
+    func enhancedMTU() throws(TransportError) -> Int
+}
+
+extension SocketError {
+    /// The syscall an ECRED channel's socket fails in on a kernel without ECRED (before 5.7, or enable_ecred off):
+    /// a `SocketError` naming it is the kernel's refusal, not the peer's.
+    public static let enhancedModeSyscall = "setsockopt(BT_MODE, BT_MODE_EXT_FLOWCTL)"
+}
+
 /// Why a transport failed or ended: every case carries what a user needs to act.
 public enum TransportError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A syscall failed.
@@ -139,4 +151,130 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
 public func bearerSeconds(_ s: Double) -> String {
     let tenths = (s * 10).rounded() / 10
     return tenths == tenths.rounded() ? String(Int(tenths)) : String(tenths)
+}
+
+/// The result of an L2CAP LE / ECRED connection response (Core Spec 5.4 Vol 3 Part A §4.26, Table 4.16; §4.23):
+/// what a peer answered to an Enhanced ATT bearer request. Any value is representable; defined ones have a name.
+public struct L2CAPConnectionResult: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: UInt16
+    public init(rawValue: UInt16) { self.rawValue = rawValue }
+
+    public static let success = Self(rawValue: 0x0000)
+    public static let spsmNotSupported = Self(rawValue: 0x0002)
+    public static let noResourcesAvailable = Self(rawValue: 0x0004)
+    public static let insufficientAuthentication = Self(rawValue: 0x0005)
+    public static let insufficientAuthorization = Self(rawValue: 0x0006)
+    public static let encryptionKeySizeTooShort = Self(rawValue: 0x0007)
+    public static let insufficientEncryption = Self(rawValue: 0x0008)
+    public static let invalidSourceCID = Self(rawValue: 0x0009)
+    public static let sourceCIDAlreadyAllocated = Self(rawValue: 0x000A)
+    public static let unacceptableParameters = Self(rawValue: 0x000B)
+    public static let invalidParameters = Self(rawValue: 0x000C)
+
+    /// The spec's words for it ("SPSM not supported"), or "reserved".
+    public var name: String {
+        switch rawValue {
+        case 0x0000: return "success"
+        case 0x0002: return "SPSM not supported"
+        case 0x0004: return "no resources available"
+        case 0x0005: return "insufficient authentication"
+        case 0x0006: return "insufficient authorization"
+        case 0x0007: return "encryption key size too short"
+        case 0x0008: return "insufficient encryption"
+        case 0x0009: return "invalid Source CID"
+        case 0x000A: return "Source CID already allocated"
+        case 0x000B: return "unacceptable parameters"
+        case 0x000C: return "invalid parameters"
+        case 0x000D: return "pending, no further information"
+        case 0x000E: return "pending, authentication"
+        case 0x000F: return "pending, authorization"
+        default: return "reserved"
+        }
+    }
+
+    /// "0x0002 SPSM not supported".
+    public var description: String { "\(ATTHex.handle(rawValue)) \(name)" }
+}
+
+/// Why a target or address did not parse: the input, the 1-based character position at fault (nil when
+/// the problem is the length), and what is wrong.
+public struct BearerTargetError: Error, Sendable, Hashable, CustomStringConvertible {
+    public var input: String
+    public var position: Int?
+    public var problem: String
+
+    public init(input: String, position: Int?, problem: String) {
+        self.input = input
+        self.position = position
+        self.problem = problem
+    }
+
+    public var description: String {
+        if let position { return "invalid target \"\(input)\": character \(position): \(problem)" }
+        return "invalid target \"\(input)\": \(problem)"
+    }
+}
+
+/// A management status (mgmt-api.txt "Status codes") and its name.
+public func managementStatusName(_ status: UInt8) -> String {
+    let names = ["Success", "Unknown Command", "Not Connected", "Failed", "Connect Failed", "Authentication Failed",
+                 "Not Paired", "No Resources", "Timeout", "Already Connected", "Busy", "Rejected", "Not Supported",
+                 "Invalid Parameters", "Disconnected", "Not Powered", "Cancelled", "Invalid Index", "RFKilled",
+                 "Already Paired", "Permission Denied"]
+    return Int(status) < names.count ? names[Int(status)] : "Unknown Status"
+}
+
+extension SocketError {
+    /// What to do about `code` whatever the socket (its domain's own advice comes first: LinuxBluetooth's
+    /// SocketAdvice); empty when there is nothing specific.
+    public static func anyDomainAdvice(_ code: Errno) -> String {
+        switch code {
+        case .messageTooLong: return "the PDU is larger than the channel's MTU"
+        case .brokenPipe, .connectionReset: return "the peer closed the connection"
+        case .tooManyOpenFiles, .tooManyOpenFilesInSystem: return "too many open files: raise `ulimit -n` or close connections"
+        default: return ""
+        }
+    }
+
+    /// A SocketError for the calling thread's errno in a call on no particular socket (an epoll, eventfd or
+    /// timerfd of the link's loop).
+    public static func last(_ syscall: String, _ context: String) -> SocketError {
+        let code = Errno(cbz_errno())
+        return SocketError(syscall: syscall, errno: code, context: context, advice: anyDomainAdvice(code))
+    }
+}
+
+/// The link security levels of BT_SECURITY (Linux; Core Spec 5.4 Vol 3 Part C §10.2 LE security modes).
+public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseIterable {
+    case sdp = 0
+    /// No encryption.
+    case low = 1
+    /// Encryption, unauthenticated (Just Works) pairing.
+    case medium = 2
+    /// Encryption with an authenticated (MITM-protected) key.
+    case high = 3
+    /// LE Secure Connections with a 128-bit key.
+    case fips = 4
+
+    /// "low", "medium", "high", "fips".
+    public init?(name: String) {
+        guard let l = Self.allCases.first(where: { $0.description == name.lowercased() }) else { return nil }
+        self = l
+    }
+
+    public var description: String {
+        switch self {
+        case .sdp: return "sdp"
+        case .low: return "low"
+        case .medium: return "medium"
+        case .high: return "high"
+        case .fips: return "fips"
+        }
+    }
+}
+
+/// A transport whose link security can be read and raised: a socket's BT_SECURITY (Vol 3 Part C §10.2).
+public protocol SecurableTransport: ATTTransport {
+    func securityLevel() throws(TransportError) -> BTSecurityLevel
+    func setSecurityLevel(_ level: BTSecurityLevel) throws(TransportError)
 }

@@ -113,11 +113,11 @@ public final class EventLoop: TaskExecutor {
     }
 
     /// A token for a source of this loop (`register`), unique on it.
-    func makeSourceToken() -> UInt64 { core.makeTimerID() | LoopCore.sourceBit }
+    package func makeSourceToken() -> UInt64 { core.makeTimerID() | LoopCore.sourceBit }
 
     /// Adds `fd` to the loop's epoll set as `token` (level-triggered `events`, CBZ_EPOLL*); `handler` runs on the
     /// loop with the events reported. False (errno set) when epoll_ctl refuses. On the loop's thread only.
-    func register(fd: Int32, token: UInt64, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Bool {
+    package func register(fd: Int32, token: UInt64, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Bool {
         precondition(inEventLoop, "EventLoop.register off the loop's thread")
         guard cbz_epoll_add(core.epfd, fd, events, token) == 0 else { return false }
         core.sources[token] = handler
@@ -125,12 +125,12 @@ public final class EventLoop: TaskExecutor {
     }
 
     /// Changes a source's events (epoll_ctl is safe from any thread: the next wait sees the new set).
-    func modify(fd: Int32, token: UInt64, events: UInt32) -> Bool {
+    package func modify(fd: Int32, token: UInt64, events: UInt32) -> Bool {
         cbz_epoll_mod(core.epfd, fd, events, token) == 0
     }
 
     /// Takes a source out of the set (before its fd is closed). On the loop's thread only.
-    func deregister(fd: Int32, token: UInt64) {
+    package func deregister(fd: Int32, token: UInt64) {
         precondition(inEventLoop, "EventLoop.deregister off the loop's thread")
         _ = cbz_epoll_del(core.epfd, fd)
         core.sources[token] = nil
@@ -183,7 +183,7 @@ final class LoopCore: @unchecked Sendable {
     init() throws(TransportError) {
         var opened: [Int32] = []
         func fail(_ syscall: String) -> TransportError {
-            let e = lastSocketError(syscall, "starting an event loop", .local)
+            let e = SocketError.last(syscall, "starting an event loop")
             for fd in opened { _ = cbz_close(fd) }
             return .socket(e)
         }

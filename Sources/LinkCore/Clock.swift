@@ -2,7 +2,6 @@
 // (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s transaction timeout) and every named wait in GATTClient takes its
 // time from a GATTClock: this one, or TestSupport's ManualClock in tests.
 import Dispatch
-import LinuxBluetooth
 import Synchronization
 
 /// A point on a monotonic clock, in nanoseconds from an arbitrary origin. Never goes backwards.
@@ -76,25 +75,6 @@ private final class LoopGuardedWakeup: ClockWakeup, @unchecked Sendable {
 
 extension LoopTimer: ClockWakeup {}
 
-extension GATTClock {
-    /// Suspends until `deadline` on this clock. Task cancellation ends the sleep at once with `CancellationError`.
-    public func sleep(until deadline: ClockInstant) async throws(CancellationError) {
-        let once = OnceBox<Void>()
-        let wakeup = schedule(at: deadline) { once.finish(.success(())) }
-        defer { wakeup.cancel() }
-        do {
-            try await once.value()
-        } catch {
-            throw CancellationError()
-        }
-    }
-
-    /// Suspends for `duration` on this clock.
-    public func sleep(for duration: Duration) async throws(CancellationError) {
-        try await sleep(until: now().advanced(by: duration))
-    }
-}
-
 /// The system's monotonic clock (CLOCK_MONOTONIC, read directly: every request reads it); wake-ups run on a
 /// global Dispatch queue, scheduled by the time left, whatever clock Dispatch counts in.
 public struct MonotonicClock: GATTClock {
@@ -125,7 +105,7 @@ private final class DispatchWakeup: ClockWakeup, @unchecked Sendable {
 
 extension Duration {
     /// Whole nanoseconds, clamped to Int64.
-    var nanosecondsClamped: Int64 {
+    public var nanosecondsClamped: Int64 {
         let (s, atto) = components
         let (ms, o1) = s.multipliedReportingOverflow(by: 1_000_000_000)
         if o1 { return s < 0 ? .min : .max }
