@@ -105,7 +105,7 @@ let package = Package(
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinuxBluetooth", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "ATTStack", "LinuxBluetooth"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "GATTServer", "ATTStack", "LinuxBluetooth"]),
         .testTarget(name: "GATTServerTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinuxBluetooth"]),
         .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
