@@ -146,6 +146,36 @@ final class DatabaseCacheTests: XCTestCase {
         XCTAssertEqual(store.stored(Self.target)?.services, found.services)
     }
 
+    /// A stored copy under the peer's hash whose characteristic the peer's declaration contradicts (a look-alike's
+    /// hash, §3.3.1): `verify` is false, the store's copy cleared and the database discovered and stored again.
+    func testAStoredCharacteristicThePeersDeclarationContradictsIsDiscoveredAgain() async throws {
+        let store = MemoryStore(), log = CacheLog(), database = Self.database()
+        let peerHash = GATTHashOrder.pts.served(try database.databaseHash())
+        let (host, t) = try connected(database, log: log)
+        defer { withExtendedLifetime(host) {} }
+        let cache = try await within { try await DatabaseCacheTests.makeCache(t, store: store, log: log) }
+        var real = try await within { try await cache.client.discoverDatabase() }
+        let b = try XCTUnwrap(real.firstIndex { $0.uuid == .batteryService })
+        real[b].characteristics[0].uuid = .heartRateMeasurement
+        try store.store(GATTCachedDatabase(target: Self.target, adapter: nil, databaseHash: peerHash, services: real))
+        let forged = try await within { try await cache.discovered() }
+        XCTAssertEqual(forged.unverifiedHash, peerHash)
+        let wrong = try XCTUnwrap(forged.services.flatMap(\.characteristics).first { $0.uuid == .heartRateMeasurement })
+        let verified = try await within { try await cache.verify(wrong) }
+        XCTAssertFalse(verified)
+        let findings = log.events.withLock { $0 }.compactMap { e -> (GATTDeclarationFinding, [String])? in
+            if case .declarationMismatch(let c, let found, let hash, let removed) = e, c == wrong, hash == peerHash { return (found, removed) }
+            return nil
+        }
+        XCTAssertEqual(findings.count, 1)
+        guard case .declaration(let d)? = findings.first?.0 else { return XCTFail("\(findings)") }
+        XCTAssertEqual(d.uuid, .batteryLevel)
+        XCTAssertEqual(findings.first?.1, ["memory:\(Self.target)"])
+        XCTAssertNil(cache.known?.unverifiedHash, "discovered again")
+        XCTAssertEqual(cache.known?.services.flatMap(\.characteristics).map(\.uuid).contains(.batteryLevel), true)
+        XCTAssertEqual(store.stored(Self.target)?.services.flatMap(\.characteristics).map(\.uuid).contains(.heartRateMeasurement), false)
+    }
+
     /// Database Out Of Sync (0x12) on a read: the hash is read again, the characteristic located again and the
     /// read retried once; a second 0x12 fails naming what was done; a raw handle is not remapped.
     func testDatabaseOutOfSyncIsRetriedOnceAfterResynchronizing() async throws {
