@@ -96,8 +96,8 @@ struct DatabaseChange: Sendable, Equatable {
 }
 
 extension Session {
-    /// `gatt --diff`: the cached copy (whatever the peer's hash says; nil when there is none usable), and the
-    /// database discovered now, which is stored as `cachedOrDiscovered` would and kept for the connection.
+    /// `gatt --diff`: the cached copy (whatever the peer's hash says; nil when there is none usable), and the database
+    /// discovered now, stored as `discovered` would and kept for the connection (`GATTDatabaseCache.storedAndDiscovered`).
     func diffAgainstCache() async throws -> (cached: CachedDatabase?, peerHash: [UInt8]?, changes: [DatabaseChange]) {
         guard databaseCache.store != nil else {
             throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
