@@ -112,7 +112,7 @@ let package = Package(
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinkCore", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
-        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"]),
+        .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "GATTServer", "ATTStack", "LinkCore", "LinuxBluetooth"]),
         .testTarget(name: "GATTServerTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"]),
         .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets

@@ -27,6 +27,10 @@ extension GATTClient {
                                    readValue: c.properties.contains(.read))
     }
 
+    /// `body` is told each notification and indication of every bearer, on the link's event loop in arrival order,
+    /// before any stream (an indication is confirmed first, Part F §3.4.7.2). It must not block.
+    public func onValue(_ body: @escaping @Sendable (GATTNotification) -> Void) { engine.addValueHandler(body) }
+
     // MARK: Subscribing by handles (Part G §4.10, §4.11)
 
     /// Subscribes by handles: arms the stream, writes `mode` to the CCCD at `cccdHandle`, then (when `readValue`)

@@ -150,3 +150,18 @@ public enum GATTSubscriptionMode: UInt16, Sendable {
     case notify = 0x0001
     case indicate = 0x0002
 }
+
+/// A characteristic declaration's value (Core Spec 5.4 Vol 3 Part G §3.3.1): properties, value handle, UUID.
+public struct GATTCharacteristicDeclaration: Sendable, Equatable {
+    public var properties: UInt8
+    public var valueHandle: UInt16
+    public var uuid: BluetoothUUID
+
+    /// Nil unless 5 or 19 bytes (a 16- or 128-bit UUID, little-endian).
+    public init?(_ value: [UInt8]) {
+        guard value.count == 5 || value.count == 19, let uuid = BluetoothUUID(littleEndian: Array(value[3...])) else { return nil }
+        properties = value[0]
+        valueHandle = value.littleEndianUInt16(at: 1)
+        self.uuid = uuid
+    }
+}

@@ -25,8 +25,6 @@ public final class ObservedTransport: ATTTransport {
     private let traceOrder = Lock<Void>(())
     /// Guards the closure told when the transport closes (the shell's lost-connection line).
     private let closeObserver = Lock<(@Sendable (TransportError) -> Void)?>(nil)
-    /// Guards the closure told each Handle Value Indication received (the session's Service Changed watch).
-    private let indicationObserver = Lock<(@Sendable ([UInt8]) -> Void)?>(nil)
 
     /// What went by.
     public struct Observations: Sendable {
@@ -68,10 +66,6 @@ public final class ObservedTransport: ATTTransport {
 
     /// `body` is told the reason once the transport closes (either side).
     public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) { closeObserver.withLock { $0 = body } }
-
-    /// `body` is told each Handle Value Indication (its whole PDU) as it arrives, on the bearer's event loop,
-    /// before the GATT client sees it.
-    public func whenIndicated(_ body: @escaping @Sendable ([UInt8]) -> Void) { indicationObserver.withLock { $0 = body } }
 
     /// The console to trace on, while tracing.
     private var traceConsole: Console? { isTracing ? console : nil }
@@ -133,11 +127,7 @@ public final class ObservedTransport: ATTTransport {
         if let console = traceConsole {
             traceOrder.withLock { _ in console.err(traceLine(direction: "<", bytes: pdu, at: unixNow(), bearer: bearer)) }
         }
-        if pdu.first == ATTOpcode.handleValueIndication.rawValue { indicated(pdu) }
     }
-
-    /// Tells the indication observer (only indications are copied on the untraced path).
-    func indicated(_ pdu: [UInt8]) { indicationObserver.current?(pdu) }
 
     func closed(_ reason: TransportError) {
         if let console = traceConsole {
@@ -165,7 +155,6 @@ final class ObservingSink: ATTTransportSink {
     /// Without `--trace` nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
     func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
         if !transport.isTracing {
-            if pdu.first == ATTOpcode.handleValueIndication.rawValue { transport.indicated(Array(pdu)) }
             next.transport(didReceiveBytes: pdu)
         } else {
             transport(didReceive: Array(pdu))

@@ -113,6 +113,8 @@ final class ATTEngine: ATTTransportSink {
         var catchAll: NotificationSink?
         /// Further catch-all streams, each of its own consumer from when it was asked for (`GATTClient.notificationStream`).
         var watchers: [NotificationSink] = []
+        /// Told each value before the streams (`GATTClient.onValue`: Service Changed, Part G §7.1).
+        var valueHandlers: [@Sendable (GATTNotification) -> Void] = []
         var stats = GATTClientStatistics()
     }
 
@@ -314,6 +316,7 @@ final class ATTEngine: ATTTransportSink {
             }
         }
         s.subscribers = [:]
+        s.valueHandlers = []
         if let c = s.catchAll {
             out.append(.stream(c, .disconnected(GATTDisconnectedError(reason: reason, during: "the notification stream"))))
             s.catchAll = nil

@@ -8,9 +8,13 @@ extension ATTEngine {
         if let target = notificationTarget {
             return target.onLoop { target.deliver(handle: handle, value: value, kind: kind) }
         }
-        let (catchAll, sinks, watchers): (NotificationSink?, [NotificationSink]?, [NotificationSink]) = state.access { s in
+        let (catchAll, sinks, watchers, handlers) = state.access { s in
             s.stats.notificationsReceived += 1
-            return (s.catchAll, s.subscribers[handle], s.watchers)
+            return (s.catchAll, s.subscribers[handle], s.watchers, s.valueHandlers)
+        }
+        if !handlers.isEmpty {
+            let n = GATTNotification(handle: handle, value: value, kind: kind)
+            for h in handlers { h(n) }
         }
         // Every drop is counted; an event is reported once per burst (when a stream starts dropping).
         var dropCount = 0
@@ -60,6 +64,11 @@ extension ATTEngine {
         }
         sink.continuation.onTermination = { _ in self.removeSubscriber(sink) }
         return stream
+    }
+
+    /// Adds a handler told each value on the loop, before the streams, for as long as the bearer is open.
+    func addValueHandler(_ body: @escaping @Sendable (GATTNotification) -> Void) {
+        onLoopSync { s in s.valueHandlers.append(body) }
     }
 
     /// A stream's consumer ended it (from any thread): it leaves the fan-out, on the loop.

@@ -35,7 +35,7 @@ let cacheCommand = Command(CommandSpec(
         throw CLIError.unsupported("no cache directory: neither XDG_CACHE_HOME nor HOME is set")
     }
     if action == "clear" {
-        let removed = try cache.clear(target: target?.cacheKey, adapter: target.map { $0.isUnix ? nil : inv.global.adapter } ?? nil)
+        let removed = try cache.remove(target: target?.cacheKey, adapter: target.map { $0.isUnix ? nil : inv.global.adapter } ?? nil)
         if inv.global.json {
             inv.console.json(.object([("removed", .array(removed.map { .string($0) }))]))
         } else if removed.isEmpty {

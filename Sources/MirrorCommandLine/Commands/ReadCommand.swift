@@ -50,7 +50,7 @@ let readCommand = Command(CommandSpec(
     let values: [ReadValue]
     if case .uuid(let u) = reference {
         byUUID = true
-        values = try await session.retryingOutOfSync { try await session.read(.uuid(u)) }
+        values = try await session.databaseCache.retryingOutOfSync { try await session.read(.uuid(u)) }
     } else {
         byUUID = false
         values = try await session.retryingOutOfSync(reference, command: "read") { h in try await session.read(.handle(h)) }

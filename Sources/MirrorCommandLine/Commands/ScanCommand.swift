@@ -90,7 +90,7 @@ let scanCommand = Command(CommandSpec(
     // The notifications dropped before scanState and scanError were subscribed, and after (ListenCommand.swift).
     let drops = ListenDrops()
     options.afterSubscribing = { [session] in
-        if robust { try await session.enableRobustCaching() }
+        if robust { try await session.databaseCache.enableRobustCaching() }
         drops.subscriptionsCompleted()
     }
     let scanOptions = options

@@ -723,7 +723,7 @@ final class Shell: Sendable {
         }
         if command == "trace" { return ["on", "off"] }
         if command == "btsnoop" { return ["off"] }
-        guard let session = state.withLock({ $0.session }), let known = session.discoveredNames.withLock({ $0 }) else { return [] }
+        guard let session = state.withLock({ $0.session }), let known = session.databaseCache.known else { return [] }
         var words: [String] = []
         for c in known.services.flatMap(\.characteristics) {
             words.append(ATTHex.handle(c.valueHandle))

@@ -85,7 +85,7 @@ private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, 
     let notifications = try session.procedureNotifications()
     defer { session.endProcedureNotifications(notifications) }
     var robustCaching: (@Sendable () async throws -> Void)?
-    if database != nil { robustCaching = { @Sendable in try await session.enableRobustCaching() } }
+    if database != nil { robustCaching = { @Sendable in try await session.databaseCache.enableRobustCaching() } }
     return try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid, timeout: timeout,
                                      database: database, notifications: notifications, afterSubscribing: robustCaching,
                                      emit: emit)

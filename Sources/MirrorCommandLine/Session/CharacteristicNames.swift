@@ -52,33 +52,6 @@ struct CharacteristicCatalog: Sendable {
     }
 }
 
-/// What one connection has discovered so far: the database, and the user descriptions read (by value handle).
-struct DiscoveredNames: Sendable {
-    var services: [GATTService]
-    var descriptions: [UInt16: String] = [:]
-    /// Value handles whose user description has been looked for (read, or found to have none).
-    var described: Set<UInt16> = []
-    /// The peer's Database Hash when `services` came from the cache file (not discovered on this connection).
-    var unverifiedHash: [UInt8]? = nil
-    /// Declaration handles of cached characteristics the peer's declarations confirmed (`verifiedFromCache`).
-    var verified: Set<UInt16> = []
-}
-
-/// A characteristic declaration's value (Core Spec Vol 3 Part G §3.3.1): properties, value handle, UUID.
-struct GATTCharacteristicDeclaration: Equatable {
-    var properties: UInt8
-    var valueHandle: UInt16
-    var uuid: BluetoothUUID
-
-    /// Nil unless 5 or 19 bytes (a 16- or 128-bit UUID, little-endian).
-    init?(_ value: [UInt8]) {
-        guard value.count == 5 || value.count == 19, let uuid = BluetoothUUID(littleEndian: Array(value[3...])) else { return nil }
-        properties = value[0]
-        valueHandle = value.littleEndianUInt16(at: 1)
-        self.uuid = uuid
-    }
-}
-
 extension Session {
     /// The value handle `reference` names: a handle as given, with no traffic; a UUID or a name by discovery,
     /// exactly one characteristic, else a usage error (exit status 2) listing the candidates or the names known.
@@ -143,23 +116,10 @@ extension Session {
     }
 
     /// The database with names, discovered once per connection; the user descriptions of `describing` (value
-    /// handles; nil: every characteristic) read if not read before. An unreadable description is no name.
+    /// handles; nil: every characteristic) read if not read before (`GATTDatabaseCache.describing`).
     func catalog(describing handles: Set<UInt16>?) async throws -> CharacteristicCatalog {
-        var state = try await discovered()
-        let characteristics = state.services.flatMap(\.characteristics)
-        for c in characteristics where !state.described.contains(c.valueHandle) && handles?.contains(c.valueHandle) ?? true {
-            state.described.insert(c.valueHandle)
-            guard let d = c.descriptors.first(where: { $0.uuid == .characteristicUserDescription }) else { continue }
-            do {
-                let bytes = try await client.readLong(handle: d.handle)
-                if let text = String(validating: bytes, as: UTF8.self), !text.isEmpty { state.descriptions[c.valueHandle] = text }
-            } catch {
-                // The peer refused the read (an ATT error): that characteristic has no name from it.
-                guard case .attribute = error else { throw error }
-            }
-        }
-        let done = state
-        discoveredNames.withLock { $0 = done }
+        let done = try await databaseCache.describing(handles)
+        let characteristics = done.services.flatMap(\.characteristics)
         return CharacteristicCatalog(entries: characteristics.map { c in
             let description = done.descriptions[c.valueHandle]
             return CharacteristicCatalog.Entry(characteristic: c, profileName: profile.characteristicName(c.uuid),
@@ -168,19 +128,13 @@ extension Session {
     }
 
     /// The database as discovered on this connection (Part G §4.4-4.7, once), or from the GATT cache when the
-    /// peer's Database Hash matches the cached copy's (`cachedOrDiscovered`, DatabaseCache.swift).
-    func discovered() async throws(GATTError) -> DiscoveredNames {
-        if let known = discoveredNames.withLock({ $0 }) { return known }
-        let (services, fromFile) = try await cachedOrDiscovered()
-        let state = DiscoveredNames(services: services, unverifiedHash: fromFile)
-        discoveredNames.withLock { if $0 == nil { $0 = state } }
-        return discoveredNames.withLock { $0 } ?? state
-    }
+    /// peer's Database Hash matches the cached copy's (`GATTDatabaseCache.discovered`).
+    func discovered() async throws(GATTError) -> GATTKnownDatabase { try await databaseCache.discovered() }
 
     /// What a value at `handle` is, when this connection knows the database (discovered or cached; a raw HANDLE
     /// alone discovers nothing): the label of its characteristic (or descriptor) and its decoded form (ValueFormatter).
     func meaning(of bytes: [UInt8], at handle: UInt16) -> (name: String?, decoded: String?) {
-        guard let known = discoveredNames.withLock({ $0 }) else { return (nil, nil) }
+        guard let known = databaseCache.known else { return (nil, nil) }
         for c in known.services.flatMap(\.characteristics) {
             if c.valueHandle == handle {
                 let name = label(c.uuid, userDescription: known.descriptions[c.valueHandle])

@@ -96,21 +96,13 @@ struct DatabaseChange: Sendable, Equatable {
 }
 
 extension Session {
-    /// `gatt --diff`: the cached copy (whatever the peer's hash says; nil when there is none usable), and the
-    /// database discovered now, which is stored as `cachedOrDiscovered` would and kept for the connection.
+    /// `gatt --diff`: the cached copy (whatever the peer's hash says; nil when there is none usable), and the database
+    /// discovered now, stored as `discovered` would and kept for the connection (`GATTDatabaseCache.storedAndDiscovered`).
     func diffAgainstCache() async throws -> (cached: CachedDatabase?, peerHash: [UInt8]?, changes: [DatabaseChange]) {
-        guard let cache else { throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt") }
-        let (cached, problem) = cache.load(target: cacheTarget, adapter: cacheAdapter)
-        if let problem { warn(problem) }
-        let peerHash = try await readDatabaseHash()
-        var services: [GATTService]
-        if let peerHash {
-            services = try await discoverAndStore(peerHash: peerHash)
-        } else {
-            services = try await client.discoverDatabase()
+        guard databaseCache.store != nil else {
+            throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
         }
-        let state = DiscoveredNames(services: services)
-        discoveredNames.withLock { $0 = state }
+        let (cached, peerHash, services) = try await databaseCache.storedAndDiscovered()
         return (cached, peerHash, cached.map { DatabaseChange.between($0.services, services) } ?? [])
     }
 }

@@ -78,19 +78,13 @@ final class Session: Sendable {
     let link: LinkSession?
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
     let linkRequests: [LinkRequestReport]
-    /// The database and user descriptions discovered on this connection, for names (CharacteristicNames.swift).
-    let discoveredNames = Lock<DiscoveredNames?>(nil)
+    /// The database known on this connection, its user descriptions, and the GATT cache under it (DatabaseCache.swift):
+    /// the GATT client's, with the cache files as its store (nil store with --no-cache).
+    let databaseCache: GATTDatabaseCache
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
-    /// Guards what a Service Changed indication left to rediscover: the database known then and the range it named.
-    let serviceChanged = Lock<(stale: [GATTService], range: ATTHandleRange)?>(nil)
-    /// Guards whether the peer answered, on this connection, that it serves no Database Hash (`gatt` says why
-    /// nothing is cached).
-    let servesNoHash = Lock(false)
-    /// The GATT cache and this peer's key in it (DatabaseCache.swift); nil cache with --no-cache.
-    let cache: DatabaseCache?
-    let cacheTarget: String
-    let cacheAdapter: String?
+    /// This peer's key in the GATT cache (the TARGET as given).
+    var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
     /// Guards what --bearers came to (nil outcome with --bearers 1) and the Enhanced ATT bearers opened (SessionBearers.swift).
@@ -99,12 +93,9 @@ final class Session: Sendable {
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
                  capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
                  timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
-                 heldByShell: Bool, cache: DatabaseCache?, cacheTarget: String, cacheAdapter: String?,
-                 warn: @escaping @Sendable (String) -> Void) {
+                 heldByShell: Bool, databaseCache: GATTDatabaseCache, warn: @escaping @Sendable (String) -> Void) {
         self.heldByShell = heldByShell
-        self.cache = cache
-        self.cacheTarget = cacheTarget
-        self.cacheAdapter = cacheAdapter
+        self.databaseCache = databaseCache
         self.warn = warn
         self.client = client
         self.link = link
@@ -208,13 +199,15 @@ final class Session: Sendable {
             if let security { configuration.initialSecurityLevel = GATTSecurityLevel(rawValue: Int(security.rawValue)) ?? .low }
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
+        let warn: @Sendable (String) -> Void = { [console = inv.console] in console.err("mirror: " + terminalLines($0)) }
+        // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache (the client's
+        // indication path, every bearer's).
+        let databaseCache = GATTDatabaseCache(client: client, store: g.noCache ? nil : DatabaseCache.standard(), target: target.cacheKey,
+                                              adapter: target.isUnix ? nil : g.adapter,
+                                              report: { [key = target.cacheKey] in warn(Session.cacheText($0, target: key)) })
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
-                              linkRequests: requests, heldByShell: heldByShell,
-                              cache: g.noCache ? nil : DatabaseCache.standard(), cacheTarget: target.cacheKey,
-                              cacheAdapter: target.isUnix ? nil : g.adapter, warn: { [console = inv.console] in console.err("mirror: " + terminalLines($0)) })
-        // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache.
-        observed.whenIndicated { [weak session] pdu in session?.indicated(pdu) }
+                              linkRequests: requests, heldByShell: heldByShell, databaseCache: databaseCache, warn: warn)
         do {
             _ = try await client.exchangeMTU()
         } catch {
@@ -328,7 +321,7 @@ final class Session: Sendable {
     /// The name of the characteristic whose value is at `handle`, if the server says: from what this connection
     /// has discovered, else from a discovery of the few handles around it.
     func handleLabel(_ handle: UInt16) async -> String? {
-        if let known = discoveredNames.withLock({ $0 }),
+        if let known = databaseCache.known,
            let c = known.services.flatMap(\.characteristics).first(where: { $0.valueHandle == handle }),
            known.described.contains(handle) {
             return label(c.uuid, userDescription: known.descriptions[handle])
@@ -379,11 +372,11 @@ final class Session: Sendable {
                 break
             } catch {
                 // Database Out Of Sync (0x12): resynchronized, names resolved again, subscribed again once.
-                if Self.isOutOfSync(error), !retried {
+                if GATTDatabaseCache.isOutOfSync(error), !retried {
                     retried = true
-                    try await resynchronize()
+                    try await databaseCache.resynchronize()
                     if let raw = references.first(where: { if case .handle = $0 { true } else { false } }) {
-                        throw Self.outOfSync(error, "the database changed: its Database Hash was re-read and the database rediscovered; "
+                        throw GATTDatabaseCache.outOfSync(error, "the database changed: its Database Hash was re-read and the database rediscovered; "
                                              + "\(raw.description) was given as a raw handle and is not remapped")
                     }
                     (targets, labels) = try await listenTargets(references, command: command)
@@ -404,7 +397,7 @@ final class Session: Sendable {
             }
         }
         // Robust caching for the wait that follows (the peer answers 0x12 instead of serving moved handles).
-        try await enableRobustCaching()
+        try await databaseCache.enableRobustCaching()
         drops?.subscriptionsCompleted()
         let finalLabels = labels
         let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalLabels) }

@@ -32,8 +32,9 @@ struct BearerRow: Sendable {
 
 extension Session {
     /// Opens the Enhanced ATT bearers `--bearers` asks for beside CID 4 (nothing when it asks for 1): ECRED
-    /// channels on PSM 0x0027 over an LE link, `PATH.eatt` over `unix:PATH`, each watched like CID 4 (--trace,
-    /// Service Changed). Each bearer not opened is a note on stderr; the command goes on over what opened.
+    /// channels on PSM 0x0027 over an LE link, `PATH.eatt` over `unix:PATH`, each traced like CID 4 (--trace; their
+    /// indications, Service Changed too, join the client's one notification path). Each bearer not opened is a
+    /// note on stderr; the command goes on over what opened.
     func openEnhancedBearers(_ g: GlobalOptions, target: TargetArgument, security: BTSecurityLevel?, console: Console) async {
         guard g.bearers > 1 else { return }
         let opened = Lock<[(bearer: ATTBearer, observed: ObservedTransport)]>([])
@@ -52,7 +53,6 @@ extension Session {
             let observed = ObservedTransport(bearer, console: console, tracing: transport.isTracing,
                                              bearer: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local))
             if let c = records.capture.withLock({ $0 }) { bearer.capture(into: c.writer, linkIndex: c.index) }
-            observed.whenIndicated { [weak self] pdu in self?.indicated(pdu) }
             opened.withLock { $0.append((bearer, observed)) }
             return EnhancedBearerChannel(transport: observed, mtu: channel.mtu)
         }
