@@ -472,6 +472,17 @@ extension GATTServerHost.Context {
     }
 }
 
+/// The object a host's hooks call, set once it exists: the hooks are made before the host, the host before the
+/// object that holds it (the simulator, the hostile peer). Weak: that object holds the host, which holds the hooks.
+public final class HookOwner<Owner: AnyObject & Sendable>: Sendable {
+    /// Guards the weak reference.
+    private let reference = Lock<Weak>(Weak())
+    private struct Weak { weak var owner: Owner? }
+    public init() {}
+    public var owner: Owner? { reference.withLock { $0.owner } }
+    public func set(_ owner: Owner) { reference.withLock { $0.owner = owner } }
+}
+
 /// One client's connection to a `GATTServerHost`: the transport's sink, and what a fault or a test may do on it.
 public final class ATTServerConnection: ATTTransportSink {
     public let transport: any ATTTransport
