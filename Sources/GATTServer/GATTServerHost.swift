@@ -67,6 +67,8 @@ public final class GATTServerHost: Sendable {
         var database: AttributeDatabase? = nil
         /// A send failed: the connection is closing (a stream stops here).
         var failed = false
+        /// A stream paused until the outbox drains (`stream`).
+        var resume: (@Sendable () -> Void)? = nil
     }
 
     /// The host's state under its lock, as `Hooks.serve` and `withContext` see it: sends are queued in order with
@@ -308,22 +310,28 @@ public final class GATTServerHost: Sendable {
                 ended: @escaping @Sendable (_ sent: Int, _ finished: Bool) -> Void) {
         let id = ObjectIdentifier(c)
         var i = index
-        let paused: Bool? = withContext { s in
+        enum Step { case backlogged, burst, finished, gone }
+        let step: Step = withContext { s in
             while true {
-                guard let conn = s.connections[id], !conn.failed else { return nil }
-                // A burst ends at a full socket, or after `streamBurst` PDUs so that the connection's reads get a turn.
-                if conn.outbox.isBacklogged || i - index == Self.streamBurst { return true }
-                guard let bytes = next(i, conn.session.mtu) else { return false }
+                guard var conn = s.connections[id], !conn.failed else { return .gone }
+                if conn.outbox.isBacklogged {
+                    // The outbox's flush resumes it once what waits has gone (or failed): see `waitWritable`.
+                    conn.resume = { [weak self, i] in self?.stream(c, from: i, next, ended: ended) }
+                    s.connections[id] = conn
+                    return .backlogged
+                }
+                // After `streamBurst` PDUs the stream waits for POLLOUT, so that the connection's reads get a turn.
+                if i - index == Self.streamBurst { return .burst }
+                guard let bytes = next(i, conn.session.mtu) else { return .finished }
                 s.sendRaw(to: c) { _ in bytes }
                 i += 1
             }
         }
-        switch paused {
-        case true?:
-            // Registered after the outbox's own flush (withContext registered it first): it runs first on POLLOUT.
-            c.transport.whenWritable { [weak self, i] in self?.stream(c, from: i, next, ended: ended) }
-        case false?: ended(i, true)
-        case nil: ended(i, false)
+        switch step {
+        case .backlogged: break
+        case .burst: c.transport.whenWritable { [weak self, i] in self?.stream(c, from: i, next, ended: ended) }
+        case .finished: ended(i, true)
+        case .gone: ended(i, false)
         }
     }
 
@@ -360,15 +368,21 @@ public final class GATTServerHost: Sendable {
         let id = ObjectIdentifier(c)
         c.transport.whenWritable { [weak self] in
             guard let self else { return }
-            let again: Bool = self.state.withLock { s in
-                guard var conn = s.connections[id] else { return false }
+            let (again, resume) = self.state.withLock { s -> (Bool, (@Sendable () -> Void)?) in
+                guard var conn = s.connections[id] else { return (false, nil) }
                 defer { s.connections[id] = conn }
-                do { return try conn.outbox.flush(on: c.transport) } catch {
+                do {
+                    if try conn.outbox.flush(on: c.transport) { return (true, nil) }
+                } catch {
+                    conn.failed = true
                     self.timers.async { c.transport.close(reason: "send failed: \(error)") }
-                    return false
                 }
+                // Drained (or failed): a stream paused behind the queue goes on (or ends).
+                defer { conn.resume = nil }
+                return (false, conn.resume)
             }
             if again { self.waitWritable(c) }
+            resume?()
         }
     }
 }

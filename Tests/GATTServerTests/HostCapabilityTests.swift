@@ -90,6 +90,28 @@ final class HostCapabilityTests: XCTestCase {
         XCTAssertEqual(c.statistics.notificationsReceived, count)
     }
 
+    func testAStreamWithoutEndStopsUnfinishedWhenItsClientGoes() async throws {
+        let attached = Lock<ATTServerConnection?>(nil)
+        let done = Lock<(Int, Bool)?>(nil)
+        let doneSignal = DispatchSemaphore(value: 0)
+        var hooks = GATTServerHost.Hooks()
+        hooks.attached = { c, _ in attached.withLock { $0 = c } }
+        let host = GATTServerHost(database: database, hooks: hooks)
+        let (path, listener) = try serve(host, tag: "stream-gone")
+        defer { listener.close() }
+        let c = try await client(path)
+        _ = try await c.read(handle: 3)
+        let server = try XCTUnwrap(attached.withLock { $0 })
+        server.stream({ _, _ in ATTPDU.handleValueNotification(handle: 3, value: [0][...]).bytes }) { sent, finished in
+            done.withLock { $0 = (sent, finished) }
+            doneSignal.signal()
+        }
+        c.close()
+        XCTAssertEqual(doneSignal.wait(timeout: .now() + 10), .success, "the stream did not end with its connection")
+        XCTAssertEqual(done.withLock { $0?.1 }, false)
+        XCTAssertGreaterThan(done.withLock { $0?.0 } ?? 0, 0)
+    }
+
     func testDisconnectAllEndsALoanBlockedOnItsClient() async throws {
         let attached = Lock<ATTServerConnection?>(nil)
         let closed = DispatchSemaphore(value: 0)
