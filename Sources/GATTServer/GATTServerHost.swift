@@ -64,6 +64,12 @@ public final class GATTServerHost: Sendable {
         /// Indications not yet sent: one is in flight until its Handle Value Confirmation (Vol 3 Part F §3.4.7.2).
         var indications: [(UInt16, [UInt8])] = []
         var indicating = false
+        /// This client's own copy of the database (`databasePerConnection`); nil: the host's one database.
+        var database: AttributeDatabase? = nil
+        /// A send failed: the connection is closing (a stream stops here).
+        var failed = false
+        /// A stream paused until the outbox drains (`stream`).
+        var resume: (@Sendable () -> Void)? = nil
     }
 
     /// The host's state under its lock, as `Hooks.serve` and `withContext` see it: sends are queued in order with
@@ -84,10 +90,15 @@ public final class GATTServerHost: Sendable {
     let timers = DispatchQueue(label: "gatt-server.timers")
     /// The most Enhanced ATT bearers one client may open beside its unenhanced one; more get "no resources available".
     public let enhancedBearerLimit: Int
+    /// Each client gets its own copy of `database` as it was at the start, so no client sees another's writes (a test
+    /// peer); its Enhanced ATT bearers share it. False: one database for every client (Vol 3 Part G §3).
+    public let databasePerConnection: Bool
 
-    public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks(), enhancedBearerLimit: Int = 4) {
+    public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks(), enhancedBearerLimit: Int = 4,
+                databasePerConnection: Bool = false) {
         self.hooks = hooks
         self.enhancedBearerLimit = enhancedBearerLimit
+        self.databasePerConnection = databasePerConnection
         state = Lock(Context(server: ATTServer(database: database, serverRxMTU: serverRxMTU), hooks: hooks, timers: timers))
     }
 
@@ -106,14 +117,32 @@ public final class GATTServerHost: Sendable {
             return (r, s.waits, s.closes)
         }
         for c in waits { waitWritable(c) }
-        for (t, reason) in closes { t.close(reason: reason) }
+        for (t, reason) in closes { Self.close(t, reason: reason) }
         return result
     }
 
-    /// Closes every connection (the server is shutting down).
+    /// Closes every connection (the server is shutting down), a lent socket too (`ATTServerConnection.lend`).
     public func disconnectAll(reason: String) {
         let transports = state.withLock { s in s.connections.values.map(\.link.transport) }
-        for t in transports { t.close(reason: reason) }
+        for t in transports { Self.close(t, reason: reason) }
+    }
+
+    /// Closes `transport`; a socket bearer's running loan is interrupted (its socket shut down), so it cannot hold the close.
+    static func close(_ transport: any ATTTransport, reason: String) {
+        if let bearer = transport as? ATTBearer { bearer.close(reason: reason, interruptingLoan: true) } else { transport.close(reason: reason) }
+    }
+
+    /// Attaches every connection `listener` accepts, on a thread of its own, until accepting fails (`listener.close()`
+    /// makes it fail with `.closedLocally`); then `ended` gets that error.
+    public func acceptConnections(on listener: ATTBearerListener, ended: @escaping @Sendable (TransportError) -> Void = { _ in }) {
+        startDetachedThread { [self] in
+            while true {
+                do throws(TransportError) { attach(try listener.accept()) } catch {
+                    ended(error)
+                    return
+                }
+            }
+        }
     }
 
     /// Serves `transport`: registers the connection, then starts its reader.
@@ -121,7 +150,9 @@ public final class GATTServerHost: Sendable {
     public func attach(_ transport: any ATTTransport) -> ATTServerConnection {
         let connection = ATTServerConnection(host: self, transport: transport)
         state.withLock { s in
-            s.connections[ObjectIdentifier(connection)] = Connection(link: connection)
+            var conn = Connection(link: connection)
+            if databasePerConnection { conn.database = s.server.database }
+            s.connections[ObjectIdentifier(connection)] = conn
             s.latest = ObjectIdentifier(connection)
         }
         hooks.attached(connection, nil)
@@ -272,6 +303,42 @@ public final class GATTServerHost: Sendable {
         withContext { s in s.sendRaw(to: c, make) }
     }
 
+    /// Sends `next(i, mtu)` for i = `index`, `index` + 1, ... until it gives nil, each once the socket took everything
+    /// queued before it: a full socket pauses the stream until POLLOUT, so it holds one PDU, not all of them, and other
+    /// sends go between (a flood: Vol 3 Part F §3.4.7.1 sets no limit). `next` runs under the lock; `ended` gets how
+    /// many were queued and whether `next` ran out (false: the connection ended first).
+    func stream(_ c: ATTServerConnection, from index: Int, _ next: @escaping @Sendable (_ index: Int, _ mtu: Int) -> [UInt8]?,
+                ended: @escaping @Sendable (_ sent: Int, _ finished: Bool) -> Void) {
+        let id = ObjectIdentifier(c)
+        var i = index
+        enum Step { case backlogged, burst, finished, gone }
+        let step: Step = withContext { s in
+            while true {
+                guard var conn = s.connections[id], !conn.failed else { return .gone }
+                if conn.outbox.isBacklogged {
+                    // The outbox's flush resumes it once what waits has gone (or failed): see `waitWritable`.
+                    conn.resume = { [weak self, i] in self?.stream(c, from: i, next, ended: ended) }
+                    s.connections[id] = conn
+                    return .backlogged
+                }
+                // After `streamBurst` PDUs the stream waits for POLLOUT, so that the connection's reads get a turn.
+                if i - index == Self.streamBurst { return .burst }
+                guard let bytes = next(i, conn.session.mtu) else { return .finished }
+                s.sendRaw(to: c) { _ in bytes }
+                i += 1
+            }
+        }
+        switch step {
+        case .backlogged: break
+        case .burst: c.transport.whenWritable { [weak self, i] in self?.stream(c, from: i, next, ended: ended) }
+        case .finished: ended(i, true)
+        case .gone: ended(i, false)
+        }
+    }
+
+    /// The most PDUs a stream sends in one go before it waits for POLLOUT again.
+    static let streamBurst = 256
+
     /// Queues one indication; it goes out when no other is waiting for its confirmation.
     func indicate(_ c: ATTServerConnection, handle: UInt16, value: [UInt8]) {
         withContext { s in s.indicate(handle: handle, value: value, to: c) }
@@ -302,15 +369,21 @@ public final class GATTServerHost: Sendable {
         let id = ObjectIdentifier(c)
         c.transport.whenWritable { [weak self] in
             guard let self else { return }
-            let again: Bool = self.state.withLock { s in
-                guard var conn = s.connections[id] else { return false }
+            let (again, resume) = self.state.withLock { s -> (Bool, (@Sendable () -> Void)?) in
+                guard var conn = s.connections[id] else { return (false, nil) }
                 defer { s.connections[id] = conn }
-                do { return try conn.outbox.flush(on: c.transport) } catch {
+                do {
+                    if try conn.outbox.flush(on: c.transport) { return (true, nil) }
+                } catch {
+                    conn.failed = true
                     self.timers.async { c.transport.close(reason: "send failed: \(error)") }
-                    return false
                 }
+                // Drained (or failed): a stream paused behind the queue goes on (or ends).
+                defer { conn.resume = nil }
+                return (false, conn.resume)
             }
             if again { self.waitWritable(c) }
+            resume?()
         }
     }
 }
@@ -346,7 +419,17 @@ extension GATTServerHost.Context {
         guard var conn = connections[id] else { return .none }
         if let p = conn.primary, let client = connections[p] { conn.session.cccd = client.session.cccd }
         let hooks = self.hooks
-        let reply = server.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+        let owner = conn.primary ?? id
+        let reply: ATTServerReply
+        if let own = connections[owner]?.database {
+            // The client's own copy (`databasePerConnection`): answered over it, its writes kept in it.
+            var copy = server
+            copy.database = own
+            reply = copy.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+            if owner == id { conn.database = copy.database } else { connections[owner]?.database = copy.database }
+        } else {
+            reply = server.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+        }
         if let p = conn.primary { connections[p]?.session.cccd = conn.session.cccd }
         connections[id] = conn
         return reply
@@ -354,6 +437,16 @@ extension GATTServerHost.Context {
 
     /// Sends `pdu` on `c` after whatever is queued there.
     public mutating func send(_ pdu: ATTPDU, to c: ATTServerConnection) { sendRaw(to: c) { _ in pdu.bytes } }
+
+    /// Sends bytes as they are on `c` after whatever is queued there (a fault's malformed or unasked-for PDU).
+    public mutating func sendRaw(_ bytes: [UInt8], to c: ATTServerConnection) { sendRaw(to: c) { _ in bytes } }
+
+    /// Changes `c`'s session in place (a fault that agrees on another MTU than its Exchange MTU Response says).
+    public mutating func updateSession(of c: ATTServerConnection, _ body: (inout ATTSession) -> Void) {
+        guard var conn = connections[ObjectIdentifier(c)] else { return }
+        body(&conn.session)
+        connections[ObjectIdentifier(c)] = conn
+    }
 
     /// A Handle Value Notification (Vol 3 Part F §3.4.7.1) on `c`, cut to its MTU-3.
     public mutating func notify(handle: UInt16, value: [UInt8], to c: ATTServerConnection) {
@@ -374,7 +467,7 @@ extension GATTServerHost.Context {
         sendRaw(to: c) { mtu in GATTServerHost.indication(handle, value, mtu) }
     }
 
-    /// Closes `c` once the lock is released.
+    /// Closes `c` once the lock is released (a lent socket too).
     public mutating func close(_ c: ATTServerConnection, reason: String) { closes.append((c.transport, reason)) }
 
     /// Sends or queues the bytes `make` gives for `c`'s MTU; a failed send closes it once the lock is released.
@@ -386,11 +479,23 @@ extension GATTServerHost.Context {
         do {
             if try conn.outbox.send(bytes, on: c.transport) { waits.append(c) }
         } catch {
+            conn.failed = true
             let transport = c.transport
             timers.async { transport.close(reason: "send failed: \(error)") }
         }
         connections[id] = conn
     }
+}
+
+/// The object a host's hooks call, set once it exists: the hooks are made before the host, the host before the
+/// object that holds it (the simulator, the hostile peer). Weak: that object holds the host, which holds the hooks.
+public final class HookOwner<Owner: AnyObject & Sendable>: Sendable {
+    /// Guards the weak reference.
+    private let reference = Lock<Weak>(Weak())
+    private struct Weak { weak var owner: Owner? }
+    public init() {}
+    public var owner: Owner? { reference.withLock { $0.owner } }
+    public func set(_ owner: Owner) { reference.withLock { $0.owner = owner } }
 }
 
 /// One client's connection to a `GATTServerHost`: the transport's sink, and what a fault or a test may do on it.
@@ -418,5 +523,21 @@ public final class ATTServerConnection: ATTTransportSink {
     }
     /// A Handle Value Indication (§3.4.7.2): queued while another waits for its confirmation.
     public func indicate(handle: UInt16, value: [UInt8]) { host?.indicate(self, handle: handle, value: value) }
-    public func close(reason: String) { transport.close(reason: reason) }
+    /// Closes the connection (a lent socket too).
+    public func close(reason: String) { GATTServerHost.close(transport, reason: reason) }
+
+    /// Sends `next(i, mtu)` for i = 0, 1, ... until nil, one PDU at a time as the socket takes them, other sends
+    /// going between (`GATTServerHost.stream`); `ended` gets how many were queued and whether `next` ran out.
+    public func stream(_ next: @escaping @Sendable (_ index: Int, _ mtu: Int) -> [UInt8]?,
+                       ended: @escaping @Sendable (_ sent: Int, _ finished: Bool) -> Void) {
+        host?.stream(self, from: 0, next, ended: ended)
+    }
+
+    /// Runs `body` with the connection's socket (`ATTBearer.lend`, on its loop): meanwhile the host reads nothing
+    /// from it and its sends wait, so a body can play a peer that stops reading. Nil when the transport is not a
+    /// started socket bearer or is closing. `close` and `disconnectAll` shut a lent socket down: a blocked body returns.
+    public func lend(_ body: @escaping @Sendable (Int32?) -> Void) {
+        guard let bearer = transport as? ATTBearer else { return body(nil) }
+        bearer.lend(body)
+    }
 }

@@ -1,10 +1,9 @@
-// A hostile ATT server on an AF_UNIX SOCK_SEQPACKET socket (each datagram one ATT PDU, as on L2CAP CID 4):
-// the one GATT server (GATTServer; Core Spec 5.4 Vol 3 Part F §3.4, Part G) wrapped by faults that break the protocol in one chosen way.
-// Blocking sockets and a thread per connection: the peer must be able to stop reading, flood, or go silent.
+// A hostile ATT server on an AF_UNIX SOCK_SEQPACKET socket (each datagram one ATT PDU, as on L2CAP CID 4): a
+// GATTServerHost (Core Spec 5.4 Vol 3 Part F §3.4, Part G) whose inbound hook breaks the protocol in one chosen way.
+// The host accepts, reads, answers, delays and closes; a flood streams, a storm borrows the socket (`lend`).
 import ATTStack
 import LinuxBluetooth
 import LinkCore
-import Foundation
 import GATTServer
 #if canImport(Glibc)
 import Glibc
@@ -36,217 +35,99 @@ public struct HostilePeerStats: Sendable, Equatable {
 }
 
 /// A hostile ATT peer listening on a unix socket: accepts any number of connections and runs the scenario on
-/// each (Core Spec 5.4 Vol 3 Part F; see `HostileScenario`).
-public final class HostilePeer: @unchecked Sendable {
-    // @unchecked: `condition` guards `stats`, `connectionFDs` and `closed`; the fds are set once in init.
+/// each (Core Spec 5.4 Vol 3 Part F; see `HostileScenario`). Its lock is taken inside the host's, never around a call into it.
+public final class HostilePeer: Sendable {
     public let path: String
     public let options: HostileOptions
-    private let listenFD: Int32
-    private let wakePipe: (read: Int32, write: Int32)
-    private let condition = NSCondition()
-    private var _stats = HostilePeerStats()
-    private var connectionFDs: Set<Int32> = []
-    private var threads = 0
-    private var closed = false
+    private let listener: ATTBearerListener
+    private let host: GATTServerHost
+    private let state = Lock(State())
+
+    struct State {
+        var stats = HostilePeerStats()
+        /// Each open connection's own counts, by its `ATTServerConnection`.
+        var connections: [ObjectIdentifier: Connection] = [:]
+        /// The accept thread runs (from `start()` until the listener closes).
+        var accepting = false
+    }
+
+    /// What the scenario keeps of one connection.
+    struct Connection {
+        /// 1 for the peer's first connection, 2 for the next, ...
+        let number: Int
+        var victimsSeen = 0
+        var firstDiscoveryStart: [UInt8: UInt16] = [:]
+    }
 
     /// Listens at `path` (a stale socket file is replaced). Call `start()` to accept.
     public init(path: String, options: HostileOptions) throws {
         self.path = path
         self.options = options
-        unlink(path)
-        let fd = socket(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw HostilePeerError("socket(AF_UNIX, SOCK_SEQPACKET)", errno) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: addr.sun_path) else {
-            Glibc.close(fd)
-            throw HostilePeerError("bind: path too long", ENAMETOOLONG)
-        }
-        withUnsafeMutableBytes(of: &addr.sun_path) { p in
-            for (i, b) in bytes.enumerated() { p[i] = b }
-            p[bytes.count] = 0
-        }
-        let bound = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard bound == 0, listen(fd, 64) == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            throw HostilePeerError("bind/listen at \(path)", e)
-        }
-        var p: [Int32] = [-1, -1]
-        guard pipe(&p) == 0 else {
-            let e = errno
-            Glibc.close(fd)
-            throw HostilePeerError("pipe2", e)
-        }
-        for f in [p[0], p[1]] { _ = fcntl(f, F_SETFD, FD_CLOEXEC) }
-        listenFD = fd
-        wakePipe = (p[0], p[1])
-    }
-
-    deinit {
-        Glibc.close(listenFD)
-        Glibc.close(wakePipe.read)
-        Glibc.close(wakePipe.write)
+        listener = try ATTBearerListener.unix(path: path)
+        let link = HookOwner<HostilePeer>()
+        var hooks = GATTServerHost.Hooks()
+        hooks.inbound = { bytes, c in link.owner?.inbound(bytes, c) ?? .drop }
+        hooks.serve = { pdu, c, ctx in link.owner?.serve(pdu, c, &ctx) ?? .none }
+        hooks.answered = { pdu, c in link.owner?.answered(pdu, c) }
+        hooks.attached = { c, _ in link.owner?.attached(c) }
+        hooks.closed = { c, _ in link.owner?.closed(c) }
+        // Each connection gets its own copy of the database: no client sees another's writes.
+        host = GATTServerHost(database: Self.database, serverRxMTU: UInt16(clamping: options.serverRxMTU), hooks: hooks,
+                              databasePerConnection: true)
+        link.set(self)
     }
 
     /// "unix:PATH", as `mirror` takes it.
     public var target: String { "unix:\(path)" }
 
     /// A copy of the counters.
-    public var stats: HostilePeerStats {
-        condition.lock()
-        defer { condition.unlock() }
-        return _stats
-    }
+    public var stats: HostilePeerStats { state.withLock { $0.stats } }
 
     /// Waits (without polling) until `predicate` holds for the counters, at most `timeout` seconds.
     @discardableResult
     public func wait(timeout: Double, until predicate: (HostilePeerStats) -> Bool) -> Bool {
-        let deadline = Date(timeIntervalSinceNow: timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while !predicate(_stats) {
-            if !condition.wait(until: deadline) { return predicate(_stats) }
-        }
-        return true
+        waitFor(timeout) { predicate($0.stats) }
+    }
+
+    /// Waits until `predicate` holds for the state (every change broadcasts), at most `timeout` seconds.
+    private func waitFor(_ timeout: Double, _ predicate: (State) -> Bool) -> Bool {
+        state.wait(until: { s in predicate(s) ? true : nil }, timeoutNanoseconds: Int(max(0, timeout) * 1e9)) ?? false
     }
 
     func update(_ body: (inout HostilePeerStats) -> Void) {
-        condition.lock()
-        body(&_stats)
-        condition.broadcast()
-        condition.unlock()
+        state.withLockBroadcasting { body(&$0.stats) }
     }
 
-    /// Accepts connections on a thread of its own until `close()`.
+    /// Accepts connections (the host's accept thread) until `close()`.
     public func start() {
-        retainThread()
-        let t = Thread { [self] in
-            acceptLoop()
-            releaseThread()
-        }
-        t.name = "hostile-accept"
-        t.start()
+        state.withLock { $0.accepting = true }
+        host.acceptConnections(on: listener) { [self] _ in state.withLockBroadcasting { $0.accepting = false } }
     }
 
-    /// Stops accepting, shuts every connection down and waits (at most 10 s) for their threads to end.
+    /// Stops accepting, closes every connection (a borrowed socket too) and waits, at most 10 s each, for the accept
+    /// thread and the connections to end.
     public func close() {
-        condition.lock()
-        closed = true
-        for fd in connectionFDs { shutdown(fd, Int32(SHUT_RDWR)) }
-        condition.unlock()
-        var one: UInt8 = 1
-        _ = write(wakePipe.write, &one, 1)
-        _ = wait(timeout: 10) { _ in self.threads == 0 }
-        unlink(path)
+        listener.close()
+        // The accept thread wakes at once (the listener's eventfd); a connection it attached just before is closed below.
+        _ = waitFor(10) { !$0.accepting }
+        host.disconnectAll(reason: "the hostile peer is closing")
+        _ = waitFor(10) { $0.connections.isEmpty }
     }
 
-    /// Called with `condition` not held.
-    private func retainThread() {
-        condition.lock()
-        threads += 1
-        condition.unlock()
-    }
+    // MARK: - the host's events
 
-    private func releaseThread() {
-        condition.lock()
-        threads -= 1
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    private func acceptLoop() {
-        while true {
-            var fds = [pollfd(fd: listenFD, events: Int16(POLLIN), revents: 0),
-                       pollfd(fd: wakePipe.read, events: Int16(POLLIN), revents: 0)]
-            let n = poll(&fds, 2, -1)
-            if n < 0 { if errno == EINTR { continue }; return }
-            if fds[1].revents != 0 { return }
-            let c = accept(listenFD, nil, nil)
-            if c < 0 { continue }
-            _ = fcntl(c, F_SETFD, FD_CLOEXEC)
-            condition.lock()
-            if closed {
-                condition.unlock()
-                Glibc.close(c)
-                return
-            }
-            connectionFDs.insert(c)
-            threads += 1
-            _stats.connections += 1
-            let number = _stats.connections
-            condition.broadcast()
-            condition.unlock()
-            let connection = HostileConnection(fd: c, peer: self, number: number)
-            let t = Thread { [self] in
-                connection.run()
-                condition.lock()
-                connectionFDs.remove(c)
-                _stats.closedConnections += 1
-                condition.broadcast()
-                condition.unlock()
-                // Closed after it left the set, so `close()` never shuts down a reused fd number.
-                Glibc.close(c)
-                releaseThread()
-            }
-            t.name = "hostile-conn"
-            t.start()
+    private func attached(_ c: ATTServerConnection) {
+        state.withLockBroadcasting { s in
+            s.stats.connections += 1
+            s.connections[ObjectIdentifier(c)] = Connection(number: s.stats.connections)
         }
     }
-}
 
-/// A failed syscall of the hostile peer: which one and errno's name.
-public struct HostilePeerError: Error, CustomStringConvertible {
-    public var what: String
-    public var code: Int32
-    init(_ what: String, _ code: Int32) {
-        self.what = what
-        self.code = code
-    }
-    public var description: String { "\(what) failed: \(String(cString: strerror(code))) (errno \(code))" }
-}
-
-/// One connection: reads requests on its own thread and answers them per the scenario.
-final class HostileConnection: @unchecked Sendable {
-    // @unchecked: the mutable properties below are touched only by the connection's own thread.
-    let fd: Int32
-    let peer: HostilePeer
-    let options: HostileOptions
-    /// 1 for the peer's first connection, 2 for the next, ...
-    let number: Int
-    /// The well-behaved server this connection's faults wrap, with its own copy of the database.
-    var server: ATTServer
-    var session = ATTSession()
-    var mtu: Int {
-        get { session.mtu }
-        set { session.mtu = newValue }
-    }
-    var victimsSeen = 0
-    var firstDiscoveryStart: [UInt8: UInt16] = [:]
-    /// A flood runs on a thread of its own; `run` waits for it before returning.
-    let floodDone = DispatchSemaphore(value: 0)
-    var floodRunning = false
-
-    init(fd: Int32, peer: HostilePeer, number: Int) {
-        self.fd = fd
-        self.peer = peer
-        self.number = number
-        self.options = peer.options
-        self.server = ATTServer(database: HostilePeer.database, serverRxMTU: UInt16(clamping: peer.options.serverRxMTU))
-    }
-
-    /// The server's answer to a request, with discovery bent per `mode`.
-    func answer(_ bytes: [UInt8], mode: DiscoveryMode) -> [UInt8] {
-        var request = (try? ATTPDU.decode(bytes))
-        if case .executeWriteRequest(let flags)? = request { peer.update { $0.executeWrites.append(flags.rawValue) } }
-        if case .from(let start) = mode, let r = request { request = Discovery.starting(r, at: start) }
-        let reply = request.map { server.answer($0, session: &session) } ?? server.answer(bytes: bytes, session: &session)
-        guard case .now(var answer) = reply else { return Self.notSupported(bytes[0]) }
-        if case .backwards = mode, let r = request, let start = Discovery.start(r) { answer = Discovery.backwards(answer, start: start) }
-        return answer.bytes
+    private func closed(_ c: ATTServerConnection) {
+        state.withLockBroadcasting { s in
+            s.connections[ObjectIdentifier(c)] = nil
+            s.stats.closedConnections += 1
+        }
     }
 
     /// Request Not Supported for `opcode` (Vol 3 Part F §3.4.1.1).
@@ -254,36 +135,39 @@ final class HostileConnection: @unchecked Sendable {
         ATTPDU.errorResponse(requestOpcode: ATTOpcode(rawValue: opcode), handle: 0, error: .requestNotSupported).bytes
     }
 
-    func run() {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let later = number > 1
-        while true {
-            let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-            if n < 0 && errno == EINTR { continue }
-            if n <= 0 { break }
-            let pdu = Array(buffer[0..<n])
-            if later && options.scenario == .laterConnectionsSilent {
-                countSilently(pdu)
-                continue
-            }
-            if later && options.scenario == .laterConnectionsStopReading {
-                if pdu.first == 0x02 { _ = handle(pdu) } else { countSilently(pdu) }
-                // Read nothing more: wait, without polling, for the client to close (or `close()` to shut the
-                // socket down), while whatever the client sends fills the buffers.
-                var p = pollfd(fd: fd, events: 0, revents: 0)
-                while poll(&p, 1, -1) < 0 && errno == EINTR {}
-                break
-            }
-            if !handle(pdu) { break }
+    /// The scenario's treatment of one PDU from the client: counted, then served, bent, delayed, dropped or closed on.
+    private func inbound(_ bytes: [UInt8], _ c: ATTServerConnection) -> ATTInterception {
+        guard let op = bytes.first else { return .drop }
+        let later = (state.withLock { $0.connections[ObjectIdentifier(c)]?.number } ?? 1) > 1
+        if later && options.scenario == .laterConnectionsSilent {
+            countSilently(op)
+            return .drop
         }
-        shutdown(fd, Int32(SHUT_RDWR))
-        if floodRunning { floodDone.wait() }
+        if later && options.scenario == .laterConnectionsStopReading {
+            stopReading(c)
+            if op == 0x02 { return handle(bytes, op, c) }
+            countSilently(op)
+            return .drop
+        }
+        return handle(bytes, op, c)
+    }
+
+    /// Reads nothing more after the PDU being delivered: the socket is borrowed until the client closes it, while
+    /// whatever it sends fills the buffers; then the connection closes.
+    private func stopReading(_ c: ATTServerConnection) {
+        c.lend { fd in
+            guard let fd else { return }
+            // Waits, without polling, for the client's hang-up (POLLHUP), or for the peer's close, which shuts the
+            // lent socket down (`GATTServerHost.disconnectAll`).
+            var p = pollfd(fd: fd, events: 0, revents: 0)
+            while poll(&p, 1, -1) < 0 && errno == EINTR {}
+            c.close(reason: "the client closed the connection this peer stopped reading")
+        }
     }
 
     /// Counts a PDU that gets no answer.
-    func countSilently(_ pdu: [UInt8]) {
-        guard let op = pdu.first else { return }
-        peer.update { s in
+    private func countSilently(_ op: UInt8) {
+        update { s in
             if op == 0x52 { s.commands += 1 } else if HostileScenario.requestOpcodes.contains(op) {
                 s.requests += 1
                 s.requestsByOpcode[op, default: 0] += 1
@@ -291,166 +175,180 @@ final class HostileConnection: @unchecked Sendable {
         }
     }
 
-    /// Sends one datagram (blocking); false when the socket is gone.
-    @discardableResult
-    func send(_ pdu: [UInt8]) -> Bool {
+    /// Counts one PDU and picks its treatment: requests the scenario attacks go to `attack`, the rest are served.
+    private func handle(_ bytes: [UInt8], _ op: UInt8, _ c: ATTServerConnection) -> ATTInterception {
+        if op == 0x1E {
+            update { $0.confirmations += 1 }
+            return .drop
+        }
+        if op == 0x52 {
+            update { $0.commands += 1 }
+            return .serve
+        }
+        guard HostileScenario.requestOpcodes.contains(op) else { return op & 0x40 == 0 ? .reply(Self.notSupported(op)) : .drop }
+        let id = ObjectIdentifier(c)
+        let start = (try? ATTPDU.decode(bytes)).flatMap(Discovery.start)
+        let (attacked, firstStart) = state.withLockBroadcasting { s -> (Bool, UInt16?) in
+            s.stats.requests += 1
+            s.stats.requestsByOpcode[op, default: 0] += 1
+            guard var conn = s.connections[id] else { return (false, nil) }
+            defer { s.connections[id] = conn }
+            if let start, conn.firstDiscoveryStart[op] == nil { conn.firstDiscoveryStart[op] = start }
+            guard options.effectiveVictims.contains(op) else { return (false, nil) }
+            conn.victimsSeen += 1
+            if let nth = options.effectiveNth, nth != conn.victimsSeen { return (false, nil) }
+            return (true, conn.firstDiscoveryStart[op])
+        }
+        guard attacked else { return .serve }
+        return attack(bytes, op, c, firstDiscoveryStart: firstStart)
+    }
+
+    /// The scenario's treatment of an attacked request: the host serves, delays, drops or closes; a bent answer is
+    /// made from the server's own in the host's context and sent as raw bytes.
+    private func attack(_ pdu: [UInt8], _ op: UInt8, _ c: ATTServerConnection, firstDiscoveryStart: UInt16?) -> ATTInterception {
+        switch options.scenario {
+        case .wellBehaved, .laterConnectionsSilent, .laterConnectionsStopReading, .notificationFlood, .indicationStorm:
+            // (The later-connections scenarios attack no request: their connections after the first are handled in
+            // `inbound`; a flood or a storm starts after the CCCD write's answer, in `answered`.)
+            return .serve
+        case .lateResponse: return .delay(milliseconds: max(0, options.delayMilliseconds))
+        case .silent: return .drop
+        case .close:
+            update { $0.closedOnPurpose += 1 }
+            return .close(reason: "the close scenario closes on this request")
+        default:
+            host.withContext { ctx in bend(pdu, op, c, firstDiscoveryStart: firstDiscoveryStart, &ctx) }
+            return .drop
+        }
+    }
+
+    /// Sends the bent answer of the scenarios that answer wrongly (under the host's lock).
+    private func bend(_ pdu: [UInt8], _ op: UInt8, _ c: ATTServerConnection, firstDiscoveryStart: UInt16?,
+                      _ ctx: inout GATTServerHost.Context) {
+        switch options.scenario {
+        case .wrongOpcode:
+            var a = answer(pdu, .normal, c, &ctx)
+            a[0] = a[0] == 0x0B ? 0x0D : 0x0B
+            ctx.sendRaw(a, to: c)
+        case .errorForOtherRequest:
+            let other: UInt8 = op == 0x0A ? 0x12 : 0x0A
+            let handle = pdu.count >= 3 ? pdu.littleEndianUInt16(at: 1) : 0
+            ctx.sendRaw(ATTPDU.errorResponse(requestOpcode: ATTOpcode(rawValue: other), handle: handle, error: .attributeNotFound).bytes, to: c)
+        case .unsolicitedResponses:
+            ctx.sendRaw(answer(pdu, .normal, c, &ctx), to: c)
+            // Responses the client never expects after the MTU exchange: Exchange MTU, Read Multiple (Variable)
+            // Responses, and a Handle Value Confirmation (this client sends no indications); then the marker.
+            // The empty Read Multiple Variable Response is raw: the codec makes no PDU without a tuple.
+            ctx.sendRaw(ATTPDU.exchangeMTUResponse(serverRxMTU: 23).bytes, to: c)
+            ctx.sendRaw(ATTPDU.readMultipleResponse(values: [0x01, 0x02]).bytes, to: c)
+            ctx.sendRaw([ATTOpcode.readMultipleVariableResponse.rawValue], to: c)
+            ctx.sendRaw(ATTPDU.handleValueConfirmation.bytes, to: c)
+            ctx.sendRaw(ATTPDU.handleValueNotification(handle: Self.markerHandle, value: Array("marker".utf8)[...]).bytes, to: c)
+            update { $0.markersSent += 1 }
+        case .truncated:
+            ctx.sendRaw(Array(answer(pdu, .normal, c, &ctx).prefix(2)), to: c)
+        case .oversized:
+            let a = answer(pdu, .normal, c, &ctx)
+            ctx.sendRaw(a + [UInt8](repeating: 0, count: max(0, ctx.session(of: c).mtu + 8 - a.count)), to: c)
+        case .overBuffer:
+            let a = answer(pdu, .normal, c, &ctx)
+            ctx.sendRaw(a + [UInt8](repeating: 0, count: max(0, 2000 - a.count)), to: c)
+        case .mtuBelowMinimum, .mtuAboveMaximum:
+            guard case .exchangeMTURequest(let client)? = (try? ATTPDU.decode(pdu)) else { return ctx.sendRaw(answer(pdu, .normal, c, &ctx), to: c) }
+            let server: UInt16 = options.scenario == .mtuBelowMinimum ? 10 : 0xFFFF
+            ctx.updateSession(of: c) { $0.mtu = ATTMTU.negotiated(clientRxMTU: client, serverRxMTU: server) }
+            ctx.sendRaw(ATTPDU.exchangeMTUResponse(serverRxMTU: server).bytes, to: c)
+        case .handlesBackwards:
+            ctx.sendRaw(answer(pdu, .backwards, c, &ctx), to: c)
+        case .handlesRepeat:
+            ctx.sendRaw(answer(pdu, .from(firstDiscoveryStart ?? 1), c, &ctx), to: c)
+        case .endlessBlob:
+            let full = [UInt8](repeating: 0xEE, count: ATTMTU.readBlobPartBudget(ctx.session(of: c).mtu))[...]
+            ctx.sendRaw((op == 0x0A ? ATTPDU.readResponse(value: full) : .readBlobResponse(value: full)).bytes, to: c)
+        case .prepareEchoDiffers:
+            // The echo's first value byte flipped, or (an empty part) its offset moved by one.
+            let a = answer(pdu, .normal, c, &ctx)
+            guard case .prepareWriteResponse(let h, let offset, let value)? = (try? ATTPDU.decode(a)) else { return ctx.sendRaw(a, to: c) }
+            var bent = Array(value)
+            if bent.isEmpty {
+                ctx.sendRaw(ATTPDU.prepareWriteResponse(handle: h, offset: offset &+ 1, value: []).bytes, to: c)
+            } else {
+                bent[0] ^= 0x01
+                ctx.sendRaw(ATTPDU.prepareWriteResponse(handle: h, offset: offset, value: bent[...]).bytes, to: c)
+            }
+        case .wellBehaved, .laterConnectionsSilent, .laterConnectionsStopReading, .notificationFlood, .indicationStorm,
+             .lateResponse, .silent, .close:
+            break
+        }
+    }
+
+    /// The server's answer to `bytes` from `c` (under the host's lock), with discovery bent per `mode`.
+    private func answer(_ bytes: [UInt8], _ mode: DiscoveryMode, _ c: ATTServerConnection, _ ctx: inout GATTServerHost.Context) -> [UInt8] {
+        var request: ATTPDU? = nil
+        let reply: ATTServerReply
+        switch ATTServer.decode(bytes) {
+        case .malformed(_, let r): reply = r
+        case .pdu(let p):
+            request = p
+            if case .from(let start) = mode { reply = serve(Discovery.starting(p, at: start), c, &ctx) } else { reply = serve(p, c, &ctx) }
+        }
+        guard case .now(var answer) = reply else { return Self.notSupported(bytes[0]) }
+        if case .backwards = mode, let r = request, let start = Discovery.start(r) { answer = Discovery.backwards(answer, start: start) }
+        return answer.bytes
+    }
+
+    /// The server's answer to a decoded PDU (the host's `serve` hook, and the bent answers): Execute Write flags counted.
+    private func serve(_ pdu: ATTPDU, _ c: ATTServerConnection, _ ctx: inout GATTServerHost.Context) -> ATTServerReply {
+        if case .executeWriteRequest(let flags) = pdu { update { $0.executeWrites.append(flags.rawValue) } }
+        return ctx.answer(pdu, from: c)
+    }
+
+    /// After an answer: a CCCD write starts the flood or the storm.
+    private func answered(_ pdu: ATTPDU, _ c: ATTServerConnection) {
+        guard case .writeRequest(Self.cccdHandle, let value) = pdu, value.first != 0 else { return }
+        let count = options.effectiveCount
+        let h = Self.longValueHandle
+        switch options.scenario {
+        case .notificationFlood:
+            // As fast as the socket takes them, requests answered between (the host's stream).
+            c.stream({ i, _ in i < count ? ATTPDU.handleValueNotification(handle: h, value: Self.counter(i)).bytes : nil }) { [self] sent, finished in
+                update {
+                    $0.notificationsSent += sent
+                    if finished { $0.floodsDone += 1 }
+                }
+            }
+        case .indicationStorm:
+            // The storm borrows the socket: nothing is read (no confirmation either) until it ends.
+            c.lend { [self] fd in
+                var sent = 0
+                while let fd, sent < count, Self.send(ATTPDU.handleValueIndication(handle: h, value: Self.counter(sent)).bytes, on: fd) {
+                    sent += 1
+                }
+                update {
+                    $0.indicationsSent += sent
+                    if sent == count { $0.stormsDone += 1 }
+                }
+            }
+        default:
+            break
+        }
+    }
+
+    /// The i-th value of a flood or a storm: i as 4 little-endian bytes.
+    static func counter(_ i: Int) -> ArraySlice<UInt8> {
+        let v = UInt32(truncatingIfNeeded: i)
+        return [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)][...]
+    }
+
+    /// Sends one datagram on a lent (blocking) socket; false when the socket is gone. Waits for room until the client
+    /// reads, or closes, or the peer's close shuts the socket down (`disconnectAll` interrupts the loan).
+    static func send(_ pdu: [UInt8], on fd: Int32) -> Bool {
         pdu.withUnsafeBytes { p in
             while true {
                 let n = Glibc.send(fd, p.baseAddress, p.count, Int32(MSG_NOSIGNAL))
                 if n < 0 && errno == EINTR { continue }
                 return n == p.count
             }
-        }
-    }
-
-    /// Handles one PDU from the client; false closes the connection.
-    func handle(_ pdu: [UInt8]) -> Bool {
-        guard let op = pdu.first else { return true }
-        if op == 0x1E {
-            peer.update { $0.confirmations += 1 }
-            return true
-        }
-        if op == 0x52 {
-            peer.update { $0.commands += 1 }
-            _ = server.answer(bytes: pdu, session: &session)
-            return true
-        }
-        guard HostileScenario.requestOpcodes.contains(op) else {
-            if op & 0x40 == 0 { send(Self.notSupported(op)) }
-            return true
-        }
-        peer.update {
-            $0.requests += 1
-            $0.requestsByOpcode[op, default: 0] += 1
-        }
-        if let s = (try? ATTPDU.decode(pdu)).flatMap(Discovery.start), firstDiscoveryStart[op] == nil { firstDiscoveryStart[op] = s }
-        var attacked = options.effectiveVictims.contains(op)
-        if attacked {
-            victimsSeen += 1
-            if let nth = options.effectiveNth, nth != victimsSeen { attacked = false }
-        }
-        guard attacked else {
-            send(answer(pdu, mode: .normal))
-            afterAnswer(pdu)
-            return true
-        }
-        return attack(pdu)
-    }
-
-    /// The scenario's treatment of an attacked request; false closes the connection.
-    func attack(_ pdu: [UInt8]) -> Bool {
-        let op = pdu[0]
-        switch options.scenario {
-        case .wellBehaved, .laterConnectionsSilent, .laterConnectionsStopReading:
-            // (The later-connections scenarios attack no request: their connections after the first are handled in `run`.)
-            send(answer(pdu, mode: .normal))
-        case .wrongOpcode:
-            var a = answer(pdu, mode: .normal)
-            a[0] = a[0] == 0x0B ? 0x0D : 0x0B
-            send(a)
-        case .errorForOtherRequest:
-            let other: UInt8 = op == 0x0A ? 0x12 : 0x0A
-            let handle = pdu.count >= 3 ? pdu.littleEndianUInt16(at: 1) : 0
-            send(ATTPDU.errorResponse(requestOpcode: ATTOpcode(rawValue: other), handle: handle, error: .attributeNotFound).bytes)
-        case .unsolicitedResponses:
-            send(answer(pdu, mode: .normal))
-            afterAnswer(pdu)
-            // Responses the client never expects after the MTU exchange: Exchange MTU, Read Multiple (Variable)
-            // Responses, and a Handle Value Confirmation (this client sends no indications); then the marker.
-            // The empty Read Multiple Variable Response is raw: the codec makes no PDU without a tuple.
-            send(ATTPDU.exchangeMTUResponse(serverRxMTU: 23).bytes)
-            send(ATTPDU.readMultipleResponse(values: [0x01, 0x02]).bytes)
-            send([ATTOpcode.readMultipleVariableResponse.rawValue])
-            send(ATTPDU.handleValueConfirmation.bytes)
-            send(ATTPDU.handleValueNotification(handle: HostilePeer.markerHandle, value: Array("marker".utf8)[...]).bytes)
-            peer.update { $0.markersSent += 1 }
-        case .lateResponse:
-            usleep(UInt32(max(0, options.delayMilliseconds)) * 1000)
-            return send(answer(pdu, mode: .normal))
-        case .truncated:
-            send(Array(answer(pdu, mode: .normal).prefix(2)))
-        case .oversized:
-            let a = answer(pdu, mode: .normal)
-            send(a + [UInt8](repeating: 0, count: max(0, mtu + 8 - a.count)))
-        case .overBuffer:
-            let a = answer(pdu, mode: .normal)
-            send(a + [UInt8](repeating: 0, count: max(0, 2000 - a.count)))
-        case .mtuBelowMinimum, .mtuAboveMaximum:
-            guard case .exchangeMTURequest(let client)? = (try? ATTPDU.decode(pdu)) else { send(answer(pdu, mode: .normal)); return true }
-            let server: UInt16 = options.scenario == .mtuBelowMinimum ? 10 : 0xFFFF
-            mtu = ATTMTU.negotiated(clientRxMTU: client, serverRxMTU: server)
-            send(ATTPDU.exchangeMTUResponse(serverRxMTU: server).bytes)
-        case .handlesBackwards:
-            send(answer(pdu, mode: .backwards))
-        case .handlesRepeat:
-            send(answer(pdu, mode: .from(firstDiscoveryStart[op] ?? 1)))
-        case .endlessBlob:
-            let full = [UInt8](repeating: 0xEE, count: ATTMTU.readBlobPartBudget(mtu))[...]
-            send((op == 0x0A ? ATTPDU.readResponse(value: full) : .readBlobResponse(value: full)).bytes)
-        case .prepareEchoDiffers:
-            // The echo's first value byte flipped, or (an empty part) its offset moved by one.
-            let a = answer(pdu, mode: .normal)
-            guard case .prepareWriteResponse(let h, let offset, let value)? = (try? ATTPDU.decode(a)) else { send(a); return true }
-            var bent = Array(value)
-            if bent.isEmpty {
-                send(ATTPDU.prepareWriteResponse(handle: h, offset: offset &+ 1, value: []).bytes)
-            } else {
-                bent[0] ^= 0x01
-                send(ATTPDU.prepareWriteResponse(handle: h, offset: offset, value: bent[...]).bytes)
-            }
-        case .notificationFlood, .indicationStorm:
-            send(answer(pdu, mode: .normal))
-            afterAnswer(pdu)
-        case .silent:
-            break
-        case .close:
-            peer.update { $0.closedOnPurpose += 1 }
-            return false
-        }
-        return true
-    }
-
-    /// What follows an answer: a CCCD write starts the flood or the storm.
-    func afterAnswer(_ pdu: [UInt8]) {
-        guard case .writeRequest(HostilePeer.cccdHandle, let value)? = (try? ATTPDU.decode(pdu)), value.first != 0 else { return }
-        let count = options.effectiveCount
-        let h = HostilePeer.longValueHandle
-        /// The i-th value: i as 4 little-endian bytes.
-        @Sendable func counter(_ i: Int) -> ArraySlice<UInt8> {
-            let v = UInt32(truncatingIfNeeded: i)
-            return [UInt8(v & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v >> 16 & 0xFF), UInt8(v >> 24)][...]
-        }
-        switch options.scenario {
-        case .notificationFlood:
-            floodRunning = true
-            let t = Thread { [self] in
-                var sent = 0
-                for i in 0..<count {
-                    if !send(ATTPDU.handleValueNotification(handle: h, value: counter(i)).bytes) { break }
-                    sent += 1
-                    if sent % 4096 == 0 { peer.update { $0.notificationsSent += 4096 } }
-                }
-                peer.update {
-                    $0.notificationsSent += sent % 4096
-                    if sent == count { $0.floodsDone += 1 }
-                }
-                floodDone.signal()
-            }
-            t.name = "hostile-flood"
-            t.start()
-        case .indicationStorm:
-            // On this thread: nothing is read (no confirmation either) until the storm ends.
-            var sent = 0
-            for i in 0..<count {
-                if !send(ATTPDU.handleValueIndication(handle: h, value: counter(i)).bytes) { break }
-                sent += 1
-            }
-            peer.update {
-                $0.indicationsSent += sent
-                if sent == count { $0.stormsDone += 1 }
-            }
-        default:
-            break
         }
     }
 }

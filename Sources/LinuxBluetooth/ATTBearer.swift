@@ -203,16 +203,21 @@ public final class ATTBearer: ATTTransport {
         if fireNow { callback() }
     }
 
-    public func close(reason: String) {
+    public func close(reason: String) { close(reason: reason, interruptingLoan: false) }
+
+    /// `close(reason:)`; with `interruptingLoan`, a running loan's socket is shut down too, so that a body blocked in
+    /// it on its peer (a send, a poll) returns, and the bearer ends when it does. Without, the close waits for the loan.
+    public func close(reason: String, interruptingLoan: Bool) {
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
-            guard !s.released, s.closeRequested == nil else { return [] }
-            s.closeRequested = reason
+            guard !s.released, s.closeRequested == nil || (interruptingLoan && s.lent) else { return [] }
+            if s.closeRequested == nil { s.closeRequested = reason }
             receiveNeedsLock.store(true, ordering: .releasing)
             if s.started {
                 // The loop owns the teardown; the fd is still open because `released` is false. shutdown makes
                 // the socket readable (recvmsg returns 0), which wakes the loop, and reaches the peer as end of file.
-                // Under a loan the socket stays whole: the loop ends the bearer when the loan returns.
-                if !s.lent { _ = cbz_shutdown(fd) }
+                // Under a loan the socket stays whole unless the loan is interrupted: the loop ends the bearer when
+                // the loan returns.
+                if !s.lent || interruptingLoan { _ = cbz_shutdown(fd) }
                 return []
             }
             // No loop yet: release now (a later start() still delivers didCloseWith once) and wake writers.

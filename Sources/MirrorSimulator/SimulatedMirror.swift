@@ -117,15 +117,15 @@ public final class SimulatedMirror: Sendable {
                                   ssid: options.wifiConnected ? Array(options.connectedSSID.utf8) : [],
                                   faults: options.faults))
         // The hooks reach the mirror through `link`, set below: the host is built with them, before the mirror exists.
-        let link = MirrorLink()
+        let link = HookOwner<SimulatedMirror>()
         var hooks = GATTServerHost.Hooks()
-        hooks.read = { read, c in link.mirror?.read(read, c) ?? .stored }
-        hooks.write = { write, c in link.mirror?.write(write, c) ?? .rejected(.unlikelyError) }
-        hooks.inbound = { bytes, c in link.mirror?.inbound(bytes, c); return .serve }
-        hooks.serve = { pdu, c, ctx in link.mirror?.serve(pdu, c, &ctx) ?? .none }
-        hooks.outbound = { bytes, c in link.mirror?.outbound(bytes, c) }
-        hooks.attached = { c, client in link.mirror?.attached(c, client: client) }
-        hooks.closed = { c, reason in link.mirror?.closed(c, reason) }
+        hooks.read = { read, c in link.owner?.read(read, c) ?? .stored }
+        hooks.write = { write, c in link.owner?.write(write, c) ?? .rejected(.unlikelyError) }
+        hooks.inbound = { bytes, c in link.owner?.inbound(bytes, c); return .serve }
+        hooks.serve = { pdu, c, ctx in link.owner?.serve(pdu, c, &ctx) ?? .none }
+        hooks.outbound = { bytes, c in link.owner?.outbound(bytes, c) }
+        hooks.attached = { c, client in link.owner?.attached(c, client: client) }
+        hooks.closed = { c, reason in link.owner?.closed(c, reason) }
         let refusal = options.eattRefusal
         hooks.enhancedRequest = { _ in refusal }
         host = GATTServerHost(database: database, serverRxMTU: options.serverMTU, hooks: hooks,
@@ -675,13 +675,4 @@ public final class SimulatedMirror: Sendable {
             }
         }
     }
-}
-
-/// The mirror the host's hooks call: set once after both exist (the host is built with the hooks, before the mirror).
-final class MirrorLink: Sendable {
-    /// Guards the weak reference (weak: the mirror owns the host, which owns the hooks).
-    private let reference = Lock<Weak>(Weak())
-    struct Weak { weak var mirror: SimulatedMirror? }
-    var mirror: SimulatedMirror? { reference.withLock { $0.mirror } }
-    func set(_ mirror: SimulatedMirror) { reference.withLock { $0.mirror = mirror } }
 }

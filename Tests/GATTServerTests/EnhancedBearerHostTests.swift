@@ -37,9 +37,7 @@ final class EnhancedBearerHostTests: XCTestCase {
         /// Accepts one CID 4 connection, then Enhanced ATT bearers until closed.
         func start() {
             let (host, cid4, eatt, outcomes) = (self.host, self.cid4, self.eatt, self.outcomes)
-            DispatchQueue.global().async {
-                while let b = try? cid4.accept() { host.attach(b) }
-            }
+            host.acceptConnections(on: cid4)
             DispatchQueue.global().async {
                 while true {
                     do {

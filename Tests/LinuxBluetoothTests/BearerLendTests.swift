@@ -159,6 +159,30 @@ final class BearerLendTests: XCTestCase {
         XCTAssertEqual(sinkB.waitForClose(), .closedByPeer)
     }
 
+    func testAnInterruptingCloseEndsALoanBlockedOnItsPeer() throws {
+        let (a, b) = try ATTBearer.pair()
+        let sinkA = RecordingSink(), sinkB = RecordingSink()
+        a.start(sinkA)
+        b.start(sinkB)
+        let entered = DispatchSemaphore(value: 0)
+        let woke = Lock<Int16?>(nil)
+        a.lend { fd in
+            guard let fd else { return XCTFail("no socket lent") }
+            entered.signal()
+            // Blocked on the peer's hang-up, which never comes: only the interrupting close's shutdown wakes it.
+            var revents: Int16 = 0
+            _ = cbz_poll_one(fd, 0, 10_000, &revents)
+            woke.withLock { $0 = revents }
+        }
+        XCTAssertEqual(entered.wait(timeout: .now() + 10), .success)
+        let started = ContinuousClock.now
+        a.close(reason: "interrupted", interruptingLoan: true)
+        XCTAssertEqual(sinkA.waitForClose(), .closedLocally(reason: "interrupted"))
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5), "the loan ended at the shutdown, not at its 10 s poll")
+        XCTAssertNotEqual(woke.withLock { $0 } ?? 0, 0, "the poll saw the shutdown")
+        XCTAssertEqual(sinkB.waitForClose(), .closedByPeer)
+    }
+
     func testNoLoanFromABearerThatIsNotRunning() throws {
         let (a, b) = try ATTBearer.pair()
         let got = Lock<[Int32?]>([])

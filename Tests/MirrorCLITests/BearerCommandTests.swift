@@ -53,7 +53,7 @@ final class EATTPeer: Sendable {
         listener = try ATTBearerListener.unix(path: path)
         enhancedListener = listening ? try ATTBearerListener.unixEnhanced(forUnixPath: path) : nil
         let host = self.host, listener = self.listener
-        Thread { while let bearer = try? listener.accept() { host.attach(bearer) } }.start()
+        host.acceptConnections(on: listener)
         if let enhanced = enhancedListener {
             Thread {
                 while true {

@@ -118,7 +118,7 @@ final class BenchBearersTests: XCTestCase {
             listener.close()
             enhanced.close()
         }
-        Thread { while let bearer = try? listener.accept() { host.attach(bearer) } }.start()
+        host.acceptConnections(on: listener)
         Thread {
             while true {
                 do throws(TransportError) { _ = try host.acceptEnhancedBearer(on: enhanced) } catch {
