@@ -374,7 +374,7 @@ public final class HCILinkMonitor: Sendable {
         case .timedOut(let t): return .timedOut(t)
         case .granted(let ret):
             guard ret.count >= 3 else { return .refused(HCIRefusal(command: command.name, status: 0x12, answer: "Command Complete (too short)")) }
-            let size = Int(ret[0]) | Int(ret[1]) << 8
+            let size = Int(ret.littleEndianUInt16(at: 0))
             return .granted(size == 0 ? nil : LinkBuffers(size: size, count: Int(ret[2])))
         }
     }
