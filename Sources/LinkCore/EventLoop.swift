@@ -120,7 +120,7 @@ public final class EventLoop: TaskExecutor {
     package func register(fd: Int32, token: UInt64, events: UInt32, _ handler: @escaping (UInt32) -> Void) -> Bool {
         precondition(inEventLoop, "EventLoop.register off the loop's thread")
         guard cbz_epoll_add(core.epfd, fd, events, token) == 0 else { return false }
-        core.sources[token] = handler
+        core.sources.append((token, handler))
         return true
     }
 
@@ -133,7 +133,7 @@ public final class EventLoop: TaskExecutor {
     package func deregister(fd: Int32, token: UInt64) {
         precondition(inEventLoop, "EventLoop.deregister off the loop's thread")
         _ = cbz_epoll_del(core.epfd, fd)
-        core.sources[token] = nil
+        core.sources.removeAll { $0.token == token }
     }
 }
 
@@ -174,7 +174,8 @@ final class LoopCore: @unchecked Sendable {
     // Loop thread only. Unchecked exclusivity: one thread touches them, one event at a time, so the runtime's dynamic
     // access checks (a thread-local look-up each, several per request) would guard nothing.
     @exclusivity(unchecked) var local: [Work] = []
-    @exclusivity(unchecked) var sources: [UInt64: (UInt32) -> Void] = [:]
+    /// The registered sources: a link has a few (CID 4, its enhanced bearers), so a scan beats hashing the token.
+    @exclusivity(unchecked) var sources: [(token: UInt64, handler: (UInt32) -> Void)] = []
     @exclusivity(unchecked) private var timers: [(id: UInt64, deadline: UInt64, work: @Sendable () -> Void)] = []
     /// The deadline the timerfd is armed for, 0 when disarmed.
     @exclusivity(unchecked) private var armedAt: UInt64 = 0
@@ -316,7 +317,7 @@ final class LoopCore: @unchecked Sendable {
                 switch e.data {
                 case Self.wakeToken: takePosted()
                 case Self.timerToken: fireTimers()
-                default: sources[e.data]?(e.events)
+                default: sources.first(where: { $0.token == e.data })?.handler(e.events)
                 }
             }
         }
