@@ -93,7 +93,10 @@ extension GATTClient {
         let clock = configuration.clock
         let once = OnceBox<Void>()
         let timeout = GATTError.timeout(GATTTimeoutError(waitingFor: what, after: limit))
-        let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) { once.finish(.failure(timeout)) }
+        // Armed before the POLLOUT wait registers (withDeadline would start its work first): a test's clock relies on it.
+        let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) {
+            if once.finish(.failure(timeout)) { WaitLimit.fired("security.link") }
+        }
         defer { wakeup.cancel() }
         engine.transport.whenWritable { once.finish(.success(())) }
         do {

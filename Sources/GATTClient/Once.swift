@@ -100,11 +100,11 @@ public struct GATTTimeoutError: Error, Sendable, Equatable, CustomStringConverti
 }
 
 /// Runs `work` with a named limit on `clock`: returns its result, or throws `GATTError.timeout` naming `what`
-/// once `limit` passes. The work is cancelled when the limit passes and the function returns at once, even if
-/// the work ignores cancellation (the work's late result is dropped).
+/// once `limit` passes (and records `limitID` in `WaitLimit`). The work is cancelled when the limit passes and the
+/// function returns at once, even if the work ignores cancellation (the work's late result is dropped).
 public func withDeadline<T: Sendable>(
     _ limit: Duration, waitingFor what: String, handle: UInt16? = nil, handleName: String? = nil,
-    clock: any GATTClock = MonotonicClock(),
+    limitID: String = "withDeadline", clock: any GATTClock = MonotonicClock(),
     _ work: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let once = OnceBox<T>()
@@ -113,7 +113,10 @@ public func withDeadline<T: Sendable>(
     }
     let error = GATTError.timeout(GATTTimeoutError(waitingFor: what, handle: handle, handleName: handleName, after: limit))
     let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) {
-        if once.finish(.failure(error)) { worker.cancel() }
+        if once.finish(.failure(error)) {
+            WaitLimit.fired(limitID)
+            worker.cancel()
+        }
     }
     defer { wakeup.cancel() }
     return try await withTaskCancellationHandler {

@@ -167,7 +167,7 @@ final class StatusLine: Sendable {
         guard enabled else { return }
         let task = Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
+                try? await MonotonicClock().sleep(for: .seconds(1))
                 self?.draw()
             }
         }
