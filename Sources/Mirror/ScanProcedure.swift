@@ -105,7 +105,7 @@ public enum MirrorScan {
                            emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorScanResult {
         let notifications = notifications ?? client.notifications
         let profile = options.profile
-        let started = ContinuousClock.now
+        let started = MonotonicClock().now()
         let tracker = ScanTracker(profile: profile)
         let steps0 = MirrorSteps(client: client, profile: profile, handles: MirrorHandles(service: ATTHandleRange(start: 1, end: 1), valueHandles: [:], cccdHandles: [:]), started: started, emit: emit)
 

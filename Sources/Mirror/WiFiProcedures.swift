@@ -4,6 +4,7 @@
 import ATTStack
 import GATTClient
 import GATTVocabulary
+import LinkCore
 
 /// The mirror's Wi-Fi as a procedure reports it.
 public struct MirrorWiFiStatus: Sendable, Equatable {
@@ -90,6 +91,6 @@ public enum MirrorWiFi {
     static func prepare(_ client: GATTClient, _ profile: MirrorProfile, _ required: [String], _ database: [GATTService]?,
                         _ emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorSteps {
         let handles = try await MirrorGATT.discover(client, profile: profile, required: required, database: database)
-        return MirrorSteps(client: client, profile: profile, handles: handles, started: .now, emit: emit)
+        return MirrorSteps(client: client, profile: profile, handles: handles, started: MonotonicClock().now(), emit: emit)
     }
 }
