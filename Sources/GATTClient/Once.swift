@@ -100,25 +100,30 @@ public struct GATTTimeoutError: Error, Sendable, Equatable, CustomStringConverti
 }
 
 /// Runs `work` with a named limit on `clock`: returns its result, or throws `GATTError.timeout` naming `what`
-/// once `limit` passes (and records `limitID` in `WaitLimit`). The work is cancelled when the limit passes and the
-/// function returns at once, even if the work ignores cancellation (the work's late result is dropped).
+/// once `limit` passes (and records `limitID` in `WaitLimit`). The limit is armed before the work starts. The work
+/// is cancelled when the limit passes and the function returns at once, even if the work ignores cancellation (the
+/// work's late result is dropped).
 public func withDeadline<T: Sendable>(
     _ limit: Duration, waitingFor what: String, handle: UInt16? = nil, handleName: String? = nil,
     limitID: String = "withDeadline", clock: any GATTClock = MonotonicClock(),
     _ work: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let once = OnceBox<T>()
-    let worker = Task {
-        do { once.finish(.success(try await work())) } catch { once.finish(.failure(error)) }
-    }
+    // The work's task once it has started; a limit that passes before then leaves `once` finished instead.
+    let started = Lock<Task<Void, Never>?>(nil)
     let error = GATTError.timeout(GATTTimeoutError(waitingFor: what, handle: handle, handleName: handleName, after: limit))
     let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) {
         if once.finish(.failure(error)) {
             WaitLimit.fired(limitID)
-            worker.cancel()
+            started.current?.cancel()
         }
     }
     defer { wakeup.cancel() }
+    let worker = Task {
+        do { once.finish(.success(try await work())) } catch { once.finish(.failure(error)) }
+    }
+    started.withLock { $0 = worker }
+    if once.isFinished { worker.cancel() }
     return try await withTaskCancellationHandler {
         try await once.value()
     } onCancel: {

@@ -159,7 +159,7 @@ let knownWaits: [KnownWait] = [
               bound: "PlainPeer.waitUntil(writeCommands:timeout:): its timeout, then BareATTError.timeout(.writeCommandsCounted(N)): \"the plain peer to count N Write Commands\"",
               trigger: "BareATTTests.testWaitingForCommandsThePeerNeverGetsTimesOutNamingTheCountAndTheLimit", fires: "plainPeer.writeCommands"),
     KnownWait(file: "Sources/GATTClient/GATTClient+Security.swift", snippet: "try await once.value()",
-              bound: "the security retry's wait for POLLOUT while pairing runs (a send refused with ENOTCONN right after a raise): the transaction timeout, then \"the link to take data again after raising security to LEVEL (pairing)\"; at most GATTClient.pairingSendRetries waits",
+              bound: "the security retry's wait for POLLOUT while pairing runs (a send refused with ENOTCONN right after a raise): withDeadline(the transaction timeout), then \"the link to take data again after raising security to LEVEL (pairing)\"; at most GATTClient.pairingSendRetries waits",
               trigger: "PairingRetryTests.testPairingThatNeverEndsTimesOutNamingTheLinkAndTheLevel", fires: "security.link"),
     KnownWait(file: "Sources/MirrorCommandLine/Session/Bench.swift", snippet: "for try await part in group { all.append(part) }",
               bound: "bench --bearers N: the writers of one round, each ending at its share of --count or at the --duration deadline, each write bounded by the transaction timeout (--timeout), whose error ends the round",
