@@ -19,8 +19,9 @@ public final class OnceBox<T: Sendable>: Sendable {
     public init() {}
 
     /// Delivers the one result. Returns false when a result was already delivered (this one is dropped).
+    /// `onAccept` runs when this result is the one, before the waiter resumes.
     @discardableResult
-    public func finish(_ result: Result<T, any Error>) -> Bool {
+    public func finish(_ result: Result<T, any Error>, onAccept: (() -> Void)? = nil) -> Bool {
         let (taken, accepted): (EngineContinuation<T>?, Bool) = state.withLock { s in
             switch s {
             case .empty:
@@ -33,6 +34,7 @@ public final class OnceBox<T: Sendable>: Sendable {
                 return (nil, false)
             }
         }
+        if accepted { onAccept?() }
         taken?.resume(with: result)
         return accepted
     }
@@ -113,10 +115,8 @@ public func withDeadline<T: Sendable>(
     let started = Lock<Task<Void, Never>?>(nil)
     let error = GATTError.timeout(GATTTimeoutError(waitingFor: what, handle: handle, handleName: handleName, after: limit))
     let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) {
-        if once.finish(.failure(error)) {
-            WaitLimit.fired(limitID)
-            started.current?.cancel()
-        }
+        // The limit is recorded before the waiter resumes, so that it has been when the waiter sees the timeout.
+        if once.finish(.failure(error), onAccept: { WaitLimit.fired(limitID) }) { started.current?.cancel() }
     }
     defer { wakeup.cancel() }
     let worker = Task {

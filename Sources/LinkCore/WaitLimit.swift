@@ -36,7 +36,8 @@ public enum WaitLimit {
         var ids: [String] = []
         var buffer = [CChar](repeating: 0, count: 256)
         while fgets(&buffer, Int32(buffer.count), file) != nil {
-            let id = String(cString: buffer).trimmingNewline
+            var id = String(cString: buffer)
+            if id.hasSuffix("\n") { id.removeLast() }
             if !id.isEmpty { ids.append(id) }
         }
         fclose(file)
@@ -58,8 +59,4 @@ public enum WaitLimit {
         let start: Int
         public var fired: Int { WaitLimit.count(id) - start }
     }
-}
-
-private extension String {
-    var trimmingNewline: String { hasSuffix("\n") ? String(dropLast()) : self }
 }

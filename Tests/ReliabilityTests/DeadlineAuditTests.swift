@@ -43,7 +43,7 @@ let knownWaits: [KnownWait] = [
               trigger: "ClockAndOnceTests.testNamedDeadlineForACallbackThatNeverComesAndOneThatComesLate", fires: "withDeadline"),
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
               bound: "withDeadline(limit, waitingFor:): the named limit",
-              trigger: "DeadlineAuditTests.testWithDeadlineNamesWhatItWaitedFor"),
+              trigger: "DeadlineAuditTests.testWithDeadlineNamesWhatItWaitedFor", fires: "withDeadline"),
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
               bound: "clock.sleep(until:): the wake-up at its own deadline (the wait is the deadline)",
               trigger: "ClockAndOnceTests.testSleepOnManualClockEndsWhenTimeIsAdvanced"),
@@ -217,6 +217,41 @@ let knownWaits: [KnownWait] = [
               trigger: "BenchCommandTests.testLoopbackNeedsNoTarget"),
 ]
 
+/// A limit recorded at a wait listed under another limit or none of its own (the same poll, a withDeadline around
+/// requests that each have the ATT timeout): what it bounds and the test that watches it fire.
+struct OtherLimit {
+    var id: String
+    var bound: String
+    var trigger: String
+}
+
+let otherLimits: [OtherLimit] = [
+    OtherLimit(id: "management.command",
+               bound: "ManagementSocket.run on HCISocket's nextDatagram poll: \"no Command Complete or Command Status from the kernel within N s\"",
+               trigger: "ManagementTests.testASilentKernelIsATimeoutThatSaysWhatWasAwaited"),
+    OtherLimit(id: "wifi.list",
+               bound: "MirrorWiFi.list: withDeadline(timeout, waitingFor: \"the Wi-Fi network list (wifiScan, wifiNumNetworks, wifiNetworkSSIDEnum)\") around its requests",
+               trigger: "DeadlineAuditTests.testWiFiWaitsTimeOutNamingWhatTheyWaitedFor"),
+    OtherLimit(id: "wifi.status",
+               bound: "MirrorWiFi.status: withDeadline(timeout, waitingFor: \"wifiConnectionStatus\") around its read",
+               trigger: "DeadlineAuditTests.testWiFiStatusTimesOutNamingWhatItWaitedFor"),
+]
+
+/// The limit identifiers the sources record: `WaitLimit.fired("ID")`, `limitID: "ID"` and withDeadline's default.
+func scanForLimitIDs() throws -> Set<String> {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let pattern = try NSRegularExpression(pattern: #"(?:WaitLimit\.fired\(|limitID: (?:String = )?)"([\w.]+)""#)
+    var ids: Set<String> = []
+    guard let walker = FileManager.default.enumerator(at: root.appendingPathComponent("Sources"), includingPropertiesForKeys: nil) else { return [] }
+    for case let url as URL in walker where url.pathExtension == "swift" {
+        let text = try String(contentsOf: url, encoding: .utf8)
+        for m in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+            ids.insert((text as NSString).substring(with: m.range(at: 1)))
+        }
+    }
+    return ids
+}
+
 /// The waits in the sources: (file relative to the package, trimmed line).
 func scanForWaits() throws -> [(file: String, line: String)] {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -280,7 +315,7 @@ func testClassBodies() throws -> [String: String] {
 
 /// The body of test method `name` in a class body: from its declaration to the next method declaration.
 func testMethodBody(_ name: String, in classBody: String) -> String? {
-    guard let start = classBody.range(of: "func \(name)() ") else { return nil }
+    guard let start = classBody.range(of: "\n    func \(name)() ") else { return nil }
     let rest = classBody[start.upperBound...]
     let end = rest.range(of: "\n    func ")?.lowerBound ?? rest.endIndex
     return String(rest[..<end])
@@ -327,31 +362,47 @@ final class DeadlineAuditTests: XCTestCase {
                 untriggered.append("\(w.file): \(w.snippet) (\(w.trigger))")
                 continue
             }
-            // "Class.testName": a test method of that XCTestCase class, declared in its body.
-            let parts = w.trigger.split(separator: ".").map(String.init)
-            guard parts.count == 2, parts[1].hasPrefix("test") else {
-                XCTFail("the trigger of \(w.file): \(w.snippet) is not Class.testName: \(w.trigger)")
-                continue
-            }
-            guard let body = classes[parts[0]] else {
-                XCTFail("no XCTestCase class \(parts[0]) in Tests/ for \(w.snippet)")
-                continue
-            }
-            guard let test = testMethodBody(parts[1], in: body) else {
-                XCTFail("no test \(parts[1]) in class \(parts[0]) for \(w.snippet)")
-                continue
-            }
-            // The trigger watches the limit and asserts it fired while it ran (WaitLimit.Watch.fired > 0).
-            if let id = w.fires {
-                XCTAssertTrue(test.contains("WaitLimit.watch(\"\(id)\")"),
-                              "\(w.trigger) does not watch the limit \(id) of \(w.file): \(w.snippet)")
-                watched.insert(id)
-            }
+            checkTrigger(w.trigger, watches: w.fires, of: "\(w.file): \(w.snippet)", in: classes)
+            if let id = w.fires { watched.insert(id) }
         }
-        print("deadline audit: \(hits.count) waits in the sources, \(knownWaits.count) known, \(watched.count) limits watched by their triggers, \(untriggered.count) not triggered by a test here:")
+        // Every limit the sources record is a known wait's or listed below, and its trigger watches it fire.
+        let recorded = try scanForLimitIDs()
+        XCTAssertGreaterThan(recorded.count, 10, "the scan found too few limits: is it reading the sources?")
+        for l in otherLimits {
+            XCTAssertFalse(l.bound.isEmpty)
+            checkTrigger(l.trigger, watches: l.id, of: "the limit \(l.id)", in: classes)
+            watched.insert(l.id)
+        }
+        for id in recorded {
+            XCTAssertTrue(watched.contains(id), "an unlisted limit: \(id). Name it as a known wait's `fires` or in otherLimits, with a test that watches it fire.")
+        }
+        for id in watched {
+            XCTAssertTrue(recorded.contains(id), "a stale limit (nothing records it any more): \(id)")
+        }
+        print("deadline audit: \(hits.count) waits in the sources, \(knownWaits.count) known, \(watched.count) limits watched firing by their triggers, \(untriggered.count) not triggered by a test here:")
         for u in untriggered { print("  " + u) }
         // Only the signal thread (a wait for the life of the process, by design) lacks a trigger here.
         XCTAssertLessThanOrEqual(untriggered.count, 1)
+    }
+
+    /// `trigger` ("Class.testName") is a test method of that XCTestCase class; with `id`, it watches that limit and
+    /// asserts it fired while it ran (`WaitLimit.watch(id)`, then `XCTAssertGreaterThan(limit.fired, 0, ...)`).
+    func checkTrigger(_ trigger: String, watches id: String?, of what: String, in classes: [String: String],
+                      file: StaticString = #filePath, line: UInt = #line) {
+        let parts = trigger.split(separator: ".").map(String.init)
+        guard parts.count == 2, parts[1].hasPrefix("test") else {
+            return XCTFail("the trigger of \(what) is not Class.testName: \(trigger)", file: file, line: line)
+        }
+        guard let body = classes[parts[0]] else {
+            return XCTFail("no XCTestCase class \(parts[0]) in Tests/ for \(what)", file: file, line: line)
+        }
+        guard let test = testMethodBody(parts[1], in: body) else {
+            return XCTFail("no test \(parts[1]) in class \(parts[0]) for \(what)", file: file, line: line)
+        }
+        if let id {
+            XCTAssertTrue(test.contains("WaitLimit.watch(\"\(id)\")") && test.contains(".fired, 0"),
+                          "\(trigger) does not watch the limit \(id) of \(what)", file: file, line: line)
+        }
     }
 
     /// Runs `procedure` on a client whose peer answers everything but `silentOn`; the ATT timeout must fire and say
@@ -445,22 +496,34 @@ final class DeadlineAuditTests: XCTestCase {
         XCTAssertGreaterThan(limit.fired, 0, "the limit withDeadline fired")
     }
 
-    func testWiFiWaitsTimeOutNamingWhatTheyWaitedFor() async throws {
-        let limit = WaitLimit.watch("wifi.join")
-        var options = SimOptions()
-        options.timings = .realistic
-        options.wifiConnected = false
+    /// A client (5 s transaction timeout, MTU exchanged) of a simulated mirror with `options` over a unix: bearer;
+    /// `end` closes the client, the listener and the mirror's connections.
+    func simulatedMirrorClient(_ options: SimOptions) async throws -> (client: GATTClient, end: () -> Void) {
         let sim = SimulatedMirror(options: options)
         let path = freshSocketPath("wifi")
         let listener = try ATTBearerListener.unix(path: path)
-        defer { listener.close(); sim.disconnectAll(reason: "test over") }
         Thread { while let b = try? listener.accept() { sim.attach(b) } }.start()
-        let bearer = try ATTBearer.connect(unixPath: path)
-        var configuration = GATTClient.Configuration()
-        configuration.transactionTimeout = .seconds(5)
-        let c = try await GATTClient.connect(transport: bearer, configuration: configuration)
-        defer { c.close() }
-        _ = try await c.exchangeMTU()
+        let ending = { listener.close(); sim.disconnectAll(reason: "test over") }
+        do {
+            let bearer = try ATTBearer.connect(unixPath: path)
+            var configuration = GATTClient.Configuration()
+            configuration.transactionTimeout = .seconds(5)
+            let c = try await GATTClient.connect(transport: bearer, configuration: configuration)
+            do { _ = try await c.exchangeMTU() } catch { c.close(); throw error }
+            return (c, { c.close(); ending() })
+        } catch {
+            ending()
+            throw error
+        }
+    }
+
+    func testWiFiWaitsTimeOutNamingWhatTheyWaitedFor() async throws {
+        let limit = WaitLimit.watch("wifi.join"), listLimit = WaitLimit.watch("wifi.list")
+        var options = SimOptions()
+        options.timings = .realistic
+        options.wifiConnected = false
+        let (c, end) = try await simulatedMirrorClient(options)
+        defer { end() }
         // The list waits for the mirror's scan (1.2 s when realistic).
         do {
             _ = try await MirrorWiFi.list(client: c, profile: .bundled, timeout: .milliseconds(200))
@@ -468,6 +531,7 @@ final class DeadlineAuditTests: XCTestCase {
         } catch {
             XCTAssertTrue("\(error)".hasPrefix("timed out after 200 ms waiting for the Wi-Fi network list"), "\(error)")
         }
+        XCTAssertGreaterThan(listLimit.fired, 0, "the limit wifi.list fired")
         // The join waits for connected or failed (3 s when realistic): the timeout is reported as an event, then
         // the final read says where it got to.
         let events = EventCollector()
@@ -476,6 +540,21 @@ final class DeadlineAuditTests: XCTestCase {
         XCTAssertTrue(events.details.contains { $0.contains("timed out after 200 ms waiting for wifiConnectionStatus connected or failed after joining alpha") },
                       "\(events.details)")
         XCTAssertGreaterThan(limit.fired, 0, "the limit wifi.join fired")
+    }
+
+    func testWiFiStatusTimesOutNamingWhatItWaitedFor() async throws {
+        let limit = WaitLimit.watch("wifi.status")
+        var options = SimOptions()
+        options.faults = [try SimFault(parsing: "drop:wifiConnectionStatus")]
+        let (c, end) = try await simulatedMirrorClient(options)
+        defer { end() }
+        do {
+            _ = try await MirrorWiFi.status(client: c, profile: .bundled, timeout: .milliseconds(200))
+            XCTFail("the dropped status read came back")
+        } catch {
+            XCTAssertEqual("\(error)", "timed out after 200 ms waiting for wifiConnectionStatus")
+        }
+        XCTAssertGreaterThan(limit.fired, 0, "the limit wifi.status fired")
     }
 }
 
