@@ -264,6 +264,22 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertGreaterThan(limit.fired, 0, "the limit scan.verdict fired")
     }
 
+    func testAFinalReadThatGetsNoAnswerEndsAtTheATTTimeoutAndTheScanStillReports() async throws {
+        let limit = WaitLimit.watch("att.transaction")
+        // The scan times out; then its final read of scanState (the fourth request on it) is never answered.
+        let h = try SimHarness { $0.faults = [try! SimFault(parsing: "drop:scanState@4")]; $0.timings.scanStepMilliseconds = 10_000 }
+        defer { h.stop() }
+        let client = try await h.connect(timeout: .milliseconds(400))
+        let details = Lock<[String]>([])
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(timeout: .milliseconds(300)), emit: { e in
+            if let d = e.detail { details.withLock { $0.append(d) } }
+        })
+        XCTAssertEqual(r.outcome, .timeout)
+        XCTAssertFalse(r.finalRead)
+        XCTAssertTrue(details.current.contains { $0.hasPrefix("final read failed: timed out after 400 ms waiting for Read Response") }, "\(details.current)")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit att.transaction fired")
+    }
+
     func testAnInterruptedScanWhoseCancelScanIsNeverAnsweredEndsAtItsLimit() async throws {
         let limit = WaitLimit.watch("scan.cancelScan")
         // The second scannerAction write (the interrupt's cancelScan, after initDeviceForScan) is never answered.

@@ -175,7 +175,7 @@ let knownWaits: [KnownWait] = [
               trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse", fires: "att.transaction"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "let (s, e) = try await finalRead.value",
               bound: "the scan's final read of scanState and scanError: two reads, each under the ATT transaction timeout",
-              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+              trigger: "MirrorScanTests.testAFinalReadThatGetsNoAnswerEndsAtTheATTTimeoutAndTheScanStillReports", fires: "att.transaction"),
     KnownWait(file: "Sources/MirrorCommandLine/Commands/ScanCommand.swift", snippet: "try? await MonotonicClock().sleep(for: .seconds(1))",
               bound: "the status line's once-a-second redraw: a one-second sleep in a task cancelled when the scan ends",
               trigger: "ScanCommandTests.testTheStatusLineRedrawsEverySecondOnATerminalAndStopsWithTheScan"),
