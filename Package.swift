@@ -109,7 +109,7 @@ let package = Package(
         .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
         .testTarget(name: "HostEnvironmentTests", dependencies: ["TestSupport", "HostEnvironment", "LinkCore", "LinuxBluetooth", "JSON"]),
         // The demo in a real pseudo-terminal (Python's pty) and over a pipe.
-        .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
+        .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LinkCore", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinkCore", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "GATTServer", "ATTStack", "LinkCore", "LinuxBluetooth"]),

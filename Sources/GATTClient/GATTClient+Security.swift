@@ -89,15 +89,14 @@ extension GATTClient {
     /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
     func waitForTheLink(after level: GATTSecurityLevel) async throws(GATTError) {
         let what = "the link to take data again after raising security to \(level) (pairing)"
-        let limit = configuration.transactionTimeout
-        let clock = configuration.clock
-        let once = OnceBox<Void>()
-        let timeout = GATTError.timeout(GATTTimeoutError(waitingFor: what, after: limit))
-        let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) { once.finish(.failure(timeout)) }
-        defer { wakeup.cancel() }
-        engine.transport.whenWritable { once.finish(.success(())) }
+        let transport = engine.transport
         do {
-            try await once.value()
+            try await withDeadline(configuration.transactionTimeout, waitingFor: what, limitID: "security.link",
+                                   clock: configuration.clock) {
+                let once = OnceBox<Void>()
+                transport.whenWritable { once.finish(.success(())) }
+                try await once.value()
+            }
         } catch {
             throw GATTError.from(error, operation: "waiting for \(what)")
         }

@@ -221,14 +221,14 @@ public final class LineEditor: Sendable {
         }
         precondition(start, "LineEditor.readEvent: called while another read is under way, or after close()")
         defer { shared.withLock { $0.reading = false } }
-        let deadline = timeout.map { ContinuousClock.now + $0 }
+        let deadline = timeout.map { MonotonicClock().now().advanced(by: $0) }
         return isTerminal ? try readTerminal(deadline: deadline, limit: timeout) : try readPlain(deadline: deadline, limit: timeout)
     }
 
     /// The poll(2) timeout in milliseconds until `deadline` (-1: none), rounded up so that the wait does not end early.
-    private func millisecondsLeft(_ deadline: ContinuousClock.Instant?) -> Int32 {
+    private func millisecondsLeft(_ deadline: ClockInstant?) -> Int32 {
         guard let deadline else { return -1 }
-        let left = deadline - ContinuousClock.now
+        let left = deadline.duration(since: MonotonicClock().now())
         if left <= .zero { return 0 }
         let (s, atto) = left.components
         return Int32(clamping: s * 1000 + (atto + 999_999_999_999_999) / 1_000_000_000_000_000)
@@ -238,7 +238,7 @@ public final class LineEditor: Sendable {
         .timeout(GATTTimeoutError(waitingFor: what, after: limit ?? .zero))
     }
 
-    private func readTerminal(deadline: ContinuousClock.Instant?, limit: Duration?) throws(LineEditorError) -> LineEvent {
+    private func readTerminal(deadline: ClockInstant?, limit: Duration?) throws(LineEditorError) -> LineEvent {
         let stopped = shared.withLock { s -> Bool in
             if s.stopped { return true }
             if !s.atPrompt {
@@ -258,7 +258,7 @@ public final class LineEditor: Sendable {
                 if e == .interrupted { continue }
                 throw .system(SocketError(syscall: "poll", errno: e, context: "waiting for a line at the prompt"))
             }
-            if r == 0 { throw timedOut(limit, waitingFor: "a line at the prompt") }
+            if r == 0 { WaitLimit.fired("lineEditor.prompt"); throw timedOut(limit, waitingFor: "a line at the prompt") }
             if rWake & CBZ_POLLIN != 0 {
                 _ = cbz_eventfd_drain(wake)
                 let (lines, prompt, stop) = shared.withLock { s -> ([String], String?, Bool) in
@@ -314,7 +314,7 @@ public final class LineEditor: Sendable {
     }
 
     /// Off a terminal: one line per newline (a CR before it dropped), the last line even without one.
-    private func readPlain(deadline: ContinuousClock.Instant?, limit: Duration?) throws(LineEditorError) -> LineEvent {
+    private func readPlain(deadline: ClockInstant?, limit: Duration?) throws(LineEditorError) -> LineEvent {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
             let next = shared.withLock { s -> LineEvent? in
@@ -341,7 +341,7 @@ public final class LineEditor: Sendable {
                 if e == .interrupted { continue }
                 throw .system(SocketError(syscall: "poll", errno: e, context: "waiting for a line of input"))
             }
-            if r == 0 { throw timedOut(limit, waitingFor: "a line of input") }
+            if r == 0 { WaitLimit.fired("lineEditor.input"); throw timedOut(limit, waitingFor: "a line of input") }
             if rWake & CBZ_POLLIN != 0 { _ = cbz_eventfd_drain(wake) }
             if rInput & (CBZ_POLLIN | CBZ_POLLHUP | CBZ_POLLERR) != 0 {
                 let n = chunk.withUnsafeMutableBytes { cbz_read(0, $0.baseAddress, $0.count) }

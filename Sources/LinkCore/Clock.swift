@@ -1,6 +1,6 @@
 // Time for the transaction engine: a monotonic clock that can wake a callback at a deadline. Every ATT deadline
-// (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s transaction timeout) and every named wait in GATTClient takes its
-// time from a GATTClock: this one, or TestSupport's ManualClock in tests.
+// (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s transaction timeout) and every timed wait in GATTClient, Mirror and
+// MirrorCommandLine takes its time from a GATTClock: this one, or TestSupport's ManualClock in tests.
 import Dispatch
 import Synchronization
 

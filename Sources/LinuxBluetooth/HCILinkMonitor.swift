@@ -186,7 +186,7 @@ public final class HCILinkMonitor: Sendable {
         }
         if first { _ = cbz_eventfd_signal(wake) }
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        _ = state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns)
+        if state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns) == nil { WaitLimit.fired("linkMonitor.close") }
     }
 
     // MARK: The link
@@ -229,10 +229,12 @@ public final class HCILinkMonitor: Sendable {
     /// the event may come just after the socket's error). Nil when none came within the limit or the monitor ended.
     public func awaitDisconnectReason(limit: Duration) -> UInt8? {
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        return state.wait(until: { s -> UInt8?? in
+        let found: UInt8?? = state.wait(until: { s -> UInt8?? in
             if let reason = s.bound.flatMap({ s.disconnectReasons[$0] }) { return .some(reason) }
             return s.readerDone ? .some(nil) : nil
-        }, timeoutNanoseconds: ns) ?? nil
+        }, timeoutNanoseconds: ns)
+        if found == nil { WaitLimit.fired("linkMonitor.disconnectReason") }
+        return found ?? nil
     }
 
     /// Everything known about `bearer`'s link: what the kernel tells without privilege (LinkState.read), the values
@@ -463,7 +465,9 @@ public final class HCILinkMonitor: Sendable {
         switch found {
         case .success(let t)?: return t
         case .failure(let e)?: throw e
-        case nil: return nil
+        case nil:
+            WaitLimit.fired("linkMonitor.request")
+            return nil
         }
     }
 

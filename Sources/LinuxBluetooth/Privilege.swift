@@ -110,14 +110,15 @@ final class CapabilityKeeper: Sendable {
         let result = Lock<T?>(nil)
         let job: @Sendable () -> Void = { let r = body(); result.withLock { $0 = r } }
         // Hand the call over once the slot is free; nil: the keeper is gone, or the slot stayed taken.
-        let ticket: Int? = state.wait(until: { s -> Int?? in
+        let handed: Int?? = state.wait(until: { s -> Int?? in
             guard s.alive, !s.ending else { return .some(nil) }
             guard s.job == nil else { return nil }
             s.job = job
             s.submitted += 1
             return .some(s.submitted)
-        }, timeoutNanoseconds: limitNanoseconds) ?? nil
-        guard let ticket else { return body() }
+        }, timeoutNanoseconds: limitNanoseconds)
+        if handed == nil { WaitLimit.fired("keeper.answer") }
+        guard let ticket = handed ?? nil else { return body() }
         state.withLockBroadcasting { _ in }
         // The keeper runs nothing but short syscalls on sockets it was handed: it finishes each call it took.
         state.wait(until: { $0.finished >= ticket ? () : nil })
@@ -127,7 +128,7 @@ final class CapabilityKeeper: Sendable {
     /// Asks the keeper to drop and end, and waits for it at most `answerLimit`.
     func end() {
         state.withLockBroadcasting { $0.ending = true }
-        _ = state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds)
+        if state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds) == nil { WaitLimit.fired("keeper.end") }
     }
 
     /// The keeper's loop: each call handed over, then on `end` the drop. It waits for work without a limit of its

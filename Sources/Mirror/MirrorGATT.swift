@@ -3,6 +3,7 @@
 import ATTStack
 import GATTClient
 import GATTVocabulary
+import LinkCore
 
 /// The mirror's characteristics found on the server (Core Spec 5.4 Vol 3 Part G §4.4.2, §4.6.1, §4.7.1): value and
 /// CCCD handles by profile name.
@@ -117,9 +118,9 @@ final class MirrorSteps: Sendable {
     let profile: MirrorProfile
     let handles: MirrorHandles
     let emit: @Sendable (MirrorEvent) -> Void
-    let started: ContinuousClock.Instant
+    let started: ClockInstant
 
-    init(client: GATTClient, profile: MirrorProfile, handles: MirrorHandles, started: ContinuousClock.Instant,
+    init(client: GATTClient, profile: MirrorProfile, handles: MirrorHandles, started: ClockInstant,
          emit: @escaping @Sendable (MirrorEvent) -> Void) {
         self.client = client
         self.profile = profile
@@ -129,7 +130,7 @@ final class MirrorSteps: Sendable {
     }
 
     var now: Double {
-        let d = ContinuousClock.now - started
+        let d = MonotonicClock().now().duration(since: started)
         return Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
     }
 

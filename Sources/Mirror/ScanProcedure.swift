@@ -105,7 +105,7 @@ public enum MirrorScan {
                            emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorScanResult {
         let notifications = notifications ?? client.notifications
         let profile = options.profile
-        let started = ContinuousClock.now
+        let started = MonotonicClock().now()
         let tracker = ScanTracker(profile: profile)
         let steps0 = MirrorSteps(client: client, profile: profile, handles: MirrorHandles(service: ATTHandleRange(start: 1, end: 1), valueHandles: [:], cccdHandles: [:]), started: started, emit: emit)
 
@@ -203,7 +203,7 @@ public enum MirrorScan {
             if started {
                 steps.step("interrupted: sending cancelScan (\(ATTHex.short(profile.cancelScanCommand))) so the mirror stops")
                 let cancel = Task { () async throws in
-                    try await withDeadline(options.cancelScanLimit, waitingFor: "the Write Response to cancelScan") {
+                    try await withDeadline(options.cancelScanLimit, waitingFor: "the Write Response to cancelScan", limitID: "scan.cancelScan") {
                         try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "interrupt")
                     }
                 }
@@ -234,7 +234,7 @@ public enum MirrorScan {
                 result.resetAttempted = true
                 try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "reset")
                 steps.step("settling \(options.settle) before the re-read")
-                try await Task.sleep(for: options.settle)
+                try await MonotonicClock().sleep(for: options.settle)
                 let again = try await steps.read("scanState", purpose: "resetCheck")
                 result.resetWorked = again.first == invalid
                 steps.step(result.resetWorked! ? "cancelScan reset the mirror: scanState is invalid"
@@ -294,7 +294,7 @@ public enum MirrorScan {
         let what = "scanState complete and the upload of scan \(scanID), or error"
         steps.step("waiting up to \(options.timeout) for \(what)")
         do {
-            let verdict = try await withDeadline(options.timeout, waitingFor: what) { try await tracker.waitForVerdict() }
+            let verdict = try await withDeadline(options.timeout, waitingFor: what, limitID: "scan.verdict") { try await tracker.waitForVerdict() }
             switch verdict {
             case .complete: result.outcome = .complete
             case .error(let why): result.outcome = .error; result.failure = why

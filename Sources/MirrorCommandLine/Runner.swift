@@ -255,7 +255,7 @@ public enum MirrorMain {
                 do { return .ended(.success(try await command.run(invocation))) } catch { return .ended(.failure(error)) }
             }
             group.addTask {
-                try? await Task.sleep(for: .milliseconds(Int64((limit * 1000).rounded())))
+                try? await MonotonicClock().sleep(for: .milliseconds(Int64((limit * 1000).rounded())))
                 return Task.isCancelled ? nil : .expired
             }
             var first: BoundedOutcome?
@@ -269,6 +269,7 @@ public enum MirrorMain {
         }
         switch first {
         case .expired:
+            WaitLimit.fired("shell.lineTimeout")
             return report(ErrorReport(CLIError.timeout(what: "\(command.spec.name) to finish (the line's --timeout)", seconds: limit)),
                           json: invocation.global.json, console: invocation.console)
         case .ended(.success(let status)):

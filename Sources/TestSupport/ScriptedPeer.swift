@@ -301,7 +301,10 @@ public final class ScriptedPeer: ATTTransport, @unchecked Sendable {
             }
             if let pdu { return pdu }
             if closed { return nil }
-            if arrived.wait(timeout: deadline) == .timedOut { return nil }
+            if arrived.wait(timeout: deadline) == .timedOut {
+                WaitLimit.fired("scriptedPeer.next")
+                return nil
+            }
         }
     }
 

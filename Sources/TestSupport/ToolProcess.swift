@@ -1,5 +1,6 @@
 // The built executables (mirror, mirror-sim, hostile-peer) as subprocesses of a test: one run to its end with
 // what it printed, or a tool in the background until it says it is ready.
+import LinkCore
 import Dispatch
 import Foundation
 
@@ -51,9 +52,11 @@ public enum ToolProcess {
         process.arguments = arguments
         // The working directory (default: this process's): a tool that writes there (scan's ZIP) gets a scratch one.
         if let directory { process.currentDirectoryURL = directory }
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
-        }
+        // The limits that fire in the tool are counted in this process too (WaitLimit's report file).
+        let report = FileManager.default.temporaryDirectory.appendingPathComponent("wait-limits-\(UUID().uuidString)").path
+        defer { WaitLimit.absorbReport(at: report) }
+        process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
+            .merging([WaitLimit.reportVariable: report]) { _, given in given }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -80,8 +83,9 @@ public enum ToolProcess {
         var timedOut = false
         if done.wait(timeout: .now() + timeout) == .timedOut {
             timedOut = true
+            WaitLimit.fired("toolProcess.run")
             process.terminate()
-            _ = done.wait(timeout: .now() + 5)
+            if done.wait(timeout: .now() + 5) == .timedOut { WaitLimit.fired("toolProcess.terminate") }
         }
         group.wait()
         // Closed here, not at deinit: Foundation's Process keeps its pipes alive past this call, and a test run

@@ -27,8 +27,21 @@ final class CapabilityKeeperTests: XCTestCase {
         XCTAssertEqual(dropped.current, 1, "a second end changes nothing")
     }
 
+    /// An end whose drop does not finish within the answer limit returns at that limit.
+    func testAnEndTheKeeperDoesNotFinishInTimeReturnsAtItsLimit() {
+        let limit = WaitLimit.watch("keeper.end")
+        let release = DispatchSemaphore(value: 0)
+        let keeper = CapabilityKeeper(name: "slow-drop", answerLimit: .milliseconds(100), drop: { release.wait() })
+        let started = ContinuousClock.now
+        keeper.end()
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5), "end waited past its limit")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit keeper.end fired")
+        release.signal()
+    }
+
     /// A call that finds the keeper busy past the answer limit runs on its caller instead of waiting on.
     func testACallTheKeeperDoesNotTakeInTimeRunsOnTheCaller() {
+        let limit = WaitLimit.watch("keeper.answer")
         let keeper = CapabilityKeeper(name: "busy-keeper", answerLimit: .milliseconds(100), drop: {})
         let release = DispatchSemaphore(value: 0)
         let started = DispatchSemaphore(value: 0)
@@ -42,6 +55,7 @@ final class CapabilityKeeperTests: XCTestCase {
         release.signal()
         XCTAssertEqual(keeper.perform { threadName() }, "busy-keeper", "free again, the keeper takes calls")
         keeper.end()
+        XCTAssertGreaterThan(limit.fired, 0, "the limit keeper.answer fired")
     }
 
     /// Without a keeper (a process that held nothing, or after the drop), Privilege runs calls where they are made.

@@ -5,6 +5,7 @@ import Foundation
 import GATTClient
 @testable import Mirror
 import MirrorSimulator
+import LinkCore
 import XCTest
 
 final class MirrorScanTests: XCTestCase {
@@ -249,6 +250,7 @@ final class MirrorScanTests: XCTestCase {
     }
 
     func testTimeoutIsNamedAndTheFinalReadStillHappens() async throws {
+        let limit = WaitLimit.watch("scan.verdict")
         let h = try SimHarness { $0.timings.scanStepMilliseconds = 10_000 }
         defer { h.stop() }
         let client = try await h.connect()
@@ -259,6 +261,48 @@ final class MirrorScanTests: XCTestCase {
         XCTAssertTrue(r.finalRead)
         XCTAssertEqual(r.scanState, "invalid")
         XCTAssertEqual(r.scanError, "noError")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit scan.verdict fired")
+    }
+
+    func testAFinalReadThatGetsNoAnswerEndsAtTheATTTimeoutAndTheScanStillReports() async throws {
+        let limit = WaitLimit.watch("att.transaction")
+        // The scan times out; then its final read of scanState (the fourth request on it) is never answered.
+        let h = try SimHarness { $0.faults = [try! SimFault(parsing: "drop:scanState@4")]; $0.timings.scanStepMilliseconds = 10_000 }
+        defer { h.stop() }
+        let client = try await h.connect(timeout: .milliseconds(400))
+        let details = Lock<[String]>([])
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(timeout: .milliseconds(300)), emit: { e in
+            if let d = e.detail { details.withLock { $0.append(d) } }
+        })
+        XCTAssertEqual(r.outcome, .timeout)
+        XCTAssertFalse(r.finalRead)
+        XCTAssertTrue(details.current.contains { $0.hasPrefix("final read failed: timed out after 400 ms waiting for Read Response") }, "\(details.current)")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit att.transaction fired")
+    }
+
+    func testAnInterruptedScanWhoseCancelScanIsNeverAnsweredEndsAtItsLimit() async throws {
+        let limit = WaitLimit.watch("scan.cancelScan")
+        // The second scannerAction write (the interrupt's cancelScan, after initDeviceForScan) is never answered.
+        let h = try SimHarness { $0.faults = [try! SimFault(parsing: "drop:scannerAction@2")]; $0.timings.scanStepMilliseconds = 10_000 }
+        defer { h.stop() }
+        let client = try await h.connect(timeout: .seconds(1))
+        var options = h.scanOptions(timeout: .seconds(30))
+        options.cancelScanLimit = .milliseconds(200)
+        let waiting = OnceBox<Void>()
+        let details = Lock<[String]>([])
+        let task = Task {
+            try await MirrorScan.run(client: client, options: options, emit: { e in
+                if let d = e.detail { details.withLock { $0.append(d) } }
+                if case .step = e.kind, e.detail?.hasPrefix("waiting up to") == true { waiting.finish(.success(())) }
+            })
+        }
+        try await waiting.value()
+        task.cancel()
+        let r = try await task.value
+        XCTAssertEqual(r.outcome, .interrupted)
+        XCTAssertEqual(r.cancelScanSent, false)
+        XCTAssertTrue(details.current.contains { $0.contains("timed out after 200 ms waiting for the Write Response to cancelScan") }, "\(details.current)")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit scan.cancelScan fired")
     }
 
     func testDroppedResponseAndDisconnectDuringTheActionWriteAreWriteFailures() async throws {

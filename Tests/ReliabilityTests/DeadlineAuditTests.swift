@@ -1,6 +1,6 @@
-// The named-deadline audit: every place the code waits (a continuation, an async stream, a task's value, a poll)
-// is in a known list that says what bounds it, and a test triggers each bound and checks the message names what
-// was waited for. A new wait in the sources fails the audit until it is listed here with its test.
+// The named-deadline audit: every place the code waits (a continuation, an async stream, a task's value, a poll, a
+// sleep) is in a known list that says what bounds it, and the test named for each limit runs into it: it watches
+// the limit's WaitLimit identifier and asserts it fired. A new wait fails the audit until it is listed here.
 import TestSupport
 import ATTStack
 import LinuxBluetooth
@@ -20,27 +20,30 @@ struct KnownWait {
     var bound: String
     /// "TestClass.testName": a test that runs into the bound and checks the message.
     var trigger: String
+    /// The WaitLimit identifier recorded when the bound gives up; the trigger test asserts it fired. Nil for a wait
+    /// with no limit of its own (a sleep, a helper, a wait ended by close or cancellation): its bound says what ends it.
+    var fires: String? = nil
 }
 
 let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/LineEditor/LineEditor.swift", snippet: "cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rIn, &rWake)",
               bound: "LineEditor.readEvent at a terminal: the user's line, unbounded by default but stop() (its eventfd) ends it, or readEvent(timeout:), then \"timed out after N waiting for a line at the prompt\"",
-              trigger: "LineEditorTests.testTheWaitAtATerminalPromptTimesOutNamingWhatItWaitedFor"),
+              trigger: "LineEditorTests.testTheWaitAtATerminalPromptTimesOutNamingWhatItWaitedFor", fires: "lineEditor.prompt"),
     KnownWait(file: "Sources/LineEditor/LineEditor.swift", snippet: "cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rInput, &rWake)",
               bound: "LineEditor.readEvent off a terminal: the next line of input, unbounded by default but stop() (its eventfd) ends it, or readEvent(timeout:), then \"timed out after N waiting for a line of input\"",
-              trigger: "LineEditorTests.testTheWaitForPlainInputTimesOutNamingWhatItWaitedFor"),
+              trigger: "LineEditorTests.testTheWaitForPlainInputTimesOutNamingWhatItWaitedFor", fires: "lineEditor.input"),
     KnownWait(file: "Sources/GATTClient/Engine/RequestSlot.swift", snippet: "try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { u in",
               bound: "the ATT transaction timeout (Configuration.transactionTimeout, 30 s by default): every request, so MTU, each procedure, the subscription's CCCD write and first read",
-              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse", fires: "att.transaction"),
     KnownWait(file: "Sources/GATTClient/Engine/WriteWithoutResponse.swift", snippet: "withEngineContinuation { (c: EngineContinuation<Void>)",
               bound: "a permit for write without response: its `timeout`, by default the transaction timeout",
-              trigger: "DeadlineAuditTests.testAPermitWaitTimesOutNamingThePermitWithAndWithoutALimit"),
+              trigger: "DeadlineAuditTests.testAPermitWaitTimesOutNamingThePermitWithAndWithoutALimit", fires: "att.permit"),
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "withEngineContinuation { (c: EngineContinuation<T>)",
               bound: "OnceBox: resumed by whichever comes first of its callback, its deadline (withDeadline, sleep) or cancellation",
-              trigger: "ClockAndOnceTests.testNamedDeadlineForACallbackThatNeverComesAndOneThatComesLate"),
+              trigger: "ClockAndOnceTests.testNamedDeadlineForACallbackThatNeverComesAndOneThatComesLate", fires: "withDeadline"),
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
               bound: "withDeadline(limit, waitingFor:): the named limit",
-              trigger: "DeadlineAuditTests.testWithDeadlineNamesWhatItWaitedFor"),
+              trigger: "DeadlineAuditTests.testWithDeadlineNamesWhatItWaitedFor", fires: "withDeadline"),
     KnownWait(file: "Sources/GATTClient/Once.swift", snippet: "try await once.value()",
               bound: "clock.sleep(until:): the wake-up at its own deadline (the wait is the deadline)",
               trigger: "ClockAndOnceTests.testSleepOnManualClockEndsWhenTimeIsAdvanced"),
@@ -52,13 +55,13 @@ let knownWaits: [KnownWait] = [
               trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "for await _ in pokes",
               bound: "the scan's verdict (COMPLETE and the upload, or ERROR): withDeadline(options.timeout, waitingFor: \"scanState complete and the upload ...\")",
-              trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
-    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "try await Task.sleep(for: options.settle)",
+              trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens", fires: "scan.verdict"),
+    KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "try await MonotonicClock().sleep(for: options.settle)",
               bound: "a fixed settle pause (options.settle): the wait is its own limit",
               trigger: "MirrorScanTests.testTimeoutIsNamedAndTheFinalReadStillHappens"),
     KnownWait(file: "Sources/Mirror/WiFiProcedures.swift", snippet: "for try await n in stream",
               bound: "the Wi-Fi join: withDeadline(timeout, waitingFor: \"wifiConnectionStatus connected or failed after joining SSID\")",
-              trigger: "DeadlineAuditTests.testWiFiWaitsTimeOutNamingWhatTheyWaitedFor"),
+              trigger: "DeadlineAuditTests.testWiFiWaitsTimeOutNamingWhatTheyWaitedFor", fires: "wifi.join"),
     KnownWait(file: "Sources/MirrorCommandLine/Session/Session.swift", snippet: "for try await n in stream",
               bound: "mirror listen: by design until --count, Ctrl-C (cancellation) or the link ends (the stream then throws the disconnect)",
               trigger: "HostileScenarioTests.testANotificationStreamEndsWhenThePeerClosesMidListen"),
@@ -71,30 +74,30 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "return try await task.value",
               bound: "an interruptible command's task (mirror listen, scan): ends with the command; SIGINT/SIGTERM cancel it",
               trigger: "HostileCLITests.testListenDuringANotificationFloodStopsAtItsCount"),
-    KnownWait(file: "Sources/MirrorCommandLine/Runner.swift", snippet: "try? await Task.sleep(for: .milliseconds(Int64((limit * 1000).rounded())))",
+    KnownWait(file: "Sources/MirrorCommandLine/Runner.swift", snippet: "try? await MonotonicClock().sleep(for: .milliseconds(Int64((limit * 1000).rounded())))",
               bound: "a mirror shell line's --timeout S: the limit itself; the command is cancelled and the line fails with \"timed out after S waiting for COMMAND to finish (the line's --timeout)\"",
-              trigger: "ScriptDrivingTests.testALinesTimeoutBoundsThatCommandOnly"),
-    KnownWait(file: "Sources/MirrorCommandLine/Session/Session.swift", snippet: "try? await Task.sleep(for: limit)",
+              trigger: "ScriptDrivingTests.testALinesTimeoutBoundsThatCommandOnly", fires: "shell.lineTimeout"),
+    KnownWait(file: "Sources/MirrorCommandLine/Session/Session.swift", snippet: "try? await MonotonicClock().sleep(for: limit)",
               bound: "mirror listen --duration S: the duration itself, then the stream is finished and listen ends with its summary",
-              trigger: "ScriptDrivingTests.testListenDurationEndsWithTheSummaryAndSaysWhenItIsArmed"),
-    KnownWait(file: "Sources/MirrorCommandLine/Commands/ShellCommand.swift", snippet: "do { try await Task.sleep(",
+              trigger: "ScriptDrivingTests.testListenDurationEndsWithTheSummaryAndSaysWhenItIsArmed", fires: "listen.duration"),
+    KnownWait(file: "Sources/MirrorCommandLine/Commands/ShellCommand.swift", snippet: "do { try await MonotonicClock().sleep(",
               bound: "the shell's sleep S: S itself; Ctrl-C cancels it (\"cancelled: sleep S\")",
               trigger: "ScriptDrivingTests.testShellWaitCountsTheValueAWriteTriggeredAndTimesOutWhenNoneComes"),
-    KnownWait(file: "Sources/MirrorCommandLine/Commands/ShellCommand.swift", snippet: "try? await Task.sleep(for: .milliseconds(Int64((seconds * 1000).rounded())))",
+    KnownWait(file: "Sources/MirrorCommandLine/Commands/ShellCommand.swift", snippet: "try? await MonotonicClock().sleep(for: .milliseconds(Int64((seconds * 1000).rounded())))",
               bound: "the shell's wait: --timeout S (default the connection's, 30 s), then \"timed out after S waiting for N values of the background subscriptions (M came)\"",
-              trigger: "ScriptDrivingTests.testShellWaitCountsTheValueAWriteTriggeredAndTimesOutWhenNoneComes"),
+              trigger: "ScriptDrivingTests.testShellWaitCountsTheValueAWriteTriggeredAndTimesOutWhenNoneComes", fires: "shell.wait"),
     KnownWait(file: "Sources/MirrorCommandLine/Commands/ShellCommand.swift", snippet: "await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in",
               bound: "the shell's wait for values printed: raced against the wait's --timeout in a task group, which cancels it (its cancellation handler resumes it)",
-              trigger: "ScriptDrivingTests.testShellWaitCountsTheValueAWriteTriggeredAndTimesOutWhenNoneComes"),
+              trigger: "ScriptDrivingTests.testShellWaitCountsTheValueAWriteTriggeredAndTimesOutWhenNoneComes", fires: "shell.wait"),
     KnownWait(file: "Sources/LinuxBluetooth/ATTBearerConnect.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents)",
               bound: "the LE connect (ATTBearer.waitForConnection): `timeout` seconds, then TransportError.connectTimedOut (\"connecting to PEER got no answer in N s\")",
-              trigger: "ConnectWaitTests.testTheConnectWaitTimesOutNamingThePeerAndTheLimitWhenPOLLOUTNeverComes"),
+              trigger: "ConnectWaitTests.testTheConnectWaitTimesOutNamingThePeerAndTheLimitWhenPOLLOUTNeverComes", fires: "bearer.connect"),
     KnownWait(file: "Sources/LinuxBluetooth/ATTBearerConnect.swift", snippet: "cbz_poll_two(fd, CBZ_POLLIN, wakefd, CBZ_POLLIN, ms, &r1, &r2)",
               bound: "ATTBearerListener.accept(timeout:): the timeout, then connectTimedOut naming the listener; close() wakes it",
-              trigger: "BearerTests.testAcceptTimesOutAndCloseWakesAccept"),
+              trigger: "BearerTests.testAcceptTimesOutAndCloseWakesAccept", fires: "bearer.accept"),
     KnownWait(file: "Sources/LinuxBluetooth/EnhancedBearer.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)",
               bound: "a unix: Enhanced ATT bearer's handshake message: the client's `timeout` for the answer, the listener's `requestTimeout` (EnhancedBearerHandshake.messageLimit, 5 s) for the request; then TransportError.handshakeTimedOut (\"WHAT did not come from PEER in N s\")",
-              trigger: "EnhancedUnixBearerTests.testAPeerThatNeverAnswersTheHandshakeTimesOutNamingTheAnswer"),
+              trigger: "EnhancedUnixBearerTests.testAPeerThatNeverAnswersTheHandshakeTimesOutNamingTheAnswer", fires: "bearer.handshake"),
     KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "let n = cbz_epoll_wait(epfd, events.baseAddress, Int32(events.count), -1)",
               bound: "the link's event loop on every socket (L2CAP, AF_UNIX), not an operation: close() shuts a socket down (it polls readable, recvmsg returns 0), a socket's end (a dropped link's errno) ends its bearer, posted work signals the eventfd, a deadline fires the timerfd, and releasing the loop posts its stop; every operation above it has its own deadline",
               trigger: "BearerReaderTests.testCloseWakesTheLoopAtOnce"),
@@ -106,74 +109,74 @@ let knownWaits: [KnownWait] = [
               trigger: "EventLoopTests.testSyncRunsOnTheLoopAndReturnsItsResult"),
     KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "counts.wait(until: { $0.stopping == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil",
               bound: "EventLoop.waitForStoppingLoops: its `seconds`, then false",
-              trigger: "EventLoopTests.testAReleasedLoopsThreadEndsAndClosesItsFDs"),
+              trigger: "EventLoopTests.testAReleasedLoopsThreadEndsAndClosesItsFDs", fires: "eventLoop.stopping"),
     KnownWait(file: "Sources/LinkCore/EventLoop.swift", snippet: "counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil",
               bound: "EventLoop.waitForLiveLoops: its `seconds`, then false",
-              trigger: "EventLoopTests.testAReleasedLoopsThreadEndsAndClosesItsFDs"),
+              trigger: "EventLoopTests.testAReleasedLoopsThreadEndsAndClosesItsFDs", fires: "eventLoop.live"),
     KnownWait(file: "Sources/LinkCore/Lock.swift", snippet: "if pthread_cond_timedwait(condition, mutex, &deadline) == ETIMEDOUT { return body(&value.pointee) }",
               bound: "Lock.wait(until:timeoutNanoseconds:): its timeout",
-              trigger: "HCILinkMonitorTests.testAwaitingTheDisconnectReasonIsBounded"),
+              trigger: "HCILinkMonitorTests.testAwaitingTheDisconnectReasonIsBounded", fires: "linkMonitor.disconnectReason"),
     KnownWait(file: "Sources/LinkCore/Lock.swift", snippet: "pthread_cond_wait(condition, mutex)",
               bound: "Lock.wait(until:): a helper, not a wait of its own; each caller is listed above",
               trigger: "BearerTests.testWhenWritableWaiterWakesOnClose"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "try await cancel.value",
               bound: "an interrupted scan's cancelScan: withDeadline(options.cancelScanLimit, 5 s) \"the Write Response to cancelScan\", then the ATT transaction timeout under it",
-              trigger: "ScanCommandTests.testASignalDuringTheScanSendsCancelScanThenExitsWithItsStatus"),
-    KnownWait(file: "Sources/LinuxBluetooth/Privilege.swift", snippet: "let ticket: Int? = state.wait(until: { s -> Int?? in",
+              trigger: "MirrorScanTests.testAnInterruptedScanWhoseCancelScanIsNeverAnsweredEndsAtItsLimit", fires: "scan.cancelScan"),
+    KnownWait(file: "Sources/LinuxBluetooth/Privilege.swift", snippet: "let handed: Int?? = state.wait(until: { s -> Int?? in",
               bound: "CapabilityKeeper.perform handing a call over: the keeper's answerLimit (5 s), then the call runs on its caller, unprivileged",
-              trigger: "CapabilityKeeperTests.testACallTheKeeperDoesNotTakeInTimeRunsOnTheCaller"),
+              trigger: "CapabilityKeeperTests.testACallTheKeeperDoesNotTakeInTimeRunsOnTheCaller", fires: "keeper.answer"),
     KnownWait(file: "Sources/LinuxBluetooth/Privilege.swift", snippet: "state.wait(until: { $0.finished >= ticket ? () : nil })",
               bound: "CapabilityKeeper.perform, a call the keeper took: the keeper runs only short syscalls on sockets (socket, bind, setsockopt, write of an HCI command, ioctl), so it finishes each",
               trigger: "CapabilityKeeperTests.testCallsRunOnTheKeeperUntilItEndsThenOnTheCaller"),
-    KnownWait(file: "Sources/LinuxBluetooth/Privilege.swift", snippet: "_ = state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds)",
+    KnownWait(file: "Sources/LinuxBluetooth/Privilege.swift", snippet: "if state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds) == nil",
               bound: "CapabilityKeeper.end: the keeper's answerLimit (5 s) for it to run its drop and exit",
-              trigger: "CapabilityKeeperTests.testCallsRunOnTheKeeperUntilItEndsThenOnTheCaller"),
+              trigger: "CapabilityKeeperTests.testAnEndTheKeeperDoesNotFinishInTimeReturnsAtItsLimit", fires: "keeper.end"),
     KnownWait(file: "Sources/LinuxBluetooth/Privilege.swift", snippet: "let next = state.wait(until: { s -> (@Sendable () -> Void)?? in",
               bound: "the keeper thread waiting for its next call, not an operation: end() ends it (Privilege.dropAll after the connect or the scan)",
               trigger: "CapabilityKeeperTests.testCallsRunOnTheKeeperUntilItEndsThenOnTheCaller"),
     KnownWait(file: "Sources/LinuxBluetooth/HCISocket.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)",
               bound: "nextDatagram, under an HCI command's answer (HCISocket.run, nextEvent: its timeout, then hciCommandFailed naming the command and \"no answer (Command Complete or Command Status) within N s\") and a management command's (ManagementSocket.run: managementCommandFailed, \"no Command Complete or Command Status from the kernel within N s\", ManagementTests.testASilentKernelIsATimeoutThatSaysWhatWasAwaited)",
-              trigger: "HCICommandWaitTests.testACommandNobodyAnswersFailsNamingTheCommandAndNoAnswerAfterItsTimeout"),
+              trigger: "HCICommandWaitTests.testACommandNobodyAnswersFailsNamingTheCommandAndNoAnswerAfterItsTimeout", fires: "hci.command"),
     KnownWait(file: "Sources/LinuxBluetooth/HCILinkMonitor.swift", snippet: "cbz_poll_two(socket.fd, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &r1, &r2)",
               bound: "the link monitor's reader thread, not an operation: it ends when close() signals its eventfd or the socket ends; every request above it has its own named limits",
               trigger: "HCILinkMonitorTests.testAnUnboundMonitorRefusesRequestsAndCloseEndsTheReaderAtOnce"),
-    KnownWait(file: "Sources/LinuxBluetooth/HCILinkMonitor.swift", snippet: "return state.wait(until: { s -> UInt8?? in",
+    KnownWait(file: "Sources/LinuxBluetooth/HCILinkMonitor.swift", snippet: "let found: UInt8?? = state.wait(until: { s -> UInt8?? in",
               bound: "HCILinkMonitor.awaitDisconnectReason(limit:): the caller's limit (LinkSession.disconnectReasonWait, 500 ms), or the reader's end",
-              trigger: "HCILinkMonitorTests.testAwaitingTheDisconnectReasonIsBounded"),
-    KnownWait(file: "Sources/LinuxBluetooth/HCILinkMonitor.swift", snippet: "_ = state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns)",
+              trigger: "HCILinkMonitorTests.testAwaitingTheDisconnectReasonIsBounded", fires: "linkMonitor.disconnectReason"),
+    KnownWait(file: "Sources/LinuxBluetooth/HCILinkMonitor.swift", snippet: "if state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns) == nil",
               bound: "HCILinkMonitor.close(limit:): the reader leaves its poll when the eventfd is signalled; close waits for it at most `limit` (2 s)",
-              trigger: "HCILinkMonitorTests.testAnUnboundMonitorRefusesRequestsAndCloseEndsTheReaderAtOnce"),
+              trigger: "HCILinkMonitorTests.testACloseWhoseReaderIsBusyReturnsAtItsLimit", fires: "linkMonitor.close"),
     KnownWait(file: "Sources/LinuxBluetooth/HCILinkMonitor.swift", snippet: "let found: Result<T, LinkError>? = state.wait(until: { s -> Result<T, LinkError>? in",
               bound: "a link request's waits (LinkRequestLimits: commandAnswer 2 s, completion 10 s, dataLengthChange 2 s), then .timedOut(LinkWaitTimeout): \"no LE Connection Update Complete for handle 0x0040 within 10 s\"; a Disconnection Complete of the link or the reader's end ends it at once",
-              trigger: "HCILinkMonitorTests.testAnUpdateWithNoCompletionTimesOutNamingTheEventTheHandleAndTheLimit"),
+              trigger: "HCILinkMonitorTests.testAnUpdateWithNoCompletionTimesOutNamingTheEventTheHandleAndTheLimit", fires: "linkMonitor.request"),
     KnownWait(file: "Sources/BareATT/BareLoop.swift", snippet: "cbz_poll_one(fd, CBZ_POLLOUT, timeoutMilliseconds, &revents)",
               bound: "the bare loop's send on a full socket: its timeout (mirror bench: --timeout), then BareATTError.timeout(.socketWritable): \"the bare loop's socket to take more data\"",
-              trigger: "HostileCLITests.testTheBenchsBareLoopTimesOutNamingTheSocketThatTookNoMoreData"),
+              trigger: "HostileCLITests.testTheBenchsBareLoopTimesOutNamingTheSocketThatTookNoMoreData", fires: "bare.socketWritable"),
     KnownWait(file: "Sources/BareATT/BareLoop.swift", snippet: "cbz_poll_one(fd, CBZ_POLLIN, timeoutMilliseconds, &revents)",
               bound: "the bare loop's wait for an answer: its timeout (mirror bench: --timeout), then BareATTError.timeout(.response): \"a response in the bare loop\"",
-              trigger: "HostileCLITests.testTheBenchsBareLoopTimesOutNamingTheResponseItWaitedFor"),
+              trigger: "HostileCLITests.testTheBenchsBareLoopTimesOutNamingTheResponseItWaitedFor", fires: "bare.response"),
     KnownWait(file: "Sources/BareATT/PlainPeer.swift", snippet: "let counted: Void? = reached.wait(until: { _ in writeCommands >= total ? () : nil },",
               bound: "PlainPeer.waitUntil(writeCommands:timeout:): its timeout, then BareATTError.timeout(.writeCommandsCounted(N)): \"the plain peer to count N Write Commands\"",
-              trigger: "BareATTTests.testWaitingForCommandsThePeerNeverGetsTimesOutNamingTheCountAndTheLimit"),
+              trigger: "BareATTTests.testWaitingForCommandsThePeerNeverGetsTimesOutNamingTheCountAndTheLimit", fires: "plainPeer.writeCommands"),
     KnownWait(file: "Sources/GATTClient/GATTClient+Security.swift", snippet: "try await once.value()",
-              bound: "the security retry's wait for POLLOUT while pairing runs (a send refused with ENOTCONN right after a raise): the transaction timeout, then \"the link to take data again after raising security to LEVEL (pairing)\"; at most GATTClient.pairingSendRetries waits",
-              trigger: "PairingRetryTests.testPairingThatNeverEndsTimesOutNamingTheLinkAndTheLevel"),
+              bound: "the security retry's wait for POLLOUT while pairing runs (a send refused with ENOTCONN right after a raise): withDeadline(the transaction timeout), then \"the link to take data again after raising security to LEVEL (pairing)\"; at most GATTClient.pairingSendRetries waits",
+              trigger: "PairingRetryTests.testPairingThatNeverEndsTimesOutNamingTheLinkAndTheLevel", fires: "security.link"),
     KnownWait(file: "Sources/MirrorCommandLine/Session/Bench.swift", snippet: "for try await part in group { all.append(part) }",
               bound: "bench --bearers N: the writers of one round, each ending at its share of --count or at the --duration deadline, each write bounded by the transaction timeout (--timeout), whose error ends the round",
-              trigger: "BenchBearersTests.testAWriterWhoseBearerNeverAnswersTimesOutNamingIt"),
+              trigger: "BenchBearersTests.testAWriterWhoseBearerNeverAnswersTimesOutNamingIt", fires: "att.transaction"),
     KnownWait(file: "Sources/MirrorCommandLine/Session/Bench.swift", snippet: "return try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in",
               bound: "a bare-loop turn on the socket the bearer lends (ATTBearer.lend): the turn's own polls, each under --timeout; a connection error at once when the bearer has ended",
-              trigger: "BenchCommandTests.testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt"),
+              trigger: "BenchCommandTests.testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt", fires: "bare.response"),
     KnownWait(file: "Sources/GATTClient/Continuation.swift", snippet: "try await withCheckedThrowingContinuation(body)",
               bound: "withEngineContinuation (debug builds): a wrapper, not a wait of its own; each caller is listed above",
-              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse", fires: "att.transaction"),
     KnownWait(file: "Sources/GATTClient/Continuation.swift", snippet: "try await withUnsafeThrowingContinuation(body)",
               bound: "withEngineContinuation (release builds): a wrapper, not a wait of its own; each caller is listed above",
-              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
+              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse", fires: "att.transaction"),
     KnownWait(file: "Sources/Mirror/ScanProcedure.swift", snippet: "let (s, e) = try await finalRead.value",
               bound: "the scan's final read of scanState and scanError: two reads, each under the ATT transaction timeout",
-              trigger: "DeadlineAuditTests.testEveryRequestOfEveryProcedureTimesOutNamingItsResponse"),
-    KnownWait(file: "Sources/MirrorCommandLine/Commands/ScanCommand.swift", snippet: "try? await Task.sleep(for: .seconds(1))",
+              trigger: "MirrorScanTests.testAFinalReadThatGetsNoAnswerEndsAtTheATTTimeoutAndTheScanStillReports", fires: "att.transaction"),
+    KnownWait(file: "Sources/MirrorCommandLine/Commands/ScanCommand.swift", snippet: "try? await MonotonicClock().sleep(for: .seconds(1))",
               bound: "the status line's once-a-second redraw: a one-second sleep in a task cancelled when the scan ends",
               trigger: "ScanCommandTests.testTheStatusLineRedrawsEverySecondOnATerminalAndStopsWithTheScan"),
     KnownWait(file: "Sources/MirrorCommandLine/Interrupts.swift", snippet: "guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }",
@@ -184,10 +187,10 @@ let knownWaits: [KnownWait] = [
               trigger: "HostileCLITests.testASIGTERMRightAfterTheListeningLineEndsThePeerEveryTime"),
     KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "if done.wait(timeout: .now() + timeout) == .timedOut {",
               bound: "ToolProcess.run: the run's timeout (60 s unless given); then the tool is terminated and the run throws, naming it",
-              trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed"),
-    KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "_ = done.wait(timeout: .now() + 5)",
+              trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed", fires: "toolProcess.run"),
+    KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "if done.wait(timeout: .now() + 5) == .timedOut {",
               bound: "ToolProcess.run: 5 s for a terminated tool to exit",
-              trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed"),
+              trigger: "GATTCommandTests.testARunThatIgnoresTheTerminationIsWaitedForAtMostFiveSecondsMore", fires: "toolProcess.terminate"),
     KnownWait(file: "Sources/TestSupport/ToolProcess.swift", snippet: "group.wait()",
               bound: "ToolProcess.run: its output pipes reach end of file when the tool has exited (bounded by the two waits above)",
               trigger: "GATTCommandTests.testARunThatDoesNotEndInTimeIsTerminatedAndNamed"),
@@ -197,12 +200,12 @@ let knownWaits: [KnownWait] = [
     KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "if !done { try? await once.value() }",
               bound: "ScriptedPeer.waitForSent: a test helper; the test's own `within` limit bounds it",
               trigger: "EngineTests.testStaleTimerOfAnEarlierWriteNeverResolvesALaterWrite"),
-    KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "if arrived.wait(timeout: deadline) == .timedOut { return nil }",
+    KnownWait(file: "Sources/TestSupport/ScriptedPeer.swift", snippet: "if arrived.wait(timeout: deadline) == .timedOut {",
               bound: "ScriptedPeer.next(timeout:): its timeout, then nil (the test asserts on it)",
-              trigger: "SimulatorServerTests.testFaultsDropDelayDisconnectAndNotifyFirst"),
+              trigger: "SimulatorServerTests.testFaultsDropDelayDisconnectAndNotifyFirst", fires: "scriptedPeer.next"),
     KnownWait(file: "Sources/HostilePeer/HostilePeer.swift", snippet: "state.wait(until: { s in predicate(s) ? true : nil }, timeoutNanoseconds:",
               bound: "HostilePeer.wait(timeout:until:) and close(): the caller's timeout (close: 10 s for the accept thread, 10 s for the connections), then it answers whether the state got there",
-              trigger: "HostileScenarioTests.testAHostilePeerWaitForCountersThatNeverComeEndsAtItsTimeout"),
+              trigger: "HostileScenarioTests.testAHostilePeerWaitForCountersThatNeverComeEndsAtItsTimeout", fires: "hostilePeer.wait"),
     KnownWait(file: "Sources/BareATT/PlainPeer.swift", snippet: "cbz_poll_two(listener, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &revents, &wakeEvents)",
               bound: "the plain peer's accept thread (mirror bench --loopback, gatt-bench; a server thread, not an operation): close() signals its eventfd",
               trigger: "BenchCommandTests.testLoopbackNeedsNoTarget"),
@@ -214,6 +217,41 @@ let knownWaits: [KnownWait] = [
               trigger: "BenchCommandTests.testLoopbackNeedsNoTarget"),
 ]
 
+/// A limit recorded at a wait listed under another limit or none of its own (the same poll, a withDeadline around
+/// requests that each have the ATT timeout): what it bounds and the test that watches it fire.
+struct OtherLimit {
+    var id: String
+    var bound: String
+    var trigger: String
+}
+
+let otherLimits: [OtherLimit] = [
+    OtherLimit(id: "management.command",
+               bound: "ManagementSocket.run on HCISocket's nextDatagram poll: \"no Command Complete or Command Status from the kernel within N s\"",
+               trigger: "ManagementTests.testASilentKernelIsATimeoutThatSaysWhatWasAwaited"),
+    OtherLimit(id: "wifi.list",
+               bound: "MirrorWiFi.list: withDeadline(timeout, waitingFor: \"the Wi-Fi network list (wifiScan, wifiNumNetworks, wifiNetworkSSIDEnum)\") around its requests",
+               trigger: "DeadlineAuditTests.testWiFiWaitsTimeOutNamingWhatTheyWaitedFor"),
+    OtherLimit(id: "wifi.status",
+               bound: "MirrorWiFi.status: withDeadline(timeout, waitingFor: \"wifiConnectionStatus\") around its read",
+               trigger: "DeadlineAuditTests.testWiFiStatusTimesOutNamingWhatItWaitedFor"),
+]
+
+/// The limit identifiers the sources record: `WaitLimit.fired("ID")`, `limitID: "ID"` and withDeadline's default.
+func scanForLimitIDs() throws -> Set<String> {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let pattern = try NSRegularExpression(pattern: #"(?:WaitLimit\.fired\(|limitID: (?:String = )?)"([\w.]+)""#)
+    var ids: Set<String> = []
+    guard let walker = FileManager.default.enumerator(at: root.appendingPathComponent("Sources"), includingPropertiesForKeys: nil) else { return [] }
+    for case let url as URL in walker where url.pathExtension == "swift" {
+        let text = try String(contentsOf: url, encoding: .utf8)
+        for m in pattern.matches(in: text, range: NSRange(text.startIndex..., in: text)) {
+            ids.insert((text as NSString).substring(with: m.range(at: 1)))
+        }
+    }
+    return ids
+}
+
 /// The waits in the sources: (file relative to the package, trimmed line).
 func scanForWaits() throws -> [(file: String, line: String)] {
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -224,6 +262,7 @@ func scanForWaits() throws -> [(file: String, line: String)] {
         #"await\s+[\w.]+\.value(\(\))?\s*$"#,
         #"await\s+[\w.]+\.value\(\)"#,
         #"\bTask\.sleep\b"#,
+        #"\.sleep\((for|until):"#,
         #"\bcbz_(e)?poll(_one|_two|_wait)?\("#,
         #"\.wait\((timeout:)?"#,
         #"\bcbz_recv_datagram_wait\("#,
@@ -274,6 +313,14 @@ func testClassBodies() throws -> [String: String] {
     return bodies
 }
 
+/// The body of test method `name` in a class body: from its declaration to the next method declaration.
+func testMethodBody(_ name: String, in classBody: String) -> String? {
+    guard let start = classBody.range(of: "\n    func \(name)() ") else { return nil }
+    let rest = classBody[start.upperBound...]
+    let end = rest.range(of: "\n    func ")?.lowerBound ?? rest.endIndex
+    return String(rest[..<end])
+}
+
 /// A scripted peer that answers as the one server (over the hostile peer's database) except for the requests it
 /// keeps silent on; `silentSent` is finished when the first of those has been sent.
 func selectivePeer(silentOn: Set<UInt8>, capacity: Int? = nil) -> (peer: ScriptedPeer, silentSent: OnceBox<Void>) {
@@ -307,6 +354,7 @@ final class DeadlineAuditTests: XCTestCase {
         XCTAssertEqual(classes["DeadlineAuditTests"]?.contains("func testWithDeadlineNamesWhatItWaitedFor() "), true)
         XCTAssertEqual(classes["DeadlineAuditTests"]?.contains("if let d = e.detail { _details" + ".append(d) }"), false)
         var untriggered: [String] = []
+        var watched: Set<String> = []
         for w in knownWaits {
             XCTAssertTrue(hits.contains { $0.file == w.file && $0.line.contains(w.snippet) }, "a stale entry (no such wait any more): \(w.file): \(w.snippet)")
             XCTAssertFalse(w.bound.isEmpty)
@@ -314,22 +362,47 @@ final class DeadlineAuditTests: XCTestCase {
                 untriggered.append("\(w.file): \(w.snippet) (\(w.trigger))")
                 continue
             }
-            // "Class.testName": a test method of that XCTestCase class, declared in its body.
-            let parts = w.trigger.split(separator: ".").map(String.init)
-            guard parts.count == 2, parts[1].hasPrefix("test") else {
-                XCTFail("the trigger of \(w.file): \(w.snippet) is not Class.testName: \(w.trigger)")
-                continue
-            }
-            guard let body = classes[parts[0]] else {
-                XCTFail("no XCTestCase class \(parts[0]) in Tests/ for \(w.snippet)")
-                continue
-            }
-            XCTAssertTrue(body.contains("func \(parts[1])() "), "no test \(parts[1]) in class \(parts[0]) for \(w.snippet)")
+            checkTrigger(w.trigger, watches: w.fires, of: "\(w.file): \(w.snippet)", in: classes)
+            if let id = w.fires { watched.insert(id) }
         }
-        print("deadline audit: \(hits.count) waits in the sources, \(knownWaits.count) known, \(untriggered.count) not triggered by a test here:")
+        // Every limit the sources record is a known wait's or listed below, and its trigger watches it fire.
+        let recorded = try scanForLimitIDs()
+        XCTAssertGreaterThan(recorded.count, 10, "the scan found too few limits: is it reading the sources?")
+        for l in otherLimits {
+            XCTAssertFalse(l.bound.isEmpty)
+            checkTrigger(l.trigger, watches: l.id, of: "the limit \(l.id)", in: classes)
+            watched.insert(l.id)
+        }
+        for id in recorded {
+            XCTAssertTrue(watched.contains(id), "an unlisted limit: \(id). Name it as a known wait's `fires` or in otherLimits, with a test that watches it fire.")
+        }
+        for id in watched {
+            XCTAssertTrue(recorded.contains(id), "a stale limit (nothing records it any more): \(id)")
+        }
+        print("deadline audit: \(hits.count) waits in the sources, \(knownWaits.count) known, \(watched.count) limits watched firing by their triggers, \(untriggered.count) not triggered by a test here:")
         for u in untriggered { print("  " + u) }
         // Only the signal thread (a wait for the life of the process, by design) lacks a trigger here.
         XCTAssertLessThanOrEqual(untriggered.count, 1)
+    }
+
+    /// `trigger` ("Class.testName") is a test method of that XCTestCase class; with `id`, it watches that limit and
+    /// asserts it fired while it ran (`WaitLimit.watch(id)`, then `XCTAssertGreaterThan(limit.fired, 0, ...)`).
+    func checkTrigger(_ trigger: String, watches id: String?, of what: String, in classes: [String: String],
+                      file: StaticString = #filePath, line: UInt = #line) {
+        let parts = trigger.split(separator: ".").map(String.init)
+        guard parts.count == 2, parts[1].hasPrefix("test") else {
+            return XCTFail("the trigger of \(what) is not Class.testName: \(trigger)", file: file, line: line)
+        }
+        guard let body = classes[parts[0]] else {
+            return XCTFail("no XCTestCase class \(parts[0]) in Tests/ for \(what)", file: file, line: line)
+        }
+        guard let test = testMethodBody(parts[1], in: body) else {
+            return XCTFail("no test \(parts[1]) in class \(parts[0]) for \(what)", file: file, line: line)
+        }
+        if let id {
+            XCTAssertTrue(test.contains("WaitLimit.watch(\"\(id)\")") && test.contains(".fired, 0"),
+                          "\(trigger) does not watch the limit \(id) of \(what)", file: file, line: line)
+        }
     }
 
     /// Runs `procedure` on a client whose peer answers everything but `silentOn`; the ATT timeout must fire and say
@@ -359,6 +432,7 @@ final class DeadlineAuditTests: XCTestCase {
     }
 
     func testEveryRequestOfEveryProcedureTimesOutNamingItsResponse() async throws {
+        let limit = WaitLimit.watch("att.transaction")
         let t = "timed out after 30 s waiting for "
         try await timeout(silentOn: [0x02], t + "Exchange MTU Response") { c in _ = try await c.exchangeMTU() }
         try await timeout(silentOn: [0x10], t + "Read By Group Type Response on handle 0x0001") { c in _ = try await c.discoverAllPrimaryServices() }
@@ -380,9 +454,11 @@ final class DeadlineAuditTests: XCTestCase {
             c.setName("shortValue", for: 11)
             try await c.write(handle: 11, value: [1])
         }
+        XCTAssertGreaterThan(limit.fired, 0, "the limit att.transaction fired")
     }
 
     func testAPermitWaitTimesOutNamingThePermitWithAndWithoutALimit() async throws {
+        let limit = WaitLimit.watch("att.permit")
         for (limit, spoken) in [(Duration?.some(.seconds(2)), "2 s"), (nil, "30 s")] {
             let clock = ManualClock()
             var configuration = GATTClient.Configuration()
@@ -400,9 +476,11 @@ final class DeadlineAuditTests: XCTestCase {
             XCTAssertFalse(c.isClosed, "a permit timeout fails the one write, not the bearer")
             c.close()
         }
+        XCTAssertGreaterThan(limit.fired, 0, "the limit att.permit fired")
     }
 
     func testWithDeadlineNamesWhatItWaitedFor() async throws {
+        let limit = WaitLimit.watch("withDeadline")
         let clock = ManualClock()
         let task = Task {
             try await withDeadline(.seconds(5), waitingFor: "the mirror to finish", clock: clock) { () async throws -> Int in
@@ -415,23 +493,37 @@ final class DeadlineAuditTests: XCTestCase {
         do { _ = try await task.value; XCTFail("no timeout") } catch {
             XCTAssertEqual("\(error)", "timed out after 5 s waiting for the mirror to finish")
         }
+        XCTAssertGreaterThan(limit.fired, 0, "the limit withDeadline fired")
     }
 
-    func testWiFiWaitsTimeOutNamingWhatTheyWaitedFor() async throws {
-        var options = SimOptions()
-        options.timings = .realistic
-        options.wifiConnected = false
+    /// A client (5 s transaction timeout, MTU exchanged) of a simulated mirror with `options` over a unix: bearer;
+    /// `end` closes the client, the listener and the mirror's connections.
+    func simulatedMirrorClient(_ options: SimOptions) async throws -> (client: GATTClient, end: () -> Void) {
         let sim = SimulatedMirror(options: options)
         let path = freshSocketPath("wifi")
         let listener = try ATTBearerListener.unix(path: path)
-        defer { listener.close(); sim.disconnectAll(reason: "test over") }
         Thread { while let b = try? listener.accept() { sim.attach(b) } }.start()
-        let bearer = try ATTBearer.connect(unixPath: path)
-        var configuration = GATTClient.Configuration()
-        configuration.transactionTimeout = .seconds(5)
-        let c = try await GATTClient.connect(transport: bearer, configuration: configuration)
-        defer { c.close() }
-        _ = try await c.exchangeMTU()
+        let ending = { listener.close(); sim.disconnectAll(reason: "test over") }
+        do {
+            let bearer = try ATTBearer.connect(unixPath: path)
+            var configuration = GATTClient.Configuration()
+            configuration.transactionTimeout = .seconds(5)
+            let c = try await GATTClient.connect(transport: bearer, configuration: configuration)
+            do { _ = try await c.exchangeMTU() } catch { c.close(); throw error }
+            return (c, { c.close(); ending() })
+        } catch {
+            ending()
+            throw error
+        }
+    }
+
+    func testWiFiWaitsTimeOutNamingWhatTheyWaitedFor() async throws {
+        let limit = WaitLimit.watch("wifi.join"), listLimit = WaitLimit.watch("wifi.list")
+        var options = SimOptions()
+        options.timings = .realistic
+        options.wifiConnected = false
+        let (c, end) = try await simulatedMirrorClient(options)
+        defer { end() }
         // The list waits for the mirror's scan (1.2 s when realistic).
         do {
             _ = try await MirrorWiFi.list(client: c, profile: .bundled, timeout: .milliseconds(200))
@@ -439,6 +531,7 @@ final class DeadlineAuditTests: XCTestCase {
         } catch {
             XCTAssertTrue("\(error)".hasPrefix("timed out after 200 ms waiting for the Wi-Fi network list"), "\(error)")
         }
+        XCTAssertGreaterThan(listLimit.fired, 0, "the limit wifi.list fired")
         // The join waits for connected or failed (3 s when realistic): the timeout is reported as an event, then
         // the final read says where it got to.
         let events = EventCollector()
@@ -446,6 +539,22 @@ final class DeadlineAuditTests: XCTestCase {
         XCTAssertNotEqual(status.status, "connected")
         XCTAssertTrue(events.details.contains { $0.contains("timed out after 200 ms waiting for wifiConnectionStatus connected or failed after joining alpha") },
                       "\(events.details)")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit wifi.join fired")
+    }
+
+    func testWiFiStatusTimesOutNamingWhatItWaitedFor() async throws {
+        let limit = WaitLimit.watch("wifi.status")
+        var options = SimOptions()
+        options.faults = [try SimFault(parsing: "drop:wifiConnectionStatus")]
+        let (c, end) = try await simulatedMirrorClient(options)
+        defer { end() }
+        do {
+            _ = try await MirrorWiFi.status(client: c, profile: .bundled, timeout: .milliseconds(200))
+            XCTFail("the dropped status read came back")
+        } catch {
+            XCTAssertEqual("\(error)", "timed out after 200 ms waiting for wifiConnectionStatus")
+        }
+        XCTAssertGreaterThan(limit.fired, 0, "the limit wifi.status fired")
     }
 }
 

@@ -6,6 +6,7 @@ import ATTStack
 import Foundation
 import GATTClient
 import HostilePeer
+import LinkCore
 import XCTest
 
 typealias Procedure = @Sendable (GATTClient) async throws(GATTError) -> Void
@@ -36,6 +37,7 @@ final class HostileScenarioTests: XCTestCase {
     }
 
     func testAHostilePeerWaitForCountersThatNeverComeEndsAtItsTimeout() throws {
+        let limit = WaitLimit.watch("hostilePeer.wait")
         let peer = try startPeer(HostileOptions(.wellBehaved))
         defer { peer.close() }
         let start = ContinuousClock.now
@@ -43,6 +45,7 @@ final class HostileScenarioTests: XCTestCase {
         let took = ContinuousClock.now - start
         XCTAssertGreaterThanOrEqual(took, .milliseconds(200))
         XCTAssertLessThan(took, .seconds(5))
+        XCTAssertGreaterThan(limit.fired, 0, "the limit hostilePeer.wait fired")
     }
 
     func testControlAWellBehavedPeerPassesEveryProcedure() async throws {

@@ -153,7 +153,7 @@ final class StatusLine: Sendable {
     }
     private let enabled: Bool
     private let state = Lock(State())
-    private let started = ContinuousClock.now
+    private let started = MonotonicClock().now()
     private let deadline: Double
     private let ticker = Lock<Task<Void, Never>?>(nil)
 
@@ -167,7 +167,7 @@ final class StatusLine: Sendable {
         guard enabled else { return }
         let task = Task { [weak self] in
             while !Task.isCancelled {
-                try? await Task.sleep(for: .seconds(1))
+                try? await MonotonicClock().sleep(for: .seconds(1))
                 self?.draw()
             }
         }
@@ -185,7 +185,7 @@ final class StatusLine: Sendable {
 
     func draw() {
         guard enabled else { return }
-        let d = ContinuousClock.now - started
+        let d = MonotonicClock().now().duration(since: started)
         let elapsed = Double(d.components.seconds) + Double(d.components.attoseconds) / 1e18
         let left = max(0, deadline - elapsed)
         let text = state.withLock { s -> String in

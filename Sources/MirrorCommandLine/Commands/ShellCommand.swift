@@ -422,7 +422,7 @@ final class Shell: Sendable {
                 e.command = name
                 throw e
             }
-            do { try await Task.sleep(for: .milliseconds(Int64((seconds * 1000).rounded()))) } catch {
+            do { try await MonotonicClock().sleep(for: .milliseconds(Int64((seconds * 1000).rounded()))) } catch {
                 throw GATTError.cancelled(operation: "sleep \(formatSeconds(seconds))")
             }
             if json { console.out(JSONValue.object([("slept", .double(seconds))]).compact) }
@@ -453,7 +453,7 @@ final class Shell: Sendable {
         let arrived = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await Shell.values(count, deliveries); return !Task.isCancelled }
             group.addTask {
-                try? await Task.sleep(for: .milliseconds(Int64((seconds * 1000).rounded())))
+                try? await MonotonicClock().sleep(for: .milliseconds(Int64((seconds * 1000).rounded())))
                 return false
             }
             let first = await group.next() ?? false
@@ -466,6 +466,7 @@ final class Shell: Sendable {
         }
         if arrived { return }
         if Task.isCancelled { throw GATTError.cancelled(operation: "wait") }
+        WaitLimit.fired("shell.wait")
         throw CLIError.timeout(what: "\(count) value\(count == 1 ? "" : "s") of the background subscriptions (\(came) came)", seconds: seconds)
     }
 

@@ -407,8 +407,11 @@ final class Session: Sendable {
         // --duration: the stream is ended from the consumer's side when it is up (what is buffered is still read).
         let timer = duration.map { limit in
             Task {
-                try? await Task.sleep(for: limit)
-                if !Task.isCancelled { stream.finish() }
+                try? await MonotonicClock().sleep(for: limit)
+                if !Task.isCancelled {
+                    WaitLimit.fired("listen.duration")
+                    stream.finish()
+                }
             }
         }
         defer { timer?.cancel() }
