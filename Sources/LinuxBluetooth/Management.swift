@@ -58,6 +58,8 @@ public enum ManagementEvent: Sendable, Equatable {
     case deviceFound(index: UInt16, report: LEAdvertisingReport)
     /// Discovering (0x0013): discovery on `index` started or stopped.
     case discovering(index: UInt16, on: Bool)
+    /// A pairing event (ManagementPairing.swift): a connection, a request to answer, a failure.
+    case pairing(index: UInt16, PairingEvent)
     case other(code: UInt16, index: UInt16)
 
     /// Parses one management packet; nil when shorter than its header says.
@@ -84,6 +86,7 @@ public enum ManagementEvent: Sendable, Equatable {
         case 0x0013 where d.count >= 2:
             return .discovering(index: index, on: d[1] != 0)
         default:
+            if let event = PairingEvent.parse(code: code, d) { return .pairing(index: index, event) }
             return .other(code: code, index: index)
         }
     }

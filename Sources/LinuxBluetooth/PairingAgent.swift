@@ -1,0 +1,213 @@
+// This process as the pairing agent, with no bluetoothd: it asks the kernel to pair (Pair Device) and answers what
+// the kernel's SMP asks of user space (mgmt.c: User Confirmation and User Passkey Requests). Unanswered, smp.c's
+// 30 s SMP timeout ends the pairing (Core Spec 5.4 Vol 3 Part H §3.4).
+
+import ATTStack
+import LinkCore
+
+/// The pairing method SMP chose (Vol 3 Part H §2.3.5.1), as the requests the kernel made reveal it.
+public enum PairingMethod: String, Sendable {
+    case justWorks = "Just Works"
+    case numericComparison = "Numeric Comparison"
+    case passkeyEntry = "Passkey Entry"
+}
+
+/// A passkey or comparison value as the user sees it: six digits, leading zeros kept (Vol 3 Part H §2.3.5.3).
+public func sixDigits(_ value: UInt32) -> String {
+    let digits = String(value % 1_000_000)
+    return String(repeating: "0", count: 6 - digits.count) + digits
+}
+
+/// What a pairing asks of its user; the CLI answers on its terminal, tests and the simulator with fixed answers.
+public struct PairingPrompts: Sendable {
+    /// Numeric Comparison: whether the six digits match what the peer shows.
+    public var confirm: @Sendable (_ value: UInt32, _ peer: BluetoothAddress) -> Bool
+    /// Passkey Entry on this side: the passkey the peer shows, or nil to refuse.
+    public var passkey: @Sendable (_ peer: BluetoothAddress) -> UInt32?
+    /// Passkey Entry on the peer's side: show this passkey for its user to type.
+    public var display: @Sendable (_ passkey: UInt32, _ peer: BluetoothAddress) -> Void
+
+    public init(confirm: @escaping @Sendable (UInt32, BluetoothAddress) -> Bool,
+                passkey: @escaping @Sendable (BluetoothAddress) -> UInt32?,
+                display: @escaping @Sendable (UInt32, BluetoothAddress) -> Void) {
+        self.confirm = confirm
+        self.passkey = passkey
+        self.display = display
+    }
+
+    /// Fixed answers: accept every comparison, enter `passkey` (refuse when nil), show nothing.
+    public static func fixed(passkey: UInt32?) -> PairingPrompts {
+        PairingPrompts(confirm: { _, _ in true }, passkey: { _ in passkey }, display: { _, _ in })
+    }
+}
+
+/// A pairing that ended.
+public struct PairingOutcome: Sendable, Equatable {
+    public var address: BluetoothAddress
+    public var type: LEAddressType
+    public var method: PairingMethod
+    /// The kernel already held keys for the peer (Pair Device's 0x13 Already Paired): nothing was exchanged.
+    public var alreadyPaired: Bool
+}
+
+/// Why a pairing did not end in keys, with what the kernel and the link said.
+public struct PairingError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var address: BluetoothAddress
+    /// The address with its type, as messages name the peer.
+    public var peer: String
+    public var adapter: String
+    /// Pair Device's management status (0x05 Authentication Failed, 0x04 Connect Failed, ...); nil on a timeout.
+    public var status: UInt8?
+    /// The method the requests revealed, when any came.
+    public var method: PairingMethod?
+    /// Authentication Failed's HCI status, when the kernel sent one.
+    public var authenticationStatus: UInt8?
+    /// Device Disconnected's reason, when the link dropped during the pairing.
+    public var disconnectReason: UInt8?
+    /// A timeout: what was awaited, and for how long.
+    public var waitedFor: String?
+    public var seconds: Double?
+    /// What this side refused, when it was this side (a passkey not given, a comparison declined).
+    public var refusedHere: String?
+
+    public var description: String {
+        var text = "pairing with \(peer) on \(adapter) failed: "
+        if let waitedFor, let seconds {
+            text += "timed out after \(bearerSeconds(seconds)) s waiting for \(waitedFor)"
+        } else if let status {
+            text += "Pair Device answered \(ATTHex.byte(status)) \(managementStatusName(status))"
+        }
+        var facts: [String] = []
+        if let method { facts.append("method \(method.rawValue)") }
+        if let refusedHere { facts.append("this host refused: \(refusedHere)") }
+        if let authenticationStatus { facts.append("the kernel reported Authentication Failed, HCI status \(ATTHex.byte(authenticationStatus))") }
+        if let disconnectReason { facts.append("the link dropped: \(managementDisconnectReasonName(disconnectReason))") }
+        if !facts.isEmpty { text += " (" + facts.joined(separator: "; ") + ")" }
+        if let advice { text += "; \(advice)" }
+        return text
+    }
+
+    /// What to do next, by what went wrong.
+    public var advice: String? {
+        if refusedHere != nil { return nil }
+        switch status {
+        case 0x04?: return "the peer did not accept a connection: is it advertising connectable and in range?"
+        case 0x05?: return "the peer refused the pairing or the values did not match; if it was bonded before it may have forgotten the bond: `mirror bonds remove \(address)` then pair again"
+        case 0x0A?: return "another pairing runs on \(adapter): wait for it to end"
+        case 0x14?: return "the management socket is not trusted: give the binary CAP_NET_ADMIN (sudo setcap cap_net_raw,cap_net_admin+ep $(command -v mirror)) or run as root"
+        case 0x0F?: return "\(adapter) is not powered: `sudo btmgmt -i \(adapter) power on`"
+        default: return waitedFor != nil ? "the peer or the kernel stopped answering; btmon shows the SMP exchange" : nil
+        }
+    }
+}
+
+/// Runs pairings on one adapter through a management socket, as the agent of this process.
+public final class PairingAgent: Sendable {
+    public let socket: ManagementSocket
+    public let index: Int
+    public let prompts: PairingPrompts
+
+    /// How long a pairing may take in all: the connection (the kernel's 20 s LE connection timeout), SMP's own
+    /// 30 s timeout, and a person reading a passkey.
+    public static let pairLimit: Double = 60
+
+    public init(socket: ManagementSocket, index: Int, prompts: PairingPrompts) {
+        self.socket = socket
+        self.index = index
+        self.prompts = prompts
+    }
+
+    /// Makes the adapter keep keys and say `io` when the peer starts pairing: Set Bondable (the kernel clears it at
+    /// the first management command), Set IO Capability, and Secure Connections where the controller has them.
+    public func prepare(io: IOCapability) throws(TransportError) {
+        try socket.run(.setBondable(index: index, true))
+        try socket.run(.setIOCapability(index: index, io))
+        let info = try socket.run(.readControllerInformation(index: index))
+        // Supported_Settings bit 11: Secure Connections (mgmt-protocol.rst, Read Controller Information).
+        if info.count >= 17, info.littleEndianUInt32(at: 9) & (1 << 11) != 0,
+           info.littleEndianUInt32(at: 13) & (1 << 11) == 0 {
+            try socket.run(.setSecureConnections(index: index, true))
+        }
+    }
+
+    /// Answers a pairing request of the kernel for any peer (the simulator's side, or during a connection that
+    /// raises its security): the method it reveals (nil for an event that asks nothing) and what this side refused.
+    @discardableResult
+    public func answer(_ event: PairingEvent) throws(TransportError) -> (method: PairingMethod, refused: String?)? {
+        switch event {
+        case .userConfirmationRequest(let a, let t, let justWorks, let value):
+            // Just Works (Confirm_Hint 1): this process asked to pair, or serves a peer that may, so it confirms.
+            let accept = justWorks ? true : prompts.confirm(value, a)
+            try socket.send(.userConfirmationReply(index: index, address: a, type: t, accept: accept))
+            return (justWorks ? .justWorks : .numericComparison,
+                    accept ? nil : "the six digits \(sixDigits(value)) were not confirmed")
+        case .userPasskeyRequest(let a, let t):
+            // Asked once: the prompt may read a terminal.
+            let passkey = prompts.passkey(a)
+            try socket.send(.userPasskeyReply(index: index, address: a, type: t, passkey: passkey))
+            return (.passkeyEntry, passkey == nil ? "no passkey to enter (give --passkey N, or run on a terminal to type it)" : nil)
+        case .passkeyNotify(let a, _, let passkey, let entered):
+            if entered == 0 { prompts.display(passkey, a) }
+            return (.passkeyEntry, nil)
+        default:
+            return nil
+        }
+    }
+
+    /// Pairs with the peer (Pair Device with `io` for this pairing), answering the kernel's requests, until Pair
+    /// Device completes or `limit` seconds pass (then it cancels the pairing and names what it waited for).
+    public func pair(address: BluetoothAddress, type: LEAddressType, io: IOCapability,
+                     limit: Double = PairingAgent.pairLimit) throws(PairingError) -> PairingOutcome {
+        let peer = "\(address) (\(type))"
+        var failure = PairingError(address: address, peer: peer, adapter: socket.adapter)
+        func fail(_ e: TransportError) -> PairingError {
+            var f = failure
+            f.waitedFor = "the kernel's management socket (\(e))"
+            f.seconds = 0
+            return f
+        }
+        do { try socket.send(.pairDevice(index: index, address: address, type: type, io: io)) } catch { throw fail(error) }
+        var method: PairingMethod?
+        var refusedHere: String?
+        var waiting = "Pair Device's Command Complete (the connection to \(peer))"
+        let status: UInt8?
+        do {
+            status = try firstAnswer(within: limit, next: socket.nextEvent) { (event) throws(TransportError) -> UInt8? in
+                switch event {
+                case .commandComplete(0x0019, let i, let status, _) where Int(i) == index:
+                    return status
+                case .pairing(let i, let e) where Int(i) == index:
+                    switch e {
+                    case .deviceConnected:
+                        waiting = "the SMP pairing with \(peer) to end (Pair Device's Command Complete)"
+                    case .authenticationFailed(_, _, let s): failure.authenticationStatus = s
+                    case .deviceDisconnected(_, _, let r): failure.disconnectReason = r
+                    default:
+                        if let (m, refused) = try answer(e) {
+                            method = m
+                            if let refused { refusedHere = refused }
+                            waiting = "the SMP pairing with \(peer) to end (\(m.rawValue); Pair Device's Command Complete)"
+                        }
+                    }
+                    return nil
+                default:
+                    return nil
+                }
+            }
+        } catch { throw fail(error) }
+        failure.method = method
+        failure.refusedHere = refusedHere
+        guard let status else {
+            WaitLimit.fired("management.pair")
+            try? socket.send(.cancelPairDevice(index: index, address: address, type: type))
+            failure.waitedFor = waiting
+            failure.seconds = limit
+            throw failure
+        }
+        if status == 0 || status == 0x13 {
+            return PairingOutcome(address: address, type: type, method: method ?? .justWorks, alreadyPaired: status == 0x13)
+        }
+        failure.status = status
+        throw failure
+    }
+}

@@ -1,0 +1,157 @@
+import Foundation
+import XCTest
+@testable import LinuxBluetooth
+import LinkCore
+
+/// The pairing commands and events against BlueZ's doc/mgmt-protocol.rst layouts, and the agent's answers over a
+/// socketpair standing in for the kernel's HCI_CHANNEL_CONTROL socket.
+final class PairingAgentTests: XCTestCase {
+    let peer = try! BluetoothAddress(parsing: "00:AA:01:01:00:01")
+    /// The peer's Address field (least significant octet first) and Address_Type 0x01 LE Public.
+    let peerField: [UInt8] = [0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
+
+    func testCommandsAreTheDocumentedPackets() {
+        // Header: Command Code, Controller Index, Parameter Length (2 octets each, little-endian), then parameters.
+        // Set Bondable 0x0009: Bondable (1 octet).
+        XCTAssertEqual(ManagementCommand.setBondable(index: 0, true).packet, [0x09, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01])
+        // Set IO Capability 0x0018: IO_Capability (0x03 NoInputNoOutput).
+        XCTAssertEqual(ManagementCommand.setIOCapability(index: 1, .noInputNoOutput).packet, [0x18, 0x00, 0x01, 0x00, 0x01, 0x00, 0x03])
+        // Set Secure Connections 0x002D: 0x01 enables.
+        XCTAssertEqual(ManagementCommand.setSecureConnections(index: 0, true).packet, [0x2D, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01])
+        // Read Controller Information 0x0004: no parameters.
+        XCTAssertEqual(ManagementCommand.readControllerInformation(index: 0).packet, [0x04, 0x00, 0x00, 0x00, 0x00, 0x00])
+        // Pair Device 0x0019: Address (6), Address_Type (1), IO_Capability (1: 0x04 KeyboardDisplay).
+        XCTAssertEqual(ManagementCommand.pairDevice(index: 0, address: peer, type: .public, io: .keyboardDisplay).packet,
+                       [0x19, 0x00, 0x00, 0x00, 0x08, 0x00] + peerField + [0x04])
+        // Cancel Pair Device 0x001A: Address, Address_Type (0x02 LE Random).
+        XCTAssertEqual(ManagementCommand.cancelPairDevice(index: 0, address: peer, type: .random).packet,
+                       [0x1A, 0x00, 0x00, 0x00, 0x07, 0x00, 0x01, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x02])
+        // User Confirmation Reply 0x001C and Negative Reply 0x001D: Address, Address_Type.
+        XCTAssertEqual(ManagementCommand.userConfirmationReply(index: 0, address: peer, type: .public, accept: true).packet,
+                       [0x1C, 0x00, 0x00, 0x00, 0x07, 0x00] + peerField)
+        XCTAssertEqual(ManagementCommand.userConfirmationReply(index: 0, address: peer, type: .public, accept: false).packet,
+                       [0x1D, 0x00, 0x00, 0x00, 0x07, 0x00] + peerField)
+        // User Passkey Reply 0x001E: Address, Address_Type, Passkey (4 octets): 123456 = 0x0001E240.
+        XCTAssertEqual(ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: 123456).packet,
+                       [0x1E, 0x00, 0x00, 0x00, 0x0B, 0x00] + peerField + [0x40, 0xE2, 0x01, 0x00])
+        // User Passkey Negative Reply 0x001F: Address, Address_Type.
+        XCTAssertEqual(ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: nil).packet,
+                       [0x1F, 0x00, 0x00, 0x00, 0x07, 0x00] + peerField)
+    }
+
+    func testEventsAreReadFromTheDocumentedLayouts() {
+        func event(_ code: UInt8, _ params: [UInt8]) -> ManagementEvent? {
+            ManagementEvent.parse([code, 0x00, 0x00, 0x00, UInt8(params.count), 0x00] + params)
+        }
+        // User Confirmation Request 0x000F: Address, Address_Type, Confirm_Hint, Value (4 octets).
+        XCTAssertEqual(event(0x0F, peerField + [0x01, 0, 0, 0, 0]),
+                       .pairing(index: 0, .userConfirmationRequest(peer, .public, confirmHint: true, value: 0)))
+        XCTAssertEqual(event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00]),
+                       .pairing(index: 0, .userConfirmationRequest(peer, .public, confirmHint: false, value: 123456)))
+        // User Passkey Request 0x0010: Address, Address_Type.
+        XCTAssertEqual(event(0x10, peerField), .pairing(index: 0, .userPasskeyRequest(peer, .public)))
+        // Passkey Notify 0x0017: Address, Address_Type, Passkey (4), Entered (1).
+        XCTAssertEqual(event(0x17, peerField + [0x0F, 0x27, 0x00, 0x00, 0x02]),
+                       .pairing(index: 0, .passkeyNotify(peer, .public, passkey: 9999, entered: 2)))
+        // Authentication Failed 0x0011: Address, Address_Type, Status.
+        XCTAssertEqual(event(0x11, peerField + [0x05]), .pairing(index: 0, .authenticationFailed(peer, .public, status: 0x05)))
+        // Device Connected 0x000B: Address, Address_Type, Flags (4), EIR_Data_Length (2), EIR_Data.
+        XCTAssertEqual(event(0x0B, peerField + [0x08, 0, 0, 0, 0x00, 0x00]), .pairing(index: 0, .deviceConnected(peer, .public)))
+        // Device Disconnected 0x000C: Address, Address_Type, Reason.
+        XCTAssertEqual(event(0x0C, peerField + [0x03]), .pairing(index: 0, .deviceDisconnected(peer, .public, reason: 0x03)))
+        // Connect Failed 0x000D: Address, Address_Type, Status.
+        XCTAssertEqual(event(0x0D, peerField + [0x04]), .pairing(index: 0, .connectFailed(peer, .public, status: 0x04)))
+        // A BR/EDR peer (Address_Type 0x00) and a short event are not pairing events this tool reads; no crash.
+        XCTAssertEqual(event(0x10, Array(peerField.prefix(6)) + [0x00]), .other(code: 0x10, index: 0))
+        XCTAssertEqual(event(0x0F, Array(peerField.prefix(5))), .other(code: 0x0F, index: 0))
+        XCTAssertEqual(event(0x0F, peerField + [0x01]), .other(code: 0x0F, index: 0))
+        XCTAssertEqual(sixDigits(42), "000042")
+    }
+
+    /// A socketpair: the agent's end, and the kernel's end with `events` already queued on it.
+    func kernel(_ events: [[UInt8]], prompts: PairingPrompts = .fixed(passkey: nil)) -> (PairingAgent, Int32) {
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
+        for e in events { XCTAssertEqual(write(fds[1], e, e.count), e.count) }
+        return (PairingAgent(socket: ManagementSocket(adopting: fds[0], adapter: "hci0"), index: 0, prompts: prompts), fds[1])
+    }
+
+    /// What the agent sent, packet by packet.
+    func sent(_ fd: Int32) -> [[UInt8]] {
+        var packets: [[UInt8]] = []
+        var buffer = [UInt8](repeating: 0, count: 64)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if n <= 0 { return packets }
+            packets.append(Array(buffer.prefix(n)))
+        }
+    }
+
+    func event(_ code: UInt8, _ params: [UInt8]) -> [UInt8] { [code, 0x00, 0x00, 0x00, UInt8(params.count), 0x00] + params }
+    func pairComplete(_ status: UInt8) -> [UInt8] { event(0x01, [0x19, 0x00, status] + peerField) }
+
+    func testJustWorksIsConfirmedAndReported() throws {
+        let (agent, k) = kernel([event(0x0B, peerField + [0, 0, 0, 0, 0, 0]), event(0x0F, peerField + [0x01, 0, 0, 0, 0]),
+                                 event(0x01, [0x1C, 0x00, 0x00] + peerField), pairComplete(0x00)])
+        defer { close(k) }
+        let outcome = try agent.pair(address: peer, type: .public, io: .noInputNoOutput)
+        XCTAssertEqual(outcome, PairingOutcome(address: peer, type: .public, method: .justWorks, alreadyPaired: false))
+        XCTAssertEqual(sent(k), [ManagementCommand.pairDevice(index: 0, address: peer, type: .public, io: .noInputNoOutput).packet,
+                                 ManagementCommand.userConfirmationReply(index: 0, address: peer, type: .public, accept: true).packet])
+    }
+
+    func testPasskeyEntryRepliesWithTheGivenPasskeyAndARefusalSaysWhoRefused() throws {
+        let (agent, k) = kernel([event(0x10, peerField), pairComplete(0x00)], prompts: .fixed(passkey: 123456))
+        defer { close(k) }
+        XCTAssertEqual(try agent.pair(address: peer, type: .public, io: .keyboardOnly).method, .passkeyEntry)
+        XCTAssertEqual(sent(k).last, ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: 123456).packet)
+
+        // No passkey: the negative reply, and the kernel's 0x05 is this host's refusal, not the peer's.
+        let (agent2, k2) = kernel([event(0x10, peerField), event(0x11, peerField + [0x05]), pairComplete(0x05)])
+        defer { close(k2) }
+        XCTAssertThrowsError(try agent2.pair(address: peer, type: .public, io: .keyboardOnly)) { error in
+            XCTAssertEqual("\(error)", "pairing with 00:AA:01:01:00:01 (public) on hci0 failed: Pair Device answered 0x05 Authentication Failed (method Passkey Entry; this host refused: no passkey to enter (give --passkey N, or run on a terminal to type it); the kernel reported Authentication Failed, HCI status 0x05)")
+        }
+        XCTAssertEqual(sent(k2).last, ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: nil).packet)
+    }
+
+    func testNumericComparisonAsksThePromptAndPassesTheDisplayedPasskeyOn() throws {
+        let asked = Lock<[String]>([])
+        let prompts = PairingPrompts(confirm: { v, _ in asked.withLock { $0.append("confirm \(sixDigits(v))") }; return false },
+                                     passkey: { _ in nil },
+                                     display: { p, _ in asked.withLock { $0.append("display \(sixDigits(p))") } })
+        let (agent, k) = kernel([event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00]), pairComplete(0x05)], prompts: prompts)
+        defer { close(k) }
+        XCTAssertThrowsError(try agent.pair(address: peer, type: .public, io: .displayYesNo)) { error in
+            XCTAssertTrue("\(error)".contains("method Numeric Comparison; this host refused: the six digits 123456 were not confirmed"), "\(error)")
+        }
+        XCTAssertEqual(sent(k).last, ManagementCommand.userConfirmationReply(index: 0, address: peer, type: .public, accept: false).packet)
+        // Passkey Notify shows the passkey once (Entered 0), not at every keypress the peer reports.
+        let (agent2, k2) = kernel([event(0x17, peerField + [0x07, 0, 0, 0, 0]), event(0x17, peerField + [0x07, 0, 0, 0, 1]), pairComplete(0x00)], prompts: prompts)
+        defer { close(k2) }
+        XCTAssertEqual(try agent2.pair(address: peer, type: .public, io: .displayOnly).method, .passkeyEntry)
+        XCTAssertEqual(asked.withLock { $0 }, ["confirm 123456", "display 000007"])
+    }
+
+    func testAlreadyPairedAndAPeerThatDroppedTheLinkAreNamed() throws {
+        let (agent, k) = kernel([pairComplete(0x13)])
+        defer { close(k) }
+        XCTAssertTrue(try agent.pair(address: peer, type: .public, io: .noInputNoOutput).alreadyPaired)
+        let (agent2, k2) = kernel([event(0x0C, peerField + [0x03]), pairComplete(0x05)])
+        defer { close(k2) }
+        XCTAssertThrowsError(try agent2.pair(address: peer, type: .public, io: .noInputNoOutput)) { error in
+            XCTAssertEqual("\(error)", "pairing with 00:AA:01:01:00:01 (public) on hci0 failed: Pair Device answered 0x05 Authentication Failed (the link dropped: terminated by the peer); the peer refused the pairing or the values did not match; if it was bonded before it may have forgotten the bond: `mirror bonds remove 00:AA:01:01:00:01` then pair again")
+        }
+    }
+
+    func testASilentKernelTimesOutNamingTheStepAndCancels() {
+        let limit = WaitLimit.watch("management.pair")
+        let (agent, k) = kernel([event(0x0B, peerField + [0, 0, 0, 0, 0, 0])])
+        defer { close(k) }
+        XCTAssertThrowsError(try agent.pair(address: peer, type: .public, io: .noInputNoOutput, limit: 0.3)) { error in
+            XCTAssertEqual("\(error)", "pairing with 00:AA:01:01:00:01 (public) on hci0 failed: timed out after 0.3 s waiting for the SMP pairing with 00:AA:01:01:00:01 (public) to end (Pair Device's Command Complete); the peer or the kernel stopped answering; btmon shows the SMP exchange")
+        }
+        XCTAssertEqual(sent(k).last, ManagementCommand.cancelPairDevice(index: 0, address: peer, type: .public).packet)
+        XCTAssertGreaterThan(limit.fired, 0, "the limit management.pair fired")
+    }
+}
