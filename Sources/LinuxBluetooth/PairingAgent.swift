@@ -70,6 +70,12 @@ public struct PairingError: Error, Sendable, Equatable, CustomStringConvertible 
     /// What this side refused, when it was this side (a passkey not given, a comparison declined).
     public var refusedHere: String?
 
+    public init(address: BluetoothAddress, peer: String, adapter: String) {
+        self.address = address
+        self.peer = peer
+        self.adapter = adapter
+    }
+
     public var description: String {
         var text = "pairing with \(peer) on \(adapter) failed: "
         if let waitedFor, let seconds {
@@ -151,6 +157,29 @@ public final class PairingAgent: Sendable {
             return (.passkeyEntry, nil)
         default:
             return nil
+        }
+    }
+
+    /// The peripheral's side (the simulator): answers every pairing request of the kernel on this adapter and reports
+    /// each (the method, and a refusal) to `report`, until the socket fails; a process-lifetime thread runs it.
+    public func serve(report: (String) -> Void) {
+        while true {
+            // An hour per wait: this loop lives as long as the process serves; the kernel's SMP timeout bounds each pairing.
+            let event: ManagementEvent?
+            do { event = try socket.nextEvent(timeout: 3600) } catch {
+                report("pairing agent on \(socket.adapter) stopped: \(error)")
+                return
+            }
+            guard case .pairing(let i, let e)? = event, Int(i) == index else { continue }
+            do {
+                if let (method, refused) = try answer(e) {
+                    report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
+                } else if case .authenticationFailed(let a, _, let status) = e {
+                    report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
+                }
+            } catch {
+                report("pairing agent on \(socket.adapter) could not answer: \(error)")
+            }
         }
     }
 

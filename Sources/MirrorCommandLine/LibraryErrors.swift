@@ -42,11 +42,33 @@ extension ErrorReport {
                 ("errnoName", .string(e.errno.name)),
                 ("problem", .string(e.problem)),
             ])
+        case let e as PairingError:
+            return pairingReport(e)
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:
             return nil
         }
+    }
+
+    /// A pairing that ended without keys: a timeout (5), a refusal of this side's (4), no connection (6), no
+    /// CAP_NET_ADMIN (7), else the peer's or the kernel's refusal (1).
+    static func pairingReport(_ e: PairingError) -> ErrorReport {
+        let status: ExitStatus
+        if e.waitedFor != nil { status = .timeout }
+        else if e.refusedHere != nil { status = .localRefusal }
+        else if e.status == 0x04 { status = .connection }
+        else if e.status == 0x14 { status = .unsupported }
+        else { status = .failure }
+        func byte(_ b: UInt8?) -> JSONValue { b.map { .int(Int($0)) } ?? .null }
+        return ErrorReport(status: status, message: e.description, fields: [
+            ("address", .string(e.address.description)), ("adapter", .string(e.adapter)),
+            ("managementStatus", byte(e.status)), ("managementStatusName", e.status.map { .string(managementStatusName($0)) } ?? .null),
+            ("method", e.method.map { .string($0.rawValue) } ?? .null),
+            ("authenticationStatus", byte(e.authenticationStatus)), ("disconnectReason", byte(e.disconnectReason)),
+            ("refusedHere", e.refusedHere.map { .string($0) } ?? .null),
+            ("waitingFor", e.waitedFor.map { .string($0) } ?? .null), ("seconds", e.seconds.map { .double($0) } ?? .null),
+        ])
     }
 
     static func gattReport(_ e: GATTError) -> ErrorReport {

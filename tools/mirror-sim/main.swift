@@ -42,6 +42,9 @@ let usage = """
       --eatt-refuse CODE      refuse every Enhanced ATT bearer with this L2CAP result (0x0004: no resources
                               available) over unix:; over an adapter, no PSM 0x0027 listener (the kernel refuses)
       --change-database-after MS  change the database MS after the first connection opens (as change-database)
+      --io CAPABILITY         with --adapter: answer pairing as this IO capability (display, yesno, keyboard, none,
+                              keyboard-display; default none: Just Works), this process as the agent
+      --passkey N             with --adapter: the passkey to enter when a central displays one (Passkey Entry)
       --verbose               log every PDU; --quiet logs nothing
       --once                  exit after the first connection closes
     """
@@ -58,6 +61,8 @@ struct Arguments {
     var advertiseName: String?
     var quiet = false
     var once = false
+    var io = IOCapability.noInputNoOutput
+    var passkey: UInt32?
 }
 
 func parseArguments(_ raw: [String]) -> Arguments {
@@ -83,6 +88,14 @@ func parseArguments(_ raw: [String]) -> Arguments {
             guard v.hasPrefix("unix:") else { fail("--listen takes unix:PATH (use --adapter hciN for Bluetooth)") }
             r.unixPaths.append(String(v.dropFirst(5)))
         case "--adapter": r.adapter = value(a)
+        case "--io":
+            let v = value(a)
+            guard let io = IOCapability(name: v) else { fail("--io takes display, yesno, keyboard, none or keyboard-display, not \(v)") }
+            r.io = io
+        case "--passkey":
+            let v = value(a)
+            guard v.count <= 6, let n = UInt32(v), n <= 999_999 else { fail("--passkey takes up to six decimal digits, not \(v)") }
+            r.passkey = n
         case "--advertise": r.advertiseName = value(a)
         case "--scenario":
             let path = value(a)
@@ -149,6 +162,15 @@ do {
         if options.eatt && options.eattRefusal == nil {
             listeners.append(try ATTBearerListener.leEnhanced(adapter: adapter, mtu: Int(options.serverMTU)))
         }
+        // The peripheral's side of pairing: the kernel asks user space to confirm or enter (mgmt.c); this process
+        // answers with the same agent `mirror pair` uses, or the kernel's 30 s SMP timeout ends the pairing.
+        let resolved = try HCIAdapter.resolve(adapter)
+        let agent = PairingAgent(socket: try ManagementSocket(adapter: resolved.name), index: resolved.index,
+                                 prompts: PairingPrompts(confirm: { _, _ in true }, passkey: { [passkey = parsed.passkey] _ in passkey },
+                                                         display: { p, peer in log("pairing with \(peer): passkey \(sixDigits(p)) to type there") }))
+        try agent.prepare(io: parsed.io)
+        Thread { agent.serve(report: log) }.start()
+        log("pairing as \(parsed.io) (\(parsed.io.name)) on \(adapter)")
         try LEAdvertiser.start(adapter: adapter, name: advertisedName)
         log("advertising as \"\(advertisedName)\" on \(adapter)")
     }

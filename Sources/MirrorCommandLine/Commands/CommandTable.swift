@@ -35,6 +35,7 @@ public let commandTable: [Command] = [
     listenCommand,
     mtuCommand,
     linkCommand,
+    pairCommand,
     benchCommand,
     scanCommand,
     wifiCommand,

@@ -44,18 +44,19 @@ struct DiscoveredDevice: Sendable {
 }
 
 enum Discovery {
+    /// `--adapter`, or the first adapter that is up (else the first there is).
+    static func adapterName(_ adapter: String?) throws(TransportError) -> String {
+        if let adapter { return adapter }
+        let adapters = try HCIAdapter.list()
+        guard let a = adapters.first(where: \.isUp) ?? adapters.first else {
+            throw TransportError.noSuchAdapter("hci0", available: [])
+        }
+        return a.name
+    }
+
     /// Scans on `adapter` (default: the first adapter that is up) for `duration` seconds.
     static func scan(adapter: String?, duration: Double, stopper: LEScanner.Stopper = LEScanner.Stopper()) throws -> [DiscoveredDevice] {
-        let name: String
-        if let adapter {
-            name = adapter
-        } else {
-            let adapters = try HCIAdapter.list()
-            guard let a = adapters.first(where: \.isUp) ?? adapters.first else {
-                throw TransportError.noSuchAdapter("hci0", available: [])
-            }
-            name = a.name
-        }
+        let name = try adapterName(adapter)
         // The capabilities live on the keeper until the management socket is bound (the kernel trusts it from then
         // on); an error before that drops them too.
         defer { Privilege.dropAll("after the management socket was opened") }

@@ -1,0 +1,107 @@
+// mirror pair: pairing and bonding through the kernel's management interface, this process as the agent (no
+// bluetoothd); the kernel runs SMP (Core Spec 5.4 Vol 3 Part H).
+import Glibc
+import JSON
+import LinuxBluetooth
+import LinkCore
+
+/// `--io`'s names (bluetoothctl's agent capabilities), one per SMP IO capability (Vol 3 Part H §2.3.2).
+enum IOCapabilityName: String, CaseIterable {
+    case display, yesno, keyboard, none
+    case keyboardDisplay = "keyboard-display"
+
+    var capability: IOCapability { IOCapability(name: rawValue)! }
+}
+
+/// Parses a passkey: six decimal digits at most, 0-999999 (Vol 3 Part H §2.3.5.3).
+func parsePasskey(_ token: String) throws(UsageError) -> UInt32 {
+    guard !token.isEmpty, token.count <= 6, token.allSatisfy({ $0.isASCII && $0.isNumber }), let v = UInt32(token) else {
+        throw UsageError("invalid passkey \"\(token)\": expected up to six decimal digits, 000000-999999", token: token)
+    }
+    return v
+}
+
+let pairCommand = Command(CommandSpec(
+    name: "pair",
+    summary: "pair and bond with an LE device through the kernel, this process as the agent (no bluetoothd)",
+    discussion: """
+        Asks the kernel to pair with TARGET (Bluetooth management Pair Device) and answers what the kernel's SMP asks \
+        of user space: Just Works is confirmed; a passkey the peer shows is read from the terminal, or given with \
+        --passkey; a passkey this side must show is printed; a Numeric Comparison value is asked on the terminal, or \
+        accepted when it equals --passkey. --io says what this side can show and enter (default none: Just Works). \
+        The adapter is made bondable first, so the kernel keeps the keys for later connections. Prints the method \
+        used. Needs CAP_NET_ADMIN (setcap cap_net_raw,cap_net_admin+ep on the binary, or root); a failure names the \
+        step, the kernel's status and the link's drop reason.
+        """,
+    positionals: [PositionalSpec("TARGET", help: "the device's LE address (--type random for a random address)")],
+    options: [
+        .choice("--io", "CAPABILITY", IOCapabilityName.self, help: "this side's IO capability: display, yesno, keyboard, none (default) or keyboard-display"),
+        .value("--passkey", "N", help: "the passkey to enter when the peer shows one, or the Numeric Comparison value to accept (off a terminal)"),
+    ],
+    globals: [.adapter, .type, .json],
+    examples: [
+        ("mirror pair 00:AA:01:01:00:01", "pair with Just Works on the default adapter"),
+        ("mirror pair 00:AA:01:01:00:01 --io keyboard --passkey 123456", "enter the passkey the peer displays"),
+    ]
+)) { inv in
+    let target = try inv.target()
+    guard case .bluetooth(let address) = target.target else {
+        throw UsageError("pairing needs an LE device address: \(target.target) is a unix socket, with no link to pair",
+                         token: "\(target.target)", command: "pair")
+    }
+    let io = try inv.option("--io") { (s: String) throws(UsageError) in try parseChoice(s, IOCapabilityName.self, what: "IO capability") }?.capability
+        ?? .noInputNoOutput
+    let passkey = try inv.option("--passkey") { (s: String) throws(UsageError) in try parsePasskey(s) }
+    let adapter = try Discovery.adapterName(inv.global.adapter)
+    let outcome = try Pairing.pair(address: address, type: target.addressType, adapter: adapter, io: io,
+                                   prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console))
+    if inv.global.json {
+        inv.console.json(JSONValue.object([
+            ("address", .string(outcome.address.description)), ("type", .string(outcome.type.description)),
+            ("adapter", .string(adapter)), ("method", .string(outcome.method.rawValue)),
+            ("alreadyPaired", .bool(outcome.alreadyPaired)),
+        ]))
+    } else if outcome.alreadyPaired {
+        inv.console.out("already paired with \(outcome.address) (\(outcome.type)) on \(adapter): the kernel holds its keys")
+    } else {
+        inv.console.out("paired with \(outcome.address) (\(outcome.type)) on \(adapter): \(outcome.method.rawValue)")
+    }
+    return .success
+}
+
+enum Pairing {
+    /// Opens the management socket (the capabilities go once it is bound), prepares the adapter and pairs.
+    static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String, io: IOCapability,
+                     prompts: PairingPrompts) throws -> PairingOutcome {
+        defer { Privilege.dropAll("after the management socket was opened") }
+        // Pairing needs CAP_NET_ADMIN at the bind (a trusted management socket): say so before trying.
+        let capabilities = Capabilities.checkRawHCI()
+        guard capabilities.isSatisfied else { throw CLIError.unsupported(capabilities.summary) }
+        let adapter = try HCIAdapter.resolve(name)
+        let socket = try ManagementSocket(adapter: adapter.name)
+        Privilege.dropAll("after the management socket was opened")
+        let agent = PairingAgent(socket: socket, index: adapter.index, prompts: prompts)
+        try agent.prepare(io: io)
+        return try agent.pair(address: address, type: type, io: io)
+    }
+
+    /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the
+    /// error then says to give --passkey). A passkey to show is printed on stderr.
+    static func terminalPrompts(passkey: UInt32?, console: Console) -> PairingPrompts {
+        let onTerminal = isatty(0) == 1 && isatty(2) == 1
+        return PairingPrompts(
+            confirm: { value, peer in
+                if let passkey { return passkey == value }
+                guard onTerminal else { return false }
+                console.err("pair: does \(peer) show \(sixDigits(value))? [y/N] ")
+                return (readLine() ?? "").lowercased().hasPrefix("y")
+            },
+            passkey: { peer in
+                if let passkey { return passkey }
+                guard onTerminal else { return nil }
+                console.err("pair: enter the passkey \(peer) shows: ")
+                return readLine().flatMap { try? parsePasskey(String($0.filter { !$0.isWhitespace })) }
+            },
+            display: { value, peer in console.err("pair: type \(sixDigits(value)) on \(peer)") })
+    }
+}

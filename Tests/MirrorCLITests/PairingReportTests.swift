@@ -1,0 +1,31 @@
+// A pairing failure's exit status and JSON fields: who refused (this host, the peer, the kernel) and what was awaited.
+import XCTest
+import JSON
+import LinuxBluetooth
+import MirrorCommandLine
+
+final class PairingReportTests: XCTestCase {
+    let address = try! BluetoothAddress(parsing: "00:AA:01:01:00:01")
+
+    func failure(_ change: (inout PairingError) -> Void) -> ErrorReport {
+        var e = PairingError(address: address, peer: "00:AA:01:01:00:01 (public)", adapter: "hci0")
+        change(&e)
+        return ErrorReport(e)
+    }
+
+    func testEachWayOfFailingHasItsExitStatusAndFields() {
+        XCTAssertEqual(failure { $0.status = 0x05; $0.disconnectReason = 0x03 }.status, .failure)
+        XCTAssertEqual(failure { $0.status = 0x05; $0.refusedHere = "no passkey" }.status, .localRefusal)
+        XCTAssertEqual(failure { $0.status = 0x04 }.status, .connection)
+        XCTAssertEqual(failure { $0.status = 0x14 }.status, .unsupported)
+        let timeout = failure { $0.waitedFor = "the SMP pairing"; $0.seconds = 60; $0.method = .justWorks }
+        XCTAssertEqual(timeout.status, .timeout)
+        let json = timeout.json.compact
+        for field in ["\"address\":\"00:AA:01:01:00:01\"", "\"adapter\":\"hci0\"", "\"method\":\"Just Works\"",
+                      "\"waitingFor\":\"the SMP pairing\"", "\"seconds\":60", "\"managementStatus\":null"] {
+            XCTAssertTrue(json.contains(field), "\(field) in \(json)")
+        }
+        let refused = failure { $0.status = 0x05; $0.authenticationStatus = 0x05 }
+        XCTAssertTrue(refused.json.compact.contains("\"managementStatusName\":\"Authentication Failed\""), refused.json.compact)
+    }
+}
