@@ -407,6 +407,23 @@ int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info) {
 }
 
 int cbz_hci_device_up(int ctl, int dev_id) { return ioctl(ctl, HCIDEVUP, dev_id); }
+
+int cbz_hci_connection_count(int ctl, int dev_id) {
+    enum { max = 32 };
+    struct hci_conn_list_req *req = calloc(1, sizeof *req + max * sizeof(struct hci_conn_info));
+    if (!req) { errno = ENOMEM; return -1; }
+    req->dev_id = (uint16_t)dev_id;
+    req->conn_num = max;
+    if (ioctl(ctl, HCIGETCONNLIST, req) < 0) {
+        int e = errno;
+        free(req);
+        errno = e;
+        return -1;
+    }
+    int n = req->conn_num;
+    free(req);
+    return n;
+}
 int cbz_hci_device_down(int ctl, int dev_id) { return ioctl(ctl, HCIDEVDOWN, dev_id); }
 
 int cbz_hci_open_raw(int dev_id) {

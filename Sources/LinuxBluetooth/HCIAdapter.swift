@@ -69,6 +69,15 @@ public struct HCIAdapter: Sendable, Equatable {
         return out
     }
 
+    /// How many connections the controller has now (HCIGETCONNLIST; at most 32 are counted).
+    public static func connectionCount(index: Int) throws(TransportError) -> Int {
+        try withControlSocket("listing the connections of hci\(index)", "hci\(index)") { ctl throws(TransportError) in
+            let n = cbz_hci_connection_count(ctl, Int32(index))
+            if n < 0 { throw .socket(lastSocketError("ioctl(HCIGETCONNLIST)", "listing the connections of hci\(index)", .hci(adapter: "hci\(index)"))) }
+            return Int(n)
+        }
+    }
+
     /// One controller by index.
     public static func info(index: Int) throws(TransportError) -> HCIAdapter {
         try withControlSocket("reading adapter hci\(index)", "hci\(index)") { ctl throws(TransportError) in try info(ctl, index: index) }

@@ -78,6 +78,18 @@ extension ManagementCommand {
         ManagementCommand(opcode: 0x002D, index: UInt16(index), name: "Set Secure Connections", parameters: [on ? 1 : 0])
     }
 
+    /// Set Powered (0x0005).
+    public static func setPowered(index: Int, _ on: Bool) -> ManagementCommand {
+        ManagementCommand(opcode: 0x0005, index: UInt16(index), name: "Set Powered", parameters: [on ? 1 : 0])
+    }
+
+    /// Read Local Out Of Band Extended Data (0x003B) for LE (Address_Type bits 1 and 2): with Secure Connections on,
+    /// the kernel makes the LE values with SMP (smp.c smp_generate_oob), so it fails when the adapter has no SMP.
+    public static func readLocalOutOfBandExtendedData(index: Int) -> ManagementCommand {
+        ManagementCommand(opcode: 0x003B, index: UInt16(index), name: "Read Local Out Of Band Extended Data",
+                          parameters: [leDiscoveryTypes])
+    }
+
     /// Read Controller Information (0x0004): address, version, manufacturer, supported and current settings.
     public static func readControllerInformation(index: Int) -> ManagementCommand {
         ManagementCommand(opcode: 0x0004, index: UInt16(index), name: "Read Controller Information", parameters: [])

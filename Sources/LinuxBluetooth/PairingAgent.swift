@@ -125,15 +125,59 @@ public final class PairingAgent: Sendable {
 
     /// Makes the adapter keep keys and say `io` when the peer starts pairing: Set Bondable (the kernel clears it at
     /// the first management command), Set IO Capability, and Secure Connections where the controller has them.
-    public func prepare(io: IOCapability) throws(TransportError) {
+    /// Then makes sure the kernel has SMP on it (`ensureSMP`); `mayPowerCycle` allows powering an LE-only adapter
+    /// off and on when that cannot be asked (the caller knows no connection and no bluetoothd would be disturbed).
+    /// Returns a note when the adapter was powered off and on.
+    @discardableResult
+    public func prepare(io: IOCapability, mayPowerCycle: Bool = false) throws(TransportError) -> String? {
         try socket.run(.setBondable(index: index, true))
         try socket.run(.setIOCapability(index: index, io))
         let info = try socket.run(.readControllerInformation(index: index))
-        // Supported_Settings bit 11: Secure Connections (mgmt-protocol.rst, Read Controller Information).
-        if info.count >= 17, info.littleEndianUInt32(at: 9) & (1 << 11) != 0,
-           info.littleEndianUInt32(at: 13) & (1 << 11) == 0 {
+        // Address (6), Bluetooth_Version (1), Manufacturer (2), Supported_Settings (4), Current_Settings (4);
+        // bit 0 Powered, bit 6 Secure Simple Pairing, bit 11 Secure Connections (mgmt-protocol.rst).
+        guard info.count >= 17 else { return nil }
+        let supported = info.littleEndianUInt32(at: 9), current = info.littleEndianUInt32(at: 13)
+        var secureConnections = current & (1 << 11) != 0
+        if supported & (1 << 11) != 0, !secureConnections {
             try socket.run(.setSecureConnections(index: index, true))
+            secureConnections = true
         }
+        guard current & 1 != 0 else { return nil }
+        return try ensureSMP(canAsk: secureConnections && supported & (1 << 6) != 0, mayPowerCycle: mayPowerCycle)
+    }
+
+    /// The kernel gives an adapter SMP only when it powers it on with the management interface in use (hci_sync.c
+    /// hci_powered_update_sync calls smp_register); one brought up first by hciconfig or HCIDEVUP has none, and every
+    /// pairing on it stalls ("security requested but not available"). On a dual-mode controller with Secure
+    /// Connections, Read Local OOB Extended Data for LE needs SMP (smp_generate_oob) and so tells; mgmt.c refuses it
+    /// on a controller without Secure Simple Pairing (an LE-only one) before asking, so there only `mayPowerCycle`
+    /// decides. After a power cycle through this socket the kernel has registered SMP.
+    func ensureSMP(canAsk: Bool, mayPowerCycle: Bool) throws(TransportError) -> String? {
+        func smpMissing() throws(TransportError) -> UInt8? {
+            do {
+                try socket.run(.readLocalOutOfBandExtendedData(index: index))
+                return nil
+            } catch {
+                // 0x03 Failed: smp_generate_oob found no SMP channel on the adapter.
+                if case .managementCommandFailed(_, _, let status?, _) = error, status == 0x03 { return status }
+                throw error
+            }
+        }
+        if canAsk {
+            guard try smpMissing() != nil else { return nil }
+        } else if !mayPowerCycle {
+            return nil
+        }
+        try socket.run(.setPowered(index: index, false))
+        try socket.run(.setPowered(index: index, true), timeout: 5)
+        if canAsk, let status = try smpMissing() {
+            throw .managementCommandFailed(
+                command: "Read Local Out Of Band Extended Data", adapter: socket.adapter, status: status,
+                detail: "the kernel has no SMP on \(socket.adapter) even after powering it on through the management interface, so it cannot pair: its SMP crypto is missing (dmesg says \"Unable to create ECDH crypto context\" when the kernel lacks a default random number generator: load drbg and jitterentropy_rng)")
+        }
+        return canAsk
+            ? "\(socket.adapter) had been powered on outside the Bluetooth management interface, so the kernel had no SMP on it (no pairing possible): powered it off and on again through that interface, which registers SMP"
+            : "powered \(socket.adapter) off and on again through the Bluetooth management interface (it had no connection, and no bluetoothd runs): an adapter first powered on outside that interface has no SMP in the kernel, and an LE-only one cannot be asked"
     }
 
     /// Answers a pairing request of the kernel for any peer (the simulator's side, or during a connection that

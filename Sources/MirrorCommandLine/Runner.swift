@@ -193,7 +193,8 @@ public enum MirrorMain {
     public static func mayNeedRawHCI(_ arguments: [String], commands: [Command]) -> Bool {
         guard let name = arguments.first, let spec = commands.first(where: { $0.spec.name == name })?.spec else { return false }
         if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return false }
-        if name == "discover" { return true }
+        // The management socket is trusted only when bound with CAP_NET_ADMIN (discovery, pairing).
+        if name == "discover" || name == "pair" { return !arguments.contains(where: { $0.hasPrefix("unix:") }) }
         return spec.globals.contains(.security) && !arguments.contains(where: { $0.hasPrefix("unix:") })
     }
 

@@ -87,7 +87,9 @@ final class PairingAgentTests: XCTestCase {
         }
     }
 
-    func event(_ code: UInt8, _ params: [UInt8]) -> [UInt8] { [code, 0x00, 0x00, 0x00, UInt8(params.count), 0x00] + params }
+    func event(_ code: UInt8, _ params: [UInt8]) -> [UInt8] {
+        [code, 0x00, 0x00, 0x00, UInt8(params.count & 0xFF), UInt8(params.count >> 8)] + params
+    }
     func pairComplete(_ status: UInt8) -> [UInt8] { event(0x01, [0x19, 0x00, status] + peerField) }
 
     func testJustWorksIsConfirmedAndReported() throws {
@@ -153,5 +155,73 @@ final class PairingAgentTests: XCTestCase {
         }
         XCTAssertEqual(sent(k).last, ManagementCommand.cancelPairDevice(index: 0, address: peer, type: .public).packet)
         XCTAssertGreaterThan(limit.fired, 0, "the limit management.pair fired")
+    }
+
+    /// Command Complete for `opcode` with `status` and return parameters.
+    func complete(_ opcode: UInt16, status: UInt8 = 0, _ ret: [UInt8] = []) -> [UInt8] {
+        event(0x01, [UInt8(opcode & 0xFF), UInt8(opcode >> 8), status] + ret)
+    }
+
+    /// Read Controller Information's return: Address, Version, Manufacturer, Supported and Current Settings, then the
+    /// rest (Class of Device, Name, Short Name) zero.
+    func controllerInformation(supported: UInt32, current: UInt32) -> [UInt8] {
+        [0x00, 0x00, 0x00, 0x01, 0xAA, 0x00, 0x0B, 0x02, 0x00] + supported.littleEndianBytes + current.littleEndianBytes
+            + [UInt8](repeating: 0, count: 3 + 249 + 11)
+    }
+
+    func testAnAdapterWithoutSMPIsPoweredOffAndOnAgainThroughTheManagementInterface() throws {
+        // Powered (bit 0), SSP (bit 6), LE (bit 9), Secure Connections (bit 11) on; Read Local OOB Extended Data
+        // fails (0x03): smp_generate_oob found no SMP, so the adapter is power-cycled through the management socket.
+        let settings: UInt32 = 1 | 1 << 6 | 1 << 9 | 1 << 11
+        let (agent, k) = kernel([complete(0x0009, [0, 0, 0, 0]), complete(0x0018),
+                                 complete(0x0004, controllerInformation(supported: settings, current: settings)),
+                                 event(0x02, [0x3B, 0x00, 0x03]), complete(0x0005, [0, 2, 0, 0]), complete(0x0005, [1, 2, 0, 0]),
+                                 complete(0x003B, [0x06, 0x00, 0x00])])
+        defer { close(k) }
+        let note = try agent.prepare(io: .noInputNoOutput)
+        XCTAssertEqual(note, "hci0 had been powered on outside the Bluetooth management interface, so the kernel had no SMP on it (no pairing possible): powered it off and on again through that interface, which registers SMP")
+        XCTAssertEqual(sent(k), [ManagementCommand.setBondable(index: 0, true).packet,
+                                 ManagementCommand.setIOCapability(index: 0, .noInputNoOutput).packet,
+                                 ManagementCommand.readControllerInformation(index: 0).packet,
+                                 // Read Local OOB Extended Data 0x003B: Address_Type 0x06 (LE public and random).
+                                 [0x3B, 0x00, 0x00, 0x00, 0x01, 0x00, 0x06],
+                                 // Set Powered 0x0005: Powered 0x00, then 0x01.
+                                 [0x05, 0x00, 0x00, 0x00, 0x01, 0x00, 0x00], [0x05, 0x00, 0x00, 0x00, 0x01, 0x00, 0x01],
+                                 // Asked again after the power cycle: SMP is there now.
+                                 [0x3B, 0x00, 0x00, 0x00, 0x01, 0x00, 0x06]])
+
+        // SMP there (the OOB data comes): nothing else is sent. Secure Connections supported but off: turned on first.
+        let (agent2, k2) = kernel([complete(0x0009, [0, 0, 0, 0]), complete(0x0018),
+                                   complete(0x0004, controllerInformation(supported: settings, current: 1 | 1 << 6 | 1 << 9)),
+                                   complete(0x002D, [0, 0, 0, 0]), complete(0x003B, [0x06, 0x00, 0x00])])
+        defer { close(k2) }
+        XCTAssertNil(try agent2.prepare(io: .keyboardOnly))
+        XCTAssertEqual(sent(k2).map { $0[0] }, [0x09, 0x18, 0x04, 0x2D, 0x3B])
+
+        // Still no SMP after the power cycle: the kernel cannot pair (its SMP crypto is missing); said.
+        let (agent3, k3) = kernel([complete(0x0009, [0, 0, 0, 0]), complete(0x0018),
+                                   complete(0x0004, controllerInformation(supported: settings, current: settings)),
+                                   complete(0x003B, status: 0x03, [0x06]), complete(0x0005, [0, 2, 0, 0]),
+                                   complete(0x0005, [1, 2, 0, 0]), complete(0x003B, status: 0x03, [0x06])])
+        defer { close(k3) }
+        XCTAssertThrowsError(try agent3.prepare(io: .noInputNoOutput)) { error in
+            XCTAssertTrue("\(error)".hasPrefix("Read Local Out Of Band Extended Data (Bluetooth management) on hci0 failed with status 0x03 Failed: the kernel has no SMP on hci0 even after powering it on"), "\(error)")
+        }
+    }
+
+    func testAnLEOnlyAdapterCannotBeAskedSoOnlyTheCallersLeavePowerCyclesIt() throws {
+        // No SSP (bit 6): mgmt.c refuses the OOB read on such a controller before asking SMP, so it is not sent.
+        let leOnly: UInt32 = 1 | 1 << 9 | 1 << 11
+        let answers = [complete(0x0009, [0, 0, 0, 0]), complete(0x0018),
+                       complete(0x0004, controllerInformation(supported: leOnly, current: leOnly))]
+        let (agent, k) = kernel(answers)
+        defer { close(k) }
+        XCTAssertNil(try agent.prepare(io: .noInputNoOutput, mayPowerCycle: false))
+        XCTAssertEqual(sent(k).map { $0[0] }, [0x09, 0x18, 0x04])
+        let (agent2, k2) = kernel(answers + [complete(0x0005, [0, 2, 0, 0]), complete(0x0005, [1, 2, 0, 0])])
+        defer { close(k2) }
+        XCTAssertEqual(try agent2.prepare(io: .noInputNoOutput, mayPowerCycle: true),
+                       "powered hci0 off and on again through the Bluetooth management interface (it had no connection, and no bluetoothd runs): an adapter first powered on outside that interface has no SMP in the kernel, and an LE-only one cannot be asked")
+        XCTAssertEqual(sent(k2).map { $0[0] }, [0x09, 0x18, 0x04, 0x05, 0x05])
     }
 }

@@ -168,7 +168,8 @@ do {
         let agent = PairingAgent(socket: try ManagementSocket(adapter: resolved.name), index: resolved.index,
                                  prompts: PairingPrompts(confirm: { _, _ in true }, passkey: { [passkey = parsed.passkey] _ in passkey },
                                                          display: { p, peer in log("pairing with \(peer): passkey \(sixDigits(p)) to type there") }))
-        try agent.prepare(io: parsed.io)
+        // Before advertising, nothing is connected to it yet: an LE-only adapter may be power-cycled to get SMP.
+        if let note = try agent.prepare(io: parsed.io, mayPowerCycle: (try? HCIAdapter.connectionCount(index: resolved.index)) == 0) { log(note) }
         Thread { agent.serve(report: log) }.start()
         log("pairing as \(parsed.io) (\(parsed.io.name)) on \(adapter)")
         try LEAdvertiser.start(adapter: adapter, name: advertisedName)

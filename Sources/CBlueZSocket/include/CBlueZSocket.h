@@ -160,6 +160,8 @@ int cbz_hci_device_info(int ctl, int dev_id, cbz_hci_info *info);
 /// HCIDEVUP / HCIDEVDOWN (need CAP_NET_ADMIN; EALREADY when already up).
 int cbz_hci_device_up(int ctl, int dev_id);
 int cbz_hci_device_down(int ctl, int dev_id);
+/// How many connections (ACL and LE) dev_id has, by HCIGETCONNLIST (no capability needed); -1 with errno.
+int cbz_hci_connection_count(int ctl, int dev_id);
 /// A raw HCI socket bound to dev_id (HCI_CHANNEL_RAW), non-blocking, with a filter that passes every
 /// HCI event packet. Binding needs no capability; without CAP_NET_RAW the filter keeps only the kernel's security
 /// filter's events and LE commands fail with EPERM (net/bluetooth/hci_sock.c).

@@ -1,6 +1,7 @@
 // mirror pair: pairing and bonding through the kernel's management interface, this process as the agent (no
 // bluetoothd); the kernel runs SMP (Core Spec 5.4 Vol 3 Part H).
 import Glibc
+import HostEnvironment
 import JSON
 import LinuxBluetooth
 import LinkCore
@@ -54,7 +55,8 @@ let pairCommand = Command(CommandSpec(
     let passkey = try inv.option("--passkey") { (s: String) throws(UsageError) in try parsePasskey(s) }
     let adapter = try Discovery.adapterName(inv.global.adapter)
     let outcome = try Pairing.pair(address: address, type: target.addressType, adapter: adapter, io: io,
-                                   prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console))
+                                   prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console),
+                                   note: { inv.console.err("note: \($0)") })
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("address", .string(outcome.address.description)), ("type", .string(outcome.type.description)),
@@ -72,7 +74,7 @@ let pairCommand = Command(CommandSpec(
 enum Pairing {
     /// Opens the management socket (the capabilities go once it is bound), prepares the adapter and pairs.
     static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String, io: IOCapability,
-                     prompts: PairingPrompts) throws -> PairingOutcome {
+                     prompts: PairingPrompts, note: (String) -> Void) throws -> PairingOutcome {
         defer { Privilege.dropAll("after the management socket was opened") }
         // Pairing needs CAP_NET_ADMIN at the bind (a trusted management socket): say so before trying.
         let capabilities = Capabilities.checkRawHCI()
@@ -81,7 +83,10 @@ enum Pairing {
         let socket = try ManagementSocket(adapter: adapter.name)
         Privilege.dropAll("after the management socket was opened")
         let agent = PairingAgent(socket: socket, index: adapter.index, prompts: prompts)
-        try agent.prepare(io: io)
+        // An LE-only adapter cannot be asked whether the kernel has SMP on it: it is powered off and on only when
+        // that disturbs nobody (no connection on it, no bluetoothd, which powers adapters through the interface).
+        let idle = BluetoothDaemon.runningPID() == nil && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
+        if let prepared = try agent.prepare(io: io, mayPowerCycle: idle) { note(prepared) }
         return try agent.pair(address: address, type: type, io: io)
     }
 

@@ -1,0 +1,60 @@
+# vm-about: mirror pair with no bluetoothd, the simulator on hci1 answering through the same agent: Just Works, then Already Paired, an encrypted read on the kernel's key with no second pairing; Passkey Entry with a fixed passkey on both sides; a wrong passkey and a missing one named; SMP in the capture
+# vm-timeout: 300
+vm_need mirror mirror-sim
+vm_controllers
+SIM=00:AA:01:01:00:01
+CENTRAL=00:AA:01:00:00:00
+
+# vm_unpair: both kernels forget the bond (Unpair Device), so the next pair runs SMP again.
+vm_unpair() {
+  vm_run unpair-hci0 15 btmgmt -i hci0 unpair -t 1 $SIM
+  vm_run unpair-hci1 15 btmgmt -i hci1 unpair -t 1 $CENTRAL
+  vm_no_le_link
+}
+
+# Just Works: both sides NoInputNoOutput (Core Spec Vol 3 Part H §2.3.5.1, Table 2.8).
+vm_sim sim
+# hciconfig powered both adapters before any management command: the kernel has no SMP on them until they are
+# powered again through the management interface (hci_sync.c), which the simulator's and mirror's agents do.
+vm_grep "$OUT/sim.log" "powered hci1 off and on again through the Bluetooth management interface" "the simulator power-cycled its LE-only hci1 through the management interface (SMP)"
+vm_ok pair-just-works 90 "$BIN/mirror" pair $SIM --adapter hci0
+vm_grep "$OUT/pair-just-works.log" "^note: powered hci0 off and on again through the Bluetooth management interface" "mirror pair power-cycled the idle LE-only hci0 (SMP) and said so"
+vm_grep "$OUT/pair-just-works.log" "^paired with $SIM \(public\) on hci0: Just Works$" "mirror pair reports Just Works"
+vm_no_grep "$OUT/sim.log" "could not answer|stopped" "the simulator's agent answered what the kernel asked"
+vm_grep "$OUT/sim.log" "pairing with 00:AA:01:00:00:00 \(public\): Just Works, answered" "the simulator answered the kernel's Just Works confirmation"
+dmesg >"$OUT/dmesg.log"
+vm_no_grep "$OUT/dmesg.log" "security requested but not available|Unable to create .* crypto context" "the kernel had SMP for every pairing"
+
+# The kernel keeps the keys (Set Bondable): a second pair is Already Paired, and an encrypted read needs no pairing.
+vm_ok pair-again 60 "$BIN/mirror" pair $SIM --adapter hci0 --json
+vm_grep "$OUT/pair-again.log" '"alreadyPaired": ?true' "a second pair finds the kernel's keys (Already Paired)"
+vm_no_le_link
+vm_ok read-encrypted 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
+vm_grep "$OUT/read-encrypted.log" "mirror-sim" "a read at security medium works on the bond"
+vm_stop sim 10 TERM
+
+# Passkey Entry: both sides KeyboardOnly, both type 123456 (Table 2.8: each enters the passkey).
+vm_unpair
+vm_sim sim-passkey --io keyboard --passkey 123456
+vm_ok pair-passkey 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard --passkey 123456
+vm_grep "$OUT/pair-passkey.log" "^paired with $SIM \(public\) on hci0: Passkey Entry$" "mirror pair reports Passkey Entry"
+
+# A wrong passkey: the confirm values differ, SMP fails (Pairing Failed, Confirm Value Failed); named, exit 1.
+vm_unpair
+vm_run pair-wrong 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard --passkey 111111
+[ "$VM_RC" = 1 ] || vm_fail "a wrong passkey exited $VM_RC (expected 1)"
+vm_grep "$OUT/pair-wrong.log" "failed: Pair Device answered 0x05 Authentication Failed" "a wrong passkey is named as the kernel's Authentication Failed"
+
+# No passkey and no terminal: this host refuses (User Passkey Negative Reply) and says so, exit 4.
+vm_unpair
+vm_run pair-no-passkey 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard </dev/null
+[ "$VM_RC" = 4 ] || vm_fail "a pairing with no passkey to enter exited $VM_RC (expected 4, refused locally)"
+vm_grep "$OUT/pair-no-passkey.log" "this host refused: no passkey to enter" "a missing passkey is this host's refusal"
+vm_stop sim-passkey 10 TERM
+
+# The capture shows SMP itself, not only the management events.
+vm_stop btmon 5 TERM
+btmon -r "$OUT/hci.btsnoop" >"$OUT/hci.txt" 2>&1 || true
+vm_grep "$OUT/hci.txt" "SMP: Pairing Request" "SMP Pairing Request in the capture"
+vm_grep "$OUT/hci.txt" "SMP: Pairing Failed" "SMP Pairing Failed (the wrong passkey) in the capture"
+vm_grep "$OUT/hci.txt" "Encryption Change" "an Encryption Change in the capture"
