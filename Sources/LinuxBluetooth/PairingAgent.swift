@@ -3,6 +3,8 @@
 // 30 s SMP timeout ends the pairing (Core Spec 5.4 Vol 3 Part H §3.4).
 
 import ATTStack
+import CBlueZSocket
+import Glibc
 import LinkCore
 
 /// The pairing method SMP chose (Vol 3 Part H §2.3.5.1), as the requests the kernel made reveal it.
@@ -204,27 +206,46 @@ public final class PairingAgent: Sendable {
         }
     }
 
-    /// The peripheral's side (the simulator): answers every pairing request of the kernel on this adapter and reports
-    /// each (the method, and a refusal) to `report`, until the socket fails; a process-lifetime thread runs it.
-    public func serve(report: (String) -> Void) {
-        while true {
-            // An hour per wait: this loop lives as long as the process serves; the kernel's SMP timeout bounds each pairing.
-            let event: ManagementEvent?
-            do { event = try socket.nextEvent(timeout: 3600) } catch {
-                report("pairing agent on \(socket.adapter) stopped: \(error)")
-                return
-            }
-            guard case .pairing(let i, let e)? = event, Int(i) == index else { continue }
-            do {
-                if let (method, refused) = try answer(e) {
-                    report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
-                } else if case .authenticationFailed(let a, _, let status) = e {
-                    report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
+    /// Answers every pairing request of the kernel on this adapter, on a thread of its own, until `stop()`: the
+    /// simulator's side, and a connecting command's with --pair (BT_SECURITY starts SMP; the kernel asks here).
+    /// Each answer goes to `report`.
+    public func startServing(report: @escaping @Sendable (String) -> Void) throws(TransportError) -> PairingService {
+        let wake = cbz_eventfd()
+        if wake < 0 { throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
+        let service = PairingService(wake: wake)
+        startDetachedThread { [self] in
+            defer { service.finished() }
+            var buffer = [UInt8](repeating: 0, count: 1024)
+            while true {
+                var r1: Int16 = 0, r2: Int16 = 0
+                // Until stop() signals the eventfd: the agent lives as long as its connection or server does.
+                let n = cbz_poll_two(socket.fd, Int16(CBZ_POLLIN), wake, Int16(CBZ_POLLIN), -1, &r1, &r2)
+                if n < 0 {
+                    if cbz_errno() == EINTR { continue }
+                    report("pairing agent on \(socket.adapter) stopped: \(lastSocketError("poll", "waiting for a pairing request", .hci(adapter: socket.adapter)))")
+                    return
                 }
-            } catch {
-                report("pairing agent on \(socket.adapter) could not answer: \(error)")
+                if r2 != 0 { return }
+                var truncated: Int32 = 0
+                let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(socket.fd, $0.baseAddress, $0.count, &truncated) }
+                if got < 0 {
+                    if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
+                    report("pairing agent on \(socket.adapter) stopped: \(lastSocketError("recv", "reading a management event", .hci(adapter: socket.adapter)))")
+                    return
+                }
+                guard case .pairing(let i, let e)? = ManagementEvent.parse(Array(buffer.prefix(got))), Int(i) == index else { continue }
+                do {
+                    if let (method, refused) = try answer(e) {
+                        report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
+                    } else if case .authenticationFailed(let a, _, let status) = e {
+                        report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
+                    }
+                } catch {
+                    report("pairing agent on \(socket.adapter) could not answer: \(error)")
+                }
             }
         }
+        return service
     }
 
     /// Pairs with the peer (Pair Device with `io` for this pairing), answering the kernel's requests, until Pair
@@ -283,4 +304,25 @@ public final class PairingAgent: Sendable {
         failure.status = status
         throw failure
     }
+}
+
+/// A running pairing agent (PairingAgent.startServing): `stop()` ends its thread and waits for it, at most 2 s.
+public final class PairingService: Sendable {
+    /// The eventfd stop() signals; closed once the thread has ended.
+    let wake: Int32
+    /// Guards whether the serving thread has ended.
+    private let state = Lock(false)
+
+    init(wake: Int32) { self.wake = wake }
+
+    func finished() { state.withLockBroadcasting { $0 = true } }
+
+    /// Ends the agent's thread: it answers nothing after this returns (or after its 2 s limit, named by the caller's
+    /// WaitLimit "pairing.stop").
+    public func stop() {
+        _ = cbz_eventfd_signal(wake)
+        if state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: 2_000_000_000) == nil { WaitLimit.fired("pairing.stop") }
+    }
+
+    deinit { _ = cbz_close(wake) }
 }

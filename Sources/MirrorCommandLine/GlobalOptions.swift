@@ -18,12 +18,13 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case dataLength = "--data-length"
     case noCache = "--no-cache"
     case bearers = "--bearers"
+    case pair = "--pair"
 
     /// The options that ask the controller for a link (HCI LE Connection Update, LE Set PHY, LE Set Data Length).
     public static let link: Set<GlobalOptionName> = [.interval, .latency, .supervisionTimeout, .phy, .dataLength]
 
     /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
-    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache, .bearers]).union(link)
+    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache, .bearers, .pair]).union(link)
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -62,6 +63,9 @@ public struct GlobalOptions: Sendable, Equatable {
     /// How many ATT bearers to open (--bearers): CID 4 and up to bearers-1 Enhanced ATT bearers (Core Spec Vol 3
     /// Part F §3.2.11); 1, the default, is CID 4 alone and nothing is read or written for EATT.
     public var bearers = 1
+    /// Pair when the link's security is raised (--pair): this process answers the kernel's pairing requests
+    /// (Just Works) for the connection's life, and the adapter keeps the keys.
+    public var pair = false
 
     /// What `--bearers` takes: CID 4 and up to four Enhanced ATT bearers.
     public static let bearerRange: ClosedRange<Int> = 1...5
@@ -98,6 +102,7 @@ public struct GlobalOptions: Sendable, Equatable {
         .value("--data-length", "OCTETS", help: "ask for this link-layer data length, 27-251 octets (LE Set Data Length)"),
         .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
         .value("--bearers", "N", help: "open N ATT bearers, 1-5: CID 4 and N-1 Enhanced ATT bearers (EATT, ECRED on PSM 0x27) where the peer serves them (default 1)"),
+        .flag("--pair", help: "pair (Just Works) and bond when the link's security is raised (--security, or a peer's Insufficient Authentication), this process as the agent; needs CAP_NET_ADMIN"),
     ]
 
     /// These options with those a later line gave (`given`, as `ParsedArguments.givenGlobals` says) laid over
@@ -122,6 +127,7 @@ public struct GlobalOptions: Sendable, Equatable {
             case .dataLength: o.link.dataLength = line.link.dataLength
             case .noCache: o.noCache = line.noCache
             case .bearers: o.bearers = line.bearers
+            case .pair: o.pair = line.pair
             }
         }
         return o
@@ -142,6 +148,7 @@ public struct GlobalOptions: Sendable, Equatable {
         btsnoop = values[GlobalOptionName.btsnoop.rawValue]?.last
         json = flags.contains(GlobalOptionName.json.rawValue)
         noCache = flags.contains(GlobalOptionName.noCache.rawValue)
+        pair = flags.contains(GlobalOptionName.pair.rawValue)
         bearers = try value(.bearers) { (s: String) throws(UsageError) in try parseCount(s, in: GlobalOptions.bearerRange, what: "bearer count") } ?? 1
         profile = values[GlobalOptionName.profile.rawValue]?.last
         link.interval = try value(.interval, parseConnectionInterval)

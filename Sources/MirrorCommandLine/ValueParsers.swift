@@ -49,6 +49,9 @@ public func parseTarget(_ token: String, global: GlobalOptions) throws(UsageErro
         if global.security != nil {
             throw UsageError("--security applies to a Bluetooth link, not to the unix socket target \"\(token)\"", token: token)
         }
+        if global.pair {
+            throw UsageError("--pair applies to a Bluetooth link, not to the unix socket target \"\(token)\"", token: token)
+        }
     }
     return target
 }

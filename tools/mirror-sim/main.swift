@@ -146,6 +146,8 @@ let mirror = SimulatedMirror(options: options, log: log, connectionClosed: { rem
 })
 
 var listeners: [ATTBearerListener] = []
+/// The pairing agent answering on --adapter, for the process's life.
+var pairingService: PairingService?
 /// The listeners at PATH.eatt: each connection there asks for an Enhanced ATT bearer first.
 var enhancedUnix: [ObjectIdentifier] = []
 do {
@@ -170,7 +172,7 @@ do {
                                                          display: { p, peer in log("pairing with \(peer): passkey \(sixDigits(p)) to type there") }))
         // Before advertising, nothing is connected to it yet: an LE-only adapter may be power-cycled to get SMP.
         if let note = try agent.prepare(io: parsed.io, mayPowerCycle: (try? HCIAdapter.connectionCount(index: resolved.index)) == 0) { log(note) }
-        Thread { agent.serve(report: log) }.start()
+        pairingService = try agent.startServing(report: log)
         log("pairing as \(parsed.io) (\(parsed.io.name)) on \(adapter)")
         try LEAdvertiser.start(adapter: adapter, name: advertisedName)
         log("advertising as \"\(advertisedName)\" on \(adapter)")

@@ -90,6 +90,19 @@ enum Pairing {
         return try agent.pair(address: address, type: type, io: io)
     }
 
+    /// Opens the management socket on `adapter` (default: the first that is up) and answers every pairing request
+    /// there until the returned service stops (--pair on a connecting command): Just Works, notes on stderr.
+    static func serve(adapter name: String?, console: Console) throws -> PairingService {
+        let capabilities = Capabilities.checkRawHCI()
+        guard capabilities.isSatisfied else { throw CLIError.unsupported("--pair: " + capabilities.summary) }
+        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
+        let socket = try ManagementSocket(adapter: adapter.name)
+        let agent = PairingAgent(socket: socket, index: adapter.index, prompts: terminalPrompts(passkey: nil, console: console))
+        let idle = BluetoothDaemon.runningPID() == nil && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
+        if let note = try agent.prepare(io: .noInputNoOutput, mayPowerCycle: idle) { console.err("note: \(note)") }
+        return try agent.startServing { console.err("pair: \($0)") }
+    }
+
     /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the
     /// error then says to give --passkey). A passkey to show is printed on stderr.
     static func terminalPrompts(passkey: UInt32?, console: Console) -> PairingPrompts {

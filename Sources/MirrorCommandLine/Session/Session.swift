@@ -81,6 +81,8 @@ final class Session: Sendable {
     /// The database known on this connection, its user descriptions, and the GATT cache under it (DatabaseCache.swift):
     /// the GATT client's, with the cache files as its store (nil store with --no-cache).
     let databaseCache: GATTDatabaseCache
+    /// This process's pairing agent for the connection (--pair), stopped with it.
+    let pairing: PairingService?
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
     /// This peer's key in the GATT cache (the TARGET as given).
@@ -93,7 +95,9 @@ final class Session: Sendable {
     private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
                  capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
                  timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
-                 heldByShell: Bool, databaseCache: GATTDatabaseCache, warn: @escaping @Sendable (String) -> Void) {
+                 heldByShell: Bool, databaseCache: GATTDatabaseCache, warn: @escaping @Sendable (String) -> Void,
+                 pairing: PairingService?) {
+        self.pairing = pairing
         self.heldByShell = heldByShell
         self.databaseCache = databaseCache
         self.warn = warn
@@ -129,7 +133,7 @@ final class Session: Sendable {
         }
         let g = inv.global
         let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
-        let security = g.security.map { level -> BTSecurityLevel in
+        let asked = g.security.map { level -> BTSecurityLevel in
             switch level {
             case .low: return .low
             case .medium: return .medium
@@ -137,6 +141,10 @@ final class Session: Sendable {
             }
         }
         let records = LinkRecordSink(console: inv.console, tracing: g.trace)
+        // --pair: this process answers the kernel's pairing requests for the connection's life (opened while the
+        // capabilities are held: the management socket is trusted only then), and the link asks for encryption.
+        let pairing = g.pair && !target.isUnix ? try Pairing.serve(adapter: g.adapter, console: inv.console) : nil
+        let security: BTSecurityLevel? = g.pair && !target.isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability: any the keeper still holds go now (Privilege).
         if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }
         let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
@@ -147,6 +155,7 @@ final class Session: Sendable {
         } catch {
             Privilege.dropAll("after a failed connect")
             monitor?.close()
+            pairing?.stop()
             throw error
         }
         var capture: (writer: BTSnoopWriter, owned: Bool)?
@@ -207,7 +216,8 @@ final class Session: Sendable {
                                               report: { [key = target.cacheKey] in warn(Session.cacheText($0, target: key)) })
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
-                              linkRequests: requests, heldByShell: heldByShell, databaseCache: databaseCache, warn: warn)
+                              linkRequests: requests, heldByShell: heldByShell, databaseCache: databaseCache, warn: warn,
+                              pairing: pairing)
         do {
             _ = try await client.exchangeMTU()
         } catch {
@@ -498,6 +508,7 @@ final class Session: Sendable {
     func closeConnection(reason: String = "mirror is done") {
         client.close(reason: reason)
         link?.close()
+        pairing?.stop()
         if let c = capture.withLock({ $0 }), c.owned { c.writer.close() }
     }
 
