@@ -3,7 +3,7 @@
 # tools/mirror-docs.sh; do not edit. Install as /usr/share/bash-completion/completions/mirror, or source it.
 
 # The commands, and help.
-_mirror_commands="discover gatt read write listen mtu link bench scan wifi shell cache doctor adapters help"
+_mirror_commands="discover gatt read write listen mtu link pair bench scan wifi shell cache doctor adapters help"
 
 # The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
 _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus wifiNetworkSSIDEnum wifiNumNetworks wifiSetSSID"
@@ -12,20 +12,21 @@ _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus
 _mirror_options() {
     case "$1" in
         discover) echo "--duration --adapter --json --help" ;;
-        gatt) echo "--read --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        read) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        scan) echo "--timeout --upload-host --upload-bind --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
-        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help" ;;
+        gatt) echo "--read --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        read) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        pair) echo "--io --passkey --adapter --type --json --help" ;;
+        bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        scan) echo "--timeout --upload-host --upload-bind --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         cache) echo "--adapter --json --help" ;;
         doctor) echo "--json --help" ;;
         adapters) echo "--json --help" ;;
-        *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --help --version" ;;
+        *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help --version" ;;
     esac
 }
 
@@ -36,6 +37,8 @@ _mirror_option_value() {
         "discover --duration") echo "any" ;;
         "listen --count") echo "any" ;;
         "listen --duration") echo "any" ;;
+        "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
+        "pair --passkey") echo "any" ;;
         "bench --handle") echo "names" ;;
         "bench --size") echo "any" ;;
         "bench --count") echo "any" ;;
@@ -80,6 +83,7 @@ _mirror_positionals() {
         listen) echo "TARGET HANDLE|UUID|NAME..." ;;
         mtu) echo "TARGET" ;;
         link) echo "TARGET" ;;
+        pair) echo "TARGET" ;;
         bench) echo "TARGET" ;;
         scan) echo "TARGET" ;;
         wifi) echo "list|status|join TARGET SSID" ;;

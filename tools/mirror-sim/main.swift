@@ -42,9 +42,10 @@ let usage = """
       --eatt-refuse CODE      refuse every Enhanced ATT bearer with this L2CAP result (0x0004: no resources
                               available) over unix:; over an adapter, no PSM 0x0027 listener (the kernel refuses)
       --change-database-after MS  change the database MS after the first connection opens (as change-database)
-      --io CAPABILITY         with --adapter: answer pairing as this IO capability (display, yesno, keyboard, none,
-                              keyboard-display; default none: Just Works), this process as the agent
-      --passkey N             with --adapter: the passkey to enter when a central displays one (Passkey Entry)
+      --io CAPABILITY         with --adapter: answer pairing as this IO capability (display, yesno, keyboard, none:
+                              Just Works, keyboard-display), this process as the agent (default: no agent)
+      --passkey N             with --adapter: the passkey to enter when a central displays one (Passkey Entry;
+                              implies --io keyboard unless --io is given)
       --verbose               log every PDU; --quiet logs nothing
       --once                  exit after the first connection closes
     """
@@ -61,7 +62,8 @@ struct Arguments {
     var advertiseName: String?
     var quiet = false
     var once = false
-    var io = IOCapability.noInputNoOutput
+    /// The IO capability to pair as; nil: no agent (the kernel's pairing requests on the adapter go unanswered).
+    var io: IOCapability?
     var passkey: UInt32?
 }
 
@@ -96,6 +98,7 @@ func parseArguments(_ raw: [String]) -> Arguments {
             let v = value(a)
             guard v.count <= 6, let n = UInt32(v), n <= 999_999 else { fail("--passkey takes up to six decimal digits, not \(v)") }
             r.passkey = n
+            if r.io == nil { r.io = .keyboardOnly }
         case "--advertise": r.advertiseName = value(a)
         case "--scenario":
             let path = value(a)
@@ -166,14 +169,16 @@ do {
         }
         // The peripheral's side of pairing: the kernel asks user space to confirm or enter (mgmt.c); this process
         // answers with the same agent `mirror pair` uses, or the kernel's 30 s SMP timeout ends the pairing.
-        let resolved = try HCIAdapter.resolve(adapter)
-        let agent = PairingAgent(socket: try ManagementSocket(adapter: resolved.name), index: resolved.index,
-                                 prompts: PairingPrompts(confirm: { _, _ in true }, passkey: { [passkey = parsed.passkey] _ in passkey },
-                                                         display: { p, peer in log("pairing with \(peer): passkey \(sixDigits(p)) to type there") }))
-        // Before advertising, nothing is connected to it yet: an LE-only adapter may be power-cycled to get SMP.
-        if let note = try agent.prepare(io: parsed.io, mayPowerCycle: (try? HCIAdapter.connectionCount(index: resolved.index)) == 0) { log(note) }
-        pairingService = try agent.startServing(report: log)
-        log("pairing as \(parsed.io) (\(parsed.io.name)) on \(adapter)")
+        if let io = parsed.io {
+            let resolved = try HCIAdapter.resolve(adapter)
+            let agent = PairingAgent(socket: try ManagementSocket(adapter: resolved.name), index: resolved.index,
+                                     prompts: PairingPrompts(confirm: { _, _ in true }, passkey: { [passkey = parsed.passkey] _ in passkey },
+                                                             display: { p, peer in log("pairing with \(peer): passkey \(sixDigits(p)) to type there") }))
+            // Before advertising, nothing is connected to it yet: an LE-only adapter may be power-cycled to get SMP.
+            if let note = try agent.prepare(io: io, mayPowerCycle: (try? HCIAdapter.connectionCount(index: resolved.index)) == 0) { log(note) }
+            pairingService = try agent.startServing(report: log)
+            log("pairing as \(io) (\(io.name)) on \(adapter)")
+        }
         try LEAdvertiser.start(adapter: adapter, name: advertisedName)
         log("advertising as \"\(advertisedName)\" on \(adapter)")
     }

@@ -5,7 +5,7 @@ vm_controllers
 # The bench example floods Write Commands at a simulator that logs each one: an LE fixed channel has no flow control,
 # so a full receive buffer drops PDUs (the barrier's Read Request among them) unless it is large (as in the bench scenario).
 vm_big_buffers
-vm_sim sim
+vm_sim sim --io none
 vm_ok examples 360 python3 -I -S "$REPO/tools/vm/examples.py" "$BIN" "$REPO" "$OUT/examples"
 sed 's/^/    | /' "$OUT/examples.log" | grep -v '^    | *$' | head -60
 

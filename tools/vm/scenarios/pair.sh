@@ -13,7 +13,7 @@ vm_unpair() {
 }
 
 # Just Works: both sides NoInputNoOutput (Core Spec Vol 3 Part H §2.3.5.1, Table 2.8).
-vm_sim sim
+vm_sim sim --io none
 # hciconfig powered both adapters before any management command: the kernel has no SMP on them until they are
 # powered again through the management interface (hci_sync.c), which the simulator's and mirror's agents do.
 vm_grep "$OUT/sim.log" "powered hci1 off and on again through the Bluetooth management interface" "the simulator power-cycled its LE-only hci1 through the management interface (SMP)"
