@@ -87,7 +87,7 @@ extension GATTClient {
 
     /// Waits for POLLOUT on the transport after a raise to `level`: the link takes data again once pairing is
     /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
-    func waitForTheLink(after level: GATTSecurityLevel) async throws(GATTError) {
+    public func waitForTheLink(after level: GATTSecurityLevel) async throws(GATTError) {
         let what = "the link to take data again after raising security to \(level) (pairing)"
         let transport = engine.transport
         do {

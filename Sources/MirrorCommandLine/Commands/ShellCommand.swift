@@ -48,6 +48,16 @@ let shellOwnCommands: [CommandSpec] = [
             """,
         positionals: [PositionalSpec("FILE|off", help: "the capture file, or off")], globals: [.json],
         examples: [("btsnoop /tmp/shell.btsnoop", "capture from here"), ("btsnoop off", "stop and close the file")]),
+    CommandSpec(
+        name: "pair", summary: "pair and bond on the open connection: raises the link's security, this process answering the kernel",
+        discussion: """
+            Raises the link's security (BT_SECURITY) to medium, or high with --high (an authenticated key): the kernel \
+            runs SMP, or encrypts with the key it holds, and this process answers the kernel's pairing requests. \
+            The shell must have been started with --pair (its agent needs CAP_NET_ADMIN before the connect, and \
+            mirror gives every capability up after it). Prints the link's security level after it.
+            """,
+        options: [.flag("--high", help: "ask for an authenticated (MITM-protected) key: security high")],
+        globals: [.json], examples: [("pair", "encrypt the link, pairing (Just Works) when no key is held")]),
     CommandSpec(name: "disconnect", summary: "close the connection (the shell goes on)", globals: [],
                 examples: [("disconnect", "close it; connect opens it again")]),
     CommandSpec(
@@ -401,6 +411,19 @@ final class Shell: Sendable {
                     console.out("btsnoop: writing \(writer.path) from now on")
                 }
             }
+        case "pair":
+            let s = try session()
+            guard s.pairing != nil else {
+                throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
+            }
+            let level: GATTSecurityLevel = args.has("--high") ? .high : .medium
+            if s.client.securityLevel < level {
+                try await s.client.setSecurityLevel(level)
+                // The kernel holds the socket in BT_CONFIG until SMP ends: the link takes data again once encrypted.
+                try await s.client.waitForTheLink(after: level)
+            }
+            let now = s.client.securityLevel
+            if json { console.out(JSONValue.object([("security", .string("\(now)"))]).compact) } else { console.out("pair: the link's security is \(now)") }
         case "disconnect":
             let target = try session().transport.label
             await disconnect(reason: "disconnect asked in the shell")

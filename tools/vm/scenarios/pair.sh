@@ -31,6 +31,21 @@ vm_grep "$OUT/pair-again.log" '"alreadyPaired": ?true' "a second pair finds the 
 vm_no_le_link
 vm_ok read-encrypted 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
 vm_grep "$OUT/read-encrypted.log" "mirror-sim" "a read at security medium works on the bond"
+
+# --pair on a connecting command: with no bond, the read's connection pairs (the agent answers) and reads.
+vm_unpair
+vm_ok read-pair 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --pair
+vm_grep "$OUT/read-pair.log" "mirror-sim" "read --pair pairs and reads"
+vm_run pair-after-read-pair 30 "$BIN/mirror" pair $SIM --adapter hci0 --json
+vm_grep "$OUT/pair-after-read-pair.log" '"alreadyPaired": ?true' "read --pair left a bond in the kernel"
+
+# The shell's pair: on the open connection, with the shell's agent (--pair); refused, and said why, without it.
+vm_unpair
+vm_run shell-pair 60 sh -c "printf 'pair\nread 0x0003\n' | \"\$1\" shell $SIM --adapter hci0 --pair" sh "$BIN/mirror"
+vm_grep "$OUT/shell-pair.log" "pair: the link's security is medium" "the shell's pair encrypts the open connection"
+vm_grep "$OUT/shell-pair.log" "mirror-sim" "the shell reads after pairing"
+vm_run shell-no-agent 60 sh -c "printf 'pair\n' | \"\$1\" shell $SIM --adapter hci0" sh "$BIN/mirror"
+vm_grep "$OUT/shell-no-agent.log" "start it with mirror shell TARGET --pair" "the shell's pair without an agent says how"
 vm_stop sim 10 TERM
 
 # Passkey Entry: both sides KeyboardOnly, both type 123456 (Table 2.8: each enters the passkey).
