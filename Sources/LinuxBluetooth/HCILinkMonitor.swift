@@ -228,12 +228,25 @@ public final class HCILinkMonitor: Sendable {
     /// Waits up to `limit` for the bound link's Disconnection Complete (an error for a lost link names its reason;
     /// the event may come just after the socket's error). Nil when none came within the limit or the monitor ended.
     public func awaitDisconnectReason(limit: Duration) -> UInt8? {
+        awaitEvent(limit: limit, limitID: "linkMonitor.disconnectReason") { s in s.bound.flatMap { s.disconnectReasons[$0] } }
+    }
+
+    /// Waits up to `limit` for an Encryption Change that failed on any link of the adapter since the monitor opened
+    /// (a connect with BT_SECURITY fails with EACCES as the kernel handles it): its status, as 0x06 PIN or Key
+    /// Missing when the peer has no key for the bond (Vol 4 Part E §7.7.8). Nil when none came.
+    public func awaitEncryptionFailure(limit: Duration) -> UInt8? {
+        awaitEvent(limit: limit, limitID: "linkMonitor.encryptionFailure") { $0.encryptionFailure }
+    }
+
+    /// The one wait for an event the reader records: `pick` finds it; nil at `limit` (named by `limitID`) or when
+    /// the reader has ended.
+    private func awaitEvent<T>(limit: Duration, limitID: String, _ pick: @escaping (MonitorState) -> T?) -> T? {
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        let found: UInt8?? = state.wait(until: { s -> UInt8?? in
-            if let reason = s.bound.flatMap({ s.disconnectReasons[$0] }) { return .some(reason) }
+        let found: T?? = state.wait(until: { s -> T?? in
+            if let value = pick(s) { return .some(value) }
             return s.readerDone ? .some(nil) : nil
         }, timeoutNanoseconds: ns)
-        if found == nil { WaitLimit.fired("linkMonitor.disconnectReason") }
+        if found == nil { WaitLimit.fired(limitID) }
         return found ?? nil
     }
 
@@ -513,6 +526,8 @@ struct MonitorState {
     var bound: UInt16?
     var links: [UInt16: LinkState] = [:]
     var disconnectReasons: [UInt16: UInt8] = [:]
+    /// The status of the last Encryption Change that failed, on any link (a failed connect has no handle to bind).
+    var encryptionFailure: UInt8?
     var log: [(Int, HCIEvent)] = []
     var nextSeq = 0
     var unbound: [(handles: [UInt16], record: HCILinkRecord)] = []
@@ -584,7 +599,10 @@ struct MonitorState {
             }
         case .encryptionChange(let status, let h, let enabled):
             handles = [h]
-            guard status == 0 else { break }
+            guard status == 0 else {
+                encryptionFailure = status
+                break
+            }
             update(h) { $0.encrypted = .known(enabled != 0, source: .hciEvent("Encryption Change")) }
         case .disconnectionComplete(let status, let h, let reason):
             handles = [h]

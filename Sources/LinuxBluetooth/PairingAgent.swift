@@ -317,12 +317,39 @@ public final class PairingService: Sendable {
 
     func finished() { state.withLockBroadcasting { $0 = true } }
 
-    /// Ends the agent's thread: it answers nothing after this returns (or after its 2 s limit, named by the caller's
-    /// WaitLimit "pairing.stop").
-    public func stop() {
+    /// Ends the agent's thread and waits for it at most `limit` (an answer under way, a prompt the user has not
+    /// answered, may hold it; WaitLimit "pairing.stop"); it answers nothing after it has ended.
+    public func stop(limit: Duration = .seconds(2)) {
         _ = cbz_eventfd_signal(wake)
-        if state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: 2_000_000_000) == nil { WaitLimit.fired("pairing.stop") }
+        let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
+        if state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: ns) == nil { WaitLimit.fired("pairing.stop") }
     }
 
     deinit { _ = cbz_close(wake) }
+}
+
+/// A connection whose encryption failed (Encryption Change with a status, Vol 4 Part E §7.7.8): 0x06 PIN or Key
+/// Missing is a peer that no longer has the bond this side encrypts with.
+public struct EncryptionFailedError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var peer: String
+    public var adapter: String
+    /// The Encryption Change status.
+    public var status: UInt8
+
+    public init(peer: String, adapter: String, status: UInt8) {
+        self.peer = peer
+        self.adapter = adapter
+        self.status = status
+    }
+
+    /// The peer forgot the bond (it answered the LTK request negatively).
+    public var isLostBond: Bool { status == 0x06 }
+
+    public var description: String {
+        let event = "Encryption Change status \(HCIStatus.describe(status))"
+        if isLostBond {
+            return "encrypting the link to \(peer) on \(adapter) failed: the peer has no key for this bond (\(event)): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove \(peer)`, then `mirror pair \(peer)` (or --pair)"
+        }
+        return "encrypting the link to \(peer) on \(adapter) failed (\(event)): pairing or the key was refused; btmon shows the exchange"
+    }
 }

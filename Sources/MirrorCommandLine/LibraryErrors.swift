@@ -44,6 +44,11 @@ extension ErrorReport {
             ])
         case let e as PairingError:
             return pairingReport(e)
+        case let e as EncryptionFailedError:
+            return ErrorReport(status: .connection, message: e.description, fields: [
+                ("peer", .string(e.peer)), ("adapter", .string(e.adapter)), ("hciStatus", .int(Int(e.status))),
+                ("hciStatusName", HCIStatus.name(e.status).map { .string($0) } ?? .null), ("lostBond", .bool(e.isLostBond)),
+            ])
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:

@@ -216,6 +216,23 @@ final class HCILinkMonitorTests: XCTestCase {
         XCTAssertGreaterThan(limit.fired, 0, "the limit linkMonitor.disconnectReason fired")
     }
 
+    func testAFailedEncryptionChangeIsFoundWithinItsLimit() throws {
+        let limit = WaitLimit.watch("linkMonitor.encryptionFailure")
+        let pair = try SocketPair()
+        let (monitor, controller) = try rig(pair) { _ in [] }
+        defer { monitor.close() }
+        XCTAssertNil(monitor.awaitEncryptionFailure(limit: .milliseconds(100)), "none yet: nil at the limit")
+        XCTAssertGreaterThan(limit.fired, 0, "the limit linkMonitor.encryptionFailure fired")
+        // A successful Encryption Change (event 0x08: status, handle, enabled) is not a failure.
+        controller.send(hciEvent(0x08, [0x00, 0x40, 0x00, 0x01]))
+        XCTAssertNil(monitor.awaitEncryptionFailure(limit: .milliseconds(100)))
+        // No handle is bound (the connect failed): any link's failed Encryption Change counts; 0x06 PIN or Key Missing.
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { controller.send(hciEvent(0x08, [0x06, 0x41, 0x00, 0x00])) }
+        XCTAssertEqual(monitor.awaitEncryptionFailure(limit: .seconds(5)), 0x06)
+        XCTAssertEqual("\(EncryptionFailedError(peer: "00:AA:01:01:00:01", adapter: "hci0", status: 0x06))",
+                       "encrypting the link to 00:AA:01:01:00:01 on hci0 failed: the peer has no key for this bond (Encryption Change status 0x06 PIN or Key Missing): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove 00:AA:01:01:00:01`, then `mirror pair 00:AA:01:01:00:01` (or --pair)")
+    }
+
     func testWithoutTheCapabilityRequestsFailNamingItAndTheSetcapLine() throws {
         let pair = try SocketPair()
         let (monitor, controller) = try rig(pair, privileged: false) { _ in [] }

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import LinuxBluetooth
 import LinkCore
+import CBlueZSocket
 
 /// The pairing commands and events against BlueZ's doc/mgmt-protocol.rst layouts, and the agent's answers over a
 /// socketpair standing in for the kernel's HCI_CHANNEL_CONTROL socket.
@@ -223,5 +224,44 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertEqual(try agent2.prepare(io: .noInputNoOutput, mayPowerCycle: true),
                        "powered hci0 off and on again through the Bluetooth management interface (it had no connection, and no bluetoothd runs): an adapter first powered on outside that interface has no SMP in the kernel, and an LE-only one cannot be asked")
         XCTAssertEqual(sent(k2).map { $0[0] }, [0x09, 0x18, 0x04, 0x05, 0x05])
+    }
+
+    func testTheServingAgentAnswersUntilStoppedAndAStopWaitsForAnAnswerOnlyToItsLimit() throws {
+        let reports = Lock<[String]>([])
+        let (agent, k) = kernel([], prompts: .fixed(passkey: 123456))
+        defer { close(k) }
+        let service = try agent.startServing { line in reports.withLockBroadcasting { $0.append(line) } }
+        // A User Passkey Request on this adapter: answered with the passkey, and reported.
+        let request = event(0x10, peerField)
+        XCTAssertEqual(write(k, request, request.count), request.count)
+        XCTAssertNotNil(reports.wait(until: { $0.isEmpty ? nil : $0 }, timeoutNanoseconds: 5_000_000_000))
+        XCTAssertEqual(reports.withLock { $0 }, ["pairing with 00:AA:01:01:00:01 (public): Passkey Entry, answered"])
+        XCTAssertEqual(sent(k), [ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: 123456).packet])
+        let started = ContinuousClock.now
+        service.stop()
+        XCTAssertLessThan(ContinuousClock.now - started, .seconds(1), "the eventfd ends the thread's poll at once")
+        // After stop, a request goes unanswered.
+        XCTAssertEqual(write(k, request, request.count), request.count)
+        var revents: Int16 = 0
+        XCTAssertEqual(cbz_poll_one(k, Int16(CBZ_POLLIN), 200, &revents), 0, "nothing sent after stop")
+
+        // An agent whose prompt has not returned: stop waits for it only to its limit, then says so (pairing.stop).
+        let limit = WaitLimit.watch("pairing.stop")
+        // (entered, released): the prompt says it was entered, then waits for the test to release it.
+        let prompt = Lock((false, false))
+        let slow = PairingPrompts(confirm: { _, _ in true },
+                                  passkey: { _ in
+                                      prompt.withLockBroadcasting { $0.0 = true }
+                                      _ = prompt.wait(until: { $0.1 ? () : nil }, timeoutNanoseconds: 5_000_000_000)
+                                      return nil
+                                  },
+                                  display: { _, _ in })
+        let (agent2, k2) = kernel([request], prompts: slow)
+        defer { close(k2) }
+        let service2 = try agent2.startServing { _ in }
+        XCTAssertNotNil(prompt.wait(until: { $0.0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "the agent asked its prompt")
+        service2.stop(limit: .milliseconds(200))
+        XCTAssertGreaterThan(limit.fired, 0, "the limit pairing.stop fired")
+        prompt.withLockBroadcasting { $0.1 = true }
     }
 }

@@ -112,6 +112,12 @@ final class Session: Sendable {
         self.records = records
     }
 
+    /// Whether `error` is the socket's EACCES (a security failure on an L2CAP socket).
+    static func isPermissionDenied(_ error: any Error) -> Bool {
+        if case .socket(let e)? = error as? TransportError { return e.errno == .permissionDenied }
+        return false
+    }
+
     /// The ATT_MTU in effect.
     var mtu: Int { client.mtu }
 
@@ -153,9 +159,16 @@ final class Session: Sendable {
             bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
                                            timeout: g.timeout, security: target.isUnix ? nil : security)
         } catch {
+            // A connect that asked for encryption and got EACCES: the kernel ended the link on a failed Encryption
+            // Change (net/bluetooth's bt_to_errno), which the monitor saw; its status says why.
+            let encryption = (security?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue && Self.isPermissionDenied(error)
+                ? monitor?.awaitEncryptionFailure(limit: LinkSession.disconnectReasonWait) : nil
             Privilege.dropAll("after a failed connect")
             monitor?.close()
             pairing?.stop()
+            if let encryption, case .bluetooth(let address) = target.target {
+                throw EncryptionFailedError(peer: address.description, adapter: g.adapter ?? "the default adapter", status: encryption)
+            }
             throw error
         }
         var capture: (writer: BTSnoopWriter, owned: Bool)?

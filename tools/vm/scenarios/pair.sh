@@ -46,6 +46,15 @@ vm_grep "$OUT/shell-pair.log" "pair: the link's security is medium" "the shell's
 vm_grep "$OUT/shell-pair.log" "mirror-sim" "the shell reads after pairing"
 vm_run shell-no-agent 60 sh -c "printf 'pair\n' | \"\$1\" shell $SIM --adapter hci0" sh "$BIN/mirror"
 vm_grep "$OUT/shell-no-agent.log" "start it with mirror shell TARGET --pair" "the shell's pair without an agent says how"
+
+# A peer that forgot the bond: hci1 drops its key, hci0 still encrypts with its own: the peer answers the LTK
+# request negatively and the link's Encryption Change fails with 0x06 PIN or Key Missing (Vol 4 Part E §7.7.8).
+vm_run unpair-peer-only 15 btmgmt -i hci1 unpair -t 1 $CENTRAL
+vm_no_le_link
+vm_run read-lost-bond 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
+[ "$VM_RC" = 6 ] || vm_fail "a read on a bond the peer forgot exited $VM_RC (expected 6, connection)"
+vm_grep "$OUT/read-lost-bond.log" "the peer has no key for this bond \(Encryption Change status 0x06 PIN or Key Missing\): it has forgotten the bond" "a lost bond is named, with the HCI status"
+vm_grep "$OUT/read-lost-bond.log" "mirror bonds remove $SIM" "and says how to pair again"
 vm_stop sim 10 TERM
 
 # Passkey Entry: both sides KeyboardOnly, both type 123456 (Table 2.8: each enters the passkey).
