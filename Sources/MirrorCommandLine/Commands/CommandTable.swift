@@ -40,6 +40,7 @@ public let commandTable: [Command] = [
     wifiCommand,
     shellCommand,
     cacheCommand,
+    bondsCommand,
     doctorCommand,
     adaptersCommand,
 ]
