@@ -48,6 +48,8 @@ let bondsCommand = Command(CommandSpec(
     let store = try BondStore.standard()
     let adapters: [BluetoothAddress]? = try inv.global.adapter.map { [try HCIAdapter.resolve($0).address] }
     if let peer {
+        // `remove` kept the capabilities on the keeper (MirrorMain.mayNeedRawHCI) to bind a trusted management socket.
+        defer { Privilege.dropAll("after bonds remove's Unpair Device") }
         let outcome = try BondsRemoval.run(store: store, peer: peer, adapters: adapters)
         if inv.global.json {
             inv.console.json(outcome.json)
