@@ -174,3 +174,34 @@ public struct BondFileProblem: Error, Sendable, Equatable, CustomStringConvertib
     public init(_ problem: String) { self.problem = problem }
     public var description: String { problem }
 }
+
+// MARK: - From the kernel's key events
+
+extension Bond {
+    /// The bond the key events of a pairing give for the peer identity `peer` (New Long Term Key, New IRK, New CSRK:
+    /// mgmt-api.txt; each carries the identity address once the IRK resolved it). Only keys with Store_Hint set
+    /// are kept (a "No Bonding" pairing sets none); nil when no LTK is to be stored. A later key of the same role
+    /// replaces an earlier one. Key size and authentication are the LTKs'.
+    public init?(adapter: BluetoothAddress, peer: BluetoothAddress, events: [ManagementEvent], method: PairingMethod, bondedAt: Int) {
+        var ltks: [LongTermKey] = [], irk: IdentityResolvingKey?, csrks: [SignatureResolvingKey] = []
+        for event in events {
+            switch event {
+            case .newLongTermKey(_, true, let k) where k.address == peer:
+                ltks.removeAll { $0.central == k.central }
+                ltks.append(k)
+            case .newIdentityResolvingKey(_, true, _, let k) where k.address == peer:
+                irk = k
+            case .newSignatureResolvingKey(_, true, let k) where k.address == peer:
+                csrks.removeAll { $0.type.isLocal == k.type.isLocal }
+                csrks.append(k)
+            default:
+                continue
+            }
+        }
+        guard let first = ltks.first else { return nil }
+        ltks.sort { $0.central && !$1.central }
+        self.init(adapter: adapter, peer: peer, peerType: first.addressType, longTermKeys: ltks, identityResolvingKey: irk?.value,
+                  signatureResolvingKeys: csrks, bondedAt: bondedAt, method: method,
+                  keySize: Int(ltks.map(\.encryptionSize).min() ?? 16), authenticated: ltks.allSatisfy { $0.type.isAuthenticated })
+    }
+}

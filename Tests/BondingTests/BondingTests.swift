@@ -287,3 +287,36 @@ final class BondingTests: XCTestCase {
         XCTAssertNil(try BlueZStorage.bond(adapter: adapter, peer: peer, root: storage))
     }
 }
+
+extension BondingTests {
+    func testTheKeyEventsOfAPairingBecomeABond() throws {
+        let rpa = try BluetoothAddress(parsing: "70:81:94:0D:FB:AA")
+        let ltk = { (central: Bool, value: UInt8) in
+            LongTermKey(address: self.peer, addressType: .public, type: .authenticatedLegacy, central: central, encryptionSize: 16,
+                        ediv: 7, rand: 9, value: Array(repeating: value, count: 16))
+        }
+        let events: [ManagementEvent] = [
+            .newLongTermKey(index: 0, storeHint: true, key: ltk(false, 1)),
+            .newIdentityResolvingKey(index: 0, storeHint: true, randomAddress: rpa,
+                                     key: IdentityResolvingKey(address: peer, addressType: .public, value: Array(repeating: 2, count: 16))),
+            .newSignatureResolvingKey(index: 0, storeHint: true,
+                                      key: SignatureResolvingKey(address: peer, addressType: .public, type: .authenticatedRemote, value: Array(repeating: 3, count: 16))),
+            .newLongTermKey(index: 0, storeHint: true, key: ltk(true, 4)),
+            .newLongTermKey(index: 0, storeHint: true, key: LongTermKey(address: rpa, addressType: .random, type: .unauthenticatedLegacy, central: true,
+                                                                        encryptionSize: 7, ediv: 0, rand: 0, value: Array(repeating: 5, count: 16))),
+            .discovering(index: 0, on: false),
+        ]
+        let bond = try XCTUnwrap(Bond(adapter: adapter, peer: peer, events: events, method: .passkeyEntry, bondedAt: 10))
+        XCTAssertEqual(bond.longTermKeys, [ltk(true, 4), ltk(false, 1)], "both roles, central first; another address's key left out")
+        XCTAssertEqual(bond.identityResolvingKey, Array(repeating: 2, count: 16))
+        XCTAssertEqual(bond.signatureResolvingKeys.map(\.type), [.authenticatedRemote])
+        XCTAssertEqual(bond.keySummary, "LTK (central, peripheral), IRK, CSRK (remote)")
+        XCTAssertTrue(bond.authenticated)
+        XCTAssertEqual(bond.keySize, 16)
+        try store.save(bond)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer), bond)
+        // No Bonding: no Store_Hint, no bond.
+        XCTAssertNil(Bond(adapter: adapter, peer: peer, events: [.newLongTermKey(index: 0, storeHint: false, key: ltk(true, 4))],
+                          method: .justWorks, bondedAt: 0))
+    }
+}

@@ -24,6 +24,11 @@ final class BondsCommandTests: XCTestCase {
         try ToolProcess.run("mirror", arguments, environment: ["XDG_STATE_HOME": home], timeout: 60)
     }
 
+    /// The lines of mirror's own bonds: bluetoothd's, on a machine that has some (run as root), are left out.
+    func ownLines(_ run: ToolRun) -> [Substring] {
+        run.stdout.split(separator: "\n").filter { !$0.contains(", held by bluetoothd  ") }
+    }
+
     func bond(_ peer: BluetoothAddress, secure: Bool = false) -> Bond {
         let ltk = { (central: Bool) in
             LongTermKey(address: peer, addressType: secure ? .random : .public, type: secure ? .authenticatedP256 : .unauthenticatedLegacy,
@@ -37,21 +42,22 @@ final class BondsCommandTests: XCTestCase {
     func testListPrintsEachPeerWithItsKeysAndNoKeyValue() throws {
         let empty = try mirror(["bonds", "list"])
         XCTAssertEqual(empty.status, 0, empty.stderr)
-        XCTAssertEqual(empty.stdout, "no bonds in \(home)/mirror/bonds\n")
+        XCTAssertTrue(empty.stdout == "no bonds in \(home)/mirror/bonds\n" || ownLines(empty).isEmpty, empty.stdout)
         let secure = try BluetoothAddress(parsing: "D0:00:00:00:00:01")
         try store.save(bond(peer))
         try store.save(bond(secure, secure: true))
         let list = try mirror(["bonds", "list"])
         XCTAssertEqual(list.status, 0, list.stderr)
-        XCTAssertEqual(list.stdout.split(separator: "\n"), [
+        XCTAssertEqual(ownLines(list), [
             "C4:F2:17:1A:1D:BB (public) on 00:1A:7D:DA:71:13: LTK (central, peripheral); key size 7, unauthenticated (just-works), bonded 2025-12-04T15:52:26Z  \(store.path(adapter: adapter, peer: peer))",
             "D0:00:00:00:00:01 (random) on 00:1A:7D:DA:71:13: LTK (both roles), IRK; key size 16, authenticated (numeric-comparison), bonded 2025-12-04T15:52:26Z  \(store.path(adapter: adapter, peer: secure))",
         ])
         XCTAssertFalse(list.stdout.contains("000102030405"), "no key value is printed")
         let json = try mirror(["bonds", "list", "--json"])
         XCTAssertEqual(json.status, 0, json.stderr)
-        let v = try parseJSON(json.stdout)
-        XCTAssertEqual(v["directory"], .string(store.directory))
+        let all = try parseJSON(json.stdout)
+        XCTAssertEqual(all["directory"], .string(store.directory))
+        let v: JSONValue = .object([("bonds", .array(all["bonds"]?.items?.filter { $0["heldBy"] == "mirror" } ?? []))])
         XCTAssertEqual(v["bonds"]?[1]?["peer"], "D0:00:00:00:00:01")
         XCTAssertEqual(v["bonds"]?[1]?["keys"], "LTK (both roles), IRK")
         XCTAssertEqual(v["bonds"]?[1]?["authenticated"], true)
@@ -103,7 +109,7 @@ final class BondsCommandTests: XCTestCase {
         let run = try mirror(["bonds", "list"])
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertFalse(run.stdout.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{07}" }, run.stdout)
-        let lines = run.stdout.split(separator: "\n")
+        let lines = run.stdout.split(separator: "\n").filter { $0.contains(home) }
         XCTAssertEqual(lines.count, 2, run.stdout)
         XCTAssertTrue(lines.allSatisfy { $0.hasPrefix("ignored (the bond file ") }, run.stdout)
         XCTAssertTrue(run.stdout.contains("C4:F2:17:1A:1D:BB.json is not usable: \"peerType\" "), run.stdout)
