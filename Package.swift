@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "ATTStack", targets: ["ATTStack"]),
         .library(name: "LinkCore", targets: ["LinkCore"]),
         .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
+        .library(name: "Bonding", targets: ["Bonding"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "GATTServer", targets: ["GATTServer"]),
         .library(name: "TestSupport", targets: ["TestSupport"]),
@@ -47,6 +48,9 @@ let package = Package(
         // This machine rather than a link: `mirror doctor`'s findings, the XDG base directories (history, GATT
         // cache) and the local IPv4 addresses (the upload URL).
         .target(name: "HostEnvironment", dependencies: ["LinkCore", "LinuxBluetooth", "CBlueZSocket", "JSON"]),
+        // Bonds without bluetoothd: the SMP keys per adapter and peer in private JSON files under $XDG_STATE_HOME,
+        // private address resolution (ah, Vol 3 Part H §2.2.2, over CCrypto's AES-128), bluetoothd's info files read only.
+        .target(name: "Bonding", dependencies: ["ATTStack", "CBlueZSocket", "CCrypto", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
         // The one JSON mechanism: an ordered JSON value, its writer and parser (--json output, reports, profiles).
         .target(name: "JSON", dependencies: ["ATTStack"]),
         // The GATT vocabulary below client and server (Vol 3 Part G): services, characteristics, properties,
@@ -72,10 +76,10 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["Bonding", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
-        // libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
+        // libcrypto's SHA-256, AES-CMAC and one-block AES-128 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
         // libcrypto is loaded by dlopen on first use (neither it nor libmicrohttpd is loaded at `mirror`'s start).
         .target(name: "CCrypto"),
         .target(name: "CZlib", linkerSettings: [.linkedLibrary("z")]),
@@ -110,6 +114,7 @@ let package = Package(
         .testTarget(name: "HostEnvironmentTests", dependencies: ["TestSupport", "HostEnvironment", "LinkCore", "LinuxBluetooth", "JSON"]),
         // The demo in a real pseudo-terminal (Python's pty) and over a pipe.
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LinkCore", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
+        .testTarget(name: "BondingTests", dependencies: ["Bonding", "TestSupport", "ATTStack", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
         .testTarget(name: "LinuxBluetoothTests", dependencies: ["TestSupport", "LinkCore", "LinuxBluetooth", "ATTStack", "CBlueZSocket", "JSON"]),
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "GATTServer", "ATTStack", "LinkCore", "LinuxBluetooth"]),

@@ -50,6 +50,27 @@ public enum ATTHex {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// "0102ff" (either case, no separator) as bytes, two digits each; nil for anything else (the inverse of `string`).
+    public static func bytes(parsing text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        func value(_ d: UInt8) -> UInt8? {
+            switch d {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): d - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): d - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): d - UInt8(ascii: "A") + 10
+            default: nil
+            }
+        }
+        var out: [UInt8] = []
+        out.reserveCapacity(digits.count / 2)
+        for i in stride(from: 0, to: digits.count, by: 2) {
+            guard let hi = value(digits[i]), let lo = value(digits[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+        }
+        return out
+    }
+
     /// `01 02 ff` (lowercase, space separated), cut after `limit` bytes with " …": the codec's descriptions.
     public static func bytes<C: Collection>(_ bytes: C, limit: Int = 32) -> String where C.Element == UInt8 {
         string(bytes.prefix(limit), separator: " ") + (bytes.count > limit ? " …" : "")

@@ -29,6 +29,12 @@ static struct {
     __typeof__(&EVP_MAC_final) mac_final;
     __typeof__(&OSSL_PARAM_construct_utf8_string) param_utf8;
     __typeof__(&OSSL_PARAM_construct_end) param_end;
+    __typeof__(&EVP_CIPHER_CTX_new) cipher_ctx_new;
+    __typeof__(&EVP_CIPHER_CTX_free) cipher_ctx_free;
+    __typeof__(&EVP_aes_128_ecb) aes_128_ecb;
+    __typeof__(&EVP_EncryptInit_ex) encrypt_init;
+    __typeof__(&EVP_CIPHER_CTX_set_padding) set_padding;
+    __typeof__(&EVP_EncryptUpdate) encrypt_update;
 } evp;
 static const char *load_error;  // NULL once every symbol is resolved
 
@@ -51,11 +57,20 @@ static void load(void) {
     evp.mac_final = (__typeof__(evp.mac_final))dlsym(lib, "EVP_MAC_final");
     evp.param_utf8 = (__typeof__(evp.param_utf8))dlsym(lib, "OSSL_PARAM_construct_utf8_string");
     evp.param_end = (__typeof__(evp.param_end))dlsym(lib, "OSSL_PARAM_construct_end");
+    evp.cipher_ctx_new = (__typeof__(evp.cipher_ctx_new))dlsym(lib, "EVP_CIPHER_CTX_new");
+    evp.cipher_ctx_free = (__typeof__(evp.cipher_ctx_free))dlsym(lib, "EVP_CIPHER_CTX_free");
+    evp.aes_128_ecb = (__typeof__(evp.aes_128_ecb))dlsym(lib, "EVP_aes_128_ecb");
+    evp.encrypt_init = (__typeof__(evp.encrypt_init))dlsym(lib, "EVP_EncryptInit_ex");
+    evp.set_padding = (__typeof__(evp.set_padding))dlsym(lib, "EVP_CIPHER_CTX_set_padding");
+    evp.encrypt_update = (__typeof__(evp.encrypt_update))dlsym(lib, "EVP_EncryptUpdate");
     if (!evp.ctx_new || !evp.ctx_free || !evp.ctx_copy_ex || !evp.sha256 || !evp.init_ex || !evp.update || !evp.final_ex)
         load_error = CCR_LIBCRYPTO " lacks an EVP digest function";
     else if (!evp.mac_fetch || !evp.mac_free || !evp.mac_ctx_new || !evp.mac_ctx_free || !evp.mac_init || !evp.mac_update
              || !evp.mac_final || !evp.param_utf8 || !evp.param_end)
         load_error = CCR_LIBCRYPTO " lacks an EVP MAC function";
+    else if (!evp.cipher_ctx_new || !evp.cipher_ctx_free || !evp.aes_128_ecb || !evp.encrypt_init || !evp.set_padding
+             || !evp.encrypt_update)
+        load_error = CCR_LIBCRYPTO " lacks an EVP cipher function";
 }
 
 const char *ccr_unavailable(void) {
@@ -119,5 +134,17 @@ int ccr_aes_cmac(const uint8_t key[16], const void *bytes, size_t count, uint8_t
         evp.mac_ctx_free(ctx);
     }
     evp.mac_free(mac);
+    return ok;
+}
+
+// One block through EVP's AES-128-ECB without padding: one EncryptUpdate gives the whole 16-byte block.
+int ccr_aes128_encrypt_block(const uint8_t key[16], const uint8_t in[16], uint8_t out[16]) {
+    if (ccr_unavailable() != NULL) return 0;
+    EVP_CIPHER_CTX *ctx = evp.cipher_ctx_new();
+    if (ctx == NULL) return 0;
+    int length = 0;
+    int ok = evp.encrypt_init(ctx, evp.aes_128_ecb(), NULL, key, NULL) == 1 && evp.set_padding(ctx, 0) == 1
+        && evp.encrypt_update(ctx, out, &length, in, 16) == 1 && length == 16;
+    evp.cipher_ctx_free(ctx);
     return ok;
 }

@@ -60,6 +60,12 @@ public enum ManagementEvent: Sendable, Equatable {
     case discovering(index: UInt16, on: Bool)
     /// A pairing event (ManagementPairing.swift): a connection, a request to answer, a failure.
     case pairing(index: UInt16, PairingEvent)
+    /// New Long Term Key (0x000A): whether to store it, and the key (ManagementKeys.swift).
+    case newLongTermKey(index: UInt16, storeHint: Bool, key: LongTermKey)
+    /// New Identity Resolving Key (0x0018): the resolvable private address it resolved (00:… when none), the key.
+    case newIdentityResolvingKey(index: UInt16, storeHint: Bool, randomAddress: BluetoothAddress, key: IdentityResolvingKey)
+    /// New Signature Resolving Key (0x0019).
+    case newSignatureResolvingKey(index: UInt16, storeHint: Bool, key: SignatureResolvingKey)
     case other(code: UInt16, index: UInt16)
 
     /// Parses one management packet; nil when shorter than its header says.
@@ -85,6 +91,7 @@ public enum ManagementEvent: Sendable, Equatable {
             return .deviceFound(index: index, report: report)
         case 0x0013 where d.count >= 2:
             return .discovering(index: index, on: d[1] != 0)
+        case 0x000A, 0x0018, 0x0019: return parseKeyEvent(code: code, index: index, d) ?? .other(code: code, index: index)
         default:
             if let event = PairingEvent.parse(code: code, d) { return .pairing(index: index, event) }
             return .other(code: code, index: index)

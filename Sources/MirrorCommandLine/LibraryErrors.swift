@@ -2,6 +2,7 @@
 // GATT client's errors. Kept next to ErrorTable.swift's `ErrorReport.init(_:)`.
 
 import ATTStack
+import Bonding
 import LinuxBluetooth
 import LinkCore
 import GATTClient
@@ -49,6 +50,11 @@ extension ErrorReport {
                 ("peer", .string(e.peer)), ("adapter", .string(e.adapter)), ("hciStatus", .int(Int(e.status))),
                 ("hciStatusName", HCIStatus.name(e.status).map { .string($0) } ?? .null), ("lostBond", .bool(e.isLostBond)),
             ])
+        case let e as BondStoreError:
+            // A bond file or its directory (Bonding): what is wrong, naming the file and the syscall.
+            var fields: [(String, JSONValue)] = [("problem", .string(e.description))]
+            if case .corrupt(let path, _) = e { fields.append(("file", .string(path))) }
+            return ErrorReport(status: e == .noDirectory ? .unsupported : .failure, message: e.description, fields: fields)
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:

@@ -186,15 +186,16 @@ public enum MirrorMain {
         }
     }
 
-    /// Whether `arguments` run a command that may need raw HCI (CAP_NET_RAW, CAP_NET_ADMIN): `discover`, and a
-    /// connecting command (one that takes --security) whose TARGET may be an LE address (no `unix:` token), help
+    /// Whether `arguments` run a command that may need raw HCI (CAP_NET_RAW, CAP_NET_ADMIN): `discover`, `bonds
+    /// remove` (a trusted management socket for Unpair Device), and a connecting command (one that takes --security) whose TARGET may be an LE address (no `unix:` token), help
     /// aside. Decided from the tokens alone, before anything is parsed: `main` keeps the capabilities on the
     /// keeper thread (Privilege) only for these, and drops them at once for every other command.
     public static func mayNeedRawHCI(_ arguments: [String], commands: [Command]) -> Bool {
         guard let name = arguments.first, let spec = commands.first(where: { $0.spec.name == name })?.spec else { return false }
         if arguments.contains(where: { $0 == "--help" || $0 == "-h" }) { return false }
-        // The management socket is trusted only when bound with CAP_NET_ADMIN (discovery, pairing).
+        // The management socket is trusted only when bound with CAP_NET_ADMIN (discovery, pairing, Unpair Device).
         if name == "discover" || name == "pair" { return !arguments.contains(where: { $0.hasPrefix("unix:") }) }
+        if name == "bonds" && arguments.dropFirst().first == "remove" { return true }
         return spec.globals.contains(.security) && !arguments.contains(where: { $0.hasPrefix("unix:") })
     }
 

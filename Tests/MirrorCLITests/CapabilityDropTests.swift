@@ -117,8 +117,10 @@ final class CapabilityDropTests: XCTestCase {
     func testOnlyCommandsThatMayNeedRawHCIKeepTheirCapabilitiesPastTheStart() {
         let keep: [[String]] = [["discover"], ["discover", "--duration", "3"], ["read", "00:AA:01:01:00:01", "0x0003"],
                                 ["link", "00:AA:01:01:00:01", "--interval", "7.5"], ["shell", "00:AA:01:01:00:01"],
-                                ["pair", "00:AA:01:01:00:01"], ["pair", "00:AA:01:01:00:01", "--io", "keyboard"]]
-        let drop: [[String]] = [["pair", "unix:/tmp/s.sock"], ["pair", "--help"], ["read", "unix:/tmp/s.sock", "0x0003"], ["shell", "unix:/tmp/s.sock"], ["cache", "list"],
+                                ["pair", "00:AA:01:01:00:01"], ["pair", "00:AA:01:01:00:01", "--io", "keyboard"],
+                                ["bonds", "remove", "00:AA:01:01:00:01"]]
+        let drop: [[String]] = [["pair", "unix:/tmp/s.sock"], ["pair", "--help"], ["read", "unix:/tmp/s.sock", "0x0003"],
+                                ["shell", "unix:/tmp/s.sock"], ["cache", "list"], ["bonds", "list"], ["bonds", "remove", "--help"],
                                 ["doctor"], ["adapters"], ["read", "--help"], ["--help"], [], ["nonsense", "00:AA:01:01:00:01"]]
         for a in keep { XCTAssertTrue(MirrorMain.mayNeedRawHCI(a, commands: commandTable), "\(a)") }
         for a in drop { XCTAssertFalse(MirrorMain.mayNeedRawHCI(a, commands: commandTable), "\(a)") }

@@ -3,7 +3,7 @@
 # tools/mirror-docs.sh; do not edit. Install as /usr/share/bash-completion/completions/mirror, or source it.
 
 # The commands, and help.
-_mirror_commands="discover gatt read write listen mtu link pair bench scan wifi shell cache doctor adapters help"
+_mirror_commands="discover gatt read write listen mtu link pair bench scan wifi shell cache bonds doctor adapters help"
 
 # The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
 _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus wifiNetworkSSIDEnum wifiNumNetworks wifiSetSSID"
@@ -24,6 +24,7 @@ _mirror_options() {
         wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         cache) echo "--adapter --json --help" ;;
+        bonds) echo "--adapter --json --help" ;;
         doctor) echo "--json --help" ;;
         adapters) echo "--json --help" ;;
         *) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help --version" ;;
@@ -89,6 +90,7 @@ _mirror_positionals() {
         wifi) echo "list|status|join TARGET SSID" ;;
         shell) echo "TARGET" ;;
         cache) echo "list|clear TARGET" ;;
+        bonds) echo "list|remove TARGET" ;;
         help) echo "COMMAND" ;;
     esac
 }

@@ -1,4 +1,4 @@
-// CCrypto: libcrypto's SHA-256 and AES-CMAC (Debian libssl-dev), through its EVP digest and EVP MAC interfaces, as
+// CCrypto: libcrypto's SHA-256, AES-CMAC and one-block AES-128 (Debian libssl-dev), through its EVP digest and EVP MAC interfaces, as
 // fixed-argument functions over an opaque context, so that Swift needs neither OpenSSL's headers nor its macros.
 #ifndef CCRYPTO_H
 #define CCRYPTO_H
@@ -31,5 +31,9 @@ void ccr_sha256_free(ccr_sha256 *c);
 /// it (the GATT Database Hash, Core Spec 5.4 Vol 3 Part G §7.3); returns 1 on success, 0 on failure
 /// (ccr_unavailable says when libcrypto cannot be loaded).
 int ccr_aes_cmac(const uint8_t key[16], const void *bytes, size_t count, uint8_t out[16]);
+
+/// AES-128 of one 16-byte block under the 16-byte `key` (ECB, no padding): the security function e (Core Spec 5.4
+/// Vol 3 Part H §2.2.1), bytes in the order given; returns 1 on success, 0 on failure (ccr_unavailable says why).
+int ccr_aes128_encrypt_block(const uint8_t key[16], const uint8_t in[16], uint8_t out[16]);
 
 #endif

@@ -41,6 +41,7 @@ public let commandTable: [Command] = [
     wifiCommand,
     shellCommand,
     cacheCommand,
+    bondsCommand,
     doctorCommand,
     adaptersCommand,
 ]

@@ -1,0 +1,187 @@
+// mirror bonds list|remove [TARGET]: the bonds on disk (Bonding's BondStore, $XDG_STATE_HOME/mirror/bonds), and
+// bluetoothd's (/var/lib/bluetooth, read only). `remove` also asks the kernel to forget its copy (Unpair Device,
+// mgmt-api.txt 0x001B) when an adapter with that address is here.
+import ATTStack
+import Bonding
+import JSON
+import LinkCore
+import LinuxBluetooth
+
+let bondsCommand = Command(CommandSpec(
+    name: "bonds",
+    summary: "list or remove the bonds (LE pairing keys) kept per adapter and peer",
+    discussion: """
+        A bond is the keys two devices exchanged when they paired (Core Spec Vol 3 Part H §3.6): Long Term Keys \
+        (one per role after legacy pairing, one for both after Secure Connections), the peer's Identity Resolving \
+        Key and signature keys. mirror keeps them in readable JSON files, private to the user (files 0600, \
+        directories 0700), in $XDG_STATE_HOME/mirror/bonds/ADAPTER/PEER.json (else ~/.local/state/mirror/bonds). \
+        `list` shows each peer with its address type, the keys held, the key size, whether the pairing was \
+        authenticated (MITM protection), how and when it was made; bonds that bluetoothd holds in \
+        /var/lib/bluetooth (readable by root) are listed too, marked as bluetoothd's; no key is printed. \
+        `remove` deletes TARGET's file and, when an adapter with that address is here and the kernel lets this \
+        process (CAP_NET_ADMIN), sends Unpair Device so that the kernel forgets its copy too; otherwise it says \
+        that the kernel's copy was not touched. bluetoothd's files are never changed (`bluetoothctl remove TARGET`).
+
+        --adapter hciN: only the bonds of that adapter. --json: list prints {"directory", "bonds": [{"adapter", \
+        "peer", "peerType", "keys", "keySize", "authenticated", "method", "bonded", "heldBy", "path"} or \
+        {"path", "ignored"}]}; remove prints {"removed": [paths], "kernel": [notes], "bluetoothd": [paths]}.
+        """,
+    positionals: [PositionalSpec("list|remove", help: "what to do"),
+                  PositionalSpec("TARGET", optional: true, help: "the peer's identity address (remove)")],
+    globals: [.json, .adapter],
+    examples: [
+        ("mirror bonds list", "every bond, per adapter"),
+        ("mirror bonds remove C4:F2:17:1A:1D:BB", "forget the bond with that peer, here and in the kernel"),
+    ]
+)) { inv in
+    let action = inv.arguments.positionals[0]
+    guard action == "list" || action == "remove" else {
+        throw UsageError("unknown action \"\(action)\": expected list or remove", token: action, command: inv.arguments.command)
+    }
+    let peer = try inv.positional(1, parseAddress)
+    if action == "remove" && peer == nil {
+        throw UsageError("missing TARGET: the peer's identity address, as in C4:F2:17:1A:1D:BB", command: inv.arguments.command)
+    }
+    if action == "list", let extra = inv.arguments.positionals.dropFirst().first {
+        throw UsageError("list takes no TARGET", token: extra, command: inv.arguments.command)
+    }
+    let store = try BondStore.standard()
+    let adapters: [BluetoothAddress]? = try inv.global.adapter.map { [try HCIAdapter.resolve($0).address] }
+    if let peer {
+        // `remove` kept the capabilities on the keeper (MirrorMain.mayNeedRawHCI) to bind a trusted management socket.
+        defer { Privilege.dropAll("after bonds remove's Unpair Device") }
+        let outcome = try BondsRemoval.run(store: store, peer: peer, adapters: adapters)
+        if inv.global.json {
+            inv.console.json(outcome.json)
+        } else {
+            for line in outcome.lines { inv.console.out(TerminalText.escaped(line)) }
+        }
+    } else {
+        let listing = BondsListing(store: store, adapters: adapters)
+        if inv.global.json {
+            inv.console.json(listing.json)
+        } else {
+            for line in listing.lines { inv.console.out(TerminalText.escaped(line)) }
+        }
+    }
+    return .success
+}
+
+/// `bonds list`: mirror's bonds and bluetoothd's, per adapter.
+struct BondsListing {
+    var directory: String
+    /// Per file: the bond and who holds it ("mirror", "bluetoothd"), or why it is ignored.
+    var entries: [(entry: BondEntry, heldBy: String)]
+
+    /// The adapters given, else every adapter with a bonds directory here or in bluetoothd's store.
+    init(store: BondStore, adapters: [BluetoothAddress]?, bluezRoot: String = BlueZStorage.defaultRoot) {
+        directory = store.directory
+        let fromBlueZ = BondStore.namesOfAdapters(in: bluezRoot)
+        let all = adapters ?? Array(Set(store.adapters() + fromBlueZ)).sorted { $0.bytes.lexicographicallyPrecedes($1.bytes) }
+        entries = all.flatMap { a in
+            store.list(adapter: a).map { ($0, "mirror") } + BlueZStorage.bonds(adapter: a, root: bluezRoot).map { ($0, "bluetoothd") }
+        }
+    }
+
+    /// One line per file: "PEER (type) on ADAPTER: keys; key size N, authenticated, how, bonded WHEN  PATH".
+    var lines: [String] {
+        if entries.isEmpty { return ["no bonds in \(directory)"] }
+        return entries.map { e in
+            switch e.entry.bond {
+            case .success(let b):
+                let held = e.heldBy == "mirror" ? "" : ", held by \(e.heldBy)"
+                return "\(b.peer) (\(b.peerType)) on \(b.adapter): \(b.keySummary); key size \(b.keySize), "
+                    + (b.authenticated ? "authenticated" : "unauthenticated")
+                    + (b.method == .unknown ? "" : " (\(b.method.rawValue))") + ", bonded \(utcDateTime(unixSeconds: b.bondedAt))\(held)  \(e.entry.path)"
+            case .failure(let problem):
+                return "ignored (\(problem))"
+            }
+        }
+    }
+
+    var json: JSONValue {
+        .object([
+            ("directory", .string(directory)),
+            ("bonds", .array(entries.map { e in
+                switch e.entry.bond {
+                case .success(let b):
+                    return .object([
+                        ("adapter", .string(b.adapter.description)), ("peer", .string(b.peer.description)),
+                        ("peerType", .string(b.peerType.description)), ("keys", .string(b.keySummary)),
+                        ("keySize", .int(b.keySize)), ("authenticated", .bool(b.authenticated)), ("method", .string(b.method.rawValue)),
+                        ("bonded", .string(utcDateTime(unixSeconds: b.bondedAt))), ("heldBy", .string(e.heldBy)), ("path", .string(e.entry.path)),
+                    ])
+                case .failure(let problem):
+                    return .object([("path", .string(e.entry.path)), ("ignored", .string(problem.description))])
+                }
+            })),
+        ])
+    }
+}
+
+/// `bonds remove TARGET`: the files removed, what the kernel said, and bluetoothd's copies (left alone).
+struct BondsRemoval {
+    var removed: [String] = []
+    var kernel: [String] = []
+    var bluetoothd: [String] = []
+    var directory = ""
+    var peer: BluetoothAddress
+
+    /// Removes `peer`'s file under each adapter (the ones given, else every one with a bonds directory) and asks
+    /// the kernel of each adapter here to unpair it; `unpair` is the kernel's side (replaced in tests).
+    static func run(store: BondStore, peer: BluetoothAddress, adapters: [BluetoothAddress]?, bluezRoot: String = BlueZStorage.defaultRoot,
+                    unpair: (BluetoothAddress, BluetoothAddress, LEAddressType) -> String = kernelUnpair) throws(BondStoreError) -> BondsRemoval {
+        var outcome = BondsRemoval(directory: store.directory, peer: peer)
+        for adapter in adapters ?? store.adapters() {
+            let type = (try? store.load(adapter: adapter, peer: peer))??.peerType ?? .public
+            guard try store.remove(adapter: adapter, peer: peer) else { continue }
+            outcome.removed.append(store.path(adapter: adapter, peer: peer))
+            outcome.kernel.append(unpair(adapter, peer, type))
+        }
+        for adapter in adapters ?? BondStore.namesOfAdapters(in: bluezRoot) {
+            if case .success(let b)? = BlueZStorage.bonds(adapter: adapter, root: bluezRoot).first(where: { (try? $0.bond.get().peer) == peer })?.bond {
+                outcome.bluetoothd.append("\(bluezRoot)/\(b.adapter)/\(b.peer)/info")
+            }
+        }
+        return outcome
+    }
+
+    /// Unpair Device (0x001B) on the adapter here whose address is `adapter`; the sentence saying what came of it.
+    static func kernelUnpair(adapter: BluetoothAddress, peer: BluetoothAddress, type: LEAddressType) -> String {
+        let untouched = "the kernel's copy of the bond with \(peer) on \(adapter) was not touched"
+        let here: HCIAdapter
+        do {
+            guard let a = try HCIAdapter.list().first(where: { $0.address == adapter }) else { return "\(untouched): no adapter \(adapter) here" }
+            here = a
+        } catch {
+            return "\(untouched): \(error)"
+        }
+        do {
+            let socket = try ManagementSocket(adapter: here.name)
+            try socket.run(.unpairDevice(index: here.index, address: peer, addressType: type))
+            return "the kernel forgot its keys for \(peer) on \(here.name) (Unpair Device)"
+        } catch {
+            // mgmt-api.txt's Not Paired (0x06): the kernel held no keys for it.
+            if case .managementCommandFailed(_, _, 0x06?, _) = error { return "the kernel held no keys for \(peer) on \(here.name)" }
+            return "\(untouched): \(error)"
+        }
+    }
+
+    var lines: [String] {
+        if removed.isEmpty && bluetoothd.isEmpty { return ["no bond with \(peer) in \(directory)"] }
+        return removed.map { "removed \($0)" } + kernel
+            + bluetoothd.map { "bluetoothd holds a bond with \(peer) in \($0), left alone: `bluetoothctl remove \(peer)` forgets it" }
+    }
+
+    var json: JSONValue {
+        .object([("removed", .array(removed.map { .string($0) })), ("kernel", .array(kernel.map { .string($0) })),
+                 ("bluetoothd", .array(bluetoothd.map { .string($0) }))])
+    }
+}
+
+extension BondStore {
+    /// The adapters (directories named by address) under `root`: bluetoothd's store, or a bonds directory.
+    static func namesOfAdapters(in root: String) -> [BluetoothAddress] {
+        BondStore(directory: root).adapters()
+    }
+}

@@ -1,0 +1,322 @@
+// The bond store's files (round trip, 0600/0700 and their tightening, atomic replace, list/remove, corrupt files
+// named), private address resolution with the spec's ah sample, and bluetoothd's info files.
+import ATTStack
+import Foundation
+import HostEnvironment
+import JSON
+import LinuxBluetooth
+@testable import Bonding
+import XCTest
+
+final class BondingTests: XCTestCase {
+    var root = ""
+    var store: BondStore { BondStore(directory: root + "/mirror/bonds") }
+    let adapter = try! BluetoothAddress(parsing: "00:1A:7D:DA:71:13")
+    let peer = try! BluetoothAddress(parsing: "C4:F2:17:1A:1D:BB")
+
+    override func setUpWithError() throws {
+        root = NSTemporaryDirectory() + "mirror-bonds-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    }
+    override func tearDown() { try? FileManager.default.removeItem(atPath: root) }
+
+    func mode(_ path: String) throws -> Int {
+        try XCTUnwrap((try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue)
+    }
+
+    /// A legacy bond: both roles' LTKs, an IRK, a local CSRK.
+    func legacyBond(peer: BluetoothAddress? = nil) -> Bond {
+        let p = peer ?? self.peer
+        return Bond(adapter: adapter, peer: p, peerType: .public,
+                    longTermKeys: [LongTermKey(address: p, addressType: .public, type: .authenticatedLegacy, central: true, encryptionSize: 16,
+                                               ediv: 0x1234, rand: 0xFEDC_BA98_7654_3210, value: Array(0..<16)),
+                                   LongTermKey(address: p, addressType: .public, type: .authenticatedLegacy, central: false, encryptionSize: 16,
+                                               ediv: 0x4321, rand: 1, value: Array(16..<32))],
+                    identityResolvingKey: Array(32..<48),
+                    signatureResolvingKeys: [SignatureResolvingKey(address: p, addressType: .public, type: .authenticatedLocal, value: Array(48..<64))],
+                    bondedAt: 1_764_863_546, method: .passkeyEntry, keySize: 16, authenticated: true)
+    }
+
+    func testABondRoundTripsThroughItsFile() throws {
+        let bond = legacyBond()
+        try store.save(bond)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer), bond)
+        XCTAssertNil(try store.load(adapter: adapter, peer: try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")), "no file: no bond")
+        let file = store.path(adapter: adapter, peer: peer)
+        XCTAssertEqual(file, root + "/mirror/bonds/00:1A:7D:DA:71:13/C4:F2:17:1A:1D:BB.json")
+        // Readable JSON, keys in hex as SMP carries them.
+        let json = try parseJSON(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: file))))
+        XCTAssertEqual(json["identityResolvingKey"], "202122232425262728292a2b2c2d2e2f")
+        XCTAssertEqual(json["longTermKeys"]?[0]?["rand"], "fedcba9876543210")
+        XCTAssertEqual(json["bonded"], "2025-12-04T15:52:26Z")
+        XCTAssertEqual(json["method"], "passkey-entry")
+        XCTAssertEqual(bond.keySummary, "LTK (central, peripheral), IRK, CSRK (local)")
+        // A Secure Connections bond: one LTK for both roles, no IRK.
+        var sc = legacyBond(peer: try BluetoothAddress(parsing: "D0:00:00:00:00:01"))
+        sc.longTermKeys = [LongTermKey(address: sc.peer, addressType: .random, type: .unauthenticatedP256, central: true, encryptionSize: 7,
+                                       ediv: 0, rand: 0, value: Array(repeating: 0xAB, count: 16))]
+        sc.peerType = .random
+        sc.identityResolvingKey = nil
+        sc.signatureResolvingKeys = []
+        sc.method = .justWorks
+        sc.keySize = 7
+        sc.authenticated = false
+        try store.save(sc)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: sc.peer), sc)
+        XCTAssertEqual(sc.keySummary, "LTK (both roles)")
+    }
+
+    func testFilesAre0600AndDirectories0700AndLooserOnesAreTightened() throws {
+        try store.save(legacyBond())
+        let file = store.path(adapter: adapter, peer: peer)
+        XCTAssertEqual(try mode(file), 0o600)
+        XCTAssertEqual(try mode(store.adapterDirectory(adapter)), 0o700)
+        XCTAssertEqual(try mode(store.directory), 0o700)
+        chmod(store.adapterDirectory(adapter), 0o755)
+        chmod(store.directory, 0o777)
+        chmod(file, 0o644)
+        _ = try store.load(adapter: adapter, peer: peer)
+        XCTAssertEqual(try mode(file), 0o600, "a looser file is tightened when read")
+        try store.save(legacyBond())
+        XCTAssertEqual(try mode(store.adapterDirectory(adapter)), 0o700, "a looser directory is tightened when written")
+        XCTAssertEqual(try mode(store.directory), 0o700)
+        XCTAssertEqual(try mode(file), 0o600)
+    }
+
+    func testSaveReplacesAtomicallyAndLeavesNoTemporaryFile() throws {
+        try store.save(legacyBond())
+        let file = store.path(adapter: adapter, peer: peer)
+        let before = try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? NSNumber
+        var changed = legacyBond()
+        changed.keySize = 12
+        try store.save(changed)
+        let after = try FileManager.default.attributesOfItem(atPath: file)[.systemFileNumber] as? NSNumber
+        XCTAssertNotEqual(before, after, "a new inode renamed over the old file, not the old one rewritten")
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer)?.keySize, 12)
+        XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: store.adapterDirectory(adapter)), ["C4:F2:17:1A:1D:BB.json"])
+        // A symlink planted at the file's name is replaced by the rename, never written through.
+        let target = root + "/elsewhere"
+        _ = FileManager.default.createFile(atPath: target, contents: Data("untouched".utf8))
+        try FileManager.default.removeItem(atPath: file)
+        try FileManager.default.createSymbolicLink(atPath: file, withDestinationPath: target)
+        XCTAssertThrowsError(try store.load(adapter: adapter, peer: peer)) { e in
+            XCTAssertEqual(e as? BondStoreError, .corrupt(path: file, problem: "it is a symbolic link (refused)"))
+        }
+        try store.save(changed)
+        XCTAssertEqual(try String(contentsOfFile: target, encoding: .utf8), "untouched")
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer), changed)
+    }
+
+    func testListRemoveAndTheKeysForAnAdapter() throws {
+        let second = try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")
+        try store.save(legacyBond())
+        try store.save(legacyBond(peer: second))
+        XCTAssertEqual(store.adapters(), [adapter])
+        XCTAssertEqual(store.list(adapter: adapter).map(\.path), [store.path(adapter: adapter, peer: peer), store.path(adapter: adapter, peer: second)])
+        let keys = store.keys(adapter: adapter)
+        XCTAssertEqual(keys.longTermKeys.count, 4, "both roles of both peers")
+        XCTAssertEqual(keys.identityResolvingKeys.map(\.address), [peer, second])
+        XCTAssertTrue(keys.problems.isEmpty)
+        XCTAssertNotNil(ManagementCommand.loadLongTermKeys(index: 0, keys: keys.longTermKeys))
+        XCTAssertTrue(try store.remove(adapter: adapter, peer: peer))
+        XCTAssertFalse(try store.remove(adapter: adapter, peer: peer), "already gone")
+        XCTAssertEqual(store.list(adapter: adapter).count, 1)
+        XCTAssertEqual(BondStore(directory: root + "/none").list(adapter: adapter), [])
+    }
+
+    func testACorruptFileIsAnErrorNamingTheFileNeverACrash() throws {
+        try store.save(legacyBond())
+        let file = store.path(adapter: adapter, peer: peer)
+        let cases: [(String, String)] = [
+            ("{\"format\": 1", "not valid JSON"),
+            ("[]", "not a JSON object"),
+            ("{\"format\": 2}", "format 2, this mirror reads format 1"),
+            (legacyBond().json.pretty.replacingOccurrences(of: "202122232425262728292a2b2c2d2e2f", with: "2021"), "\"identityResolvingKey\" is not 32 hex digits"),
+            (legacyBond().json.pretty.replacingOccurrences(of: "\"keySize\": 16", with: "\"keySize\": 99"), "\"keySize\" 99 is not 7 to 16"),
+            (legacyBond().json.pretty.replacingOccurrences(of: "\"type\": 1,", with: "\"type\": 9,"), "LTK type 9 is not 0 to 4"),
+            (String(repeating: "[", count: 100_000), "the bond file"),
+        ]
+        for (text, expected) in cases {
+            try Data(text.utf8).write(to: URL(fileURLWithPath: file))
+            XCTAssertThrowsError(try store.load(adapter: adapter, peer: peer)) { e in
+                let message = "\(e)"
+                XCTAssertTrue(message.hasPrefix("the bond file \(file) is not usable: ") || expected == "the bond file" && message.contains(file), message)
+                XCTAssertTrue(message.contains(expected), "\(message) lacks \(expected)")
+            }
+            guard case .failure(.corrupt(let path, _))? = store.list(adapter: adapter).first?.bond else { return XCTFail("listed as usable: \(text.prefix(40))") }
+            XCTAssertEqual(path, file)
+            XCTAssertEqual(store.keys(adapter: adapter).problems.count, 1)
+        }
+        // Another bond's file under this peer's name.
+        try store.save(legacyBond(peer: try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")))
+        try FileManager.default.removeItem(atPath: file)
+        try FileManager.default.copyItem(atPath: store.path(adapter: adapter, peer: try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")), toPath: file)
+        XCTAssertThrowsError(try store.load(adapter: adapter, peer: peer)) { e in
+            XCTAssertTrue("\(e)".contains("it holds the bond of C4:F2:17:1A:1D:BC"), "\(e)")
+        }
+    }
+
+    func testAWriteIntoADirectoryThatCannotBeMadeSaysWhereAndWhy() throws {
+        _ = FileManager.default.createFile(atPath: root + "/mirror", contents: Data())
+        XCTAssertThrowsError(try store.save(legacyBond())) { e in
+            XCTAssertTrue("\(e)".contains(root + "/mirror"), "\(e)")
+        }
+        XCTAssertEqual(try BondStore.standard { $0 == "XDG_STATE_HOME" ? "/x/state" : nil }.directory, "/x/state/mirror/bonds")
+        XCTAssertThrowsError(try BondStore.standard { _ in nil }) { XCTAssertEqual($0 as? BondStoreError, .noDirectory) }
+    }
+
+    // MARK: - ah (Vol 3 Part H §2.2.2) and resolution
+
+    func testAhGivesTheSpecSample() throws {
+        // Vol 3 Part H Appendix D.7: IRK ec0234a357c8ad05341010a60a397d9b, prand 708194, ah = 0dfbaa. The IRK here is
+        // as SMP and mgmt carry it, least significant octet first (Linux net/bluetooth/smp.c test_ah).
+        let irk = Array(ATTHex.bytes(parsing: "ec0234a357c8ad05341010a60a397d9b")!.reversed())
+        XCTAssertEqual(try AddressResolution.ah(irk: irk, prand: [0x70, 0x81, 0x94]), [0x0D, 0xFB, 0xAA])
+        let rpa = try BluetoothAddress(parsing: "70:81:94:0D:FB:AA")
+        XCTAssertTrue(AddressResolution.isResolvable(rpa))
+        XCTAssertTrue(try AddressResolution.resolves(rpa, irk: irk))
+        XCTAssertFalse(try AddressResolution.resolves(try BluetoothAddress(parsing: "70:81:94:0D:FB:AB"), irk: irk))
+        XCTAssertFalse(try AddressResolution.resolves(try BluetoothAddress(parsing: "C0:81:94:0D:FB:AA"), irk: irk), "static random: not resolvable")
+        XCTAssertThrowsError(try AddressResolution.ah(irk: [1], prand: [0, 0, 0]))
+        // The store finds the bond whose IRK resolves the address.
+        var bond = legacyBond()
+        bond.identityResolvingKey = irk
+        try store.save(bond)
+        try store.save(legacyBond(peer: try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")))
+        XCTAssertEqual(try store.resolve(rpa, adapter: adapter)?.peer, peer)
+        XCTAssertNil(try store.resolve(try BluetoothAddress(parsing: "70:81:94:0D:FB:AB"), adapter: adapter))
+    }
+
+    // MARK: - bluetoothd's info files
+
+    /// An info file as BlueZ's src/device.c (store_device_info: [General]) and src/adapter.c (store_ltk_group,
+    /// store_irk; the peripheral key under both of its group names) write it after a legacy LE pairing.
+    static let bluezInfo = """
+        [General]
+        Name=Mirror
+        AddressType=static
+        SupportedTechnologies=LE;
+        Trusted=false
+        Blocked=false
+        Services=00001800-0000-1000-8000-00805f9b34fb;
+
+        [IdentityResolvingKey]
+        Key=9B7D390AA610103405ADC857A33402EC
+
+        [LocalSignatureKey]
+        Key=000102030405060708090A0B0C0D0E0F
+        Counter=0
+        Authenticated=true
+
+        [LongTermKey]
+        Key=101112131415161718191A1B1C1D1E1F
+        Authenticated=1
+        EncSize=16
+        EDiv=4660
+        Rand=18364758544493064720
+
+        [PeripheralLongTermKey]
+        Key=202122232425262728292A2B2C2D2E2F
+        Authenticated=1
+        EncSize=16
+        EDiv=17185
+        Rand=1
+
+        [SlaveLongTermKey]
+        Key=202122232425262728292A2B2C2D2E2F
+        Authenticated=1
+        EncSize=16
+        EDiv=17185
+        Rand=1
+
+        """
+
+    func testBluetoothdsInfoFileIsReadIntoTheSameTypes() throws {
+        let staticPeer = try BluetoothAddress(parsing: "C1:02:03:04:05:06")
+        let bond = try XCTUnwrap(try BlueZStorage.bond(infoFile: Self.bluezInfo, adapter: adapter, peer: staticPeer, modified: 1_764_863_546))
+        XCTAssertEqual(bond.peerType, .random, "AddressType=static")
+        XCTAssertEqual(bond.longTermKeys, [
+            LongTermKey(address: staticPeer, addressType: .random, type: .authenticatedLegacy, central: true, encryptionSize: 16,
+                        ediv: 0x1234, rand: 0xFEDC_BA98_7654_3210, value: Array(16..<32)),
+            LongTermKey(address: staticPeer, addressType: .random, type: .authenticatedLegacy, central: false, encryptionSize: 16,
+                        ediv: 0x4321, rand: 1, value: Array(32..<48)),
+        ])
+        XCTAssertEqual(bond.identityResolvingKey, ATTHex.bytes(parsing: "9B7D390AA610103405ADC857A33402EC"))
+        XCTAssertEqual(bond.signatureResolvingKeys.map(\.type), [.authenticatedLocal])
+        XCTAssertEqual(bond.method, .unknown)
+        XCTAssertTrue(bond.authenticated)
+        XCTAssertEqual(bond.keySize, 16)
+        // The old group name alone, a "0x" Rand (8 octets little-endian) and key, and no AddressType (public).
+        let old = """
+            [SlaveLongTermKey]
+            Key = 0x202122232425262728292A2B2C2D2E2F
+            Authenticated=2
+            EncSize=7
+            EDiv=0
+            Rand=0x0100000000000000
+            """
+        let oldBond = try XCTUnwrap(try BlueZStorage.bond(infoFile: old, adapter: adapter, peer: peer, modified: 0))
+        XCTAssertEqual(oldBond.peerType, .public)
+        XCTAssertEqual(oldBond.longTermKeys.map(\.central), [false])
+        XCTAssertEqual(oldBond.longTermKeys.first?.rand, 1)
+        XCTAssertEqual(oldBond.longTermKeys.first?.type, .unauthenticatedP256)
+        XCTAssertEqual(oldBond.keySize, 7)
+        XCTAssertFalse(oldBond.authenticated)
+        // A device seen, never bonded: no bond. A broken key: a problem naming the group.
+        XCTAssertNil(try BlueZStorage.bond(infoFile: "[General]\nName=x\n", adapter: adapter, peer: peer, modified: 0))
+        XCTAssertThrowsError(try BlueZStorage.bond(infoFile: "[LongTermKey]\nKey=12\nRand=0\n", adapter: adapter, peer: peer, modified: 0)) { e in
+            XCTAssertEqual("\(e)", "[LongTermKey] Key= is not 32 hex digits")
+        }
+        XCTAssertThrowsError(try BlueZStorage.bond(infoFile: Self.bluezInfo.replacingOccurrences(of: "Authenticated=1", with: "Authenticated=7"),
+                                                   adapter: adapter, peer: peer, modified: 0))
+    }
+
+    func testBluetoothdsStoreIsWalkedPerAdapterAndOnlyRead() throws {
+        let storage = root + "/var-lib-bluetooth"
+        let staticPeer = try BluetoothAddress(parsing: "C1:02:03:04:05:06")
+        let seen = try BluetoothAddress(parsing: "C1:02:03:04:05:07")
+        for (p, text) in [(staticPeer, Self.bluezInfo), (seen, "[General]\nName=seen\n")] {
+            try FileManager.default.createDirectory(atPath: "\(storage)/\(adapter)/\(p)", withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: "\(storage)/\(adapter)/\(p)/info", contents: Data(text.utf8), attributes: [.posixPermissions: 0o644])
+        }
+        _ = FileManager.default.createFile(atPath: "\(storage)/\(adapter)/settings", contents: Data("[General]\n".utf8))
+        let entries = BlueZStorage.bonds(adapter: adapter, root: storage)
+        XCTAssertEqual(entries.map(\.path), ["\(storage)/\(adapter)/\(staticPeer)/info"])
+        XCTAssertEqual(try entries.first?.bond.get().peer, staticPeer)
+        XCTAssertEqual(try mode("\(storage)/\(adapter)/\(staticPeer)/info"), 0o644, "bluetoothd's file is not touched")
+        XCTAssertNil(try BlueZStorage.bond(adapter: adapter, peer: peer, root: storage))
+    }
+}
+
+extension BondingTests {
+    func testTheKeyEventsOfAPairingBecomeABond() throws {
+        let rpa = try BluetoothAddress(parsing: "70:81:94:0D:FB:AA")
+        let ltk = { (central: Bool, value: UInt8) in
+            LongTermKey(address: self.peer, addressType: .public, type: .authenticatedLegacy, central: central, encryptionSize: 16,
+                        ediv: 7, rand: 9, value: Array(repeating: value, count: 16))
+        }
+        let events: [ManagementEvent] = [
+            .newLongTermKey(index: 0, storeHint: true, key: ltk(false, 1)),
+            .newIdentityResolvingKey(index: 0, storeHint: true, randomAddress: rpa,
+                                     key: IdentityResolvingKey(address: peer, addressType: .public, value: Array(repeating: 2, count: 16))),
+            .newSignatureResolvingKey(index: 0, storeHint: true,
+                                      key: SignatureResolvingKey(address: peer, addressType: .public, type: .authenticatedRemote, value: Array(repeating: 3, count: 16))),
+            .newLongTermKey(index: 0, storeHint: true, key: ltk(true, 4)),
+            .newLongTermKey(index: 0, storeHint: true, key: LongTermKey(address: rpa, addressType: .random, type: .unauthenticatedLegacy, central: true,
+                                                                        encryptionSize: 7, ediv: 0, rand: 0, value: Array(repeating: 5, count: 16))),
+            .discovering(index: 0, on: false),
+        ]
+        let bond = try XCTUnwrap(Bond(adapter: adapter, peer: peer, events: events, method: .passkeyEntry, bondedAt: 10))
+        XCTAssertEqual(bond.longTermKeys, [ltk(true, 4), ltk(false, 1)], "both roles, central first; another address's key left out")
+        XCTAssertEqual(bond.identityResolvingKey, Array(repeating: 2, count: 16))
+        XCTAssertEqual(bond.signatureResolvingKeys.map(\.type), [.authenticatedRemote])
+        XCTAssertEqual(bond.keySummary, "LTK (central, peripheral), IRK, CSRK (remote)")
+        XCTAssertTrue(bond.authenticated)
+        XCTAssertEqual(bond.keySize, 16)
+        try store.save(bond)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer), bond)
+        // No Bonding: no Store_Hint, no bond.
+        XCTAssertNil(Bond(adapter: adapter, peer: peer, events: [.newLongTermKey(index: 0, storeHint: false, key: ltk(true, 4))],
+                          method: .justWorks, bondedAt: 0))
+    }
+}
