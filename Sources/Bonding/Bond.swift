@@ -6,13 +6,23 @@ import JSON
 import LinuxBluetooth
 import Glibc
 
-/// The association model a pairing used (Vol 3 Part H §2.3.5.1); `unknown` for a bond read from bluetoothd.
-public enum PairingMethod: String, Sendable, Equatable, CaseIterable {
+/// The association model a bond was made with, as its file records it (Vol 3 Part H §2.3.5.1); `unknown` for a
+/// bond read from bluetoothd. The pairing agent's `PairingMethod` (LinuxBluetooth) says which one a pairing used.
+public enum BondMethod: String, Sendable, Equatable, CaseIterable {
     case justWorks = "just-works"
     case passkeyEntry = "passkey-entry"
     case numericComparison = "numeric-comparison"
     case outOfBand = "out-of-band"
     case unknown
+
+    /// The method a pairing used.
+    public init(_ method: PairingMethod) {
+        switch method {
+        case .justWorks: self = .justWorks
+        case .passkeyEntry: self = .passkeyEntry
+        case .numericComparison: self = .numericComparison
+        }
+    }
 }
 
 /// The keys shared with one peer, by this adapter's identity address and the peer's.
@@ -30,7 +40,7 @@ public struct Bond: Sendable, Equatable {
     public var signatureResolvingKeys: [SignatureResolvingKey]
     /// When the bond was made, in seconds since the Unix epoch (UTC).
     public var bondedAt: Int
-    public var method: PairingMethod
+    public var method: BondMethod
     /// The encryption key size negotiated, 7...16 octets (Vol 3 Part H §2.3.4).
     public var keySize: Int
     /// Made with MITM protection (Vol 3 Part H §2.3.1).
@@ -38,7 +48,7 @@ public struct Bond: Sendable, Equatable {
 
     public init(adapter: BluetoothAddress, peer: BluetoothAddress, peerType: LEAddressType, longTermKeys: [LongTermKey] = [],
                 identityResolvingKey: [UInt8]? = nil, signatureResolvingKeys: [SignatureResolvingKey] = [], bondedAt: Int,
-                method: PairingMethod, keySize: Int, authenticated: Bool) {
+                method: BondMethod, keySize: Int, authenticated: Bool) {
         self.adapter = adapter
         self.peer = peer
         self.peerType = peerType
@@ -110,7 +120,7 @@ extension Bond {
         let typeName = try Self.field(json, "peerType", \.string)
         guard let peerType = LEAddressType(name: typeName) else { throw BondFileProblem("\"peerType\" \"\(typeName)\" is not public or random") }
         let methodName = try Self.field(json, "method", \.string)
-        guard let method = PairingMethod(rawValue: methodName) else { throw BondFileProblem("\"method\" \"\(methodName)\" is not a pairing method") }
+        guard let method = BondMethod(rawValue: methodName) else { throw BondFileProblem("\"method\" \"\(methodName)\" is not a pairing method") }
         let keySize = try Self.field(json, "keySize", \.integer)
         guard (7...16).contains(keySize) else { throw BondFileProblem("\"keySize\" \(keySize) is not 7 to 16") }
         let authenticated = try Self.field(json, "authenticated") { v in if case .bool(let b) = v { b } else { nil } }
@@ -182,7 +192,7 @@ extension Bond {
     /// mgmt-api.txt; each carries the identity address once the IRK resolved it). Only keys with Store_Hint set
     /// are kept (a "No Bonding" pairing sets none); nil when no LTK is to be stored. A later key of the same role
     /// replaces an earlier one. Key size and authentication are the LTKs'.
-    public init?(adapter: BluetoothAddress, peer: BluetoothAddress, events: [ManagementEvent], method: PairingMethod, bondedAt: Int) {
+    public init?(adapter: BluetoothAddress, peer: BluetoothAddress, events: [ManagementEvent], method: BondMethod, bondedAt: Int) {
         var ltks: [LongTermKey] = [], irk: IdentityResolvingKey?, csrks: [SignatureResolvingKey] = []
         for event in events {
             switch event {

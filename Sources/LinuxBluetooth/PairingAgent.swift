@@ -50,6 +50,26 @@ public struct PairingOutcome: Sendable, Equatable {
     public var method: PairingMethod
     /// The kernel already held keys for the peer (Pair Device's 0x13 Already Paired): nothing was exchanged.
     public var alreadyPaired: Bool
+    /// The key events the pairing gave (New Long Term Key, New IRK, New CSRK), in order: what a bond stores.
+    public var keyEvents: [ManagementEvent] = []
+}
+
+extension ManagementEvent {
+    /// The controller index of a key event; nil for others.
+    var keyIndex: UInt16? {
+        switch self {
+        case .newLongTermKey(let i, _, _), .newIdentityResolvingKey(let i, _, _, _), .newSignatureResolvingKey(let i, _, _): return i
+        default: return nil
+        }
+    }
+
+    /// Whether this is a key the kernel distributed (Vol 3 Part H §3.6): what a bond is made of.
+    public var isKeyEvent: Bool {
+        switch self {
+        case .newLongTermKey, .newIdentityResolvingKey, .newSignatureResolvingKey: return true
+        default: return false
+        }
+    }
 }
 
 /// Why a pairing did not end in keys, with what the kernel and the link said.
@@ -209,7 +229,8 @@ public final class PairingAgent: Sendable {
     /// Answers every pairing request of the kernel on this adapter, on a thread of its own, until `stop()`: the
     /// simulator's side, and a connecting command's with --pair (BT_SECURITY starts SMP; the kernel asks here).
     /// Each answer goes to `report`.
-    public func startServing(report: @escaping @Sendable (String) -> Void) throws(TransportError) -> PairingService {
+    public func startServing(report: @escaping @Sendable (String) -> Void,
+                             keys: @escaping @Sendable (ManagementEvent) -> Void = { _ in }) throws(TransportError) -> PairingService {
         let wake = cbz_eventfd()
         if wake < 0 { throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
         let service = PairingService(wake: wake)
@@ -233,7 +254,9 @@ public final class PairingAgent: Sendable {
                     report("pairing agent on \(socket.adapter) stopped: \(lastSocketError("recv", "reading a management event", .hci(adapter: socket.adapter)))")
                     return
                 }
-                guard case .pairing(let i, let e)? = ManagementEvent.parse(Array(buffer.prefix(got))), Int(i) == index else { continue }
+                let parsed = ManagementEvent.parse(Array(buffer.prefix(got)))
+                if let parsed, parsed.keyIndex == UInt16(index) { keys(parsed) }
+                guard case .pairing(let i, let e)? = parsed, Int(i) == index else { continue }
                 do {
                     if let (method, refused) = try answer(e) {
                         report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
@@ -263,6 +286,7 @@ public final class PairingAgent: Sendable {
         do { try socket.send(.pairDevice(index: index, address: address, type: type, io: io)) } catch { throw fail(error) }
         var method: PairingMethod?
         var refusedHere: String?
+        var keyEvents: [ManagementEvent] = []
         var waiting = "Pair Device's Command Complete (the connection to \(peer))"
         let status: UInt8?
         do {
@@ -270,6 +294,10 @@ public final class PairingAgent: Sendable {
                 switch event {
                 case .commandComplete(0x0019, let i, let status, _) where Int(i) == index:
                     return status
+                case let key where key.keyIndex == UInt16(index):
+                    // The keys come before Pair Device's Command Complete (smp.c smp_notify_keys, then the completion).
+                    keyEvents.append(key)
+                    return nil
                 case .pairing(let i, let e) where Int(i) == index:
                     switch e {
                     case .deviceConnected:
@@ -299,7 +327,8 @@ public final class PairingAgent: Sendable {
             throw failure
         }
         if status == 0 || status == 0x13 {
-            return PairingOutcome(address: address, type: type, method: method ?? .justWorks, alreadyPaired: status == 0x13)
+            return PairingOutcome(address: address, type: type, method: method ?? .justWorks, alreadyPaired: status == 0x13,
+                                  keyEvents: keyEvents)
         }
         failure.status = status
         throw failure

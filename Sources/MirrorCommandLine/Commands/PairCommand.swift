@@ -1,5 +1,6 @@
 // mirror pair: pairing and bonding through the kernel's management interface, this process as the agent (no
 // bluetoothd); the kernel runs SMP (Core Spec 5.4 Vol 3 Part H).
+import Bonding
 import Glibc
 import HostEnvironment
 import JSON
@@ -53,20 +54,28 @@ let pairCommand = Command(CommandSpec(
     let io = try inv.option("--io") { (s: String) throws(UsageError) in try parseChoice(s, IOCapabilityName.self, what: "IO capability") }?.capability
         ?? .noInputNoOutput
     let passkey = try inv.option("--passkey") { (s: String) throws(UsageError) in try parsePasskey(s) }
-    let adapter = try Discovery.adapterName(inv.global.adapter)
-    let outcome = try Pairing.pair(address: address, type: target.addressType, adapter: adapter, io: io,
-                                   prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console),
-                                   note: { inv.console.err("note: \($0)") })
+    let adapterName = try Discovery.adapterName(inv.global.adapter)
+    // Coexistence: bluetoothd answers the kernel's pairing requests too (negatively, when no agent of its asked), and
+    // it owns the adapter's keys: pairing goes through it, and mirror uses the bond it keeps.
+    if let pid = BluetoothDaemon.runningPID() {
+        throw CLIError.unsupported("bluetoothd runs (pid \(pid)) and owns pairing and the keys on this machine: pair with it (`bluetoothctl pair \(address)`, its agent answering), and mirror uses that bond; or stop it (`sudo systemctl stop bluetooth`) to pair with mirror")
+    }
+    let (outcome, adapter) = try Pairing.pair(address: address, type: target.addressType, adapter: adapterName, io: io,
+                                              prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console),
+                                              note: { inv.console.err("note: \($0)") })
+    let bond = outcome.alreadyPaired ? nil : try BondKeys.save(outcome.keyEvents, peer: outcome.address,
+                                                               method: BondMethod(outcome.method), adapter: adapter, now: Int(time(nil)))
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("address", .string(outcome.address.description)), ("type", .string(outcome.type.description)),
-            ("adapter", .string(adapter)), ("method", .string(outcome.method.rawValue)),
-            ("alreadyPaired", .bool(outcome.alreadyPaired)),
+            ("adapter", .string(adapter.name)), ("method", .string(outcome.method.rawValue)),
+            ("alreadyPaired", .bool(outcome.alreadyPaired)), ("bondFile", bond?.file.map { .string($0) } ?? .null),
         ]))
     } else if outcome.alreadyPaired {
-        inv.console.out("already paired with \(outcome.address) (\(outcome.type)) on \(adapter): the kernel holds its keys")
+        inv.console.out("already paired with \(outcome.address) (\(outcome.type)) on \(adapter.name): the kernel holds its keys")
     } else {
-        inv.console.out("paired with \(outcome.address) (\(outcome.type)) on \(adapter): \(outcome.method.rawValue)")
+        inv.console.out("paired with \(outcome.address) (\(outcome.type)) on \(adapter.name): \(outcome.method.rawValue)")
+        if let bond { inv.console.err(bond.text) }
     }
     return .success
 }
@@ -74,7 +83,7 @@ let pairCommand = Command(CommandSpec(
 enum Pairing {
     /// Opens the management socket (the capabilities go once it is bound), prepares the adapter and pairs.
     static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String, io: IOCapability,
-                     prompts: PairingPrompts, note: (String) -> Void) throws -> PairingOutcome {
+                     prompts: PairingPrompts, note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
         defer { Privilege.dropAll("after the management socket was opened") }
         // Pairing needs CAP_NET_ADMIN at the bind (a trusted management socket): say so before trying.
         let capabilities = Capabilities.checkRawHCI()
@@ -87,12 +96,12 @@ enum Pairing {
         // that disturbs nobody (no connection on it, no bluetoothd, which powers adapters through the interface).
         let idle = BluetoothDaemon.runningPID() == nil && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
         if let prepared = try agent.prepare(io: io, mayPowerCycle: idle) { note(prepared) }
-        return try agent.pair(address: address, type: type, io: io)
+        return (try agent.pair(address: address, type: type, io: io), adapter)
     }
 
     /// Opens the management socket on `adapter` (default: the first that is up) and answers every pairing request
     /// there until the returned service stops (--pair on a connecting command): Just Works, notes on stderr.
-    static func serve(adapter name: String?, console: Console) throws -> PairingService {
+    static func serve(adapter name: String?, peer: BluetoothAddress, console: Console) throws -> PairingService {
         let capabilities = Capabilities.checkRawHCI()
         guard capabilities.isSatisfied else { throw CLIError.unsupported("--pair: " + capabilities.summary) }
         let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
@@ -100,7 +109,15 @@ enum Pairing {
         let agent = PairingAgent(socket: socket, index: adapter.index, prompts: terminalPrompts(passkey: nil, console: console))
         let idle = BluetoothDaemon.runningPID() == nil && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
         if let note = try agent.prepare(io: .noInputNoOutput, mayPowerCycle: idle) { console.err("note: \(note)") }
-        return try agent.startServing { console.err("pair: \($0)") }
+        // The keys of a pairing this connection starts: saved as a bond once the LTKs have come (each event saves
+        // what has come so far; a later one of the same role replaces it).
+        let events = Lock<[ManagementEvent]>([])
+        return try agent.startServing(report: { console.err("pair: \($0)") }, keys: { event in
+            let all = events.withLock { $0.append(event); return $0 }
+            // The method is not known here (the kernel may pair with no request to answer): recorded as unknown.
+            if let saved = try? BondKeys.save(all, peer: peer, method: .unknown, adapter: adapter, now: Int(time(nil))), saved.file != nil,
+               case .newLongTermKey = event { console.err("pair: \(saved.text)") }
+        })
     }
 
     /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the

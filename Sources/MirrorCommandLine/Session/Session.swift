@@ -149,7 +149,10 @@ final class Session: Sendable {
         let records = LinkRecordSink(console: inv.console, tracing: g.trace)
         // --pair: this process answers the kernel's pairing requests for the connection's life (opened while the
         // capabilities are held: the management socket is trusted only then), and the link asks for encryption.
-        let pairing = g.pair && !target.isUnix ? try Pairing.serve(adapter: g.adapter, console: inv.console) : nil
+        let peerAddress: BluetoothAddress? = if case .bluetooth(let a) = target.target { a } else { nil }
+        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, console: inv.console) } : nil
+        // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
+        if let peerAddress, let note = try BondKeys.loadIfBonded(peer: peerAddress, adapter: g.adapter) { inv.console.err("note: \(note)") }
         let security: BTSecurityLevel? = g.pair && !target.isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability: any the keeper still holds go now (Privilege).
         if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }

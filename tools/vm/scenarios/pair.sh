@@ -4,6 +4,8 @@ vm_need mirror mirror-sim
 vm_controllers
 SIM=00:AA:01:01:00:01
 CENTRAL=00:AA:01:00:00:00
+# The bond store of this scenario (mirror's files under $XDG_STATE_HOME/mirror/bonds).
+export XDG_STATE_HOME="$OUT/state"
 
 # vm_unpair: both kernels forget the bond (Unpair Device), so the next pair runs SMP again.
 vm_unpair() {
@@ -31,6 +33,27 @@ vm_grep "$OUT/pair-again.log" '"alreadyPaired": ?true' "a second pair finds the 
 vm_no_le_link
 vm_ok read-encrypted 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
 vm_grep "$OUT/read-encrypted.log" "mirror-sim" "a read at security medium works on the bond"
+
+# The bond store: mirror pair kept the keys (0600, under XDG_STATE_HOME); a kernel that forgot them (Unpair Device
+# on hci0 alone, as a reset or reboot forgets) gets them back (Load Long Term Keys) before the next connection,
+# which then encrypts with no second pairing.
+BOND="$XDG_STATE_HOME/mirror/bonds/$CENTRAL/$SIM.json"
+vm_grep "$OUT/pair-just-works.log" "^bonded: .*kept in $BOND" "mirror pair kept the bond in the store"
+[ "$(stat -c %a "$BOND")" = 600 ] || vm_fail "the bond file is $(stat -c %a "$BOND"), not 0600"
+vm_ok bonds-list 15 "$BIN/mirror" bonds list
+vm_grep "$OUT/bonds-list.log" "$SIM" "mirror bonds list shows it"
+vm_run kernel-forgets 15 btmgmt -i hci0 unpair -t 1 $SIM
+vm_no_le_link
+answered=$(grep -c "answered" "$OUT/sim.log")
+vm_ok read-from-store 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
+vm_grep "$OUT/read-from-store.log" "^note: loaded 1 long term key" "the stored bond went into the kernel first"
+vm_grep "$OUT/read-from-store.log" "mirror-sim" "and the encrypted read works on it"
+[ "$(grep -c "answered" "$OUT/sim.log")" = "$answered" ] || vm_fail "the read paired again instead of using the stored bond"
+vm_ok hci0-reset 15 hciconfig hci0 reset
+vm_no_le_link
+vm_ok read-after-reset 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
+vm_grep "$OUT/read-after-reset.log" "mirror-sim" "after hciconfig hci0 reset the encrypted read works on the stored bond"
+[ "$(grep -c "answered" "$OUT/sim.log")" = "$answered" ] || vm_fail "the read after a reset paired again"
 
 # --pair on a connecting command: with no bond, the read's connection pairs (the agent answers) and reads.
 vm_unpair

@@ -1,0 +1,43 @@
+// The bond store between pairings and connections: a pairing's keys saved, and the adapter's stored keys loaded
+// into the kernel before a connection to a bonded peer (the kernel keeps them only in memory: a reset, a replug or a
+// reboot forgets them; mgmt Load Long Term Keys, Load Identity Resolving Keys).
+import Bonding
+import HostEnvironment
+import LinuxBluetooth
+import LinkCore
+
+enum BondKeys {
+    /// Saves the bond a pairing's key events give (only keys with Store_Hint: both sides asked to bond); the
+    /// sentence to print, and the file.
+    static func save(_ events: [ManagementEvent], peer: BluetoothAddress, method: BondMethod, adapter: HCIAdapter,
+                     now: Int) throws -> (text: String, file: String?) {
+        guard let bond = Bond(adapter: adapter.address, peer: peer, events: events, method: method, bondedAt: now) else {
+            return ("not bonded: no key to keep (the peer asked for no bonding), so the next connection pairs again", nil)
+        }
+        let store = try BondStore.standard()
+        try store.save(bond)
+        let file = store.path(adapter: adapter.address, peer: bond.peer)
+        return ("bonded: \(bond.keySummary); kept in \(file)", file)
+    }
+
+    /// Before a connection to `peer` on `adapter` (nil: the first that is up): when this tool's store holds a bond
+    /// with it and bluetoothd does not run (bluetoothd loads its own keys, and a Load Long Term Keys replaces the
+    /// adapter's whole list), loads every key the store holds for the adapter into the kernel. Needs the capability
+    /// keeper (a trusted management socket). Returns a note for stderr when keys were loaded.
+    static func loadIfBonded(peer: BluetoothAddress, adapter name: String?) throws -> String? {
+        guard BluetoothDaemon.runningPID() == nil else { return nil }
+        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
+        let store = try BondStore.standard()
+        guard (try? store.load(adapter: adapter.address, peer: peer)) != nil else { return nil }
+        let keys = store.keys(adapter: adapter.address)
+        guard !keys.longTermKeys.isEmpty else { return nil }
+        guard let ltks = ManagementCommand.loadLongTermKeys(index: adapter.index, keys: keys.longTermKeys),
+              let irks = ManagementCommand.loadIdentityResolvingKeys(index: adapter.index, keys: keys.identityResolvingKeys) else {
+            throw CLIError.failure("the bond store for \(adapter.name) holds more keys than Load Long Term Keys takes (\(ManagementCommand.maximumLongTermKeys)): `mirror bonds remove` some")
+        }
+        let socket = try ManagementSocket(adapter: adapter.name)
+        try socket.run(ltks)
+        try socket.run(irks)
+        return "loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))"
+    }
+}
