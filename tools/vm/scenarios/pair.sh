@@ -7,9 +7,10 @@ CENTRAL=00:AA:01:00:00:00
 # The bond store of this scenario (mirror's files under $XDG_STATE_HOME/mirror/bonds).
 export XDG_STATE_HOME="$OUT/state"
 
-# vm_unpair: both kernels forget the bond (Unpair Device), so the next pair runs SMP again.
+# vm_unpair: both sides forget the bond, so the next pair runs SMP again: mirror's store and hci0's kernel by
+# mirror bonds remove (Unpair Device), hci1's kernel by btmgmt.
 vm_unpair() {
-  vm_run unpair-hci0 15 btmgmt -i hci0 unpair -t 1 $SIM
+  vm_ok unpair-hci0 15 "$BIN/mirror" bonds remove $SIM --adapter hci0
   vm_run unpair-hci1 15 btmgmt -i hci1 unpair -t 1 $CENTRAL
   vm_no_le_link
 }
