@@ -86,6 +86,7 @@ vm_unpair
 vm_sim sim-passkey --io keyboard --passkey 123456
 vm_ok pair-passkey 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard --passkey 123456
 vm_grep "$OUT/pair-passkey.log" "^paired with $SIM \(public\) on hci0: Passkey Entry$" "mirror pair reports Passkey Entry"
+vm_grep "$OUT/pair-passkey.log" "^bonded: LTK \(both roles\), CSRK \(remote, local\); kept in $XDG_STATE_HOME/mirror/bonds/$CENTRAL/$SIM.json$" "and the bond it kept (the README's transcript)"
 
 # A wrong passkey: the confirm values differ, SMP fails (Pairing Failed, Confirm Value Failed); named, exit 1.
 vm_unpair
