@@ -1,6 +1,7 @@
 // What the simulator does: its behaviours and faults, from the command line or a scenario file.
 import Foundation
 import GATTClient
+import GATTServer
 import JSON
 import LinuxBluetooth
 import LinkCore
@@ -156,10 +157,42 @@ public struct SimOptions: Sendable, Equatable {
     /// Every Enhanced ATT bearer request is refused with this L2CAP result (over unix:; over an adapter, mirror-sim
     /// does not listen on PSM 0x0027 and the kernel answers SPSM not supported).
     public var eattRefusal: L2CAPConnectionResult?
+    /// What named values ask of the link beyond the profile's `security` (`--secure CHAR[:LEVEL[:KEYSIZE]]`;
+    /// Vol 3 Part F §3.2.5): reads, writes and subscriptions refused with 0x05, 0x0F or 0x0C until the link has it.
+    public var secure: [String: GATTSecurityRequirement] = [:]
 
     public init() {}
 
     public var effectiveTokenLimit: Int { cloudTokenLimit ?? profile.cloudTokenMaxLength }
+
+    /// The security each named value asks for: the profile's, with `secure` over it.
+    public var effectiveSecurity: [String: GATTSecurityRequirement] { profile.security.merging(secure) { $1 } }
+
+    /// The names `--secure` takes: the profile's characteristics and GAP's Device Name.
+    public var securableNames: [String] { ([AttributeDatabase.deviceNameName] + profile.characteristics.keys.sorted()) }
+
+    /// Parses `--secure CHAR[:encrypted|authenticated][:KEYSIZE]` (default encrypted; a key size in octets, 7...16).
+    static func parseSecure(_ value: String, names: [String]) throws(SimOptionsError) -> (String, GATTSecurityRequirement) {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let levels = GATTSecurityRequirement.levelNames.map(\.0).joined(separator: " or ")
+        let sizes = GATTSecurityRequirement.keySizes
+        func fail(_ problem: String) -> SimOptionsError {
+            SimOptionsError(problem: "--secure \(value): \(problem) (expected CHAR[:\(levels.replacingOccurrences(of: " or ", with: "|"))][:KEYSIZE])")
+        }
+        guard let name = parts.first, !name.isEmpty, parts.count <= 3 else { throw fail("not CHAR[:LEVEL[:KEYSIZE]]") }
+        guard names.contains(name) else { throw fail("no characteristic \"\(name)\" (\(names.joined(separator: ", ")))") }
+        var requirement = GATTSecurityRequirement.encrypted
+        for part in parts.dropFirst() {
+            if let level = GATTSecurityRequirement.levelNames.first(where: { $0.0 == part })?.1 {
+                requirement.level = level
+            } else if let n = Int(part), sizes.contains(n) {
+                requirement.minimumKeySize = n
+            } else {
+                throw fail("\(part) is neither \(levels) nor a key size (\(sizes.lowerBound)...\(sizes.upperBound))")
+            }
+        }
+        return (name, requirement)
+    }
 
     /// Applies a scenario file: a JSON object whose keys are the long flags without "--"
     /// ("scale": "misaligned", "wifi": "offline", "faults": ["drop:cloudToken"], ...).
@@ -181,7 +214,7 @@ public struct SimOptions: Sendable, Equatable {
     public static let keys: Set<String> = [
         "profile", "name", "scale", "wifi", "network", "networks", "ssid", "token-limit", "cancel-resets", "scan-state",
         "scan-error", "latched-error", "mtu", "pace", "step-ms", "fault", "faults", "verbose", "caching", "client-features",
-        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order",
+        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order", "secure",
     ]
 
     /// Sets one option by its long flag name (without "--").
@@ -262,6 +295,9 @@ public struct SimOptions: Sendable, Equatable {
                 throw SimOptionsError(problem: "--eatt-refuse: expected an L2CAP result code other than 0 (0x0002 SPSM not supported, 0x0004 no resources available, ...), got \(value)")
             }
             eattRefusal = L2CAPConnectionResult(rawValue: code)
+        case "secure":
+            let (name, requirement) = try Self.parseSecure(value, names: securableNames)
+            secure[name] = requirement
         case "change-database-after":
             guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--change-database-after: expected milliseconds, got \(value)") }
             changeDatabaseAfterMilliseconds = n

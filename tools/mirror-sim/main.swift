@@ -42,6 +42,10 @@ let usage = """
       --eatt-refuse CODE      refuse every Enhanced ATT bearer with this L2CAP result (0x0004: no resources
                               available) over unix:; over an adapter, no PSM 0x0027 listener (the kernel refuses)
       --change-database-after MS  change the database MS after the first connection opens (as change-database)
+      --secure CHAR[:encrypted|authenticated][:KEYSIZE]  CHAR's value (a profile name, or deviceName) asks the
+                              link for encryption (default), an authenticated key, a key of KEYSIZE octets (7-16):
+                              reads, writes and subscriptions get 0x0F, 0x05 or 0x0C until it has it, a Write
+                              Command is dropped (as the profile's "security" and "minKeySize"; repeatable)
       --io CAPABILITY         with --adapter: answer pairing as this IO capability (display, yesno, keyboard, none,
                               keyboard-display; default none: Just Works), this process as the agent
       --passkey N             with --adapter: the passkey to enter when a central displays one (Passkey Entry)
