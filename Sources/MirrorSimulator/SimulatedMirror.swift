@@ -130,7 +130,7 @@ public final class SimulatedMirror: Sendable {
         let refusal = options.eattRefusal
         hooks.enhancedRequest = { _ in refusal }
         host = GATTServerHost(database: database, serverRxMTU: options.serverMTU, hooks: hooks,
-                              enhancedBearerLimit: Self.enhancedBearerLimit)
+                              enhancedBearerLimit: Self.enhancedBearerLimit, securityWithoutLink: options.unixSecurity)
         link.set(self)
     }
 
@@ -181,6 +181,12 @@ public final class SimulatedMirror: Sendable {
         if case .refused = host.attachEnhanced(bearer) {
             log("Enhanced ATT bearer \(bearer.label): no CID 4 connection of that peer to join (or past the limit of \(Self.enhancedBearerLimit)); closed")
         }
+    }
+
+    /// Plays `security` as the link of every client connected now (a unix: test's pairing); nil: back to the
+    /// transport's, else `options.unixSecurity` (`ATTServerConnection.setLinkSecurity`).
+    public func setLinkSecurity(_ security: GATTLinkSecurity?) {
+        host.withContext { ctx in for c in ctx.clients { ctx.setLinkSecurity(security, of: c) } }
     }
 
     /// Closes every connection (the listener is shutting down).
@@ -472,7 +478,7 @@ public final class SimulatedMirror: Sendable {
         guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
         switch name {
         case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[s.owner(of: c)]?.clientFeatures ?? [0])
-        case AttributeDatabase.databaseHashName, AttributeDatabase.serverSupportedFeaturesName: return .stored
+        case AttributeDatabase.databaseHashName, AttributeDatabase.serverSupportedFeaturesName, AttributeDatabase.deviceNameName: return .stored
         case "scanState": return .value([s.scanState])
         case "scanError": return .value([s.scanError])
         case "cloudToken": return .value(s.cloudToken)

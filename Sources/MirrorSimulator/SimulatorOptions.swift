@@ -160,6 +160,9 @@ public struct SimOptions: Sendable, Equatable {
     /// What named values ask of the link beyond the profile's `security` (`--secure CHAR[:LEVEL[:KEYSIZE]]`;
     /// Vol 3 Part F §3.2.5): reads, writes and subscriptions refused with 0x05, 0x0F or 0x0C until the link has it.
     public var secure: [String: GATTSecurityRequirement] = [:]
+    /// The link security a unix: connection plays (`--unix-security`): it has no link, so no BT_SECURITY to read
+    /// (an LE connection's is its socket's). Default unencrypted.
+    public var unixSecurity = GATTLinkSecurity.unencrypted
 
     public init() {}
 
@@ -194,6 +197,24 @@ public struct SimOptions: Sendable, Equatable {
         return (name, requirement)
     }
 
+    /// Parses `--unix-security none|encrypted|authenticated[:KEYSIZE]` (a 16-octet key unless given).
+    static func parseUnixSecurity(_ value: String) throws(SimOptionsError) -> GATTLinkSecurity {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let sizes = GATTSecurityRequirement.keySizes
+        let problem = "--unix-security: expected none, encrypted or authenticated, with :KEYSIZE (\(sizes.lowerBound)...\(sizes.upperBound)) after either of the last two, got \(value)"
+        var keySize = 16
+        if parts.count == 2 {
+            guard let n = Int(parts[1]), sizes.contains(n) else { throw SimOptionsError(problem: problem) }
+            keySize = n
+        }
+        switch (parts[0], parts.count) {
+        case ("none", 1): return .unencrypted
+        case ("encrypted", 1...2): return .encrypted(keySize: keySize)
+        case ("authenticated", 1...2): return .authenticated(keySize: keySize)
+        default: throw SimOptionsError(problem: problem)
+        }
+    }
+
     /// Applies a scenario file: a JSON object whose keys are the long flags without "--"
     /// ("scale": "misaligned", "wifi": "offline", "faults": ["drop:cloudToken"], ...).
     public mutating func apply(scenario data: Data, source: String) throws(SimOptionsError) {
@@ -214,7 +235,7 @@ public struct SimOptions: Sendable, Equatable {
     public static let keys: Set<String> = [
         "profile", "name", "scale", "wifi", "network", "networks", "ssid", "token-limit", "cancel-resets", "scan-state",
         "scan-error", "latched-error", "mtu", "pace", "step-ms", "fault", "faults", "verbose", "caching", "client-features",
-        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order", "secure",
+        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order", "secure", "unix-security",
     ]
 
     /// Sets one option by its long flag name (without "--").
@@ -298,6 +319,7 @@ public struct SimOptions: Sendable, Equatable {
         case "secure":
             let (name, requirement) = try Self.parseSecure(value, names: securableNames)
             secure[name] = requirement
+        case "unix-security": unixSecurity = try Self.parseUnixSecurity(value)
         case "change-database-after":
             guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--change-database-after: expected milliseconds, got \(value)") }
             changeDatabaseAfterMilliseconds = n

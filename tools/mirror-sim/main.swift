@@ -46,6 +46,8 @@ let usage = """
                               link for encryption (default), an authenticated key, a key of KEYSIZE octets (7-16):
                               reads, writes and subscriptions get 0x0F, 0x05 or 0x0C until it has it, a Write
                               Command is dropped (as the profile's "security" and "minKeySize"; repeatable)
+      --unix-security none|encrypted|authenticated[:KEYSIZE]  the link a unix: connection plays (it has none
+                              to read; default none); an adapter's connections have their socket's BT_SECURITY
       --io CAPABILITY         with --adapter: answer pairing as this IO capability (display, yesno, keyboard, none,
                               keyboard-display; default none: Just Works), this process as the agent
       --passkey N             with --adapter: the passkey to enter when a central displays one (Passkey Entry)
