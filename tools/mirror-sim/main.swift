@@ -189,6 +189,10 @@ do {
 for listener in listeners {
     FileHandle.standardOutput.write(Data("mirror-sim: listening on \(listener.label) (profile: \(options.profile.name))\n".utf8))
 }
+// What each secured value asks of the link (the profile's security and --secure), and the link unix: plays.
+for (name, requirement) in options.effectiveSecurity.sorted(by: { $0.key < $1.key }) {
+    log("\(name) asks for a link that is \(requirement) (unix: connections play \(options.unixSecurity))")
+}
 
 let allListeners = listeners
 let enhancedUnixListeners = Set(enhancedUnix)
