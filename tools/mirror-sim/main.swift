@@ -191,7 +191,7 @@ for listener in listeners {
 }
 // What each secured value asks of the link (the profile's security and --secure), and the link unix: plays.
 for (name, requirement) in options.effectiveSecurity.sorted(by: { $0.key < $1.key }) {
-    log("\(name) asks for a link that is \(requirement) (unix: connections play \(options.unixSecurity))")
+    log("\(name): reads, writes and subscriptions need a link that is \(requirement); a unix: connection plays \(options.unixSecurity)")
 }
 
 let allListeners = listeners
