@@ -1,6 +1,8 @@
 // The one ATT server: the answer to every request of Core Spec 5.4 Vol 3 Part F §3.4 from an attribute database,
-// with the error codes §3.4.1.1 and each request's section name. No I/O: a caller hands it decoded PDUs.
+// with the error codes §3.4.1.1 and each request's section name. No I/O: a caller hands it decoded PDUs, and the
+// link's security when an attribute asks for it.
 import ATTStack
+import GATTVocabulary
 
 /// What one connection's server remembers (Vol 3 Part F §3.2.8 the ATT_MTU, §3.4.6 the prepare queue;
 /// Part G §3.3.3.3 the CCCD values, one set per client).
@@ -79,12 +81,15 @@ public struct ATTServer: Sendable {
 
     public typealias ReadHandler = (AttributeRead) -> ReadOutcome
     public typealias WriteHandler = (AttributeWrite) -> WriteOutcome
+    /// The link's security now (Vol 3 Part C §10.2), asked only for an attribute with a security requirement.
+    public typealias LinkSecurityQuery = () -> GATTLinkSecurity
 
     /// The answer to raw bytes: a malformed request gets its Error Response, a malformed command nothing (§3.3.2).
     public mutating func answer(bytes: [UInt8], session: inout ATTSession,
-                                read: ReadHandler = { _ in .stored }, write: WriteHandler = { _ in .store }) -> ATTServerReply {
+                                read: ReadHandler = { _ in .stored }, write: WriteHandler = { _ in .store },
+                                link: LinkSecurityQuery = { .unencrypted }) -> ATTServerReply {
         switch Self.decode(bytes) {
-        case .pdu(let pdu): return answer(pdu, session: &session, read: read, write: write)
+        case .pdu(let pdu): return answer(pdu, session: &session, read: read, write: write, link: link)
         case .malformed(_, let reply): return reply
         }
     }
@@ -102,9 +107,11 @@ public struct ATTServer: Sendable {
         }
     }
 
-    /// The answer to one decoded PDU.
+    /// The answer to one decoded PDU; `link` gives the link's security, against which an attribute's read or write
+    /// requirement is checked (unencrypted unless given).
     public mutating func answer(_ pdu: ATTPDU, session: inout ATTSession,
-                                read: ReadHandler = { _ in .stored }, write: WriteHandler = { _ in .store }) -> ATTServerReply {
+                                read: ReadHandler = { _ in .stored }, write: WriteHandler = { _ in .store },
+                                link: LinkSecurityQuery = { .unencrypted }) -> ATTServerReply {
         let mtu = session.mtu
         func error(_ code: ATTErrorCode, _ handle: UInt16) -> ATTServerReply {
             .now(.errorResponse(requestOpcode: pdu.opcode, handle: handle, error: code))
@@ -141,7 +148,9 @@ public struct ATTServer: Sendable {
             var found: [(found: UInt16, groupEnd: UInt16)] = []
             var used = 1
             for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == .bit16(type) {
-                guard case .value(let v) = readValue(a, .findByTypeValueRequest, session, read), v[...] == value else { continue }
+                // A value this link may not read is not compared either (that would disclose it).
+                guard Self.refusal(a.readSecurity, link) == nil,
+                      case .value(let v) = readValue(a, .findByTypeValueRequest, session, read), v[...] == value else { continue }
                 if used + 4 > mtu { break }
                 used += 4
                 if case .service(let end) = a.role { found.append((a.handle, end)) } else { found.append((a.handle, a.handle)) }
@@ -155,7 +164,7 @@ public struct ATTServer: Sendable {
             var found: [(handle: UInt16, value: [UInt8])] = []
             var used = 2
             for a in database.attributes where a.handle >= range.start && a.handle <= range.end && a.type == type {
-                let outcome = a.readable ? readValue(a, .readByTypeRequest, session, read) : .error(.readNotPermitted)
+                let outcome = permittedRead(a, .readByTypeRequest, session, read, link)
                 guard case .value(let full) = outcome else {
                     if found.isEmpty, case .error(let code) = outcome { return error(code, a.handle) }
                     break
@@ -188,14 +197,14 @@ public struct ATTServer: Sendable {
 
         case .readRequest(let handle):
             // §3.4.4.3-4: the first MTU-1 bytes.
-            switch checkedRead(handle, .readRequest, session, read) {
+            switch checkedRead(handle, .readRequest, session, read, link) {
             case .error(let code): return error(code, handle)
             case .value(let value): return .now(.readResponse(value: value.prefix(ATTMTU.readBlobPartBudget(mtu))))
             }
 
         case .readBlobRequest(let handle, let offset):
             // §3.4.4.5-6: MTU-1 bytes from the offset; past the end is Invalid Offset.
-            switch checkedRead(handle, .readBlobRequest, session, read) {
+            switch checkedRead(handle, .readBlobRequest, session, read, link) {
             case .error(let code): return error(code, handle)
             case .value(let value):
                 guard Int(offset) <= value.count else { return error(.invalidOffset, handle) }
@@ -206,7 +215,7 @@ public struct ATTServer: Sendable {
             // §3.4.4.7-8: the values concatenated, cut at MTU-1; any unreadable handle fails the whole request.
             var out: [UInt8] = []
             for h in handles {
-                switch checkedRead(h, .readMultipleRequest, session, read) {
+                switch checkedRead(h, .readMultipleRequest, session, read, link) {
                 case .error(let code): return error(code, h)
                 case .value(let value): out += value
                 }
@@ -217,7 +226,7 @@ public struct ATTServer: Sendable {
             // §3.4.4.11-12: length-value tuples, cut at MTU-1.
             var values: [[UInt8]] = []
             for h in handles {
-                switch checkedRead(h, .readMultipleVariableRequest, session, read) {
+                switch checkedRead(h, .readMultipleVariableRequest, session, read, link) {
                 case .error(let code): return error(code, h)
                 case .value(let value): values.append(value)
                 }
@@ -228,9 +237,10 @@ public struct ATTServer: Sendable {
             return .now(.readMultipleVariableResponse(list))
 
         case .writeRequest(let handle, let value), .writeCommand(let handle, let value):
-            // §3.4.5.1-3: a command is applied the same way and never answered, not even with an error.
+            // §3.4.5.1-3: a command is applied the same way and never answered, not even with an error (one the
+            // link's security refuses is dropped).
             let isCommand = pdu.opcode == .writeCommand
-            let outcome = checkedWrite(handle, Array(value), pdu.opcode, &session, write)
+            let outcome = checkedWrite(handle, Array(value), pdu.opcode, &session, write, link)
             if isCommand { return .none }
             switch outcome {
             case .rejected(let code): return error(code, handle)
@@ -239,9 +249,10 @@ public struct ATTServer: Sendable {
             }
 
         case .prepareWriteRequest(let handle, let offset, let value):
-            // §3.4.6.1-2: permissions are checked now, the part is queued and echoed.
+            // §3.4.6.1-2: permissions (and the link's security) are checked now, the part is queued and echoed.
             guard let a = database.attribute(handle) else { return error(.invalidHandle, handle) }
             guard a.writable else { return error(.writeNotPermitted, handle) }
+            if let code = Self.refusal(a.writeSecurity, link) { return error(code, handle) }
             guard session.prepared.count < prepareQueueLimit else { return error(.prepareQueueFull, handle) }
             if case .rejected(let code) = write(AttributeWrite(attribute: a, value: Array(value), opcode: .prepareWriteRequest)) {
                 return error(code, handle)
@@ -266,7 +277,7 @@ public struct ATTServer: Sendable {
             }
             var delay: Int?
             for handle in order {
-                switch checkedWrite(handle, values[handle]!, .executeWriteRequest, &session, write) {
+                switch checkedWrite(handle, values[handle]!, .executeWriteRequest, &session, write, link) {
                 case .rejected(let code): return error(code, handle)
                 case .accepted(let d?): delay = max(delay ?? 0, d)
                 case .accepted(nil), .store: break
@@ -303,19 +314,33 @@ public struct ATTServer: Sendable {
         }
     }
 
-    /// Read with the handle and permission checks (§3.4.4.3: Invalid Handle, Read Not Permitted).
-    func checkedRead(_ handle: UInt16, _ opcode: ATTOpcode, _ session: ATTSession, _ read: ReadHandler) -> Got {
+    /// Read with the handle and permission checks (§3.4.4.3: Invalid Handle, Read Not Permitted, the link's security).
+    func checkedRead(_ handle: UInt16, _ opcode: ATTOpcode, _ session: ATTSession, _ read: ReadHandler,
+                     _ link: LinkSecurityQuery) -> Got {
         guard let a = database.attribute(handle) else { return .error(.invalidHandle) }
+        return permittedRead(a, opcode, session, read, link)
+    }
+
+    /// Read with the permission checks (§3.4.4.3): Read Not Permitted, then the link's security (§3.2.5).
+    func permittedRead(_ a: Attribute, _ opcode: ATTOpcode, _ session: ATTSession, _ read: ReadHandler,
+                       _ link: LinkSecurityQuery) -> Got {
         guard a.readable else { return .error(.readNotPermitted) }
+        if let code = Self.refusal(a.readSecurity, link) { return .error(code) }
         return readValue(a, opcode, session, read)
     }
 
-    /// Write with the checks of §3.4.5.1 (Invalid Handle, Write Not Permitted, at most 512 bytes); a CCCD takes
-    /// 2 bytes and is kept in the session (Part G §3.3.3.3) before the handler sees it.
+    /// The refusal of `requirement` on the link (§3.2.5), asking the link only when there is a requirement.
+    static func refusal(_ requirement: GATTSecurityRequirement, _ link: LinkSecurityQuery) -> ATTErrorCode? {
+        requirement.isNoSecurity ? nil : requirement.refusal(on: link())
+    }
+
+    /// Write with the checks of §3.4.5.1 (Invalid Handle, Write Not Permitted, the link's security, at most 512
+    /// bytes); a CCCD takes 2 bytes and is kept in the session (Part G §3.3.3.3) before the handler sees it.
     mutating func checkedWrite(_ handle: UInt16, _ value: [UInt8], _ opcode: ATTOpcode, _ session: inout ATTSession,
-                               _ write: WriteHandler) -> WriteOutcome {
+                               _ write: WriteHandler, _ link: LinkSecurityQuery) -> WriteOutcome {
         guard let a = database.attribute(handle) else { return .rejected(.invalidHandle) }
         guard a.writable else { return .rejected(.writeNotPermitted) }
+        if let code = Self.refusal(a.writeSecurity, link) { return .rejected(code) }
         guard value.count <= ATTMTU.maximumAttributeValue else { return .rejected(.invalidAttributeValueLength) }
         var isCCCD = false
         if case .cccd(let valueHandle) = a.role {

@@ -36,6 +36,10 @@ public struct Attribute: Sendable {
     /// The stored value (the server's answer unless a read handler says otherwise).
     public var value: [UInt8]
     public let permissions: AttributePermissions
+    /// What the link must offer before a read, and before a write, is served (Vol 3 Part F §3.2.5; checked by
+    /// `ATTServer` against `GATTLinkSecurity`, refused as `GATTSecurityRequirement.refusal(on:)` says).
+    public let readSecurity: GATTSecurityRequirement
+    public let writeSecurity: GATTSecurityRequirement
     /// The name the database's author gave it ("scanState"), for handlers and tests.
     public let name: String?
 
@@ -107,20 +111,23 @@ public struct AttributeDatabase: Sendable {
 
         /// A characteristic (Vol 3 Part G §3.3): its declaration, its value and, when it notifies or indicates,
         /// a CCCD (§3.3.3.3, named `name + "CCCD"`). Readable per `.read`, writable per `.write` or
-        /// `.writeWithoutResponse`. Returns the value handle.
+        /// `.writeWithoutResponse`; the value's reads and writes need `readSecurity` and `writeSecurity`, and so does
+        /// a write of its CCCD need `readSecurity` (a subscription discloses the value). Returns the value handle.
         @discardableResult
         public mutating func characteristic(_ uuid: BluetoothUUID, _ properties: GATTCharacteristicProperties,
-                                            value: [UInt8] = [], name: String? = nil) -> UInt16 {
+                                            value: [UInt8] = [], name: String? = nil,
+                                            readSecurity: GATTSecurityRequirement = .noSecurity,
+                                            writeSecurity: GATTSecurityRequirement = .noSecurity) -> UInt16 {
             let valueHandle = nextHandle + 1
             append(.characteristic, .declaration(valueHandle: valueHandle),
                    [properties.rawValue] + le16(valueHandle) + uuid.attWireBytes, [.read], nil)
             var permissions: AttributePermissions = []
             if properties.contains(.read) { permissions.insert(.read) }
             if !properties.isDisjoint(with: [.write, .writeWithoutResponse]) { permissions.insert(.write) }
-            append(uuid, .value, value, permissions, name)
+            append(uuid, .value, value, permissions, name, read: readSecurity, write: writeSecurity)
             if !properties.isDisjoint(with: [.notify, .indicate]) {
                 append(.clientCharacteristicConfiguration, .cccd(valueHandle: valueHandle), [0, 0], [.read, .write],
-                       name.map { $0 + "CCCD" })
+                       name.map { $0 + "CCCD" }, write: readSecurity)
             }
             return valueHandle
         }
@@ -128,15 +135,18 @@ public struct AttributeDatabase: Sendable {
         /// A descriptor of the last characteristic (Vol 3 Part G §3.3.3); returns its handle.
         @discardableResult
         public mutating func descriptor(_ uuid: BluetoothUUID, value: [UInt8], permissions: AttributePermissions = [.read],
-                                        name: String? = nil) -> UInt16 {
-            append(uuid, .descriptor, value, permissions, name)
+                                        name: String? = nil, readSecurity: GATTSecurityRequirement = .noSecurity,
+                                        writeSecurity: GATTSecurityRequirement = .noSecurity) -> UInt16 {
+            append(uuid, .descriptor, value, permissions, name, read: readSecurity, write: writeSecurity)
         }
 
         @discardableResult
         mutating func append(_ type: BluetoothUUID, _ role: Attribute.Role, _ value: [UInt8],
-                             _ permissions: AttributePermissions, _ name: String?) -> UInt16 {
+                             _ permissions: AttributePermissions, _ name: String?,
+                             read: GATTSecurityRequirement = .noSecurity, write: GATTSecurityRequirement = .noSecurity) -> UInt16 {
             let h = nextHandle
-            database.attributes.append(Attribute(handle: h, type: type, role: role, value: value, permissions: permissions, name: name))
+            database.attributes.append(Attribute(handle: h, type: type, role: role, value: value, permissions: permissions,
+                                                 readSecurity: read, writeSecurity: write, name: name))
             if let name { database.handles[name] = h }
             return h
         }

@@ -1,6 +1,7 @@
 // The ATT server over ATT transports: one database for any number of connections, each with its own session
 // (Core Spec 5.4 Vol 3 Part F §3.2.8, Part G §3.3.3.3), its outbox, and its one indication in flight (Part F §3.4.7.2).
 import ATTStack
+import GATTVocabulary
 import LinuxBluetooth
 import LinkCore
 import Dispatch
@@ -70,6 +71,9 @@ public final class GATTServerHost: Sendable {
         var failed = false
         /// A stream paused until the outbox drains (`stream`).
         var resume: (@Sendable () -> Void)? = nil
+        /// The link security a test set for this client (`setLinkSecurity`); nil: the transport's, else the host's
+        /// `securityWithoutLink`.
+        var linkSecurity: GATTLinkSecurity? = nil
     }
 
     /// The host's state under its lock, as `Hooks.serve` and `withContext` see it: sends are queued in order with
@@ -81,6 +85,8 @@ public final class GATTServerHost: Sendable {
         var latest: ObjectIdentifier?
         let hooks: Hooks
         let timers: DispatchQueue
+        /// The security of a connection whose transport has no link (`GATTServerHost.securityWithoutLink`).
+        let securityWithoutLink: GATTLinkSecurity
         var waits: [ATTServerConnection] = []
         var closes: [(any ATTTransport, String)] = []
     }
@@ -93,13 +99,19 @@ public final class GATTServerHost: Sendable {
     /// Each client gets its own copy of `database` as it was at the start, so no client sees another's writes (a test
     /// peer); its Enhanced ATT bearers share it. False: one database for every client (Vol 3 Part G §3).
     public let databasePerConnection: Bool
+    /// The link security of a connection whose transport has none to report (unix:, a socketpair, a test double),
+    /// unless set per connection (`ATTServerConnection.setLinkSecurity`): what a test plays. An LE bearer's is its
+    /// socket's BT_SECURITY, read when a request meets an attribute with a security requirement (Vol 3 Part C §10.2).
+    public let securityWithoutLink: GATTLinkSecurity
 
     public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks(), enhancedBearerLimit: Int = 4,
-                databasePerConnection: Bool = false) {
+                databasePerConnection: Bool = false, securityWithoutLink: GATTLinkSecurity = .unencrypted) {
         self.hooks = hooks
         self.enhancedBearerLimit = enhancedBearerLimit
         self.databasePerConnection = databasePerConnection
-        state = Lock(Context(server: ATTServer(database: database, serverRxMTU: serverRxMTU), hooks: hooks, timers: timers))
+        self.securityWithoutLink = securityWithoutLink
+        state = Lock(Context(server: ATTServer(database: database, serverRxMTU: serverRxMTU), hooks: hooks, timers: timers,
+                             securityWithoutLink: securityWithoutLink))
     }
 
     /// A copy of the database (stored values as the clients wrote them).
@@ -412,6 +424,28 @@ extension GATTServerHost.Context {
     /// `c`'s MTU, CCCDs and prepare queue.
     public func session(of c: ATTServerConnection) -> ATTSession { connections[ObjectIdentifier(c)]?.session ?? ATTSession() }
 
+    /// The link security `c`'s requests are checked against (Vol 3 Part C §10.2): the one set for its client
+    /// (`setLinkSecurity`), else its transport's BT_SECURITY (unencrypted when that read fails), else the host's
+    /// `securityWithoutLink` (unix: has no link).
+    public func linkSecurity(of c: ATTServerConnection) -> GATTLinkSecurity { linkSecurityQuery(of: c)() }
+
+    /// Sets the link security of `c`'s client and its Enhanced ATT bearers (a unix: test playing an encrypted link,
+    /// or a pairing); nil: back to its transport's, else `securityWithoutLink`.
+    public mutating func setLinkSecurity(_ security: GATTLinkSecurity?, of c: ATTServerConnection) {
+        connections[ObjectIdentifier(client(of: c))]?.linkSecurity = security
+    }
+
+    /// Reads `c`'s link security when called (its transport's only then: a getsockopt per check, none otherwise).
+    func linkSecurityQuery(of c: ATTServerConnection) -> @Sendable () -> GATTLinkSecurity {
+        let set = connections[ObjectIdentifier(client(of: c))]?.linkSecurity
+        let transport = c.transport, fallback = securityWithoutLink
+        return {
+            if let set { return set }
+            guard let socket = transport as? any SecurableTransport else { return fallback }
+            do { return try socket.linkSecurity().map(GATTLinkSecurity.init) ?? fallback } catch { return .unencrypted }
+        }
+    }
+
     /// The server's answer to `pdu` from `c`, with the hooks' read and write handlers, `c`'s session updated (its
     /// client's CCCDs for an Enhanced ATT bearer, Part G §3.3.3.3). Nothing is sent: the caller returns or sends it.
     public mutating func answer(_ pdu: ATTPDU, from c: ATTServerConnection) -> ATTServerReply {
@@ -420,15 +454,16 @@ extension GATTServerHost.Context {
         if let p = conn.primary, let client = connections[p] { conn.session.cccd = client.session.cccd }
         let hooks = self.hooks
         let owner = conn.primary ?? id
+        let link = linkSecurityQuery(of: c)
         let reply: ATTServerReply
         if let own = connections[owner]?.database {
             // The client's own copy (`databasePerConnection`): answered over it, its writes kept in it.
             var copy = server
             copy.database = own
-            reply = copy.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+            reply = copy.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) }, link: link)
             if owner == id { conn.database = copy.database } else { connections[owner]?.database = copy.database }
         } else {
-            reply = server.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) })
+            reply = server.answer(pdu, session: &conn.session, read: { hooks.read($0, c) }, write: { hooks.write($0, c) }, link: link)
         }
         if let p = conn.primary { connections[p]?.session.cccd = conn.session.cccd }
         connections[id] = conn
@@ -513,6 +548,11 @@ public final class ATTServerConnection: ATTTransportSink {
 
     /// This connection's MTU, CCCDs and prepare queue.
     public var session: ATTSession { host?.session(self) ?? ATTSession() }
+    /// The link security its requests are checked against now (`GATTServerHost.Context.linkSecurity(of:)`).
+    public var linkSecurity: GATTLinkSecurity { host?.withContext { $0.linkSecurity(of: self) } ?? .unencrypted }
+    /// Sets its client's link security (a unix: test playing "encrypted"); nil: its transport's, else the host's
+    /// `securityWithoutLink` (`GATTServerHost.Context.setLinkSecurity(_:of:)`).
+    public func setLinkSecurity(_ security: GATTLinkSecurity?) { host?.withContext { $0.setLinkSecurity(security, of: self) } }
     /// Sends `pdu` (encoded by the codec) after whatever is queued.
     public func send(_ pdu: ATTPDU) { host?.send(self) { _ in pdu.bytes } }
     /// Sends bytes as they are (a fault's malformed PDU).

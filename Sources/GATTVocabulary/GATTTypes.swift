@@ -145,6 +145,71 @@ public enum GATTSecurityLevel: Int, Sendable, Comparable, CustomStringConvertibl
     }
 }
 
+/// What an attribute asks of the link for one kind of access, read or write (Core Spec 5.4 Vol 3 Part F §3.2.5;
+/// Part C §10.3): a level (`.low`: nothing) and optionally the shortest encryption key it takes.
+public struct GATTSecurityRequirement: Sendable, Hashable, CustomStringConvertible {
+    public var level: GATTSecurityLevel
+    /// The shortest encryption key accepted, in octets (7...16, Vol 3 Part H §2.3.4); nil: any. A key size
+    /// needs an encrypted link, whatever `level` says.
+    public var minimumKeySize: Int?
+
+    public init(level: GATTSecurityLevel = .low, minimumKeySize: Int? = nil) {
+        self.level = level
+        self.minimumKeySize = minimumKeySize
+    }
+
+    /// Nothing asked: any link.
+    public static let noSecurity = GATTSecurityRequirement()
+    /// An encrypted link (security mode 1 level 2: unauthenticated pairing is enough).
+    public static let encrypted = GATTSecurityRequirement(level: .medium)
+    /// An encrypted link with an authenticated, MITM-protected key (mode 1 level 3).
+    public static let authenticated = GATTSecurityRequirement(level: .high)
+
+    /// The encryption key sizes a requirement may name (Vol 3 Part H §2.3.4).
+    public static let keySizes = 7...16
+
+    /// True when any link will do.
+    public var isNoSecurity: Bool { level == .low && minimumKeySize == nil }
+
+    /// The words a profile uses for a level: "encrypted" (.medium), "authenticated" (.high).
+    public static let levelNames: [(String, GATTSecurityLevel)] = [("encrypted", .medium), ("authenticated", .high)]
+
+    /// "encrypted", "authenticated", "encrypted (a key of 16 octets)", "none".
+    public var description: String {
+        var text: String
+        switch level {
+        case .low: text = minimumKeySize == nil ? "none" : "encrypted"
+        case .medium: text = "encrypted"
+        case .high: text = "authenticated"
+        case .fips: text = "authenticated (Secure Connections)"
+        }
+        if let minimumKeySize { text += " (a key of \(minimumKeySize) octets or more)" }
+        return text
+    }
+}
+
+/// A link's security as a server checks a request against it (Vol 3 Part C §10.2): the level and the encryption
+/// key's size in octets (0 while unencrypted).
+public struct GATTLinkSecurity: Sendable, Hashable, CustomStringConvertible {
+    public var level: GATTSecurityLevel
+    public var keySize: Int
+
+    public init(level: GATTSecurityLevel, keySize: Int) {
+        self.level = level
+        self.keySize = keySize
+    }
+
+    /// No encryption (what a link starts with).
+    public static let unencrypted = GATTLinkSecurity(level: .low, keySize: 0)
+    /// Encrypted after unauthenticated pairing (Just Works).
+    public static func encrypted(keySize: Int = 16) -> GATTLinkSecurity { GATTLinkSecurity(level: .medium, keySize: keySize) }
+    /// Encrypted with an authenticated key (Passkey Entry, Numeric Comparison, OOB).
+    public static func authenticated(keySize: Int = 16) -> GATTLinkSecurity { GATTLinkSecurity(level: .high, keySize: keySize) }
+
+    /// "low", "medium, 16-octet key".
+    public var description: String { keySize == 0 ? level.description : "\(level), \(keySize)-octet key" }
+}
+
 /// How a subscription asks the server to push values (the CCCD bits, Core Spec 5.4 Vol 3 Part G §3.3.3.3).
 public enum GATTSubscriptionMode: UInt16, Sendable {
     case notify = 0x0001

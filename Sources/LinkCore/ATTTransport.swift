@@ -273,8 +273,23 @@ public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseItera
     }
 }
 
+/// The link's security as BT_SECURITY reports it (Linux `struct bt_security`): the level and the encryption key's
+/// size in octets (7...16 once encrypted, Vol 3 Part H §2.3.4; 0 before).
+public struct BTSecurity: Sendable, Equatable, CustomStringConvertible {
+    public var level: BTSecurityLevel
+    public var keySize: Int
+    public init(level: BTSecurityLevel, keySize: Int) {
+        self.level = level
+        self.keySize = keySize
+    }
+    /// "medium, 16-octet key"
+    public var description: String { keySize == 0 ? level.description : "\(level), \(keySize)-octet key" }
+}
+
 /// A transport whose link security can be read and raised: a socket's BT_SECURITY (Vol 3 Part C §10.2).
 public protocol SecurableTransport: ATTTransport {
     func securityLevel() throws(TransportError) -> BTSecurityLevel
     func setSecurityLevel(_ level: BTSecurityLevel) throws(TransportError)
+    /// The link's level and key size, read once; nil for a transport without a link (AF_UNIX, a socketpair).
+    func linkSecurity() throws(TransportError) -> BTSecurity?
 }

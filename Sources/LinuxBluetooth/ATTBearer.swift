@@ -325,13 +325,22 @@ public final class ATTBearer: ATTTransport {
     }
 
     /// The link's security level (BT_SECURITY) of an LE bearer.
-    public func securityLevel() throws(TransportError) -> BTSecurityLevel {
+    public func securityLevel() throws(TransportError) -> BTSecurityLevel { try readSecurity().level }
+
+    /// The link's security level and encryption key size (BT_SECURITY's `struct bt_security`) of an LE bearer;
+    /// nil over unix: and a socketpair, which have no link.
+    public func linkSecurity() throws(TransportError) -> BTSecurity? {
+        guard case .le = endpoint else { return nil }
+        return try readSecurity()
+    }
+
+    private func readSecurity() throws(TransportError) -> BTSecurity {
         try withOpenFD { fd throws(TransportError) in
             var level: UInt8 = 0, keySize: UInt8 = 0
             if cbz_bt_security_get(fd, &level, &keySize) < 0 {
                 throw .socket(lastSocketError("getsockopt(BT_SECURITY)", "reading the security level of \(label)", domain))
             }
-            return BTSecurityLevel(rawValue: level) ?? .sdp
+            return BTSecurity(level: BTSecurityLevel(rawValue: level) ?? .sdp, keySize: Int(keySize))
         }
     }
 

@@ -2,6 +2,7 @@
 // the mirror's own words (scanState, scanError, cloudToken, scannerAction, initDeviceForScan, cancelScan).
 import ATTStack
 import FoundationEssentials
+import GATTVocabulary
 import JSON
 
 /// A mirror profile: the GATT service and characteristic UUIDs, the scanState / scanError enums,
@@ -28,6 +29,9 @@ public struct MirrorProfile: Sendable, Equatable {
     /// The names the result ZIP must hold (optional `resultEntries`; none: any readable ZIP). An upload without
     /// them fails the scan (outcome badUpload).
     public var resultEntries: [String] = []
+    /// What a characteristic's value asks of the link, by name (its optional `security` and `minKeySize`; Vol 3
+    /// Part F §3.2.5): the simulator serves it for reads, writes and subscriptions. Absent: any link.
+    public var security: [String: GATTSecurityRequirement] = [:]
 
     /// The UUID of a named characteristic (every required one is present after parsing).
     public func uuid(_ characteristic: String) -> BluetoothUUID? { characteristics[characteristic] }
@@ -94,11 +98,11 @@ public struct MirrorProfile: Sendable, Equatable {
         guard let service = BluetoothUUID(string: serviceText) else { throw fail("\"service\": \(serviceText) is not a UUID") }
         guard let chars = root["characteristics"]?.fields else { throw fail("missing \"characteristics\" (an object of name: UUID)") }
         var characteristics: [String: BluetoothUUID] = [:]
+        var security: [String: GATTSecurityRequirement] = [:]
         for (key, value) in chars {
-            guard let text = value.string, let uuid = BluetoothUUID(string: text) else {
-                throw fail("characteristic \"\(key)\": \(value.text) is not a UUID string")
-            }
-            characteristics[key] = uuid
+            let entry = try characteristicEntry(key, value, source: source)
+            characteristics[key] = entry.uuid
+            if let requirement = entry.security { security[key] = requirement }
         }
         for required in requiredCharacteristics where characteristics[required] == nil {
             throw fail("missing required characteristic \"\(required)\"")
@@ -136,7 +140,48 @@ public struct MirrorProfile: Sendable, Equatable {
         }
         return MirrorProfile(name: name, service: service, characteristics: characteristics, cloudTokenMaxLength: maxLength,
                              scanStates: scanStates, scanErrors: scanErrors, commands: commands, wifiConnectionStatuses: wifi,
-                             resultEntries: resultEntries)
+                             resultEntries: resultEntries, security: security)
+    }
+
+    /// The fields a characteristic's object form may hold.
+    static let characteristicFields = ["uuid", "security", "minKeySize"]
+
+    /// One `characteristics` entry: "NAME": "UUID", or "NAME": {"uuid": "UUID", "security": "encrypted" |
+    /// "authenticated", "minKeySize": 7...16} (a key size alone asks for an encrypted link; Vol 3 Part H §2.3.4).
+    private static func characteristicEntry(_ key: String, _ value: JSONValue, source: String) throws(MirrorProfileError)
+        -> (uuid: BluetoothUUID, security: GATTSecurityRequirement?) {
+        func fail(_ problem: String) -> MirrorProfileError {
+            MirrorProfileError(source: source, problem: "characteristic \"\(key)\": \(problem)")
+        }
+        if let text = value.string {
+            guard let uuid = BluetoothUUID(string: text) else { throw fail("\(text) is not a UUID string") }
+            return (uuid, nil)
+        }
+        guard let fields = value.fields.map(Dictionary.init(uniqueKeysWithValues:)) else {
+            throw fail("\(value.text) is not a UUID string (or an object with \"uuid\")")
+        }
+        if let unknown = fields.keys.sorted().first(where: { !characteristicFields.contains($0) }) {
+            throw fail("unknown field \"\(unknown)\" (\(characteristicFields.map { "\"\($0)\"" }.joined(separator: ", ")))")
+        }
+        guard let text = fields["uuid"]?.string, let uuid = BluetoothUUID(string: text) else {
+            throw fail("\"uuid\": \(fields["uuid"]?.text ?? "missing"), expected a UUID string")
+        }
+        var requirement: GATTSecurityRequirement?
+        if let level = fields["security"] {
+            let names = GATTSecurityRequirement.levelNames
+            guard let word = level.string, let found = names.first(where: { $0.0 == word }) else {
+                throw fail("\"security\": \(level.text) is not one of \(names.map { "\"\($0.0)\"" }.joined(separator: ", "))")
+            }
+            requirement = GATTSecurityRequirement(level: found.1)
+        }
+        if let size = fields["minKeySize"] {
+            let sizes = GATTSecurityRequirement.keySizes
+            guard case .int(let n) = size, sizes.contains(n) else {
+                throw fail("\"minKeySize\": \(size.text) is not a key size in octets (\(sizes.lowerBound)...\(sizes.upperBound))")
+            }
+            requirement = GATTSecurityRequirement(level: requirement?.level ?? .medium, minimumKeySize: n)
+        }
+        return (uuid, requirement)
     }
 
     private static func byteTable(_ root: [String: JSONValue], _ key: String, source: String, required: Bool) throws(MirrorProfileError) -> [UInt8: String] {

@@ -26,12 +26,19 @@ extension AttributeDatabase {
     /// (§7.4, bit 0 EATT Supported; "serverSupportedFeatures"), after Client Supported Features (added if `caching`
     /// did not): 4 more handles without caching, 2 more with it.
     /// `addedCharacteristic`: the database after the fault change-database, with "simAdded" (read) first in the
-    /// mirror service.
+    /// mirror service. `security` (default: the profile's) is what each named value asks of the link for reads,
+    /// writes and subscriptions (Vol 3 Part F §3.2.5); Device Name is "deviceName" there.
     public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false, eatt: Bool = false,
-                              addedCharacteristic: Bool = false, hashOrder: GATTHashOrder = .pts) -> AttributeDatabase {
+                              addedCharacteristic: Bool = false, hashOrder: GATTHashOrder = .pts,
+                              security: [String: GATTSecurityRequirement]? = nil) -> AttributeDatabase {
+        let security = security ?? profile.security
         var database = AttributeDatabase { db in
+            func characteristic(_ uuid: BluetoothUUID, _ properties: GATTCharacteristicProperties, value: [UInt8] = [], name: String) {
+                let required = security[name] ?? .noSecurity
+                db.characteristic(uuid, properties, value: value, name: name, readSecurity: required, writeSecurity: required)
+            }
             db.service(.genericAccess)
-            db.characteristic(.deviceName, [.read], value: Array(deviceName.utf8))
+            characteristic(.deviceName, [.read], value: Array(deviceName.utf8), name: deviceNameName)
             db.characteristic(.appearance, [.read], value: [0x00, 0x00])
             db.service(.genericAttribute)
             db.characteristic(.serviceChanged, [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
@@ -48,7 +55,7 @@ extension AttributeDatabase {
             let extras = profile.characteristics.keys.filter { !MirrorProfile.requiredCharacteristics.contains($0) }.sorted()
             for name in MirrorProfile.requiredCharacteristics + extras {
                 guard let uuid = profile.characteristics[name] else { continue }
-                db.characteristic(uuid, mirrorProperties(of: name), name: name)
+                characteristic(uuid, mirrorProperties(of: name), name: name)
             }
         }
         if caching { database.storeDatabaseHash(order: hashOrder) }
@@ -57,6 +64,9 @@ extension AttributeDatabase {
 
     /// The characteristic the fault change-database adds.
     public static let simAddedUUID = BluetoothUUID(string: "6d697272-6f72-7369-6d00-0000000000ad")!
+
+    /// The name of GAP's Device Name in the simulator's database (`--secure deviceName`).
+    public static let deviceNameName = "deviceName"
 
     /// The names of the GATT service's caching characteristics in the simulator's database.
     public static let clientSupportedFeaturesName = "clientSupportedFeatures"

@@ -9,6 +9,7 @@ import Foundation
 import Mirror
 import GATTClient
 import GATTServer
+import GATTVocabulary
 
 /// A simulated body-scanning mirror: a `GATTServerHost` (connections, Enhanced ATT bearers, outboxes, indications)
 /// with the mirror's behaviour in its hooks: read and write handlers for the values (Part F §3.4), `serve` for the
@@ -107,7 +108,7 @@ public final class SimulatedMirror: Sendable {
         self.options = options
         self.connectionClosed = connectionClosed
         let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                                eatt: options.eatt, hashOrder: options.hashOrder)
+                                                eatt: options.eatt, hashOrder: options.hashOrder, security: options.effectiveSecurity)
         self.logSink = log
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
@@ -129,7 +130,7 @@ public final class SimulatedMirror: Sendable {
         let refusal = options.eattRefusal
         hooks.enhancedRequest = { _ in refusal }
         host = GATTServerHost(database: database, serverRxMTU: options.serverMTU, hooks: hooks,
-                              enhancedBearerLimit: Self.enhancedBearerLimit)
+                              enhancedBearerLimit: Self.enhancedBearerLimit, securityWithoutLink: options.unixSecurity)
         link.set(self)
     }
 
@@ -150,6 +151,9 @@ public final class SimulatedMirror: Sendable {
 
     /// The most Enhanced ATT bearers one client may open beside CID 4.
     public static let enhancedBearerLimit = 4
+
+    /// The answers for a link without the security a value asks for (Vol 3 Part F §3.4.1.1): always logged.
+    static let securityRefusals: [ATTErrorCode] = [.insufficientAuthentication, .insufficientEncryption, .encryptionKeySizeTooShort]
 
     /// Answers an Enhanced ATT bearer request at PATH.eatt (the unix: ECRED equivalent) for the client connected
     /// last: refused with `options.eattRefusal` when set, else as `EnhancedBearerRequest.refusal` says; accepted, it
@@ -177,6 +181,12 @@ public final class SimulatedMirror: Sendable {
         if case .refused = host.attachEnhanced(bearer) {
             log("Enhanced ATT bearer \(bearer.label): no CID 4 connection of that peer to join (or past the limit of \(Self.enhancedBearerLimit)); closed")
         }
+    }
+
+    /// Plays `security` as the link of every client connected now (a unix: test's pairing); nil: back to the
+    /// transport's, else `options.unixSecurity` (`ATTServerConnection.setLinkSecurity`).
+    public func setLinkSecurity(_ security: GATTLinkSecurity?) {
+        host.withContext { ctx in for c in ctx.clients { ctx.setLinkSecurity(security, of: c) } }
     }
 
     /// Closes every connection (the listener is shutting down).
@@ -377,8 +387,15 @@ public final class SimulatedMirror: Sendable {
             if case .exchangeMTURequest(let clientRx) = pdu {
                 s.log("conn \(id): Exchange MTU client \(clientRx), server \(options.serverMTU): \(ctx.session(of: c).mtu)")
             }
-            if options.verbose, case .now(let p) = reply, case .errorResponse(let opcode, let handle, let code) = p {
-                s.log("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))")
+            if case .now(let p) = reply, case .errorResponse(let opcode, let handle, let code) = p,
+               options.verbose || Self.securityRefusals.contains(code) {
+                // A refusal for the link's security is always logged, with the level it was checked against.
+                let link = Self.securityRefusals.contains(code) ? " (link: \(ctx.linkSecurity(of: c)))" : ""
+                s.log("conn \(id): Error Response \(code) to \(opcode.name) handle \(ATTHex.short(handle))\(link)")
+            } else if pdu.opcode == .writeCommand, case .writeCommand(let handle, _) = pdu,
+                      let refusal = ctx.database.attribute(handle).flatMap({ $0.writable ? $0.writeSecurity.refusal(on: ctx.linkSecurity(of: c)) : nil }) {
+                // A Write Command the link's security refuses has no answer (Vol 3 Part F §3.4.5.3): only this line.
+                s.log("conn \(id): Write Command to handle \(ATTHex.short(handle)) dropped: \(refusal) (link: \(ctx.linkSecurity(of: c)))")
             }
             flush(&s, &ctx)
             switch fault?.kind {
@@ -402,7 +419,8 @@ public final class SimulatedMirror: Sendable {
         guard !s.databaseChanged else { return }
         s.databaseChanged = true
         let changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                               eatt: options.eatt, addedCharacteristic: true, hashOrder: options.hashOrder)
+                                               eatt: options.eatt, addedCharacteristic: true, hashOrder: options.hashOrder,
+                                               security: options.effectiveSecurity)
         s.database = changed
         ctx.database = changed
         let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001
@@ -460,7 +478,7 @@ public final class SimulatedMirror: Sendable {
         guard case .value = read.attribute.role, let name = read.attribute.name else { return .stored }
         switch name {
         case AttributeDatabase.clientSupportedFeaturesName: return .value(s.connections[s.owner(of: c)]?.clientFeatures ?? [0])
-        case AttributeDatabase.databaseHashName, AttributeDatabase.serverSupportedFeaturesName: return .stored
+        case AttributeDatabase.databaseHashName, AttributeDatabase.serverSupportedFeaturesName, AttributeDatabase.deviceNameName: return .stored
         case "scanState": return .value([s.scanState])
         case "scanError": return .value([s.scanError])
         case "cloudToken": return .value(s.cloudToken)

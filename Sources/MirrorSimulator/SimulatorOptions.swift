@@ -1,6 +1,7 @@
 // What the simulator does: its behaviours and faults, from the command line or a scenario file.
 import Foundation
 import GATTClient
+import GATTServer
 import JSON
 import LinuxBluetooth
 import LinkCore
@@ -156,10 +157,63 @@ public struct SimOptions: Sendable, Equatable {
     /// Every Enhanced ATT bearer request is refused with this L2CAP result (over unix:; over an adapter, mirror-sim
     /// does not listen on PSM 0x0027 and the kernel answers SPSM not supported).
     public var eattRefusal: L2CAPConnectionResult?
+    /// What named values ask of the link beyond the profile's `security` (`--secure CHAR[:LEVEL[:KEYSIZE]]`;
+    /// Vol 3 Part F §3.2.5): reads, writes and subscriptions refused with 0x05, 0x0F or 0x0C until the link has it.
+    public var secure: [String: GATTSecurityRequirement] = [:]
+    /// The link security a unix: connection plays (`--unix-security`): it has no link, so no BT_SECURITY to read
+    /// (an LE connection's is its socket's). Default unencrypted.
+    public var unixSecurity = GATTLinkSecurity.unencrypted
 
     public init() {}
 
     public var effectiveTokenLimit: Int { cloudTokenLimit ?? profile.cloudTokenMaxLength }
+
+    /// The security each named value asks for: the profile's, with `secure` over it.
+    public var effectiveSecurity: [String: GATTSecurityRequirement] { profile.security.merging(secure) { $1 } }
+
+    /// The names `--secure` takes: the profile's characteristics and GAP's Device Name.
+    public var securableNames: [String] { ([AttributeDatabase.deviceNameName] + profile.characteristics.keys.sorted()) }
+
+    /// Parses `--secure CHAR[:encrypted|authenticated][:KEYSIZE]` (default encrypted; a key size in octets, 7...16).
+    static func parseSecure(_ value: String, names: [String]) throws(SimOptionsError) -> (String, GATTSecurityRequirement) {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let levels = GATTSecurityRequirement.levelNames.map(\.0).joined(separator: " or ")
+        let sizes = GATTSecurityRequirement.keySizes
+        func fail(_ problem: String) -> SimOptionsError {
+            SimOptionsError(problem: "--secure \(value): \(problem) (expected CHAR[:\(levels.replacingOccurrences(of: " or ", with: "|"))][:KEYSIZE])")
+        }
+        guard let name = parts.first, !name.isEmpty, parts.count <= 3 else { throw fail("not CHAR[:LEVEL[:KEYSIZE]]") }
+        guard names.contains(name) else { throw fail("no characteristic \"\(name)\" (\(names.joined(separator: ", ")))") }
+        var requirement = GATTSecurityRequirement.encrypted
+        for part in parts.dropFirst() {
+            if let level = GATTSecurityRequirement.levelNames.first(where: { $0.0 == part })?.1 {
+                requirement.level = level
+            } else if let n = Int(part), sizes.contains(n) {
+                requirement.minimumKeySize = n
+            } else {
+                throw fail("\(part) is neither \(levels) nor a key size (\(sizes.lowerBound)...\(sizes.upperBound))")
+            }
+        }
+        return (name, requirement)
+    }
+
+    /// Parses `--unix-security none|encrypted|authenticated[:KEYSIZE]` (a 16-octet key unless given).
+    static func parseUnixSecurity(_ value: String) throws(SimOptionsError) -> GATTLinkSecurity {
+        let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        let sizes = GATTSecurityRequirement.keySizes
+        let problem = "--unix-security: expected none, encrypted or authenticated, with :KEYSIZE (\(sizes.lowerBound)...\(sizes.upperBound)) after either of the last two, got \(value)"
+        var keySize = 16
+        if parts.count == 2 {
+            guard let n = Int(parts[1]), sizes.contains(n) else { throw SimOptionsError(problem: problem) }
+            keySize = n
+        }
+        switch (parts[0], parts.count) {
+        case ("none", 1): return .unencrypted
+        case ("encrypted", 1...2): return .encrypted(keySize: keySize)
+        case ("authenticated", 1...2): return .authenticated(keySize: keySize)
+        default: throw SimOptionsError(problem: problem)
+        }
+    }
 
     /// Applies a scenario file: a JSON object whose keys are the long flags without "--"
     /// ("scale": "misaligned", "wifi": "offline", "faults": ["drop:cloudToken"], ...).
@@ -181,7 +235,7 @@ public struct SimOptions: Sendable, Equatable {
     public static let keys: Set<String> = [
         "profile", "name", "scale", "wifi", "network", "networks", "ssid", "token-limit", "cancel-resets", "scan-state",
         "scan-error", "latched-error", "mtu", "pace", "step-ms", "fault", "faults", "verbose", "caching", "client-features",
-        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order",
+        "eatt", "eatt-refuse", "change-database-after", "result", "hash-order", "secure", "unix-security",
     ]
 
     /// Sets one option by its long flag name (without "--").
@@ -262,6 +316,10 @@ public struct SimOptions: Sendable, Equatable {
                 throw SimOptionsError(problem: "--eatt-refuse: expected an L2CAP result code other than 0 (0x0002 SPSM not supported, 0x0004 no resources available, ...), got \(value)")
             }
             eattRefusal = L2CAPConnectionResult(rawValue: code)
+        case "secure":
+            let (name, requirement) = try Self.parseSecure(value, names: securableNames)
+            secure[name] = requirement
+        case "unix-security": unixSecurity = try Self.parseUnixSecurity(value)
         case "change-database-after":
             guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--change-database-after: expected milliseconds, got \(value)") }
             changeDatabaseAfterMilliseconds = n

@@ -73,6 +73,26 @@ final class SimulatorTests: XCTestCase {
                        "mirror: not sent: 600-byte value exceeds the 244-byte budget of MTU 247 (local limit)")
     }
 
+    /// mirror-sim --secure: the peer's refusal as `mirror` prints it (0x05, 0x0F); --unix-security: the link a unix:
+    /// connection plays, enough to be served.
+    func testSecureRefusesUntilTheLinkAUnixConnectionPlaysIsEnough() throws {
+        let secured = try SimulatorProcess(["--secure", "cloudToken:authenticated", "--secure", "deviceName"])
+        defer { secured.stop() }
+        let token = try MirrorProcess.run(["read", secured.target, "cloudToken"])
+        XCTAssertEqual(token.status, 3)
+        XCTAssertTrue(token.stderr.hasPrefix("mirror: ATT error 0x05 Insufficient Authentication from the peer, on Read Request to handle "), token.stderr)
+        let name = try MirrorProcess.run(["read", secured.target, "0x0003"])
+        XCTAssertEqual(name.status, 3)
+        XCTAssertTrue(name.stderr.hasPrefix("mirror: ATT error 0x0F Insufficient Encryption from the peer, on Read Request to handle 0x0003"), name.stderr)
+        let played = try SimulatorProcess(["--secure", "cloudToken:authenticated:16", "--unix-security", "authenticated"])
+        defer { played.stop() }
+        let served = try MirrorProcess.run(["write", played.target, "cloudToken", "text:http://h/"])
+        XCTAssertEqual(served.status, 0, served.stderr)
+        let bad = try ToolProcess.run("mirror-sim", ["unix:/tmp/never.sock", "--secure", "cloudToken:secret"])
+        XCTAssertEqual(bad.status, 2)
+        XCTAssertTrue(bad.stderr.hasPrefix("mirror-sim: --secure cloudToken:secret: secret is neither encrypted or authenticated nor a key size (7...16)"), bad.stderr)
+    }
+
     func testProfileNamesWhereverAHandleGoes() throws {
         let cloudToken = String(format: "0x%04X", try valueHandle("6d697272-6f72-7369-6d00-000000000003"))
         let scanState = String(format: "0x%04X", try valueHandle("6d697272-6f72-7369-6d00-000000000001"))

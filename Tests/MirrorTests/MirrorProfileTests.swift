@@ -1,6 +1,7 @@
 import TestSupport
 import ATTStack
 import Foundation
+import GATTVocabulary
 import JSON
 @testable import Mirror
 import XCTest
@@ -70,5 +71,40 @@ final class MirrorProfileTests: XCTestCase {
         let p = try MirrorProfile.parse(Data(root.compact.utf8), source: "extra")
         XCTAssertEqual(p.uuid("batteryLevel"), .bit16(0x2A19))
         XCTAssertEqual(p.scanErrorName(12), "scaleLowBattery")
+    }
+    /// A characteristic may be an object with its UUID and what its value asks of the link (Vol 3 Part F §3.2.5):
+    /// "security" (encrypted, authenticated) and "minKeySize" (7...16; alone, it asks for encryption).
+    func testCharacteristicSecurityIsParsedAndABadValueIsRefusedNamingTheFileAndField() throws {
+        func profile(_ name: String, _ entry: JSONValue) throws -> MirrorProfile {
+            var root = try parseJSON(MirrorProfile.bundledJSON)
+            root["characteristics"]?[name] = entry
+            return try MirrorProfile.parse(Data(root.compact.utf8), source: "p.json")
+        }
+        let uuid: JSONValue = "6d697272-6f72-7369-6d00-000000000003"
+        let p = try profile("cloudToken", .object([("uuid", uuid), ("security", "authenticated")]))
+        XCTAssertEqual(p.cloudToken, MirrorProfile.bundled.cloudToken)
+        XCTAssertEqual(p.security, ["cloudToken": .authenticated])
+        XCTAssertEqual(try profile("cloudToken", .object([("uuid", uuid), ("minKeySize", 16)])).security,
+                       ["cloudToken": GATTSecurityRequirement(level: .medium, minimumKeySize: 16)])
+        XCTAssertEqual(try profile("cloudToken", .object([("uuid", uuid), ("security", "authenticated"), ("minKeySize", 7)])).security,
+                       ["cloudToken": GATTSecurityRequirement(level: .high, minimumKeySize: 7)])
+        XCTAssertEqual(try profile("cloudToken", .object([("uuid", uuid)])).security, [:])
+        XCTAssertEqual(MirrorProfile.bundled.security, [:], "the bundled profile asks for nothing")
+        let bad: [(JSONValue, String)] = [
+            (.object([("uuid", uuid), ("security", "secret")]), #""security": secret is not one of "encrypted", "authenticated""#),
+            (.object([("uuid", uuid), ("security", 2)]), #""security": 2 is not one of "encrypted", "authenticated""#),
+            (.object([("uuid", uuid), ("minKeySize", 6)]), #""minKeySize": 6 is not a key size in octets (7...16)"#),
+            (.object([("uuid", uuid), ("minKeySize", 17)]), #""minKeySize": 17 is not a key size in octets (7...16)"#),
+            (.object([("uuid", uuid), ("minKeySize", "16")]), #""minKeySize": 16 is not a key size in octets (7...16)"#),
+            (.object([("uuid", uuid), ("securty", "encrypted")]), #"unknown field "securty" ("uuid", "security", "minKeySize")"#),
+            (.object([("security", "encrypted")]), #""uuid": missing, expected a UUID string"#),
+            (.object([("uuid", "nope")]), #""uuid": nope, expected a UUID string"#),
+            (.int(3), "3 is not a UUID string (or an object with \"uuid\")"),
+        ]
+        for (entry, problem) in bad {
+            XCTAssertThrowsError(try profile("cloudToken", entry)) { error in
+                XCTAssertEqual("\(error)", #"profile p.json: characteristic "cloudToken": "# + problem)
+            }
+        }
     }
 }

@@ -42,6 +42,12 @@ let usage = """
       --eatt-refuse CODE      refuse every Enhanced ATT bearer with this L2CAP result (0x0004: no resources
                               available) over unix:; over an adapter, no PSM 0x0027 listener (the kernel refuses)
       --change-database-after MS  change the database MS after the first connection opens (as change-database)
+      --secure CHAR[:encrypted|authenticated][:KEYSIZE]  CHAR's value (a profile name, or deviceName) asks the
+                              link for encryption (default), an authenticated key, a key of KEYSIZE octets (7-16):
+                              reads, writes and subscriptions get 0x0F, 0x05 or 0x0C until it has it, a Write
+                              Command is dropped (as the profile's "security" and "minKeySize"; repeatable)
+      --unix-security none|encrypted|authenticated[:KEYSIZE]  the link a unix: connection plays (it has none
+                              to read; default none); an adapter's connections have their socket's BT_SECURITY
       --io CAPABILITY         with --adapter: answer pairing as this IO capability (display, yesno, keyboard, none:
                               Just Works, keyboard-display), this process as the agent (default: no agent)
       --passkey N             with --adapter: the passkey to enter when a central displays one (Passkey Entry;
@@ -187,6 +193,10 @@ do {
 }
 for listener in listeners {
     FileHandle.standardOutput.write(Data("mirror-sim: listening on \(listener.label) (profile: \(options.profile.name))\n".utf8))
+}
+// What each secured value asks of the link (the profile's security and --secure), and the link unix: plays.
+for (name, requirement) in options.effectiveSecurity.sorted(by: { $0.key < $1.key }) {
+    log("\(name): reads, writes and subscriptions need a link that is \(requirement); a unix: connection plays \(options.unixSecurity)")
 }
 
 let allListeners = listeners
