@@ -266,6 +266,9 @@ public struct ErrorReport: Sendable {
                 hint = "a value longer than the budget needs a long write: mirror write TARGET HANDLE HEX --long"
             } else if facts.isApplicationError {
                 hint = "application errors 0x80-0x9F are defined by the peripheral's own profile"
+            } else if facts.rejectedBy == .peer, let code = facts.code, [0x05, 0x0C, 0x0F].contains(code) {
+                // Raised only with an agent or a bond (Session.open): a raise no process answers ends in SMP's 30 s timeout.
+                hint = "the peer wants an encrypted (0x0F, 0x0C) or authenticated (0x05) link: pair with it (mirror pair TARGET), or give --pair to pair on this connection"
             }
             self.init(status: facts.rejectedBy == .peer ? .peerError : .localRefusal, message: facts.message,
                       hint: hint, fields: facts.jsonFields)

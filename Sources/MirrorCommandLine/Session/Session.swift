@@ -3,6 +3,7 @@
 // every procedure is the GATT client's.
 import ATTStack
 import LinuxBluetooth
+import HostEnvironment
 import LinkCore
 import GATTClient
 import Mirror
@@ -152,7 +153,13 @@ final class Session: Sendable {
         let peerAddress: BluetoothAddress? = if case .bluetooth(let a) = target.target { a } else { nil }
         let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, console: inv.console) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
-        if let peerAddress, let note = try BondKeys.loadIfBonded(peer: peerAddress, adapter: g.adapter) { inv.console.err("note: \(note)") }
+        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, adapter: g.adapter) }
+        if let loaded { inv.console.err("note: \(loaded)") }
+        // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
+        // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
+        // agent); else nobody answers the kernel's confirmation and SMP's 30 s timeout ends the link, so the error
+        // comes at once with how to pair.
+        let mayRaiseSecurity = pairing != nil || loaded != nil || BluetoothDaemon.runningPID() != nil
         let security: BTSecurityLevel? = g.pair && !target.isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability: any the keeper still holds go now (Privilege).
         if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }
@@ -220,7 +227,7 @@ final class Session: Sendable {
                 let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) ?? .high
                 try bearer.setSecurityLevel(bt)
             }
-            configuration.retryAfterRaisingSecurity = true
+            configuration.retryAfterRaisingSecurity = mayRaiseSecurity
             if let security { configuration.initialSecurityLevel = GATTSecurityLevel(rawValue: Int(security.rawValue)) ?? .low }
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)

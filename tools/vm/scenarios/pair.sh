@@ -37,7 +37,8 @@ vm_grep "$OUT/read-encrypted.log" "mirror-sim" "a read at security medium works 
 
 # The bond store: mirror pair kept the keys (0600, under XDG_STATE_HOME); a kernel that forgot them (Unpair Device
 # on hci0 alone, as a reset or reboot forgets) gets them back (Load Long Term Keys) before the next connection,
-# which then encrypts with no second pairing.
+# which then encrypts with no second pairing. (After `hciconfig hci0 reset` btvirt's hci0 answered no LE connection
+# in this VM, bond or none: that variant is not run here.)
 BOND="$XDG_STATE_HOME/mirror/bonds/$CENTRAL/$SIM.json"
 vm_grep "$OUT/pair-just-works.log" "^bonded: .*kept in $BOND" "mirror pair kept the bond in the store"
 [ "$(stat -c %a "$BOND")" = 600 ] || vm_fail "the bond file is $(stat -c %a "$BOND"), not 0600"
@@ -50,11 +51,6 @@ vm_ok read-from-store 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --securit
 vm_grep "$OUT/read-from-store.log" "^note: loaded 1 long term key" "the stored bond went into the kernel first"
 vm_grep "$OUT/read-from-store.log" "mirror-sim" "and the encrypted read works on it"
 [ "$(grep -c "answered" "$OUT/sim.log")" = "$answered" ] || vm_fail "the read paired again instead of using the stored bond"
-vm_ok hci0-reset 15 hciconfig hci0 reset
-vm_no_le_link
-vm_ok read-after-reset 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium
-vm_grep "$OUT/read-after-reset.log" "mirror-sim" "after hciconfig hci0 reset the encrypted read works on the stored bond"
-[ "$(grep -c "answered" "$OUT/sim.log")" = "$answered" ] || vm_fail "the read after a reset paired again"
 
 # --pair on a connecting command: with no bond, the read's connection pairs (the agent answers) and reads.
 vm_unpair
@@ -80,6 +76,22 @@ vm_run read-lost-bond 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --securit
 vm_grep "$OUT/read-lost-bond.log" "the peer has no key for this bond \(Encryption Change status 0x06 PIN or Key Missing\): it has forgotten the bond" "a lost bond is named, with the HCI status"
 vm_grep "$OUT/read-lost-bond.log" "mirror bonds remove $SIM" "and says how to pair again"
 vm_stop sim 10 TERM
+
+# A value the simulator serves only on an encrypted link (--secure): a read with no bond and no agent gets
+# Insufficient Encryption (0x0F) from the peer and stops there, saying how to pair (raising BT_SECURITY with nobody to
+# answer the kernel's confirmation would end in SMP's 30 s timeout); with --pair the link is encrypted from the
+# connect, the simulator's agent answering, and the bond is kept.
+vm_unpair
+vm_sim sim-secure --io none --secure deviceName
+vm_run read-secured 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0
+[ "$VM_RC" = 3 ] || vm_fail "a secured read with no bond and no --pair exited $VM_RC (expected 3, the peer's ATT error)"
+vm_grep "$OUT/read-secured.log" "ATT error 0x0F Insufficient Encryption from the peer" "the secured value is refused on the plain link (0x0F)"
+vm_grep "$OUT/read-secured.log" "give --pair to pair on this connection" "and the error says how to pair"
+vm_unpair
+vm_ok read-secured-pair 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --pair
+vm_grep "$OUT/read-secured-pair.log" "^pair: bonded: " "read --pair kept the bond"
+vm_grep "$OUT/read-secured-pair.log" "mirror-sim" "and read the secured value"
+vm_stop sim-secure 10 TERM
 
 # Passkey Entry: both sides KeyboardOnly, both type 123456 (Table 2.8: each enters the passkey).
 vm_unpair
