@@ -23,7 +23,7 @@ agent() { # N FD: btmgmt on hciN reading /tmp/smp-agent-hciN.in, held open on FD
   rm -f "/tmp/smp-agent-hci$1.in"; mkfifo "/tmp/smp-agent-hci$1.in"   # on the guest's tmpfs, not the 9p share
   vm_bg "agent-hci$1" sh -c 'exec btmgmt -i "$1" <"$2"' agent "hci$1" "/tmp/smp-agent-hci$1.in"
   eval "exec $2<>/tmp/smp-agent-hci$1.in"   # read-write: the open does not block on the reader
-  echo version >&"$2"                              # its answer shows the agent's mgmt socket is up
+  echo revision >&"$2"   # mgmt Read Version: its answer shows the agent's mgmt socket is up
 }
 trap '' PIPE   # a write to an agent that ended fails with EPIPE instead of killing the scenario
 agent 0 5
