@@ -33,7 +33,9 @@ vm_wait_log agent-hci1 "MGMT Version" 15
 
 # Just Works (both NoInputNoOutput, Core spec Vol 3 Part H 2.3.5.1): the kernel still asks user space to confirm
 # (smp.c: confirm_hint 1); unanswered, pairing ends at SMP's 30 s timeout. Each request is answered once.
-vm_bg pair btmgmt -i hci0 pair -c 3 -t 1 $peer
+# stdbuf: without it btmgmt's "Paired with" line (stdio to a file) is lost at its exit, and its exit status is 0
+# even when pairing failed (BlueZ 5.66 tools/btmgmt.c, pair_rsp): the line and btmon's Command Complete decide.
+vm_bg pair stdbuf -oL btmgmt -i hci0 pair -c 3 -t 1 $peer
 answered0=0 answered1=0
 deadline=$(( $(vm_now) + $(vm_scaled 30) * 1000000 ))
 while kill -0 "$(vm_pid pair)" 2>/dev/null; do
@@ -61,6 +63,8 @@ fi
 vm_grep "$OUT/btmon-read.log" "SMP: Pairing Random" "btmon: SMP Pairing Random"
 vm_ok encryption 10 sh -c "grep -A3 'HCI Event: Encryption Change' '$OUT/btmon-read.log' | grep -q 'Status: Success'"
 vm_log "ok: btmon: an Encryption Change with status Success"
+vm_ok pair-complete 10 sh -c "grep -A2 -E '^ +Pair Device \(0x0019\)' '$OUT/btmon-read.log' | grep -q 'Status: Success'"
+vm_log "ok: btmon: mgmt's Pair Device completed with status Success"
 vm_grep "$OUT/btmon-read.log" "MGMT Event: New Long Term Key" "btmon: mgmt's New Long Term Key event (the bond's LTK)"
 
 dmesg | tail -n +$dmesg_from >"$OUT/dmesg.log"
