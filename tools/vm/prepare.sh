@@ -98,7 +98,10 @@ fi
 
 # 4. The initramfs: busybox-static, /init, and the modules in load order (each with its dependencies
 #    first, as modprobe --show-depends resolves them against depmod's output).
-modules=(af_alg algif_skcipher algif_hash cmac ecb crc16 ecc rfkill ecdh_generic bluetooth hci_vhci
+#    SMP's ECDH key (net/bluetooth/smp.c, smp_add_cid: crypto_alloc_kpp "ecdh-nist-p256") takes its private key
+#    from the default RNG ("stdrng": drbg seeded by jitterentropy_rng, with sha512_generic and ctr): loaded before
+#    ecdh_generic, else "Unable to create ECDH crypto context" and no SMP. Debian's 6.12 builds all four in.
+modules=(af_alg algif_skcipher algif_hash cmac ecb crc16 sha512_generic ctr jitterentropy_rng drbg ecc rfkill ecdh_generic bluetooth hci_vhci
          netfs fscache virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci
          9pnet 9pnet_virtio 9p)
 key=$( { cat "$here/init.sh"; echo "${modules[*]}"; sha256sum /bin/busybox; } | sha256sum | cut -c1-12)
