@@ -28,4 +28,15 @@ final class PairingReportTests: XCTestCase {
         let refused = failure { $0.status = 0x05; $0.authenticationStatus = 0x05 }
         XCTAssertTrue(refused.json.compact.contains("\"managementStatusName\":\"Authentication Failed\""), refused.json.compact)
     }
+
+    func testAPeersInsufficientSecuritySaysHowToPairAndOtherErrorsDoNot() {
+        for code: UInt8 in [0x05, 0x0C, 0x0F] {
+            let facts = ATTErrorFacts(code: code, name: "x", requestOpcode: 0x0A, requestName: "Read Request", handle: 3, rejectedBy: .peer)
+            XCTAssertEqual(ErrorReport(CLIError.att(facts)).hint,
+                           "the peer wants an encrypted (0x0F, 0x0C) or authenticated (0x05) link: pair with it (mirror pair TARGET), or give --pair to pair on this connection")
+            XCTAssertEqual(ErrorReport(CLIError.att(facts)).status, .peerError)
+        }
+        let other = ATTErrorFacts(code: 0x0A, name: "Attribute Not Found", requestOpcode: 0x0A, requestName: "Read Request", handle: 3, rejectedBy: .peer)
+        XCTAssertNil(ErrorReport(CLIError.att(other)).hint)
+    }
 }
