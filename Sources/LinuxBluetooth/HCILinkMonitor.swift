@@ -487,25 +487,9 @@ public final class HCILinkMonitor: Sendable {
     // MARK: The reader thread
 
     private func readLoop() {
-        var buffer = [UInt8](repeating: 0, count: 260)
         defer { state.withLockBroadcasting { $0.readerDone = true } }
-        while true {
-            var r1: Int16 = 0, r2: Int16 = 0
-            let n = cbz_poll_two(socket.fd, CBZ_POLLIN, wake, CBZ_POLLIN, -1, &r1, &r2)
-            if n < 0 {
-                if cbz_errno() == EINTR { continue }
-                return
-            }
-            if r2 != 0 { return }
-            var truncated: Int32 = 0
-            let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(socket.fd, $0.baseAddress, $0.count, &truncated) }
-            if got < 0 {
-                if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
-                return
-            }
-            if got == 0 { return } // the socket ended (an adapter removed; a test's controller closed its end)
-            receive(Array(buffer.prefix(min(got, buffer.count))))
-        }
+        // A failed poll or recv ends the monitor as its socket's end does: requests then fail as closed.
+        _ = readDatagrams(socket.fd, wake: wake, capacity: 260, receive)
     }
 
     /// Keeps one event and hands it to the sink when it is our link's, or one of our commands' answers.

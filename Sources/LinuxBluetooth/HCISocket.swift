@@ -383,6 +383,31 @@ func nextDatagram<T>(_ fd: Int32, timeout: Double, capacity: Int, what: String, 
     }
 }
 
+/// Reads datagrams from `fd`, each to `body`, until `wake` (an eventfd) is signalled or the socket ends: the one
+/// reader loop of the threads that serve a raw Bluetooth socket (the link monitor's, the pairing agent's). Returns the
+/// syscall that failed ("poll", "recv") with errno still set, or nil for a wake-up or an end.
+func readDatagrams(_ fd: Int32, wake: Int32, capacity: Int, _ body: ([UInt8]) -> Void) -> String? {
+    var buffer = [UInt8](repeating: 0, count: capacity)
+    while true {
+        var r1: Int16 = 0, r2: Int16 = 0
+        // No limit: the owner's close or stop signals `wake`, and a socket's end wakes the poll too.
+        let n = cbz_poll_two(fd, Int16(CBZ_POLLIN), wake, Int16(CBZ_POLLIN), -1, &r1, &r2)
+        if n < 0 {
+            if cbz_errno() == EINTR { continue }
+            return "poll"
+        }
+        if r2 != 0 { return nil }
+        var truncated: Int32 = 0
+        let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+        if got < 0 {
+            if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
+            return "recv"
+        }
+        if got == 0 { return nil } // the socket ended (an adapter removed; a test's controller closed its end)
+        body(Array(buffer.prefix(min(got, buffer.count))))
+    }
+}
+
 /// The first of the events `next` gives within `timeout` seconds that `answer` takes (a non-nil result), or nil when
 /// the time is up: the wait for a command's answer on the raw HCI and the management sockets alike.
 func firstAnswer<Event, T>(within timeout: Double, next: (Double) throws(TransportError) -> Event?,

@@ -236,27 +236,10 @@ public final class PairingAgent: Sendable {
         let service = PairingService(wake: wake)
         startDetachedThread { [self] in
             defer { service.finished() }
-            var buffer = [UInt8](repeating: 0, count: 1024)
-            while true {
-                var r1: Int16 = 0, r2: Int16 = 0
-                // Until stop() signals the eventfd: the agent lives as long as its connection or server does.
-                let n = cbz_poll_two(socket.fd, Int16(CBZ_POLLIN), wake, Int16(CBZ_POLLIN), -1, &r1, &r2)
-                if n < 0 {
-                    if cbz_errno() == EINTR { continue }
-                    report("pairing agent on \(socket.adapter) stopped: \(lastSocketError("poll", "waiting for a pairing request", .hci(adapter: socket.adapter)))")
-                    return
-                }
-                if r2 != 0 { return }
-                var truncated: Int32 = 0
-                let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(socket.fd, $0.baseAddress, $0.count, &truncated) }
-                if got < 0 {
-                    if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
-                    report("pairing agent on \(socket.adapter) stopped: \(lastSocketError("recv", "reading a management event", .hci(adapter: socket.adapter)))")
-                    return
-                }
-                let parsed = ManagementEvent.parse(Array(buffer.prefix(got)))
+            let failed = readDatagrams(socket.fd, wake: wake, capacity: 1024) { packet in
+                let parsed = ManagementEvent.parse(packet)
                 if let parsed, parsed.keyIndex == UInt16(index) { keys(parsed) }
-                guard case .pairing(let i, let e)? = parsed, Int(i) == index else { continue }
+                guard case .pairing(let i, let e)? = parsed, Int(i) == index else { return }
                 do {
                     if let (method, refused) = try answer(e) {
                         report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
@@ -266,6 +249,9 @@ public final class PairingAgent: Sendable {
                 } catch {
                     report("pairing agent on \(socket.adapter) could not answer: \(error)")
                 }
+            }
+            if let failed {
+                report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(failed, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
             }
         }
         return service
