@@ -25,6 +25,10 @@ extension RandomAccessCollection where Element == UInt8, Index == Int {
 @inlinable
 public func le16(_ v: UInt16) -> [UInt8] { [UInt8(truncatingIfNeeded: v), UInt8(truncatingIfNeeded: v >> 8)] }
 
+/// `v`'s four bytes, least significant first: le16's twin for 32-bit fields (a management command's passkey).
+@inlinable
+public func le32(_ v: UInt32) -> [UInt8] { le16(UInt16(truncatingIfNeeded: v)) + le16(UInt16(truncatingIfNeeded: v >> 16)) }
+
 extension UnsafeMutableRawBufferPointer {
     /// Stores `v` little-endian at `offset` (the caller has checked the bounds).
     @inlinable @inline(__always)

@@ -13,17 +13,12 @@ public enum IOCapability: UInt8, Sendable, CaseIterable, CustomStringConvertible
     case noInputNoOutput = 0x03
     case keyboardDisplay = 0x04
 
-    /// The names `--io` takes, as bluetoothctl's agent capabilities read: display, yesno, keyboard, none,
-    /// keyboard-display.
+    /// The capability `--io` names, as bluetoothctl's agent capabilities read (display, yesno, keyboard, none,
+    /// keyboard-display), or by the spec's name in any case (DisplayOnly, ...).
     public init?(name: String) {
-        switch name.lowercased() {
-        case "display", "displayonly": self = .displayOnly
-        case "yesno", "displayyesno": self = .displayYesNo
-        case "keyboard", "keyboardonly": self = .keyboardOnly
-        case "none", "noinputnooutput": self = .noInputNoOutput
-        case "keyboard-display", "keyboarddisplay": self = .keyboardDisplay
-        default: return nil
-        }
+        let name = name.lowercased()
+        guard let io = Self.allCases.first(where: { $0.name == name || $0.description.lowercased() == name }) else { return nil }
+        self = io
     }
 
     /// The `--io` name.
@@ -125,13 +120,8 @@ extension ManagementCommand {
                                      parameters: managementAddress(address, type))
         }
         return ManagementCommand(opcode: 0x001E, index: UInt16(index), name: "User Passkey Reply",
-                                 parameters: managementAddress(address, type) + passkey.littleEndianBytes)
+                                 parameters: managementAddress(address, type) + le32(passkey))
     }
-}
-
-extension UInt32 {
-    /// Four octets, least significant first.
-    var littleEndianBytes: [UInt8] { [UInt8(self & 0xFF), UInt8(self >> 8 & 0xFF), UInt8(self >> 16 & 0xFF), UInt8(self >> 24)] }
 }
 
 /// A management event of pairing (mgmt-protocol.rst "Events"): the peer is the Address and Address_Type it carries.

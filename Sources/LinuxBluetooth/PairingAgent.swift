@@ -258,51 +258,45 @@ public final class PairingAgent: Sendable {
     }
 
     /// Pairs with the peer (Pair Device with `io` for this pairing), answering the kernel's requests, until Pair
-    /// Device completes or `limit` seconds pass (then it cancels the pairing and names what it waited for).
+    /// Device completes or `limit` seconds pass (then it cancels the pairing and names what it waited for). Throws a
+    /// `PairingError` for a pairing that ended without keys, the socket's `TransportError` when the management
+    /// socket itself failed.
     public func pair(address: BluetoothAddress, type: LEAddressType, io: IOCapability,
-                     limit: Double = PairingAgent.pairLimit) throws(PairingError) -> PairingOutcome {
+                     limit: Double = PairingAgent.pairLimit) throws -> PairingOutcome {
         let peer = "\(address) (\(type))"
         var failure = PairingError(address: address, peer: peer, adapter: socket.adapter)
-        func fail(_ e: TransportError) -> PairingError {
-            var f = failure
-            f.waitedFor = "the kernel's management socket (\(e))"
-            f.seconds = 0
-            return f
-        }
-        do { try socket.send(.pairDevice(index: index, address: address, type: type, io: io)) } catch { throw fail(error) }
+        try socket.send(.pairDevice(index: index, address: address, type: type, io: io))
         var method: PairingMethod?
         var refusedHere: String?
         var keyEvents: [ManagementEvent] = []
         var waiting = "Pair Device's Command Complete (the connection to \(peer))"
-        let status: UInt8?
-        do {
-            status = try firstAnswer(within: limit, next: socket.nextEvent) { (event) throws(TransportError) -> UInt8? in
-                switch event {
-                case .commandComplete(0x0019, let i, let status, _) where Int(i) == index:
-                    return status
-                case let key where key.keyIndex == UInt16(index):
-                    // The keys come before Pair Device's Command Complete (smp.c smp_notify_keys, then the completion).
-                    keyEvents.append(key)
-                    return nil
-                case .pairing(let i, let e) where Int(i) == index:
-                    switch e {
-                    case .deviceConnected:
-                        waiting = "the SMP pairing with \(peer) to end (Pair Device's Command Complete)"
-                    case .authenticationFailed(_, _, let s): failure.authenticationStatus = s
-                    case .deviceDisconnected(_, _, let r): failure.disconnectReason = r
-                    default:
-                        if let (m, refused) = try answer(e) {
-                            method = m
-                            if let refused { refusedHere = refused }
-                            waiting = "the SMP pairing with \(peer) to end (\(m.rawValue); Pair Device's Command Complete)"
-                        }
-                    }
-                    return nil
+        let status = try firstAnswer(within: limit, next: socket.nextEvent) { (event) throws(TransportError) -> UInt8? in
+            switch event {
+            case .commandComplete(0x0019, let i, let status, _) where Int(i) == index:
+                return status
+            case let key where key.keyIndex == UInt16(index):
+                // The keys come before Pair Device's Command Complete (smp.c smp_notify_keys, then the completion).
+                keyEvents.append(key)
+                return nil
+            case .pairing(let i, let e) where Int(i) == index:
+                switch e {
+                case .deviceConnected:
+                    waiting = "the SMP pairing with \(peer) to end (Pair Device's Command Complete)"
+                case .authenticationFailed(_, _, let s): failure.authenticationStatus = s
+                case .deviceDisconnected(_, _, let r): failure.disconnectReason = r
                 default:
-                    return nil
+                    if let (m, refused) = try answer(e) {
+                        method = m
+                        if let refused { refusedHere = refused }
+                        waiting = "the SMP pairing with \(peer) to end (\(m.rawValue); Pair Device's Command Complete)"
+                    }
                 }
+                return nil
+            default:
+                return nil
             }
-        } catch { throw fail(error) }
+        }
+
         failure.method = method
         failure.refusedHere = refusedHere
         guard let status else {

@@ -2,6 +2,7 @@ import Foundation
 import XCTest
 @testable import LinuxBluetooth
 import LinkCore
+import ATTStack
 import CBlueZSocket
 
 /// The pairing commands and events against BlueZ's doc/mgmt-protocol.rst layouts, and the agent's answers over a
@@ -166,7 +167,7 @@ final class PairingAgentTests: XCTestCase {
     /// Read Controller Information's return: Address, Version, Manufacturer, Supported and Current Settings, then the
     /// rest (Class of Device, Name, Short Name) zero.
     func controllerInformation(supported: UInt32, current: UInt32) -> [UInt8] {
-        [0x00, 0x00, 0x00, 0x01, 0xAA, 0x00, 0x0B, 0x02, 0x00] + supported.littleEndianBytes + current.littleEndianBytes
+        [0x00, 0x00, 0x00, 0x01, 0xAA, 0x00, 0x0B, 0x02, 0x00] + le32(supported) + le32(current)
             + [UInt8](repeating: 0, count: 3 + 249 + 11)
     }
 

@@ -81,34 +81,36 @@ let pairCommand = Command(CommandSpec(
 }
 
 enum Pairing {
-    /// Opens the management socket (the capabilities go once it is bound), prepares the adapter and pairs.
-    static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String, io: IOCapability,
+    /// The agent on `adapter`: checks CAP_NET_ADMIN first (a management socket is trusted only when bound with it),
+    /// opens the socket and prepares the adapter for `io`. An LE-only adapter cannot be asked whether the kernel has
+    /// SMP on it: it is powered off and on only when that disturbs nobody (no connection on it, and no bluetoothd,
+    /// which powers adapters through the interface: `daemonRuns`).
+    static func openAgent(adapter name: String?, io: IOCapability, prompts: PairingPrompts, daemonRuns: Bool,
+                          what: String, note: (String) -> Void) throws -> (PairingAgent, HCIAdapter) {
+        let capabilities = Capabilities.checkRawHCI()
+        guard capabilities.isSatisfied else { throw CLIError.unsupported(what + capabilities.summary) }
+        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
+        let agent = PairingAgent(socket: try ManagementSocket(adapter: adapter.name), index: adapter.index, prompts: prompts)
+        let idle = !daemonRuns && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
+        if let prepared = try agent.prepare(io: io, mayPowerCycle: idle) { note(prepared) }
+        return (agent, adapter)
+    }
+
+    /// Opens the agent (the capabilities go once its socket is bound) and pairs; bluetoothd does not run (the
+    /// command refused first).
+    static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String?, io: IOCapability,
                      prompts: PairingPrompts, note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
         defer { Privilege.dropAll("after the management socket was opened") }
-        // Pairing needs CAP_NET_ADMIN at the bind (a trusted management socket): say so before trying.
-        let capabilities = Capabilities.checkRawHCI()
-        guard capabilities.isSatisfied else { throw CLIError.unsupported(capabilities.summary) }
-        let adapter = try HCIAdapter.resolve(name)
-        let socket = try ManagementSocket(adapter: adapter.name)
+        let (agent, adapter) = try openAgent(adapter: name, io: io, prompts: prompts, daemonRuns: false, what: "", note: note)
         Privilege.dropAll("after the management socket was opened")
-        let agent = PairingAgent(socket: socket, index: adapter.index, prompts: prompts)
-        // An LE-only adapter cannot be asked whether the kernel has SMP on it: it is powered off and on only when
-        // that disturbs nobody (no connection on it, no bluetoothd, which powers adapters through the interface).
-        let idle = BluetoothDaemon.runningPID() == nil && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
-        if let prepared = try agent.prepare(io: io, mayPowerCycle: idle) { note(prepared) }
         return (try agent.pair(address: address, type: type, io: io), adapter)
     }
 
-    /// Opens the management socket on `adapter` (default: the first that is up) and answers every pairing request
-    /// there until the returned service stops (--pair on a connecting command): Just Works, notes on stderr.
-    static func serve(adapter name: String?, peer: BluetoothAddress, console: Console) throws -> PairingService {
-        let capabilities = Capabilities.checkRawHCI()
-        guard capabilities.isSatisfied else { throw CLIError.unsupported("--pair: " + capabilities.summary) }
-        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
-        let socket = try ManagementSocket(adapter: adapter.name)
-        let agent = PairingAgent(socket: socket, index: adapter.index, prompts: terminalPrompts(passkey: nil, console: console))
-        let idle = BluetoothDaemon.runningPID() == nil && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
-        if let note = try agent.prepare(io: .noInputNoOutput, mayPowerCycle: idle) { console.err("note: \(note)") }
+    /// Opens the agent on `adapter` (default: the first that is up) and answers every pairing request there until
+    /// the returned service stops (--pair on a connecting command): Just Works, notes on stderr.
+    static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, console: Console) throws -> PairingService {
+        let (agent, adapter) = try openAgent(adapter: name, io: .noInputNoOutput, prompts: terminalPrompts(passkey: nil, console: console),
+                                             daemonRuns: daemonRuns, what: "--pair: ", note: { console.err("note: \($0)") })
         // The keys of a pairing this connection starts: saved as a bond once the LTKs have come (each event saves
         // what has come so far; a later one of the same role replaces it).
         let events = Lock<[ManagementEvent]>([])

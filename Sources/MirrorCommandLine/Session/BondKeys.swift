@@ -2,7 +2,6 @@
 // into the kernel before a connection to a bonded peer (the kernel keeps them only in memory: a reset, a replug or a
 // reboot forgets them; mgmt Load Long Term Keys, Load Identity Resolving Keys).
 import Bonding
-import HostEnvironment
 import LinuxBluetooth
 import LinkCore
 
@@ -21,11 +20,11 @@ enum BondKeys {
     }
 
     /// Before a connection to `peer` on `adapter` (nil: the first that is up): when this tool's store holds a bond
-    /// with it and bluetoothd does not run (bluetoothd loads its own keys, and a Load Long Term Keys replaces the
+    /// with it and bluetoothd does not run (`daemonRuns`: bluetoothd loads its own keys, and a Load Long Term Keys replaces the
     /// adapter's whole list), loads every key the store holds for the adapter into the kernel. Needs the capability
     /// keeper (a trusted management socket). Returns a note for stderr when keys were loaded.
-    static func loadIfBonded(peer: BluetoothAddress, adapter name: String?) throws -> String? {
-        guard BluetoothDaemon.runningPID() == nil else { return nil }
+    static func loadIfBonded(peer: BluetoothAddress, adapter name: String?, daemonRuns: Bool) throws -> String? {
+        guard !daemonRuns else { return nil }
         let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
         let store = try BondStore.standard()
         guard (try? store.load(adapter: adapter.address, peer: peer)) != nil else { return nil }

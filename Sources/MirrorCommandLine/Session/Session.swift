@@ -151,15 +151,17 @@ final class Session: Sendable {
         // --pair: this process answers the kernel's pairing requests for the connection's life (opened while the
         // capabilities are held: the management socket is trusted only then), and the link asks for encryption.
         let peerAddress: BluetoothAddress? = if case .bluetooth(let a) = target.target { a } else { nil }
-        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, console: inv.console) } : nil
+        // Asked once, and only for a Bluetooth link: whether bluetoothd runs (it owns the keys and its own agent).
+        let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
+        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
-        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, adapter: g.adapter) }
+        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, adapter: g.adapter, daemonRuns: daemonRuns) }
         if let loaded { inv.console.err("note: \(loaded)") }
         // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
         // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
         // agent); else nobody answers the kernel's confirmation and SMP's 30 s timeout ends the link, so the error
         // comes at once with how to pair.
-        let mayRaiseSecurity = pairing != nil || loaded != nil || BluetoothDaemon.runningPID() != nil
+        let mayRaiseSecurity = pairing != nil || loaded != nil || daemonRuns
         let security: BTSecurityLevel? = g.pair && !target.isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability: any the keeper still holds go now (Privilege).
         if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }
