@@ -21,6 +21,16 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
     case databaseHash = "database-hash"
     case readBlobOffset = "read-blob-offset"
     case readBlobPastEnd = "read-blob-past-end"
+    // P2
+    case readBlobAtEnd = "read-blob-at-end"
+    case discoveryServicesAgree = "discovery-services-agree"
+    case discoveryCharacteristicsAgree = "discovery-characteristics-agree"
+    case characteristicValueHandle = "characteristic-value-handle"
+    case handlesAscending = "handles-ascending"
+    case readByTypeConsistent = "read-by-type-consistent"
+    case extendedPropertiesPresent = "extended-properties-present"
+    case serviceChanged = "service-changed"
+    case supportedFeatures = "supported-features"
 
     /// One line: what the simulator does wrong with this fault (`mirror-sim --list-faults`).
     public var summary: String {
@@ -53,19 +63,38 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
             return "a Read Blob Request at an offset inside the value is answered from offset 0"
         case .readBlobPastEnd:
             return "a Read Blob Request at an offset past the value's end gets an empty part (not 0x07 Invalid Offset)"
+        case .readBlobAtEnd:
+            return "a Read Blob Request at an offset equal to the value's length gets 0x07 Invalid Offset (not an empty part)"
+        case .discoveryServicesAgree:
+            return "Find By Type Value leaves the mirror service out (0x0A when it was the only one); Read By Group Type lists it"
+        case .discoveryCharacteristicsAgree:
+            return "Find Information leaves cloudToken's characteristic declaration out; Read By Type 0x2803 lists it"
+        case .characteristicValueHandle:
+            return "cloudToken's declaration names the handle after its value (declaration + 2) as its value handle"
+        case .handlesAscending:
+            return "Find Information lists its handles in descending order"
+        case .readByTypeConsistent:
+            return "a Read By Type Response of values (any type but 0x2802 and 0x2803) has a Length field one too large"
+        case .extendedPropertiesPresent:
+            return "cloudToken's declaration sets Extended Properties (bit 7) without a descriptor 0x2900"
+        case .serviceChanged:
+            return "Service Changed (0x2A05) declares no Indicate (and has no CCCD)"
+        case .supportedFeatures:
+            return "implies --caching yes; the GATT service has the Database Hash but no Client Supported Features (0x2B29)"
         }
     }
 
     /// The faults that change the database's structure (the rest act on PDUs around the server's answer).
     var isStructural: Bool {
         switch self {
-        case .cccdPresent, .gapDeviceName, .databaseHash: return true
+        case .cccdPresent, .gapDeviceName, .databaseHash, .characteristicValueHandle, .extendedPropertiesPresent, .serviceChanged,
+             .supportedFeatures: return true
         default: return false
         }
     }
 
     /// The faults that need the GATT service's caching characteristics (Vol 3 Part G §7.2-§7.3).
-    var impliesCaching: Bool { self == .databaseHash }
+    var impliesCaching: Bool { self == .databaseHash || self == .supportedFeatures }
 
     /// `mirror-sim --list-faults`: each conformance fault with its line, then the per-characteristic fault forms.
     public static var listing: String {
@@ -162,6 +191,38 @@ extension SimulatedMirror {
             return ctx.answer(.readBlobRequest(handle: h, offset: 0), from: c)
         case (.readBlobRequest, .errorResponse(_, _, .invalidOffset)) where faults.contains(.readBlobPastEnd):
             return .now(.readBlobResponse(value: []))
+        case (.readBlobRequest(let h, let offset), .readBlobResponse(let part)) where faults.contains(.readBlobAtEnd) && offset > 0 && part.isEmpty:
+            // At the end of the value an empty part is the answer (§3.4.4.5), not Invalid Offset.
+            return .now(.errorResponse(requestOpcode: .readBlobRequest, handle: h, error: .invalidOffset))
+        case (.findByTypeValueRequest(let range, 0x2800, let value), .findByTypeValueResponse(let list))
+            where faults.contains(.discoveryServicesAgree) && Array(value) == options.profile.service.attWireBytes:
+            // The mirror service, found by Read By Group Type, is not found by its UUID (Part G §4.4.2).
+            let kept = list.filter { ctx.database.attribute($0.found)?.value != Array(value) }
+            guard !kept.isEmpty, let shorter = try? ATTHandlesInformationList(Array(kept)) else {
+                return .now(.errorResponse(requestOpcode: .findByTypeValueRequest, handle: range.start, error: .attributeNotFound))
+            }
+            return .now(.findByTypeValueResponse(shorter))
+        case (.findInformationRequest(let range), .findInformationResponse(let list)) where faults.contains(.discoveryCharacteristicsAgree):
+            // cloudToken's declaration (Read By Type 0x2803 lists it) is missing from Find Information (Part G §4.7.1).
+            let declaration = ctx.database.handle("cloudToken").map { $0 - 1 }
+            guard list.contains(where: { $0.handle == declaration }) else { return reply }
+            let kept = list.filter { $0.handle != declaration }
+            guard !kept.isEmpty, let shorter = try? ATTFindInformationList(Array(kept)) else {
+                // It was the only one: the answer from the handle after it, so the discovery goes on past it.
+                guard let after = declaration.map({ $0 + 1 }), after <= range.end else {
+                    return .now(.errorResponse(requestOpcode: .findInformationRequest, handle: range.start, error: .attributeNotFound))
+                }
+                return ctx.answer(.findInformationRequest(ATTHandleRange(start: after, end: range.end)), from: c)
+            }
+            return .now(.findInformationResponse(shorter))
+        case (.findInformationRequest, .findInformationResponse(let list)) where faults.contains(.handlesAscending) && list.count > 1:
+            // Descending handles (§3.4.3.2 lists them in ascending order).
+            guard let reversed = try? ATTFindInformationList(list.reversed()) else { return reply }
+            return .now(.findInformationResponse(reversed))
+        case (.readByTypeRequest(_, let type), .readByTypeResponse(let list))
+            where faults.contains(.readByTypeConsistent) && type != .characteristic && type != .include:
+            ctx.sendRaw(readByTypeResponseWithLengthTooLarge(list), to: c)
+            return .none
         case (_, .errorResponse(_, let h, .attributeNotFound)) where faults.contains(.errorEcho):
             // The request opcode in error is not the request's (§3.4.1.1).
             return .now(.errorResponse(requestOpcode: ATTOpcode(0x00), handle: h, error: .attributeNotFound))
@@ -169,4 +230,13 @@ extension SimulatedMirror {
             return reply
         }
     }
+}
+
+/// The fault read-by-type-consistent's answer: a Read By Type Response whose Length field (Vol 3 Part F §3.4.4.2)
+/// is one more than each handle-value pair's length. The codec cannot encode a wrong Length, so the codec's bytes
+/// are patched here, at that one field (octet 1).
+func readByTypeResponseWithLengthTooLarge(_ list: ATTAttributeDataList) -> [UInt8] {
+    var bytes = ATTPDU.readByTypeResponse(list).bytes
+    bytes[1] &+= 1
+    return bytes
 }

@@ -29,7 +29,9 @@ extension AttributeDatabase {
     /// mirror service. `security` (default: the profile's) is what each named value asks of the link for reads,
     /// writes and subscriptions (Vol 3 Part F §3.2.5); Device Name is "deviceName" there.
     /// `faults`: the structural conformance faults (`SimConformanceFault`) shape the database: cccd-present declares
-    /// scanState without its CCCD, gap-device-name leaves Device Name out.
+    /// scanState without its CCCD, gap-device-name leaves Device Name out, service-changed declares Service Changed
+    /// without Indicate, supported-features leaves Client Supported Features out; extended-properties-present and
+    /// characteristic-value-handle change cloudToken's declaration.
     public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false, eatt: Bool = false,
                               addedCharacteristic: Bool = false, hashOrder: GATTHashOrder = .pts,
                               security: [String: GATTSecurityRequirement]? = nil,
@@ -54,8 +56,8 @@ extension AttributeDatabase {
             }
             db.characteristic(.appearance, [.read], value: [0x00, 0x00])
             db.service(.genericAttribute)
-            db.characteristic(.serviceChanged, [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
-            if caching || eatt {
+            db.characteristic(.serviceChanged, faults.contains(.serviceChanged) ? [] : [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
+            if caching || eatt, !faults.contains(.supportedFeatures) {
                 db.characteristic(.clientSupportedFeatures, [.read, .write], value: [0x00], name: clientSupportedFeaturesName)
             }
             if caching { db.characteristic(.databaseHash, [.read], name: databaseHashName) }
@@ -73,6 +75,13 @@ extension AttributeDatabase {
         }
         for name in withoutCCCD {
             database.setDeclaredProperties(of: name) { $0.union(mirrorProperties(of: name)) }
+        }
+        if faults.contains(.extendedPropertiesPresent) {
+            database.setDeclaredProperties(of: "cloudToken") { $0.union(.extendedProperties) }
+        }
+        if faults.contains(.characteristicValueHandle), let value = database.handle("cloudToken"), let declaration = database.attribute(value - 1) {
+            // The Characteristic Value Handle field (octets 1-2, Part G §3.3.1) one past the value's own handle.
+            database.setValue([declaration.value[0]] + le16(value + 1) + declaration.value.dropFirst(3), at: declaration.handle)
         }
         if caching { database.storeDatabaseHash(order: hashOrder) }
         return database

@@ -217,4 +217,127 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         XCTAssertEqual(faulty.request([0x0C] + le16(deviceNameValue) + le16(3)), [0x0D] + Array("mirror-sim".utf8).dropFirst(3))
         XCTAssertEqual(faulty.request([0x0C] + le16(deviceNameValue) + le16(10)), [0x0D])
     }
+
+    // MARK: - P2
+
+    func testReadBlobAtEnd() throws {
+        let ((a, plain), (b, faulty)) = try pair(.readBlobAtEnd)
+        defer { withExtendedLifetime((a, b)) {} }
+        XCTAssertEqual(show(plain.request([0x0C] + le16(deviceNameValue) + le16(10))), show([0x0D]))
+        XCTAssertEqual(show(faulty.request([0x0C] + le16(deviceNameValue) + le16(10))), show([0x01, 0x0C] + le16(deviceNameValue) + [0x07]))
+        XCTAssertEqual(faulty.request([0x0C] + le16(deviceNameValue) + le16(3)), [0x0D] + Array("mirror-sim".utf8).dropFirst(3))
+    }
+
+    func testDiscoveryServicesAgree() throws {
+        let ((a, plain), (b, faulty)) = try pair(.discoveryServicesAgree)
+        defer { withExtendedLifetime((a, b)) {} }
+        let service = a.options.profile.service.attWireBytes
+        let start = try XCTUnwrap(a.database.attributes.first { $0.type == .primaryService && $0.value == service }?.handle)
+        let end = UInt16(a.database.attributes.count)
+        let find: [UInt8] = [0x06, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28] + service
+        XCTAssertEqual(show(plain.request(find)), show([0x07] + le16(start) + le16(end)))
+        XCTAssertEqual(show(faulty.request(find)), show([0x01, 0x06, 0x01, 0x00, 0x0A]))
+        // Read By Group Type still lists it; GAP is still found by its UUID.
+        XCTAssertEqual(faulty.request([0x10] + le16(start) + [0xFF, 0xFF, 0x00, 0x28]), [0x11, 20] + le16(start) + le16(end) + service)
+        XCTAssertEqual(show(faulty.request([0x06, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x28, 0x00, 0x18])), show([0x07, 0x01, 0x00, 0x05, 0x00]))
+    }
+
+    /// Find Information from `start` to the end, every handle and type, in the order given.
+    func findInformation(_ t: ScriptedPeer, from start: UInt16 = 0x0001) -> [(UInt16, BluetoothUUID)] {
+        var out: [(UInt16, BluetoothUUID)] = []
+        var next = start
+        while let pdu = t.request([0x04] + le16(next) + [0xFF, 0xFF]), case .findInformationResponse(let list)? = try? ATTPDU.decode(pdu) {
+            out += list.map { ($0.handle, $0.type) }
+            guard let last = list.map(\.handle).max(), last < 0xFFFF else { break }
+            next = last + 1
+        }
+        return out
+    }
+
+    func testDiscoveryCharacteristicsAgree() throws {
+        let ((a, plain), (b, faulty)) = try pair(.discoveryCharacteristicsAgree)
+        defer { withExtendedLifetime((a, b)) {} }
+        let declaration = try XCTUnwrap(a.valueHandle("cloudToken")) - 1
+        let declarations = { (t: ScriptedPeer) in self.findInformation(t).filter { $0.1 == .characteristic }.map(\.0) }
+        let all = a.database.attributes.filter { $0.type == .characteristic }.map(\.handle)
+        XCTAssertEqual(declarations(plain), all)
+        XCTAssertEqual(declarations(faulty), all.filter { $0 != declaration })
+        // Read By Type 0x2803 still lists it.
+        let byType = try XCTUnwrap(faulty.request([0x08] + le16(declaration) + le16(declaration) + [0x03, 0x28]))
+        XCTAssertEqual(Array(byType.prefix(4)), [0x09, 21] + le16(declaration))
+    }
+
+    func testCharacteristicValueHandle() throws {
+        let ((a, plain), (b, faulty)) = try pair(.characteristicValueHandle)
+        defer { withExtendedLifetime((a, b)) {} }
+        for (sim, t, shift) in [(a, plain, UInt16(0)), (b, faulty, 1)] {
+            let value = try XCTUnwrap(sim.valueHandle("cloudToken"))
+            let declaration = try XCTUnwrap(t.request([0x0A] + le16(value - 1)))
+            XCTAssertEqual(Array(declaration[2...3]), le16(value + shift))
+        }
+        // The other declarations name their own value handle.
+        let scanState = try XCTUnwrap(b.valueHandle("scanState"))
+        XCTAssertEqual(Array(try XCTUnwrap(faulty.request([0x0A] + le16(scanState - 1)))[2...3]), le16(scanState))
+    }
+
+    func testHandlesAscending() throws {
+        let ((a, plain), (b, faulty)) = try pair(.handlesAscending)
+        defer { withExtendedLifetime((a, b)) {} }
+        let request: [UInt8] = [0x04, 0x01, 0x00, 0xFF, 0xFF]
+        guard case .findInformationResponse(let sorted)? = try? ATTPDU.decode(try XCTUnwrap(plain.request(request))),
+              case .findInformationResponse(let reversed)? = try? ATTPDU.decode(try XCTUnwrap(faulty.request(request))) else {
+            return XCTFail("no Find Information Response")
+        }
+        XCTAssertGreaterThan(sorted.count, 1)
+        XCTAssertEqual(sorted.map(\.handle), sorted.map(\.handle).sorted())
+        XCTAssertEqual(reversed.map(\.handle), sorted.map(\.handle).reversed())
+    }
+
+    func testReadByTypeConsistent() throws {
+        let ((a, plain), (b, faulty)) = try pair(.readByTypeConsistent)
+        defer { withExtendedLifetime((a, b)) {} }
+        let readByType: [UInt8] = [0x08, 0x01, 0x00, 0xFF, 0xFF, 0x00, 0x2A]
+        let name = Array("mirror-sim".utf8)
+        XCTAssertEqual(show(plain.request(readByType)), show([0x09, 12, 0x03, 0x00] + name))
+        XCTAssertEqual(show(faulty.request(readByType)), show([0x09, 13, 0x03, 0x00] + name))
+        // Characteristic discovery (0x2803) is left alone.
+        XCTAssertEqual(faulty.request([0x08, 0x01, 0x00, 0x05, 0x00, 0x03, 0x28]).map { Array($0.prefix(2)) }, [0x09, 0x07])
+    }
+
+    func testExtendedPropertiesPresent() throws {
+        let ((a, plain), (b, faulty)) = try pair(.extendedPropertiesPresent)
+        defer { withExtendedLifetime((a, b)) {} }
+        for (sim, t, bit7) in [(a, plain, false), (b, faulty, true)] {
+            let value = try XCTUnwrap(sim.valueHandle("cloudToken"))
+            let properties = try XCTUnwrap(t.request([0x0A] + le16(value - 1))?[1])
+            XCTAssertEqual(properties & 0x80 != 0, bit7)
+            XCTAssertEqual(properties & 0x7F, 0x0A)
+            XCTAssertFalse(descriptors(after: value, t, sim).contains(.bit16(0x2900)))
+        }
+    }
+
+    func testServiceChanged() throws {
+        let ((a, plain), (b, faulty)) = try pair(.serviceChanged)
+        defer { withExtendedLifetime((a, b)) {} }
+        for (sim, t, indicate) in [(a, plain, true), (b, faulty, false)] {
+            let value = try XCTUnwrap(sim.database.attributes.first { $0.type == .serviceChanged }?.handle)
+            XCTAssertEqual(t.request([0x0A] + le16(value - 1))?[1], indicate ? 0x20 : 0x00)
+            XCTAssertEqual(descriptors(after: value, t, sim).contains(.clientCharacteristicConfiguration), indicate)
+        }
+    }
+
+    func testSupportedFeatures() throws {
+        let ((a, plain), (b, faulty)) = try pair(.supportedFeatures) { $0.caching = true }
+        defer { withExtendedLifetime((a, b)) {} }
+        let readByType: [UInt8] = [0x08, 0x01, 0x00, 0xFF, 0xFF, 0x29, 0x2B]
+        let csf = try XCTUnwrap(a.valueHandle(AttributeDatabase.clientSupportedFeaturesName))
+        XCTAssertEqual(show(plain.request(readByType)), show([0x09, 3] + le16(csf) + [0x00]))
+        XCTAssertEqual(show(faulty.request(readByType)), show([0x01, 0x08, 0x01, 0x00, 0x0A]))
+        // The Database Hash is there, and right (PTS's order) for the database without it; without --caching too.
+        for sim in [b, try makeSim([SimConformanceFault.supportedFeatures.rawValue]).0] {
+            XCTAssertNil(sim.valueHandle(AttributeDatabase.clientSupportedFeaturesName))
+            let hash = try XCTUnwrap(sim.valueHandle(AttributeDatabase.databaseHashName))
+            XCTAssertEqual(sim.database.attribute(hash)?.value, GATTHashOrder.pts.served(try sim.database.databaseHash()))
+        }
+    }
 }

@@ -30,8 +30,8 @@ let usage = """
       --fault KIND:CHAR[:MS]  once, on the next request to CHAR: drop, delay:CHAR:MS, disconnect, notify-first,
                               change-database (handles move, Service Changed, 0x12)
       --fault RULE-ID         break one rule of `mirror check` (repeatable), e.g. --fault cccd-present: scanState
-                              without its CCCD; the Read Blob faults act on every Read Blob Request, the Read faults
-                              on each connection's first Read Request
+                              without its CCCD; the declaration faults change cloudToken's, the Read Blob faults act
+                              on every Read Blob Request, the Read faults on each connection's first Read Request
       --list-faults           print every fault: each RULE-ID with what it breaks, then the KIND:CHAR forms
       --caching yes|no        serve Client Supported Features and the Database Hash in the GATT service (robust
                               caching; the mirror service's handles move up by 4; default no)
