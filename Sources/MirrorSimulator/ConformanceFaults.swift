@@ -31,6 +31,12 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
     case extendedPropertiesPresent = "extended-properties-present"
     case serviceChanged = "service-changed"
     case supportedFeatures = "supported-features"
+    // P3 (writes)
+    case writeNotPermitted = "write-not-permitted"
+    case writeTooLong = "write-too-long"
+    case prepareWriteEcho = "prepare-write-echo"
+    case executeWrite = "execute-write"
+    case writeInvalidOffset = "write-invalid-offset"
 
     /// One line: what the simulator does wrong with this fault (`mirror-sim --list-faults`).
     public var summary: String {
@@ -81,6 +87,16 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
             return "Service Changed (0x2A05) declares no Indicate (and has no CCCD)"
         case .supportedFeatures:
             return "implies --caching yes; the GATT service has the Database Hash but no Client Supported Features (0x2B29)"
+        case .writeNotPermitted:
+            return "a Write Request to a read-only attribute (e.g. wifiNumNetworks, Device Name) gets a Write Response (nothing written)"
+        case .writeTooLong:
+            return "a value too long for its attribute (cloudToken past its limit, any past 512) is cut to fit and accepted"
+        case .prepareWriteEcho:
+            return "each Prepare Write Response echoes the value with its last octet inverted (the queued part is right)"
+        case .executeWrite:
+            return "Execute Write (0x01) answers as usual but writes nothing (e.g. a long write of cloudToken)"
+        case .writeInvalidOffset:
+            return "a prepared write at an offset past the value's end is accepted (Execute Write Response, nothing written)"
         }
     }
 
@@ -119,6 +135,18 @@ extension SimFault {
 }
 
 // MARK: - the PDU faults
+
+/// The longest value the simulator's attribute at `handle` takes (the fault write-too-long cuts to it): cloudToken's
+/// own limit, wifiSetSSID's 32 octets, else the 512 of Vol 3 Part F §3.2.9.
+extension SimulatedMirror {
+    func valueLimit(of handle: UInt16, _ database: AttributeDatabase) -> Int {
+        switch database.name(of: handle) {
+        case "cloudToken": return options.effectiveTokenLimit
+        case "wifiSetSSID": return 32
+        default: return ATTMTU.maximumAttributeValue
+        }
+    }
+}
 
 /// An unassigned request opcode and an unassigned command opcode (Vol 3 Part F §3.3.1: bit 6 is the Command Flag).
 extension SimConformanceFault {
@@ -161,6 +189,8 @@ extension SimulatedMirror {
     /// Runs in the host's context, outside the mirror's lock (the answer's read and write hooks take it).
     func conformanceAnswer(_ pdu: ATTPDU, _ c: ATTServerConnection, _ ctx: inout GATTServerHost.Context) -> ATTServerReply {
         let faults = options.conformanceFaults
+        // The prepare queue before an Execute Write empties it (write-too-long answers it again, cut).
+        let prepared = faults.contains(.writeTooLong) && pdu.opcode == .executeWriteRequest ? ctx.session(of: c).prepared : []
         let reply = ctx.answer(pdu, from: c)
         guard !faults.isEmpty, case .now(let answer) = reply else { return reply }
         let key = ObjectIdentifier(c)
@@ -223,6 +253,27 @@ extension SimulatedMirror {
             where faults.contains(.readByTypeConsistent) && type != .characteristic && type != .include:
             ctx.sendRaw(readByTypeResponseWithLengthTooLarge(list), to: c)
             return .none
+        case (.writeRequest, .errorResponse(_, _, .writeNotPermitted)) where faults.contains(.writeNotPermitted):
+            // A read-only attribute (§3.4.5.1: Write Not Permitted) acknowledged; nothing is written.
+            return .now(.writeResponse)
+        case (.writeRequest(let h, let value), .errorResponse(_, _, .invalidAttributeValueLength)) where faults.contains(.writeTooLong):
+            // Too long (§3.2.9, §3.4.5.1: Invalid Attribute Value Length): cut to what the attribute takes, written.
+            return ctx.answer(.writeRequest(handle: h, value: value.prefix(valueLimit(of: h, ctx.database))), from: c)
+        case (.executeWriteRequest(.writeAll), .errorResponse(_, let h, .invalidAttributeValueLength)) where faults.contains(.writeTooLong):
+            // A long write too long: its parts for that handle cut at the attribute's limit, and executed.
+            let limit = valueLimit(of: h, ctx.database)
+            let cut = prepared.compactMap { part -> (handle: UInt16, offset: Int, value: [UInt8])? in
+                guard part.handle == h else { return part }
+                return part.offset < limit ? (part.handle, part.offset, Array(part.value.prefix(limit - part.offset))) : nil
+            }
+            ctx.updateSession(of: c) { $0.prepared = cut }
+            return ctx.answer(pdu, from: c)
+        case (.prepareWriteRequest, .prepareWriteResponse(let h, let offset, let value)) where faults.contains(.prepareWriteEcho) && !value.isEmpty:
+            // The echo differs from the request (§3.4.6.2): its last octet inverted.
+            return .now(.prepareWriteResponse(handle: h, offset: offset, value: value.dropLast() + [value.last! ^ 0xFF]))
+        case (.executeWriteRequest(.writeAll), .errorResponse(_, _, .invalidOffset)) where faults.contains(.writeInvalidOffset):
+            // A prepared part past the value's end (§3.4.6.3: Invalid Offset) acknowledged; the queue is gone, unwritten.
+            return .now(.executeWriteResponse)
         case (_, .errorResponse(_, let h, .attributeNotFound)) where faults.contains(.errorEcho):
             // The request opcode in error is not the request's (§3.4.1.1).
             return .now(.errorResponse(requestOpcode: ATTOpcode(0x00), handle: h, error: .attributeNotFound))

@@ -266,7 +266,14 @@ public final class SimulatedMirror: Sendable {
     }
 
     private func write(_ w: AttributeWrite, _ c: ATTServerConnection) -> WriteOutcome {
-        state.withLock { s in write(&s, c, w) }
+        state.withLock { s in
+            guard w.opcode == .executeWriteRequest, options.conformanceFaults.contains(.executeWrite) else { return write(&s, c, w) }
+            // The fault execute-write: the executed value is checked as usual, then dropped (a copy of the state takes it).
+            var discarded = s
+            let outcome = write(&discarded, c, w)
+            s.log("conn \(s.number(c)): fault execute-write: the executed value of \(w.attribute.name ?? ATTHex.short(w.attribute.handle)) not applied")
+            return outcome == .store ? .accepted(responseAfterMilliseconds: nil) : outcome
+        }
     }
 
     private func log(_ line: String) {

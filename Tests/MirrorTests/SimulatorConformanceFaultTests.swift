@@ -340,4 +340,96 @@ final class SimulatorConformanceFaultTests: XCTestCase {
             XCTAssertEqual(sim.database.attribute(hash)?.value, GATTHashOrder.pts.served(try sim.database.databaseHash()))
         }
     }
+
+    // MARK: - P3 (writes)
+
+    /// A long write of `value` to `handle` in parts of `size` octets from `offset`; returns the Execute Write's answer.
+    func longWrite(_ t: ScriptedPeer, _ handle: UInt16, _ value: [UInt8], offset: Int = 0, size: Int = 18) -> [UInt8]? {
+        var at = 0
+        while at < value.count {
+            let part = Array(value[at..<min(at + size, value.count)])
+            guard t.request([0x16] + le16(handle) + le16(UInt16(offset + at)) + part)?.first == 0x17 else { return nil }
+            at += part.count
+        }
+        return t.request([0x18, 0x01])
+    }
+
+    func testWriteNotPermitted() throws {
+        let ((a, plain), (b, faulty)) = try pair(.writeNotPermitted)
+        defer { withExtendedLifetime((a, b)) {} }
+        let h = try XCTUnwrap(a.valueHandle("wifiNumNetworks"))
+        XCTAssertEqual(show(plain.request([0x12] + le16(h) + [0x07])), show([0x01, 0x12] + le16(h) + [0x03]))
+        XCTAssertEqual(show(faulty.request([0x12] + le16(h) + [0x07])), show([0x13]))
+        XCTAssertEqual(faulty.request([0x0A] + le16(h)), [0x0B, 0x00], "nothing written")
+        // A write the attribute takes is written.
+        let token = try XCTUnwrap(b.valueHandle("cloudToken"))
+        XCTAssertEqual(faulty.request([0x12] + le16(token) + Array("abc".utf8)), [0x13])
+        XCTAssertEqual(faulty.request([0x0A] + le16(token)), [0x0B] + Array("abc".utf8))
+    }
+
+    func testWriteTooLong() throws {
+        let ((a, plain), (b, faulty)) = try pair(.writeTooLong)
+        defer { withExtendedLifetime((a, b)) {} }
+        let token = try XCTUnwrap(a.valueHandle("cloudToken"))
+        let limit = a.options.effectiveTokenLimit
+        let long = Array(repeating: UInt8(ascii: "x"), count: limit + 1)
+        // One Write Request (MTU 517), then a long write at MTU 23.
+        for t in [plain, faulty] { XCTAssertEqual(t.request([0x02, 0x05, 0x02]), [0x03, 0x05, 0x02]) }
+        XCTAssertEqual(show(plain.request([0x12] + le16(token) + long)), show([0x01, 0x12] + le16(token) + [0x0D]))
+        XCTAssertEqual(show(faulty.request([0x12] + le16(token) + long)), show([0x13]))
+        XCTAssertEqual(faulty.request([0x0A] + le16(token)), [0x0B] + long.prefix(limit))
+        let (c, short) = try makeSim([SimConformanceFault.writeTooLong.rawValue])
+        let (d, plainShort) = try makeSim()
+        defer { withExtendedLifetime((c, d)) {} }
+        let longer = Array(repeating: UInt8(ascii: "y"), count: limit + 6)
+        XCTAssertEqual(show(longWrite(plainShort, token, longer)), show([0x01, 0x18] + le16(token) + [0x0D]))
+        XCTAssertEqual(show(longWrite(short, token, longer)), show([0x19]))
+        XCTAssertEqual(c.snapshot.cloudToken, String(decoding: longer.prefix(limit), as: UTF8.self))
+        XCTAssertEqual(d.snapshot.cloudToken, "")
+    }
+
+    func testPrepareWriteEcho() throws {
+        let ((a, plain), (b, faulty)) = try pair(.prepareWriteEcho)
+        defer { withExtendedLifetime((a, b)) {} }
+        let token = try XCTUnwrap(a.valueHandle("cloudToken"))
+        let prepare: [UInt8] = [0x16] + le16(token) + [0x00, 0x00] + Array("abc".utf8)
+        XCTAssertEqual(show(plain.request(prepare)), show([0x17] + le16(token) + [0x00, 0x00] + Array("abc".utf8)))
+        XCTAssertEqual(show(faulty.request(prepare)), show([0x17] + le16(token) + [0x00, 0x00] + Array("ab".utf8) + [UInt8(ascii: "c") ^ 0xFF]))
+        // The part queued is the one sent.
+        for (sim, t) in [(a, plain), (b, faulty)] {
+            XCTAssertEqual(t.request([0x18, 0x01]), [0x19])
+            XCTAssertEqual(sim.snapshot.cloudToken, "abc")
+        }
+    }
+
+    func testExecuteWrite() throws {
+        let ((a, plain), (b, faulty)) = try pair(.executeWrite)
+        defer { withExtendedLifetime((a, b)) {} }
+        let token = try XCTUnwrap(a.valueHandle("cloudToken"))
+        let url = Array("http://192.168.1.23:8080/upload/abc".utf8)
+        XCTAssertEqual(longWrite(plain, token, url), [0x19])
+        XCTAssertEqual(longWrite(faulty, token, url), [0x19])
+        XCTAssertEqual(plain.request([0x0A] + le16(token)), [0x0B] + url.prefix(22))
+        XCTAssertEqual(a.snapshot.cloudToken, String(decoding: url, as: UTF8.self))
+        XCTAssertEqual(faulty.request([0x0A] + le16(token)), [0x0B], "nothing written")
+        // A queue the server refuses is still refused: too long, 0x0D.
+        let long = Array(repeating: UInt8(ascii: "x"), count: b.options.effectiveTokenLimit + 1)
+        XCTAssertEqual(show(longWrite(faulty, token, long)), show([0x01, 0x18] + le16(token) + [0x0D]))
+        // Execute Write 0x00 cancels, fault or not.
+        XCTAssertEqual(faulty.request([0x16] + le16(token) + [0x00, 0x00, 0x41]), [0x17] + le16(token) + [0x00, 0x00, 0x41])
+        XCTAssertEqual(faulty.request([0x18, 0x00]), [0x19])
+    }
+
+    func testWriteInvalidOffset() throws {
+        let ((a, plain), (b, faulty)) = try pair(.writeInvalidOffset)
+        defer { withExtendedLifetime((a, b)) {} }
+        let token = try XCTUnwrap(a.valueHandle("cloudToken"))
+        // cloudToken is empty: offset 5 is past its end (§3.4.6.3).
+        XCTAssertEqual(show(longWrite(plain, token, Array("ab".utf8), offset: 5)), show([0x01, 0x18] + le16(token) + [0x07]))
+        XCTAssertEqual(show(longWrite(faulty, token, Array("ab".utf8), offset: 5)), show([0x19]))
+        XCTAssertEqual(b.snapshot.cloudToken, "")
+        // A long write from offset 0 is written.
+        XCTAssertEqual(longWrite(faulty, token, Array("abc".utf8)), [0x19])
+        XCTAssertEqual(b.snapshot.cloudToken, "abc")
+    }
 }
