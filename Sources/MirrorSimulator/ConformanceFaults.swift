@@ -171,15 +171,20 @@ extension SimulatedMirror {
     /// The conformance faults on a client's raw PDU, before the codec decodes it (the host's `inbound` hook): the
     /// PDUs the server answers from the decode error alone (a zero handle, an unassigned opcode; Vol 3 Part F §3.3,
     /// §3.4.1.1).
-    func conformanceInterception(_ bytes: [UInt8]) -> ATTInterception {
+    func conformanceInterception(_ bytes: [UInt8], _ c: ATTServerConnection) -> ATTInterception {
         let faults = options.conformanceFaults
         guard !faults.isEmpty, let first = bytes.first else { return .serve }
         let op = ATTOpcode(rawValue: first)
         if faults.contains(.invalidHandleZero), bytes == [ATTOpcode.readRequest.rawValue, 0x00, 0x00] {
+            logFault(.invalidHandleZero, c, op)
             return .reply(ATTPDU.errorResponse(requestOpcode: .readRequest, handle: 0x0000, error: ATTErrorCode(0x00)).bytes)
         }
-        if faults.contains(.requestNotSupported), SimConformanceFault.isUnassignedRequest(bytes) { return .drop }
+        if faults.contains(.requestNotSupported), SimConformanceFault.isUnassignedRequest(bytes) {
+            logFault(.requestNotSupported, c, op)
+            return .drop
+        }
         if faults.contains(.commandIgnored), SimConformanceFault.isUnassignedCommand(bytes) {
+            logFault(.commandIgnored, c, op)
             return .reply(ATTPDU.errorResponse(requestOpcode: op, handle: 0x0000, error: .requestNotSupported).bytes)
         }
         return .serve
@@ -198,34 +203,45 @@ extension SimulatedMirror {
         func once(_ f: SimConformanceFault) -> Bool {
             faults.contains(f) && state.withLock { $0.connections[key]?.faultsFired.insert(f).inserted ?? false }
         }
+        var fired: SimConformanceFault?
+        defer { if let fired { logFault(fired, c, pdu.opcode) } }
         switch (pdu, answer) {
         case (.exchangeMTURequest, .exchangeMTUResponse) where faults.contains(.mtuExchange):
+            fired = .mtuExchange
             // Server Rx MTU 10, below the minimum (§3.4.2.2, §3.2.8): both sides stay at 23.
             ctx.updateSession(of: c) { $0.mtu = ATTMTU.minimumLE }
             return .now(.exchangeMTUResponse(serverRxMTU: 10))
         case (.exchangeMTURequest, .exchangeMTUResponse) where faults.contains(.mtuAnsweredOnce):
+            fired = .mtuAnsweredOnce
             // One response per request (§3.3.2): this one goes twice.
             ctx.send(answer, to: c)
             return reply
         case (.readRequest, .readResponse) where once(.noUnsolicitedResponse):
+            fired = .noUnsolicitedResponse
             // A second Read Response with no request outstanding (§3.3.2).
             ctx.send(answer, to: c)
             return reply
         case (.readRequest, .readResponse) where once(.responseWithinTimeout):
+            fired = .responseWithinTimeout
             return .later(milliseconds: 2000, answer)
         case (.readRequest(let h), .errorResponse(_, _, .invalidHandle)) where faults.contains(.invalidHandlePastEnd) && ctx.database.attribute(h) == nil,
              (.readBlobRequest(let h, _), .errorResponse(_, _, .invalidHandle)) where faults.contains(.invalidHandlePastEnd) && ctx.database.attribute(h) == nil:
+            fired = .invalidHandlePastEnd
             return .now(.errorResponse(requestOpcode: pdu.opcode, handle: h, error: .attributeNotFound))
         case (.readBlobRequest(let h, let offset), .readBlobResponse(let part)) where faults.contains(.readBlobOffset) && offset > 0 && !part.isEmpty:
+            fired = .readBlobOffset
             // An offset inside the value, ignored (§3.4.4.5): the part from offset 0.
             return ctx.answer(.readBlobRequest(handle: h, offset: 0), from: c)
         case (.readBlobRequest, .errorResponse(_, _, .invalidOffset)) where faults.contains(.readBlobPastEnd):
+            fired = .readBlobPastEnd
             return .now(.readBlobResponse(value: []))
         case (.readBlobRequest(let h, let offset), .readBlobResponse(let part)) where faults.contains(.readBlobAtEnd) && offset > 0 && part.isEmpty:
+            fired = .readBlobAtEnd
             // At the end of the value an empty part is the answer (§3.4.4.5), not Invalid Offset.
             return .now(.errorResponse(requestOpcode: .readBlobRequest, handle: h, error: .invalidOffset))
         case (.findByTypeValueRequest(let range, 0x2800, let value), .findByTypeValueResponse(let list))
             where faults.contains(.discoveryServicesAgree) && Array(value) == options.profile.service.attWireBytes:
+            fired = .discoveryServicesAgree
             // The mirror service, found by Read By Group Type, is not found by its UUID (Part G §4.4.2).
             let kept = list.filter { ctx.database.attribute($0.found)?.value != Array(value) }
             guard !kept.isEmpty, let shorter = try? ATTHandlesInformationList(Array(kept)) else {
@@ -236,6 +252,7 @@ extension SimulatedMirror {
             // cloudToken's declaration (Read By Type 0x2803 lists it) is missing from Find Information (Part G §4.7.1).
             let declaration = ctx.database.handle("cloudToken").map { $0 - 1 }
             guard list.contains(where: { $0.handle == declaration }) else { return reply }
+            fired = .discoveryCharacteristicsAgree
             let kept = list.filter { $0.handle != declaration }
             guard !kept.isEmpty, let shorter = try? ATTFindInformationList(Array(kept)) else {
                 // It was the only one: the answer from the handle after it, so the discovery goes on past it.
@@ -246,20 +263,25 @@ extension SimulatedMirror {
             }
             return .now(.findInformationResponse(shorter))
         case (.findInformationRequest, .findInformationResponse(let list)) where faults.contains(.handlesAscending) && list.count > 1:
+            fired = .handlesAscending
             // Descending handles (§3.4.3.2 lists them in ascending order).
             guard let reversed = try? ATTFindInformationList(list.reversed()) else { return reply }
             return .now(.findInformationResponse(reversed))
         case (.readByTypeRequest(_, let type), .readByTypeResponse(let list))
             where faults.contains(.readByTypeConsistent) && type != .characteristic && type != .include:
+            fired = .readByTypeConsistent
             ctx.sendRaw(readByTypeResponseWithLengthTooLarge(list), to: c)
             return .none
         case (.writeRequest, .errorResponse(_, _, .writeNotPermitted)) where faults.contains(.writeNotPermitted):
+            fired = .writeNotPermitted
             // A read-only attribute (§3.4.5.1: Write Not Permitted) acknowledged; nothing is written.
             return .now(.writeResponse)
         case (.writeRequest(let h, let value), .errorResponse(_, _, .invalidAttributeValueLength)) where faults.contains(.writeTooLong):
+            fired = .writeTooLong
             // Too long (§3.2.9, §3.4.5.1: Invalid Attribute Value Length): cut to what the attribute takes, written.
             return ctx.answer(.writeRequest(handle: h, value: value.prefix(valueLimit(of: h, ctx.database))), from: c)
         case (.executeWriteRequest(.writeAll), .errorResponse(_, let h, .invalidAttributeValueLength)) where faults.contains(.writeTooLong):
+            fired = .writeTooLong
             // A long write too long: its parts for that handle cut at the attribute's limit, and executed.
             let limit = valueLimit(of: h, ctx.database)
             let cut = prepared.compactMap { part -> (handle: UInt16, offset: Int, value: [UInt8])? in
@@ -269,12 +291,15 @@ extension SimulatedMirror {
             ctx.updateSession(of: c) { $0.prepared = cut }
             return ctx.answer(pdu, from: c)
         case (.prepareWriteRequest, .prepareWriteResponse(let h, let offset, let value)) where faults.contains(.prepareWriteEcho) && !value.isEmpty:
+            fired = .prepareWriteEcho
             // The echo differs from the request (§3.4.6.2): its last octet inverted.
             return .now(.prepareWriteResponse(handle: h, offset: offset, value: value.dropLast() + [value.last! ^ 0xFF]))
         case (.executeWriteRequest(.writeAll), .errorResponse(_, _, .invalidOffset)) where faults.contains(.writeInvalidOffset):
+            fired = .writeInvalidOffset
             // A prepared part past the value's end (§3.4.6.3: Invalid Offset) acknowledged; the queue is gone, unwritten.
             return .now(.executeWriteResponse)
         case (_, .errorResponse(_, let h, .attributeNotFound)) where faults.contains(.errorEcho):
+            fired = .errorEcho
             // The request opcode in error is not the request's (§3.4.1.1).
             return .now(.errorResponse(requestOpcode: ATTOpcode(0x00), handle: h, error: .attributeNotFound))
         default:

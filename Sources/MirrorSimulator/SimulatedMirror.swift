@@ -242,7 +242,7 @@ public final class SimulatedMirror: Sendable {
     /// the conformance faults on PDUs the codec cannot decode (`conformanceInterception`).
     private func inbound(_ bytes: [UInt8], _ c: ATTServerConnection) -> ATTInterception {
         defer { logMalformed(bytes, c) }
-        return conformanceInterception(bytes)
+        return conformanceInterception(bytes, c)
     }
 
     private func logMalformed(_ bytes: [UInt8], _ c: ATTServerConnection) {
@@ -274,6 +274,12 @@ public final class SimulatedMirror: Sendable {
             s.log("conn \(s.number(c)): fault execute-write: the executed value of \(w.attribute.name ?? ATTHex.short(w.attribute.handle)) not applied")
             return outcome == .store ? .accepted(responseAfterMilliseconds: nil) : outcome
         }
+    }
+
+    /// The log line of a conformance fault that changed the answer to a PDU (as the other faults have theirs).
+    func logFault(_ fault: SimConformanceFault, _ c: ATTServerConnection, _ opcode: ATTOpcode) {
+        let id = numbers.withLock { $0[ObjectIdentifier(c)] ?? 0 }
+        log("conn \(id): fault \(fault.rawValue) on \(opcode.isDefined ? opcode.name : "opcode " + ATTHex.byte(opcode.rawValue))")
     }
 
     private func log(_ line: String) {

@@ -16,7 +16,8 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         var options = SimOptions()
         for f in faults { try options.set("fault", f) }
         try configure(&options)
-        let sim = SimulatedMirror(options: options)
+        let lines = logLines
+        let sim = SimulatedMirror(options: options, log: { lines.append($0) })
         let t = ScriptedPeer(unscripted: "test-double")
         sim.attach(t)
         return (sim, t)
@@ -29,6 +30,11 @@ final class SimulatorConformanceFaultTests: XCTestCase {
     }
 
     let deviceNameValue: UInt16 = 0x0003
+    /// Every simulator's log lines in this test.
+    let logLines = LineLog()
+
+    /// The log lines naming a fault.
+    var faultLines: [String] { logLines.all.compactMap { line in line.range(of: "conn ").map { String(line[$0.lowerBound...]) } }.filter { $0.contains(": fault ") } }
 
     func testEveryRuleIdParsesAsAFaultAndIsListed() throws {
         for fault in SimConformanceFault.allCases {
@@ -58,6 +64,7 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         // §3.4.4.3: Invalid Handle, the request's opcode and handle 0x0000 echoed.
         XCTAssertEqual(show(plain.request([0x0A, 0x00, 0x00])), show([0x01, 0x0A, 0x00, 0x00, 0x01]))
         XCTAssertEqual(show(faulty.request([0x0A, 0x00, 0x00])), show([0x01, 0x0A, 0x00, 0x00, 0x00]))
+        XCTAssertEqual(faultLines, ["conn 1: fault invalid-handle-zero on Read Request"])
         // Only that read: a Read past the end is still Invalid Handle.
         let past = le16(UInt16(b.database.attributes.count + 1))
         XCTAssertEqual(show(faulty.request([0x0A] + past)), show([0x01, 0x0A] + past + [0x01]))
@@ -91,6 +98,7 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         // 0x3F: no opcode of Core 5.4, no Command Flag (§3.3.1).
         XCTAssertEqual(show(plain.request([0x3F, 0x01, 0x02])), show([0x01, 0x3F, 0x00, 0x00, 0x06]))
         XCTAssertNil(faulty.request([0x3F, 0x01, 0x02], timeout: 0.3))
+        XCTAssertEqual(faultLines, ["conn 1: fault request-not-supported on opcode 0x3F"])
         // The next request is answered as usual.
         XCTAssertEqual(show(faulty.request([0x02, 0x05, 0x02])), show([0x03, 0x05, 0x02]))
     }
@@ -136,6 +144,7 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         // Once per connection: the second Read gets one answer.
         XCTAssertEqual(faulty.request(read), answer)
         XCTAssertNil(faulty.next(timeout: 0.3))
+        XCTAssertEqual(faultLines, ["conn 1: fault no-unsolicited-response on Read Request"])
     }
 
     func testResponseWithinTimeout() throws {
