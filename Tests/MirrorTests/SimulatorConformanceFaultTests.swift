@@ -46,6 +46,11 @@ final class SimulatorConformanceFaultTests: XCTestCase {
                           "\(fault.rawValue) in --list-faults")
             XCTAssertTrue(SimConformanceFault.listing.contains(fault.summary))
         }
+        // A scenario file takes them as --fault does, beside the per-characteristic forms.
+        var scenario = SimOptions()
+        try scenario.apply(scenario: Data(#"{"faults": ["cccd-present", "drop:cloudToken", "execute-write"]}"#.utf8), source: "test")
+        XCTAssertEqual(scenario.conformanceFaults, [.cccdPresent, .executeWrite])
+        XCTAssertEqual(scenario.faults, [SimFault(.drop, "cloudToken")])
         // The per-characteristic forms still parse as before; a wrong id names both forms.
         var options = SimOptions()
         try options.set("fault", "delay:scannerAction:900@2")
