@@ -100,15 +100,6 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
         }
     }
 
-    /// The faults that change the database's structure (the rest act on PDUs around the server's answer).
-    var isStructural: Bool {
-        switch self {
-        case .cccdPresent, .gapDeviceName, .databaseHash, .characteristicValueHandle, .extendedPropertiesPresent, .serviceChanged,
-             .supportedFeatures: return true
-        default: return false
-        }
-    }
-
     /// The faults that need the GATT service's caching characteristics (Vol 3 Part G §7.2-§7.3).
     var impliesCaching: Bool { self == .databaseHash || self == .supportedFeatures }
 
