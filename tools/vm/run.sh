@@ -56,6 +56,7 @@ if [ $status -ne 0 ]; then
 fi
 kernel=$(awk '$1=="kernel"{print $2}' <<<"$boot")
 initrd=$(awk '$1=="initrd"{print $2}' <<<"$boot")
+VM_BUMBLE=$(awk '$1=="bumble"{print $2}' <<<"$boot")
 echo "vm: prepared in $(elapsed "$t0" "$(now)") s ($(basename "$(dirname "$kernel")"))" >&2
 # The btvirt with LE Set PHY (BlueZ 5.66 + upstream's commit), for the scenarios that ask for a PHY (link-phy):
 # built once into the cache; when it cannot be built, VM_BTVIRT_SETPHY stays empty and those scenarios fail.
@@ -83,6 +84,7 @@ boot() {
     printf 'VM_TIMEOUT_SCALE=%q\n' "$scale"
     printf 'VM_BTVIRT=%q\n' "${VM_BTVIRT:-}"
     printf 'VM_BTVIRT_SETPHY=%q\n' "${VM_BTVIRT_SETPHY:-}"
+    printf 'VM_BUMBLE=%q\n' "${VM_BUMBLE:-}"
     printf 'SCENARIOS=%q\n' "${names[*]}"
     for n in "${names[@]}"; do printf 'LIMIT_%s=%q\n' "${n//[^A-Za-z0-9_]/_}" "${limits[$n]}"; done
   } > "$runs/env"

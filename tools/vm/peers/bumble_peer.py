@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+# A test peer only (the bumble VM scenario): Google Bumble's own host stack (pip's bumble, in the venv
+# tools/vm/bumble-venv.sh makes) over the HCI user channel of a controller the kernel leaves alone, serving a GATT
+# database and pairing through Bumble's SMP. Nothing in mirror's build or a user's path runs it.
+# Usage: bumble_peer.py [--transport hci-socket:1] [--io none|display|keyboard] [--passkey N] [--keystore FILE]
+# Logs one line per event on stdout ("bumble-peer: ..."): the handle of each characteristic, then "advertising",
+# then connections, reads, writes, subscriptions, pairing (method, result, keys) and encryption changes.
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+
+from bumble import data_types, hci
+from bumble.core import AdvertisingData
+from bumble.device import Device, DeviceConfiguration
+from bumble.gatt import (GATT_DEVICE_NAME_CHARACTERISTIC, Characteristic, CharacteristicValue, Descriptor,
+                         Service)
+from bumble.keys import JsonKeyStore
+from bumble.pairing import PairingConfig, PairingDelegate
+from bumble.transport import open_transport
+
+SERVICE_UUID = "6E400000-B5A3-F393-E0A9-E50E24DC4179"
+SHORT_VALUE = b"hello from bumble"
+# More than one ATT_MTU of 517 minus one, and far more than 22: the client needs Read Blob (Part F §3.4.4.5).
+LONG_VALUE = b"".join(b"%03d:bumble-long-value;" % i for i in range(30))
+ENCRYPTED_VALUE = b"secret: encrypted link"
+AUTHENTICATED_VALUE = b"secret: authenticated link"
+
+
+def log(message: str) -> None:
+    print(f"bumble-peer: {message}", flush=True)
+
+
+def user_description(text: str) -> Descriptor:
+    # Characteristic User Description (0x2901, Part G §3.3.3.2): the name mirror shows beside the handle.
+    return Descriptor("2901", Descriptor.READABLE, text.encode())
+
+
+class Delegate(PairingDelegate):
+    """Answers SMP's questions without a person: Just Works accepted, a fixed passkey displayed or typed."""
+
+    def __init__(self, io: str, passkey: int):
+        capability = {
+            "none": PairingDelegate.NO_OUTPUT_NO_INPUT,
+            "display": PairingDelegate.DISPLAY_OUTPUT_ONLY,
+            "keyboard": PairingDelegate.KEYBOARD_INPUT_ONLY,
+        }[io]
+        # Distribute (and accept) the encryption and identity keys, and the signing key.
+        keys = (PairingDelegate.KeyDistribution.DISTRIBUTE_ENCRYPTION_KEY
+                | PairingDelegate.KeyDistribution.DISTRIBUTE_IDENTITY_KEY
+                | PairingDelegate.KeyDistribution.DISTRIBUTE_SIGNING_KEY)
+        super().__init__(io_capability=capability, local_initiator_key_distribution=keys,
+                         local_responder_key_distribution=keys)
+        self.passkey = passkey
+
+    async def accept(self) -> bool:
+        log("pairing request accepted")
+        return True
+
+    async def confirm(self, auto: bool = False) -> bool:
+        log(f"pairing confirmation answered yes (auto={auto})")
+        return True
+
+    async def compare_numbers(self, number: int, digits: int) -> bool:
+        log(f"numeric comparison {number:0{digits}} answered yes")
+        return True
+
+    async def generate_passkey(self) -> int:
+        return self.passkey
+
+    async def display_number(self, number: int, digits: int) -> None:
+        log(f"passkey displayed: {number:0{digits}}")
+
+    async def get_number(self) -> int:
+        log(f"passkey typed: {self.passkey:06d}")
+        return self.passkey
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--transport", default="hci-socket:1")
+    parser.add_argument("--io", choices=["none", "display", "keyboard"], default="none")
+    parser.add_argument("--passkey", type=int, default=123456)
+    parser.add_argument("--keystore", default=os.path.join(os.getcwd(), "bumble-keys.json"))
+    parser.add_argument("--name", default="Bumble peer")
+    args = parser.parse_args()
+    if os.environ.get("BUMBLE_PEER_DEBUG"):
+        logging.basicConfig(level=logging.DEBUG)
+    return asyncio.run(serve(args))
+
+
+async def serve(args) -> int:
+    async with await open_transport(args.transport) as (source, sink):
+        config = DeviceConfiguration()
+        config.load_from_dict({"name": args.name})
+        device = Device.from_config_with_hci(config, source, sink)
+
+        writable_value = bytearray(b"initial")
+        notify = Characteristic("6E400004-B5A3-F393-E0A9-E50E24DC4179",
+                                Characteristic.Properties.READ | Characteristic.Properties.NOTIFY,
+                                Characteristic.READABLE, b"not yet written",
+                                descriptors=[user_description("bumble notify")])
+
+        def read_written(connection):
+            return bytes(writable_value)
+
+        async def on_write(connection, value: bytes):
+            writable_value[:] = value
+            log(f"write from {connection.peer_address}: {value.hex()}; notifying it on 0x{notify.handle:04X}")
+            notify.value = bytes(value)
+            await device.notify_subscribers(notify, bytes(value))
+
+        characteristics = [
+            Characteristic("6E400001-B5A3-F393-E0A9-E50E24DC4179", Characteristic.Properties.READ,
+                           Characteristic.READABLE, SHORT_VALUE, descriptors=[user_description("bumble short")]),
+            Characteristic("6E400002-B5A3-F393-E0A9-E50E24DC4179", Characteristic.Properties.READ,
+                           Characteristic.READABLE, LONG_VALUE, descriptors=[user_description("bumble long")]),
+            Characteristic("6E400003-B5A3-F393-E0A9-E50E24DC4179",
+                           Characteristic.Properties.READ | Characteristic.Properties.WRITE
+                           | Characteristic.Properties.WRITE_WITHOUT_RESPONSE,
+                           Characteristic.READABLE | Characteristic.WRITEABLE,
+                           CharacteristicValue(read=read_written, write=on_write),
+                           descriptors=[user_description("bumble write")]),
+            notify,
+            Characteristic("6E400005-B5A3-F393-E0A9-E50E24DC4179", Characteristic.Properties.READ,
+                           Characteristic.READ_REQUIRES_ENCRYPTION, ENCRYPTED_VALUE,
+                           descriptors=[user_description("bumble encrypted")]),
+            Characteristic("6E400006-B5A3-F393-E0A9-E50E24DC4179", Characteristic.Properties.READ,
+                           Characteristic.READ_REQUIRES_AUTHENTICATION, AUTHENTICATED_VALUE,
+                           descriptors=[user_description("bumble authenticated")]),
+        ]
+        device.add_service(Service(SERVICE_UUID, characteristics))
+
+        def on_subscription(connection, notify_enabled, indicate_enabled):
+            log(f"subscription on 0x{notify.handle:04X}: notify={notify_enabled} indicate={indicate_enabled}")
+            if notify_enabled:
+                # The CCCD write is the write this notification follows (mirror listen alone holds the link).
+                asyncio.get_running_loop().create_task(device.notify_subscribers(notify, b"subscribed"))
+        notify.on(notify.EVENT_SUBSCRIPTION, on_subscription)
+
+        await device.power_on()
+        device.keystore = JsonKeyStore.from_device(device, filename=args.keystore)
+        # Distribute the controller's public address as the identity (Part H §3.6.5), the one mirror connects to.
+        device.pairing_config_factory = lambda connection: PairingConfig(
+            sc=True, mitm=args.io != "none", bonding=True, delegate=Delegate(args.io, args.passkey),
+            identity_address_type=PairingConfig.AddressType.PUBLIC)
+
+        for c in characteristics:
+            log(f"characteristic '{c.descriptors[0].value.decode()}' {c.uuid} value handle 0x{c.handle:04X}")
+        for attribute in device.gatt_server.attributes:
+            if isinstance(attribute, Characteristic) and attribute.uuid == GATT_DEVICE_NAME_CHARACTERISTIC:
+                log(f"device name value handle 0x{attribute.handle:04X}: {args.name}")
+
+        def on_connection(connection):
+            log(f"connection from {connection.peer_address} handle 0x{connection.handle:04X}")
+            connection.on(connection.EVENT_DISCONNECTION,
+                          lambda reason: log(f"disconnection from {connection.peer_address}: reason 0x{reason:02X}"))
+            connection.on(connection.EVENT_PAIRING_START, lambda: log("pairing started"))
+            connection.on(connection.EVENT_PAIRING, lambda keys: log(
+                f"paired with {connection.peer_address}: authenticated={connection.authenticated} "
+                f"keys: {', '.join(k for k in ('ltk', 'ltk_central', 'ltk_peripheral', 'irk', 'csrk') if getattr(keys, k) is not None)}; "
+                f"stored in {args.keystore}"))
+            connection.on(connection.EVENT_PAIRING_FAILURE, lambda reason: log(
+                f"pairing failed: {getattr(reason, 'name', reason)}"))
+            connection.on(connection.EVENT_CONNECTION_ENCRYPTION_CHANGE, lambda: log(
+                f"encryption {'on' if connection.is_encrypted else 'off'}: authenticated={connection.authenticated}"))
+            connection.on(connection.EVENT_CONNECTION_ENCRYPTION_FAILURE, lambda error: log(
+                f"encryption failed: {error}"))
+        device.on(device.EVENT_CONNECTION, on_connection)
+
+        device.advertising_data = bytes(AdvertisingData([
+            data_types.Flags(AdvertisingData.Flags.LE_GENERAL_DISCOVERABLE_MODE
+                             | AdvertisingData.Flags.BR_EDR_NOT_SUPPORTED),
+            data_types.CompleteLocalName(args.name),
+        ]))
+        # Public: the controller's own address (hci1 00:AA:01:01:00:01), as mirror-sim and bluetoothd advertise.
+        await device.start_advertising(auto_restart=True, own_address_type=hci.OwnAddressType.PUBLIC)
+        log(f"advertising as {device.public_address} (public), io {args.io}, keys in {args.keystore}")
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        log("stopped")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
