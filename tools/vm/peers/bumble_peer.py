@@ -13,6 +13,7 @@ import signal
 import sys
 
 from bumble import data_types, hci
+from bumble.att import ATT_INSUFFICIENT_AUTHENTICATION_ERROR, ATT_INSUFFICIENT_ENCRYPTION_ERROR, ATT_Error
 from bumble.core import AdvertisingData
 from bumble.device import Device, DeviceConfiguration
 from bumble.gatt import (GATT_DEVICE_NAME_CHARACTERISTIC, Characteristic, CharacteristicValue, Descriptor,
@@ -23,10 +24,16 @@ from bumble.transport import open_transport
 
 SERVICE_UUID = "6E400000-B5A3-F393-E0A9-E50E24DC4179"
 SHORT_VALUE = b"hello from bumble"
-# More than one ATT_MTU of 517 minus one, and far more than 22: the client needs Read Blob (Part F §3.4.4.5).
-LONG_VALUE = b"".join(b"%03d:bumble-long-value;" % i for i in range(30))
+# 286 bytes: more than an ATT_MTU of 23 carries, so the client needs Read Blob (Part F §3.4.4.5); within the 512-byte
+# maximum of an attribute value (Part F §3.2.9: Bumble 0.0.236 serves a longer one, which mirror rejects, exit 8).
+LONG_VALUE = b"".join(b"%03d:bumble-long-value;" % i for i in range(13))
 ENCRYPTED_VALUE = b"secret: encrypted link"
 AUTHENTICATED_VALUE = b"secret: authenticated link"
+
+
+def addr(address) -> str:
+    """An address as mirror prints it: 00:AA:01:01:00:01 (Bumble's str() adds /P for a public one)."""
+    return address.to_string(with_type_qualifier=False)
 
 
 def log(message: str) -> None:
@@ -106,9 +113,21 @@ async def serve(args) -> int:
         def read_written(connection):
             return bytes(writable_value)
 
+        async def read_authenticated(connection):
+            # Bumble 0.0.236 marks every encrypted LE link authenticated (device.py, on_connection_encryption_change),
+            # so READ_REQUIRES_AUTHENTICATION passes after Just Works: the key's own MITM flag decides here instead.
+            if not connection.is_encrypted:
+                raise ATT_Error(ATT_INSUFFICIENT_ENCRYPTION_ERROR)
+            keys = await device.keystore.get(str(connection.peer_address))
+            ltks = [k for k in (keys.ltk, keys.ltk_central, keys.ltk_peripheral) if k is not None] if keys else []
+            if not any(k.authenticated for k in ltks):
+                log("authenticated value refused: the link's key is unauthenticated (Just Works)")
+                raise ATT_Error(ATT_INSUFFICIENT_AUTHENTICATION_ERROR)
+            return AUTHENTICATED_VALUE
+
         async def on_write(connection, value: bytes):
             writable_value[:] = value
-            log(f"write from {connection.peer_address}: {value.hex()}; notifying it on 0x{notify.handle:04X}")
+            log(f"write from {addr(connection.peer_address)}: {value.hex()}; notifying it on 0x{notify.handle:04X}")
             notify.value = bytes(value)
             await device.notify_subscribers(notify, bytes(value))
 
@@ -128,7 +147,7 @@ async def serve(args) -> int:
                            Characteristic.READ_REQUIRES_ENCRYPTION, ENCRYPTED_VALUE,
                            descriptors=[user_description("bumble encrypted")]),
             Characteristic("6E400006-B5A3-F393-E0A9-E50E24DC4179", Characteristic.Properties.READ,
-                           Characteristic.READ_REQUIRES_AUTHENTICATION, AUTHENTICATED_VALUE,
+                           Characteristic.READABLE, CharacteristicValue(read=read_authenticated),
                            descriptors=[user_description("bumble authenticated")]),
         ]
         device.add_service(Service(SERVICE_UUID, characteristics))
@@ -154,18 +173,18 @@ async def serve(args) -> int:
                 log(f"device name value handle 0x{attribute.handle:04X}: {args.name}")
 
         def on_connection(connection):
-            log(f"connection from {connection.peer_address} handle 0x{connection.handle:04X}")
+            log(f"connection from {addr(connection.peer_address)} handle 0x{connection.handle:04X}")
             connection.on(connection.EVENT_DISCONNECTION,
-                          lambda reason: log(f"disconnection from {connection.peer_address}: reason 0x{reason:02X}"))
+                          lambda reason: log(f"disconnection from {addr(connection.peer_address)}: reason 0x{reason:02X}"))
             connection.on(connection.EVENT_PAIRING_START, lambda: log("pairing started"))
             connection.on(connection.EVENT_PAIRING, lambda keys: log(
-                f"paired with {connection.peer_address}: authenticated={connection.authenticated} "
+                f"paired with {addr(connection.peer_address)}: key authenticated={any(k.authenticated for k in (keys.ltk, keys.ltk_central, keys.ltk_peripheral) if k)} "
                 f"keys: {', '.join(k for k in ('ltk', 'ltk_central', 'ltk_peripheral', 'irk', 'csrk') if getattr(keys, k) is not None)}; "
                 f"stored in {args.keystore}"))
             connection.on(connection.EVENT_PAIRING_FAILURE, lambda reason: log(
                 f"pairing failed: {getattr(reason, 'name', reason)}"))
             connection.on(connection.EVENT_CONNECTION_ENCRYPTION_CHANGE, lambda: log(
-                f"encryption {'on' if connection.is_encrypted else 'off'}: authenticated={connection.authenticated}"))
+                f"encryption {'on' if connection.is_encrypted else 'off'}"))
             connection.on(connection.EVENT_CONNECTION_ENCRYPTION_FAILURE, lambda error: log(
                 f"encryption failed: {error}"))
         device.on(device.EVENT_CONNECTION, on_connection)
@@ -177,7 +196,7 @@ async def serve(args) -> int:
         ]))
         # Public: the controller's own address (hci1 00:AA:01:01:00:01), as mirror-sim and bluetoothd advertise.
         await device.start_advertising(auto_restart=True, own_address_type=hci.OwnAddressType.PUBLIC)
-        log(f"advertising as {device.public_address} (public), io {args.io}, keys in {args.keystore}")
+        log(f"advertising as {addr(device.public_address)} (public), io {args.io}, keys in {args.keystore}")
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
