@@ -3,6 +3,7 @@
 # tools/vm/bumble-venv.sh makes) over the HCI user channel of a controller the kernel leaves alone, serving a GATT
 # database and pairing through Bumble's SMP. Nothing in mirror's build or a user's path runs it.
 # Usage: bumble_peer.py [--transport hci-socket:1] [--io none|display|keyboard] [--passkey N] [--keystore FILE]
+#        [--control FILE]
 # Logs one line per event on stdout ("bumble-peer: ..."): the handle of each characteristic, then "advertising",
 # then connections, reads, writes, subscriptions, pairing (method, result, keys) and encryption changes.
 import argparse
@@ -92,6 +93,7 @@ def main() -> int:
     parser.add_argument("--passkey", type=int, default=123456)
     parser.add_argument("--keystore", default=os.path.join(os.getcwd(), "bumble-keys.json"))
     parser.add_argument("--name", default="Bumble peer")
+    parser.add_argument("--control", help="a file whose 'IO PASSKEY' replaces --io and --passkey at each pairing")
     args = parser.parse_args()
     if os.environ.get("BUMBLE_PEER_DEBUG"):
         logging.basicConfig(level=logging.DEBUG)
@@ -162,9 +164,17 @@ async def serve(args) -> int:
         await device.power_on()
         device.keystore = JsonKeyStore.from_device(device, filename=args.keystore)
         # Distribute the controller's public address as the identity (Part H §3.6.5), the one mirror connects to.
-        device.pairing_config_factory = lambda connection: PairingConfig(
-            sc=True, mitm=args.io != "none", bonding=True, delegate=Delegate(args.io, args.passkey),
-            identity_address_type=PairingConfig.AddressType.PUBLIC)
+        def pairing_config(connection):
+            # --control FILE ("IO PASSKEY", read at each pairing) changes them without a restart (Python's start
+            # costs some 18 s under the VM's TCG).
+            io, passkey = args.io, args.passkey
+            if args.control and os.path.exists(args.control):
+                words = open(args.control, encoding="utf-8").read().split()
+                io, passkey = words[0], int(words[1]) if len(words) > 1 else passkey
+            log(f"pairing as io {io}")
+            return PairingConfig(sc=True, mitm=io != "none", bonding=True, delegate=Delegate(io, passkey),
+                                 identity_address_type=PairingConfig.AddressType.PUBLIC)
+        device.pairing_config_factory = pairing_config
 
         for c in characteristics:
             log(f"characteristic '{c.descriptors[0].value.decode()}' {c.uuid} value handle 0x{c.handle:04X}")
