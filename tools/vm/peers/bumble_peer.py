@@ -4,8 +4,9 @@
 # database and pairing through Bumble's SMP. Nothing in mirror's build or a user's path runs it.
 # Usage: bumble_peer.py [--transport hci-socket:1] [--io none|display|keyboard] [--passkey N] [--keystore FILE]
 #        [--control FILE]
-# Logs one line per event on stdout ("bumble-peer: ..."): the handle of each characteristic, then "advertising",
-# then connections, reads, writes, subscriptions, pairing (method, result, keys) and encryption changes.
+# Logs one line per event on stdout ("bumble-peer: ..."): the value handle of each characteristic, then "advertising",
+# then connections, writes, subscriptions, refusals of the authenticated value, pairing (the delegate's questions,
+# result, keys) and encryption changes.
 import argparse
 import asyncio
 import logging
@@ -87,7 +88,7 @@ class Delegate(PairingDelegate):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description="Bumble as a GATT and SMP test peer over the HCI user channel")
     parser.add_argument("--transport", default="hci-socket:1")
     parser.add_argument("--io", choices=["none", "display", "keyboard"], default="none")
     parser.add_argument("--passkey", type=int, default=123456)

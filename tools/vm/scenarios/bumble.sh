@@ -1,5 +1,5 @@
 # vm-about: Google Bumble (its own host stack over the HCI user channel on hci1, tools/vm/peers/bumble_peer.py) as a peer nobody here wrote, no bluetoothd: mirror gatt, read (short, and long by Read Blob), write, listen, a notification after a write, the GATT cache on Bumble's Database Hash; mirror pair Just Works, an encrypted read on the bond in new processes (the kernel's keys, then the store's), the authenticated value refused after Just Works; Passkey Entry with Bumble displaying a fixed passkey, a wrong passkey refused; SMP in the capture
-# vm-timeout: 300
+# vm-timeout: 400
 vm_need mirror
 [ -n "${VM_BUMBLE:-}" ] && [ -x "$VM_BUMBLE" ] \
   || vm_fail "no Bumble venv (VM_BUMBLE='${VM_BUMBLE:-}'): tools/vm/bumble-venv.sh could not make it (see run.sh's vm-prepare lines)"
