@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Reads ATT out of a btmon capture (btsnoop, Linux monitor datalink 2001), for the VM scenarios.
 
-Usage: btsnoop_att.py FILE [--adapter N] [--answered] [--list]
+Usage: btsnoop_att.py FILE [--adapter N] [--answered] [--list] [--smp]
   --adapter N  the controller index (default 0: hci0, our side)
+  --smp        prints every SMP PDU (CID 6; Pairing Failed with its reason) and Encryption Change event of the
+               adapter, every connection: time, direction, name
   --list       prints every ATT PDU of the adapter's last connection: time, direction, opcode
   --answered   checks that every request and indication the peer sent on the adapter's last connection
                got its response (or an Error Response naming it, or a confirmation) from our side;
@@ -38,6 +40,26 @@ def records(path):
         off += 24
         yield (ts - 0x00DCDDB30F2F8000) / 1e6, flags >> 16, flags & 0xFFFF, data[off:off + incl]
         off += incl
+
+
+SMP_NAMES = {0x01: "Pairing Request", 0x02: "Pairing Response", 0x03: "Pairing Confirm", 0x04: "Pairing Random",
+             0x05: "Pairing Failed", 0x06: "Encryption Information", 0x07: "Central Identification",
+             0x08: "Identity Information", 0x09: "Identity Address Information", 0x0A: "Signing Information",
+             0x0B: "Security Request", 0x0C: "Pairing Public Key", 0x0D: "Pairing DHKey Check",
+             0x0E: "Pairing Keypress Notification"}
+
+
+def smp_lines(path, adapter):
+    """SMP PDUs (Vol 3 Part H §3.3; one ACL fragment each) and Encryption Change events (Vol 4 Part E §7.7.8)."""
+    for t, index, opcode, pkt in records(path):
+        if index != adapter:
+            continue
+        if opcode == 3 and len(pkt) >= 3 and pkt[0] == 0x08:
+            yield f"{t:.6f} Encryption Change status 0x{pkt[2]:02x}"
+        elif opcode in (4, 5) and len(pkt) >= 9 and struct.unpack("<H", pkt[6:8])[0] == 6:
+            code = pkt[8]
+            extra = f" reason 0x{pkt[9]:02x}" if code == 0x05 and len(pkt) > 9 else ""
+            yield f"{t:.6f} {'tx' if opcode == 4 else 'rx'} SMP {SMP_NAMES.get(code, hex(code))}{extra}"
 
 
 def att_pdus(path, adapter):
@@ -77,6 +99,10 @@ def main():
     args = sys.argv[1:]
     path = args[0]
     adapter = int(args[args.index("--adapter") + 1]) if "--adapter" in args else 0
+    if "--smp" in args:
+        for line in smp_lines(path, adapter):
+            print(line)
+        return 0
     pdus = att_pdus(path, adapter)
     if "--list" in args:
         for t, d, h, p in pdus:

@@ -3,7 +3,8 @@
 # fetches Debian's kernel package (Bluetooth as modules) and builds a busybox initramfs with the
 # Bluetooth, AF_ALG, virtio and 9p modules. Both are cached under the cache directory, once per kernel
 # version (and per init.sh / module list for the initramfs).
-# Usage: tools/vm/prepare.sh CACHE_DIR   Prints two lines: "kernel PATH" (vmlinux, or vmlinuz) and "initrd PATH".
+# Usage: tools/vm/prepare.sh CACHE_DIR   Prints three lines: "kernel PATH" (vmlinux, or vmlinuz), "initrd PATH" and
+# "bumble PATH" (the python3 of Bumble's venv, tools/vm/bumble-venv.sh; empty when it could not be made).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${1:?usage: prepare.sh CACHE_DIR}
@@ -138,5 +139,9 @@ if [ ! -f "$initrd" ]; then
   cp "$tmp/modules/order" "$kdir/modules-$key.order"
   rm -rf "$tmp"; trap - EXIT
 fi
+# 5. Google Bumble for the bumble scenario's peer (a test peer only): a venv in the cache, once per pinned set. Without
+#    it (PyPI out of reach) the rig still runs, and the bumble scenario fails saying why.
+bumble=$(timeout 900 "$here/bumble-venv.sh" "$cache") || { say "no Bumble venv: tools/vm/bumble-venv.sh failed"; bumble=""; }
 echo "kernel $kernel"
 echo "initrd $initrd"
+echo "bumble $bumble"

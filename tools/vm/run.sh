@@ -11,7 +11,7 @@
 # tools/vm/cache/runs/console-FIRST.log (kernel and init). Environment: VM_CACHE (cache directory),
 # VM_TIMEOUT_SCALE (multiplies every scenario's time limit, default 1), VM_ISOLATE=1 (one boot per scenario),
 # VM_QEMU_EXTRA (more qemu options), VM_BTVIRT (the btvirt vm_controllers_dual starts), VM_BTVIRT_SETPHY (the one link-phy starts; default:
-# tools/vm/btvirt-setphy.sh builds it into the cache).
+# tools/vm/btvirt-setphy.sh builds it into the cache). The guest also gets VM_BUMBLE (the python3 of prepare.sh's Bumble venv).
 # The time printed per scenario is measured in the guest (the boot is printed once, on stderr).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,6 +56,7 @@ if [ $status -ne 0 ]; then
 fi
 kernel=$(awk '$1=="kernel"{print $2}' <<<"$boot")
 initrd=$(awk '$1=="initrd"{print $2}' <<<"$boot")
+VM_BUMBLE=$(awk '$1=="bumble"{print $2}' <<<"$boot")
 echo "vm: prepared in $(elapsed "$t0" "$(now)") s ($(basename "$(dirname "$kernel")"))" >&2
 # The btvirt with LE Set PHY (BlueZ 5.66 + upstream's commit), for the scenarios that ask for a PHY (link-phy):
 # built once into the cache; when it cannot be built, VM_BTVIRT_SETPHY stays empty and those scenarios fail.
@@ -83,6 +84,7 @@ boot() {
     printf 'VM_TIMEOUT_SCALE=%q\n' "$scale"
     printf 'VM_BTVIRT=%q\n' "${VM_BTVIRT:-}"
     printf 'VM_BTVIRT_SETPHY=%q\n' "${VM_BTVIRT_SETPHY:-}"
+    printf 'VM_BUMBLE=%q\n' "${VM_BUMBLE:-}"
     printf 'SCENARIOS=%q\n' "${names[*]}"
     for n in "${names[@]}"; do printf 'LIMIT_%s=%q\n' "${n//[^A-Za-z0-9_]/_}" "${limits[$n]}"; done
   } > "$runs/env"
