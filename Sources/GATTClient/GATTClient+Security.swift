@@ -48,13 +48,15 @@ extension GATTClient {
             let target: GATTSecurityLevel
             switch a.code {
             case .insufficientEncryption, .encryptionKeySizeTooShort:
-                guard current < .medium else { throw error }
-                target = .medium
+                // At the level already: the answer predates the encryption the connect asked for (a peer's SMP can
+                // finish after the kernel passes ATT, Vol 3 Part C §10.2); asking again holds sends until it is done.
+                target = current < .medium ? .medium : current
             case .insufficientAuthentication:
                 if current < .medium { target = .medium } else if current < .high { target = .high } else { throw error }
             default:
                 throw error
             }
+            if let limit = configuration.raiseLimit, target > limit { throw error }
             try await setSecurityLevel(target)
             return try await retryWhilePairing(after: target, body)
         }

@@ -28,6 +28,9 @@ public final class GATTClient: Sendable {
         /// On Insufficient Authentication / Encryption / Encryption Key Size, raise the level once and retry
         /// the request once (needs `setSecurityLevel`). Off by default.
         public var retryAfterRaisingSecurity = false
+        /// The highest level a raise may ask for (nil: any). Above it the peer's error goes to the caller: with a bond's
+        /// unauthenticated key and no agent here, a raise to high starts a MITM pairing nobody answers (Vol 3 Part H §2.3.5.1).
+        public var raiseLimit: GATTSecurityLevel? = nil
         /// The longest a write without response waits for a send permit when the caller gives no `timeout`
         /// (every wait has a limit; nil: wait until the socket drains or the bearer closes).
         public var permitTimeout: Duration? = .seconds(30)

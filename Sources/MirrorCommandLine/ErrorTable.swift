@@ -257,6 +257,9 @@ public struct ErrorReport: Sendable {
         }
     }
 
+    /// What 0x05 adds: a Just Works key never makes an authenticated link (Vol 3 Part H §2.3.5.1).
+    public static let authenticatedLinkHint = "; an authenticated link needs a key from Passkey Entry or Numeric Comparison (mirror pair TARGET --io keyboard-display): a Just Works bond is not enough"
+
     init(cliError e: CLIError) {
         switch e {
         case .att(let facts):
@@ -269,6 +272,7 @@ public struct ErrorReport: Sendable {
             } else if facts.rejectedBy == .peer, let code = facts.code, [0x05, 0x0C, 0x0F].contains(code) {
                 // Raised only with an agent or a bond (Session.open): a raise no process answers ends in SMP's 30 s timeout.
                 hint = "the peer wants an encrypted (0x0F, 0x0C) or authenticated (0x05) link: pair with it (mirror pair TARGET), or give --pair to pair on this connection"
+                    + (code == 0x05 ? Self.authenticatedLinkHint : "")
             }
             self.init(status: facts.rejectedBy == .peer ? .peerError : .localRefusal, message: facts.message,
                       hint: hint, fields: facts.jsonFields)

@@ -39,7 +39,11 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
     /// Finished when the first POLLOUT waiter registers.
     let waitedOn = OnceBox<Void>()
 
-    init(completesWhenWaitedOn: Bool = true, neverUsable: Bool = false, pairingFromTheStart: Bool = false) {
+    /// The ATT error the peer answers an unencrypted read with (0x0F Insufficient Encryption by default).
+    let refusal: UInt8
+
+    init(completesWhenWaitedOn: Bool = true, neverUsable: Bool = false, pairingFromTheStart: Bool = false, refusal: UInt8 = 0x0F) {
+        self.refusal = refusal
         self.completesWhenWaitedOn = completesWhenWaitedOn
         self.neverUsable = neverUsable
         state.withLock { $0.pairing = pairingFromTheStart }
@@ -69,7 +73,7 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
             }
             s.received.append(bytes)
             guard bytes == [0x0A, 0x03, 0x00] else { return ([0x01, bytes[0], 0, 0, 0x06], s.sink, false) }
-            return (s.encrypted ? [0x0B, 0x01] : [0x01, 0x0A, 0x03, 0x00, 0x0F], s.sink, false)
+            return (s.encrypted ? [0x0B, 0x01] : [0x01, 0x0A, 0x03, 0x00, refusal], s.sink, false)
         }
         if outcome.refused {
             throw .socket(SocketError(syscall: "send", errno: .notConnected, context: "sending a \(bytes.count)-byte PDU to \(label)"))
@@ -107,9 +111,12 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
 }
 
 final class PairingRetryTests: XCTestCase {
-    func client(_ transport: PairingTransport, clock: ManualClock = ManualClock(), retry: Bool = true) async throws -> GATTClient {
+    func client(_ transport: PairingTransport, clock: ManualClock = ManualClock(), retry: Bool = true,
+                initial: GATTSecurityLevel = .low, raiseLimit: GATTSecurityLevel? = nil) async throws -> GATTClient {
         var c = GATTClient.Configuration()
         c.clock = clock
+        c.initialSecurityLevel = initial
+        c.raiseLimit = raiseLimit
         c.retryAfterRaisingSecurity = retry
         c.setSecurityLevel = { level in transport.raise(to: level) }
         return try await GATTClient.connect(transport: transport, configuration: c)
@@ -179,5 +186,35 @@ final class PairingRetryTests: XCTestCase {
         XCTAssertEqual(transport.counts.notConnected, 1)
         XCTAssertEqual(transport.counts.writableRequests, 0, "no wait for POLLOUT without a raise")
         XCTAssertEqual(c.securityLevel, .low)
+    }
+
+    /// The connect asked for medium, the kernel passed ATT while the peer's SMP still ran (Bumble in the VM), and
+    /// the peer answered 0x0F: asking for the same level again holds the retry until the link is encrypted.
+    func testInsufficientEncryptionAtTheAskedLevelWaitsForTheEncryptionAndGoesAgain() async throws {
+        let transport = PairingTransport()
+        let c = try await client(transport, initial: .medium)
+        defer { c.close() }
+        let value = try await within(10) { try await c.read(handle: 3) }
+        XCTAssertEqual(value, [1])
+        XCTAssertEqual(c.securityLevel, .medium, "asked again, not raised")
+        XCTAssertEqual(transport.counts.received, 2, "the refused read and the one after the encryption")
+        XCTAssertEqual(transport.counts.writableRequests, 1, "one wait for the encryption (POLLOUT)")
+    }
+
+    /// A bond's unauthenticated key and no agent: a raise to high would start a MITM pairing nobody answers, so the
+    /// peer's 0x05 comes back at once, with nothing sent again.
+    func testARaiseAboveTheLimitIsNotTriedAndThePeersErrorComesBack() async throws {
+        let transport = PairingTransport(refusal: 0x05)
+        let c = try await client(transport, initial: .medium, raiseLimit: .medium)
+        defer { c.close() }
+        do {
+            _ = try await within(10) { try await c.read(handle: 3) }
+            XCTFail("a read got through a link that needs authentication")
+        } catch let error as GATTError {
+            XCTAssertEqual(error.attributeError?.code, .insufficientAuthentication, "\(error)")
+        }
+        XCTAssertEqual(transport.counts.received, 1, "no retry")
+        XCTAssertEqual(transport.counts.writableRequests, 0)
+        XCTAssertEqual(c.securityLevel, .medium)
     }
 }

@@ -33,7 +33,8 @@ final class PairingReportTests: XCTestCase {
         for code: UInt8 in [0x05, 0x0C, 0x0F] {
             let facts = ATTErrorFacts(code: code, name: "x", requestOpcode: 0x0A, requestName: "Read Request", handle: 3, rejectedBy: .peer)
             XCTAssertEqual(ErrorReport(CLIError.att(facts)).hint,
-                           "the peer wants an encrypted (0x0F, 0x0C) or authenticated (0x05) link: pair with it (mirror pair TARGET), or give --pair to pair on this connection")
+                           "the peer wants an encrypted (0x0F, 0x0C) or authenticated (0x05) link: pair with it (mirror pair TARGET), or give --pair to pair on this connection"
+                           + (code == 0x05 ? ErrorReport.authenticatedLinkHint : ""))
             XCTAssertEqual(ErrorReport(CLIError.att(facts)).status, .peerError)
         }
         let other = ATTErrorFacts(code: 0x0A, name: "Attribute Not Found", requestOpcode: 0x0A, requestName: "Read Request", handle: 3, rejectedBy: .peer)

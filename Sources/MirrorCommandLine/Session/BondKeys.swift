@@ -22,12 +22,13 @@ enum BondKeys {
     /// Before a connection to `peer` on `adapter` (nil: the first that is up): when this tool's store holds a bond
     /// with it and bluetoothd does not run (`daemonRuns`: bluetoothd loads its own keys, and a Load Long Term Keys replaces the
     /// adapter's whole list), loads every key the store holds for the adapter into the kernel. Needs the capability
-    /// keeper (a trusted management socket). Returns a note for stderr when keys were loaded.
-    static func loadIfBonded(peer: BluetoothAddress, adapter name: String?, daemonRuns: Bool) throws -> String? {
+    /// keeper (a trusted management socket). Returns a note for stderr when keys were loaded, and whether the bond's
+    /// key is authenticated (else a raise to high would need a new MITM pairing: Vol 3 Part H §2.3.5.1).
+    static func loadIfBonded(peer: BluetoothAddress, adapter name: String?, daemonRuns: Bool) throws -> (note: String, authenticated: Bool)? {
         guard !daemonRuns else { return nil }
         let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
         let store = try BondStore.standard()
-        guard (try? store.load(adapter: adapter.address, peer: peer)) != nil else { return nil }
+        guard let bond = try? store.load(adapter: adapter.address, peer: peer) else { return nil }
         let keys = store.keys(adapter: adapter.address)
         guard !keys.longTermKeys.isEmpty else { return nil }
         guard let ltks = ManagementCommand.loadLongTermKeys(index: adapter.index, keys: keys.longTermKeys),
@@ -37,6 +38,6 @@ enum BondKeys {
         let socket = try ManagementSocket(adapter: adapter.name)
         try socket.run(ltks)
         try socket.run(irks)
-        return "loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))"
+        return ("loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))", bond.authenticated)
     }
 }

@@ -156,7 +156,7 @@ final class Session: Sendable {
         let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
         let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, adapter: g.adapter, daemonRuns: daemonRuns) }
-        if let loaded { inv.console.err("note: \(loaded)") }
+        if let loaded { inv.console.err("note: \(loaded.note)") }
         // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
         // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
         // agent); else nobody answers the kernel's confirmation and SMP's 30 s timeout ends the link, so the error
@@ -230,6 +230,9 @@ final class Session: Sendable {
                 try bearer.setSecurityLevel(bt)
             }
             configuration.retryAfterRaisingSecurity = mayRaiseSecurity
+            // A bond's Just Works key with no agent here: a raise to high would start a MITM pairing that nobody
+            // answers and that the kernel never reports to the socket, so 0x05 is the peer's answer to show.
+            if pairing == nil, !daemonRuns, let loaded, !loaded.authenticated { configuration.raiseLimit = .medium }
             if let security { configuration.initialSecurityLevel = GATTSecurityLevel(rawValue: Int(security.rawValue)) ?? .low }
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
