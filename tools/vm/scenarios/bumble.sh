@@ -1,4 +1,4 @@
-# vm-about: Google Bumble (its own host stack over the HCI user channel on hci1, tools/vm/peers/bumble_peer.py) as a peer nobody here wrote, no bluetoothd: mirror gatt, read (short, and long by Read Blob), write, listen, a notification after a write, the GATT cache on Bumble's Database Hash; mirror pair Just Works, an encrypted read on the bond in new processes (the kernel's keys, then the store's), the authenticated value refused after Just Works; Passkey Entry with Bumble displaying a fixed passkey, a wrong passkey refused; SMP in the capture
+# vm-about: Google Bumble (its own host stack over the HCI user channel on hci1, tools/vm/peers/bumble_peer.py) as a peer nobody here wrote, no bluetoothd: mirror gatt, read (short, and long by Read Blob), write, listen, a notification after a write, the GATT cache on Bumble's Database Hash; mirror pair Just Works, an encrypted read on the bond in new processes (the kernel's keys, then the store's), the authenticated value refused after Just Works (at once, also at --security medium); read --pair with no bond; Passkey Entry with Bumble displaying a fixed passkey, a wrong passkey refused; SMP in the capture
 # vm-timeout: 400
 vm_need mirror
 [ -n "${VM_BUMBLE:-}" ] && [ -x "$VM_BUMBLE" ] \
@@ -101,16 +101,25 @@ vm_grep "$OUT/read-from-store.log" "secret: encrypted link" "and the encrypted r
 vm_log "ok: two reads in new processes encrypted on the bond; Bumble saw no second pairing"
 # Just Works is unauthenticated: the value that needs an authenticated link is refused (0x05) once the link is
 # encrypted on the bond (0x0F on the plain link first: mirror raises to medium with the stored key and retries once).
-# (With --security medium the 0x05 makes mirror raise to high with no agent: a MITM pairing Bumble refuses, and mirror
-# waits 30 s for the link instead of naming the refusal: left out here, see tools/vm/README.md's bumble section.)
 vm_no_le_link
 vm_run read-auth-jw 60 "$BIN/mirror" read $peer "$h_auth" --adapter hci0
 [ "$VM_RC" = 3 ] || vm_fail "the authenticated value after Just Works exited $VM_RC (expected 3)"
 vm_grep "$OUT/read-auth-jw.log" "ATT error 0x05 Insufficient Authentication from the peer" "after Just Works Bumble refuses the authenticated value (0x05)"
 vm_grep "$OUT/bumble.log" "authenticated value refused: the link's key is unauthenticated" "on the encrypted link"
-# (read --pair with no bond is left out: the kernel reports the connect made with BT_SECURITY medium while SMP
-# still runs, mirror's first request reaches Bumble before the Encryption Change and gets 0x0F, and mirror does not
-# retry once the link is encrypted. tools/vm/README.md's bumble section has the capture.)
+# With --security medium on the Just Works bond and no agent, mirror does not raise to high (a MITM pairing nobody
+# here answers, which the kernel never reports to the socket: it used to wait 30 s): the 0x05 comes at once, with
+# what pairing gives an authenticated key.
+vm_no_le_link
+vm_run read-auth-jw-medium 25 "$BIN/mirror" read $peer "$h_auth" --adapter hci0 --security medium
+[ "$VM_RC" = 3 ] || vm_fail "the authenticated value at --security medium on a Just Works bond exited $VM_RC (expected 3 at once)"
+vm_grep "$OUT/read-auth-jw-medium.log" "ATT error 0x05 Insufficient Authentication from the peer" "0x05 named, not a 30 s wait"
+vm_grep "$OUT/read-auth-jw-medium.log" "a Just Works bond is not enough" "and the hint says which pairing gives an authenticated key"
+# read --pair with no bond: the kernel reports the connect made with BT_SECURITY medium while Bumble's SMP still
+# runs, so the first read can meet 0x0F before the Encryption Change; mirror asks for medium again, which holds the
+# retry until the link is encrypted, and reads.
+forget forget-0
+vm_ok read-pair 90 "$BIN/mirror" read $peer "$h_enc" --adapter hci0 --pair
+vm_grep "$OUT/read-pair.log" "secret: encrypted link" "read --pair pairs with Bumble and reads the encrypted value"
 
 # 3. Passkey Entry: Bumble DisplayOnly showing a fixed passkey, mirror KeyboardOnly typing it (Part H Table 2.8).
 forget forget-1
