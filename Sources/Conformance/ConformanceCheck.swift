@@ -1,0 +1,469 @@
+// The check's program: Exchange MTU, discovery (Read By Group Type, Find Information, Read By Type), every attribute
+// read, Read Blob inside and past the end of each value, the requests a server must refuse, then the GATT rules
+// over what was discovered. Each step judges its rules from the logged PDUs (ATTProbe).
+import ATTStack
+import GATTVocabulary
+import LinkCore
+
+/// How to run a check.
+public struct ConformanceOptions: Sendable {
+    /// The target as the user named it.
+    public var target: String
+    /// The Client Rx MTU offered in Exchange MTU.
+    public var clientRxMTU: Int
+    /// The ATT transaction timeout (Vol 3 Part F §3.3.3): 30 s, or --timeout.
+    public var limit: Duration
+    /// The ATT_MTU already agreed when the connection's MTU was exchanged before the check (the shell's); nil: the
+    /// check exchanges it itself.
+    public var agreedMTU: Int?
+    /// The rules reported (--only / --skip applied).
+    public var rules: [ConformanceRule]
+
+    public init(target: String, clientRxMTU: Int = ATTMTU.maximum, limit: Duration = .seconds(30), agreedMTU: Int? = nil,
+                rules: [ConformanceRule] = ConformanceRule.catalogue) {
+        self.target = target
+        self.clientRxMTU = clientRxMTU
+        self.limit = limit
+        self.agreedMTU = agreedMTU
+        self.rules = rules
+    }
+}
+
+/// An unassigned opcode without the Command Flag: a request no server supports (Vol 3 Part F §3.4.8 assigns none).
+let unassignedRequestOpcode: UInt8 = 0x3E
+/// An unassigned opcode with the Command Flag (bit 6) set: a command no server supports (§3.3.1).
+let unassignedCommandOpcode: UInt8 = 0x7E
+
+/// A characteristic as its declaration says (Vol 3 Part G §3.3.1), with the log indices of the exchange that found it.
+struct FoundCharacteristic {
+    var declaration: UInt16
+    var properties: GATTCharacteristicProperties
+    var valueHandle: UInt16
+    var uuid: BluetoothUUID
+    var evidence: [Int]
+}
+
+struct FoundService {
+    var handle: UInt16
+    var end: UInt16
+    var uuid: BluetoothUUID
+    var characteristics: [FoundCharacteristic] = []
+    var evidence: [Int]
+}
+
+/// How an Error Response's handle must echo the request's (Vol 3 Part F §3.4.1.1).
+enum EchoExpectation {
+    case exact(UInt16)
+    /// A range request: the Starting Handle when nothing was found or the range is invalid, else a handle in it.
+    case range(ATTHandleRange)
+}
+
+/// Runs the check over `probe` (already receiving the bearer's PDUs).
+public func runConformanceCheck(_ probe: ATTProbe, _ options: ConformanceOptions) async -> ConformanceReport {
+    let check = ConformanceRun(probe: probe, options: options)
+    return await check.run()
+}
+
+/// One run: what was found so far and the findings. Used by one task only.
+final class ConformanceRun {
+    let probe: ATTProbe
+    let options: ConformanceOptions
+    var findings: [ConformanceFinding] = []
+    var notRun: [ConformanceSkip] = []
+    /// Rules whose probes ran to their end.
+    var judged: Set<String> = []
+    var mtu = ATTMTU.minimumLE
+    var requests = 0
+    var quietPeriod: Duration = .milliseconds(100)
+    /// Request opcodes already followed by a quiet period (each kind once is watched for a duplicate answer).
+    var watched: Set<UInt8> = []
+    var services: [FoundService] = []
+    /// Every attribute Find Information gave, with the exchange that gave it.
+    var attributes: [(handle: UInt16, type: BluetoothUUID, evidence: Int)] = []
+    var values: [UInt16: [UInt8]] = [:]
+    /// The exchanges that read each attribute.
+    var reads: [UInt16: [Int]] = [:]
+
+    init(probe: ATTProbe, options: ConformanceOptions) {
+        self.probe = probe
+        self.options = options
+    }
+
+    func find(_ rule: ConformanceRule, _ observed: String, _ evidence: [Int]) {
+        let log = probe.log
+        let records = Array(Set(evidence)).sorted().filter { $0 < log.count }.map { log[$0] }
+        findings.append(ConformanceFinding(rule: rule, observed: observed, evidence: records))
+    }
+
+    func run() async -> ConformanceReport {
+        let started = probe.clock.now()
+        // These judge every exchange as it happens.
+        judged.formUnion([ConformanceRule.noUnsolicitedResponse.id, ConformanceRule.errorEcho.id, ConformanceRule.responseWithinTimeout.id])
+        var stopped: String?
+        var lost = false
+        do {
+            try await exchangeMTU()
+            try await discover()
+            try await readAll()
+            try await readBlobs()
+            try await invalidHandles()
+            try await unsupportedCommand()
+            judgeGATT()
+            try await unsupportedRequest()
+        } catch {
+            switch error {
+            case .timedOut(let request, let limit):
+                let r = probe.record(request)
+                if r.bytes.first == unassignedRequestOpcode {
+                    find(.requestNotSupported, "no answer to the unassigned request opcode \(ATTHex.byte(unassignedRequestOpcode)) in \(limit.spoken)", [request])
+                    judged.insert(ConformanceRule.requestNotSupported.id)
+                } else {
+                    find(.responseWithinTimeout, "no answer to \(r.decoded) in \(limit.spoken)", [request])
+                }
+                stopped = "a request got no answer in \(limit.spoken), and after a transaction timeout nothing more may be sent on the bearer (Vol 3 Part F §3.3.3)"
+            case .closed(let reason):
+                stopped = "the connection ended: \(reason)"
+                lost = true
+            case .sendFailed(let reason):
+                stopped = "a send failed: \(reason)"
+                lost = true
+            }
+        }
+        let selected = Set(options.rules.map(\.id))
+        if let stopped {
+            for rule in ConformanceRule.catalogue where !judged.contains(rule.id) && !notRun.contains(where: { $0.rule == rule }) {
+                notRun.append(ConformanceSkip(rule: rule, reason: "the check stopped before it: \(stopped)"))
+            }
+        }
+        var report = ConformanceReport(
+            target: options.target, mtu: mtu, checked: options.rules,
+            findings: findings.filter { selected.contains($0.rule.id) },
+            notRun: notRun.filter { selected.contains($0.rule.id) },
+            requests: requests, attributes: attributes.count,
+            seconds: probe.clock.now().duration(since: started).seconds, stopped: stopped)
+        report.lostConnection = lost
+        return report
+    }
+
+    // MARK: exchanges
+
+    /// Sends a request and judges what came with its answer (strays, the Error Response's echo); the first request
+    /// of each kind is followed by a quiet period, in which any response is unsolicited (a duplicate answer).
+    func ask(_ bytes: [UInt8], echo: EchoExpectation) async throws(ProbeEnd) -> ProbeExchange {
+        requests += 1
+        let exchange = try await probe.request(bytes, limit: options.limit)
+        judgeStrays(exchange.strays, after: [exchange.request])
+        if case .errorResponse(let opcode, let handle, let code)? = exchange.pdu {
+            judgeEcho(bytes[0], echo, opcode: opcode, handle: handle, code: code, exchange)
+        }
+        if watched.insert(bytes[0]).inserted {
+            judgeStrays(try await probe.quiet(quietPeriod), after: [exchange.request, exchange.answer])
+        }
+        return exchange
+    }
+
+    func ask(_ pdu: ATTPDU, echo: EchoExpectation) async throws(ProbeEnd) -> ProbeExchange {
+        try await ask(pdu.bytes, echo: echo)
+    }
+
+    /// Responses no request was waiting for: a second Exchange MTU Response, an answer to the unsupported command,
+    /// or any other unsolicited or duplicate response.
+    func judgeStrays(_ strays: [Int], after context: [Int]) {
+        for i in strays {
+            let r = probe.record(i)
+            let what = r.decoded
+            if r.bytes.first == ATTOpcode.exchangeMTUResponse.rawValue {
+                find(.mtuAnsweredOnce, "a second Exchange MTU Response: \(what)", context + [i])
+            } else if r.bytes.count >= 2, r.bytes[0] == ATTOpcode.errorResponse.rawValue, r.bytes[1] == unassignedCommandOpcode {
+                find(.commandIgnored, "the command \(ATTHex.byte(unassignedCommandOpcode)) was answered: \(what)", context + [i])
+            } else {
+                let duplicate = context.count > 1 && probe.record(context[1]).bytes == r.bytes
+                find(.noUnsolicitedResponse, (duplicate ? "a duplicate of the last answer" : "a response with no request outstanding") + ": \(what)", context + [i])
+            }
+        }
+    }
+
+    func judgeEcho(_ requestOpcode: UInt8, _ echo: EchoExpectation, opcode: ATTOpcode, handle: UInt16, code: ATTErrorCode,
+                   _ exchange: ProbeExchange) {
+        let evidence = [exchange.request, exchange.answer]
+        if opcode.rawValue != requestOpcode {
+            find(.errorEcho, "the Error Response names request opcode \(opcode), not \(ATTOpcode(requestOpcode))", evidence)
+            return
+        }
+        switch echo {
+        case .exact(let expected) where handle != expected:
+            find(.errorEcho, "the Error Response names handle \(ATTHex.handle(handle)), not \(ATTHex.handle(expected))", evidence)
+        case .range(let range):
+            let atStart = code == .attributeNotFound || code == .invalidHandle
+            if atStart ? handle != range.start : !range.contains(handle) {
+                find(.errorEcho, "the Error Response (\(code)) names handle \(ATTHex.handle(handle)), not "
+                     + (atStart ? "the Starting Handle \(ATTHex.handle(range.start))" : "a handle in \(range)"), evidence)
+            }
+        default: break
+        }
+    }
+
+    // MARK: the program
+
+    func exchangeMTU() async throws(ProbeEnd) {
+        if let agreed = options.agreedMTU {
+            mtu = agreed
+            let why = "this connection exchanged its MTU when it opened, and Exchange MTU is sent once per connection (Vol 3 Part F §3.4.2.1): `mirror check TARGET` checks it on a connection of its own"
+            notRun += [ConformanceSkip(rule: .mtuExchange, reason: why), ConformanceSkip(rule: .mtuAnsweredOnce, reason: why)]
+            return
+        }
+        let clientRx = UInt16(clamping: options.clientRxMTU)
+        let request = ATTPDU.exchangeMTURequest(clientRxMTU: clientRx)
+        requests += 1
+        let exchange = try await probe.request(request.bytes, limit: options.limit)
+        judgeStrays(exchange.strays, after: [exchange.request])
+        // The quiet period after it is a few round trips of this link (a radio link's answers take connection events).
+        let rtt = probe.record(exchange.answer).time - probe.record(exchange.request).time
+        quietPeriod = min(max(.milliseconds(100), rtt * 4), options.limit)
+        switch exchange.pdu {
+        case .exchangeMTUResponse(let serverRx)?:
+            if Int(serverRx) < ATTMTU.minimumLE {
+                find(.mtuExchange, "Server Rx MTU \(serverRx), below the minimum \(ATTMTU.minimumLE)", [exchange.request, exchange.answer])
+            }
+            mtu = ATTMTU.negotiated(clientRxMTU: Int(clientRx), serverRxMTU: Int(serverRx))
+        case .errorResponse(let opcode, let handle, let code)?:
+            // Request Not Supported: the MTU stays 23 (a server may not support the exchange).
+            judgeEcho(request.opcode.rawValue, .exact(0), opcode: opcode, handle: handle, code: code, exchange)
+        default:
+            find(.mtuExchange, "Exchange MTU was answered with \(probe.record(exchange.answer).decoded)", [exchange.request, exchange.answer])
+        }
+        watched.insert(request.opcode.rawValue)
+        judgeStrays(try await probe.quiet(quietPeriod), after: [exchange.request, exchange.answer])
+        judged.formUnion([ConformanceRule.mtuExchange.id, ConformanceRule.mtuAnsweredOnce.id])
+    }
+
+    /// Primary services by Read By Group Type (Part G §4.4.1), every attribute by Find Information (§4.7.1), the
+    /// characteristics of each service by Read By Type (§4.6.1).
+    func discover() async throws(ProbeEnd) {
+        var start: UInt16 = 0x0001
+        while true {
+            let range = ATTHandleRange(start: start, end: 0xFFFF)
+            let e = try await ask(.readByGroupTypeRequest(range: range, type: .primaryService), echo: .range(range))
+            guard case .readByGroupTypeResponse(let list)? = e.pdu, let last = list.last, last.endGroup >= start else { break }
+            for s in list where s.handle >= start {
+                services.append(FoundService(handle: s.handle, end: s.endGroup, uuid: BluetoothUUID(littleEndian: s.value) ?? .bit16(0),
+                                             evidence: [e.request, e.answer]))
+            }
+            if last.endGroup == 0xFFFF { break }
+            start = last.endGroup + 1
+        }
+        start = 0x0001
+        while true {
+            let range = ATTHandleRange(start: start, end: 0xFFFF)
+            let e = try await ask(.findInformationRequest(range), echo: .range(range))
+            guard case .findInformationResponse(let list)? = e.pdu, let last = list.last, last.handle >= start else { break }
+            for a in list where a.handle >= start { attributes.append((a.handle, a.type, e.answer)) }
+            if last.handle == 0xFFFF { break }
+            start = last.handle + 1
+        }
+        for index in services.indices {
+            start = services[index].handle
+            let end = services[index].end
+            while start <= end {
+                let range = ATTHandleRange(start: start, end: end)
+                let e = try await ask(.readByTypeRequest(range: range, type: .characteristic), echo: .range(range))
+                guard case .readByTypeResponse(let list)? = e.pdu, let last = list.last, last.handle >= start else { break }
+                for d in list where d.value.count >= 5 {
+                    let v = Array(d.value)
+                    services[index].characteristics.append(FoundCharacteristic(
+                        declaration: d.handle, properties: GATTCharacteristicProperties(rawValue: v[0]),
+                        valueHandle: UInt16(v[1]) | UInt16(v[2]) << 8, uuid: BluetoothUUID(littleEndian: v[3...]) ?? .bit16(0),
+                        evidence: [e.request, e.answer]))
+                }
+                if last.handle == end { break }
+                start = last.handle + 1
+            }
+        }
+    }
+
+    /// Reads every attribute (a long one by Read Blob after a full Read Response, §3.4.4.5); refusals are the
+    /// server's right and leave the value unknown.
+    func readAll() async throws(ProbeEnd) {
+        for a in attributes {
+            var indices: [Int] = []
+            let e = try await ask(.readRequest(handle: a.handle), echo: .exact(a.handle))
+            indices += [e.request, e.answer]
+            guard case .readResponse(let first)? = e.pdu else { reads[a.handle] = indices; continue }
+            var value = Array(first)
+            var part = first.count
+            while part == ATTMTU.readBlobPartBudget(mtu), value.count < ATTMTU.maximumAttributeValue {
+                let offset = UInt16(value.count)
+                let b = try await ask(.readBlobRequest(handle: a.handle, offset: offset), echo: .exact(a.handle))
+                indices += [b.request, b.answer]
+                guard case .readBlobResponse(let next)? = b.pdu else { break }
+                value += next
+                part = next.count
+            }
+            values[a.handle] = value
+            reads[a.handle] = indices
+        }
+    }
+
+    /// Read Blob at offset 1 (inside) and at length + 1 (past the end) of every value read.
+    func readBlobs() async throws(ProbeEnd) {
+        for a in attributes {
+            guard let value = values[a.handle] else { continue }
+            if value.count >= 2 {
+                let e = try await ask(.readBlobRequest(handle: a.handle, offset: 1), echo: .exact(a.handle))
+                let expected = Array(value[1...].prefix(ATTMTU.readBlobPartBudget(mtu)))
+                switch e.pdu {
+                case .readBlobResponse(let part)? where Array(part) == expected: break
+                case .errorResponse(_, _, let code)? where code == .attributeNotLong:
+                    break   // a fixed-length value within one Read Response may be refused so (§3.4.4.5)
+                case .errorResponse?: break   // a refusal is not a wrong part
+                default:
+                    // A value that changed between the reads is not the server's fault: read it again to tell.
+                    let again = try await ask(.readRequest(handle: a.handle), echo: .exact(a.handle))
+                    guard case .readResponse(let now)? = again.pdu, Array(now) == Array(value.prefix(now.count)) else { break }
+                    find(.readBlobOffset, "handle \(ATTHex.handle(a.handle)): Read Blob at offset 1 of a \(value.count)-octet value did not return the value from octet 1",
+                         (reads[a.handle] ?? []) + [e.request, e.answer])
+                }
+            }
+            guard value.count < 0xFFFF else { continue }
+            let offset = UInt16(value.count + 1)
+            let e = try await ask(.readBlobRequest(handle: a.handle, offset: offset), echo: .exact(a.handle))
+            switch e.pdu {
+            case .errorResponse(_, _, let code)? where code == .invalidOffset || code == .attributeNotLong: break
+            default:
+                find(.readBlobPastEnd, "handle \(ATTHex.handle(a.handle)): Read Blob at offset \(offset) of a \(value.count)-octet value was answered with \(probe.record(e.answer).decoded), not Invalid Offset",
+                     (reads[a.handle] ?? []) + [e.request, e.answer])
+            }
+        }
+        judged.formUnion([ConformanceRule.readBlobOffset.id, ConformanceRule.readBlobPastEnd.id])
+    }
+
+    /// Read Request to 0x0000 and to the handle after the last attribute: Invalid Handle (§3.4.4.3).
+    func invalidHandles() async throws(ProbeEnd) {
+        for (rule, handle) in [(ConformanceRule.invalidHandleZero, UInt16(0))] + (attributes.last.map { $0.handle < 0xFFFF ? [(ConformanceRule.invalidHandlePastEnd, $0.handle + 1)] : [] } ?? []) {
+            let e = try await ask(ATTPDU.readRequest(handle: handle).bytes, echo: .exact(handle))
+            switch e.pdu {
+            case .errorResponse(_, _, let code)? where code == .invalidHandle: break
+            case .errorResponse(_, _, let code)?:
+                find(rule, "Read Request to \(ATTHex.handle(handle)) was refused with \(code), not \(ATTErrorCode.invalidHandle)", [e.request, e.answer])
+            default:
+                find(rule, "Read Request to \(ATTHex.handle(handle)) was answered with \(probe.record(e.answer).decoded), not an Error Response", [e.request, e.answer])
+            }
+            judged.insert(rule.id)
+        }
+        if attributes.isEmpty {
+            notRun.append(ConformanceSkip(rule: .invalidHandlePastEnd, reason: "Find Information found no attribute"))
+        } else if attributes.last!.handle == 0xFFFF {
+            notRun.append(ConformanceSkip(rule: .invalidHandlePastEnd, reason: "the last attribute has handle 0xFFFF"))
+        }
+    }
+
+    /// An unassigned opcode with the Command Flag: nothing may answer it in the quiet period after it (§3.3.1).
+    func unsupportedCommand() async throws(ProbeEnd) {
+        let index = try await probe.send([unassignedCommandOpcode])
+        judgeStrays(try await probe.quiet(quietPeriod), after: [index])
+        judged.insert(ConformanceRule.commandIgnored.id)
+    }
+
+    /// An unassigned request opcode: Request Not Supported, handle 0x0000 (§3.4.1.1). Last: a server that does not
+    /// answer ends the bearer's use (§3.3.3).
+    func unsupportedRequest() async throws(ProbeEnd) {
+        let e = try await ask([unassignedRequestOpcode], echo: .exact(0))
+        switch e.pdu {
+        case .errorResponse(_, _, let code)? where code == .requestNotSupported: break
+        default:
+            find(.requestNotSupported, "the unassigned request opcode \(ATTHex.byte(unassignedRequestOpcode)) was answered with \(probe.record(e.answer).decoded), not Request Not Supported",
+                 [e.request, e.answer])
+        }
+        judged.insert(ConformanceRule.requestNotSupported.id)
+    }
+
+    // MARK: GATT rules over what was discovered
+
+    /// The descriptors of `c`: the attributes after its value up to the next declaration or its service's end.
+    func descriptors(of c: FoundCharacteristic, in s: FoundService) -> [(handle: UInt16, type: BluetoothUUID, evidence: Int)] {
+        let next = s.characteristics.map(\.declaration).filter { $0 > c.declaration }.min() ?? (s.end == 0xFFFF ? 0xFFFF : s.end + 1)
+        return attributes.filter { $0.handle > c.valueHandle && ($0.handle < next || (next == 0xFFFF && $0.handle == 0xFFFF)) }
+    }
+
+    func judgeGATT() {
+        // A CCCD on every characteristic that notifies or indicates (Part G §3.3.1.1).
+        for s in services {
+            for c in s.characteristics where c.properties.contains(.notify) || c.properties.contains(.indicate) {
+                let found = descriptors(of: c, in: s)
+                if !found.contains(where: { $0.type == .clientCharacteristicConfiguration }) {
+                    find(.cccdPresent, "characteristic \(c.uuid) at \(ATTHex.handle(c.declaration)) (\(c.properties)) has no descriptor 0x2902"
+                         + (found.isEmpty ? " (it has no descriptor)" : "; its descriptors: " + found.map { "\($0.type) at \(ATTHex.handle($0.handle))" }.joined(separator: ", ")),
+                         c.evidence + found.map(\.evidence))
+                }
+            }
+        }
+        judged.insert(ConformanceRule.cccdPresent.id)
+
+        // GAP's Device Name (Part C §12.1), readable.
+        if let gap = services.first(where: { $0.uuid == .genericAccess }) {
+            if let name = gap.characteristics.first(where: { $0.uuid == .deviceName }) {
+                if !name.properties.contains(.read) {
+                    find(.gapDeviceName, "Device Name at \(ATTHex.handle(name.valueHandle)) lacks the Read property (\(name.properties))", name.evidence)
+                } else if values[name.valueHandle] == nil {
+                    find(.gapDeviceName, "Device Name at \(ATTHex.handle(name.valueHandle)) could not be read", name.evidence + (reads[name.valueHandle] ?? []))
+                }
+            } else {
+                find(.gapDeviceName, "the GAP service at \(ATTHex.handle(gap.handle))-\(ATTHex.handle(gap.end)) has no Device Name characteristic (0x2A00)",
+                     gap.characteristics.flatMap(\.evidence) + gap.evidence)
+            }
+        } else {
+            find(.gapDeviceName, "no GAP service (0x1800) among the primary services", services.flatMap(\.evidence))
+        }
+        judged.insert(ConformanceRule.gapDeviceName.id)
+
+        judgeDatabaseHash()
+    }
+
+    /// The Database Hash recomputed from the attributes found and their values read (Part G §7.3).
+    func judgeDatabaseHash() {
+        let characteristics = services.flatMap(\.characteristics)
+        guard let hash = characteristics.first(where: { $0.uuid == .databaseHash }) else {
+            notRun.append(ConformanceSkip(rule: .databaseHash, reason: "the server has no Database Hash characteristic (0x2B2A)"))
+            return
+        }
+        guard let served = values[hash.valueHandle] else {
+            notRun.append(ConformanceSkip(rule: .databaseHash, reason: "the Database Hash at \(ATTHex.handle(hash.valueHandle)) could not be read"))
+            return
+        }
+        var hashed: [GATTHashAttribute] = []
+        for a in attributes {
+            if GATTDatabaseHash.typesWithValue.contains(a.type) {
+                guard let v = values[a.handle] else {
+                    notRun.append(ConformanceSkip(rule: .databaseHash, reason: "the value of \(a.type) at \(ATTHex.handle(a.handle)), which the hash covers, could not be read"))
+                    return
+                }
+                hashed.append(GATTHashAttribute(handle: a.handle, type: a.type, value: v))
+            } else if GATTDatabaseHash.typesWithoutValue.contains(a.type) {
+                hashed.append(GATTHashAttribute(handle: a.handle, type: a.type, value: []))
+            }
+        }
+        let computed: [UInt8]
+        do { computed = try GATTDatabaseHash.compute(hashed) } catch {
+            notRun.append(ConformanceSkip(rule: .databaseHash, reason: "the hash could not be computed: \(error)"))
+            return
+        }
+        let evidence = reads[hash.valueHandle] ?? []
+        switch GATTDatabaseHash.order(computed: computed, served: served) {
+        case .pts?: break
+        case .bluez?:
+            find(.databaseHash, "the hash is served in bluetoothd's octet order (CMAC's output as it comes, most significant octet first), not least significant octet first as PTS and Zephyr serve it: computed \(ATTHex.string(GATTHashOrder.pts.served(computed)))",
+                 evidence)
+        case nil:
+            find(.databaseHash, "the hash served, \(ATTHex.string(served)), matches neither octet order of the hash computed over the database discovered (\(ATTHex.string(GATTHashOrder.pts.served(computed))) least significant octet first): the database changed without a new hash, or the hash covers other attributes",
+                 evidence)
+        }
+        judged.insert(ConformanceRule.databaseHash.id)
+    }
+}
+
+extension Duration {
+    var seconds: Double {
+        let c = components
+        return Double(c.seconds) + Double(c.attoseconds) / 1e18
+    }
+}
