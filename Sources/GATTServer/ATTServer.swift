@@ -261,16 +261,29 @@ public struct ATTServer: Sendable {
             return .now(.prepareWriteResponse(handle: handle, offset: offset, value: value))
 
         case .executeWriteRequest(let flags):
-            // §3.4.6.3-4: 0x00 cancels; 0x01 writes each handle's parts, whose offsets must follow each other from 0.
+            // §3.4.6.3-4: 0x00 cancels; 0x01 writes each handle's parts in order, each at its offset, which may not be
+            // past the value's end (Invalid Offset): the first over the current value's octets before it, the next
+            // over what the earlier parts made (a long write from 0 is just its parts; the value's tail is the write's).
             let queue = session.prepared
             session.prepared = []
             guard flags == .writeAll else { return .now(.executeWriteResponse) }
             var order: [UInt16] = []
             var values: [UInt16: [UInt8]] = [:]
             for part in queue {
-                if values[part.handle] == nil { order.append(part.handle); values[part.handle] = [] }
-                guard part.offset == values[part.handle]!.count else { return error(.invalidOffset, part.handle) }
-                values[part.handle]! += part.value
+                if values[part.handle] == nil {
+                    order.append(part.handle)
+                    values[part.handle] = []
+                    if part.offset > 0 {
+                        guard let a = database.attribute(part.handle) else { return error(.invalidHandle, part.handle) }
+                        switch readValue(a, .executeWriteRequest, session, read) {
+                        case .error(let code): return error(code, part.handle)
+                        case .value(let current): values[part.handle] = Array(current.prefix(part.offset))
+                        }
+                    }
+                }
+                let before = values[part.handle]!
+                guard part.offset <= before.count else { return error(.invalidOffset, part.handle) }
+                values[part.handle] = Array(before.prefix(part.offset)) + part.value + before.dropFirst(part.offset + part.value.count)
                 guard values[part.handle]!.count <= ATTMTU.maximumAttributeValue else {
                     return error(.invalidAttributeValueLength, part.handle)
                 }

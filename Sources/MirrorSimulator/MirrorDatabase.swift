@@ -28,21 +28,36 @@ extension AttributeDatabase {
     /// `addedCharacteristic`: the database after the fault change-database, with "simAdded" (read) first in the
     /// mirror service. `security` (default: the profile's) is what each named value asks of the link for reads,
     /// writes and subscriptions (Vol 3 Part F §3.2.5); Device Name is "deviceName" there.
+    /// `faults`: the structural conformance faults (`SimConformanceFault`) shape the database: cccd-present declares
+    /// scanState without its CCCD, gap-device-name leaves Device Name out, service-changed declares Service Changed
+    /// without Indicate, supported-features leaves Client Supported Features out; extended-properties-present and
+    /// characteristic-value-handle change cloudToken's declaration.
     public static func mirror(profile: MirrorProfile, deviceName: String, caching: Bool = false, eatt: Bool = false,
                               addedCharacteristic: Bool = false, hashOrder: GATTHashOrder = .pts,
-                              security: [String: GATTSecurityRequirement]? = nil) -> AttributeDatabase {
+                              security: [String: GATTSecurityRequirement]? = nil,
+                              faults: Set<SimConformanceFault> = []) -> AttributeDatabase {
         let security = security ?? profile.security
+        var withoutCCCD: [String] = []
         var database = AttributeDatabase { db in
             func characteristic(_ uuid: BluetoothUUID, _ properties: GATTCharacteristicProperties, value: [UInt8] = [], name: String) {
                 let required = security[name] ?? .noSecurity
+                if name == "scanState", faults.contains(.cccdPresent) {
+                    // The builder adds a CCCD to every notifying characteristic: built without Notify, declared with it below.
+                    withoutCCCD.append(name)
+                    db.characteristic(uuid, properties.subtracting([.notify, .indicate]), value: value, name: name,
+                                      readSecurity: required, writeSecurity: required)
+                    return
+                }
                 db.characteristic(uuid, properties, value: value, name: name, readSecurity: required, writeSecurity: required)
             }
             db.service(.genericAccess)
-            characteristic(.deviceName, [.read], value: Array(deviceName.utf8), name: deviceNameName)
+            if !faults.contains(.gapDeviceName) {
+                characteristic(.deviceName, [.read], value: Array(deviceName.utf8), name: deviceNameName)
+            }
             db.characteristic(.appearance, [.read], value: [0x00, 0x00])
             db.service(.genericAttribute)
-            db.characteristic(.serviceChanged, [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
-            if caching || eatt {
+            db.characteristic(.serviceChanged, faults.contains(.serviceChanged) ? [] : [.indicate], value: [0x01, 0x00, 0xFF, 0xFF])
+            if caching || eatt, !faults.contains(.supportedFeatures) {
                 db.characteristic(.clientSupportedFeatures, [.read, .write], value: [0x00], name: clientSupportedFeaturesName)
             }
             if caching { db.characteristic(.databaseHash, [.read], name: databaseHashName) }
@@ -58,8 +73,27 @@ extension AttributeDatabase {
                 characteristic(uuid, mirrorProperties(of: name), name: name)
             }
         }
+        for name in withoutCCCD {
+            database.setDeclaredProperties(of: name) { $0.union(mirrorProperties(of: name)) }
+        }
+        if faults.contains(.extendedPropertiesPresent) {
+            database.setDeclaredProperties(of: "cloudToken") { $0.union(.extendedProperties) }
+        }
+        if faults.contains(.characteristicValueHandle), let value = database.handle("cloudToken"), let declaration = database.attribute(value - 1) {
+            // The Characteristic Value Handle field (octets 1-2, Part G §3.3.1) one past the value's own handle.
+            database.setValue([declaration.value[0]] + le16(value + 1) + declaration.value.dropFirst(3), at: declaration.handle)
+        }
         if caching { database.storeDatabaseHash(order: hashOrder) }
         return database
+    }
+
+    /// Changes the Characteristic Properties octet (Vol 3 Part G §3.3.1.1) of `name`'s declaration, the handle before
+    /// its value, without adding or removing a descriptor (a conformance fault's inconsistent declaration).
+    mutating func setDeclaredProperties(of name: String, _ change: (GATTCharacteristicProperties) -> GATTCharacteristicProperties) {
+        guard let valueHandle = handle(name), let declaration = attribute(valueHandle - 1), !declaration.value.isEmpty else { return }
+        var value = declaration.value
+        value[0] = change(GATTCharacteristicProperties(rawValue: value[0])).rawValue
+        setValue(value, at: declaration.handle)
     }
 
     /// The characteristic the fault change-database adds.

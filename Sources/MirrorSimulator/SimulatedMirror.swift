@@ -22,7 +22,8 @@ public final class SimulatedMirror: Sendable {
     public var database: AttributeDatabase { host.database }
     private let host: GATTServerHost
     private let timers = DispatchQueue(label: "mirror-sim.timers")
-    private let state: Lock<DeviceState>
+    /// The mirror's state (internal: the conformance faults' extension reads and marks a connection's faults).
+    let state: Lock<DeviceState>
     /// Each connection's number in the log: a leaf lock, so the host's outbound hook can name a connection anywhere.
     private let numbers = Lock<[ObjectIdentifier: Int]>([:])
     private let logSink: @Sendable (String) -> Void
@@ -59,6 +60,8 @@ public final class SimulatedMirror: Sendable {
         var changeAware = true
         /// A Service Changed indication awaits its confirmation.
         var serviceChangedPending = false
+        /// The conformance faults that act once per connection and have acted on this one.
+        var faultsFired: Set<SimConformanceFault> = []
     }
 
     /// A log line or a notification waiting for the host's context (the read and write handlers have none), in order.
@@ -107,8 +110,9 @@ public final class SimulatedMirror: Sendable {
                 connectionClosed: @escaping @Sendable (_ remaining: Int) -> Void = { _ in }) {
         self.options = options
         self.connectionClosed = connectionClosed
-        let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                                eatt: options.eatt, hashOrder: options.hashOrder, security: options.effectiveSecurity)
+        let database = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.effectiveCaching,
+                                                eatt: options.eatt, hashOrder: options.effectiveHashOrder, security: options.effectiveSecurity,
+                                                faults: options.conformanceFaults)
         self.logSink = log
         self.started = ContinuousClock.now
         let connected = options.profile.wifiStatusByte("connected") ?? 2
@@ -122,7 +126,7 @@ public final class SimulatedMirror: Sendable {
         var hooks = GATTServerHost.Hooks()
         hooks.read = { read, c in link.owner?.read(read, c) ?? .stored }
         hooks.write = { write, c in link.owner?.write(write, c) ?? .rejected(.unlikelyError) }
-        hooks.inbound = { bytes, c in link.owner?.inbound(bytes, c); return .serve }
+        hooks.inbound = { bytes, c in link.owner?.inbound(bytes, c) ?? .serve }
         hooks.serve = { pdu, c, ctx in link.owner?.serve(pdu, c, &ctx) ?? .none }
         hooks.outbound = { bytes, c in link.owner?.outbound(bytes, c) }
         hooks.attached = { c, client in link.owner?.attached(c, client: client) }
@@ -234,8 +238,14 @@ public final class SimulatedMirror: Sendable {
         connectionClosed(host.clientCount)
     }
 
-    /// Every PDU from a client, before the host decodes it: the verbose trace, and a malformed PDU's answer logged.
-    private func inbound(_ bytes: [UInt8], _ c: ATTServerConnection) {
+    /// Every PDU from a client, before the host decodes it: the verbose trace, a malformed PDU's answer logged, and
+    /// the conformance faults on PDUs the codec cannot decode (`conformanceInterception`).
+    private func inbound(_ bytes: [UInt8], _ c: ATTServerConnection) -> ATTInterception {
+        defer { logMalformed(bytes, c) }
+        return conformanceInterception(bytes)
+    }
+
+    private func logMalformed(_ bytes: [UInt8], _ c: ATTServerConnection) {
         let id = numbers.withLock { $0[ObjectIdentifier(c)] ?? 0 }
         if options.verbose { log("conn \(id) -> \(ATTHex.string(bytes, separator: " "))") }
         if case .malformed(let error, .now(let answer)) = ATTServer.decode(bytes), case .errorResponse(_, _, let code) = answer {
@@ -256,7 +266,14 @@ public final class SimulatedMirror: Sendable {
     }
 
     private func write(_ w: AttributeWrite, _ c: ATTServerConnection) -> WriteOutcome {
-        state.withLock { s in write(&s, c, w) }
+        state.withLock { s in
+            guard w.opcode == .executeWriteRequest, options.conformanceFaults.contains(.executeWrite) else { return write(&s, c, w) }
+            // The fault execute-write: the executed value is checked as usual, then dropped (a copy of the state takes it).
+            var discarded = s
+            let outcome = write(&discarded, c, w)
+            s.log("conn \(s.number(c)): fault execute-write: the executed value of \(w.attribute.name ?? ATTHex.short(w.attribute.handle)) not applied")
+            return outcome == .store ? .accepted(responseAfterMilliseconds: nil) : outcome
+        }
     }
 
     private func log(_ line: String) {
@@ -380,8 +397,9 @@ public final class SimulatedMirror: Sendable {
         case .reply(let reply): return reply
         case .answer(let f): fault = f
         }
-        // The server's answer, with the mirror's values behind the host's read and write hooks (they take `state`).
-        let reply = ctx.answer(pdu, from: c)
+        // The server's answer, with the mirror's values behind the host's read and write hooks (they take `state`),
+        // as the conformance faults change it.
+        let reply = conformanceAnswer(pdu, c, &ctx)
         return state.withLock { s in
             let id = s.number(c)
             if case .exchangeMTURequest(let clientRx) = pdu {
@@ -418,9 +436,9 @@ public final class SimulatedMirror: Sendable {
     private func changeDatabase(_ s: inout DeviceState, _ ctx: inout GATTServerHost.Context) {
         guard !s.databaseChanged else { return }
         s.databaseChanged = true
-        let changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.caching,
-                                               eatt: options.eatt, addedCharacteristic: true, hashOrder: options.hashOrder,
-                                               security: options.effectiveSecurity)
+        let changed = AttributeDatabase.mirror(profile: options.profile, deviceName: options.deviceName, caching: options.effectiveCaching,
+                                               eatt: options.eatt, addedCharacteristic: true, hashOrder: options.effectiveHashOrder,
+                                               security: options.effectiveSecurity, faults: options.conformanceFaults)
         s.database = changed
         ctx.database = changed
         let start = changed.attributes.first { $0.type == .primaryService && $0.value == options.profile.service.attWireBytes }?.handle ?? 0x0001

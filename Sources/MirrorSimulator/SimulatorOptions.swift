@@ -42,7 +42,7 @@ public struct SimFault: Sendable, Equatable, CustomStringConvertible {
         }
         let parts = body.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         guard parts.count >= 2, !parts[1].isEmpty else {
-            throw SimOptionsError(problem: "fault \"\(text)\": expected KIND:CHARACTERISTIC[:MS] (drop, delay, disconnect, notify-first, change-database)")
+            throw SimOptionsError(problem: "fault \"\(text)\": expected KIND:CHARACTERISTIC[:MS] (drop, delay, disconnect, notify-first, change-database) or a rule id (mirror-sim --list-faults)")
         }
         characteristic = parts[1]
         switch parts[0] {
@@ -137,6 +137,8 @@ public struct SimOptions: Sendable, Equatable {
     public var serverMTU: UInt16 = 517
     public var timings = SimTimings.fast
     public var faults: [SimFault] = []
+    /// The conformance faults (`--fault RULE-ID`): each breaks one rule of `mirror check`'s catalogue.
+    public var conformanceFaults: Set<SimConformanceFault> = []
     /// Log every PDU and state change to stderr.
     public var verbose = false
     /// The GATT service serves Client Supported Features and the Database Hash (Vol 3 Part G §7.2-§7.3), with
@@ -167,6 +169,12 @@ public struct SimOptions: Sendable, Equatable {
     public init() {}
 
     public var effectiveTokenLimit: Int { cloudTokenLimit ?? profile.cloudTokenMaxLength }
+
+    /// Whether the GATT service serves the caching characteristics: `caching`, or a conformance fault that needs them.
+    public var effectiveCaching: Bool { caching || conformanceFaults.contains { $0.impliesCaching } }
+
+    /// The served Database Hash's octet order: bluetoothd's under the fault database-hash, else `hashOrder`.
+    public var effectiveHashOrder: GATTHashOrder { conformanceFaults.contains(.databaseHash) ? .bluez : hashOrder }
 
     /// The security each named value asks for: the profile's, with `secure` over it.
     public var effectiveSecurity: [String: GATTSecurityRequirement] { profile.security.merging(secure) { $1 } }
@@ -300,7 +308,8 @@ public struct SimOptions: Sendable, Equatable {
         case "step-ms":
             guard let n = Int(value), n >= 0 else { throw SimOptionsError(problem: "--step-ms: expected milliseconds, got \(value)") }
             timings.scanStepMilliseconds = n
-        case "fault", "faults": faults.append(try SimFault(parsing: value))
+        case "fault", "faults":
+            if let fault = SimConformanceFault(rawValue: value) { conformanceFaults.insert(fault) } else { faults.append(try SimFault(parsing: value)) }
         case "verbose": verbose = try bool()
         case "caching": caching = try bool()
         case "hash-order":

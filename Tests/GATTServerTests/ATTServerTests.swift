@@ -71,8 +71,21 @@ final class ATTServerTests: XCTestCase {
         XCTAssertEqual(answer(&server, &s, "16 06 00 00 00 01"), "17 06 00 00 00 01")
         XCTAssertEqual(answer(&server, &s, "18 00"), "19")                                        // cancelled
         XCTAssertEqual(server.database.attribute(0x0006)?.value, [0xAA, 0xBB, 3, 4, 5])
+        // A part at an offset inside the value goes over it there (§3.4.6.3): BlueZ's gatt-db writes it the same way.
         XCTAssertEqual(answer(&server, &s, "16 06 00 03 00 01"), "17 06 00 03 00 01")
-        XCTAssertEqual(answer(&server, &s, "18 01"), "01 18 06 00 07")                            // not from 0: Invalid Offset
+        XCTAssertEqual(answer(&server, &s, "16 06 00 04 00 02"), "17 06 00 04 00 02")
+        XCTAssertEqual(answer(&server, &s, "18 01"), "19")
+        XCTAssertEqual(server.database.attribute(0x0006)?.value, [0xAA, 0xBB, 3, 1, 2])
+        // At the value's end it appends; past it (here, or past what the earlier parts made) is Invalid Offset.
+        XCTAssertEqual(answer(&server, &s, "16 06 00 05 00 06"), "17 06 00 05 00 06")
+        XCTAssertEqual(answer(&server, &s, "18 01"), "19")
+        XCTAssertEqual(server.database.attribute(0x0006)?.value, [0xAA, 0xBB, 3, 1, 2, 6])
+        XCTAssertEqual(answer(&server, &s, "16 06 00 07 00 01"), "17 06 00 07 00 01")
+        XCTAssertEqual(answer(&server, &s, "18 01"), "01 18 06 00 07")
+        XCTAssertEqual(answer(&server, &s, "16 06 00 00 00 01"), "17 06 00 00 00 01")
+        XCTAssertEqual(answer(&server, &s, "16 06 00 02 00 02"), "17 06 00 02 00 02")
+        XCTAssertEqual(answer(&server, &s, "18 01"), "01 18 06 00 07")
+        XCTAssertEqual(server.database.attribute(0x0006)?.value, [0xAA, 0xBB, 3, 1, 2, 6], "nothing written")
     }
 
     func testCCCDsAreKeptPerConnectionAndHandlersSeeEveryWrite() {

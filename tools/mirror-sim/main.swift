@@ -29,6 +29,10 @@ let usage = """
       --pace fast|realistic   scan progression in about 0.1 s (default) or about 20 s; --step-ms N per state
       --fault KIND:CHAR[:MS]  once, on the next request to CHAR: drop, delay:CHAR:MS, disconnect, notify-first,
                               change-database (handles move, Service Changed, 0x12)
+      --fault RULE-ID         break one rule of `mirror check` (repeatable), e.g. --fault cccd-present: scanState
+                              without its CCCD; the declaration faults change cloudToken's, the Read Blob faults act
+                              on every Read Blob Request, the Read faults on each connection's first Read Request
+      --list-faults           print every fault: each RULE-ID with what it breaks, then the KIND:CHAR forms
       --caching yes|no        serve Client Supported Features and the Database Hash in the GATT service (robust
                               caching; the mirror service's handles move up by 4; default no)
       --hash-order pts|bluez  the Database Hash's octets least significant first, as PTS-qualified stacks serve
@@ -91,6 +95,7 @@ func parseArguments(_ raw: [String]) -> Arguments {
         let a = args[i]
         switch a {
         case "-h", "--help": print(usage); exit(0)
+        case "--list-faults": print(SimConformanceFault.listing); exit(0)
         case "--listen":
             let v = value(a)
             guard v.hasPrefix("unix:") else { fail("--listen takes unix:PATH (use --adapter hciN for Bluetooth)") }
