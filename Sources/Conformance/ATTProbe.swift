@@ -15,7 +15,9 @@ public struct ProbeRecord: Sendable {
     /// The PDU as the codec decodes it (`ATTPDU.description`), or why it does not decode, with its bytes.
     public var decoded: String {
         do { return try ATTPDU.decode(bytes).description } catch {
-            return "undecodable: \(error) [\(ATTHex.string(bytes, separator: " "))]"
+            // The checker's own malformed probes (handle 0x0000, an unassigned opcode) and a server's broken PDUs.
+            guard let first = bytes.first else { return "empty PDU" }
+            return "\(ATTOpcode(first)) [\(ATTHex.string(bytes, separator: " "))] (malformed: \(error.field): \(error.problem))"
         }
     }
 
@@ -56,6 +58,8 @@ public final class ATTProbe: ATTTransportSink {
         var log: [ProbeRecord] = []
         /// The log index of each received PDU, in order.
         var inbound: [Int] = []
+        /// How many of `inbound` the check has looked at.
+        var examined = 0
         var closed: TransportError?
         var waiter: (token: UInt64, deadline: ClockInstant, continuation: CheckedContinuation<Void, Never>)?
         var nextToken: UInt64 = 0
@@ -164,22 +168,34 @@ public final class ATTProbe: ATTTransportSink {
         answer == ATTOpcode.errorResponse.rawValue || request.responseOpcode?.rawValue == answer
     }
 
-    /// Sends a request and waits up to `limit` for what answers it; responses to other requests that came first are
-    /// the exchange's strays. Throws `.timedOut` when nothing answers in time (Vol 3 Part F §3.3.3).
+    /// The responses received and not yet examined (log indices), now examined: nothing was waiting for them.
+    func drain() -> [Int] {
+        state.withLock { s in
+            defer { s.examined = s.inbound.count }
+            return s.inbound[s.examined...].filter { i in s.log[i].bytes.first.map { ATTOpcode($0).kind == .response } ?? false }
+        }
+    }
+
+    /// Sends a request and waits up to `limit` for what answers it. Responses that came before it (unexamined since
+    /// the last exchange) or that answer another request are the exchange's strays. Throws `.timedOut` when nothing
+    /// answers in time (Vol 3 Part F §3.3.3).
     public func request(_ bytes: [UInt8], limit: Duration) async throws(ProbeEnd) -> ProbeExchange {
-        var seen = inboundCount
+        var strays = drain()
         let index = try await send(bytes)
         let opcode = ATTOpcode(bytes[0])
         let deadline = clock.now().advanced(by: limit)
-        var strays: [Int] = []
         while true {
+            let seen = state.withLock { $0.examined }
             let arrived = await awaitInbound(beyond: seen, until: deadline, limitID: "check.response")
-            let (next, closed) = state.withLock { s in (arrived ? s.inbound[seen] : nil, s.closed) }
+            let (next, closed) = state.withLock { s -> (Int?, TransportError?) in
+                guard arrived else { return (nil, s.closed) }
+                s.examined += 1
+                return (s.inbound[seen], s.closed)
+            }
             guard let next else {
                 if let closed { throw .closed(closed) }
                 throw .timedOut(request: index, limit: limit)
             }
-            seen += 1
             let got = record(next).bytes
             guard let first = got.first else { continue }
             if Self.answers(opcode, first) {
@@ -189,15 +205,12 @@ public final class ATTProbe: ATTTransportSink {
         }
     }
 
-    /// Waits `period` and returns the responses that came in it (none is due: nothing is outstanding).
+    /// Waits `period` and returns the responses that came since the last exchange (none is due: nothing is outstanding).
     public func quiet(_ period: Duration) async throws(ProbeEnd) -> [Int] {
-        let seen = inboundCount
         let deadline = clock.now().advanced(by: period)
-        var count = seen
+        var count = inboundCount
         while await awaitInbound(beyond: count, until: deadline, limitID: "check.quiet") { count = inboundCount }
         if let closed = state.withLock({ $0.closed }) { throw .closed(closed) }
-        return state.withLock { s in
-            s.inbound[seen...].filter { i in s.log[i].bytes.first.map { ATTOpcode($0).kind == .response || !ATTOpcode($0).isDefined } ?? false }
-        }
+        return drain()
     }
 }
