@@ -91,7 +91,8 @@ final class ConformanceRun {
 
     func find(_ rule: ConformanceRule, _ observed: String, _ evidence: [Int]) {
         let log = probe.log
-        let records = Array(Set(evidence)).sorted().filter { $0 < log.count }.map { log[$0] }
+        // In time order: a request's record is logged once its send returned, which may be after its answer's.
+        let records = Array(Set(evidence)).filter { $0 < log.count }.map { log[$0] }.sorted { $0.time < $1.time }
         findings.append(ConformanceFinding(rule: rule, observed: observed, evidence: records))
     }
 

@@ -76,7 +76,8 @@ public struct ConformanceReport: Sendable {
 
     /// The report as text lines; the time of each PDU is seconds since the check began.
     public var textLines: [String] {
-        var lines = ["checked \(target): \(checked.count) rules, \(requests) requests, \(attributes) attributes, ATT_MTU \(mtu), \(format(seconds)) s"]
+        let rules = checked.count == 1 ? "1 rule" : "\(checked.count) rules"
+        var lines = ["checked \(target): \(rules), \(requests) requests, \(attributes) attributes, ATT_MTU \(mtu), \(format(seconds)) s"]
         if let stopped { lines.append("stopped early: \(stopped)") }
         var lastLevel: ConformanceLevel?
         for (rule, found) in grouped {

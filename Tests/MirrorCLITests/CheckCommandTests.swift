@@ -131,3 +131,43 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertTrue(run.stdout.contains("0x0003: 6d 69 72 72 6f 72 2d 73 69 6d  \"mirror-sim\""), run.stdout)
     }
 }
+
+/// The README's "Conformance check" transcripts are what the tool prints: against the simulator, and against one with
+/// the fault the README names; the times (which vary) compared as their shape.
+final class ReadmeCheckTests: XCTestCase {
+    /// A line with each time (`0.835 s`, `+0.632188`) replaced by its shape.
+    func masked(_ line: String) -> String {
+        line.replacingOccurrences(of: #"\d+\.\d{3} s"#, with: "N.NNN s", options: .regularExpression)
+            .replacingOccurrences(of: #"\+\d+\.\d{6}"#, with: "+N.NNNNNN", options: .regularExpression)
+    }
+
+    func testTheConformanceTranscriptsAreWhatTheToolPrints() throws {
+        let readme = try String(contentsOf: ExamplesTests.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let start = readme.range(of: "## Conformance check") else { return XCTFail("the README has no Conformance check section") }
+        let section = readme[start.upperBound...]
+        let body = section.range(of: "\n## ").map { section[..<$0.lowerBound] } ?? section
+        var steps: [(String, [String])] = []
+        var inBlock = false
+        for line in body.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if line.hasPrefix("```") { inBlock.toggle(); continue }
+            guard inBlock else { continue }
+            if line.hasPrefix("$ mirror ") { steps.append((String(line.dropFirst(2)), [])) } else if !steps.isEmpty { steps[steps.count - 1].1.append(line) }
+        }
+        XCTAssertEqual(steps.map(\.0), ["mirror check unix:/tmp/mirror-sim.sock", "mirror check unix:/tmp/sim.sock"])
+        guard let fault = body.range(of: #"--fault [a-z-]+"#, options: .regularExpression).map({ String(body[$0].dropFirst(8)) }) else {
+            return XCTFail("the fault the README names")
+        }
+        // The simulators at the paths the README shows, as the transcript's own lines name them.
+        for (command, expected) in steps {
+            let faulty = command.hasSuffix("unix:/tmp/sim.sock")
+            let sim = try SimulatorProcess(faulty ? ["--fault", fault] : [])
+            defer { sim.stop() }
+            let shown = faulty ? "unix:/tmp/sim.sock" : "unix:/tmp/mirror-sim.sock"
+            let run = try MirrorProcess.run(["check", sim.target])
+            XCTAssertEqual(run.status, faulty ? 9 : 0, run.stderr)
+            let lines = (run.stdout + run.stderr).replacingOccurrences(of: sim.target, with: shown)
+                .split(separator: "\n", omittingEmptySubsequences: false).dropLast().map { masked(String($0)) }
+            XCTAssertEqual(lines, expected.map(masked), command)
+        }
+    }
+}
