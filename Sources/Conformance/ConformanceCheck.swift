@@ -107,6 +107,7 @@ final class ConformanceRun {
             try await discover()
             try await readAll()
             try await readBlobs()
+            try await readByType()
             try await invalidHandles()
             try await unsupportedCommand()
             judgeGATT()
@@ -238,48 +239,126 @@ final class ConformanceRun {
         judged.formUnion([ConformanceRule.mtuExchange.id, ConformanceRule.mtuAnsweredOnce.id])
     }
 
-    /// Primary services by Read By Group Type (Part G §4.4.1), every attribute by Find Information (§4.7.1), the
-    /// characteristics of each service by Read By Type (§4.6.1).
+    /// The handles of one discovery response in ascending order and inside the range asked (Part F §3.4.3.2, §3.4.3.4,
+    /// §3.4.4.2, §3.4.4.10).
+    func judgeOrder(_ handles: [UInt16], _ range: ATTHandleRange, _ e: ProbeExchange) {
+        if let outside = handles.first(where: { !range.contains($0) }) {
+            find(.handlesAscending, "\(probe.record(e.answer).decoded.prefix(40))...: handle \(ATTHex.handle(outside)) is outside the range asked, \(range)", [e.request, e.answer])
+        } else if zip(handles, handles.dropFirst()).contains(where: { $0 >= $1 }) {
+            find(.handlesAscending, "the handles listed are not in ascending order: \(handles.map(ATTHex.handle).joined(separator: ", "))", [e.request, e.answer])
+        }
+    }
+
+    /// Asks `request(range)` from `start` to 0xFFFF (or `end`) until the server says Attribute Not Found, each response
+    /// handed to `take`, which returns the last handle it covers (the next request starts after it). Stops when a
+    /// response makes no progress.
+    func walk(from start: UInt16 = 0x0001, to end: UInt16 = 0xFFFF, _ request: (ATTHandleRange) -> ATTPDU,
+              _ take: (ATTPDU, ATTHandleRange, ProbeExchange) -> UInt16?) async throws(ProbeEnd) {
+        var start = start
+        while start <= end {
+            let range = ATTHandleRange(start: start, end: end)
+            let e = try await ask(request(range), echo: .range(range))
+            guard let pdu = e.pdu, let last = take(pdu, range, e), last >= start, last < end else { return }
+            start = last + 1
+        }
+    }
+
+    /// Primary services by Read By Group Type (Part G §4.4.1) and by Find By Type Value for each UUID (§4.4.2), every
+    /// attribute by Find Information (§4.7.1), the includes and characteristics of each service by Read By Type
+    /// (§4.5.1, §4.6.1); the procedures' results compared.
     func discover() async throws(ProbeEnd) {
-        var start: UInt16 = 0x0001
-        while true {
-            let range = ATTHandleRange(start: start, end: 0xFFFF)
-            let e = try await ask(.readByGroupTypeRequest(range: range, type: .primaryService), echo: .range(range))
-            guard case .readByGroupTypeResponse(let list)? = e.pdu, let last = list.last, last.endGroup >= start else { break }
-            for s in list where s.handle >= start {
+        try await walk({ .readByGroupTypeRequest(range: $0, type: .primaryService) }) { pdu, range, e in
+            guard case .readByGroupTypeResponse(let list) = pdu else { return nil }
+            judgeOrder(list.map(\.handle), range, e)
+            for s in list where range.contains(s.handle) {
                 services.append(FoundService(handle: s.handle, end: s.endGroup, uuid: BluetoothUUID(littleEndian: s.value) ?? .bit16(0),
                                              evidence: [e.request, e.answer]))
             }
-            if last.endGroup == 0xFFFF { break }
-            start = last.endGroup + 1
+            return list.map(\.endGroup).max()
         }
-        start = 0x0001
-        while true {
-            let range = ATTHandleRange(start: start, end: 0xFFFF)
-            let e = try await ask(.findInformationRequest(range), echo: .range(range))
-            guard case .findInformationResponse(let list)? = e.pdu, let last = list.last, last.handle >= start else { break }
-            for a in list where a.handle >= start { attributes.append((a.handle, a.type, e.answer)) }
-            if last.handle == 0xFFFF { break }
-            start = last.handle + 1
+        services.sort { $0.handle < $1.handle }
+        try await walk({ .findInformationRequest($0) }) { pdu, range, e in
+            guard case .findInformationResponse(let list) = pdu else { return nil }
+            judgeOrder(list.map(\.handle), range, e)
+            for a in list where range.contains(a.handle) && !attributes.contains(where: { $0.handle == a.handle }) {
+                attributes.append((a.handle, a.type, e.answer))
+            }
+            return list.map(\.handle).max()
         }
+        attributes.sort { $0.handle < $1.handle }
         for index in services.indices {
-            start = services[index].handle
-            let end = services[index].end
-            while start <= end {
-                let range = ATTHandleRange(start: start, end: end)
-                let e = try await ask(.readByTypeRequest(range: range, type: .characteristic), echo: .range(range))
-                guard case .readByTypeResponse(let list)? = e.pdu, let last = list.last, last.handle >= start else { break }
-                for d in list where d.value.count >= 5 {
+            let s = services[index]
+            try await walk(from: s.handle, to: s.end, { .readByTypeRequest(range: $0, type: .include) }) { pdu, range, e in
+                guard case .readByTypeResponse(let list) = pdu else { return nil }
+                judgeOrder(list.map(\.handle), range, e)
+                return list.map(\.handle).max()
+            }
+            try await walk(from: s.handle, to: s.end, { .readByTypeRequest(range: $0, type: .characteristic) }) { pdu, range, e in
+                guard case .readByTypeResponse(let list) = pdu else { return nil }
+                judgeOrder(list.map(\.handle), range, e)
+                for d in list where d.value.count >= 5 && range.contains(d.handle) {
                     let v = Array(d.value)
                     services[index].characteristics.append(FoundCharacteristic(
                         declaration: d.handle, properties: GATTCharacteristicProperties(rawValue: v[0]),
                         valueHandle: UInt16(v[1]) | UInt16(v[2]) << 8, uuid: BluetoothUUID(littleEndian: v[3...]) ?? .bit16(0),
                         evidence: [e.request, e.answer]))
                 }
-                if last.handle == end { break }
-                start = last.handle + 1
+                return list.map(\.handle).max()
+            }
+            services[index].characteristics.sort { $0.declaration < $1.declaration }
+        }
+        try await compareServices()
+        compareCharacteristics()
+    }
+
+    /// Find By Type Value for each primary service UUID against what Read By Group Type found (Part G §4.4.2).
+    func compareServices() async throws(ProbeEnd) {
+        var uuids: [BluetoothUUID] = []
+        for s in services where !uuids.contains(s.uuid) { uuids.append(s.uuid) }
+        for uuid in uuids {
+            var found: [(UInt16, UInt16)] = []
+            var evidence: [Int] = []
+            try await walk({ .findByTypeValueRequest(range: $0, type: 0x2800, value: uuid.attWireBytes[...]) }) { pdu, range, e in
+                evidence += [e.request, e.answer]
+                guard case .findByTypeValueResponse(let list) = pdu else { return nil }
+                judgeOrder(list.map(\.found), range, e)
+                found += list.map { ($0.found, $0.groupEnd) }
+                return list.map(\.groupEnd).max()
+            }
+            let grouped = services.filter { $0.uuid == uuid }
+            let a = Set(grouped.map { "\(ATTHex.handle($0.handle))-\(ATTHex.handle($0.end))" })
+            let b = Set(found.map { "\(ATTHex.handle($0.0))-\(ATTHex.handle($0.1))" })
+            if a != b {
+                find(.discoveryServicesAgree, "service \(uuid): Read By Group Type finds \(a.sorted().joined(separator: ", ")), Find By Type Value "
+                     + (b.isEmpty ? "none" : b.sorted().joined(separator: ", ")), grouped.flatMap(\.evidence) + evidence)
             }
         }
+        judged.insert(ConformanceRule.discoveryServicesAgree.id)
+    }
+
+    /// The characteristic declarations of Read By Type against Find Information's 0x2803 attributes (Part G §4.6.1,
+    /// §4.7.1), and each declaration's value handle (§3.3.1).
+    func compareCharacteristics() {
+        let declared = services.flatMap(\.characteristics)
+        let byType = Set(declared.map(\.declaration))
+        let byInformation = Set(attributes.filter { $0.type == .characteristic }.map(\.handle))
+        for h in byType.subtracting(byInformation).sorted() {
+            let c = declared.first { $0.declaration == h }!
+            find(.discoveryCharacteristicsAgree, "the declaration at \(ATTHex.handle(h)) (\(c.uuid)) is found by Read By Type but Find Information does not list it as 0x2803"
+                 + (attributes.first { $0.handle == h }.map { " (it lists \($0.type))" } ?? ""),
+                 c.evidence + attributes.filter { $0.handle < h }.suffix(1).map(\.evidence))
+        }
+        for h in byInformation.subtracting(byType).sorted() {
+            find(.discoveryCharacteristicsAgree, "Find Information lists a 0x2803 declaration at \(ATTHex.handle(h)) that Read By Type does not find",
+                 attributes.filter { $0.handle == h }.map(\.evidence))
+        }
+        judged.insert(ConformanceRule.discoveryCharacteristicsAgree.id)
+        for c in declared where c.valueHandle != c.declaration &+ 1 {
+            find(.characteristicValueHandle, "the declaration at \(ATTHex.handle(c.declaration)) (\(c.uuid)) names value handle \(ATTHex.handle(c.valueHandle)), not \(ATTHex.handle(c.declaration &+ 1))",
+                 c.evidence)
+        }
+        judged.insert(ConformanceRule.characteristicValueHandle.id)
+        judged.insert(ConformanceRule.handlesAscending.id)
     }
 
     /// Reads every attribute (a long one by Read Blob after a full Read Response, §3.4.4.5); refusals are the
@@ -326,6 +405,14 @@ final class ConformanceRun {
                 }
             }
             guard value.count < 0xFFFF else { continue }
+            let end = try await ask(.readBlobRequest(handle: a.handle, offset: UInt16(value.count)), echo: .exact(a.handle))
+            switch end.pdu {
+            case .readBlobResponse(let part)? where part.isEmpty: break
+            case .errorResponse(_, _, let code)? where code == .attributeNotLong: break
+            default:
+                find(.readBlobAtEnd, "handle \(ATTHex.handle(a.handle)): Read Blob at offset \(value.count), the length of the value, was answered with \(probe.record(end.answer).decoded), not an empty part",
+                     (reads[a.handle] ?? []) + [end.request, end.answer])
+            }
             let offset = UInt16(value.count + 1)
             let e = try await ask(.readBlobRequest(handle: a.handle, offset: offset), echo: .exact(a.handle))
             switch e.pdu {
@@ -335,7 +422,36 @@ final class ConformanceRun {
                      (reads[a.handle] ?? []) + [e.request, e.answer])
             }
         }
-        judged.formUnion([ConformanceRule.readBlobOffset.id, ConformanceRule.readBlobPastEnd.id])
+        judged.formUnion([ConformanceRule.readBlobOffset.id, ConformanceRule.readBlobPastEnd.id, ConformanceRule.readBlobAtEnd.id])
+    }
+
+    /// Read By Type for each readable characteristic's type: a Length that fits the pairs, and the values Read gave
+    /// (Part F §3.4.4.2); a value that changed between the reads is read again before it is blamed.
+    func readByType() async throws(ProbeEnd) {
+        var types: [BluetoothUUID] = []
+        for c in services.flatMap(\.characteristics) where c.properties.contains(.read) && !types.contains(c.uuid) { types.append(c.uuid) }
+        for type in types {
+            let e = try await ask(.readByTypeRequest(range: .all, type: type), echo: .range(.all))
+            let bytes = probe.record(e.answer).bytes
+            if bytes.first == ATTOpcode.readByTypeResponse.rawValue, e.pdu == nil {
+                var why = "malformed"
+                do { _ = try ATTPDU.decode(bytes) } catch { why = "\(error)" }
+                find(.readByTypeConsistent, "the Read By Type Response for \(type) does not parse: \(why)", [e.request, e.answer])
+                continue
+            }
+            guard case .readByTypeResponse(let list)? = e.pdu else { continue }
+            let budget = ATTMTU.readByTypeValueBudget(mtu)
+            for pair in list {
+                guard let known = values[pair.handle] else { continue }
+                let expected = Array(known.prefix(budget))
+                guard Array(pair.value) != expected else { continue }
+                let again = try await ask(.readRequest(handle: pair.handle), echo: .exact(pair.handle))
+                guard case .readResponse(let now)? = again.pdu, Array(now) == Array(known.prefix(now.count)) else { continue }
+                find(.readByTypeConsistent, "Read By Type for \(type) gives handle \(ATTHex.handle(pair.handle)) the value [\(ATTHex.string(pair.value, separator: " "))], Read gives [\(ATTHex.string(expected, separator: " "))]",
+                     (reads[pair.handle] ?? []) + [e.request, e.answer])
+            }
+        }
+        judged.insert(ConformanceRule.readByTypeConsistent.id)
     }
 
     /// Read Request to 0x0000 and to the handle after the last attribute: Invalid Handle (§3.4.4.3).
@@ -383,7 +499,8 @@ final class ConformanceRun {
     /// The descriptors of `c`: the attributes after its value up to the next declaration or its service's end.
     func descriptors(of c: FoundCharacteristic, in s: FoundService) -> [(handle: UInt16, type: BluetoothUUID, evidence: Int)] {
         let next = s.characteristics.map(\.declaration).filter { $0 > c.declaration }.min() ?? (s.end == 0xFFFF ? 0xFFFF : s.end + 1)
-        return attributes.filter { $0.handle > c.valueHandle && ($0.handle < next || (next == 0xFFFF && $0.handle == 0xFFFF)) }
+        // After the value, which follows the declaration (§3.3.2), whatever handle the declaration names.
+        return attributes.filter { $0.handle > c.declaration &+ 1 && ($0.handle < next || (next == 0xFFFF && $0.handle == 0xFFFF)) }
     }
 
     func judgeGATT() {
@@ -399,6 +516,47 @@ final class ConformanceRun {
             }
         }
         judged.insert(ConformanceRule.cccdPresent.id)
+
+        // Extended Properties (bit 7) with its descriptor (Part G §3.3.1.1, §3.3.3.1).
+        for s in services {
+            for c in s.characteristics where c.properties.contains(.extendedProperties) {
+                let found = descriptors(of: c, in: s)
+                if !found.contains(where: { $0.type == .characteristicExtendedProperties }) {
+                    find(.extendedPropertiesPresent, "characteristic \(c.uuid) at \(ATTHex.handle(c.declaration)) (\(c.properties)) has no descriptor 0x2900", c.evidence + found.map(\.evidence))
+                }
+            }
+        }
+        judged.insert(ConformanceRule.extendedPropertiesPresent.id)
+
+        // Service Changed in the GATT service, indicating, with its CCCD (Part G §7.1).
+        let gattService = services.first { $0.uuid == .genericAttribute }
+        if let gattService, let changed = gattService.characteristics.first(where: { $0.uuid == .serviceChanged }) {
+            let hasCCCD = descriptors(of: changed, in: gattService).contains { $0.type == .clientCharacteristicConfiguration }
+            if !changed.properties.contains(.indicate) || !hasCCCD {
+                find(.serviceChanged, "Service Changed at \(ATTHex.handle(changed.declaration)) has " + [
+                    changed.properties.contains(.indicate) ? nil : "no Indicate property (\(changed.properties))",
+                    hasCCCD ? nil : "no CCCD",
+                ].compactMap { $0 }.joined(separator: " and "), changed.evidence)
+            }
+        } else {
+            find(.serviceChanged, gattService == nil ? "no GATT service (0x1801)" : "the GATT service has no Service Changed characteristic (0x2A05)",
+                 (gattService.map { $0.evidence + $0.characteristics.flatMap(\.evidence) }) ?? services.flatMap(\.evidence))
+        }
+        judged.insert(ConformanceRule.serviceChanged.id)
+
+        // Client Supported Features beside the Database Hash; Server Supported Features' reserved bits (Part G §7.2, §7.4).
+        let all = services.flatMap(\.characteristics)
+        if let hash = all.first(where: { $0.uuid == .databaseHash }), !all.contains(where: { $0.uuid == .clientSupportedFeatures }) {
+            find(.supportedFeatures, "the Database Hash at \(ATTHex.handle(hash.valueHandle)) is served without Client Supported Features (0x2B29), through which a client enables robust caching",
+                 hash.evidence)
+        }
+        if let server = all.first(where: { $0.uuid == .serverSupportedFeatures }), let value = values[server.valueHandle] {
+            if value.enumerated().contains(where: { $0.offset == 0 ? $0.element & 0xFE != 0 : $0.element != 0 }) {
+                find(.supportedFeatures, "Server Supported Features [\(ATTHex.string(value, separator: " "))] sets a reserved bit (only bit 0, EATT, is defined)",
+                     server.evidence + (reads[server.valueHandle] ?? []))
+            }
+        }
+        judged.insert(ConformanceRule.supportedFeatures.id)
 
         // GAP's Device Name (Part C §12.1), readable.
         if let gap = services.first(where: { $0.uuid == .genericAccess }) {

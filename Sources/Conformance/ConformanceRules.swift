@@ -101,10 +101,49 @@ public struct ConformanceRule: Sendable, Hashable {
         "a Read Blob Request at an offset past the end of the value is answered with Error Response 0x07 Invalid Offset",
         advice: "compare the Value Offset with the value's length first: greater is Invalid Offset (0x07); equal is an empty part")
 
+    public static let readBlobAtEnd = ConformanceRule(
+        "read-blob-at-end", .shall, "Vol 3 Part F §3.4.4.5, §3.4.4.6",
+        "a Read Blob Request at an offset equal to the value's length is answered with an empty part, not an error",
+        advice: "only an offset greater than the length is Invalid Offset; at the length answer a Read Blob Response with no value (a client's long read of a value of exactly MTU-1 octets ends so)")
+    public static let discoveryServicesAgree = ConformanceRule(
+        "discovery-services-agree", .shall, "Vol 3 Part G §4.4.1, §4.4.2",
+        "Discover All Primary Services (Read By Group Type) and Discover Primary Service by UUID (Find By Type Value) find the same services",
+        advice: "answer Find By Type Value for type 0x2800 from the same service table as Read By Group Type, with each service's handle and End Group Handle")
+    public static let discoveryCharacteristicsAgree = ConformanceRule(
+        "discovery-characteristics-agree", .shall, "Vol 3 Part G §4.6.1, §4.7.1",
+        "every characteristic declaration Read By Type (0x2803) finds is in Find Information with type 0x2803, and no other",
+        advice: "serve Find Information and Read By Type from the one attribute table, with every declaration in both")
+    public static let characteristicValueHandle = ConformanceRule(
+        "characteristic-value-handle", .shall, "Vol 3 Part G §3.3.1, §3.3.2",
+        "a characteristic declaration's Characteristic Value Handle is the handle right after the declaration",
+        advice: "put the value attribute immediately after its declaration and name that handle in the declaration")
+    public static let handlesAscending = ConformanceRule(
+        "handles-ascending", .shall, "Vol 3 Part F §3.4.3.2, §3.4.3.4, §3.4.4.2, §3.4.4.10",
+        "the handles in each discovery response are in ascending order and inside the range asked for",
+        advice: "walk the attribute table in handle order from the Starting Handle and stop at the Ending Handle")
+    public static let readByTypeConsistent = ConformanceRule(
+        "read-by-type-consistent", .shall, "Vol 3 Part F §3.4.4.2",
+        "a Read By Type Response's Length field is the length of each handle-value pair, and each value is the one Read gives",
+        advice: "set Length to 2 + the value length of every pair in the response (pairs of one length only), and serve the same value as for a Read")
+    public static let extendedPropertiesPresent = ConformanceRule(
+        "extended-properties-present", .shall, "Vol 3 Part G §3.3.1.1, §3.3.3.1",
+        "a characteristic whose properties have Extended Properties (bit 7) has a Characteristic Extended Properties descriptor (0x2900)",
+        advice: "add the 0x2900 descriptor with the extended properties, or clear bit 7 of the declaration's properties")
+    public static let serviceChanged = ConformanceRule(
+        "service-changed", .should, "Vol 3 Part G §7.1",
+        "the GATT service (0x1801) has Service Changed (0x2A05) with Indicate and a CCCD, so that a client learns when the database changes",
+        advice: "declare Service Changed with the Indicate property and a CCCD in the GATT service (it must exist wherever the database can change)")
+    public static let supportedFeatures = ConformanceRule(
+        "supported-features", .shall, "Vol 3 Part G §2.5.2.1, §7.2, §7.4",
+        "a server with a Database Hash has Client Supported Features (0x2B29), and Server Supported Features (0x2B3A) has no reserved bit set",
+        advice: "serve Client Supported Features beside the Database Hash (robust caching needs both); keep Server Supported Features' reserved bits 0")
+
     /// Every rule `mirror check` holds, in the order it checks them.
     public static let catalogue: [ConformanceRule] = [
         mtuExchange, mtuAnsweredOnce, noUnsolicitedResponse, responseWithinTimeout, errorEcho,
         invalidHandleZero, invalidHandlePastEnd, requestNotSupported, commandIgnored,
         readBlobOffset, readBlobPastEnd, cccdPresent, gapDeviceName, databaseHash,
+        readBlobAtEnd, discoveryServicesAgree, discoveryCharacteristicsAgree, characteristicValueHandle, handlesAscending,
+        readByTypeConsistent, extendedPropertiesPresent, serviceChanged, supportedFeatures,
     ]
 }

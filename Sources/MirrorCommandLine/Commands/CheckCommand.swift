@@ -36,11 +36,13 @@ let checkCommand = Command(CommandSpec(
     summary: "check a GATT server against the Core Specification's ATT and GATT rules (read-only)",
     discussion: """
         Connects, exchanges the MTU and drives the one ATT bearer PDU by PDU (no GATT client in between, so a \
-        duplicate, late or unsolicited response is seen as it came): discovery (Read By Group Type, Find \
-        Information, Read By Type), every attribute read, Read Blob inside and past the end of each value, the \
+        duplicate, late or unsolicited response is seen as it came): discovery by every procedure (Read By Group \
+        Type, Find By Type Value, Find Information, Read By Type for includes and characteristics) with the results \
+        compared, every attribute read (Read, Read Blob inside, at and past the end of each value, Read By Type), the \
         requests a server must refuse (handle 0x0000, the handle after the last, an unassigned request opcode \
         0x3E, an unassigned command 0x7E), then the GATT rules over what was found (a CCCD on every characteristic \
-        that notifies or indicates, GAP's Device Name, the Database Hash recomputed). Nothing is written.
+        that notifies or indicates, an Extended Properties descriptor where bit 7 is set, GAP's Device Name, \
+        Service Changed, the Database Hash recomputed, the Supported Features). Nothing is written.
 
         Each finding names its rule, its level (SHALL, SHOULD, note), the Core Specification 5.4 section it cites, \
         what was seen with the PDUs that show it (decoded, with the seconds since the check began) and what a \
