@@ -18,6 +18,8 @@ public struct ConformanceOptions: Sendable {
     public var agreedMTU: Int?
     /// The rules reported (--only / --skip applied).
     public var rules: [ConformanceRule]
+    /// The characteristics the write probes may write (`--writes`), each with the user's word for it.
+    public var writes: [(label: String, target: ConformanceWriteTarget)] = []
 
     public init(target: String, clientRxMTU: Int = ATTMTU.maximum, limit: Duration = .seconds(30), agreedMTU: Int? = nil,
                 rules: [ConformanceRule] = ConformanceRule.catalogue) {
@@ -27,6 +29,12 @@ public struct ConformanceOptions: Sendable {
         self.agreedMTU = agreedMTU
         self.rules = rules
     }
+}
+
+/// A characteristic the user allows the check to write: by value (or declaration) handle, or by UUID.
+public enum ConformanceWriteTarget: Sendable, Equatable {
+    case handle(UInt16)
+    case uuid(BluetoothUUID)
 }
 
 /// An unassigned opcode without the Command Flag: a request no server supports (Vol 3 Part F §3.4.8 assigns none).
@@ -111,6 +119,7 @@ final class ConformanceRun {
             try await invalidHandles()
             try await unsupportedCommand()
             judgeGATT()
+            try await writeProbes()
             try await unsupportedRequest()
         } catch {
             switch error {
@@ -492,6 +501,162 @@ final class ConformanceRun {
                  [e.request, e.answer])
         }
         judged.insert(ConformanceRule.requestNotSupported.id)
+    }
+
+    // MARK: writes, only where the user named them
+
+    /// The write rules on each characteristic `--writes` names: Write Not Permitted where it has no Write property; else
+    /// a 513-octet value, a Prepare Write's echo, a long write read back and a cancelled one, a prepared part past
+    /// the end. Each value the check changed is written back as it was read.
+    func writeProbes() async throws(ProbeEnd) {
+        guard !options.writes.isEmpty else {
+            for rule in ConformanceRule.writeRules {
+                notRun.append(ConformanceSkip(rule: rule, reason: "nothing is written unless named: --writes HANDLE|NAME"))
+            }
+            return
+        }
+        let all = services.flatMap(\.characteristics)
+        var why: [String: String] = [:]
+        for (label, target) in options.writes {
+            let c: FoundCharacteristic? = switch target {
+            case .handle(let h): all.first { $0.valueHandle == h || $0.declaration == h || $0.declaration &+ 1 == h }
+            case .uuid(let u): all.first { $0.uuid == u }
+            }
+            guard let c else {
+                for rule in ConformanceRule.writeRules { why[rule.id] = why[rule.id] ?? "\(label) names no characteristic discovered" }
+                continue
+            }
+            if c.properties.contains(.write) {
+                try await writableProbes(c, label, &why)
+            } else {
+                try await readOnlyProbe(c, label)
+            }
+        }
+        for rule in ConformanceRule.writeRules where !judged.contains(rule.id) {
+            notRun.append(ConformanceSkip(rule: rule, reason: why[rule.id] ?? (rule == .writeNotPermitted
+                ? "no characteristic named by --writes lacks the Write property" : "no characteristic named by --writes has the Write property")))
+        }
+    }
+
+    /// A characteristic without the Write property: Write Not Permitted (§3.4.5.1), with its own value if it was read.
+    func readOnlyProbe(_ c: FoundCharacteristic, _ label: String) async throws(ProbeEnd) {
+        // The value follows its declaration (Part G §3.3.2), whatever handle the declaration names (characteristic-value-handle).
+        let v = c.declaration &+ 1
+        let e = try await ask(.writeRequest(handle: v, value: (values[v] ?? [0x00])[...]), echo: .exact(v))
+        if case .writeResponse? = e.pdu {
+            find(.writeNotPermitted, "\(label) (\(c.properties), no Write) took a Write Request: Write Response", [e.request, e.answer])
+        }
+        judged.insert(ConformanceRule.writeNotPermitted.id)
+    }
+
+    /// Whether `code` is the link's security refusing (§3.2.5): the probe then says nothing of the rule.
+    func isSecurityRefusal(_ code: ATTErrorCode) -> Bool {
+        [.insufficientAuthentication, .insufficientAuthorization, .insufficientEncryption, .encryptionKeySizeTooShort].contains(code)
+    }
+
+    func writableProbes(_ c: FoundCharacteristic, _ label: String, _ why: inout [String: String]) async throws(ProbeEnd) {
+        // The value follows its declaration (Part G §3.3.2), whatever handle the declaration names (characteristic-value-handle).
+        let v = c.declaration &+ 1
+        let original = values[v]
+        /// Writes the value read at the start back (a probe that changed it).
+        func restore() async throws(ProbeEnd) {
+            if let original { _ = try await ask(.writeRequest(handle: v, value: original[...]), echo: .exact(v)) }
+        }
+        func readBack() async throws(ProbeEnd) -> (value: [UInt8]?, evidence: [Int]) {
+            let e = try await ask(.readRequest(handle: v), echo: .exact(v))
+            if case .readResponse(let value)? = e.pdu { return (Array(value), [e.request, e.answer]) }
+            return (nil, [e.request, e.answer])
+        }
+
+        // 513 octets: longer than any attribute (§3.2.9).
+        let tooLong = (0..<(ATTMTU.maximumAttributeValue + 1)).map { UInt8(truncatingIfNeeded: $0) }
+        if tooLong.count <= ATTMTU.writeValueBudget(mtu) {
+            let e = try await ask(.writeRequest(handle: v, value: tooLong[...]), echo: .exact(v))
+            switch e.pdu {
+            case .errorResponse(_, _, let code)? where code == .invalidAttributeValueLength || isSecurityRefusal(code): break
+            case .writeResponse?:
+                find(.writeTooLong, "\(label) took a \(tooLong.count)-octet value (no attribute holds more than 512): Write Response", [e.request, e.answer])
+                try await restore()
+            default:
+                find(.writeTooLong, "\(label): a \(tooLong.count)-octet value was answered with \(probe.record(e.answer).decoded), not 0x0D Invalid Attribute Value Length",
+                     [e.request, e.answer])
+            }
+            judged.insert(ConformanceRule.writeTooLong.id)
+        } else {
+            why[ConformanceRule.writeTooLong.id] = "a 513-octet Write Request needs an ATT_MTU of 516; this one is \(mtu)"
+        }
+
+        // A Prepare Write echoed (§3.4.6.2), then cancelled: the value must not change (§3.4.6.3).
+        let part = Array((original.flatMap { $0.isEmpty ? nil : $0 } ?? Array("mirror".utf8)).reversed().prefix(min(ATTMTU.prepareWritePartBudget(mtu), 8)))
+        let p = try await ask(.prepareWriteRequest(handle: v, offset: 0, value: part[...]), echo: .exact(v))
+        let cancel = try await ask(.executeWriteRequest(flags: .cancelAll), echo: .exact(0))
+        switch p.pdu {
+        case .prepareWriteResponse(let h, let o, let value)?:
+            if h != v || o != 0 || Array(value) != part {
+                find(.prepareWriteEcho, "\(label): the Prepare Write Response echoes handle \(ATTHex.handle(h)), offset \(o), value [\(ATTHex.string(value, separator: " "))] for handle \(ATTHex.handle(v)), offset 0, value [\(ATTHex.string(part, separator: " "))]",
+                     [p.request, p.answer])
+            }
+            judged.insert(ConformanceRule.prepareWriteEcho.id)
+        case .errorResponse(_, _, let code)?:
+            why[ConformanceRule.prepareWriteEcho.id] = "\(label): Prepare Write was refused with \(code)"
+        default:
+            find(.prepareWriteEcho, "\(label): Prepare Write was answered with \(probe.record(p.answer).decoded)", [p.request, p.answer])
+            judged.insert(ConformanceRule.prepareWriteEcho.id)
+        }
+        guard let original else {
+            why[ConformanceRule.executeWrite.id] = "\(label) could not be read, so a write cannot be read back"
+            why[ConformanceRule.writeInvalidOffset.id] = "\(label) could not be read, so its length is unknown"
+            return
+        }
+        if case .prepareWriteResponse? = p.pdu, case .executeWriteResponse? = cancel.pdu {
+            let (after, evidence) = try await readBack()
+            if let after, after != original {
+                find(.executeWrite, "\(label): after Execute Write 0x00 (cancel) it reads [\(ATTHex.string(after, separator: " "))], not [\(ATTHex.string(original, separator: " "))] as before",
+                     [p.request, p.answer, cancel.request, cancel.answer] + evidence)
+                try await restore()
+            }
+        }
+
+        // A long write in parts of 4 octets, executed and read back (§3.4.6.1, §3.4.6.3).
+        var written = Array("mirror-check".utf8)
+        if written == original { written.reverse() }
+        var evidence: [Int] = []
+        var refused: ATTErrorCode?
+        for offset in stride(from: 0, to: written.count, by: 4) {
+            let e = try await ask(.prepareWriteRequest(handle: v, offset: UInt16(offset), value: written[offset..<min(offset + 4, written.count)]), echo: .exact(v))
+            evidence += [e.request, e.answer]
+            if case .errorResponse(_, _, let code)? = e.pdu { refused = code; break }
+        }
+        let execute = try await ask(.executeWriteRequest(flags: refused == nil ? .writeAll : .cancelAll), echo: .exact(v))
+        evidence += [execute.request, execute.answer]
+        if let refused {
+            why[ConformanceRule.executeWrite.id] = "\(label): a Prepare Write of the long write was refused with \(refused)"
+        } else if case .executeWriteResponse? = execute.pdu {
+            let (after, read) = try await readBack()
+            if let after, after != written {
+                find(.executeWrite, "\(label): after Prepare Writes of [\(ATTHex.string(written, separator: " "))] and Execute Write 0x01 it reads [\(ATTHex.string(after, separator: " "))]",
+                     evidence + read)
+            }
+            judged.insert(ConformanceRule.executeWrite.id)
+        } else {
+            why[ConformanceRule.executeWrite.id] = "\(label): Execute Write was answered with \(probe.record(execute.answer).decoded)"
+        }
+        try await restore()
+
+        // A part past the end of the value: Invalid Offset at Prepare Write or at Execute Write (§3.4.6.1, §3.4.6.3).
+        let past = UInt16(clamping: original.count + 1)
+        let e = try await ask(.prepareWriteRequest(handle: v, offset: past, value: [0x00][...]), echo: .exact(v))
+        let run = try await ask(.executeWriteRequest(flags: .writeAll), echo: .exact(v))
+        switch (e.pdu, run.pdu) {
+        case (.errorResponse(_, _, let code)?, _) where code == .invalidOffset: break
+        case (.prepareWriteResponse?, .errorResponse(_, _, let code)?) where code == .invalidOffset: break
+        case (.errorResponse(_, _, let code)?, _) where isSecurityRefusal(code): break
+        default:
+            find(.writeInvalidOffset, "\(label): a part at offset \(past) of a \(original.count)-octet value got \(probe.record(e.answer).decoded), then \(probe.record(run.answer).decoded)",
+                 [e.request, e.answer, run.request, run.answer])
+            try await restore()
+        }
+        judged.insert(ConformanceRule.writeInvalidOffset.id)
     }
 
     // MARK: GATT rules over what was discovered

@@ -138,6 +138,27 @@ public struct ConformanceRule: Sendable, Hashable {
         "a server with a Database Hash has Client Supported Features (0x2B29), and Server Supported Features (0x2B3A) has no reserved bit set",
         advice: "serve Client Supported Features beside the Database Hash (robust caching needs both); keep Server Supported Features' reserved bits 0")
 
+    public static let writeNotPermitted = ConformanceRule(
+        "write-not-permitted", .shall, "Vol 3 Part F §3.2.5, §3.4.5.1",
+        "a Write Request to a named characteristic without the Write property is refused with Error Response 0x03 Write Not Permitted",
+        advice: "check the attribute's write permission before anything else and answer 0x03 Write Not Permitted; never a Write Response for a value not written")
+    public static let writeTooLong = ConformanceRule(
+        "write-too-long", .shall, "Vol 3 Part F §3.2.9, §3.4.5.1",
+        "a Write Request with a value longer than the attribute takes (513 octets: no attribute holds more than 512) is refused with 0x0D Invalid Attribute Value Length",
+        advice: "compare the value's length with the attribute's maximum (at most 512) and answer 0x0D Invalid Attribute Value Length; never cut a value to fit")
+    public static let prepareWriteEcho = ConformanceRule(
+        "prepare-write-echo", .shall, "Vol 3 Part F §3.4.6.2",
+        "a Prepare Write Response echoes the request's handle, offset and value octet for octet",
+        advice: "copy the handle, the offset and the part's value from the request into the response (a reliable write compares them)")
+    public static let executeWrite = ConformanceRule(
+        "execute-write", .shall, "Vol 3 Part F §3.4.6.3",
+        "after Prepare Writes and Execute Write (flags 0x01) the value read back is the one written; after flags 0x00 it is unchanged",
+        advice: "on Execute Write 0x01 write every queued part at its offset, then answer; on 0x00 drop the queue and write nothing")
+    public static let writeInvalidOffset = ConformanceRule(
+        "write-invalid-offset", .shall, "Vol 3 Part F §3.4.6.1, §3.4.6.3",
+        "a prepared write at an offset past the value's end is refused with 0x07 Invalid Offset, at Prepare Write or at Execute Write",
+        advice: "check each queued part's offset against the value's length (at Prepare Write or Execute Write) and answer 0x07 Invalid Offset past the end")
+
     /// Every rule `mirror check` holds, in the order it checks them.
     public static let catalogue: [ConformanceRule] = [
         mtuExchange, mtuAnsweredOnce, noUnsolicitedResponse, responseWithinTimeout, errorEcho,
@@ -145,5 +166,9 @@ public struct ConformanceRule: Sendable, Hashable {
         readBlobOffset, readBlobPastEnd, cccdPresent, gapDeviceName, databaseHash,
         readBlobAtEnd, discoveryServicesAgree, discoveryCharacteristicsAgree, characteristicValueHandle, handlesAscending,
         readByTypeConsistent, extendedPropertiesPresent, serviceChanged, supportedFeatures,
+        writeNotPermitted, writeTooLong, prepareWriteEcho, executeWrite, writeInvalidOffset,
     ]
+
+    /// The rules that need a write (`--writes`): nothing is written unless the user names it.
+    public static let writeRules: [ConformanceRule] = [writeNotPermitted, writeTooLong, prepareWriteEcho, executeWrite, writeInvalidOffset]
 }

@@ -30,11 +30,34 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertEqual(report["checked"], .array(ConformanceRule.catalogue.map { .string($0.id) }))
     }
 
+    /// Nothing is written unless named; what the write probes change is written back.
+    func testWritesOnlyWhereNamedAndWrittenBack() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let unnamed = try MirrorProcess.run(["check", sim.target, "--json", "--trace"])
+        XCTAssertEqual(unnamed.status, 0, unnamed.stderr)
+        XCTAssertFalse(unnamed.stderr.contains(" > Write Request") || unnamed.stderr.contains(" > Prepare Write Request"), unnamed.stderr)
+        guard case .array(let skipped)? = try unnamed.json()["notChecked"] else { return XCTFail("notChecked") }
+        for rule in ConformanceRule.writeRules {
+            XCTAssertTrue(skipped.contains(.object([("id", .string(rule.id)), ("reason", "nothing is written unless named: --writes HANDLE|NAME")])), rule.id)
+        }
+        let before = try MirrorProcess.run(["read", sim.target, "cloudToken", "--json"]).json()
+        let named = try MirrorProcess.run(["check", sim.target, "--json", "--writes", "wifiNumNetworks", "--writes", "cloudToken"])
+        XCTAssertEqual(named.status, 0, named.stdout)
+        let report = try named.json()
+        XCTAssertEqual(findingIDs(report), [])
+        XCTAssertEqual(report["notChecked"], .array([.object([("id", "database-hash"), ("reason", "the server has no Database Hash characteristic (0x2B2A)")])]))
+        XCTAssertEqual(try MirrorProcess.run(["read", sim.target, "cloudToken", "--json"]).json()["value"], before["value"], "cloudToken as it was")
+        let unknown = try MirrorProcess.run(["check", sim.target, "--writes", "noSuchName"])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("--writes: no characteristic named \"noSuchName\" in the profile"), unknown.stderr)
+    }
+
     /// With the GATT service's caching characteristics the Database Hash is recomputed too, and agrees.
     func testTheDatabaseHashOfTheSimulatorIsCheckedAndAgrees() throws {
         let sim = try SimulatorProcess(["--caching", "yes"])
         defer { sim.stop() }
-        let run = try MirrorProcess.run(["check", sim.target, "--json"])
+        let run = try MirrorProcess.run(["check", sim.target, "--json", "--writes", "wifiNumNetworks,cloudToken"])
         XCTAssertEqual(run.status, 0, run.stdout)
         let report = try run.json()
         XCTAssertEqual(findingIDs(report), [])
@@ -51,7 +74,7 @@ final class CheckCommandTests: XCTestCase {
             guard listed.contains(rule.id) else { continue }
             let sim = try SimulatorProcess(["--fault", rule.id])
             defer { sim.stop() }
-            let run = try MirrorProcess.run(["check", sim.target, "--json", "--timeout", "1"])
+            let run = try MirrorProcess.run(["check", sim.target, "--json", "--timeout", "1", "--writes", "wifiNumNetworks,cloudToken"])
             XCTAssertEqual(run.status, rule.level == .shall ? 9 : 0, "\(rule.id): \(run.stdout) \(run.stderr)")
             let report = try run.json()
             XCTAssertEqual(Set(findingIDs(report)), [rule.id], "\(rule.id): \(report.compact)")

@@ -17,7 +17,7 @@ _mirror_options() {
         write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
-        check) echo "--only --skip --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --interval --latency --supervision-timeout --phy --data-length --pair --help" ;;
+        check) echo "--only --skip --writes --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         pair) echo "--io --passkey --adapter --type --json --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
@@ -41,6 +41,7 @@ _mirror_option_value() {
         "listen --duration") echo "any" ;;
         "check --only") echo "any" ;;
         "check --skip") echo "any" ;;
+        "check --writes") echo "any" ;;
         "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
         "pair --passkey") echo "any" ;;
         "bench --handle") echo "names" ;;

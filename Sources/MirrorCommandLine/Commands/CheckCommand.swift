@@ -4,6 +4,7 @@ import ATTStack
 import Conformance
 import JSON
 import LinkCore
+import Mirror
 
 /// The catalogue as `--help` and `--list-rules` print it: one line per rule.
 func conformanceRuleLines() -> [String] {
@@ -42,7 +43,10 @@ let checkCommand = Command(CommandSpec(
         requests a server must refuse (handle 0x0000, the handle after the last, an unassigned request opcode \
         0x3E, an unassigned command 0x7E), then the GATT rules over what was found (a CCCD on every characteristic \
         that notifies or indicates, an Extended Properties descriptor where bit 7 is set, GAP's Device Name, \
-        Service Changed, the Database Hash recomputed, the Supported Features). Nothing is written.
+        Service Changed, the Database Hash recomputed, the Supported Features). Nothing is written unless named: \
+        with --writes CHAR (a HANDLE, UUID or NAME) the write rules run on those characteristics only (Write Not Permitted where \
+        there is no Write property; else a 513-octet value, a Prepare Write's echo, a long write read back and a \
+        cancelled one, a part past the end), and each value changed is written back as it was read.
 
         Each finding names its rule, its level (SHALL, SHOULD, note), the Core Specification 5.4 section it cites, \
         what was seen with the PDUs that show it (decoded, with the seconds since the check began) and what a \
@@ -59,13 +63,15 @@ let checkCommand = Command(CommandSpec(
     options: [
         .value("--only", "ID,...", repeatable: true, help: "report only these rules"),
         .value("--skip", "ID,...", repeatable: true, help: "do not report these rules"),
+        .value("--writes", "CHAR", repeatable: true, help: "the write probes may write this characteristic: a HANDLE, UUID or NAME (comma-separated or repeated); nothing else is written"),
         .flag("--list-rules", help: "print the rules with their level and citation, and connect to nothing"),
     ],
-    globals: GlobalOptionName.connection.subtracting([.bearers, .noCache, .profile]),
+    globals: GlobalOptionName.connection.subtracting([.bearers, .noCache]),
     examples: [
         ("mirror check unix:/tmp/mirror-sim.sock", "check the simulator: no finding, exit status 0"),
         ("mirror check unix:/tmp/mirror-sim.sock --json", "the report as JSON for CI"),
         ("mirror check unix:/tmp/mirror-sim.sock --only invalid-handle-zero,error-echo", "report two rules only"),
+        ("mirror check unix:/tmp/mirror-sim.sock --writes wifiNumNetworks,cloudToken", "also the write rules, on these two characteristics only (each value written back)"),
         ("mirror check --list-rules", "the rules, their levels and citations"),
     ]
 )) { inv in
@@ -86,13 +92,28 @@ let checkCommand = Command(CommandSpec(
         throw UsageError("missing TARGET (an address as in 00:AA:01:01:00:01, or unix:PATH)", command: "check")
     }
     let target = try inv.target()
+    let profile = try inv.global.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
+    var writes: [(label: String, target: ConformanceWriteTarget)] = []
+    for token in (inv.arguments.values["--writes"] ?? []).flatMap({ $0.split(separator: ",").map(String.init) }) {
+        switch try inv.option("--writes") { (_: String) throws(UsageError) in try parseCharacteristicReference(token) }! {
+        case .handle(let h): writes.append((ATTHex.handle(h), .handle(h)))
+        case .uuid(let u): writes.append((u.description, .uuid(u)))
+        case .name(let name):
+            guard let u = profile.uuid(name) else {
+                throw UsageError("--writes: no characteristic named \"\(name)\" in the profile; its names: \(profile.characteristics.keys.sorted().joined(separator: ", ")) (or give a handle or a UUID)",
+                                 token: name, command: "check")
+            }
+            writes.append((name, .uuid(u)))
+        }
+    }
     let rules = ConformanceRule.catalogue.filter { r in (only.isEmpty || only.contains(r)) && !skip.contains(r) }
     let shell = inv.attached != nil
     let session = try await Session.open(target, inv, exchangeMTU: false)
     defer { session.close() }
     let limit = Duration.milliseconds(Int64((inv.global.timeout * 1000).rounded()))
-    let options = ConformanceOptions(target: target.description, clientRxMTU: inv.global.mtu ?? ATTMTU.maximum, limit: limit,
+    var options = ConformanceOptions(target: target.description, clientRxMTU: inv.global.mtu ?? ATTMTU.maximum, limit: limit,
                                      agreedMTU: shell ? session.mtu : nil, rules: rules)
+    options.writes = writes
     // Every inbound PDU goes to the probe while it runs; the GATT client sends nothing meanwhile.
     let probe = ATTProbe(transport: session.transport)
     session.transport.divert(to: probe)
