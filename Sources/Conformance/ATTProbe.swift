@@ -61,7 +61,7 @@ public final class ATTProbe: ATTTransportSink {
         /// How many of `inbound` the check has looked at.
         var examined = 0
         var closed: TransportError?
-        var waiter: (token: UInt64, deadline: ClockInstant, continuation: CheckedContinuation<Void, Never>)?
+        var waiter: (token: UInt64, continuation: CheckedContinuation<Void, Never>)?
         var nextToken: UInt64 = 0
     }
 
@@ -121,17 +121,16 @@ public final class ATTProbe: ATTTransportSink {
         return true
     }
 
-    /// Sends one PDU (waiting for room if the socket is full); returns its log index.
+    /// Sends one PDU; returns its log index. The check has at most one PDU in flight, so a full socket (EAGAIN) is
+    /// a link that no longer drains: the check ends there rather than wait on it.
     public func send(_ bytes: [UInt8]) async throws(ProbeEnd) -> Int {
-        while true {
-            if let closed = state.withLock({ $0.closed }) { throw .closed(closed) }
-            do {
-                if try sendNow(bytes) { return state.withLock { $0.log.count - 1 } }
-            } catch {
-                throw .sendFailed(error)
-            }
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in transport.whenWritable { c.resume() } }
+        if let closed = state.withLock({ $0.closed }) { throw .closed(closed) }
+        do {
+            if try sendNow(bytes) { return state.withLock { $0.log.count - 1 } }
+        } catch {
+            throw .sendFailed(error)
         }
+        throw .sendFailed(.closedLocally(reason: "the socket's send buffer is full with one PDU in flight: the link does not drain"))
     }
 
     /// Waits until more than `count` PDUs have come from the server, or `deadline`: whether they have.
@@ -154,7 +153,7 @@ public final class ATTProbe: ATTTransportSink {
             let now = clock.now()
             let ready = state.withLock { s -> Bool in
                 if s.inbound.count > count || s.closed != nil || now >= deadline { return true }
-                s.waiter = (token, deadline, c)
+                s.waiter = (token, c)
                 return false
             }
             if ready { c.resume() }
