@@ -54,7 +54,8 @@ let checkCommand = Command(CommandSpec(
         no SHALL is broken, 9 when one is, 6 when the connection ended before the check did (another status: the check could not run). --timeout S is the ATT \
         transaction timeout a response must meet (default 30, Vol 3 Part F §3.3.3); a request unanswered in it \
         stops the check, since nothing more may be sent on the bearer. In `mirror shell` the check runs on the \
-        open connection, whose MTU was exchanged when it opened (the two MTU rules are then not checked).
+        open connection, whose MTU was exchanged when it opened (the two MTU rules are then not checked); a value \
+        notified while it runs is the check's, not the background subscriptions'.
 
         The rules (--list-rules prints them; --only and --skip take their ids):
         \(conformanceRuleLines().map { "  " + $0 }.joined(separator: "\n"))
