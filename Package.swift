@@ -57,6 +57,8 @@ let package = Package(
         // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
         .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
+        // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
+        .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),
         // What both benches measure with: one stopwatch (wall and process CPU time) and one median.
         .target(name: "BenchMeasurement", dependencies: ["LinkCore"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
@@ -76,7 +78,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["Bonding", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["Bonding", "Conformance", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256, AES-CMAC and one-block AES-128 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
@@ -122,7 +124,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "Conformance", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",

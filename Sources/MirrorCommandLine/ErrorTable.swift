@@ -26,6 +26,8 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
     case unsupported = 7
     /// The peer broke the protocol: a malformed PDU, an unexpected response.
     case protocolViolation = 8
+    /// `mirror check`: the server broke a SHALL of the Core Specification (the report says which).
+    case nonconformant = 9
     /// SIGINT (Ctrl-C) ended the command before it finished (128 + 2, as a shell reports it); what it had done
     /// is printed (README: what SIGINT and SIGTERM do per command).
     case interrupted = 130
@@ -44,6 +46,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .connection: return "connection"
         case .unsupported: return "unsupported"
         case .protocolViolation: return "protocol"
+        case .nonconformant: return "nonconformant"
         case .interrupted: return "interrupted"
         case .terminated: return "terminated"
         }
@@ -61,6 +64,7 @@ public enum ExitStatus: Int32, Sendable, CaseIterable {
         case .connection: return "connection failed or lost"
         case .unsupported: return "not possible on this machine: no Bluetooth in the kernel, or a missing capability"
         case .protocolViolation: return "the peer broke the protocol (malformed or unexpected PDU)"
+        case .nonconformant: return "mirror check: the server broke a SHALL of the Core Specification"
         case .interrupted: return "interrupted by SIGINT (Ctrl-C) before the command finished (listen and a shell at a terminal end 0 on it instead)"
         case .terminated: return "terminated by SIGTERM (listen and shell included); the link is closed first"
         }

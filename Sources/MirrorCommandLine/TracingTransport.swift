@@ -25,6 +25,10 @@ public final class ObservedTransport: ATTTransport {
     private let traceOrder = Lock<Void>(())
     /// Guards the closure told when the transport closes (the shell's lost-connection line).
     private let closeObserver = Lock<(@Sendable (TransportError) -> Void)?>(nil)
+    /// Guards the sink that takes the inbound PDUs instead of the GATT client while `mirror check` drives the bearer
+    /// (`divert`); `diverting` says whether there is one without taking the lock on every PDU.
+    private let diversion = Lock<(any ATTTransportSink)?>(nil)
+    private let diverting = Atomic<Bool>(false)
 
     /// What went by.
     public struct Observations: Sendable {
@@ -71,6 +75,18 @@ public final class ObservedTransport: ATTTransport {
     private var traceConsole: Console? { isTracing ? console : nil }
 
     public var observations: Observations { observed.withLock { $0 } }
+
+    /// From now on every inbound PDU goes to `sink` instead of the GATT client above (nil: to the client again);
+    /// the close goes to both. For `mirror check`, which reads every PDU itself while the client sends nothing.
+    public func divert(to sink: (any ATTTransportSink)?) {
+        diversion.withLock { $0 = sink }
+        diverting.store(sink != nil, ordering: .releasing)
+    }
+
+    /// The sink taking the inbound PDUs now, if diverted.
+    var diverted: (any ATTTransportSink)? {
+        diverting.load(ordering: .acquiring) ? diversion.withLock { $0 } : nil
+    }
 
     public var label: String { inner.label }
 
@@ -149,13 +165,13 @@ final class ObservingSink: ATTTransportSink {
 
     func transport(didReceive pdu: [UInt8]) {
         transport.received(pdu)
-        next.transport(didReceive: pdu)
+        (transport.diverted ?? next).transport(didReceive: pdu)
     }
 
     /// Without `--trace` nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
     func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
         if !transport.isTracing {
-            next.transport(didReceiveBytes: pdu)
+            (transport.diverted ?? next).transport(didReceiveBytes: pdu)
         } else {
             transport(didReceive: Array(pdu))
         }
@@ -163,6 +179,7 @@ final class ObservingSink: ATTTransportSink {
 
     func transport(didCloseWith reason: TransportError) {
         transport.closed(reason)
+        transport.diverted?.transport(didCloseWith: reason)
         next.transport(didCloseWith: reason)
     }
 }

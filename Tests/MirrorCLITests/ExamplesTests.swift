@@ -48,7 +48,7 @@ final class ExamplesTests: XCTestCase {
     /// An example runs here when it needs no adapter: a unix: target (the simulator's), --loopback, or no target.
     static func runsHere(_ example: String) -> Bool {
         example.contains("unix:\(examplePath)") || example.contains("--loopback")
-            || ["mirror cache list", "mirror cache clear", "mirror bonds list"].contains(example)
+            || ["mirror cache list", "mirror cache clear", "mirror bonds list", "mirror check --list-rules"].contains(example)
     }
 
     func testEveryExampleIsRunHereOrNeedsAnAdapter() throws {

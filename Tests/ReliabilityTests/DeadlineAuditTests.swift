@@ -26,6 +26,9 @@ struct KnownWait {
 }
 
 let knownWaits: [KnownWait] = [
+    KnownWait(file: "Sources/Conformance/ATTProbe.swift", snippet: "await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in",
+              bound: "mirror check's wait for the server's next PDU (ATTProbe.awaitInbound): its deadline on the monotonic clock (the ATT transaction timeout, --timeout, for a request: \"no answer to ... in N s\", the check stops; a quiet period's end), or the transport's close",
+              trigger: "CheckCommandTests.testALateResponseStopsTheCheckAtTheTransactionTimeout", fires: "check.response"),
     KnownWait(file: "Sources/LineEditor/LineEditor.swift", snippet: "cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rIn, &rWake)",
               bound: "LineEditor.readEvent at a terminal: the user's line, unbounded by default but stop() (its eventfd) ends it, or readEvent(timeout:), then \"timed out after N waiting for a line at the prompt\"",
               trigger: "LineEditorTests.testTheWaitAtATerminalPromptTimesOutNamingWhatItWaitedFor", fires: "lineEditor.prompt"),
@@ -229,6 +232,9 @@ struct OtherLimit {
 }
 
 let otherLimits: [OtherLimit] = [
+    OtherLimit(id: "check.quiet",
+               bound: "mirror check's quiet period after the first request of each kind (ATTProbe.quiet on awaitInbound's wait): 100 ms or four Exchange MTU round trips, then the responses that came are judged",
+               trigger: "CheckCommandTests.testTheFaultFreeSimulatorGivesNoFindingInTextAndJSON"),
     OtherLimit(id: "management.command",
                bound: "ManagementSocket.run on HCISocket's nextDatagram poll: \"no Command Complete or Command Status from the kernel within N s\"",
                trigger: "ManagementTests.testASilentKernelIsATimeoutThatSaysWhatWasAwaited"),

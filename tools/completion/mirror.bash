@@ -3,7 +3,7 @@
 # tools/mirror-docs.sh; do not edit. Install as /usr/share/bash-completion/completions/mirror, or source it.
 
 # The commands, and help.
-_mirror_commands="discover gatt read write listen mtu link pair bench scan wifi shell cache bonds doctor adapters help"
+_mirror_commands="discover gatt read write listen mtu check link pair bench scan wifi shell cache bonds doctor adapters help"
 
 # The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
 _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus wifiNetworkSSIDEnum wifiNumNetworks wifiSetSSID"
@@ -17,6 +17,7 @@ _mirror_options() {
         write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
+        check) echo "--only --skip --writes --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
         pair) echo "--io --passkey --adapter --type --json --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --help" ;;
@@ -38,6 +39,9 @@ _mirror_option_value() {
         "discover --duration") echo "any" ;;
         "listen --count") echo "any" ;;
         "listen --duration") echo "any" ;;
+        "check --only") echo "any" ;;
+        "check --skip") echo "any" ;;
+        "check --writes") echo "any" ;;
         "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
         "pair --passkey") echo "any" ;;
         "bench --handle") echo "names" ;;
@@ -83,6 +87,7 @@ _mirror_positionals() {
         write) echo "TARGET HANDLE|UUID|NAME HEX" ;;
         listen) echo "TARGET HANDLE|UUID|NAME..." ;;
         mtu) echo "TARGET" ;;
+        check) echo "TARGET" ;;
         link) echo "TARGET" ;;
         pair) echo "TARGET" ;;
         bench) echo "TARGET" ;;

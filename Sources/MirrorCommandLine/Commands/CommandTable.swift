@@ -34,6 +34,7 @@ public let commandTable: [Command] = [
     writeCommand,
     listenCommand,
     mtuCommand,
+    checkCommand,
     linkCommand,
     pairCommand,
     benchCommand,

@@ -132,8 +132,10 @@ final class Session: Sendable {
     /// link` prints it itself) or --json is given (the JSON's `link` object carries it). Inside `mirror shell` the
     /// invocation carries the shell's open session, which is returned as it is (no second connection).
     /// `capture`: a btsnoop writer of the caller's (the shell's) to capture into instead of opening --btsnoop's.
+    /// `exchangeMTU`: false for `mirror check`, which sends its own Exchange MTU (and opens no Enhanced ATT bearer).
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
-                     heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil) async throws -> Session {
+                     heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
+                     exchangeMTU: Bool = true) async throws -> Session {
         if let attached = inv.attached {
             inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
             return attached
@@ -246,6 +248,7 @@ final class Session: Sendable {
                               timeout: configuration.transactionTimeout, profile: profile, link: link,
                               linkRequests: requests, heldByShell: heldByShell, databaseCache: databaseCache, warn: warn,
                               pairing: pairing)
+        guard exchangeMTU else { return session }
         do {
             _ = try await client.exchangeMTU()
         } catch {

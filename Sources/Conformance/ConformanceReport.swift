@@ -1,0 +1,142 @@
+// What a check found: each broken rule with what was seen and the exchange that shows it, as text for a person
+// and as JSON for CI.
+import ATTStack
+import JSON
+
+/// One rule broken once: what was seen, and the PDUs that show it.
+public struct ConformanceFinding: Sendable {
+    public var rule: ConformanceRule
+    /// What was seen, in one line ("handle 0x0003: Error Response code 0x00, not 0x01 Invalid Handle").
+    public var observed: String
+    /// The exchange that shows it, as logged.
+    public var evidence: [ProbeRecord]
+
+    public init(rule: ConformanceRule, observed: String, evidence: [ProbeRecord]) {
+        self.rule = rule
+        self.observed = observed
+        self.evidence = evidence
+    }
+
+    public var json: JSONValue {
+        .object([
+            ("id", .string(rule.id)), ("level", .string(rule.level.rawValue)), ("citation", .string(rule.citation)),
+            ("rule", .string(rule.rule)), ("observed", .string(observed)), ("advice", .string(rule.advice)),
+            ("evidence", .array(evidence.map { r in
+                .object([("seconds", .double((r.seconds * 1e6).rounded() / 1e6)),
+                         ("direction", .string(r.sent ? "sent" : "received")),
+                         ("pdu", .string(r.decoded)), ("bytes", .string(ATTHex.string(r.bytes)))])
+            })),
+        ])
+    }
+}
+
+/// A rule that was not judged, and why.
+public struct ConformanceSkip: Sendable {
+    public var rule: ConformanceRule
+    public var reason: String
+}
+
+/// Everything one check found.
+public struct ConformanceReport: Sendable {
+    public var target: String
+    /// The ATT_MTU the check ran at.
+    public var mtu: Int
+    /// The rules judged (after --only / --skip).
+    public var checked: [ConformanceRule]
+    public var findings: [ConformanceFinding]
+    public var notRun: [ConformanceSkip]
+    /// Requests sent and attributes found.
+    public var requests: Int
+    public var attributes: Int
+    public var seconds: Double
+    /// Why the check stopped before its end (the bearer timed out or closed), if it did.
+    public var stopped: String?
+    /// Whether it stopped because the connection ended or a send failed (not a finding: the check is incomplete).
+    public var lostConnection = false
+
+    /// Whether no SHALL is broken.
+    public var passes: Bool { !findings.contains { $0.rule.level == .shall } }
+
+    public func count(_ level: ConformanceLevel) -> Int { findings.filter { $0.rule.level == level }.count }
+
+    /// The findings of each rule, in the catalogue's order, most serious level first.
+    public var grouped: [(rule: ConformanceRule, findings: [ConformanceFinding])] {
+        var out: [(ConformanceRule, [ConformanceFinding])] = []
+        for level in ConformanceLevel.allCases {
+            for rule in checked where rule.level == level {
+                let mine = findings.filter { $0.rule == rule }
+                if !mine.isEmpty { out.append((rule, mine)) }
+            }
+        }
+        return out
+    }
+
+    /// Evidence lines printed per rule in text (JSON has all).
+    public static let textInstances = 3
+
+    /// The report as text lines; the time of each PDU is seconds since the check began.
+    public var textLines: [String] {
+        let rules = checked.count == 1 ? "1 rule" : "\(checked.count) rules"
+        var lines = ["checked \(target): \(rules), \(requests) requests, \(attributes) attributes, ATT_MTU \(mtu), \(format(seconds)) s"]
+        if let stopped { lines.append("stopped early: \(stopped)") }
+        var lastLevel: ConformanceLevel?
+        for (rule, found) in grouped {
+            if rule.level != lastLevel {
+                lines.append("")
+                lines.append("\(rule.level.heading):")
+                lastLevel = rule.level
+            }
+            lines.append("  \(rule.id) [\(rule.level.rawValue), \(rule.citation)]")
+            lines.append("    rule: \(rule.rule)")
+            for f in found.prefix(Self.textInstances) {
+                lines.append("    seen: \(TerminalText.escaped(f.observed))")
+                for r in f.evidence {
+                    lines.append("      +\(format6(r.seconds)) \(r.sent ? ">" : "<") \(TerminalText.escaped(r.decoded))")
+                }
+            }
+            if found.count > Self.textInstances {
+                lines.append("    and \(found.count - Self.textInstances) more like it (--json lists every one)")
+            }
+            lines.append("    fix: \(rule.advice)")
+        }
+        if !notRun.isEmpty {
+            lines.append("")
+            lines.append("not checked:")
+            for s in notRun { lines.append("  \(s.rule.id): \(s.reason)") }
+        }
+        lines.append("")
+        if findings.isEmpty {
+            lines.append("no finding: every rule checked holds")
+        } else {
+            lines.append("\(count(.shall)) SHALL broken, \(count(.should)) SHOULD not followed, \(count(.note)) notes")
+        }
+        return lines
+    }
+
+    public var json: JSONValue {
+        .object([
+            ("target", .string(target)), ("mtu", .int(mtu)), ("passes", .bool(passes)),
+            ("counts", .object(ConformanceLevel.allCases.map { ($0.rawValue, .int(count($0))) })),
+            ("checked", .array(checked.map { .string($0.id) })),
+            ("findings", .array(findings.map(\.json))),
+            ("notChecked", .array(notRun.map { .object([("id", .string($0.rule.id)), ("reason", .string($0.reason))]) })),
+            ("requests", .int(requests)), ("attributes", .int(attributes)),
+            ("seconds", .double((seconds * 1000).rounded() / 1000)),
+            ("stopped", stopped.map { .string($0) } ?? .null), ("lostConnection", .bool(lostConnection)),
+        ])
+    }
+}
+
+/// "1.234" (three decimals at most).
+func format(_ s: Double) -> String {
+    let ms = Int((s * 1000).rounded())
+    let frac = String(ms % 1000)
+    return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+}
+
+/// "0.012345" (six decimals).
+func format6(_ s: Double) -> String {
+    let us = Int((s * 1e6).rounded())
+    let frac = String(us % 1_000_000)
+    return "\(us / 1_000_000).\(String(repeating: "0", count: 6 - frac.count))\(frac)"
+}
