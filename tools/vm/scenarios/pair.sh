@@ -107,12 +107,14 @@ vm_unpair
 vm_run pair-wrong 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard --passkey 111111
 [ "$VM_RC" = 1 ] || vm_fail "a wrong passkey exited $VM_RC (expected 1)"
 vm_grep "$OUT/pair-wrong.log" "failed: Pair Device answered 0x05 Authentication Failed" "a wrong passkey is named as the kernel's Authentication Failed"
+vm_grep "$OUT/pair-wrong.log" "SMP Pairing Failed reason 0x04 Confirm Value Failed, sent by the peer" "and by the SMP PDU: the peer's Pairing Failed, Confirm Value Failed (as btmon decodes it)"
 
 # No passkey and no terminal: this host refuses (User Passkey Negative Reply) and says so, exit 4.
 vm_unpair
 vm_run pair-no-passkey 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard </dev/null
 [ "$VM_RC" = 4 ] || vm_fail "a pairing with no passkey to enter exited $VM_RC (expected 4, refused locally)"
 vm_grep "$OUT/pair-no-passkey.log" "this host refused: no passkey to enter" "a missing passkey is this host's refusal"
+vm_grep "$OUT/pair-no-passkey.log" "SMP Pairing Failed reason 0x01 Passkey Entry Failed, sent by this host's kernel" "and the Pairing Failed this host's kernel sent for it"
 vm_stop sim-passkey 10 TERM
 
 # The capture shows SMP itself, not only the management events.
