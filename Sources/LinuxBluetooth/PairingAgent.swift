@@ -373,7 +373,7 @@ public struct EncryptionFailedError: Error, Sendable, Equatable, CustomStringCon
     public var description: String {
         let event = "Encryption Change status \(HCIStatus.describe(status))"
         if isLostBond {
-            return "encrypting the link to \(peer) on \(adapter) failed: the peer has no key for this bond (\(event)): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove \(peer)`, then `mirror pair \(peer)` (or --pair)"
+            return "encrypting the link to \(peer) on \(adapter) failed: the peer has no key for this bond (\(event)): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove \(peer)`, then `mirror pair \(peer)` (or --pair), or run the command again with --repair, which does both"
         }
         return "encrypting the link to \(peer) on \(adapter) failed (\(event)): pairing or the key was refused; btmon shows the exchange"
     }
