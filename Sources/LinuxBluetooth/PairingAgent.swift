@@ -271,11 +271,12 @@ public final class PairingAgent: Sendable {
     /// `PairingError` for a pairing that ended without keys, the socket's `TransportError` when the management
     /// socket itself failed.
     public func pair(address: BluetoothAddress, type: LEAddressType, io: IOCapability,
-                     limit: Double = PairingAgent.pairLimit) throws -> PairingOutcome {
+                     limit: Double = PairingAgent.pairLimit, watch given: SMPFailureWatch? = nil) throws -> PairingOutcome {
         let peer = "\(address) (\(type))"
         var failure = PairingError(address: address, peer: peer, adapter: socket.adapter)
-        // Opened before Pair Device, so it sees the link's LE Connection Complete and every SMP PDU on it.
-        let watch = SMPFailureWatch(index: index, adapter: socket.adapter)
+        // Opened before Pair Device, so it sees the link's LE Connection Complete and every SMP PDU on it; a caller
+        // that drops CAP_NET_RAW first opens it while it still holds it (`given`).
+        let watch = given ?? SMPFailureWatch(index: index, adapter: socket.adapter)
         defer { watch?.close() }
         try socket.send(.pairDevice(index: index, address: address, type: type, io: io))
         var method: PairingMethod?

@@ -103,8 +103,10 @@ enum Pairing {
                      prompts: PairingPrompts, keepPrivilege: Bool = false, note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
         defer { if !keepPrivilege { Privilege.dropAll("after the management socket was opened") } }
         let (agent, adapter) = try openAgent(adapter: name, io: io, prompts: prompts, daemonRuns: false, what: "", note: note)
+        // The SMP watch's filter passes ACL data only with CAP_NET_RAW: opened before the capabilities go.
+        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
         if !keepPrivilege { Privilege.dropAll("after the management socket was opened") }
-        return (try agent.pair(address: address, type: type, io: io), adapter)
+        return (try agent.pair(address: address, type: type, io: io, watch: watch), adapter)
     }
 
     /// --repair after a lost bond: removes this host's bond with `address` (the store's file and the kernel's keys,
