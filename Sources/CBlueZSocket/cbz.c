@@ -426,6 +426,60 @@ int cbz_hci_connection_count(int ctl, int dev_id) {
 }
 int cbz_hci_device_down(int ctl, int dev_id) { return ioctl(ctl, HCIDEVDOWN, dev_id); }
 
+int cbz_hci_open_acl_watch(int dev_id, int *acl) {
+    int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_HCI);
+    if (s < 0) return -1;
+    int on = 1;
+    if (setsockopt(s, SOL_HCI, HCI_DATA_DIR, &on, sizeof on) < 0) goto fail;
+    struct hci_filter f;
+    hci_filter_clear(&f);
+    hci_filter_set_ptype(HCI_ACLDATA_PKT, &f);
+    hci_filter_set_ptype(HCI_EVENT_PKT, &f);
+    hci_filter_set_event(EVT_DISCONN_COMPLETE, &f);
+    hci_filter_set_event(EVT_LE_META_EVENT, &f);
+    if (setsockopt(s, SOL_HCI, HCI_FILTER, &f, sizeof f) < 0) goto fail;
+    socklen_t fl = sizeof f;
+    if (getsockopt(s, SOL_HCI, HCI_FILTER, &f, &fl) < 0) goto fail;
+    *acl = hci_test_bit(HCI_ACLDATA_PKT, &f.type_mask) ? 1 : 0;
+    struct sockaddr_hci a;
+    memset(&a, 0, sizeof a);
+    a.hci_family = AF_BLUETOOTH;
+    a.hci_dev = (unsigned short)dev_id;
+    a.hci_channel = HCI_CHANNEL_RAW;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) goto fail;
+    return s;
+fail:;
+    int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+}
+
+ssize_t cbz_hci_recv_directed(int fd, void *buf, size_t len, int *incoming) {
+    struct iovec iov = { .iov_base = buf, .iov_len = len };
+    char control[64];
+    struct msghdr msg;
+    memset(&msg, 0, sizeof msg);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t n;
+    do {
+        n = recvmsg(fd, &msg, MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) return n;
+    *incoming = 1;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_HCI && c->cmsg_type == HCI_CMSG_DIR) {
+            int dir;
+            memcpy(&dir, CMSG_DATA(c), sizeof dir);
+            *incoming = dir;
+        }
+    }
+    return n;
+}
+
 int cbz_hci_open_raw(int dev_id) {
     int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_HCI);
     if (s < 0) return -1;

@@ -387,6 +387,26 @@ func nextDatagram<T>(_ fd: Int32, timeout: Double, capacity: Int, what: String, 
 /// reader loop of the threads that serve a raw Bluetooth socket (the link monitor's, the pairing agent's). Returns the
 /// syscall that failed ("poll", "recv") with errno still set, or nil for a wake-up or an end.
 func readDatagrams(_ fd: Int32, wake: Int32, capacity: Int, _ body: ([UInt8]) -> Void) -> String? {
+    readDatagrams(fd, wake: wake, capacity: capacity, receive: { fd, buffer in
+        var truncated: Int32 = 0
+        return (cbz_recv_datagram(fd, buffer.baseAddress, buffer.count, &truncated), false)
+    }, { packet, _ in body(packet) })
+}
+
+/// readDatagrams for a socket with HCI_DATA_DIR on (cbz_hci_open_acl_watch): each datagram with whether it came
+/// from the controller.
+func readDirectedDatagrams(_ fd: Int32, wake: Int32, capacity: Int, _ body: ([UInt8], _ incoming: Bool) -> Void) -> String? {
+    readDatagrams(fd, wake: wake, capacity: capacity, receive: { fd, buffer in
+        var incoming: Int32 = 1
+        let got = cbz_hci_recv_directed(fd, buffer.baseAddress, buffer.count, &incoming)
+        return (got, incoming != 0)
+    }, body)
+}
+
+/// The one reader loop of readDatagrams and readDirectedDatagrams: `receive` takes one datagram into the buffer.
+private func readDatagrams(_ fd: Int32, wake: Int32, capacity: Int,
+                           receive: (Int32, UnsafeMutableRawBufferPointer) -> (Int, Bool),
+                           _ body: ([UInt8], Bool) -> Void) -> String? {
     var buffer = [UInt8](repeating: 0, count: capacity)
     while true {
         var r1: Int16 = 0, r2: Int16 = 0
@@ -397,14 +417,13 @@ func readDatagrams(_ fd: Int32, wake: Int32, capacity: Int, _ body: ([UInt8]) ->
             return "poll"
         }
         if r2 != 0 { return nil }
-        var truncated: Int32 = 0
-        let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+        let (got, incoming) = buffer.withUnsafeMutableBytes { receive(fd, $0) }
         if got < 0 {
             if cbz_errno() == EAGAIN || cbz_errno() == EINTR { continue }
             return "recv"
         }
         if got == 0 { return nil } // the socket ended (an adapter removed; a test's controller closed its end)
-        body(Array(buffer.prefix(min(got, buffer.count))))
+        body(Array(buffer.prefix(min(got, buffer.count))), incoming)
     }
 }
 

@@ -86,6 +86,10 @@ public struct PairingError: Error, Sendable, Equatable, CustomStringConvertible 
     public var authenticationStatus: UInt8?
     /// Device Disconnected's reason, when the link dropped during the pairing.
     public var disconnectReason: UInt8?
+    /// The SMP Pairing Failed PDU on the link (its reason and sender), when the ACL data could be watched.
+    public var smpFailure: SMPPairingFailed?
+    /// The link's Disconnection Complete reason (an HCI status), when it ended during the pairing.
+    public var linkLossReason: UInt8?
     /// A timeout: what was awaited, and for how long.
     public var waitedFor: String?
     public var seconds: Double?
@@ -108,8 +112,13 @@ public struct PairingError: Error, Sendable, Equatable, CustomStringConvertible 
         var facts: [String] = []
         if let method { facts.append("method \(method.rawValue)") }
         if let refusedHere { facts.append("this host refused: \(refusedHere)") }
+        if let smpFailure { facts.append(smpFailure.description) }
         if let authenticationStatus { facts.append("the kernel reported Authentication Failed, HCI status \(ATTHex.byte(authenticationStatus))") }
-        if let disconnectReason { facts.append("the link dropped: \(managementDisconnectReasonName(disconnectReason))") }
+        if let linkLossReason {
+            facts.append("the link dropped: Disconnection Complete reason \(HCIStatus.describe(linkLossReason))")
+        } else if let disconnectReason {
+            facts.append("the link dropped: \(managementDisconnectReasonName(disconnectReason))")
+        }
         if !facts.isEmpty { text += " (" + facts.joined(separator: "; ") + ")" }
         if let advice { text += "; \(advice)" }
         return text
@@ -262,9 +271,13 @@ public final class PairingAgent: Sendable {
     /// `PairingError` for a pairing that ended without keys, the socket's `TransportError` when the management
     /// socket itself failed.
     public func pair(address: BluetoothAddress, type: LEAddressType, io: IOCapability,
-                     limit: Double = PairingAgent.pairLimit) throws -> PairingOutcome {
+                     limit: Double = PairingAgent.pairLimit, watch given: SMPFailureWatch? = nil) throws -> PairingOutcome {
         let peer = "\(address) (\(type))"
         var failure = PairingError(address: address, peer: peer, adapter: socket.adapter)
+        // Opened before Pair Device, so it sees the link's LE Connection Complete and every SMP PDU on it; a caller
+        // that drops CAP_NET_RAW first opens it while it still holds it (`given`).
+        let watch = given ?? SMPFailureWatch(index: index, adapter: socket.adapter)
+        defer { watch?.close() }
         try socket.send(.pairDevice(index: index, address: address, type: type, io: io))
         var method: PairingMethod?
         var refusedHere: String?
@@ -299,6 +312,10 @@ public final class PairingAgent: Sendable {
 
         failure.method = method
         failure.refusedHere = refusedHere
+        if status != 0 && status != 0x13 {
+            failure.smpFailure = watch?.pairingFailed(peer: address)
+            failure.linkLossReason = watch?.disconnectReason(peer: address)
+        }
         guard let status else {
             WaitLimit.fired("management.pair")
             try? socket.send(.cancelPairDevice(index: index, address: address, type: type))
@@ -357,7 +374,7 @@ public struct EncryptionFailedError: Error, Sendable, Equatable, CustomStringCon
     public var description: String {
         let event = "Encryption Change status \(HCIStatus.describe(status))"
         if isLostBond {
-            return "encrypting the link to \(peer) on \(adapter) failed: the peer has no key for this bond (\(event)): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove \(peer)`, then `mirror pair \(peer)` (or --pair)"
+            return "encrypting the link to \(peer) on \(adapter) failed: the peer has no key for this bond (\(event)): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove \(peer)`, then `mirror pair \(peer)` (or --pair), or run the command again with --repair, which does both"
         }
         return "encrypting the link to \(peer) on \(adapter) failed (\(event)): pairing or the key was refused; btmon shows the exchange"
     }

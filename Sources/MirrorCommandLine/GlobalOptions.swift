@@ -19,12 +19,13 @@ public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
     case noCache = "--no-cache"
     case bearers = "--bearers"
     case pair = "--pair"
+    case repair = "--repair"
 
     /// The options that ask the controller for a link (HCI LE Connection Update, LE Set PHY, LE Set Data Length).
     public static let link: Set<GlobalOptionName> = [.interval, .latency, .supervisionTimeout, .phy, .dataLength]
 
     /// What a command that connects to a GATT server honours (--profile: names for the mirror's characteristics).
-    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache, .bearers, .pair]).union(link)
+    public static let connection: Set<GlobalOptionName> = Set<GlobalOptionName>([.adapter, .type, .timeout, .mtu, .security, .trace, .btsnoop, .json, .profile, .noCache, .bearers, .pair, .repair]).union(link)
 }
 
 /// The link security level asked for with BT_SECURITY (low: none, medium: encrypted, high: authenticated MITM).
@@ -66,6 +67,9 @@ public struct GlobalOptions: Sendable, Equatable {
     /// Pair when the link's security is raised (--pair): this process answers the kernel's pairing requests
     /// (Just Works) for the connection's life, and the adapter keeps the keys.
     public var pair = false
+    /// Pair again when the peer has forgotten the bond (--repair): this host's bond is removed (store and kernel,
+    /// as `mirror bonds remove`), a pairing runs on a fresh connection, and the command goes on.
+    public var repair = false
 
     /// What `--bearers` takes: CID 4 and up to four Enhanced ATT bearers.
     public static let bearerRange: ClosedRange<Int> = 1...5
@@ -103,6 +107,7 @@ public struct GlobalOptions: Sendable, Equatable {
         .flag("--no-cache", help: "neither read nor write the GATT cache ($XDG_CACHE_HOME/mirror): discover the database afresh"),
         .value("--bearers", "N", help: "open N ATT bearers, 1-5: CID 4 and N-1 Enhanced ATT bearers (EATT, ECRED on PSM 0x27) where the peer serves them (default 1)"),
         .flag("--pair", help: "pair (Just Works) and bond when the link's security is raised (--security, or a peer's Insufficient Authentication), this process as the agent; needs CAP_NET_ADMIN"),
+        .flag("--repair", help: "when the peer has forgotten the bond (Encryption Change 0x06 PIN or Key Missing), remove this host's bond (as `mirror bonds remove`) and pair again (Just Works) on a fresh connection, then go on; needs CAP_NET_ADMIN"),
     ]
 
     /// These options with those a later line gave (`given`, as `ParsedArguments.givenGlobals` says) laid over
@@ -128,6 +133,7 @@ public struct GlobalOptions: Sendable, Equatable {
             case .noCache: o.noCache = line.noCache
             case .bearers: o.bearers = line.bearers
             case .pair: o.pair = line.pair
+            case .repair: o.repair = line.repair
             }
         }
         return o
@@ -149,6 +155,7 @@ public struct GlobalOptions: Sendable, Equatable {
         json = flags.contains(GlobalOptionName.json.rawValue)
         noCache = flags.contains(GlobalOptionName.noCache.rawValue)
         pair = flags.contains(GlobalOptionName.pair.rawValue)
+        repair = flags.contains(GlobalOptionName.repair.rawValue)
         bearers = try value(.bearers) { (s: String) throws(UsageError) in try parseCount(s, in: GlobalOptions.bearerRange, what: "bearer count") } ?? 1
         profile = values[GlobalOptionName.profile.rawValue]?.last
         link.interval = try value(.interval, parseConnectionInterval)

@@ -78,6 +78,11 @@ extension ErrorReport {
             ("method", e.method.map { .string($0.rawValue) } ?? .null),
             ("authenticationStatus", byte(e.authenticationStatus)), ("disconnectReason", byte(e.disconnectReason)),
             ("refusedHere", e.refusedHere.map { .string($0) } ?? .null),
+            ("smpReason", byte(e.smpFailure?.reason)),
+            ("smpReasonName", e.smpFailure.flatMap { SMP.reasonName($0.reason) }.map { .string($0) } ?? .null),
+            ("smpSentBy", e.smpFailure.map { .string($0.sentBy == .peer ? "peer" : "thisHost") } ?? .null),
+            ("linkLossReason", byte(e.linkLossReason)),
+            ("linkLossReasonName", e.linkLossReason.flatMap { HCIStatus.name($0) }.map { .string($0) } ?? .null),
             ("waitingFor", e.waitedFor.map { .string($0) } ?? .null), ("seconds", e.seconds.map { .double($0) } ?? .null),
         ])
     }

@@ -52,6 +52,9 @@ public func parseTarget(_ token: String, global: GlobalOptions) throws(UsageErro
         if global.pair {
             throw UsageError("--pair applies to a Bluetooth link, not to the unix socket target \"\(token)\"", token: token)
         }
+        if global.repair {
+            throw UsageError("--repair applies to a Bluetooth link, not to the unix socket target \"\(token)\"", token: token)
+        }
     }
     return target
 }

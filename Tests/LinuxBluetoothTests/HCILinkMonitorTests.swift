@@ -230,7 +230,7 @@ final class HCILinkMonitorTests: XCTestCase {
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { controller.send(hciEvent(0x08, [0x06, 0x41, 0x00, 0x00])) }
         XCTAssertEqual(monitor.awaitEncryptionFailure(limit: .seconds(5)), 0x06)
         XCTAssertEqual("\(EncryptionFailedError(peer: "00:AA:01:01:00:01", adapter: "hci0", status: 0x06))",
-                       "encrypting the link to 00:AA:01:01:00:01 on hci0 failed: the peer has no key for this bond (Encryption Change status 0x06 PIN or Key Missing): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove 00:AA:01:01:00:01`, then `mirror pair 00:AA:01:01:00:01` (or --pair)")
+                       "encrypting the link to 00:AA:01:01:00:01 on hci0 failed: the peer has no key for this bond (Encryption Change status 0x06 PIN or Key Missing): it has forgotten the bond (a reset, or a pairing with another central); pair again: `mirror bonds remove 00:AA:01:01:00:01`, then `mirror pair 00:AA:01:01:00:01` (or --pair), or run the command again with --repair, which does both")
     }
 
     func testWithoutTheCapabilityRequestsFailNamingItAndTheSetcapLine() throws {

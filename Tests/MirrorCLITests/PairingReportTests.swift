@@ -27,6 +27,12 @@ final class PairingReportTests: XCTestCase {
         }
         let refused = failure { $0.status = 0x05; $0.authenticationStatus = 0x05 }
         XCTAssertTrue(refused.json.compact.contains("\"managementStatusName\":\"Authentication Failed\""), refused.json.compact)
+        let smp = failure { $0.status = 0x05; $0.smpFailure = SMPPairingFailed(handle: 42, reason: 0x04, sentBy: .peer); $0.linkLossReason = 0x13 }
+        for field in ["\"smpReason\":4", "\"smpReasonName\":\"Confirm Value Failed\"", "\"smpSentBy\":\"peer\"",
+                      "\"linkLossReason\":19", "\"linkLossReasonName\":\"Remote User Terminated Connection\""] {
+            XCTAssertTrue(smp.json.compact.contains(field), "\(field) in \(smp.json.compact)")
+        }
+        XCTAssertTrue(refused.json.compact.contains("\"smpReason\":null"), refused.json.compact)
     }
 
     func testAPeersInsufficientSecuritySaysHowToPairAndOtherErrorsDoNot() {

@@ -48,6 +48,7 @@ final class UsageTests: XCTestCase {
             (["mtu", "unix:/tmp/x", "--security", "high"], "mirror: --security applies to a Bluetooth link, not to the unix socket target \"unix:/tmp/x\"\nsee: mirror mtu --help\n"),
             (["discover", "--duration", "soon"], "mirror: --duration: invalid duration \"soon\": expected seconds greater than 0, as in 5, 0.5 or 250ms\nsee: mirror discover --help\n"),
             (["read", "unix:/tmp/x", "0x0003", "--pair"], "mirror: --pair applies to a Bluetooth link, not to the unix socket target \"unix:/tmp/x\"\nsee: mirror read --help\n"),
+            (["read", "unix:/tmp/x", "0x0003", "--repair"], "mirror: --repair applies to a Bluetooth link, not to the unix socket target \"unix:/tmp/x\"\nsee: mirror read --help\n"),
             (["pair", "unix:/tmp/x"], "mirror: pairing needs an LE device address: unix:/tmp/x is a unix socket, with no link to pair\nsee: mirror pair --help\n"),
             (["pair", "00:AA:01:01:00:01", "--passkey", "1234567"], "mirror: --passkey: invalid passkey \"1234567\": expected up to six decimal digits, 000000-999999\nsee: mirror pair --help\n"),
             (["pair", "00:AA:01:01:00:01", "--io", "screen"], "mirror: --io: invalid IO capability \"screen\": expected one of display, yesno, keyboard, none, keyboard-display\nsee: mirror pair --help\n"),

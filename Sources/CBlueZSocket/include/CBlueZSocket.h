@@ -166,6 +166,14 @@ int cbz_hci_connection_count(int ctl, int dev_id);
 /// HCI event packet. Binding needs no capability; without CAP_NET_RAW the filter keeps only the kernel's security
 /// filter's events and LE commands fail with EPERM (net/bluetooth/hci_sock.c).
 int cbz_hci_open_raw(int dev_id);
+/// A raw HCI socket bound to dev_id that passes ACL data in both directions and Disconnection Complete and LE Meta
+/// events, with HCI_DATA_DIR on so each datagram says its direction (hci_sock.c hci_sock_cmsg). The kernel copies
+/// every ACL packet, sent or received, to a bound raw socket (hci_send_to_sock); ACL needs CAP_NET_RAW at the filter
+/// (hci_sock_setsockopt_old keeps only events otherwise): 1 in *acl when ACL passes the filter.
+int cbz_hci_open_acl_watch(int dev_id, int *acl);
+/// One datagram of a cbz_hci_open_acl_watch socket into buf: its length, or -1 with errno (EAGAIN when none);
+/// *incoming is 1 for a packet from the controller, 0 for one the host sent.
+ssize_t cbz_hci_recv_directed(int fd, void *buf, size_t len, int *incoming);
 /// A socket on the kernel's Bluetooth Management channel (HCI_CHANNEL_CONTROL, bound to HCI_DEV_NONE; BlueZ
 /// doc/mgmt-api.txt), non-blocking. The kernel marks it trusted when the binding thread holds CAP_NET_ADMIN
 /// (hci_sock_bind), and only a trusted socket may start discovery: bind on the thread that keeps the capabilities.

@@ -1,5 +1,6 @@
 // mirror pair: pairing and bonding through the kernel's management interface, this process as the agent (no
 // bluetoothd); the kernel runs SMP (Core Spec 5.4 Vol 3 Part H).
+import ATTStack
 import Bonding
 import Glibc
 import HostEnvironment
@@ -96,14 +97,34 @@ enum Pairing {
         return (agent, adapter)
     }
 
-    /// Opens the agent (the capabilities go once its socket is bound) and pairs; bluetoothd does not run (the
-    /// command refused first).
+    /// Opens the agent (the capabilities go once its socket is bound, unless `keepPrivilege`: --repair connects
+    /// again after it) and pairs; bluetoothd does not run (the command refused first).
     static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String?, io: IOCapability,
-                     prompts: PairingPrompts, note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
-        defer { Privilege.dropAll("after the management socket was opened") }
+                     prompts: PairingPrompts, keepPrivilege: Bool = false, note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
+        defer { if !keepPrivilege { Privilege.dropAll("after the management socket was opened") } }
         let (agent, adapter) = try openAgent(adapter: name, io: io, prompts: prompts, daemonRuns: false, what: "", note: note)
-        Privilege.dropAll("after the management socket was opened")
-        return (try agent.pair(address: address, type: type, io: io), adapter)
+        // The SMP watch's filter passes ACL data only with CAP_NET_RAW: opened before the capabilities go.
+        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
+        if !keepPrivilege { Privilege.dropAll("after the management socket was opened") }
+        return (try agent.pair(address: address, type: type, io: io, watch: watch), adapter)
+    }
+
+    /// --repair after a lost bond: removes this host's bond with `address` (the store's file and the kernel's keys,
+    /// as `mirror bonds remove`), pairs again (Just Works, or a passkey asked on the terminal) and keeps the new
+    /// bond, saying each step on stderr. The capabilities go once the agent's socket is bound.
+    static func repair(address: BluetoothAddress, type: LEAddressType, adapter name: String?, console: Console) throws {
+        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
+        let removal = try BondsRemoval.run(store: try BondStore.standard(), peer: address, adapters: [adapter.address])
+        for line in removal.lines { console.err("repair: \(TerminalText.escaped(line))") }
+        let (outcome, _) = try pair(address: address, type: type, adapter: adapter.name, io: .noInputNoOutput,
+                                    prompts: terminalPrompts(passkey: nil, console: console), keepPrivilege: true,
+                                    note: { console.err("note: \($0)") })
+        console.err("repair: paired with \(outcome.address) (\(outcome.type)) on \(adapter.name) again: \(outcome.method.rawValue)")
+        if !outcome.alreadyPaired {
+            let bond = try BondKeys.save(outcome.keyEvents, peer: outcome.address, method: BondMethod(outcome.method),
+                                         adapter: adapter, now: Int(time(nil)))
+            console.err("repair: \(bond.text)")
+        }
     }
 
     /// Opens the agent on `adapter` (default: the first that is up) and answers every pairing request there until

@@ -135,7 +135,7 @@ final class Session: Sendable {
     /// `exchangeMTU`: false for `mirror check`, which sends its own Exchange MTU (and opens no Enhanced ATT bearer).
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
                      heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
-                     exchangeMTU: Bool = true) async throws -> Session {
+                     exchangeMTU: Bool = true, mayRepair: Bool = true) async throws -> Session {
         if let attached = inv.attached {
             inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
             return attached
@@ -177,11 +177,19 @@ final class Session: Sendable {
             // Change (net/bluetooth's bt_to_errno), which the monitor saw; its status says why.
             let encryption = (security?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue && Self.isPermissionDenied(error)
                 ? monitor?.awaitEncryptionFailure(limit: LinkSession.disconnectReasonWait) : nil
-            Privilege.dropAll("after a failed connect")
+            if !(g.repair && encryption == 0x06) { Privilege.dropAll("after a failed connect") }
             monitor?.close()
             pairing?.stop()
             if let encryption, case .bluetooth(let address) = target.target {
-                throw EncryptionFailedError(peer: address.description, adapter: g.adapter ?? "the default adapter", status: encryption)
+                let failure = EncryptionFailedError(peer: address.description, adapter: g.adapter ?? "the default adapter", status: encryption)
+                // --repair: the peer forgot the bond; forget this host's, pair again, and connect afresh (once).
+                if failure.isLostBond, g.repair, mayRepair, !daemonRuns {
+                    inv.console.err("repair: \(failure)")
+                    try Pairing.repair(address: address, type: target.addressType, adapter: g.adapter, console: inv.console)
+                    return try await open(target, inv, announceLink: announceLink, heldByShell: heldByShell,
+                                          capture: shellCapture, exchangeMTU: exchangeMTU, mayRepair: false)
+                }
+                throw failure
             }
             throw error
         }

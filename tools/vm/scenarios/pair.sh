@@ -77,6 +77,14 @@ vm_run read-lost-bond 60 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --securit
 [ "$VM_RC" = 6 ] || vm_fail "a read on a bond the peer forgot exited $VM_RC (expected 6, connection)"
 vm_grep "$OUT/read-lost-bond.log" "the peer has no key for this bond \(Encryption Change status 0x06 PIN or Key Missing\): it has forgotten the bond" "a lost bond is named, with the HCI status"
 vm_grep "$OUT/read-lost-bond.log" "mirror bonds remove $SIM" "and says how to pair again"
+vm_grep "$OUT/read-lost-bond.log" "or run the command again with --repair" "and names --repair"
+# --repair: the same read removes this host's bond, pairs again on a fresh connection and reads.
+vm_no_le_link
+vm_ok read-repair 90 "$BIN/mirror" read $SIM 0x0003 --adapter hci0 --security medium --repair
+vm_grep "$OUT/read-repair.log" "^repair: encrypting the link to $SIM on hci0 failed: the peer has no key for this bond" "--repair says the peer lost the bond"
+vm_grep "$OUT/read-repair.log" "^repair: removed .*/$SIM.json$" "removes this host's bond"
+vm_grep "$OUT/read-repair.log" "^repair: paired with $SIM \(public\) on hci0 again: Just Works$" "pairs again"
+vm_grep "$OUT/read-repair.log" "mirror-sim" "and reads"
 vm_stop sim 10 TERM
 
 # A value the simulator serves only on an encrypted link (--secure): a read with no bond and no agent gets
@@ -107,12 +115,14 @@ vm_unpair
 vm_run pair-wrong 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard --passkey 111111
 [ "$VM_RC" = 1 ] || vm_fail "a wrong passkey exited $VM_RC (expected 1)"
 vm_grep "$OUT/pair-wrong.log" "failed: Pair Device answered 0x05 Authentication Failed" "a wrong passkey is named as the kernel's Authentication Failed"
+vm_grep "$OUT/pair-wrong.log" "SMP Pairing Failed reason 0x04 Confirm Value Failed, sent by the peer" "and by the SMP PDU: the peer's Pairing Failed, Confirm Value Failed (as btmon decodes it)"
 
 # No passkey and no terminal: this host refuses (User Passkey Negative Reply) and says so, exit 4.
 vm_unpair
 vm_run pair-no-passkey 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard </dev/null
 [ "$VM_RC" = 4 ] || vm_fail "a pairing with no passkey to enter exited $VM_RC (expected 4, refused locally)"
 vm_grep "$OUT/pair-no-passkey.log" "this host refused: no passkey to enter" "a missing passkey is this host's refusal"
+vm_grep "$OUT/pair-no-passkey.log" "SMP Pairing Failed reason 0x01 Passkey Entry Failed, sent by this host's kernel" "and the Pairing Failed this host's kernel sent for it"
 vm_stop sim-passkey 10 TERM
 
 # The capture shows SMP itself, not only the management events.
