@@ -1,5 +1,5 @@
 # vm-about: Google Bumble (its own host stack over the HCI user channel on hci1, tools/vm/peers/bumble_peer.py) as a peer nobody here wrote, no bluetoothd: mirror gatt, read (short, and long by Read Blob), write, listen, a notification after a write, the GATT cache on Bumble's Database Hash; mirror pair Just Works, an encrypted read on the bond in new processes (the kernel's keys, then the store's), the authenticated value refused after Just Works (at once, also at --security medium); read --pair with no bond; Passkey Entry with Bumble displaying a fixed passkey, a wrong passkey refused; SMP in the capture
-# vm-timeout: 400
+# vm-timeout: 560
 vm_need mirror
 [ -n "${VM_BUMBLE:-}" ] && [ -x "$VM_BUMBLE" ] \
   || vm_fail "no Bumble venv (VM_BUMBLE='${VM_BUMBLE:-}'): tools/vm/bumble-venv.sh could not make it (see run.sh's vm-prepare lines)"
@@ -74,7 +74,11 @@ vm_ok warm 60 "$BIN/mirror" gatt $peer --adapter hci0 --trace
 vm_count "$OUT/warm.log" '^[0-9:.]+ > (Read|Find)[A-Za-z ]+ Request' 1 "the warm gatt sent one read: the Database Hash"
 vm_grep "$OUT/warm.log" "Read By Type Request 0x0001-0xFFFF type 2b2a" "the Database Hash's Read By Type"
 
-# ---- mirror check (issue 27, written apart): runs here against this Bumble peer, once it exists. ----
+# mirror check (issue 27) against Bumble's GATT server: every finding expected, with why (check_expect.py).
+vm_no_le_link
+vm_run check 150 "$BIN/mirror" check $peer --adapter hci0 --json
+[ "$VM_RC" = 0 ] || [ "$VM_RC" = 9 ] || vm_fail "mirror check against Bumble exited $VM_RC (0 or 9: it ran to its end)"
+vm_ok check-expect 20 python3 -I -S "$REPO/tools/vm/check_expect.py" "$OUT/check.log" ${BUMBLE_CHECK_EXPECT:-}
 
 # 2. Pairing, no bluetoothd. The encrypted value on the plain link: Bumble refuses with Insufficient Encryption.
 vm_run read-plain 40 "$BIN/mirror" read $peer "$h_enc" --adapter hci0

@@ -1,5 +1,5 @@
 # vm-about: BlueZ's example-gatt-server (patched: tools/vm/peers) under bluetoothd on hci1: mirror gatt finds Heart Rate, Battery and the test service and agrees with gatttool; Heart Rate and Battery notifications for over 5 s, Battery Level read by name and notified, decoded as its percentage; long reads (Read Blob) and a long write read back at MTU 23; an application error 0x80
-# vm-timeout: 200
+# vm-timeout: 360
 vm_need mirror
 vm_example_gatt_peer
 peer=00:AA:01:01:00:01
@@ -87,3 +87,10 @@ vm_run write-hrcp 40 "$BIN/mirror" write $peer $hrcp 02 --adapter hci0 --json
 vm_json "$OUT/write-hrcp.log" \
   "j['error']['kind'] == 'att' and j['error']['code'] == 0x80 and j['error']['handle'] == $hrcp and j['error']['rejectedBy'] == 'peer'" \
   "the Control Point refuses 02: ATT error 0x80 (application) from the peer"
+
+# mirror check (issue 27) against bluetoothd's GATT server with the example application: every finding expected, with
+# why (check_expect.py).
+vm_no_le_link
+vm_run check 150 "$BIN/mirror" check $peer --adapter hci0 --json
+[ "$VM_RC" = 0 ] || [ "$VM_RC" = 9 ] || vm_fail "mirror check against bluetoothd exited $VM_RC (0 or 9: it ran to its end)"
+vm_ok check-expect 20 python3 -I -S "$REPO/tools/vm/check_expect.py" "$OUT/check.log" ${BLUEZ_CHECK_EXPECT:-}
