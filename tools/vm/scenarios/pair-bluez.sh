@@ -70,7 +70,14 @@ rm -f /tmp/btctl.in; mkfifo /tmp/btctl.in
 vm_bg btctl sh -c 'exec bluetoothctl <"$1"' btctl /tmp/btctl.in
 exec 5<>/tmp/btctl.in
 trap '' PIPE
-printf '%s\n' "agent NoInputNoOutput" default-agent "select $CENTRAL" "scan on" >&5
+vm_wait_log btctl "\[bluetooth\]" 30
+echo "agent NoInputNoOutput" >&5
+vm_wait_log btctl "Agent registered" 30
+echo default-agent >&5
+vm_wait_log btctl "Default agent request successful" 30
+# bluetoothd's discovery lists an LE device only when its advertising flags say discoverable (adapter.c).
+vm_ok hci1-discoverable 15 btmgmt -i hci1 discov yes
+printf '%s\n' "select $CENTRAL" "scan on" >&5
 vm_wait_log btctl "Device $SIM" 40
 printf '%s\n' "scan off" "pair $SIM" >&5
 vm_log "bluetoothctl: pair $SIM"
@@ -86,9 +93,12 @@ vm_grep "$OUT/btctl.log" "Pairing successful" "bluetoothctl: Pairing successful"
 printf '%s\n' "disconnect $SIM" >&5
 vm_no_le_link
 INFO=/var/lib/bluetooth/$CENTRAL/$SIM/info
-vm_grep "$INFO" "^\[LongTermKey\]" "bluetoothd kept the bond in $INFO"
-bluez_ltk=$(sed -n '/^\[LongTermKey\]/,/^\[/s/^Key=//p' "$INFO" | head -n 1 | tr A-F a-f)
-[ -n "$bluez_ltk" ] || vm_fail "no Key= in the [LongTermKey] group of $INFO"
+cp "$INFO" "$OUT/bluez-info.txt"
+# BlueZ's key file (src/adapter.c store_longtermkey): [LongTermKey] for a key used as central, else
+# [PeripheralLongTermKey] (and its old name [SlaveLongTermKey]); a Secure Connections key serves both roles.
+vm_grep "$INFO" "^\[(LongTermKey|PeripheralLongTermKey)\]" "bluetoothd kept the bond in $INFO"
+bluez_ltk=$(sed -n '/^\[\(LongTermKey\|PeripheralLongTermKey\)\]/,/^\[/s/^Key=//p' "$INFO" | head -n 1 | tr A-F a-f)
+[ -n "$bluez_ltk" ] || vm_fail "no Key= in a long term key group of $INFO"
 
 vm_ok gatt 60 "$BIN/mirror" gatt $SIM --adapter hci0 --json
 enc=$(python3 -I -S - "$OUT/gatt.log" <<'PY'
