@@ -63,9 +63,9 @@ vm_no_grep "$OUT/dmesg.log" "security requested but not available|Unable to crea
 # mirror's store keeps part 1's bond with the same address: it must be neither loaded nor rewritten.
 store_before=$(cd "$XDG_STATE_HOME" && find . -type f -exec sha256sum {} + | sort)
 vm_gatt_peer_conf --example
-# bluetoothctl as the agent of both adapters (agents are bluetoothd's, not an adapter's), driven over a fifo: the
-# initiator's Just Works confirmation bluetoothd accepts itself (a Pair() asked for it); the responder's asks the
-# agent (RequestAuthorization: "Accept pairing (yes/no)"), answered yes here.
+# bluetoothctl as the agent of both adapters (agents are bluetoothd's, not an adapter's), driven over a fifo: what
+# bluetoothd does not confirm itself (the side whose Pair() asked for the pairing) it asks the agent, answered yes
+# here (one RequestConfirmation, "Confirm passkey N (yes/no)", in the runs so far).
 rm -f /tmp/btctl.in; mkfifo /tmp/btctl.in
 vm_bg btctl sh -c 'exec bluetoothctl <"$1"' btctl /tmp/btctl.in
 exec 5<>/tmp/btctl.in
@@ -85,7 +85,9 @@ answers=0
 deadline=$(( $(vm_now) + $(vm_scaled 60) * 1000000 ))
 until grep -qE "Pairing successful|Failed to pair" "$OUT/btctl.log"; do
   [ "$(vm_now)" -gt $deadline ] && vm_fail "waited $(vm_scaled 60) s for bluetoothctl's pairing to end ($answers questions answered)"
-  n=$(grep -o "(yes/no)" "$OUT/btctl.log" | wc -l)
+  # One "Request confirmation" (or authorization) line per question; its "(yes/no)" prompt is redrawn with every
+  # line bluetoothctl prints after it, so the prompts are not counted.
+  n=$(grep -oE "Request (confirmation|authorization)" "$OUT/btctl.log" | wc -l)
   [ "$n" -gt $answers ] && { echo yes >&5; answers=$n; vm_log "bluetoothctl's agent: answered yes"; }
   sleep 0.2
 done
