@@ -147,6 +147,8 @@ public final class PairingAgent: Sendable {
     /// How long a pairing may take in all: the connection (the kernel's 20 s LE connection timeout), SMP's own
     /// 30 s timeout, and a person reading a passkey.
     public static let pairLimit: Double = 60
+    /// Set Powered on commands sent after ensureSMP's power-off before it gives up (each waits for its answer).
+    static let powerOnAttempts = 3
 
     public init(socket: ManagementSocket, index: Int, prompts: PairingPrompts) {
         self.socket = socket
@@ -200,7 +202,17 @@ public final class PairingAgent: Sendable {
             return nil
         }
         try socket.run(.setPowered(index: index, false))
-        try socket.run(.setPowered(index: index, true), timeout: 5)
+        // The kernel may answer the power-off before its close of the device has ended; a power-on arriving in between
+        // is answered Success with Powered (bit 0 of the settings) still clear, and nothing is powered (seen in the VM:
+        // Close Index after that answer). Asked again, a bounded number of times, until the answer says Powered.
+        var attempts = 0
+        while try socket.run(.setPowered(index: index, true), timeout: 5).first.map({ $0 & 1 == 0 }) ?? false {
+            attempts += 1
+            guard attempts < Self.powerOnAttempts else {
+                throw .managementCommandFailed(command: "Set Powered", adapter: socket.adapter, status: nil,
+                                               detail: "\(socket.adapter) was powered off to register SMP, and \(Self.powerOnAttempts) Set Powered on answered Success with the adapter still off: `sudo btmgmt -i \(socket.adapter) power on`")
+            }
+        }
         if canAsk, let status = try smpMissing() {
             throw .managementCommandFailed(
                 command: "Read Local Out Of Band Extended Data", adapter: socket.adapter, status: status,

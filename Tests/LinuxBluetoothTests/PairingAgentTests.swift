@@ -225,6 +225,20 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertEqual(try agent2.prepare(io: .noInputNoOutput, mayPowerCycle: true),
                        "powered hci0 off and on again through the Bluetooth management interface (it had no connection, and no bluetoothd runs): an adapter first powered on outside that interface has no SMP in the kernel, and an LE-only one cannot be asked")
         XCTAssertEqual(sent(k2).map { $0[0] }, [0x09, 0x18, 0x04, 0x05, 0x05])
+
+        // The power-on answered Success with Powered clear (the kernel still closing the device after its power-off
+        // answer): asked again until the answer says Powered; three such answers are an error naming the command.
+        let (agent3, k3) = kernel(answers + [complete(0x0005, [0, 2, 0, 0]), complete(0x0005, [0, 2, 0, 0]), complete(0x0005, [1, 2, 0, 0])])
+        defer { close(k3) }
+        XCTAssertNotNil(try agent3.prepare(io: .noInputNoOutput, mayPowerCycle: true))
+        XCTAssertEqual(sent(k3).map { $0[0] }, [0x09, 0x18, 0x04, 0x05, 0x05, 0x05])
+        let off = complete(0x0005, [0, 2, 0, 0])
+        let (agent4, k4) = kernel(answers + [off, off, off, off])
+        defer { close(k4) }
+        XCTAssertThrowsError(try agent4.prepare(io: .noInputNoOutput, mayPowerCycle: true)) { error in
+            XCTAssertTrue("\(error)".contains("3 Set Powered on answered Success with the adapter still off"), "\(error)")
+        }
+        XCTAssertEqual(sent(k4).map { $0[0] }, [0x09, 0x18, 0x04, 0x05, 0x05, 0x05, 0x05])
     }
 
     func testTheServingAgentAnswersUntilStoppedAndAStopWaitsForAnAnswerOnlyToItsLimit() throws {
