@@ -778,7 +778,11 @@ final class ConformanceRun {
             find(.databaseHash, "the hash is served in bluetoothd's octet order (CMAC's output as it comes, most significant octet first), not least significant octet first as PTS and Zephyr serve it: computed \(ATTHex.string(GATTHashOrder.pts.served(computed)))",
                  evidence)
         case nil:
-            find(.databaseHash, "the hash served, \(ATTHex.string(served)), matches neither octet order of the hash computed over the database discovered (\(ATTHex.string(GATTHashOrder.pts.served(computed))) least significant octet first): the database changed without a new hash, or the hash covers other attributes",
+            // A BlueZ peer: bluetoothd hashes fewer attributes than §7.3 (src/shared/gatt-db.c), so name its rule.
+            let blueZ = (try? GATTDatabaseHash.blueZHashes(hashed))?.first { GATTDatabaseHash.order(computed: $0.hash, served: served) != nil }
+            let cause = blueZ.map { "it is the hash bluetoothd computes (\($0.versions): src/shared/gatt-db.c leaves out attributes §7.3 hashes)" }
+                ?? "the database changed without a new hash, or the hash covers other attributes"
+            find(.databaseHash, "the hash served, \(ATTHex.string(served)), matches neither octet order of the hash computed over the database discovered (\(ATTHex.string(GATTHashOrder.pts.served(computed))) least significant octet first): \(cause)",
                  evidence)
         }
         judged.insert(ConformanceRule.databaseHash.id)

@@ -124,6 +124,11 @@ public enum GATTDatabaseHash {
     /// is the one discovered.
     public static func blueZHashes(services: [GATTService]) throws(GATTCryptoError) -> [(versions: String, hash: [UInt8])]? {
         guard let all = attributes(of: services) else { return nil }
+        return try blueZHashes(all)
+    }
+
+    /// The same, over the attributes §7.3 hashes (`attributes(of:)`'s, or a checker's own walk).
+    public static func blueZHashes(_ all: [GATTHashAttribute]) throws(GATTCryptoError) -> [(versions: String, hash: [UInt8])] {
         let declarations: Set<BluetoothUUID> = [.primaryService, .secondaryService, .include, .characteristic]
         return [
             ("BlueZ 5.79 and earlier", try compute(all.filter { $0.type != .characteristicExtendedProperties })),

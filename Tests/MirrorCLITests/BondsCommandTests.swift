@@ -144,4 +144,18 @@ final class BondsCommandTests: XCTestCase {
         XCTAssertEqual(theirs.lines, ["bluetoothd holds a bond with \(other) in \(bluez)/\(adapter)/\(other)/info, left alone: `bluetoothctl remove \(other)` forgets it"])
         XCTAssertTrue(FileManager.default.fileExists(atPath: "\(bluez)/\(adapter)/\(other)/info"))
     }
+
+    /// Under bluetoothd a connection that asks for encryption says whose bond it uses (the coexistence rule).
+    func testUnderBluetoothdTheNoteNamesItsBondOrHowToPair() throws {
+        let bluez = home + "/var-lib-bluetooth-note"
+        let other = try BluetoothAddress(parsing: "C1:02:03:04:05:06")
+        let head = "bluetoothd runs: it holds the keys on this machine, so mirror loads none of its own bonds"
+        XCTAssertEqual(BondKeys.daemonNote(peer: other, adapter: adapter, adapterName: "hci0", root: bluez),
+                       "\(head); bluetoothd has no bond with \(other) on hci0: pair with `bluetoothctl pair \(other)`")
+        try FileManager.default.createDirectory(atPath: "\(bluez)/\(adapter)/\(other)", withIntermediateDirectories: true)
+        let info = "[General]\nAddressType=static\n\n[LongTermKey]\nKey=000102030405060708090A0B0C0D0E0F\nAuthenticated=0\nEncSize=16\nEDiv=0\nRand=0\n"
+        _ = FileManager.default.createFile(atPath: "\(bluez)/\(adapter)/\(other)/info", contents: Data(info.utf8))
+        XCTAssertEqual(BondKeys.daemonNote(peer: other, adapter: adapter, adapterName: "hci0", root: bluez),
+                       "\(head); the link encrypts with bluetoothd's bond with \(other) (\(bluez)/\(adapter)/\(other)/info)")
+    }
 }

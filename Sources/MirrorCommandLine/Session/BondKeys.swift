@@ -40,4 +40,25 @@ enum BondKeys {
         try socket.run(irks)
         return ("loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))", bond.authenticated)
     }
+
+    /// Under bluetoothd (the coexistence rule): it owns the adapter's keys, so this tool loads none of its store and
+    /// says whose bond the link encrypts with: bluetoothd's for `peer` (its info file), none (how to pair), or not
+    /// known (its store is root's).
+    static func daemonNote(peer: BluetoothAddress, adapter name: String?, root: String = BlueZStorage.defaultRoot) -> String {
+        let head = "bluetoothd runs: it holds the keys on this machine, so mirror loads none of its own bonds"
+        guard let adapter = try? HCIAdapter.resolve(try Discovery.adapterName(name)) else { return head }
+        return daemonNote(peer: peer, adapter: adapter.address, adapterName: adapter.name, root: root)
+    }
+
+    static func daemonNote(peer: BluetoothAddress, adapter: BluetoothAddress, adapterName: String, root: String) -> String {
+        let head = "bluetoothd runs: it holds the keys on this machine, so mirror loads none of its own bonds"
+        do {
+            if try BlueZStorage.bond(adapter: adapter, peer: peer, root: root) != nil {
+                return "\(head); the link encrypts with bluetoothd's bond with \(peer) (\(root)/\(adapter)/\(peer)/info)"
+            }
+            return "\(head); bluetoothd has no bond with \(peer) on \(adapterName): pair with `bluetoothctl pair \(peer)`"
+        } catch {
+            return "\(head); whether bluetoothd has a bond with \(peer) is not known here (\(error))"
+        }
+    }
 }

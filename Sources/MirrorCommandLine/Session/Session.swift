@@ -159,6 +159,10 @@ final class Session: Sendable {
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
         let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, adapter: g.adapter, daemonRuns: daemonRuns) }
         if let loaded { inv.console.err("note: \(loaded.note)") }
+        // Said when the link asks for encryption: whose keys it will use (README "Pairing and bonds").
+        if daemonRuns, let peerAddress, (asked?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue || g.pair {
+            inv.console.err("note: \(BondKeys.daemonNote(peer: peerAddress, adapter: g.adapter))")
+        }
         // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
         // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
         // agent); else nobody answers the kernel's confirmation and SMP's 30 s timeout ends the link, so the error

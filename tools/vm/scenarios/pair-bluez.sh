@@ -122,6 +122,7 @@ vm_ok read-encrypted 60 "$BIN/mirror" read $SIM $enc --adapter hci0 --security m
 vm_grep "$OUT/read-encrypted.log" '"coexist"' "an encrypted write and read of the Test Encrypt Characteristic on bluetoothd's bond"
 vm_grep "$OUT/example.log" "TestEncryptCharacteristic Read" "the example server served the encrypted read"
 vm_no_grep "$OUT/read-encrypted.log" "loaded .* long term key" "mirror loaded none of its store's keys (bluetoothd owns them)"
+vm_grep "$OUT/read-encrypted.log" "^note: bluetoothd runs: it holds the keys on this machine, so mirror loads none of its own bonds; the link encrypts with bluetoothd's bond with $SIM \($INFO\)" "mirror says it uses bluetoothd's bond"
 vm_no_link_either
 vm_run pair-refused 30 "$BIN/mirror" pair $SIM --adapter hci0
 [ "$VM_RC" = 7 ] || vm_fail "mirror pair under bluetoothd exited $VM_RC (expected 7, unsupported)"
