@@ -24,11 +24,11 @@ enum BondKeys {
     /// adapter's whole list), loads every key the store holds for the adapter into the kernel. Needs the capability
     /// keeper (a trusted management socket). Returns a note for stderr when keys were loaded, and whether the bond's
     /// key is authenticated (else a raise to high would need a new MITM pairing: Vol 3 Part H §2.3.5.1).
-    static func loadIfBonded(peer: BluetoothAddress, adapter name: String?, daemonRuns: Bool) throws -> (note: String, authenticated: Bool)? {
+    static func loadIfBonded(peer: BluetoothAddress, type: LEAddressType = .public, adapter name: String?, daemonRuns: Bool) throws -> (note: String, authenticated: Bool)? {
         guard !daemonRuns else { return nil }
         let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
         let store = try BondStore.standard()
-        guard let bond = try? store.load(adapter: adapter.address, peer: peer) else { return nil }
+        guard let (bond, resolvedNote) = bond(in: store, adapter: adapter.address, peer: peer, type: type) else { return nil }
         let keys = store.keys(adapter: adapter.address)
         guard !keys.longTermKeys.isEmpty else { return nil }
         guard let ltks = ManagementCommand.loadLongTermKeys(index: adapter.index, keys: keys.longTermKeys),
@@ -38,7 +38,18 @@ enum BondKeys {
         let socket = try ManagementSocket(adapter: adapter.name)
         try socket.run(ltks)
         try socket.run(irks)
-        return ("loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))", bond.authenticated)
+        let head = resolvedNote.map { "\($0)\nnote: " } ?? ""
+        return (head + "loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))", bond.authenticated)
+    }
+
+    /// The bond with `peer` in `store`: by its address, or, for a resolvable private address (Vol 6 Part B
+    /// §1.3.2.2), the bond whose IRK resolves it (Vol 3 Part H §2.2.2), with a note saying so.
+    static func bond(in store: BondStore, adapter: BluetoothAddress, peer: BluetoothAddress,
+                     type: LEAddressType) -> (Bond, String?)? {
+        if let bond = try? store.load(adapter: adapter, peer: peer) { return (bond, nil) }
+        guard type == .random, AddressResolution.isResolvable(peer),
+              let bond = (try? store.resolve(peer, adapter: adapter)) ?? nil else { return nil }
+        return (bond, "\(peer) (resolvable private address) resolves to the bonded identity \(bond.peer) (\(bond.peerType)), bonded at \(bond.bondedAt)")
     }
 
     /// Under bluetoothd (the coexistence rule): it owns the adapter's keys, so this tool loads none of its store and

@@ -157,7 +157,7 @@ final class Session: Sendable {
         let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
         let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
-        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, adapter: g.adapter, daemonRuns: daemonRuns) }
+        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: g.adapter, daemonRuns: daemonRuns) }
         if let loaded { inv.console.err("note: \(loaded.note)") }
         // Said when the link asks for encryption: whose keys it will use (README "Pairing and bonds").
         if daemonRuns, let peerAddress, (asked?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue || g.pair {
