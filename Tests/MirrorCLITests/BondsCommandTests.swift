@@ -1,5 +1,6 @@
 // `mirror bonds list|remove`: the built `mirror` with XDG_STATE_HOME in a temporary directory (as CacheCommandTests
 // runs `mirror cache`), and the listing and removal in-process with bluetoothd's store and the kernel's side replaced.
+import ATTStack
 import Bonding
 import Foundation
 import JSON
@@ -157,5 +158,25 @@ final class BondsCommandTests: XCTestCase {
         _ = FileManager.default.createFile(atPath: "\(bluez)/\(adapter)/\(other)/info", contents: Data(info.utf8))
         XCTAssertEqual(BondKeys.daemonNote(peer: other, adapter: adapter, adapterName: "hci0", root: bluez),
                        "\(head); the link encrypts with bluetoothd's bond with \(other) (\(bluez)/\(adapter)/\(other)/info)")
+    }
+
+    /// A resolvable private address finds the bond whose IRK resolves it (Vol 3 Part H §2.2.2), with a note naming the
+    /// identity; a direct bond needs no note; an address no IRK resolves, a static random one and a public one do not.
+    func testAResolvablePrivateAddressFindsItsBondedIdentity() throws {
+        // Vol 3 Part H Appendix D.7: IRK ec0234a357c8ad05341010a60a397d9b (carried least significant octet first),
+        // prand 708194, hash 0dfbaa.
+        let identity = try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")
+        var b = bond(identity)
+        b.identityResolvingKey = Array(ATTHex.bytes(parsing: "ec0234a357c8ad05341010a60a397d9b")!.reversed())
+        try store.save(b)
+        let rpa = try BluetoothAddress(parsing: "70:81:94:0D:FB:AA")
+        let found = try XCTUnwrap(BondKeys.bond(in: store, adapter: adapter, peer: rpa, type: .random))
+        XCTAssertEqual(found.0.peer, identity)
+        XCTAssertEqual(found.1, "70:81:94:0D:FB:AA (resolvable private address) resolves to the bonded identity C4:F2:17:1A:1D:BC (public), bonded 2025-12-04T15:52:26Z")
+        let direct = try XCTUnwrap(BondKeys.bond(in: store, adapter: adapter, peer: identity, type: .public))
+        XCTAssertNil(direct.1, "found by its own address: nothing to say")
+        XCTAssertNil(BondKeys.bond(in: store, adapter: adapter, peer: try BluetoothAddress(parsing: "70:81:94:0D:FB:AB"), type: .random))
+        XCTAssertNil(BondKeys.bond(in: store, adapter: adapter, peer: try BluetoothAddress(parsing: "C0:81:94:0D:FB:AA"), type: .random), "static random")
+        XCTAssertNil(BondKeys.bond(in: store, adapter: adapter, peer: rpa, type: .public), "a public address is never resolved")
     }
 }

@@ -49,7 +49,7 @@ enum BondKeys {
         if let bond = try? store.load(adapter: adapter, peer: peer) { return (bond, nil) }
         guard type == .random, AddressResolution.isResolvable(peer),
               let bond = (try? store.resolve(peer, adapter: adapter)) ?? nil else { return nil }
-        return (bond, "\(peer) (resolvable private address) resolves to the bonded identity \(bond.peer) (\(bond.peerType)), bonded at \(bond.bondedAt)")
+        return (bond, "\(peer) (resolvable private address) resolves to the bonded identity \(bond.peer) (\(bond.peerType)), bonded \(utcDateTime(unixSeconds: bond.bondedAt))")
     }
 
     /// Under bluetoothd (the coexistence rule): it owns the adapter's keys, so this tool loads none of its store and
