@@ -2,6 +2,7 @@
 // and as JSON for CI.
 import ATTStack
 import JSON
+import LinkCore
 
 /// One rule broken once: what was seen, and the PDUs that show it.
 public struct ConformanceFinding: Sendable {
@@ -127,16 +128,8 @@ public struct ConformanceReport: Sendable {
     }
 }
 
-/// "1.234" (three decimals at most).
-func format(_ s: Double) -> String {
-    let ms = Int((s * 1000).rounded())
-    let frac = String(ms % 1000)
-    return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
-}
+/// "1.234" (three decimals).
+func format(_ s: Double) -> String { fixedPoint(s, decimals: 3) }
 
 /// "0.012345" (six decimals).
-func format6(_ s: Double) -> String {
-    let us = Int((s * 1e6).rounded())
-    let frac = String(us % 1_000_000)
-    return "\(us / 1_000_000).\(String(repeating: "0", count: 6 - frac.count))\(frac)"
-}
+func format6(_ s: Double) -> String { fixedPoint(s, decimals: 6) }

@@ -2,6 +2,7 @@
 // and printable text, characteristic properties, timestamps.
 
 import ATTStack
+import LinkCore
 import CBlueZSocket
 import GATTClient
 
@@ -216,18 +217,6 @@ public func propertyNames(_ properties: UInt8) -> [String] {
 /// descriptors. `uuid` is the canonical lowercase form.
 public func wellKnownName(_ uuid: String) -> String? {
     BluetoothUUID(string: uuid)?.name
-}
-
-/// `value` with `decimals` decimals, right-aligned in `width` columns: printf's "%*.*f" in the C locale ("  0.093"),
-/// as `String(format:)` gave it.
-func fixedPoint(_ value: Double, decimals: Int, width: Int = 0) -> String {
-    var buffer = [CChar](repeating: 0, count: 64)
-    let n = Int(cbz_format_fixed(&buffer, buffer.count, value, Int32(width), Int32(decimals)))
-    if n >= buffer.count {
-        buffer = [CChar](repeating: 0, count: n + 1)
-        _ = cbz_format_fixed(&buffer, buffer.count, value, Int32(width), Int32(decimals))
-    }
-    return String(decoding: buffer.prefix(while: { $0 != 0 }).map { UInt8(bitPattern: $0) }, as: UTF8.self)
 }
 
 /// "22:41:07.123" in UTC (`digits` decimals of the second, 3 or 6), for timestamps in text.

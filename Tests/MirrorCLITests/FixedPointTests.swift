@@ -1,6 +1,6 @@
 // fixedPoint prints what String(format:) printed for the CLI's "%.Nf" and "%7.3f" figures.
 import Foundation
-@testable import MirrorCommandLine
+import LinkCore
 import XCTest
 
 final class FixedPointTests: XCTestCase {

@@ -1,5 +1,6 @@
 // How `mirror scan` and `mirror wifi` print the Mirror library's events and results: text lines and JSON.
 import ATTStack
+import LinkCore
 import JSON
 import Mirror
 
