@@ -426,6 +426,20 @@ int cbz_hci_connection_count(int ctl, int dev_id) {
 }
 int cbz_hci_device_down(int ctl, int dev_id) { return ioctl(ctl, HCIDEVDOWN, dev_id); }
 
+/* Binds a raw HCI socket `s` to `dev_id` (HCI_CHANNEL_RAW) and returns it; on failure closes it, keeping errno. */
+static int cbz_hci_bind_raw_or_close(int s, int dev_id) {
+    struct sockaddr_hci a;
+    memset(&a, 0, sizeof a);
+    a.hci_family = AF_BLUETOOTH;
+    a.hci_dev = (unsigned short)dev_id;
+    a.hci_channel = HCI_CHANNEL_RAW;
+    if (bind(s, (struct sockaddr *)&a, sizeof a) == 0) return s;
+    int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+}
+
 int cbz_hci_open_acl_watch(int dev_id, int *acl) {
     int s = socket(AF_BLUETOOTH, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, BTPROTO_HCI);
     if (s < 0) return -1;
@@ -441,13 +455,7 @@ int cbz_hci_open_acl_watch(int dev_id, int *acl) {
     socklen_t fl = sizeof f;
     if (getsockopt(s, SOL_HCI, HCI_FILTER, &f, &fl) < 0) goto fail;
     *acl = hci_test_bit(HCI_ACLDATA_PKT, &f.type_mask) ? 1 : 0;
-    struct sockaddr_hci a;
-    memset(&a, 0, sizeof a);
-    a.hci_family = AF_BLUETOOTH;
-    a.hci_dev = (unsigned short)dev_id;
-    a.hci_channel = HCI_CHANNEL_RAW;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) goto fail;
-    return s;
+    return cbz_hci_bind_raw_or_close(s, dev_id);
 fail:;
     int e = errno;
     close(s);
@@ -488,13 +496,7 @@ int cbz_hci_open_raw(int dev_id) {
     hci_filter_set_ptype(HCI_EVENT_PKT, &f);
     hci_filter_all_events(&f);
     if (setsockopt(s, SOL_HCI, HCI_FILTER, &f, sizeof f) < 0) goto fail;
-    struct sockaddr_hci a;
-    memset(&a, 0, sizeof a);
-    a.hci_family = AF_BLUETOOTH;
-    a.hci_dev = (unsigned short)dev_id;
-    a.hci_channel = HCI_CHANNEL_RAW;
-    if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) goto fail;
-    return s;
+    return cbz_hci_bind_raw_or_close(s, dev_id);
 fail:;
     int e = errno;
     close(s);
