@@ -96,7 +96,8 @@ let checkCommand = Command(CommandSpec(
     let profile = try inv.global.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
     var writes: [(label: String, target: ConformanceWriteTarget)] = []
     for token in (inv.arguments.values["--writes"] ?? []).flatMap({ $0.split(separator: ",").map(String.init) }) {
-        switch try inv.option("--writes") { (_: String) throws(UsageError) in try parseCharacteristicReference(token) }! {
+        let reference = try inv.option("--writes") { (_: String) throws(UsageError) in try parseCharacteristicReference(token) }!
+        switch reference {
         case .handle(let h): writes.append((ATTHex.handle(h), .handle(h)))
         case .uuid(let u): writes.append((u.description, .uuid(u)))
         case .name(let name):
