@@ -116,6 +116,7 @@ final class ConformanceRun {
             try await readAll()
             try await readBlobs()
             try await readByType()
+            try await readMultiple()
             try await invalidHandles()
             try await unsupportedCommand()
             judgeGATT()
@@ -461,6 +462,43 @@ final class ConformanceRun {
             }
         }
         judged.insert(ConformanceRule.readByTypeConsistent.id)
+    }
+
+    /// Read Multiple (§3.4.4.7) of the last values Read gave, asked in descending handle order: the response is
+    /// those values in that order, concatenated, cut at ATT_MTU - 1 (§3.4.4.8); 0x06 says the server has none.
+    func readMultiple() async throws(ProbeEnd) {
+        let chosen = Array(attributes.filter { values[$0.handle].map { !$0.isEmpty } ?? false }.map(\.handle).reversed().prefix(3))
+        guard chosen.count >= ATTHandleList.minimumCount, let list = try? ATTHandleList(chosen) else {
+            notRun.append(ConformanceSkip(rule: .readMultiple, reason: "fewer than two attributes gave a value to Read"))
+            return
+        }
+        let expected = Array(chosen.flatMap { values[$0] ?? [] }.prefix(ATTMTU.readBlobPartBudget(mtu)))
+        let e = try await ask(.readMultipleRequest(list), echo: .exact(chosen[0]))
+        let asked = "Read Multiple of \(chosen.map { ATTHex.handle($0) }.joined(separator: ", "))"
+        let evidence = chosen.flatMap { reads[$0] ?? [] } + [e.request, e.answer]
+        switch e.pdu {
+        case .readMultipleResponse(let got)? where Array(got) == expected:
+            break
+        case .readMultipleResponse(let got)?:
+            // A value that changed since it was read is not the server's fault: read each again to tell.
+            for h in chosen {
+                let again = try await ask(.readRequest(handle: h), echo: .exact(h))
+                guard case .readResponse(let now)? = again.pdu, let known = values[h], Array(now) == Array(known.prefix(now.count)) else {
+                    judged.insert(ConformanceRule.readMultiple.id)
+                    return
+                }
+            }
+            find(.readMultiple, "\(asked) gave [\(ATTHex.string(Array(got), separator: " "))] (\(got.count) octets); the values Read gave, in that order and cut at \(ATTMTU.readBlobPartBudget(mtu)) octets, are [\(ATTHex.string(expected, separator: " "))] (\(expected.count) octets)",
+                 evidence)
+        case .errorResponse(_, _, let code)? where code == .requestNotSupported:
+            notRun.append(ConformanceSkip(rule: .readMultiple, reason: "the server has no Read Multiple (it answered 0x06 Request Not Supported)"))
+            return
+        case .errorResponse(_, _, let code)?:
+            find(.readMultiple, "\(asked) was refused with \(code), though Read gave each of those values", evidence)
+        default:
+            find(.readMultiple, "\(asked) was answered with \(probe.record(e.answer).decoded), not a Read Multiple Response", evidence)
+        }
+        judged.insert(ConformanceRule.readMultiple.id)
     }
 
     /// Read Request to 0x0000 and to the handle after the last attribute: Invalid Handle (§3.4.4.3).

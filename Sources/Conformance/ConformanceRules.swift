@@ -105,6 +105,10 @@ public struct ConformanceRule: Sendable, Hashable {
         "read-blob-at-end", .shall, "Vol 3 Part F §3.4.4.5, §3.4.4.6",
         "a Read Blob Request at an offset equal to the value's length is answered with an empty part, not an error",
         advice: "only an offset greater than the length is Invalid Offset; at the length answer a Read Blob Response with no value (a client's long read of a value of exactly MTU-1 octets ends so)")
+    public static let readMultiple = ConformanceRule(
+        "read-multiple", .shall, "Vol 3 Part F §3.4.4.7, §3.4.4.8",
+        "a Read Multiple Request for values Read gives is answered with those values in the order of the handles asked, concatenated and cut at ATT_MTU - 1 octets (or 0x06 Request Not Supported where the server has no Read Multiple)",
+        advice: "read the handles in the order the request lists them, append each value, and stop at ATT_MTU - 1 octets: never sort the handles, drop a value that does not fit whole, or cut each value on its own")
     public static let discoveryServicesAgree = ConformanceRule(
         "discovery-services-agree", .shall, "Vol 3 Part G §4.4.1, §4.4.2",
         "Discover All Primary Services (Read By Group Type) and Discover Primary Service by UUID (Find By Type Value) find the same services",
@@ -164,7 +168,7 @@ public struct ConformanceRule: Sendable, Hashable {
         mtuExchange, mtuAnsweredOnce, noUnsolicitedResponse, responseWithinTimeout, errorEcho,
         invalidHandleZero, invalidHandlePastEnd, requestNotSupported, commandIgnored,
         readBlobOffset, readBlobPastEnd, cccdPresent, gapDeviceName, databaseHash,
-        readBlobAtEnd, discoveryServicesAgree, discoveryCharacteristicsAgree, characteristicValueHandle, handlesAscending,
+        readBlobAtEnd, readMultiple, discoveryServicesAgree, discoveryCharacteristicsAgree, characteristicValueHandle, handlesAscending,
         readByTypeConsistent, extendedPropertiesPresent, serviceChanged, supportedFeatures,
         writeNotPermitted, writeTooLong, prepareWriteEcho, executeWrite, writeInvalidOffset,
     ]

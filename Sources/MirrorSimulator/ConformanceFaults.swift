@@ -23,6 +23,7 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
     case readBlobPastEnd = "read-blob-past-end"
     // P2
     case readBlobAtEnd = "read-blob-at-end"
+    case readMultiple = "read-multiple"
     case discoveryServicesAgree = "discovery-services-agree"
     case discoveryCharacteristicsAgree = "discovery-characteristics-agree"
     case characteristicValueHandle = "characteristic-value-handle"
@@ -69,6 +70,8 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
             return "a Read Blob Request at an offset inside the value is answered from offset 0"
         case .readBlobPastEnd:
             return "a Read Blob Request at an offset past the value's end gets an empty part (not 0x07 Invalid Offset)"
+        case .readMultiple:
+            return "a Read Multiple Response gives the values in ascending handle order, whatever order the request asked"
         case .readBlobAtEnd:
             return "a Read Blob Request at an offset equal to the value's length gets 0x07 Invalid Offset (not an empty part)"
         case .discoveryServicesAgree:
@@ -230,6 +233,11 @@ extension SimulatedMirror {
             fired = .readBlobAtEnd
             // At the end of the value an empty part is the answer (§3.4.4.5), not Invalid Offset.
             return .now(.errorResponse(requestOpcode: .readBlobRequest, handle: h, error: .invalidOffset))
+        case (.readMultipleRequest(let handles), .readMultipleResponse) where faults.contains(.readMultiple) && handles.sorted() != Array(handles):
+            fired = .readMultiple
+            // The handles read in ascending order, not the order asked (§3.4.4.7-8).
+            guard let sorted = try? ATTHandleList(handles.sorted()) else { return reply }
+            return ctx.answer(.readMultipleRequest(sorted), from: c)
         case (.findByTypeValueRequest(let range, 0x2800, let value), .findByTypeValueResponse(let list))
             where faults.contains(.discoveryServicesAgree) && Array(value) == options.profile.service.attWireBytes:
             fired = .discoveryServicesAgree

@@ -242,6 +242,18 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         XCTAssertEqual(faulty.request([0x0C] + le16(deviceNameValue) + le16(3)), [0x0D] + Array("mirror-sim".utf8).dropFirst(3))
     }
 
+    func testReadMultiple() throws {
+        let ((a, plain), (b, faulty)) = try pair(.readMultiple)
+        defer { withExtendedLifetime((a, b)) {} }
+        let name = Array("mirror-sim".utf8)
+        let gap: [UInt8] = [0x00, 0x18]   // handle 0x0001: the GAP service declaration's value, 0x1800
+        // Asked 0x0003 then 0x0001: the values in that order (§3.4.4.8); the fault sorts the handles.
+        XCTAssertEqual(plain.request([0x0E] + le16(deviceNameValue) + le16(0x0001)), [0x0F] + name + gap)
+        XCTAssertEqual(faulty.request([0x0E] + le16(deviceNameValue) + le16(0x0001)), [0x0F] + gap + name)
+        // Asked in ascending order the fault changes nothing.
+        XCTAssertEqual(faulty.request([0x0E] + le16(0x0001) + le16(deviceNameValue)), [0x0F] + gap + name)
+    }
+
     func testDiscoveryServicesAgree() throws {
         let ((a, plain), (b, faulty)) = try pair(.discoveryServicesAgree)
         defer { withExtendedLifetime((a, b)) {} }
