@@ -31,7 +31,8 @@ public struct ProbeRecord: Sendable {
 /// Why the bearer cannot be used any more.
 public enum ProbeEnd: Error, Sendable {
     /// The request logged at `request` got no answer within the limit (Vol 3 Part F §3.3.3): nothing more may be sent.
-    case timedOut(request: Int, limit: Duration)
+    /// `strays`: the responses that came meanwhile and answer another request (log indices).
+    case timedOut(request: Int, limit: Duration, strays: [Int])
     /// The transport closed.
     case closed(TransportError)
     /// A send failed.
@@ -193,7 +194,7 @@ public final class ATTProbe: ATTTransportSink {
             }
             guard let next else {
                 if let closed { throw .closed(closed) }
-                throw .timedOut(request: index, limit: limit)
+                throw .timedOut(request: index, limit: limit, strays: strays)
             }
             let got = record(next).bytes
             guard let first = got.first else { continue }

@@ -107,7 +107,8 @@ final class ConformanceRun {
     func run() async -> ConformanceReport {
         let started = probe.clock.now()
         // These judge every exchange as it happens.
-        judged.formUnion([ConformanceRule.noUnsolicitedResponse.id, ConformanceRule.errorEcho.id, ConformanceRule.responseWithinTimeout.id])
+        judged.formUnion([ConformanceRule.noUnsolicitedResponse.id, ConformanceRule.errorEcho.id, ConformanceRule.responseWithinTimeout.id,
+                          ConformanceRule.responseWellFormed.id])
         var stopped: String?
         var lost = false
         do {
@@ -124,7 +125,9 @@ final class ConformanceRun {
             try await unsupportedRequest()
         } catch {
             switch error {
-            case .timedOut(let request, let limit):
+            case .timedOut(let request, let limit, let strays):
+                // A response of another opcode came instead (Part F §3.3.2): named before the silence.
+                judgeStrays(strays, after: [request])
                 let r = probe.record(request)
                 if r.bytes.first == unassignedRequestOpcode {
                     find(.requestNotSupported, "no answer to the unassigned request opcode \(ATTHex.byte(unassignedRequestOpcode)) in \(limit.spoken)", [request])
@@ -161,10 +164,12 @@ final class ConformanceRun {
 
     /// Sends a request and judges what came with its answer (strays, the Error Response's echo); the first request
     /// of each kind is followed by a quiet period, in which any response is unsolicited (a duplicate answer).
-    func ask(_ bytes: [UInt8], echo: EchoExpectation) async throws(ProbeEnd) -> ProbeExchange {
+    /// `judgeForm` false leaves a malformed answer to the caller's own rule (read-by-type-consistent).
+    func ask(_ bytes: [UInt8], echo: EchoExpectation, judgeForm: Bool = true) async throws(ProbeEnd) -> ProbeExchange {
         requests += 1
         let exchange = try await probe.request(bytes, limit: options.limit)
         judgeStrays(exchange.strays, after: [exchange.request])
+        if judgeForm { judgeWellFormed(exchange) }
         if case .errorResponse(let opcode, let handle, let code)? = exchange.pdu {
             judgeEcho(bytes[0], echo, opcode: opcode, handle: handle, code: code, exchange)
         }
@@ -174,8 +179,18 @@ final class ConformanceRun {
         return exchange
     }
 
-    func ask(_ pdu: ATTPDU, echo: EchoExpectation) async throws(ProbeEnd) -> ProbeExchange {
-        try await ask(pdu.bytes, echo: echo)
+    func ask(_ pdu: ATTPDU, echo: EchoExpectation, judgeForm: Bool = true) async throws(ProbeEnd) -> ProbeExchange {
+        try await ask(pdu.bytes, echo: echo, judgeForm: judgeForm)
+    }
+
+    /// An answer that does not decode as its opcode's PDU, or is longer than ATT_MTU (Part F §3.2.8, §3.3, §3.4).
+    func judgeWellFormed(_ exchange: ProbeExchange) {
+        let answer = probe.record(exchange.answer)
+        if exchange.pdu == nil {
+            find(.responseWellFormed, "the answer does not parse: \(answer.decoded)", [exchange.request, exchange.answer])
+        } else if answer.bytes.count > mtu {
+            find(.responseWellFormed, "a \(answer.bytes.count)-octet response, longer than ATT_MTU \(mtu): \(answer.decoded)", [exchange.request, exchange.answer])
+        }
     }
 
     /// Responses no request was waiting for: a second Exchange MTU Response, an answer to the unsupported command,
@@ -190,7 +205,12 @@ final class ConformanceRun {
                 find(.commandIgnored, "the command \(ATTHex.byte(unassignedCommandOpcode)) was answered: \(what)", context + [i])
             } else {
                 let duplicate = context.count > 1 && probe.record(context[1]).bytes == r.bytes
-                find(.noUnsolicitedResponse, (duplicate ? "a duplicate of the last answer" : "a response with no request outstanding") + ": \(what)", context + [i])
+                // One that came while the request (context's only entry) waited answers some other request.
+                let during = context.count == 1 && r.time > probe.record(context[0]).time
+                let kind = duplicate ? "a duplicate of the last answer"
+                    : during ? "a response that does not answer the outstanding \(ATTOpcode(probe.record(context[0]).bytes.first ?? 0))"
+                    : "a response with no request outstanding"
+                find(.noUnsolicitedResponse, kind + ": \(what)", context + [i])
             }
         }
     }
@@ -441,7 +461,7 @@ final class ConformanceRun {
         var types: [BluetoothUUID] = []
         for c in services.flatMap(\.characteristics) where c.properties.contains(.read) && !types.contains(c.uuid) { types.append(c.uuid) }
         for type in types {
-            let e = try await ask(.readByTypeRequest(range: .all, type: type), echo: .range(.all))
+            let e = try await ask(.readByTypeRequest(range: .all, type: type), echo: .range(.all), judgeForm: false)
             let bytes = probe.record(e.answer).bytes
             if bytes.first == ATTOpcode.readByTypeResponse.rawValue, e.pdu == nil {
                 var why = "malformed"

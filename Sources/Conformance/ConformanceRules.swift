@@ -76,6 +76,10 @@ public struct ConformanceRule: Sendable, Hashable {
         "no-unsolicited-response", .shall, "Vol 3 Part F §3.3.2",
         "the server sends a response only to an outstanding request, once: no response without a request, no duplicate",
         advice: "send exactly one response per request and none otherwise; a repeated response is taken by the client as the answer to its next request")
+    public static let responseWellFormed = ConformanceRule(
+        "response-well-formed", .shall, "Vol 3 Part F §3.2.8, §3.3, §3.4",
+        "every response is a whole PDU of its opcode (each parameter §3.4 defines, no octet missing or left over) and no longer than ATT_MTU",
+        advice: "build each response from its opcode's parameter table and send exactly those octets; cut a value to fit ATT_MTU rather than send a longer PDU (the client drops a PDU it cannot parse and may end the bearer)")
     public static let responseWithinTimeout = ConformanceRule(
         "response-within-timeout", .shall, "Vol 3 Part F §3.3.3",
         "every request is answered within the ATT transaction timeout (30 s; `--timeout` here)",
@@ -165,7 +169,7 @@ public struct ConformanceRule: Sendable, Hashable {
 
     /// Every rule `mirror check` holds, in the order it checks them.
     public static let catalogue: [ConformanceRule] = [
-        mtuExchange, mtuAnsweredOnce, noUnsolicitedResponse, responseWithinTimeout, errorEcho,
+        mtuExchange, mtuAnsweredOnce, noUnsolicitedResponse, responseWithinTimeout, responseWellFormed, errorEcho,
         invalidHandleZero, invalidHandlePastEnd, requestNotSupported, commandIgnored,
         readBlobOffset, readBlobPastEnd, cccdPresent, gapDeviceName, databaseHash,
         readBlobAtEnd, readMultiple, discoveryServicesAgree, discoveryCharacteristicsAgree, characteristicValueHandle, handlesAscending,

@@ -376,10 +376,18 @@ public final class ATTBearer: ATTTransport {
     }
 
     /// Raises the link's security (BT_SECURITY); sends fail with ENOTCONN while pairing runs.
+    /// On a connected LE link the kernel answers EINVAL when its smp_conn_security will not start anything
+    /// (l2cap_sock.c): the link already has the level (a pairing the peer or the connect started just ended), which
+    /// is success, or it has no SMP or LE is off, which is said so.
     public func setSecurityLevel(_ level: BTSecurityLevel) throws(TransportError) {
         try withOpenFD { fd throws(TransportError) in
             if cbz_bt_security_set(fd, level.rawValue) < 0 {
-                throw .socket(lastSocketError("setsockopt(BT_SECURITY)", "raising the security of \(label) to \(level)", domain))
+                var error = lastSocketError("setsockopt(BT_SECURITY)", "raising the security of \(label) to \(level)", domain)
+                guard error.errno == .invalidArgument, case .le = endpoint else { throw .socket(error) }
+                var now: UInt8 = 0, keySize: UInt8 = 0
+                if cbz_bt_security_get(fd, &now, &keySize) == 0, now >= level.rawValue { return }
+                error.advice = "the kernel started no pairing or encryption on this link (its SMP is not available here: dmesg then says \"security requested but not available\"; or LE is off on the adapter): check `mirror doctor` and dmesg"
+                throw .socket(error)
             }
         }
     }

@@ -16,6 +16,7 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
     case mtuAnsweredOnce = "mtu-answered-once"
     case noUnsolicitedResponse = "no-unsolicited-response"
     case responseWithinTimeout = "response-within-timeout"
+    case responseWellFormed = "response-well-formed"
     case cccdPresent = "cccd-present"
     case gapDeviceName = "gap-device-name"
     case databaseHash = "database-hash"
@@ -58,6 +59,8 @@ public enum SimConformanceFault: String, Sendable, Hashable, CaseIterable {
             return "the Exchange MTU Response is sent twice"
         case .noUnsolicitedResponse:
             return "the first Read Response of each connection is followed by a second copy nobody asked for"
+        case .responseWellFormed:
+            return "the Error Response that ends Find Information (0x0A Attribute Not Found) has a sixth octet (an Error Response has five)"
         case .responseWithinTimeout:
             return "the first Read Response of each connection goes out 2 s late (a checker's --timeout 1 catches it)"
         case .cccdPresent:
@@ -233,6 +236,11 @@ extension SimulatedMirror {
             fired = .readBlobAtEnd
             // At the end of the value an empty part is the answer (§3.4.4.5), not Invalid Offset.
             return .now(.errorResponse(requestOpcode: .readBlobRequest, handle: h, error: .invalidOffset))
+        case (.findInformationRequest, .errorResponse(_, _, .attributeNotFound)) where faults.contains(.responseWellFormed):
+            fired = .responseWellFormed
+            // An Error Response is five octets (§3.4.1.1): this one has one more.
+            ctx.sendRaw(answer.bytes + [0x00], to: c)
+            return .none
         case (.readMultipleRequest(let handles), .readMultipleResponse) where faults.contains(.readMultiple) && handles.sorted() != Array(handles):
             fired = .readMultiple
             // The handles read in ascending order, not the order asked (§3.4.4.7-8).

@@ -242,6 +242,17 @@ final class SimulatorConformanceFaultTests: XCTestCase {
         XCTAssertEqual(faulty.request([0x0C] + le16(deviceNameValue) + le16(3)), [0x0D] + Array("mirror-sim".utf8).dropFirst(3))
     }
 
+    func testResponseWellFormed() throws {
+        let ((a, plain), (b, faulty)) = try pair(.responseWellFormed)
+        defer { withExtendedLifetime((a, b)) {} }
+        // Find Information past the last handle: Attribute Not Found, five octets (§3.4.1.1); the fault adds a sixth.
+        let request: [UInt8] = [0x04] + le16(0xFF00) + le16(0xFFFF)
+        XCTAssertEqual(show(plain.request(request)), show([0x01, 0x04] + le16(0xFF00) + [0x0A]))
+        XCTAssertEqual(show(faulty.request(request)), show([0x01, 0x04] + le16(0xFF00) + [0x0A, 0x00]))
+        // Other Error Responses keep their five octets.
+        XCTAssertEqual(show(faulty.request([0x0A] + le16(0xFF00))), show([0x01, 0x0A] + le16(0xFF00) + [0x01]))
+    }
+
     func testReadMultiple() throws {
         let ((a, plain), (b, faulty)) = try pair(.readMultiple)
         defer { withExtendedLifetime((a, b)) {} }

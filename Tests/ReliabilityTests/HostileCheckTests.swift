@@ -1,0 +1,79 @@
+// `mirror check` against the hostile peer's scenarios, a second server this check's rules are held against (issue
+// 27: each rule a failing and a passing server): each scenario that breaks the transaction model or a PDU's form
+// (Core Spec 5.4 Vol 3 Part F §3.3, §3.4) gives exactly its findings, and the well-behaved one breaks no SHALL.
+import Foundation
+import JSON
+import TestSupport
+import XCTest
+
+final class HostileCheckTests: XCTestCase {
+    /// Runs `mirror check TARGET --json --timeout 1` (plus `args`) against `hostile-peer SCENARIO`: the exit status and
+    /// the set of finding ids.
+    func check(_ scenario: String, _ args: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws
+        -> (status: Int32, ids: Set<String>, report: JSONValue) {
+        let peer = try HostilePeerProcess(scenario)
+        defer { peer.stop() }
+        let run = try ToolProcess.run("mirror", ["check", peer.target, "--json", "--timeout", "1"] + args)
+        let report = try parseJSON(run.stdout)
+        guard let findings = report["findings"]?.items else {
+            XCTFail("\(scenario): no findings array: \(run.stdout) \(run.stderr)", file: file, line: line)
+            return (run.status, [], report)
+        }
+        let ids = Set(findings.compactMap { $0["id"]?.string })
+        return (run.status, ids, report)
+    }
+
+    /// Each scenario, its exit status, and every finding it gives with why: the attacked rule first, then what
+    /// follows from the attack (a refused or malformed Device Name read leaves GAP without a readable name).
+    static let expectations: [(scenario: String, args: [String], status: Int32, ids: Set<String>)] = [
+        // The control: its database has no GATT service (0x1801), so no Service Changed: a SHOULD, exit 0.
+        ("well-behaved", [], 0, ["service-changed"]),
+        // The Server Rx MTU 65535 is allowed (§3.4.2.2 sets only the minimum): nothing more.
+        ("mtu-above-517", [], 0, ["service-changed"]),
+        ("mtu-below-23", [], 9, ["mtu-exchange", "service-changed"]),
+        // A second Exchange MTU Response and a copy of each answer.
+        ("unsolicited-responses", [], 9, ["mtu-answered-once", "no-unsolicited-response", "service-changed"]),
+        // A Read Blob Response to the first Read Request, then silence: the stray named, then the timeout.
+        ("wrong-opcode", [], 9, ["no-unsolicited-response", "response-within-timeout"]),
+        ("late-response", [], 9, ["response-within-timeout"]),
+        ("silent", [], 9, ["response-within-timeout"]),
+        // Error Responses naming 0x0A Read Request: the zero-handle read's and the Device Name's too.
+        ("error-for-other-request", [], 9, ["error-echo", "invalid-handle-zero", "gap-device-name", "service-changed"]),
+        ("truncated", [], 9, ["response-well-formed", "gap-device-name", "service-changed"]),
+        ("oversized", [], 9, ["response-well-formed", "invalid-handle-zero", "gap-device-name", "service-changed"]),
+        ("handles-backwards", [], 9, ["handles-ascending", "service-changed"]),
+        // Every discovery from the first start handle: outside the range asked, and the ending error echoes it.
+        ("handles-repeat", [], 9, ["handles-ascending", "error-echo", "service-changed"]),
+        // Read and Read Blob always a full part: every offset and every value is wrong.
+        ("endless-blob", ["--writes", "0x000B"], 9, ["read-blob-offset", "read-blob-at-end", "read-blob-past-end", "read-by-type-consistent",
+                                                     "read-multiple", "invalid-handle-zero", "invalid-handle-past-end", "execute-write",
+                                                     "service-changed"]),
+        ("prepare-echo-differs", ["--writes", "0x000B"], 9, ["prepare-write-echo", "service-changed"]),
+    ]
+
+    func testEachScenarioGivesItsFindings() throws {
+        for e in Self.expectations {
+            let (status, ids, report) = try check(e.scenario, e.args)
+            XCTAssertEqual(ids, e.ids, "\(e.scenario): \(report.compact)")
+            XCTAssertEqual(status, e.status, "\(e.scenario)")
+        }
+    }
+
+    /// Every rule whose finding a hostile scenario is meant to give is a rule of the catalogue (no typo passes).
+    func testTheExpectedIdsAreRules() throws {
+        let rules = try ToolProcess.run("mirror", ["check", "--list-rules", "--json"])
+        let known = Set((try parseJSON(rules.stdout).items ?? []).compactMap { $0["id"]?.string })
+        XCTAssertGreaterThan(known.count, 20)
+        for e in Self.expectations { XCTAssertTrue(e.ids.isSubset(of: known), "\(e.scenario): \(e.ids.subtracting(known))") }
+    }
+
+    /// A peer that ends the connection mid-check: exit 6 (the link lost), the check stopped, no finding made up.
+    func testAPeerThatEndsTheConnectionStopsTheCheck() throws {
+        for scenario in ["close", "over-buffer"] {
+            let (status, ids, report) = try check(scenario)
+            XCTAssertEqual(status, 6, "\(scenario): \(report.compact)")
+            XCTAssertEqual(ids, [], scenario)
+            XCTAssertEqual(report["lostConnection"], .bool(true), scenario)
+        }
+    }
+}
