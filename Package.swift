@@ -55,7 +55,7 @@ let package = Package(
         .target(name: "JSON", dependencies: ["ATTStack"]),
         // The GATT vocabulary below client and server (Vol 3 Part G): services, characteristics, properties,
         // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
-        .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto"]),
+        .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto", "LinkCore"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
         // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
         .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),

@@ -7,10 +7,10 @@ extension GATTClient {
     // MARK: - Security
 
     /// The link's security level as this client last set it.
-    public var securityLevel: GATTSecurityLevel { security.withLock { $0.level } }
+    public var securityLevel: BTSecurityLevel { security.withLock { $0.level } }
 
     /// Raises (or sets) the link's security level through `Configuration.setSecurityLevel` (the bearer's BT_SECURITY).
-    public func setSecurityLevel(_ level: GATTSecurityLevel) async throws(GATTError) {
+    public func setSecurityLevel(_ level: BTSecurityLevel) async throws(GATTError) {
         guard let hook = configuration.setSecurityLevel else {
             throw .unsupported("this transport (\(label)) cannot change the link's security level")
         }
@@ -45,7 +45,7 @@ extension GATTClient {
             }
             guard canRetryAfterRaisingSecurity, let a = error.attributeError, a.rejectedBy == .peer else { throw error }
             let current = securityLevel
-            let target: GATTSecurityLevel
+            let target: BTSecurityLevel
             switch a.code {
             case .insufficientEncryption, .encryptionKeySizeTooShort:
                 // At the level already: the answer predates the encryption the connect asked for (a peer's SMP can
@@ -74,7 +74,7 @@ extension GATTClient {
     /// the socket in BT_CONFIG: sends fail with ENOTCONN and POLLOUT does not come until the link is encrypted (or
     /// lost). So a send that fails with ENOTCONN here waits for POLLOUT, at most the transaction timeout (named), and
     /// goes again, at most `pairingSendRetries` times; any other outcome is the caller's.
-    nonisolated(nonsending) func retryWhilePairing<T: Sendable>(after level: GATTSecurityLevel, _ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
+    nonisolated(nonsending) func retryWhilePairing<T: Sendable>(after level: BTSecurityLevel, _ body: nonisolated(nonsending) () async throws(GATTError) -> T) async throws(GATTError) -> T {
         var retries = 0
         while true {
             do {
@@ -89,7 +89,7 @@ extension GATTClient {
 
     /// Waits for POLLOUT on the transport after a raise to `level`: the link takes data again once pairing is
     /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
-    public func waitForTheLink(after level: GATTSecurityLevel) async throws(GATTError) {
+    public func waitForTheLink(after level: BTSecurityLevel) async throws(GATTError) {
         let what = "the link to take data again after raising security to \(level) (pairing)"
         let transport = engine.transport
         do {

@@ -22,15 +22,15 @@ public final class GATTClient: Sendable {
         /// Called for what no caller waits for: protocol violations, dropped events, answers to the peer.
         public var events: (@Sendable (GATTClientEvent) -> Void)? = nil
         /// Raises the link's security (the bearer's BT_SECURITY); nil when the transport has no such control.
-        public var setSecurityLevel: (@Sendable (GATTSecurityLevel) async throws -> Void)? = nil
+        public var setSecurityLevel: (@Sendable (BTSecurityLevel) async throws -> Void)? = nil
         /// The link's security level when the client starts.
-        public var initialSecurityLevel: GATTSecurityLevel = .low
+        public var initialSecurityLevel: BTSecurityLevel = .low
         /// On Insufficient Authentication / Encryption / Encryption Key Size, raise the level once and retry
         /// the request once (needs `setSecurityLevel`). Off by default.
         public var retryAfterRaisingSecurity = false
         /// The highest level a raise may ask for (nil: any). Above it the peer's error goes to the caller: with a bond's
         /// unauthenticated key and no agent here, a raise to high starts a MITM pairing nobody answers (Vol 3 Part H §2.3.5.1).
-        public var raiseLimit: GATTSecurityLevel? = nil
+        public var raiseLimit: BTSecurityLevel? = nil
         /// The longest a write without response waits for a send permit when the caller gives no `timeout`
         /// (every wait has a limit; nil: wait until the socket drains or the bearer closes).
         public var permitTimeout: Duration? = .seconds(30)
@@ -50,7 +50,7 @@ public final class GATTClient: Sendable {
     /// Guards the link's current security level.
     /// The link's security level as this client last set it, and how many raises it has started (a request that was
     /// in flight across one retries after it instead of raising again).
-    let security: Lock<(level: GATTSecurityLevel, raises: Int)>
+    let security: Lock<(level: BTSecurityLevel, raises: Int)>
     /// Guards the Client Supported Features bits asked for and those the server took (GATTClient+Features.swift).
     let clientFeatures = Lock<(asked: GATTClientFeatures, written: GATTClientFeatures)>(([], []))
 
@@ -205,12 +205,8 @@ extension GATTClient.Configuration {
     /// starts from the level the socket reports. Pair with `retryAfterRaisingSecurity` for the single retry on
     /// Insufficient Authentication / Encryption.
     public mutating func useSecurity(of bearer: some SecurableTransport) {
-        setSecurityLevel = { level in
-            guard let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) else { return }
-            try bearer.setSecurityLevel(bt)
-        }
-        if let current = try? bearer.securityLevel(), let level = GATTSecurityLevel(rawValue: Int(current.rawValue)) {
-            initialSecurityLevel = level
-        }
+        setSecurityLevel = { level in try bearer.setSecurityLevel(level) }
+        // Level 0 (SDP) is an LE link's "no security" too: low.
+        if let current = try? bearer.securityLevel() { initialSecurityLevel = max(current, .low) }
     }
 }

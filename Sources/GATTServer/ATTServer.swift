@@ -2,6 +2,7 @@
 // with the error codes §3.4.1.1 and each request's section name. No I/O: a caller hands it decoded PDUs, and the
 // link's security when an attribute asks for it.
 import ATTStack
+import LinkCore
 import GATTVocabulary
 
 /// What one connection's server remembers (Vol 3 Part F §3.2.8 the ATT_MTU, §3.4.6 the prepare queue;
@@ -82,7 +83,7 @@ public struct ATTServer: Sendable {
     public typealias ReadHandler = (AttributeRead) -> ReadOutcome
     public typealias WriteHandler = (AttributeWrite) -> WriteOutcome
     /// The link's security now (Vol 3 Part C §10.2), asked only for an attribute with a security requirement.
-    public typealias LinkSecurityQuery = () -> GATTLinkSecurity
+    public typealias LinkSecurityQuery = () -> BTSecurity
 
     /// The answer to raw bytes: a malformed request gets its Error Response, a malformed command nothing (§3.3.2).
     public mutating func answer(bytes: [UInt8], session: inout ATTSession,

@@ -37,7 +37,7 @@ public struct Attribute: Sendable {
     public var value: [UInt8]
     public let permissions: AttributePermissions
     /// What the link must offer before a read, and before a write, is served (Vol 3 Part F §3.2.5; checked by
-    /// `ATTServer` against `GATTLinkSecurity`, refused as `GATTSecurityRequirement.refusal(on:)` says).
+    /// `ATTServer` against `BTSecurity`, refused as `GATTSecurityRequirement.refusal(on:)` says).
     public let readSecurity: GATTSecurityRequirement
     public let writeSecurity: GATTSecurityRequirement
     /// The name the database's author gave it ("scanState"), for handlers and tests.

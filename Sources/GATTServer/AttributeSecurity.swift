@@ -8,17 +8,10 @@ extension GATTSecurityRequirement {
     /// The error a request gets on a link with `link`'s security, or nil when it may be served. As BlueZ's server
     /// answers: authentication asked of any weaker link, unencrypted too, is Insufficient Authentication (0x05);
     /// encryption alone on an unencrypted link, Insufficient Encryption (0x0F); a short key, Key Size Too Short (0x0C).
-    public func refusal(on link: GATTLinkSecurity) -> ATTErrorCode? {
+    public func refusal(on link: BTSecurity) -> ATTErrorCode? {
         if level >= .high, link.level < level { return .insufficientAuthentication }
         if level >= .medium || minimumKeySize != nil, link.level < .medium { return .insufficientEncryption }
         if let minimumKeySize, link.keySize < minimumKeySize { return .encryptionKeySizeTooShort }
         return nil
-    }
-}
-
-extension GATTLinkSecurity {
-    /// The kernel's BT_SECURITY reading (Linux `struct bt_security`) in GATT's terms: level 0 (SDP) is low.
-    public init(_ socket: BTSecurity) {
-        self.init(level: GATTSecurityLevel(rawValue: Int(socket.level.rawValue)) ?? .low, keySize: socket.keySize)
     }
 }

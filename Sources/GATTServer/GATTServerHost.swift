@@ -73,7 +73,7 @@ public final class GATTServerHost: Sendable {
         var resume: (@Sendable () -> Void)? = nil
         /// The link security a test set for this client (`setLinkSecurity`); nil: the transport's, else the host's
         /// `securityWithoutLink`.
-        var linkSecurity: GATTLinkSecurity? = nil
+        var linkSecurity: BTSecurity? = nil
     }
 
     /// The host's state under its lock, as `Hooks.serve` and `withContext` see it: sends are queued in order with
@@ -86,7 +86,7 @@ public final class GATTServerHost: Sendable {
         let hooks: Hooks
         let timers: DispatchQueue
         /// The security of a connection whose transport has no link (`GATTServerHost.securityWithoutLink`).
-        let securityWithoutLink: GATTLinkSecurity
+        let securityWithoutLink: BTSecurity
         var waits: [ATTServerConnection] = []
         var closes: [(any ATTTransport, String)] = []
     }
@@ -102,10 +102,10 @@ public final class GATTServerHost: Sendable {
     /// The link security of a connection whose transport has none to report (unix:, a socketpair, a test double),
     /// unless set per connection (`ATTServerConnection.setLinkSecurity`): what a test plays. An LE bearer's is its
     /// socket's BT_SECURITY, read when a request meets an attribute with a security requirement (Vol 3 Part C §10.2).
-    public let securityWithoutLink: GATTLinkSecurity
+    public let securityWithoutLink: BTSecurity
 
     public init(database: AttributeDatabase, serverRxMTU: UInt16 = 517, hooks: Hooks = Hooks(), enhancedBearerLimit: Int = 4,
-                databasePerConnection: Bool = false, securityWithoutLink: GATTLinkSecurity = .unencrypted) {
+                databasePerConnection: Bool = false, securityWithoutLink: BTSecurity = .unencrypted) {
         self.hooks = hooks
         self.enhancedBearerLimit = enhancedBearerLimit
         self.databasePerConnection = databasePerConnection
@@ -427,22 +427,22 @@ extension GATTServerHost.Context {
     /// The link security `c`'s requests are checked against (Vol 3 Part C §10.2): the one set for its client
     /// (`setLinkSecurity`), else its transport's BT_SECURITY (unencrypted when that read fails), else the host's
     /// `securityWithoutLink` (unix: has no link).
-    public func linkSecurity(of c: ATTServerConnection) -> GATTLinkSecurity { linkSecurityQuery(of: c)() }
+    public func linkSecurity(of c: ATTServerConnection) -> BTSecurity { linkSecurityQuery(of: c)() }
 
     /// Sets the link security of `c`'s client and its Enhanced ATT bearers (a unix: test playing an encrypted link,
     /// or a pairing); nil: back to its transport's, else `securityWithoutLink`.
-    public mutating func setLinkSecurity(_ security: GATTLinkSecurity?, of c: ATTServerConnection) {
+    public mutating func setLinkSecurity(_ security: BTSecurity?, of c: ATTServerConnection) {
         connections[ObjectIdentifier(client(of: c))]?.linkSecurity = security
     }
 
     /// Reads `c`'s link security when called (its transport's only then: a getsockopt per check, none otherwise).
-    func linkSecurityQuery(of c: ATTServerConnection) -> @Sendable () -> GATTLinkSecurity {
+    func linkSecurityQuery(of c: ATTServerConnection) -> @Sendable () -> BTSecurity {
         let set = connections[ObjectIdentifier(client(of: c))]?.linkSecurity
         let transport = c.transport, fallback = securityWithoutLink
         return {
             if let set { return set }
             guard let socket = transport as? any SecurableTransport else { return fallback }
-            do { return try socket.linkSecurity().map(GATTLinkSecurity.init) ?? fallback } catch { return .unencrypted }
+            do { return try socket.linkSecurity() ?? fallback } catch { return .unencrypted }
         }
     }
 
@@ -549,10 +549,10 @@ public final class ATTServerConnection: ATTTransportSink {
     /// This connection's MTU, CCCDs and prepare queue.
     public var session: ATTSession { host?.session(self) ?? ATTSession() }
     /// The link security its requests are checked against now (`GATTServerHost.Context.linkSecurity(of:)`).
-    public var linkSecurity: GATTLinkSecurity { host?.withContext { $0.linkSecurity(of: self) } ?? .unencrypted }
+    public var linkSecurity: BTSecurity { host?.withContext { $0.linkSecurity(of: self) } ?? .unencrypted }
     /// Sets its client's link security (a unix: test playing "encrypted"); nil: its transport's, else the host's
     /// `securityWithoutLink` (`GATTServerHost.Context.setLinkSecurity(_:of:)`).
-    public func setLinkSecurity(_ security: GATTLinkSecurity?) { host?.withContext { $0.setLinkSecurity(security, of: self) } }
+    public func setLinkSecurity(_ security: BTSecurity?) { host?.withContext { $0.setLinkSecurity(security, of: self) } }
     /// Sends `pdu` (encoded by the codec) after whatever is queued.
     public func send(_ pdu: ATTPDU) { host?.send(self) { _ in pdu.bytes } }
     /// Sends bytes as they are (a fault's malformed PDU).

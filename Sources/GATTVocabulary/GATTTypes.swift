@@ -1,6 +1,7 @@
 // What GATT discovery finds: services, included services, characteristics and descriptors
 // (Core Spec 5.4 Vol 3 Part G §3.1-§3.3, discovered by the procedures of §4.4-§4.7).
 import ATTStack
+import LinkCore
 
 /// Characteristic Properties, the first byte of a characteristic declaration (Core Spec 5.4 Vol 3 Part G §3.3.1.1).
 public struct GATTCharacteristicProperties: OptionSet, Sendable, Hashable, CustomStringConvertible {
@@ -123,37 +124,15 @@ public struct GATTService: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "\(ATTHex.handle(startHandle))-\(ATTHex.handle(endHandle)) \(uuid)" }
 }
 
-/// The security level of the link, as BlueZ's BT_SECURITY socket option names it (Core Spec 5.4 Vol 3 Part C §10.2).
-public enum GATTSecurityLevel: Int, Sendable, Comparable, CustomStringConvertible {
-    /// No encryption (BT_SECURITY_LOW).
-    case low = 1
-    /// Encrypted, unauthenticated pairing is enough (BT_SECURITY_MEDIUM).
-    case medium = 2
-    /// Encrypted with an authenticated (MITM-protected) key (BT_SECURITY_HIGH).
-    case high = 3
-    /// Secure Connections only, 128-bit key (BT_SECURITY_FIPS).
-    case fips = 4
-
-    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
-    public var description: String {
-        switch self {
-        case .low: return "low"
-        case .medium: return "medium"
-        case .high: return "high"
-        case .fips: return "fips"
-        }
-    }
-}
-
 /// What an attribute asks of the link for one kind of access, read or write (Core Spec 5.4 Vol 3 Part F §3.2.5;
 /// Part C §10.3): a level (`.low`: nothing) and optionally the shortest encryption key it takes.
 public struct GATTSecurityRequirement: Sendable, Hashable, CustomStringConvertible {
-    public var level: GATTSecurityLevel
+    public var level: BTSecurityLevel
     /// The shortest encryption key accepted, in octets (7...16, Vol 3 Part H §2.3.4); nil: any. A key size
     /// needs an encrypted link, whatever `level` says.
     public var minimumKeySize: Int?
 
-    public init(level: GATTSecurityLevel = .low, minimumKeySize: Int? = nil) {
+    public init(level: BTSecurityLevel = .low, minimumKeySize: Int? = nil) {
         self.level = level
         self.minimumKeySize = minimumKeySize
     }
@@ -172,13 +151,13 @@ public struct GATTSecurityRequirement: Sendable, Hashable, CustomStringConvertib
     public var isNoSecurity: Bool { level == .low && minimumKeySize == nil }
 
     /// The words a profile uses for a level: "encrypted" (.medium), "authenticated" (.high).
-    public static let levelNames: [(String, GATTSecurityLevel)] = [("encrypted", .medium), ("authenticated", .high)]
+    public static let levelNames: [(String, BTSecurityLevel)] = [("encrypted", .medium), ("authenticated", .high)]
 
     /// "encrypted", "authenticated", "encrypted (a key of 16 octets)", "none".
     public var description: String {
         var text: String
         switch level {
-        case .low: text = minimumKeySize == nil ? "none" : "encrypted"
+        case .sdp, .low: text = minimumKeySize == nil ? "none" : "encrypted"
         case .medium: text = "encrypted"
         case .high: text = "authenticated"
         case .fips: text = "authenticated (Secure Connections)"
@@ -186,28 +165,6 @@ public struct GATTSecurityRequirement: Sendable, Hashable, CustomStringConvertib
         if let minimumKeySize { text += " (a key of \(minimumKeySize) octets or more)" }
         return text
     }
-}
-
-/// A link's security as a server checks a request against it (Vol 3 Part C §10.2): the level and the encryption
-/// key's size in octets (0 while unencrypted).
-public struct GATTLinkSecurity: Sendable, Hashable, CustomStringConvertible {
-    public var level: GATTSecurityLevel
-    public var keySize: Int
-
-    public init(level: GATTSecurityLevel, keySize: Int) {
-        self.level = level
-        self.keySize = keySize
-    }
-
-    /// No encryption (what a link starts with).
-    public static let unencrypted = GATTLinkSecurity(level: .low, keySize: 0)
-    /// Encrypted after unauthenticated pairing (Just Works).
-    public static func encrypted(keySize: Int = 16) -> GATTLinkSecurity { GATTLinkSecurity(level: .medium, keySize: keySize) }
-    /// Encrypted with an authenticated key (Passkey Entry, Numeric Comparison, OOB).
-    public static func authenticated(keySize: Int = 16) -> GATTLinkSecurity { GATTLinkSecurity(level: .high, keySize: keySize) }
-
-    /// "low", "medium, 16-octet key".
-    public var description: String { keySize == 0 ? level.description : "\(level), \(keySize)-octet key" }
 }
 
 /// How a subscription asks the server to push values (the CCCD bits, Core Spec 5.4 Vol 3 Part G §3.3.3.3).

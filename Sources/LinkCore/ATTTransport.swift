@@ -244,8 +244,9 @@ extension SocketError {
     }
 }
 
-/// The link security levels of BT_SECURITY (Linux; Core Spec 5.4 Vol 3 Part C §10.2 LE security modes).
-public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseIterable {
+/// The link security levels of BT_SECURITY (Linux; Core Spec 5.4 Vol 3 Part C §10.2 LE security modes): the one
+/// level type, of the socket, the GATT client's raises and the server's attribute requirements alike.
+public enum BTSecurityLevel: UInt8, Sendable, Comparable, CustomStringConvertible, CaseIterable {
     case sdp = 0
     /// No encryption.
     case low = 1
@@ -255,6 +256,8 @@ public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseItera
     case high = 3
     /// LE Secure Connections with a 128-bit key.
     case fips = 4
+
+    public static func < (a: Self, b: Self) -> Bool { a.rawValue < b.rawValue }
 
     /// "low", "medium", "high", "fips".
     public init?(name: String) {
@@ -274,14 +277,21 @@ public enum BTSecurityLevel: UInt8, Sendable, CustomStringConvertible, CaseItera
 }
 
 /// The link's security as BT_SECURITY reports it (Linux `struct bt_security`): the level and the encryption key's
-/// size in octets (7...16 once encrypted, Vol 3 Part H §2.3.4; 0 before).
-public struct BTSecurity: Sendable, Equatable, CustomStringConvertible {
+/// size in octets (7...16 once encrypted, Vol 3 Part H §2.3.4; 0 before). What a server checks a request against too.
+public struct BTSecurity: Sendable, Hashable, CustomStringConvertible {
     public var level: BTSecurityLevel
     public var keySize: Int
     public init(level: BTSecurityLevel, keySize: Int) {
         self.level = level
         self.keySize = keySize
     }
+
+    /// No encryption (what a link starts with).
+    public static let unencrypted = BTSecurity(level: .low, keySize: 0)
+    /// Encrypted after unauthenticated pairing (Just Works).
+    public static func encrypted(keySize: Int = 16) -> BTSecurity { BTSecurity(level: .medium, keySize: keySize) }
+    /// Encrypted with an authenticated key (Passkey Entry, Numeric Comparison, OOB).
+    public static func authenticated(keySize: Int = 16) -> BTSecurity { BTSecurity(level: .high, keySize: keySize) }
     /// "medium, 16-octet key"
     public var description: String { keySize == 0 ? level.description : "\(level), \(keySize)-octet key" }
 }

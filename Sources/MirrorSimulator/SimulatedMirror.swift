@@ -189,7 +189,7 @@ public final class SimulatedMirror: Sendable {
 
     /// Plays `security` as the link of every client connected now (a unix: test's pairing); nil: back to the
     /// transport's, else `options.unixSecurity` (`ATTServerConnection.setLinkSecurity`).
-    public func setLinkSecurity(_ security: GATTLinkSecurity?) {
+    public func setLinkSecurity(_ security: BTSecurity?) {
         host.withContext { ctx in for c in ctx.clients { ctx.setLinkSecurity(security, of: c) } }
     }
 

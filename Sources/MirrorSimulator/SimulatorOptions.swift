@@ -164,7 +164,7 @@ public struct SimOptions: Sendable, Equatable {
     public var secure: [String: GATTSecurityRequirement] = [:]
     /// The link security a unix: connection plays (`--unix-security`): it has no link, so no BT_SECURITY to read
     /// (an LE connection's is its socket's). Default unencrypted.
-    public var unixSecurity = GATTLinkSecurity.unencrypted
+    public var unixSecurity = BTSecurity.unencrypted
 
     public init() {}
 
@@ -206,7 +206,7 @@ public struct SimOptions: Sendable, Equatable {
     }
 
     /// Parses `--unix-security none|encrypted|authenticated[:KEYSIZE]` (a 16-octet key unless given).
-    static func parseUnixSecurity(_ value: String) throws(SimOptionsError) -> GATTLinkSecurity {
+    static func parseUnixSecurity(_ value: String) throws(SimOptionsError) -> BTSecurity {
         let parts = value.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
         let sizes = GATTSecurityRequirement.keySizes
         let problem = "--unix-security: expected none, encrypted or authenticated, with :KEYSIZE (\(sizes.lowerBound)...\(sizes.upperBound)) after either of the last two, got \(value)"

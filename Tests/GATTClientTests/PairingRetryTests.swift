@@ -52,7 +52,7 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
     func start(_ sink: any ATTTransportSink) { state.withLock { $0.sink = sink } }
 
     /// What BT_SECURITY does on an LE link that is not encrypted enough: pairing starts.
-    func raise(to level: GATTSecurityLevel) { state.withLock { $0.pairing = true } }
+    func raise(to level: BTSecurityLevel) { state.withLock { $0.pairing = true } }
 
     func finishPairing() {
         let waiters: [@Sendable () -> Void] = state.withLock { s in
@@ -112,7 +112,7 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
 
 final class PairingRetryTests: XCTestCase {
     func client(_ transport: PairingTransport, clock: ManualClock = ManualClock(), retry: Bool = true,
-                initial: GATTSecurityLevel = .low, raiseLimit: GATTSecurityLevel? = nil) async throws -> GATTClient {
+                initial: BTSecurityLevel = .low, raiseLimit: BTSecurityLevel? = nil) async throws -> GATTClient {
         var c = GATTClient.Configuration()
         c.clock = clock
         c.initialSecurityLevel = initial

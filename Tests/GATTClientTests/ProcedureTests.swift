@@ -509,7 +509,7 @@ final class ProcedureTests: XCTestCase {
     // MARK: Security
 
     func testInsufficientEncryptionRaisesTheLevelOnceAndRetriesOnce() async throws {
-        let levels = Lock<[GATTSecurityLevel]>([])
+        let levels = Lock<[BTSecurityLevel]>([])
         let peer = ScriptedPeer(raw("0a 03 00", "01 0a 03 00 0f") + raw("0a 03 00", "0b 01"))
         let client = try await makeClient(peer) { c in
             c.retryAfterRaisingSecurity = true

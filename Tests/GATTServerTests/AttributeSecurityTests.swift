@@ -26,7 +26,7 @@ final class AttributeSecurityTests: XCTestCase {
         db.characteristic(.bit16(0xFFF5), [.read, .write], value: [5], name: "writeEnc", writeSecurity: .encrypted)
     }
 
-    func answer(_ server: inout ATTServer, _ link: GATTLinkSecurity, _ request: String) -> String {
+    func answer(_ server: inout ATTServer, _ link: BTSecurity, _ request: String) -> String {
         var session = ATTSession()
         switch server.answer(bytes: hex(request), session: &session, link: { link }) {
         case .none: return "none"
@@ -38,7 +38,7 @@ final class AttributeSecurityTests: XCTestCase {
     func testTheRefusalForEachRequirementOnEachLink() {
         let key16 = GATTSecurityRequirement(level: .medium, minimumKeySize: 16)
         let keyOnly = GATTSecurityRequirement(minimumKeySize: 7)
-        let links: [GATTLinkSecurity] = [.unencrypted, .encrypted(keySize: 7), .encrypted(), .authenticated(keySize: 7), .authenticated()]
+        let links: [BTSecurity] = [.unencrypted, .encrypted(keySize: 7), .encrypted(), .authenticated(keySize: 7), .authenticated()]
         func row(_ r: GATTSecurityRequirement) -> [String] { links.map { r.refusal(on: $0).map { ATTHex.byte($0.rawValue) } ?? "ok" } }
         XCTAssertEqual(row(.noSecurity), ["ok", "ok", "ok", "ok", "ok"])
         XCTAssertEqual(row(.encrypted), ["0x0F", "ok", "ok", "ok", "ok"])
@@ -49,13 +49,16 @@ final class AttributeSecurityTests: XCTestCase {
         XCTAssertEqual(row(GATTSecurityRequirement(level: .high, minimumKeySize: 16)), ["0x05", "0x05", "0x05", "0x0C", "ok"])
         XCTAssertEqual(GATTSecurityRequirement.encrypted.description, "encrypted")
         XCTAssertEqual(key16.description, "encrypted (a key of 16 octets or more)")
-        XCTAssertEqual(GATTLinkSecurity(BTSecurity(level: .sdp, keySize: 0)), .unencrypted)
-        XCTAssertEqual(GATTLinkSecurity(BTSecurity(level: .high, keySize: 16)), .authenticated(keySize: 16))
+        // The socket's level 0 (SDP), what an LE link with no security may report, is refused as low is.
+        let sdp = BTSecurity(level: .sdp, keySize: 0)
+        XCTAssertEqual(GATTSecurityRequirement.encrypted.refusal(on: sdp), .insufficientEncryption)
+        XCTAssertEqual(GATTSecurityRequirement.authenticated.refusal(on: sdp), .insufficientAuthentication)
+        XCTAssertNil(GATTSecurityRequirement.noSecurity.refusal(on: sdp))
     }
 
     func testReadsAreRefusedWithTheCodeOfWhatTheLinkLacks() {
         var server = ATTServer(database: database)
-        let none = GATTLinkSecurity.unencrypted, short = GATTLinkSecurity.encrypted(keySize: 7)
+        let none = BTSecurity.unencrypted, short = BTSecurity.encrypted(keySize: 7)
         // Read, Read Blob, Read Multiple, Read Multiple Variable, Read By Type on each secured value.
         XCTAssertEqual(answer(&server, none, "0a 03 00"), "01 0a 03 00 0f")
         XCTAssertEqual(answer(&server, none, "0c 03 00 00 00"), "01 0c 03 00 0f")
@@ -85,7 +88,7 @@ final class AttributeSecurityTests: XCTestCase {
 
     func testWritesAreRefusedAndAWriteCommandIsDroppedSilently() {
         var server = ATTServer(database: database)
-        let none = GATTLinkSecurity.unencrypted, short = GATTLinkSecurity.encrypted(keySize: 7)
+        let none = BTSecurity.unencrypted, short = BTSecurity.encrypted(keySize: 7)
         XCTAssertEqual(answer(&server, none, "12 03 00 aa"), "01 12 03 00 0f")
         XCTAssertEqual(answer(&server, short, "12 06 00 aa"), "01 12 06 00 05")
         XCTAssertEqual(answer(&server, short, "12 08 00 aa"), "01 12 08 00 0c")
@@ -104,7 +107,7 @@ final class AttributeSecurityTests: XCTestCase {
         XCTAssertEqual(server.database.attribute(0x0006)?.value, [0xCC])
         XCTAssertEqual(answer(&server, .encrypted(), "12 04 00 01 00"), "13")
         var session = ATTSession()
-        let link = GATTLinkSecurity.encrypted()
+        let link = BTSecurity.encrypted()
         XCTAssertEqual(server.answer(bytes: hex("16 08 00 00 00 dd"), session: &session, link: { link }), .now(.prepareWriteResponse(handle: 8, offset: 0, value: [0xDD])))
         // The link weakened before the Execute Write (a test's play; a real link does not): its write is refused then.
         XCTAssertEqual(server.answer(bytes: hex("18 01"), session: &session, link: { .encrypted(keySize: 7) }),
@@ -115,7 +118,7 @@ final class AttributeSecurityTests: XCTestCase {
         var server = ATTServer(database: database)
         var session = ATTSession()
         var asked = 0
-        let link: () -> GATTLinkSecurity = { asked += 1; return .unencrypted }
+        let link: () -> BTSecurity = { asked += 1; return .unencrypted }
         _ = server.answer(bytes: hex("0a 0a 00"), session: &session, link: link)
         _ = server.answer(bytes: hex("12 0a 00 01"), session: &session, link: link)
         _ = server.answer(bytes: hex("10 01 00 ff ff 00 28"), session: &session, link: link)
@@ -208,12 +211,12 @@ final class AttributeSecurityTests: XCTestCase {
     func testTheClientsRetryAfterRaisingTheLevelIsServed() async throws {
         let host = GATTServerHost(database: database)
         let server = Lock<ATTServerConnection?>(nil)
-        let raised = Lock<[GATTSecurityLevel]>([])
+        let raised = Lock<[BTSecurityLevel]>([])
         let (client, connection, listener) = try await serve(host, tag: "sec-retry") { c in
             c.retryAfterRaisingSecurity = true
             c.setSecurityLevel = { level in
                 raised.withLock { $0.append(level) }
-                server.withLock { $0 }?.setLinkSecurity(GATTLinkSecurity(level: level, keySize: 16))
+                server.withLock { $0 }?.setLinkSecurity(BTSecurity(level: level, keySize: 16))
             }
         }
         defer { client.close(); listener.close() }

@@ -416,7 +416,7 @@ final class Shell: Sendable {
             guard s.pairing != nil else {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
-            let level: GATTSecurityLevel = args.has("--high") ? .high : .medium
+            let level: BTSecurityLevel = args.has("--high") ? .high : .medium
             if s.client.securityLevel < level {
                 try await s.client.setSecurityLevel(level)
                 // The kernel holds the socket in BT_CONFIG until SMP ends: the link takes data again once encrypted.

@@ -239,15 +239,12 @@ final class Session: Sendable {
         configuration.clientRxMTU = clientRxMTU
         configuration.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
         if !target.isUnix {
-            configuration.setSecurityLevel = { level in
-                let bt = BTSecurityLevel(rawValue: UInt8(level.rawValue)) ?? .high
-                try bearer.setSecurityLevel(bt)
-            }
+            configuration.setSecurityLevel = { level in try bearer.setSecurityLevel(level) }
             configuration.retryAfterRaisingSecurity = mayRaiseSecurity
             // A bond's Just Works key with no agent here: a raise to high would start a MITM pairing that nobody
             // answers and that the kernel never reports to the socket, so 0x05 is the peer's answer to show.
             if pairing == nil, !daemonRuns, let loaded, !loaded.authenticated { configuration.raiseLimit = .medium }
-            if let security { configuration.initialSecurityLevel = GATTSecurityLevel(rawValue: Int(security.rawValue)) ?? .low }
+            if let security { configuration.initialSecurityLevel = max(security, .low) }
         }
         let client = try await GATTClient.connect(transport: observed, configuration: configuration)
         let warn: @Sendable (String) -> Void = { [console = inv.console] in console.err("mirror: " + terminalLines($0)) }
