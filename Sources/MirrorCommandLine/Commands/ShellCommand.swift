@@ -54,7 +54,10 @@ let shellOwnCommands: [CommandSpec] = [
             Raises the link's security (BT_SECURITY) to medium, or high with --high (an authenticated key): the kernel \
             runs SMP, or encrypts with the key it holds, and this process answers the kernel's pairing requests. \
             The shell must have been started with --pair (its agent needs CAP_NET_ADMIN before the connect, and \
-            mirror gives every capability up after it). Prints the link's security level after it.
+            mirror gives every capability up after it), and with --io and --passkey as mirror pair takes them for \
+            a method other than Just Works: at a terminal a passkey to type or a Numeric Comparison is asked at the \
+            prompt (25 s to answer, within SMP's 30 s), a passkey to show printed above the line. Prints the link's \
+            security level after it, and the pairing method used (none when the kernel encrypted with a key it holds).
             """,
         options: [.flag("--high", help: "ask for an authenticated (MITM-protected) key: security high")],
         globals: [.json], examples: [("pair", "encrypt the link, pairing (Just Works) when no key is held")]),
@@ -128,7 +131,8 @@ let shellCommand = Command(CommandSpec(
         error and notification one JSON object per line, the echo {"command": "..."} too.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
-    options: [.flag("--keep-going", help: "script mode: run every command, exit with the first failure's status")],
+    options: [.flag("--keep-going", help: "script mode: run every command, exit with the first failure's status")]
+        + pairingAnswerOptions,
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror shell unix:/tmp/mirror-sim.sock", "an interactive session on the simulator"),
@@ -177,6 +181,10 @@ final class Shell: Sendable {
     let deliveries = Lock(Deliveries())
     let keepGoing: Bool
     let editor: LineEditor
+    /// The editor's one reader at a time: the loop's lines, and the pairing agent's questions (--pair).
+    let questions: EditorQuestions
+    /// --pair's agent: --io, and its prompts through the editor.
+    let agentSetup: Pairing.AgentSetup?
     /// Guards the connection, its subscriptions, the target and the trace switch.
     let state: Lock<State>
 
@@ -186,15 +194,30 @@ final class Shell: Sendable {
         console = Console(outFD: inv.console.outFD, errFD: inv.console.errFD, jsonLines: true)
         let state = Lock(State(target: target, options: inv.global, trace: inv.global.trace))
         self.state = state
-        editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
+        // --io and --passkey set --pair's agent: checked before the editor takes the terminal.
+        let (io, passkey) = try inv.pairingAnswers()
+        if !inv.global.pair, let given = ["--io", "--passkey"].first(where: inv.arguments.has) {
+            throw UsageError("\(given) sets the pairing agent of --pair: give --pair too", token: given, command: "shell")
+        }
+        let editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
             Shell.complete(completion, state: state)
         }
+        self.editor = editor
+        let questions = EditorQuestions(editor: editor, prompt: Shell.prompt(connectedTo: target))
+        self.questions = questions
+        let console = self.console
+        let say: @Sendable (String) -> Void = { line in if editor.isTerminal { editor.printAbove(line) } else { console.err(line) } }
+        agentSetup = inv.global.pair ? Pairing.AgentSetup(io: io, prompts: questions.pairingPrompts(passkey: passkey, say: say), say: say) : nil
     }
 
     /// What a shell line may name: the pass-through commands, then the shell's own.
     static var specs: [CommandSpec] {
         commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
     }
+
+    /// How long the shell's `pair` waits for the keys after the link is encrypted (they follow at once, Vol 3 Part H
+    /// §3.6.1); a link encrypted with a held key gets none, and waits it out.
+    static let pairKeysWait: Duration = .seconds(1)
 
     static func prompt(connectedTo target: String?) -> String {
         target.map { "mirror \($0)> " } ?? "mirror (disconnected)> "
@@ -219,7 +242,7 @@ final class Shell: Sendable {
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
         while true {
-            let event = await onOwnThread { [editor] in Result { () throws(LineEditorError) in try editor.readEvent() } }
+            let event = await onOwnThread { [questions] in Result { () throws(LineEditorError) in try questions.readLine() } }
             let line: String
             switch event {
             case .failure(let error):
@@ -413,17 +436,32 @@ final class Shell: Sendable {
             }
         case "pair":
             let s = try session()
-            guard s.pairing != nil else {
+            guard let agent = s.pairing else {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
             let level: GATTSecurityLevel = args.has("--high") ? .high : .medium
+            // What the agent served before this line is not this pairing's.
+            _ = agent.takeServed()
+            var raised = false
             if s.client.securityLevel < level {
                 try await s.client.setSecurityLevel(level)
                 // The kernel holds the socket in BT_CONFIG until SMP ends: the link takes data again once encrypted.
                 try await s.client.waitForTheLink(after: level)
+                raised = true
             }
             let now = s.client.securityLevel
-            if json { console.out(JSONValue.object([("security", .string("\(now)"))]).compact) } else { console.out("pair: the link's security is \(now)") }
+            // A raise with no request answered was Just Works or the kernel's held key: the New LTK tells them apart.
+            var served = agent.takeServed()
+            if raised, served.method == nil, served.longTermKeys == 0 {
+                served = await onOwnThread { agent.takeServed(awaitingKeysFor: Shell.pairKeysWait) }
+            }
+            let method = raised ? served.method ?? served.pairedMethod : nil
+            if json {
+                console.out(JSONValue.object([("security", .string("\(now)")), ("method", method.map { .string($0.rawValue) } ?? .null)]).compact)
+            } else {
+                console.out("pair: the link's security is \(now)")
+                console.out("pair: method: " + (method?.rawValue ?? "none (no pairing ran: the link is encrypted with a key the kernel holds)"))
+            }
         case "disconnect":
             let target = try session().transport.label
             await disconnect(reason: "disconnect asked in the shell")
@@ -540,7 +578,7 @@ final class Shell: Sendable {
         // The capture is the shell's (btsnoop FILE|off), not the connection's.
         global.btsnoop = nil
         let inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
-        let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture })
+        let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture }, agent: agentSetup)
         state.withLock { s in
             s.session = session
             s.target = token
@@ -550,7 +588,7 @@ final class Shell: Sendable {
             guard let self, let session else { return }
             self.lost(session, reason: reason)
         }
-        editor.setPrompt(Shell.prompt(connectedTo: token))
+        questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
             Task { _ = try? await session.catalog(describing: nil) }
@@ -574,7 +612,7 @@ final class Shell: Sendable {
             return true
         }
         guard mine else { return }
-        editor.setPrompt(Shell.prompt(connectedTo: nil))
+        questions.setShellPrompt(Shell.prompt(connectedTo: nil))
         let json = base.global.json
         let console = self.console
         let say = { @Sendable [editor] (drop: (text: String, reason: UInt8)?) in
@@ -594,7 +632,7 @@ final class Shell: Sendable {
         let (session, subs) = takeConnection()
         session?.closeConnection(reason: reason)
         for sub in subs { await sub.task.value }
-        editor.setPrompt(Shell.prompt(connectedTo: nil))
+        questions.setShellPrompt(Shell.prompt(connectedTo: nil))
     }
 
     /// The connection and its subscriptions, taken out of the state.
