@@ -11,6 +11,7 @@ protocol PromptingEditor: Sendable {
     func printAbove(_ line: String)
     func setPrompt(_ prompt: String)
     func readEvent(timeout: Duration?) throws(LineEditorError) -> LineEvent
+    func dropLine()
 }
 
 extension LineEditor: PromptingEditor {}
@@ -181,7 +182,11 @@ final class EditorQuestions: Sendable {
         do {
             event = try editor.readEvent(timeout: max(left, .zero))
         } catch {
-            if case .timeout = error { throw .timedOut(question: question, after: limit) }
+            if case .timeout = error {
+                // The question's line ends with it: the running command's output goes on below, not into it.
+                editor.dropLine()
+                throw .timedOut(question: question, after: limit)
+            }
             throw .editor(error)
         }
         switch event {
