@@ -125,6 +125,11 @@ let shellCommand = Command(CommandSpec(
         Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
         A lost connection is printed at once with its reason, and the prompt says disconnected until connect.
 
+        With --pair this process answers the kernel's pairing requests on each connection (the shell's pair line \
+        raises the link's security), as --io and --passkey say, as mirror pair takes them: at a terminal a passkey \
+        to type or a Numeric Comparison is asked at the prompt (25 s to answer) and a passkey to show is printed \
+        above the line; in script mode only --passkey answers, and without it the pairing is refused.
+
         When standard input is not a terminal (script mode) each command is echoed ("> read 0x0003") before \
         its result, and the shell stops at the first command that fails with that command's exit status; \
         --keep-going runs every command and exits with the first failure's status. --json makes every result, \
