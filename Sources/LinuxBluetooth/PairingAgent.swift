@@ -278,7 +278,9 @@ public final class PairingAgent: Sendable {
                         report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
                         // smp.c reports every SMP failure as this event; the PDU on the link says why and who sent it.
                         let smp = watch?.takePairingFailed(peer: a)
+                        // That attempt is over: its method and keys are not a later pairing's.
                         service.record { s in
+                            s = ServedPairing()
                             s.authenticationFailed = status
                             s.smpFailure = smp
                         }
@@ -362,7 +364,8 @@ public final class PairingAgent: Sendable {
 }
 
 /// What a serving agent did since it was last asked (`PairingService.takeServed`): the method the kernel's requests
-/// revealed, what this side refused, the keys that came, and a failure with its SMP reason.
+/// revealed, what this side refused, the keys that came, and a failure with its SMP reason (a failure clears the
+/// failed attempt's method and keys).
 public struct ServedPairing: Sendable, Equatable {
     public var method: PairingMethod?
     public var refused: String?

@@ -308,7 +308,7 @@ final class PairingAgentTests: XCTestCase {
             "pairing with 00:AA:01:01:00:01 failed: SMP Pairing Failed reason 0x04 Confirm Value Failed, sent by the peer",
         ])
         var expected = ServedPairing()
-        expected.method = .passkeyEntry
+        // The failed attempt's method is not kept: a later pairing's would be confused with it.
         expected.authenticationFailed = 0x05
         expected.smpFailure = SMPPairingFailed(handle: 0x2A, reason: 0x04, sentBy: .peer)
         XCTAssertEqual(service.takeServed(), expected)

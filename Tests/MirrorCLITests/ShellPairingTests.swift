@@ -199,4 +199,19 @@ final class ShellPairingTests: XCTestCase {
         XCTAssertEqual(badIO.status, 2, badIO.stderr)
         XCTAssertTrue(badIO.stderr.contains("telepathy"), badIO.stderr)
     }
+
+    func testThePairLineReportsTheMethodTheAgentServedAfterTheSecurity() {
+        var passkey = ServedPairing()
+        passkey.method = .passkeyEntry
+        XCTAssertEqual(Shell.pairResult(security: "high", served: passkey, json: false),
+                       ["pair: the link's security is high", "pair: method: Passkey Entry"])
+        XCTAssertEqual(Shell.pairResult(security: "high", served: passkey, json: true), [#"{"security":"high","method":"Passkey Entry"}"#])
+        // Keys with no request answered: Just Works; nothing served: the kernel's held key.
+        var keys = ServedPairing()
+        keys.longTermKeys = 2
+        XCTAssertEqual(Shell.pairResult(security: "medium", served: keys, json: true), [#"{"security":"medium","method":"Just Works"}"#])
+        XCTAssertEqual(Shell.pairResult(security: "medium", served: ServedPairing(), json: true), [#"{"security":"medium","method":null}"#])
+        XCTAssertEqual(Shell.pairResult(security: "medium", served: ServedPairing(), json: false).last,
+                       "pair: method: none (no pairing ran: the link is encrypted with a key the kernel holds)")
+    }
 }

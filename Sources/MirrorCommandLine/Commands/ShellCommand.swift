@@ -224,6 +224,17 @@ final class Shell: Sendable {
     /// §3.6.1); a link encrypted with a held key gets none, and waits it out.
     static let pairKeysWait: Duration = .seconds(1)
 
+    /// The shell's `pair` result: the link's security, then the method of the pairing the agent served since the
+    /// connect or the last `pair` (none: the kernel encrypted with a key it holds); --json: one object, both keys.
+    static func pairResult(security: String, served: ServedPairing, json: Bool) -> [String] {
+        let method = served.method ?? served.pairedMethod
+        if json {
+            return [JSONValue.object([("security", .string(security)), ("method", method.map { .string($0.rawValue) } ?? .null)]).compact]
+        }
+        return ["pair: the link's security is \(security)",
+                "pair: method: " + (method?.rawValue ?? "none (no pairing ran: the link is encrypted with a key the kernel holds)")]
+    }
+
     static func prompt(connectedTo target: String?) -> String {
         target.map { "mirror \($0)> " } ?? "mirror (disconnected)> "
     }
@@ -445,8 +456,8 @@ final class Shell: Sendable {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
             let level: GATTSecurityLevel = args.has("--high") ? .high : .medium
-            // What the agent served before this line is not this pairing's.
-            _ = agent.takeServed()
+            // What the agent served since the connect or the last pair line counts: --pair's connect may have paired
+            // already (smp.c sets AuthReq's MITM flag when this side has IO, Vol 3 Part H §3.5.1), and that is the method.
             var raised = false
             if s.client.securityLevel < level {
                 try await s.client.setSecurityLevel(level)
@@ -460,13 +471,7 @@ final class Shell: Sendable {
             if raised, served.method == nil, served.longTermKeys == 0 {
                 served = await onOwnThread { agent.takeServed(awaitingKeysFor: Shell.pairKeysWait) }
             }
-            let method = raised ? served.method ?? served.pairedMethod : nil
-            if json {
-                console.out(JSONValue.object([("security", .string("\(now)")), ("method", method.map { .string($0.rawValue) } ?? .null)]).compact)
-            } else {
-                console.out("pair: the link's security is \(now)")
-                console.out("pair: method: " + (method?.rawValue ?? "none (no pairing ran: the link is encrypted with a key the kernel holds)"))
-            }
+            for line in Shell.pairResult(security: "\(now)", served: served, json: json) { console.out(line) }
         case "disconnect":
             let target = try session().transport.label
             await disconnect(reason: "disconnect asked in the shell")
