@@ -423,9 +423,11 @@ public final class PairingService: Sendable {
     /// answered, may hold it; WaitLimit "pairing.stop"); it answers nothing after it has ended.
     public func stop(limit: Duration = .seconds(2)) {
         _ = cbz_eventfd_signal(wake)
-        watch?.close()
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
         if state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: ns) == nil { WaitLimit.fired("pairing.stop") }
+        // After the thread: a failure it is reporting still finds its Pairing Failed PDU (a link that failed to
+        // encrypt stops the agent as the failure comes).
+        watch?.close()
     }
 
     deinit { _ = cbz_close(wake) }
