@@ -188,8 +188,8 @@ final class Shell: Sendable {
     let editor: LineEditor
     /// The editor's one reader at a time: the loop's lines, and the pairing agent's questions (--pair).
     let questions: EditorQuestions
-    /// --pair's agent: --io, and its prompts through the editor.
-    let agentSetup: Pairing.AgentSetup?
+    /// --pair's agent (the shell's, or a connect line's): --io, and its prompts through the editor.
+    let agentSetup: Pairing.AgentSetup
     /// Guards the connection, its subscriptions, the target and the trace switch.
     let state: Lock<State>
 
@@ -212,7 +212,8 @@ final class Shell: Sendable {
         self.questions = questions
         let console = self.console
         let say: @Sendable (String) -> Void = { line in if editor.isTerminal { editor.printAbove(line) } else { console.err(line) } }
-        agentSetup = inv.global.pair ? Pairing.AgentSetup(io: io, prompts: questions.pairingPrompts(passkey: passkey, say: say), say: say) : nil
+        // Also for a connect line's --pair: its agent asks through the editor too, never a readLine beside it.
+        agentSetup = Pairing.AgentSetup(io: io, prompts: questions.pairingPrompts(passkey: passkey, say: say), say: say)
     }
 
     /// What a shell line may name: the pass-through commands, then the shell's own.

@@ -133,6 +133,7 @@ final class Session: Sendable {
     /// invocation carries the shell's open session, which is returned as it is (no second connection).
     /// `capture`: a btsnoop writer of the caller's (the shell's) to capture into instead of opening --btsnoop's.
     /// `exchangeMTU`: false for `mirror check`, which sends its own Exchange MTU (and opens no Enhanced ATT bearer).
+    /// `agent`: how --pair's agent answers (the shell's: --io, --passkey, questions at its prompt); default Just Works.
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
                      heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
                      exchangeMTU: Bool = true, mayRepair: Bool = true, agent: Pairing.AgentSetup? = nil) async throws -> Session {
