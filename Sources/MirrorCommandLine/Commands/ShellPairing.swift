@@ -42,7 +42,8 @@ enum ShellQuestionError: Error, Sendable, Equatable, CustomStringConvertible {
 /// The shell's line editor shared by its loop (a line at a time) and its pairing agent's thread (a question now and
 /// then): LineEditor.readEvent allows one reader. A question asked while the loop waits at the prompt becomes the
 /// prompt, and the loop's next line is its answer (not a command); one asked while a line runs (the loop is not
-/// reading: the `pair` line awaits the raise) is read by the agent's thread itself, the loop waiting for it.
+/// reading: the `pair` line awaits the raise) is read by the agent's thread itself, the loop waiting for it. (A
+/// command line Entered in the instant the question is posted answers it, and is refused as an answer.)
 final class EditorQuestions: Sendable {
     /// How long a question waits for its answer: less than SMP's 30 s timeout (Vol 3 Part H §3.4), after which an
     /// answer comes too late.
@@ -56,11 +57,6 @@ final class EditorQuestions: Sendable {
         /// A question the loop's reader answers with its next line.
         var posted: String?
         var answer: Result<String, ShellQuestionError>?
-    }
-
-    private enum Step {
-        case answered(Result<String, ShellQuestionError>)
-        case takeOver
     }
 
     let editor: any PromptingEditor
@@ -138,38 +134,27 @@ final class EditorQuestions: Sendable {
         }
         if posted {
             let ns = Int(limit.nanosecondsClamped)
-            let step: Step? = state.wait(until: { s -> Step? in
-                if let a = s.answer {
+            // The loop's read answers a posted question with whatever ends it (a line, Ctrl-C, the end, a failure).
+            let answer: Result<String, ShellQuestionError>? = state.wait(until: { s -> Result<String, ShellQuestionError>? in
+                guard let a = s.answer else { return nil }
+                s.answer = nil
+                s.posted = nil
+                editor.setPrompt(s.shellPrompt)
+                return a
+            }, timeoutNanoseconds: ns)
+            if let answer { return try answer.get() }
+            // The limit: withdrawn (unless answered at the last moment), the shell's prompt back.
+            let late = state.withLock { s -> Result<String, ShellQuestionError>? in
+                defer {
                     s.answer = nil
                     s.posted = nil
                     editor.setPrompt(s.shellPrompt)
-                    return .answered(a)
                 }
-                // The loop's line came before the question was posted: it runs a command now, and the agent reads.
-                if !s.loopReading {
-                    s.posted = nil
-                    s.agentReading = true
-                    return .takeOver
-                }
-                return nil
-            }, timeoutNanoseconds: ns)
-            switch step {
-            case .answered(let a)?: return try a.get()
-            case .takeOver?: break
-            case nil:
-                // The limit: withdrawn (unless answered at the last moment), the shell's prompt back.
-                let late = state.withLock { s -> Result<String, ShellQuestionError>? in
-                    defer {
-                        s.answer = nil
-                        s.posted = nil
-                        editor.setPrompt(s.shellPrompt)
-                    }
-                    return s.answer
-                }
-                if let late { return try late.get() }
-                WaitLimit.fired("shell.pairQuestion")
-                throw .timedOut(question: question, after: limit)
+                return s.answer
             }
+            if let late { return try late.get() }
+            WaitLimit.fired("shell.pairQuestion")
+            throw .timedOut(question: question, after: limit)
         }
         defer {
             state.withLockBroadcasting { s in
