@@ -258,9 +258,21 @@ public final class PairingAgent: Sendable {
         let wake = cbz_eventfd()
         if wake < 0 { watch?.close(); throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
         let service = PairingService(wake: wake, watch: watch)
+        // Authentication Failed: smp.c reports every SMP failure so; the PDU on the link says why and who sent it.
+        let failed = { @Sendable (a: BluetoothAddress, status: UInt8) in
+            report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
+            let smp = watch?.takePairingFailed(peer: a)
+            // That attempt is over: its method and keys are not a later pairing's.
+            service.record { s in
+                s = ServedPairing()
+                s.authenticationFailed = status
+                s.smpFailure = smp
+            }
+            if let smp { report("pairing with \(a) failed: \(smp)") }
+        }
         startDetachedThread { [self] in
             defer { service.finished() }
-            let failed = readDatagrams(socket.fd, wake: wake, capacity: 1024) { packet in
+            let stopped = readDatagrams(socket.fd, wake: wake, capacity: 1024) { packet in
                 let parsed = ManagementEvent.parse(packet)
                 if let parsed, parsed.keyIndex == UInt16(index) {
                     if case .newLongTermKey = parsed { service.record { $0.longTermKeys += 1 } }
@@ -275,23 +287,20 @@ public final class PairingAgent: Sendable {
                         }
                         report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
                     } else if case .authenticationFailed(let a, _, let status) = e {
-                        report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
-                        // smp.c reports every SMP failure as this event; the PDU on the link says why and who sent it.
-                        let smp = watch?.takePairingFailed(peer: a)
-                        // That attempt is over: its method and keys are not a later pairing's.
-                        service.record { s in
-                            s = ServedPairing()
-                            s.authenticationFailed = status
-                            s.smpFailure = smp
-                        }
-                        if let smp { report("pairing with \(a) failed: \(smp)") }
+                        failed(a, status)
                     }
                 } catch {
                     report("pairing agent on \(socket.adapter) could not answer: \(error)")
                 }
             }
-            if let failed {
-                report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(failed, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
+            if let stopped {
+                report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(stopped, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
+                return
+            }
+            // Stopped: a failure the kernel had queued is still reported (a link that failed to encrypt stops the
+            // agent as the failure comes); nothing more is answered.
+            while let event = try? socket.nextEvent(timeout: 0) {
+                if case .pairing(let i, .authenticationFailed(let a, _, let status)) = event, Int(i) == index { failed(a, status) }
             }
         }
         return service

@@ -330,6 +330,43 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertEqual(served.pairedMethod, .justWorks)
     }
 
+    func testAFailureQueuedWhenTheAgentStopsIsStillReportedAndNothingAnswered() throws {
+        // The agent is held in a prompt; meanwhile the kernel queues Authentication Failed and a request, and the
+        // agent is stopped (a connect that failed to encrypt stops it as the failure comes). Released, it leaves at
+        // the stop, reports the queued failure with its SMP reason, and answers nothing more.
+        let reports = Lock<[String]>([])
+        let prompt = Lock((false, false))
+        let slow = PairingPrompts(confirm: { _, _ in true },
+                                  passkey: { _ in
+                                      prompt.withLockBroadcasting { $0.0 = true }
+                                      _ = prompt.wait(until: { $0.1 ? () : nil }, timeoutNanoseconds: 5_000_000_000)
+                                      return 123456
+                                  },
+                                  display: { _, _ in })
+        let (agent, k) = kernel([event(0x10, peerField)], prompts: slow)
+        defer { close(k) }
+        let acl = try SocketPair()
+        acl.handOverA()
+        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true))
+        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } }, watch: watch)
+        XCTAssertNotNil(prompt.wait(until: { $0.0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "the agent asked its prompt")
+        // Pairing Failed 0x01 Passkey Entry Failed on the link (a socketpair has no direction: read as the peer's).
+        acl.sendB([0x02, 0x2A, 0x20, 0x06, 0x00, 0x02, 0x00, 0x06, 0x00, 0x05, 0x01])
+        let failed = event(0x11, peerField + [0x05])
+        XCTAssertEqual(write(k, failed, failed.count), failed.count)
+        let confirm = event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00])
+        XCTAssertEqual(write(k, confirm, confirm.count), confirm.count)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { prompt.withLockBroadcasting { $0.1 = true } }
+        service.stop(limit: .seconds(5))
+        XCTAssertEqual(reports.withLock { $0 }, [
+            "pairing with 00:AA:01:01:00:01 (public): Passkey Entry, answered",
+            "pairing with 00:AA:01:01:00:01 failed: Authentication Failed, HCI status 0x05",
+            "pairing with 00:AA:01:01:00:01 failed: SMP Pairing Failed reason 0x01 Passkey Entry Failed, sent by the peer",
+        ])
+        XCTAssertEqual(sent(k), [ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: 123456).packet],
+                       "the queued confirmation was not answered")
+    }
+
     func testTheWaitForKeysAfterARaiseEndsAtItsLimit() throws {
         // A link encrypted with a key the kernel holds: no New Long Term Key comes, and the wait gives up (pairing.keys).
         let limit = WaitLimit.watch("pairing.keys")
