@@ -284,6 +284,9 @@ final class Shell: Sendable {
 
     /// Ends the subscriptions and the connection, closes the capture, and gives the terminal back.
     private func finish() {
+        // A pairing question the agent may be reading ends now (declined), so that its thread ends before the
+        // connection's agent is stopped and the editor closed.
+        editor.stop()
         let (session, subs) = takeConnection()
         for sub in subs { sub.task.cancel() }
         session?.closeConnection(reason: "the shell ended")
