@@ -299,6 +299,19 @@ public final class LineEditor: Sendable {
         }
     }
 
+    /// Ends the line being edited after a `readEvent(timeout:)` that timed out (from the thread that read): what was
+    /// typed is dropped, the lines printAbove queued are printed, the terminal is given back, and printAbove prints
+    /// at once again; the next read starts a fresh line. Nothing is edited: nothing happens.
+    public func dropLine() {
+        shared.withLock { s in
+            guard s.atPrompt else { return }
+            cle_end_line()
+            for line in s.pending { cle_print_line(line) }
+            s.pending = []
+            s.atPrompt = false
+        }
+    }
+
     /// No line is edited any more: printAbove prints at once again.
     private func leavePrompt() {
         shared.withLock { $0.atPrompt = false }

@@ -249,30 +249,58 @@ public final class PairingAgent: Sendable {
 
     /// Answers every pairing request of the kernel on this adapter, on a thread of its own, until `stop()`: the
     /// simulator's side, and a connecting command's with --pair (BT_SECURITY starts SMP; the kernel asks here).
-    /// Each answer goes to `report`.
+    /// Each answer goes to `report`, and what was served to the service (`PairingService.takeServed`). With `watch`
+    /// (opened while CAP_NET_RAW was held), a failed pairing is reported with its SMP Pairing Failed reason and
+    /// sender too (Vol 3 Part H §3.5.5); the service closes the watch when it stops.
     public func startServing(report: @escaping @Sendable (String) -> Void,
-                             keys: @escaping @Sendable (ManagementEvent) -> Void = { _ in }) throws(TransportError) -> PairingService {
+                             keys: @escaping @Sendable (ManagementEvent) -> Void = { _ in },
+                             watch: SMPFailureWatch? = nil) throws(TransportError) -> PairingService {
         let wake = cbz_eventfd()
-        if wake < 0 { throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
-        let service = PairingService(wake: wake)
+        if wake < 0 { watch?.close(); throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
+        let service = PairingService(wake: wake, watch: watch)
+        // Authentication Failed: smp.c reports every SMP failure so; the PDU on the link says why and who sent it.
+        let failed = { @Sendable (a: BluetoothAddress, status: UInt8) in
+            report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
+            let smp = watch?.takePairingFailed(peer: a)
+            // That attempt is over: its method and keys are not a later pairing's.
+            service.record { s in
+                s = ServedPairing()
+                s.authenticationFailed = status
+                s.smpFailure = smp
+            }
+            if let smp { report("pairing with \(a) failed: \(smp)") }
+        }
         startDetachedThread { [self] in
             defer { service.finished() }
-            let failed = readDatagrams(socket.fd, wake: wake, capacity: 1024) { packet in
+            let stopped = readDatagrams(socket.fd, wake: wake, capacity: 1024) { packet in
                 let parsed = ManagementEvent.parse(packet)
-                if let parsed, parsed.keyIndex == UInt16(index) { keys(parsed) }
+                if let parsed, parsed.keyIndex == UInt16(index) {
+                    if case .newLongTermKey = parsed { service.record { $0.longTermKeys += 1 } }
+                    keys(parsed)
+                }
                 guard case .pairing(let i, let e)? = parsed, Int(i) == index else { return }
                 do {
                     if let (method, refused) = try answer(e) {
+                        service.record { s in
+                            s.method = method
+                            if let refused { s.refused = refused }
+                        }
                         report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
                     } else if case .authenticationFailed(let a, _, let status) = e {
-                        report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
+                        failed(a, status)
                     }
                 } catch {
                     report("pairing agent on \(socket.adapter) could not answer: \(error)")
                 }
             }
-            if let failed {
-                report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(failed, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
+            if let stopped {
+                report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(stopped, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
+                return
+            }
+            // Stopped: a failure the kernel had queued is still reported (a link that failed to encrypt stops the
+            // agent as the failure comes); nothing more is answered.
+            while let event = try? socket.nextEvent(timeout: 0) {
+                if case .pairing(let i, .authenticationFailed(let a, _, let status)) = event, Int(i) == index { failed(a, status) }
             }
         }
         return service
@@ -344,16 +372,61 @@ public final class PairingAgent: Sendable {
     }
 }
 
+/// What a serving agent did since it was last asked (`PairingService.takeServed`): the method the kernel's requests
+/// revealed, what this side refused, the keys that came, and a failure with its SMP reason (a failure clears the
+/// failed attempt's method and keys).
+public struct ServedPairing: Sendable, Equatable {
+    public var method: PairingMethod?
+    public var refused: String?
+    /// New Long Term Key events: a pairing ran and ended in keys.
+    public var longTermKeys = 0
+    /// Authentication Failed's HCI status, when the kernel reported a failed pairing.
+    public var authenticationFailed: UInt8?
+    /// The Pairing Failed PDU of that failure, when the agent's watch saw it.
+    public var smpFailure: SMPPairingFailed?
+
+    public init() {}
+
+    /// The method of a pairing that ended in keys: the kernel asks user space for every method but Just Works
+    /// (smp.c), so keys with no request answered were Just Works (Vol 3 Part H §2.3.5.1); nil when none ran.
+    public var pairedMethod: PairingMethod? {
+        longTermKeys > 0 ? (method ?? .justWorks) : nil
+    }
+}
+
 /// A running pairing agent (PairingAgent.startServing): `stop()` ends its thread and waits for it, at most 2 s.
 public final class PairingService: Sendable {
     /// The eventfd stop() signals; closed once the thread has ended.
     let wake: Int32
+    /// The SMP watch the agent reports failures with, closed at stop().
+    let watch: SMPFailureWatch?
     /// Guards whether the serving thread has ended.
     private let state = Lock(false)
+    /// Guards what was served since the last `takeServed`.
+    private let served = Lock(ServedPairing())
 
-    init(wake: Int32) { self.wake = wake }
+    init(wake: Int32, watch: SMPFailureWatch? = nil) {
+        self.wake = wake
+        self.watch = watch
+    }
 
     func finished() { state.withLockBroadcasting { $0 = true } }
+
+    func record(_ change: (inout ServedPairing) -> Void) { served.withLockBroadcasting { change(&$0) } }
+
+    /// What the agent served since the last call (the shell's `pair` takes it before and after raising the link).
+    public func takeServed() -> ServedPairing {
+        served.withLock { s in defer { s = ServedPairing() }; return s }
+    }
+
+    /// As `takeServed`, once a New Long Term Key has come or `limit` has passed (WaitLimit "pairing.keys"): SMP
+    /// distributes the keys after the link is encrypted (Vol 3 Part H §3.6.1), so they may follow the raise.
+    public func takeServed(awaitingKeysFor limit: Duration) -> ServedPairing {
+        if served.wait(until: { $0.longTermKeys > 0 ? () : nil }, timeoutNanoseconds: Int(limit.nanosecondsClamped)) == nil {
+            WaitLimit.fired("pairing.keys")
+        }
+        return takeServed()
+    }
 
     /// Ends the agent's thread and waits for it at most `limit` (an answer under way, a prompt the user has not
     /// answered, may hold it; WaitLimit "pairing.stop"); it answers nothing after it has ended.
@@ -361,6 +434,9 @@ public final class PairingService: Sendable {
         _ = cbz_eventfd_signal(wake)
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
         if state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: ns) == nil { WaitLimit.fired("pairing.stop") }
+        // After the thread: a failure it is reporting still finds its Pairing Failed PDU (a link that failed to
+        // encrypt stops the agent as the failure comes).
+        watch?.close()
     }
 
     deinit { _ = cbz_close(wake) }

@@ -183,6 +183,14 @@ public final class SMPFailureWatch: Sendable {
         return found ?? nil
     }
 
+    /// As `pairingFailed`, and forgets every Pairing Failed seen so far: a serving agent's next failure on the same
+    /// link is then reported with its own reason, not an earlier pairing's.
+    public func takePairingFailed(peer: BluetoothAddress, limit: Duration = .milliseconds(300)) -> SMPPairingFailed? {
+        let found = pairingFailed(peer: peer, limit: limit)
+        if found != nil { state.withLock { $0.failures = [] } }
+        return found
+    }
+
     /// The Disconnection Complete reason of the peer's link, if it ended while watched.
     public func disconnectReason(peer: BluetoothAddress) -> UInt8? {
         state.withLock { s in s.disconnects.first(where: { Self.handle($0.key, of: peer, in: s) })?.value }

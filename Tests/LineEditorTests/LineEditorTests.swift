@@ -197,6 +197,18 @@ final class LineEditorTests: XCTestCase {
         XCTAssertGreaterThan(limit.fired, 0, "the prompt's limit fired in the demo")
     }
 
+    func testATimedOutLineDroppedEndsOnItsOwnRowAndTheNextReadStartsAfresh() throws {
+        // The half-typed "abc" is dropped at the limit: printed lines go below it, and the next line is "xyz" alone.
+        let run = try pty(["--every-ms", "0", "--timeout-ms", "300", "--drop-on-timeout"],
+                          [.expect("demo> "), .send("abc"), .expect("abc"), .expect("dropped: timed out after 300 ms waiting for a line at the prompt"),
+                           .expect("demo> "), .send("xyz\r"), .expect("got: xyz"), .send("quit\r"), .exit()])
+        XCTAssertEqual(run.status, 0)
+        XCTAssertFalse(run.transcript.contains("got: abc"), run.transcript.debugDescription)
+        // libedit's "\r\n" after the line (the pty's ONLCR makes its \n a \r\n too).
+        XCTAssertTrue(run.transcript.contains("abc\r\r\ndropped: ") || run.transcript.contains("abc\r\ndropped: "),
+                      "the dropped line ends on its own row: \(run.transcript.debugDescription)")
+    }
+
     func testAPipeReadsPlainLinesWithNoPromptAndNoEscapeCodes() throws {
         let r = try piped(["--every-ms", "0"], input: "one\ntwo\r\nthree")
         XCTAssertEqual(r.out, "got: one\ngot: two\ngot: three\nend\n")

@@ -279,4 +279,105 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertGreaterThan(limit.fired, 0, "the limit pairing.stop fired")
         prompt.withLockBroadcasting { $0.1 = true }
     }
+
+    func testTheServingAgentReportsAFailuresSMPReasonAndSenderAndWhatItServed() throws {
+        let reports = Lock<[String]>([])
+        let (agent, k) = kernel([], prompts: .fixed(passkey: 123456))
+        defer { close(k) }
+        // The watch over a socketpair: what the test writes there is ACL data the watch reads as incoming (the peer's).
+        let acl = try SocketPair()
+        acl.handOverA()
+        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true))
+        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } }, watch: watch)
+        defer { service.stop() }
+        func awaitReports(_ count: Int) -> [String] {
+            reports.wait(until: { $0.count >= count ? $0 : nil }, timeoutNanoseconds: 5_000_000_000) ?? reports.withLock { $0 }
+        }
+        // A User Passkey Request, answered: the method is served.
+        let request = event(0x10, peerField)
+        XCTAssertEqual(write(k, request, request.count), request.count)
+        _ = awaitReports(1)
+        // The peer's Pairing Failed (handle 0x2A, 0x04 Confirm Value Failed), then the kernel's Authentication Failed
+        // 0x0011 (Address, Address_Type, Status 0x05): reported with the PDU's reason and its sender.
+        acl.sendB([0x02, 0x2A, 0x20, 0x06, 0x00, 0x02, 0x00, 0x06, 0x00, 0x05, 0x04])
+        let failed = event(0x11, peerField + [0x05])
+        XCTAssertEqual(write(k, failed, failed.count), failed.count)
+        XCTAssertEqual(awaitReports(3), [
+            "pairing with 00:AA:01:01:00:01 (public): Passkey Entry, answered",
+            "pairing with 00:AA:01:01:00:01 failed: Authentication Failed, HCI status 0x05",
+            "pairing with 00:AA:01:01:00:01 failed: SMP Pairing Failed reason 0x04 Confirm Value Failed, sent by the peer",
+        ])
+        var expected = ServedPairing()
+        // The failed attempt's method is not kept: a later pairing's would be confused with it.
+        expected.authenticationFailed = 0x05
+        expected.smpFailure = SMPPairingFailed(handle: 0x2A, reason: 0x04, sentBy: .peer)
+        XCTAssertEqual(service.takeServed(), expected)
+        XCTAssertNil(expected.pairedMethod, "no keys: no pairing ended in them")
+        XCTAssertEqual(service.takeServed(), ServedPairing(), "taken: nothing served since")
+
+        // A second failure with no PDU of its own is not reported with the first one's reason (taken).
+        XCTAssertEqual(write(k, failed, failed.count), failed.count)
+        XCTAssertEqual(awaitReports(4).count, 4)
+        Thread.sleep(forTimeInterval: 0.5)
+        XCTAssertEqual(reports.withLock { $0.count }, 4, "\(reports.withLock { $0 })")
+        XCTAssertNil(service.takeServed().smpFailure)
+
+        // New Long Term Key 0x000A with no request answered: a Just Works pairing that ended in keys.
+        let ltk = event(0x0A, [0x01] + peerField + [0x02, 0x01, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0x11, count: 16))
+        XCTAssertEqual(write(k, ltk, ltk.count), ltk.count)
+        let served = service.takeServed(awaitingKeysFor: .seconds(5))
+        XCTAssertEqual(served.longTermKeys, 1)
+        XCTAssertEqual(served.pairedMethod, .justWorks)
+    }
+
+    func testAFailureQueuedWhenTheAgentStopsIsStillReportedAndNothingAnswered() throws {
+        // The agent is held in a prompt; meanwhile the kernel queues Authentication Failed and a request, and the
+        // agent is stopped (a connect that failed to encrypt stops it as the failure comes). Released, it leaves at
+        // the stop, reports the queued failure with its SMP reason, and answers nothing more.
+        let reports = Lock<[String]>([])
+        let prompt = Lock((false, false))
+        let slow = PairingPrompts(confirm: { _, _ in true },
+                                  passkey: { _ in
+                                      prompt.withLockBroadcasting { $0.0 = true }
+                                      _ = prompt.wait(until: { $0.1 ? () : nil }, timeoutNanoseconds: 5_000_000_000)
+                                      return 123456
+                                  },
+                                  display: { _, _ in })
+        let (agent, k) = kernel([event(0x10, peerField)], prompts: slow)
+        defer { close(k) }
+        let acl = try SocketPair()
+        acl.handOverA()
+        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true))
+        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } }, watch: watch)
+        XCTAssertNotNil(prompt.wait(until: { $0.0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "the agent asked its prompt")
+        // Pairing Failed 0x01 Passkey Entry Failed on the link (a socketpair has no direction: read as the peer's).
+        acl.sendB([0x02, 0x2A, 0x20, 0x06, 0x00, 0x02, 0x00, 0x06, 0x00, 0x05, 0x01])
+        let failed = event(0x11, peerField + [0x05])
+        XCTAssertEqual(write(k, failed, failed.count), failed.count)
+        let confirm = event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00])
+        XCTAssertEqual(write(k, confirm, confirm.count), confirm.count)
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { prompt.withLockBroadcasting { $0.1 = true } }
+        service.stop(limit: .seconds(5))
+        XCTAssertEqual(reports.withLock { $0 }, [
+            "pairing with 00:AA:01:01:00:01 (public): Passkey Entry, answered",
+            "pairing with 00:AA:01:01:00:01 failed: Authentication Failed, HCI status 0x05",
+            "pairing with 00:AA:01:01:00:01 failed: SMP Pairing Failed reason 0x01 Passkey Entry Failed, sent by the peer",
+        ])
+        XCTAssertEqual(sent(k), [ManagementCommand.userPasskeyReply(index: 0, address: peer, type: .public, passkey: 123456).packet],
+                       "the queued confirmation was not answered")
+    }
+
+    func testTheWaitForKeysAfterARaiseEndsAtItsLimit() throws {
+        // A link encrypted with a key the kernel holds: no New Long Term Key comes, and the wait gives up (pairing.keys).
+        let limit = WaitLimit.watch("pairing.keys")
+        let (agent, k) = kernel([])
+        defer { close(k) }
+        let service = try agent.startServing { _ in }
+        defer { service.stop() }
+        let started = ContinuousClock.now
+        XCTAssertEqual(service.takeServed(awaitingKeysFor: .milliseconds(100)), ServedPairing())
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, .milliseconds(100))
+        XCTAssertGreaterThan(limit.fired, 0, "the limit pairing.keys fired")
+        XCTAssertNil(ServedPairing().pairedMethod)
+    }
 }

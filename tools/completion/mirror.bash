@@ -23,7 +23,7 @@ _mirror_options() {
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         scan) echo "--timeout --upload-host --upload-bind --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
-        shell) echo "--keep-going --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
+        shell) echo "--keep-going --io --passkey --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         cache) echo "--adapter --json --help" ;;
         bonds) echo "--adapter --json --help" ;;
         doctor) echo "--json --help" ;;
@@ -62,6 +62,8 @@ _mirror_option_value() {
         "scan --scan-id") echo "any" ;;
         "scan --settle") echo "any" ;;
         "wifi --wait") echo "any" ;;
+        "shell --io") echo "words display yesno keyboard none keyboard-display" ;;
+        "shell --passkey") echo "any" ;;
         *" --adapter") echo "adapter" ;;
         *" --type") echo "words public random" ;;
         *" --timeout") echo "any" ;;

@@ -1,7 +1,8 @@
 // lineedit-demo: LineEditor with a completer over a fixed word list and a background task printing
 // "notification N" above the prompt every 300 ms (`--every-ms N`, 0 for none); echoes each line as "got: LINE".
 // `prompt WORD` makes the prompt "WORD> "; `--timeout-ms N` gives each read that limit (the error, exit 3);
-// `--stop-after-ms N` calls stop() from another task; `--history-limit N` keeps N lines. LineEditorTests drive it in a pseudo-terminal and over a
+// `--drop-on-timeout` instead drops the timed-out line (dropLine, "dropped" printed above) and reads on, as the
+// shell's pairing questions do; `--stop-after-ms N` calls stop() from another task; `--history-limit N` keeps N lines. LineEditorTests drive it in a pseudo-terminal and over a
 // pipe. `quit` or Ctrl-D ends it.
 import LineEditor
 #if canImport(Glibc)
@@ -19,8 +20,13 @@ var every = 300
 var timeout: Duration?
 var stopAfter: Int?
 var historyLimit = LineEditor.defaultHistoryLimit
+var dropOnTimeout = false
 var arguments = CommandLine.arguments.dropFirst()
 while let a = arguments.popFirst() {
+    if a == "--drop-on-timeout" {
+        dropOnTimeout = true
+        continue
+    }
     let value = arguments.popFirst().flatMap { Int($0) }
     switch (a, value) {
     case ("--every-ms", let v?): every = v
@@ -28,7 +34,7 @@ while let a = arguments.popFirst() {
     case ("--stop-after-ms", let v?): stopAfter = v
     case ("--history-limit", let v?): historyLimit = v
     default:
-        complain("usage: lineedit-demo [--every-ms N] [--timeout-ms N] [--stop-after-ms N] [--history-limit N]")
+        complain("usage: lineedit-demo [--every-ms N] [--timeout-ms N] [--drop-on-timeout] [--stop-after-ms N] [--history-limit N]")
         exit(2)
     }
 }
@@ -57,6 +63,12 @@ do {
         do {
             event = try editor.readEvent(timeout: timeout)
         } catch {
+            if dropOnTimeout, case .timeout = error {
+                editor.dropLine()
+                editor.printAbove("dropped: \(error)")
+                timeout = nil
+                continue
+            }
             editor.close()
             complain("lineedit-demo: \(error)")
             exit(3)

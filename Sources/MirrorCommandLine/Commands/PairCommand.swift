@@ -24,6 +24,20 @@ func parsePasskey(_ token: String) throws(UsageError) -> UInt32 {
     return v
 }
 
+/// `--io` and `--passkey`: `mirror pair`'s, and `mirror shell --pair`'s for its agent.
+let pairingAnswerOptions: [OptionSpec] = [
+    .choice("--io", "CAPABILITY", IOCapabilityName.self, help: "this side's IO capability: display, yesno, keyboard, none (default) or keyboard-display"),
+    .value("--passkey", "N", help: "the passkey to enter when the peer shows one, or the Numeric Comparison value to accept (off a terminal)"),
+]
+
+extension Invocation {
+    /// `--io` (default NoInputNoOutput: Just Works) and `--passkey`, as `mirror pair` and `mirror shell` take them.
+    func pairingAnswers() throws(UsageError) -> (io: IOCapability, passkey: UInt32?) {
+        let io = try option("--io") { (s: String) throws(UsageError) in try parseChoice(s, IOCapabilityName.self, what: "IO capability") }?.capability
+        return (io ?? .noInputNoOutput, try option("--passkey") { (s: String) throws(UsageError) in try parsePasskey(s) })
+    }
+}
+
 let pairCommand = Command(CommandSpec(
     name: "pair",
     summary: "pair and bond with an LE device through the kernel, this process as the agent (no bluetoothd)",
@@ -37,10 +51,7 @@ let pairCommand = Command(CommandSpec(
         step, the kernel's status and the link's drop reason.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device's LE address (--type random for a random address)")],
-    options: [
-        .choice("--io", "CAPABILITY", IOCapabilityName.self, help: "this side's IO capability: display, yesno, keyboard, none (default) or keyboard-display"),
-        .value("--passkey", "N", help: "the passkey to enter when the peer shows one, or the Numeric Comparison value to accept (off a terminal)"),
-    ],
+    options: pairingAnswerOptions,
     globals: [.adapter, .type, .json],
     examples: [
         ("mirror pair 00:AA:01:01:00:01", "pair with Just Works on the default adapter"),
@@ -52,9 +63,7 @@ let pairCommand = Command(CommandSpec(
         throw UsageError("pairing needs an LE device address: \(target.target) is a unix socket, with no link to pair",
                          token: "\(target.target)", command: "pair")
     }
-    let io = try inv.option("--io") { (s: String) throws(UsageError) in try parseChoice(s, IOCapabilityName.self, what: "IO capability") }?.capability
-        ?? .noInputNoOutput
-    let passkey = try inv.option("--passkey") { (s: String) throws(UsageError) in try parsePasskey(s) }
+    let (io, passkey) = try inv.pairingAnswers()
     let adapterName = try Discovery.adapterName(inv.global.adapter)
     // Coexistence: bluetoothd answers the kernel's pairing requests too (negatively, when no agent of its asked), and
     // it owns the adapter's keys: pairing goes through it, and mirror uses the bond it keeps.
@@ -127,20 +136,40 @@ enum Pairing {
         }
     }
 
+    /// How --pair's agent answers: the IO capability it gives the adapter, its prompts, and where its lines go
+    /// ("pair: ..." and notes; the shell prints them above its line).
+    struct AgentSetup: Sendable {
+        var io: IOCapability
+        var prompts: PairingPrompts
+        var say: @Sendable (String) -> Void
+
+        /// A connecting command's: NoInputNoOutput (Just Works), the terminal prompts, lines on stderr.
+        static func standard(console: Console) -> AgentSetup {
+            AgentSetup(io: .noInputNoOutput, prompts: terminalPrompts(passkey: nil, console: console), say: { console.err($0) })
+        }
+    }
+
     /// Opens the agent on `adapter` (default: the first that is up) and answers every pairing request there until
-    /// the returned service stops (--pair on a connecting command): Just Works, notes on stderr.
-    static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, console: Console) throws -> PairingService {
-        let (agent, adapter) = try openAgent(adapter: name, io: .noInputNoOutput, prompts: terminalPrompts(passkey: nil, console: console),
-                                             daemonRuns: daemonRuns, what: "--pair: ", note: { console.err("note: \($0)") })
+    /// the returned service stops (--pair on a connecting command): `setup`'s IO capability and prompts (default
+    /// Just Works), its lines on stderr. A failed pairing is reported with its SMP Pairing Failed reason and sender
+    /// (the watch is opened here, before the connect drops CAP_NET_RAW).
+    static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, console: Console,
+                      setup given: AgentSetup? = nil) throws -> PairingService {
+        let setup = given ?? .standard(console: console)
+        let say = setup.say
+        let (agent, adapter) = try openAgent(adapter: name, io: setup.io, prompts: setup.prompts,
+                                             daemonRuns: daemonRuns, what: "--pair: ", note: { say("note: \($0)") })
+        // The SMP watch's filter passes ACL data only with CAP_NET_RAW: Session.open drops it after the connect.
+        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
         // The keys of a pairing this connection starts: saved as a bond once the LTKs have come (each event saves
         // what has come so far; a later one of the same role replaces it).
         let events = Lock<[ManagementEvent]>([])
-        return try agent.startServing(report: { console.err("pair: \($0)") }, keys: { event in
+        return try agent.startServing(report: { say("pair: \($0)") }, keys: { event in
             let all = events.withLock { $0.append(event); return $0 }
             // The method is not known here (the kernel may pair with no request to answer): recorded as unknown.
             if let saved = try? BondKeys.save(all, peer: peer, method: .unknown, adapter: adapter, now: Int(time(nil))), saved.file != nil,
-               case .newLongTermKey = event { console.err("pair: \(saved.text)") }
-        })
+               case .newLongTermKey = event { say("pair: \(saved.text)") }
+        }, watch: watch)
     }
 
     /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the

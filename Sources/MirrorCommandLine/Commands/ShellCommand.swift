@@ -54,7 +54,10 @@ let shellOwnCommands: [CommandSpec] = [
             Raises the link's security (BT_SECURITY) to medium, or high with --high (an authenticated key): the kernel \
             runs SMP, or encrypts with the key it holds, and this process answers the kernel's pairing requests. \
             The shell must have been started with --pair (its agent needs CAP_NET_ADMIN before the connect, and \
-            mirror gives every capability up after it). Prints the link's security level after it.
+            mirror gives every capability up after it), and with --io and --passkey as mirror pair takes them for \
+            a method other than Just Works: at a terminal a passkey to type or a Numeric Comparison is asked at the \
+            prompt (25 s to answer, within SMP's 30 s), a passkey to show printed above the line. Prints the link's \
+            security level after it, and the pairing method used (none when the kernel encrypted with a key it holds).
             """,
         options: [.flag("--high", help: "ask for an authenticated (MITM-protected) key: security high")],
         globals: [.json], examples: [("pair", "encrypt the link, pairing (Just Works) when no key is held")]),
@@ -122,13 +125,19 @@ let shellCommand = Command(CommandSpec(
         Tab completes commands, options, handles and characteristic names; Ctrl-C cancels the running command. \
         A lost connection is printed at once with its reason, and the prompt says disconnected until connect.
 
+        With --pair this process answers the kernel's pairing requests on each connection (the shell's pair line \
+        raises the link's security), as --io and --passkey say, as mirror pair takes them: at a terminal a passkey \
+        to type or a Numeric Comparison is asked at the prompt (25 s to answer) and a passkey to show is printed \
+        above the line; in script mode only --passkey answers, and without it the pairing is refused.
+
         When standard input is not a terminal (script mode) each command is echoed ("> read 0x0003") before \
         its result, and the shell stops at the first command that fails with that command's exit status; \
         --keep-going runs every command and exits with the first failure's status. --json makes every result, \
         error and notification one JSON object per line, the echo {"command": "..."} too.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
-    options: [.flag("--keep-going", help: "script mode: run every command, exit with the first failure's status")],
+    options: [.flag("--keep-going", help: "script mode: run every command, exit with the first failure's status")]
+        + pairingAnswerOptions,
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror shell unix:/tmp/mirror-sim.sock", "an interactive session on the simulator"),
@@ -177,6 +186,10 @@ final class Shell: Sendable {
     let deliveries = Lock(Deliveries())
     let keepGoing: Bool
     let editor: LineEditor
+    /// The editor's one reader at a time: the loop's lines, and the pairing agent's questions (--pair).
+    let questions: EditorQuestions
+    /// --pair's agent (the shell's, or a connect line's): --io, and its prompts through the editor.
+    let agentSetup: Pairing.AgentSetup
     /// Guards the connection, its subscriptions, the target and the trace switch.
     let state: Lock<State>
 
@@ -186,14 +199,41 @@ final class Shell: Sendable {
         console = Console(outFD: inv.console.outFD, errFD: inv.console.errFD, jsonLines: true)
         let state = Lock(State(target: target, options: inv.global, trace: inv.global.trace))
         self.state = state
-        editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
+        // --io and --passkey set --pair's agent: checked before the editor takes the terminal.
+        let (io, passkey) = try inv.pairingAnswers()
+        if !inv.global.pair, let given = ["--io", "--passkey"].first(where: inv.arguments.has) {
+            throw UsageError("\(given) sets the pairing agent of --pair: give --pair too", token: given, command: "shell")
+        }
+        let editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
             Shell.complete(completion, state: state)
         }
+        self.editor = editor
+        let questions = EditorQuestions(editor: editor, prompt: Shell.prompt(connectedTo: target))
+        self.questions = questions
+        let console = self.console
+        let say: @Sendable (String) -> Void = { line in if editor.isTerminal { editor.printAbove(line) } else { console.err(line) } }
+        // Also for a connect line's --pair: its agent asks through the editor too, never a readLine beside it.
+        agentSetup = Pairing.AgentSetup(io: io, prompts: questions.pairingPrompts(passkey: passkey, say: say), say: say)
     }
 
     /// What a shell line may name: the pass-through commands, then the shell's own.
     static var specs: [CommandSpec] {
         commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
+    }
+
+    /// How long the shell's `pair` waits for the keys after the link is encrypted (they follow at once, Vol 3 Part H
+    /// §3.6.1); a link encrypted with a held key gets none, and waits it out.
+    static let pairKeysWait: Duration = .seconds(1)
+
+    /// The shell's `pair` result: the link's security, then the method of the pairing the agent served since the
+    /// connect or the last `pair` (none: the kernel encrypted with a key it holds); --json: one object, both keys.
+    static func pairResult(security: String, served: ServedPairing, json: Bool) -> [String] {
+        let method = served.method ?? served.pairedMethod
+        if json {
+            return [JSONValue.object([("security", .string(security)), ("method", method.map { .string($0.rawValue) } ?? .null)]).compact]
+        }
+        return ["pair: the link's security is \(security)",
+                "pair: method: " + (method?.rawValue ?? "none (no pairing ran: the link is encrypted with a key the kernel holds)")]
     }
 
     static func prompt(connectedTo target: String?) -> String {
@@ -219,7 +259,7 @@ final class Shell: Sendable {
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
         while true {
-            let event = await onOwnThread { [editor] in Result { () throws(LineEditorError) in try editor.readEvent() } }
+            let event = await onOwnThread { [questions] in Result { () throws(LineEditorError) in try questions.readLine() } }
             let line: String
             switch event {
             case .failure(let error):
@@ -244,6 +284,9 @@ final class Shell: Sendable {
 
     /// Ends the subscriptions and the connection, closes the capture, and gives the terminal back.
     private func finish() {
+        // A pairing question the agent may be reading ends now (declined), so that its thread ends before the
+        // connection's agent is stopped and the editor closed.
+        editor.stop()
         let (session, subs) = takeConnection()
         for sub in subs { sub.task.cancel() }
         session?.closeConnection(reason: "the shell ended")
@@ -413,17 +456,26 @@ final class Shell: Sendable {
             }
         case "pair":
             let s = try session()
-            guard s.pairing != nil else {
+            guard let agent = s.pairing else {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
             let level: BTSecurityLevel = args.has("--high") ? .high : .medium
+            // What the agent served since the connect or the last pair line counts: --pair's connect may have paired
+            // already (smp.c sets AuthReq's MITM flag when this side has IO, Vol 3 Part H §3.5.1), and that is the method.
+            var raised = false
             if s.client.securityLevel < level {
                 try await s.client.setSecurityLevel(level)
                 // The kernel holds the socket in BT_CONFIG until SMP ends: the link takes data again once encrypted.
                 try await s.client.waitForTheLink(after: level)
+                raised = true
             }
             let now = s.client.securityLevel
-            if json { console.out(JSONValue.object([("security", .string("\(now)"))]).compact) } else { console.out("pair: the link's security is \(now)") }
+            // A raise with no request answered was Just Works or the kernel's held key: the New LTK tells them apart.
+            var served = agent.takeServed()
+            if raised, served.method == nil, served.longTermKeys == 0 {
+                served = await onOwnThread { agent.takeServed(awaitingKeysFor: Shell.pairKeysWait) }
+            }
+            for line in Shell.pairResult(security: "\(now)", served: served, json: json) { console.out(line) }
         case "disconnect":
             let target = try session().transport.label
             await disconnect(reason: "disconnect asked in the shell")
@@ -540,7 +592,7 @@ final class Shell: Sendable {
         // The capture is the shell's (btsnoop FILE|off), not the connection's.
         global.btsnoop = nil
         let inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
-        let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture })
+        let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture }, agent: agentSetup)
         state.withLock { s in
             s.session = session
             s.target = token
@@ -550,7 +602,7 @@ final class Shell: Sendable {
             guard let self, let session else { return }
             self.lost(session, reason: reason)
         }
-        editor.setPrompt(Shell.prompt(connectedTo: token))
+        questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
             Task { _ = try? await session.catalog(describing: nil) }
@@ -574,7 +626,7 @@ final class Shell: Sendable {
             return true
         }
         guard mine else { return }
-        editor.setPrompt(Shell.prompt(connectedTo: nil))
+        questions.setShellPrompt(Shell.prompt(connectedTo: nil))
         let json = base.global.json
         let console = self.console
         let say = { @Sendable [editor] (drop: (text: String, reason: UInt8)?) in
@@ -594,7 +646,7 @@ final class Shell: Sendable {
         let (session, subs) = takeConnection()
         session?.closeConnection(reason: reason)
         for sub in subs { await sub.task.value }
-        editor.setPrompt(Shell.prompt(connectedTo: nil))
+        questions.setShellPrompt(Shell.prompt(connectedTo: nil))
     }
 
     /// The connection and its subscriptions, taken out of the state.

@@ -133,9 +133,10 @@ final class Session: Sendable {
     /// invocation carries the shell's open session, which is returned as it is (no second connection).
     /// `capture`: a btsnoop writer of the caller's (the shell's) to capture into instead of opening --btsnoop's.
     /// `exchangeMTU`: false for `mirror check`, which sends its own Exchange MTU (and opens no Enhanced ATT bearer).
+    /// `agent`: how --pair's agent answers (the shell's: --io, --passkey, questions at its prompt); default Just Works.
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
                      heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
-                     exchangeMTU: Bool = true, mayRepair: Bool = true) async throws -> Session {
+                     exchangeMTU: Bool = true, mayRepair: Bool = true, agent: Pairing.AgentSetup? = nil) async throws -> Session {
         if let attached = inv.attached {
             inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
             return attached
@@ -155,7 +156,7 @@ final class Session: Sendable {
         let peerAddress: BluetoothAddress? = if case .bluetooth(let a) = target.target { a } else { nil }
         // Asked once, and only for a Bluetooth link: whether bluetoothd runs (it owns the keys and its own agent).
         let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
-        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console) } : nil
+        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console, setup: agent) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
         let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: g.adapter, daemonRuns: daemonRuns) }
         if let loaded { inv.console.err("note: \(loaded.note)") }
@@ -191,7 +192,7 @@ final class Session: Sendable {
                     inv.console.err("repair: \(failure)")
                     try Pairing.repair(address: address, type: target.addressType, adapter: g.adapter, console: inv.console)
                     return try await open(target, inv, announceLink: announceLink, heldByShell: heldByShell,
-                                          capture: shellCapture, exchangeMTU: exchangeMTU, mayRepair: false)
+                                          capture: shellCapture, exchangeMTU: exchangeMTU, mayRepair: false, agent: agent)
                 }
                 throw failure
             }

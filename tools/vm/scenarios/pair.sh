@@ -1,4 +1,4 @@
-# vm-about: mirror pair with no bluetoothd, the simulator on hci1 answering through the same agent: Just Works, then Already Paired, an encrypted read on the kernel's key with no second pairing; Passkey Entry with a fixed passkey on both sides; a wrong passkey and a missing one named; SMP in the capture
+# vm-about: mirror pair with no bluetoothd, the simulator on hci1 answering through the same agent: Just Works, then Already Paired, an encrypted read on the kernel's key with no second pairing; Passkey Entry with a fixed passkey on both sides, by mirror pair and by the shell's agent (--io, --passkey, the method reported); a wrong passkey and a missing one named, with the SMP reason; SMP in the capture
 # vm-timeout: 300
 vm_need mirror mirror-sim
 vm_controllers
@@ -123,6 +123,22 @@ vm_run pair-no-passkey 90 "$BIN/mirror" pair $SIM --adapter hci0 --io keyboard <
 [ "$VM_RC" = 4 ] || vm_fail "a pairing with no passkey to enter exited $VM_RC (expected 4, refused locally)"
 vm_grep "$OUT/pair-no-passkey.log" "this host refused: no passkey to enter" "a missing passkey is this host's refusal"
 vm_grep "$OUT/pair-no-passkey.log" "SMP Pairing Failed reason 0x01 Passkey Entry Failed, sent by this host's kernel" "and the Pairing Failed this host's kernel sent for it"
+
+# The shell's agent by Passkey Entry: --io keyboard --passkey (a script's standard input is no terminal to ask). The
+# connect of --pair pairs (smp.c asks for MITM when this side has IO), and pair --high finds the authenticated key.
+vm_unpair
+vm_ok shell-pair-passkey 90 sh -c "printf 'pair --high\nread 0x0003\n' | \"\$1\" shell $SIM --adapter hci0 --pair --io keyboard --passkey 123456" sh "$BIN/mirror"
+vm_grep "$OUT/shell-pair-passkey.log" "^pair: pairing with $SIM \(public\): Passkey Entry, answered$" "the shell's agent entered the passkey"
+vm_grep "$OUT/shell-pair-passkey.log" "^pair: the link's security is high$" "the shell's pair --high has an authenticated key"
+vm_grep "$OUT/shell-pair-passkey.log" "^pair: method: Passkey Entry$" "and reports the method: Passkey Entry"
+vm_grep "$OUT/shell-pair-passkey.log" "mirror-sim" "the shell reads after pairing"
+# No --passkey in a script: the shell's agent refuses, naming --passkey; --pair's agent reports the SMP Pairing Failed
+# reason and who sent it, as mirror pair does.
+vm_unpair
+vm_run shell-pair-no-passkey 90 sh -c "printf 'pair --high\n' | \"\$1\" shell $SIM --adapter hci0 --pair --io keyboard" sh "$BIN/mirror"
+[ "$VM_RC" != 0 ] || vm_fail "a shell pairing with no passkey to enter exited 0"
+vm_grep "$OUT/shell-pair-no-passkey.log" "Passkey Entry, refused: no passkey to enter \(give --passkey N" "the shell's agent refuses with no --passkey, naming it"
+vm_grep "$OUT/shell-pair-no-passkey.log" "^pair: pairing with $SIM failed: SMP Pairing Failed reason 0x01 Passkey Entry Failed, sent by this host's kernel$" "--pair's agent reports the SMP reason and its sender"
 vm_stop sim-passkey 10 TERM
 
 # The capture shows SMP itself, not only the management events.

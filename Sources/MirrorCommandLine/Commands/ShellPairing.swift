@@ -1,0 +1,224 @@
+// mirror shell --pair: the shell's pairing agent asks through the line editor (Core Spec 5.4 Vol 3 Part H §2.3.5:
+// a passkey shown or typed, a Numeric Comparison confirmed), and the editor has one reader at a time.
+import ATTStack
+import LineEditor
+import LinkCore
+import LinuxBluetooth
+
+/// What the shell's questions need of the line editor: LineEditor, or a test's fake.
+protocol PromptingEditor: Sendable {
+    var isTerminal: Bool { get }
+    func printAbove(_ line: String)
+    func setPrompt(_ prompt: String)
+    func readEvent(timeout: Duration?) throws(LineEditorError) -> LineEvent
+    func dropLine()
+}
+
+extension LineEditor: PromptingEditor {}
+
+/// Why a question at the shell's prompt got no answer.
+enum ShellQuestionError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// No line within the limit: the question, and the limit.
+    case timedOut(question: String, after: Duration)
+    /// Ctrl-C at the question.
+    case interrupted(question: String)
+    /// Ctrl-D, or the shell's end, at the question.
+    case ended(question: String)
+    /// Another question of the agent is being asked.
+    case busy(question: String)
+    case editor(LineEditorError)
+
+    var description: String {
+        switch self {
+        case .timedOut(let q, let after): return "no answer within \(after.spoken) to \"\(q)\""
+        case .interrupted(let q): return "Ctrl-C at \"\(q)\""
+        case .ended(let q): return "the input ended at \"\(q)\""
+        case .busy(let q): return "another question was being asked at \"\(q)\""
+        case .editor(let e): return "\(e)"
+        }
+    }
+}
+
+/// The shell's line editor shared by its loop (a line at a time) and its pairing agent's thread (a question now and
+/// then): LineEditor.readEvent allows one reader. A question asked while the loop waits at the prompt becomes the
+/// prompt, and the loop's next line is its answer (not a command); one asked while a line runs (the loop is not
+/// reading: the `pair` line awaits the raise) is read by the agent's thread itself, the loop waiting for it. (A
+/// command line Entered in the instant the question is posted answers it, and is refused as an answer.)
+final class EditorQuestions: Sendable {
+    /// How long a question waits for its answer: less than SMP's 30 s timeout (Vol 3 Part H §3.4), after which an
+    /// answer comes too late.
+    static let answerLimit: Duration = .seconds(25)
+
+    struct State {
+        /// The shell's own prompt, put back after a question.
+        var shellPrompt: String
+        var loopReading = false
+        var agentReading = false
+        /// A question the loop's reader answers with its next line.
+        var posted: String?
+        var answer: Result<String, ShellQuestionError>?
+    }
+
+    let editor: any PromptingEditor
+    let limit: Duration
+    private let state: Lock<State>
+
+    init(editor: any PromptingEditor, prompt: String, limit: Duration = EditorQuestions.answerLimit) {
+        self.editor = editor
+        self.limit = limit
+        state = Lock(State(shellPrompt: prompt))
+    }
+
+    var isTerminal: Bool { editor.isTerminal }
+
+    /// The shell's prompt (connected, disconnected): shown at once unless a question is on the line, else after it.
+    func setShellPrompt(_ prompt: String) {
+        state.withLock { s in
+            s.shellPrompt = prompt
+            if s.posted == nil, !s.agentReading { editor.setPrompt(prompt) }
+        }
+    }
+
+    /// The shell loop's next line (or Ctrl-C, or the end): waits while the agent reads an answer (bounded by its
+    /// limit); a line that answers a question posted meanwhile is handed to it, and the next one read.
+    func readLine() throws(LineEditorError) -> LineEvent {
+        while true {
+            // Bounded: the agent reads for at most `limit`.
+            _ = state.wait(until: { s -> Bool? in
+                guard !s.agentReading else { return nil }
+                s.loopReading = true
+                return true
+            })
+            let event: LineEvent
+            do {
+                event = try editor.readEvent(timeout: nil)
+            } catch {
+                loopRead(.failure(.editor(error)))
+                throw error
+            }
+            let answered: Bool
+            switch event {
+            case .line(let text): answered = loopRead(.success(text))
+            case .interrupt: answered = loopRead(nil, interrupted: true)
+            case .end: answered = loopRead(nil, interrupted: false)
+            }
+            if !answered { return event }
+        }
+    }
+
+    /// The loop's read ended: it answers a posted question (true) or is the loop's own (false).
+    @discardableResult
+    private func loopRead(_ result: Result<String, ShellQuestionError>?, interrupted: Bool = false) -> Bool {
+        state.withLockBroadcasting { s in
+            s.loopReading = false
+            guard let question = s.posted, s.answer == nil else { return false }
+            s.answer = result ?? .failure(interrupted ? .interrupted(question: question) : .ended(question: question))
+            return true
+        }
+    }
+
+    /// Asks `question` at the prompt and returns the line typed, within `limit`; the shell's prompt comes back
+    /// after. Only on a terminal (the caller checks `isTerminal`: off one, stdin is the script).
+    func ask(_ question: String) throws(ShellQuestionError) -> String {
+        let started = MonotonicClock().now()
+        let posted = try state.withLock { (s) throws(ShellQuestionError) -> Bool in
+            guard s.posted == nil, !s.agentReading else { throw .busy(question: question) }
+            editor.setPrompt(question)
+            if s.loopReading {
+                s.posted = question
+                s.answer = nil
+                return true
+            }
+            s.agentReading = true
+            return false
+        }
+        if posted {
+            let ns = Int(limit.nanosecondsClamped)
+            // The loop's read answers a posted question with whatever ends it (a line, Ctrl-C, the end, a failure).
+            let answer: Result<String, ShellQuestionError>? = state.wait(until: { s -> Result<String, ShellQuestionError>? in
+                guard let a = s.answer else { return nil }
+                s.answer = nil
+                s.posted = nil
+                editor.setPrompt(s.shellPrompt)
+                return a
+            }, timeoutNanoseconds: ns)
+            if let answer { return try answer.get() }
+            // The limit: withdrawn (unless answered at the last moment), the shell's prompt back.
+            let late = state.withLock { s -> Result<String, ShellQuestionError>? in
+                defer {
+                    s.answer = nil
+                    s.posted = nil
+                    editor.setPrompt(s.shellPrompt)
+                }
+                return s.answer
+            }
+            if let late { return try late.get() }
+            WaitLimit.fired("shell.pairQuestion")
+            throw .timedOut(question: question, after: limit)
+        }
+        defer {
+            state.withLockBroadcasting { s in
+                s.agentReading = false
+                editor.setPrompt(s.shellPrompt)
+            }
+        }
+        let left = limit - MonotonicClock().now().duration(since: started)
+        let event: LineEvent
+        do {
+            event = try editor.readEvent(timeout: max(left, .zero))
+        } catch {
+            if case .timeout = error {
+                // The question's line ends with it: the running command's output goes on below, not into it.
+                editor.dropLine()
+                throw .timedOut(question: question, after: limit)
+            }
+            throw .editor(error)
+        }
+        switch event {
+        case .line(let text): return text
+        case .interrupt: throw .interrupted(question: question)
+        case .end: throw .ended(question: question)
+        }
+    }
+
+    /// The shell agent's answers: `passkey` when given (off a terminal, the only way); else, on a terminal, asked
+    /// at the prompt within `limit`; else refused, saying to give --passkey. `say` prints a line (above the line
+    /// being typed, on a terminal).
+    func pairingPrompts(passkey: UInt32?, say: @escaping @Sendable (String) -> Void) -> PairingPrompts {
+        PairingPrompts(
+            confirm: { [self] value, peer in
+                if let passkey { return passkey == value }
+                guard isTerminal else {
+                    say("pair: cannot ask whether \(peer) shows \(sixDigits(value)): standard input is not a terminal; give mirror shell --pair --passkey \(sixDigits(value)) to accept that value")
+                    return false
+                }
+                do {
+                    let line = try ask("pair: does \(peer) show \(sixDigits(value))? [y/N] ")
+                    return line.trimmingSpaces.lowercased().hasPrefix("y")
+                } catch {
+                    say("pair: \(error): the comparison is declined")
+                    return false
+                }
+            },
+            passkey: { [self] peer in
+                if let passkey { return passkey }
+                // Off a terminal the agent's report says the refusal and names --passkey.
+                guard isTerminal else { return nil }
+                do {
+                    let line = try ask("pair: enter the passkey \(peer) shows: ")
+                    do throws(UsageError) { return try parsePasskey(String(line.filter { !$0.isWhitespace })) } catch {
+                        say("pair: \(TerminalText.escaped(error.message)): the pairing is refused")
+                        return nil
+                    }
+                } catch {
+                    say("pair: \(error): the pairing is refused")
+                    return nil
+                }
+            },
+            display: { value, peer in say("pair: type \(sixDigits(value)) on \(peer)") })
+    }
+}
+
+private extension String {
+    var trimmingSpaces: String { String(drop(while: { $0 == " " })) }
+}
