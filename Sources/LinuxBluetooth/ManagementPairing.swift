@@ -153,6 +153,15 @@ public enum PairingEvent: Sendable, Equatable {
         }
     }
 
+    /// Whether the kernel's SMP asks this agent to answer (a pairing has begun): a confirmation or a passkey, or a
+    /// passkey to show (Vol 3 Part H §2.3.5).
+    public var asksForAnAnswer: Bool {
+        switch self {
+        case .userConfirmationRequest, .userPasskeyRequest, .passkeyNotify: return true
+        default: return false
+        }
+    }
+
     /// Decodes a pairing event's parameters; nil for other codes, a BR/EDR address or a short event.
     static func parse(code: UInt16, _ d: [UInt8]) -> PairingEvent? {
         guard let (a, t) = managementAddress(in: d) else { return nil }

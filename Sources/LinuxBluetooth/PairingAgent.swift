@@ -252,9 +252,13 @@ public final class PairingAgent: Sendable {
     /// Each answer goes to `report`, and what was served to the service (`PairingService.takeServed`). With `watch`
     /// (opened while CAP_NET_RAW was held), a failed pairing is reported with its SMP Pairing Failed reason and
     /// sender too (Vol 3 Part H §3.5.5); the service closes the watch when it stops.
+    /// `bonded` says what this host holds for a peer (its bond, described) or nil: a pairing request for a peer with a
+    /// bond is the peer asking to pair again (Vol 3 Part H §2.4.6: it lost its keys, or wants a stronger key), said
+    /// before it is answered.
     public func startServing(report: @escaping @Sendable (String) -> Void,
                              keys: @escaping @Sendable (ManagementEvent) -> Void = { _ in },
-                             watch: SMPFailureWatch? = nil) throws(TransportError) -> PairingService {
+                             watch: SMPFailureWatch? = nil,
+                             bonded: @escaping @Sendable (BluetoothAddress) -> String? = { _ in nil }) throws(TransportError) -> PairingService {
         let wake = cbz_eventfd()
         if wake < 0 { watch?.close(); throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
         let service = PairingService(wake: wake, watch: watch)
@@ -280,6 +284,9 @@ public final class PairingAgent: Sendable {
                 }
                 guard case .pairing(let i, let e)? = parsed, Int(i) == index else { return }
                 do {
+                    if e.asksForAnAnswer, let bond = bonded(e.peer.address) {
+                        report("\(e.peer.address) asks to pair again though this host holds a bond with it (\(bond)): the peer lost its keys or asks for a stronger key; the new pairing's keys replace the bond (if the peer did not lose them, something else may be using its address)")
+                    }
                     if let (method, refused) = try answer(e) {
                         service.record { s in
                             s.method = method

@@ -280,6 +280,31 @@ final class PairingAgentTests: XCTestCase {
         prompt.withLockBroadcasting { $0.1 = true }
     }
 
+    /// A peer with a bond here that asks to pair again (the kernel's Just Works confirmation for it) is said so
+    /// before the answer; a peer without one is answered with no such line (Vol 3 Part H §2.4.6).
+    func testAPeerWithABondThatAsksToPairAgainIsSaidSo() throws {
+        let reports = Lock<[String]>([])
+        let (agent, k) = kernel([], prompts: .fixed(passkey: nil))
+        defer { close(k) }
+        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } },
+                                             bonded: { $0.description == "00:AA:01:01:00:01" ? "Just Works, kept in /tmp/bond.json" : nil })
+        defer { service.stop() }
+        let justWorks = event(0x0F, peerField + [0x01, 0, 0, 0, 0])
+        XCTAssertEqual(write(k, justWorks, justWorks.count), justWorks.count)
+        XCTAssertNotNil(reports.wait(until: { $0.count >= 2 ? $0 : nil }, timeoutNanoseconds: 5_000_000_000))
+        XCTAssertEqual(reports.withLock { $0 }, [
+            "00:AA:01:01:00:01 asks to pair again though this host holds a bond with it (Just Works, kept in /tmp/bond.json): the peer lost its keys or asks for a stronger key; the new pairing's keys replace the bond (if the peer did not lose them, something else may be using its address)",
+            "pairing with 00:AA:01:01:00:01 (public): Just Works, answered",
+        ])
+        // Another peer, no bond: only the answer.
+        let otherField: [UInt8] = [0x02, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]   // 00:AA:01:01:00:02, LE public
+        let request = event(0x0F, otherField + [0x01, 0, 0, 0, 0])
+        XCTAssertEqual(write(k, request, request.count), request.count)
+        XCTAssertNotNil(reports.wait(until: { $0.count >= 3 ? $0 : nil }, timeoutNanoseconds: 5_000_000_000))
+        XCTAssertEqual(reports.withLock { $0 }.last, "pairing with 00:AA:01:01:00:02 (public): Just Works, answered")
+        XCTAssertEqual(reports.withLock { $0 }.count, 3)
+    }
+
     func testTheServingAgentReportsAFailuresSMPReasonAndSenderAndWhatItServed() throws {
         let reports = Lock<[String]>([])
         let (agent, k) = kernel([], prompts: .fixed(passkey: 123456))

@@ -31,8 +31,6 @@ final class HostileCheckTests: XCTestCase {
         // The Server Rx MTU 65535 is allowed (§3.4.2.2 sets only the minimum): nothing more.
         ("mtu-above-517", [], 0, ["service-changed"]),
         ("mtu-below-23", [], 9, ["mtu-exchange", "service-changed"]),
-        // A second Exchange MTU Response and a copy of each answer.
-        ("unsolicited-responses", [], 9, ["mtu-answered-once", "no-unsolicited-response", "service-changed"]),
         // A Read Blob Response to the first Read Request, then silence: the stray named, then the timeout.
         ("wrong-opcode", [], 9, ["no-unsolicited-response", "response-within-timeout"]),
         ("late-response", [], 9, ["response-within-timeout"]),
@@ -57,6 +55,16 @@ final class HostileCheckTests: XCTestCase {
             XCTAssertEqual(ids, e.ids, "\(e.scenario): \(report.compact)")
             XCTAssertEqual(status, e.status, "\(e.scenario)")
         }
+    }
+
+    /// Copies of each answer and a second Exchange MTU Response, sent after the answer: both named. Which later
+    /// exchange a late copy lands in is the scheduler's (a copy of an Error Response that comes after the next
+    /// request is sent is that request's answer, §3.3.2 gives nothing to tell them apart), so the other findings
+    /// it causes vary; these two do not.
+    func testUnsolicitedResponsesAreNamed() throws {
+        let (status, ids, report) = try check("unsolicited-responses")
+        XCTAssertTrue(ids.isSuperset(of: ["mtu-answered-once", "no-unsolicited-response"]), report.compact)
+        XCTAssertEqual(status, 9)
     }
 
     /// Every rule whose finding a hostile scenario is meant to give is a rule of the catalogue (no typo passes).

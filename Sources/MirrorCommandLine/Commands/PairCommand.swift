@@ -169,7 +169,12 @@ enum Pairing {
             // The method is not known here (the kernel may pair with no request to answer): recorded as unknown.
             if let saved = try? BondKeys.save(all, peer: peer, method: .unknown, adapter: adapter, now: Int(time(nil))), saved.file != nil,
                case .newLongTermKey = event { say("pair: \(saved.text)") }
-        }, watch: watch)
+        }, watch: watch, bonded: { address in
+            // The store's bond for this adapter and peer, before this connection's keys replace it.
+            guard events.withLock({ $0.isEmpty }), let store = try? BondStore.standard(),
+                  let bond = try? store.load(adapter: adapter.address, peer: address) else { return nil }
+            return "\(bond.method.rawValue), kept in \(store.path(adapter: adapter.address, peer: address))"
+        })
     }
 
     /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the
