@@ -192,8 +192,12 @@ extension Bond {
     /// mgmt-api.txt; each carries the identity address once the IRK resolved it). Only keys with Store_Hint set
     /// are kept (a "No Bonding" pairing sets none); nil when no LTK is to be stored. A later key of the same role
     /// replaces an earlier one. Key size and authentication are the LTKs'.
-    public init?(adapter: BluetoothAddress, peer: BluetoothAddress, events: [ManagementEvent], method: BondMethod, bondedAt: Int) {
+    public init?(adapter: BluetoothAddress, peer given: BluetoothAddress, events: [ManagementEvent], method: BondMethod, bondedAt: Int) {
         var ltks: [LongTermKey] = [], irk: IdentityResolvingKey?, csrks: [SignatureResolvingKey] = []
+        // Paired through a resolvable private address: the New IRK event names it with the identity the peer gave
+        // (Vol 3 Part H §3.6.4-5), and the other keys come under that identity; the bond is the identity's.
+        var peer = given
+        for case .newIdentityResolvingKey(_, _, let rpa, let k) in events where rpa == given { peer = k.address }
         for event in events {
             switch event {
             case .newLongTermKey(_, true, let k) where k.address == peer:

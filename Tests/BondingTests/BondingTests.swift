@@ -315,6 +315,10 @@ extension BondingTests {
         XCTAssertEqual(bond.keySize, 16)
         try store.save(bond)
         XCTAssertEqual(try store.load(adapter: adapter, peer: peer), bond)
+        // Paired through the RPA (Pair Device to it): the New IRK names it with the identity, whose the bond is.
+        let throughRPA = try XCTUnwrap(Bond(adapter: adapter, peer: rpa, events: events, method: .passkeyEntry, bondedAt: 10))
+        XCTAssertEqual(throughRPA, bond)
+        XCTAssertEqual(throughRPA.peer, peer)
         // No Bonding: no Store_Hint, no bond.
         XCTAssertNil(Bond(adapter: adapter, peer: peer, events: [.newLongTermKey(index: 0, storeHint: false, key: ltk(true, 4))],
                           method: .justWorks, bondedAt: 0))

@@ -3,7 +3,7 @@
 # tools/vm/bumble-venv.sh makes) over the HCI user channel of a controller the kernel leaves alone, serving a GATT
 # database and pairing through Bumble's SMP. Nothing in mirror's build or a user's path runs it.
 # Usage: bumble_peer.py [--transport hci-socket:1] [--io none|display|keyboard] [--passkey N] [--keystore FILE]
-#        [--control FILE]
+#        [--control FILE] [--privacy IRK]
 # Logs one line per event on stdout ("bumble-peer: ..."): the value handle of each characteristic, then "advertising",
 # then connections, writes, subscriptions, refusals of the authenticated value, pairing (the delegate's questions,
 # result, keys) and encryption changes.
@@ -95,6 +95,8 @@ def main() -> int:
     parser.add_argument("--keystore", default=os.path.join(os.getcwd(), "bumble-keys.json"))
     parser.add_argument("--name", default="Bumble peer")
     parser.add_argument("--control", help="a file whose 'IO PASSKEY' replaces --io and --passkey at each pairing")
+    parser.add_argument("--privacy", metavar="IRK",
+                        help="LE privacy: advertise from a resolvable private address made with this IRK (32 hex digits)")
     args = parser.parse_args()
     if os.environ.get("BUMBLE_PEER_DEBUG"):
         logging.basicConfig(level=logging.DEBUG)
@@ -104,7 +106,9 @@ def main() -> int:
 async def serve(args) -> int:
     async with await open_transport(args.transport) as (source, sink):
         config = DeviceConfiguration()
-        config.load_from_dict({"name": args.name})
+        config.load_from_dict({"name": args.name} | ({"irk": args.privacy} if args.privacy else {}))
+        # Bumble makes a fresh RPA from its IRK at power-on (device.py: le_privacy_enabled, Vol 6 Part B §1.3.2.2).
+        config.le_privacy_enabled = bool(args.privacy)
         device = Device.from_config_with_hci(config, source, sink)
 
         writable_value = bytearray(b"initial")
@@ -205,9 +209,15 @@ async def serve(args) -> int:
                              | AdvertisingData.Flags.BR_EDR_NOT_SUPPORTED),
             data_types.CompleteLocalName(args.name),
         ]))
-        # Public: the controller's own address (hci1 00:AA:01:01:00:01), as mirror-sim and bluetoothd advertise.
-        await device.start_advertising(auto_restart=True, own_address_type=hci.OwnAddressType.PUBLIC)
-        log(f"advertising as {addr(device.public_address)} (public), io {args.io}, keys in {args.keystore}")
+        if args.privacy:
+            # The RPA as the random address; pairing still gives the public address as the identity (with the IRK).
+            await device.start_advertising(auto_restart=True, own_address_type=hci.OwnAddressType.RANDOM)
+            log(f"advertising as {addr(device.random_address)} (random, resolvable), identity {addr(device.public_address)}, "
+                f"io {args.io}, keys in {args.keystore}")
+        else:
+            # Public: the controller's own address (hci1 00:AA:01:01:00:01), as mirror-sim and bluetoothd advertise.
+            await device.start_advertising(auto_restart=True, own_address_type=hci.OwnAddressType.PUBLIC)
+            log(f"advertising as {addr(device.public_address)} (public), io {args.io}, keys in {args.keystore}")
 
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -1,4 +1,4 @@
-# vm-about: Google Bumble (its own host stack over the HCI user channel on hci1, tools/vm/peers/bumble_peer.py) as a peer nobody here wrote, no bluetoothd: mirror gatt, read (short, and long by Read Blob), write, listen, a notification after a write, the GATT cache on Bumble's Database Hash; mirror pair Just Works, an encrypted read on the bond in new processes (the kernel's keys, then the store's), the authenticated value refused after Just Works (at once, also at --security medium); read --pair with no bond; Passkey Entry with Bumble displaying a fixed passkey, a wrong passkey refused; SMP in the capture
+# vm-about: Google Bumble (its own host stack over the HCI user channel on hci1, tools/vm/peers/bumble_peer.py) as a peer nobody here wrote, no bluetoothd: mirror gatt, read (short, and long by Read Blob), write, listen, a notification after a write, the GATT cache on Bumble's Database Hash; mirror pair Just Works, an encrypted read on the bond in new processes (the kernel's keys, then the store's), the authenticated value refused after Just Works (at once, also at --security medium); read --pair with no bond; Passkey Entry with Bumble displaying a fixed passkey, a wrong passkey refused; a resolvable private address paired, then a new one resolved to the bond by the stored IRK; SMP in the capture
 # vm-timeout: 560
 vm_need mirror
 [ -n "${VM_BUMBLE:-}" ] && [ -x "$VM_BUMBLE" ] \
@@ -27,7 +27,10 @@ bumble_peer() {
   vm_bg "$step" "$VM_BUMBLE" -u "$REPO/tools/vm/peers/bumble_peer.py" --transport hci-socket:1 \
     --keystore "$OUT/$step-keys.json" "$@"
   vm_wait_log "$step" "^bumble-peer: advertising|Traceback" 60
-  vm_grep "$OUT/$step.log" "^bumble-peer: advertising as $peer \(public\)" "Bumble advertises on hci1 with the controller's public address"
+  case " $* " in
+    *" --privacy "*) vm_grep "$OUT/$step.log" "^bumble-peer: advertising as [0-9A-F:]+ \(random, resolvable\), identity $peer" "Bumble advertises from a resolvable private address" ;;
+    *) vm_grep "$OUT/$step.log" "^bumble-peer: advertising as $peer \(public\)" "Bumble advertises on hci1 with the controller's public address" ;;
+  esac
   handle() { sed -n "s/^bumble-peer: characteristic 'bumble $1' .* value handle \(0x[0-9A-F]*\)$/\1/p" "$OUT/$step.log"; }
   h_short=$(handle short) h_long=$(handle long) h_write=$(handle write) h_notify=$(handle notify)
   h_enc=$(handle encrypted) h_auth=$(handle authenticated)
@@ -157,6 +160,31 @@ vm_run pair-wrong 90 "$BIN/mirror" pair $peer --adapter hci0 --io keyboard --pas
 vm_grep "$OUT/pair-wrong.log" "failed: Pair Device answered 0x05 Authentication Failed" "a wrong passkey is named as the kernel's Authentication Failed"
 vm_grep "$OUT/bumble.log" "^bumble-peer: pairing failed: CONFIRM_VALUE_FAILED" "Bumble saw the pairing fail (Confirm Value Failed)"
 vm_stop bumble 10 TERM
+
+# 4. A resolvable private address (Vol 6 Part B §1.3.2.2): Bumble with LE privacy advertises from an RPA made with its
+# IRK, and pairing gives its IRK and identity (its public address, Vol 3 Part H §3.6.4-5). mirror pairs with the RPA
+# and keeps the bond under the identity; Bumble restarts with a new RPA, the kernel forgets the keys, and a new process
+# given that RPA finds the bond by the IRK (Part H §2.2.2's ah), loads it, and reads the encrypted value.
+IRK=0f1e2d3c4b5a69788796a5b4c3d2e1f0
+rpa_of() { sed -n 's/^bumble-peer: advertising as \([0-9A-F:]*\) (random, resolvable).*/\1/p' "$OUT/$1.log"; }
+bumble_peer rpa-1 --io none --privacy $IRK
+rpa1=$(rpa_of rpa-1)
+case "$rpa1" in [4-7]?:*) ;; *) vm_fail "Bumble's address '$rpa1' is not a resolvable private address (top bits 01)" ;; esac
+vm_ok pair-rpa 90 "$BIN/mirror" pair "$rpa1" --type random --adapter hci0
+vm_grep "$OUT/pair-rpa.log" "^paired with $rpa1 \(random\) on hci0: Just Works$" "mirror pairs with Bumble's RPA"
+vm_grep "$OUT/pair-rpa.log" "^bonded: .*IRK.*kept in $XDG_STATE_HOME/mirror/bonds/$CENTRAL/$peer.json$" "and keeps the bond, with Bumble's IRK, under its identity"
+vm_stop rpa-1 10 TERM
+bumble_peer rpa-2 --io none --privacy $IRK
+rpa2=$(rpa_of rpa-2)
+[ -n "$rpa2" ] && [ "$rpa2" != "$rpa1" ] || vm_fail "Bumble's second RPA '$rpa2' is not a new one (first $rpa1)"
+vm_run kernel-forgets-rpa 15 btmgmt -i hci0 unpair -t 1 $peer
+vm_no_le_link
+vm_ok read-rpa 60 "$BIN/mirror" read "$rpa2" "$h_enc" --type random --adapter hci0 --security medium
+vm_grep "$OUT/read-rpa.log" "^note: $rpa2 \(resolvable private address\) resolves to the bonded identity $peer \(public\)" "a new RPA resolves to the bonded identity by the stored IRK"
+vm_grep "$OUT/read-rpa.log" "loaded 1 long term key" "the identity's key went into the kernel"
+vm_grep "$OUT/read-rpa.log" "secret: encrypted link" "and the encrypted read works over the new RPA"
+[ "$(grep -c "^bumble-peer: pairing started" "$OUT/rpa-2.log")" = 0 ] || vm_fail "the read over the new RPA paired again instead of using the bond"
+vm_stop rpa-2 10 TERM
 
 dmesg | sed -n "$((dmesg_start + 1)),${pair_from}p;$((pair_to + 1)),\$p" >"$OUT/dmesg.log"
 vm_no_grep "$OUT/dmesg.log" "security requested but not available|Unable to create .* crypto context" "the kernel had SMP for every pairing"
