@@ -24,7 +24,11 @@ enum BondKeys {
     /// adapter's whole list), loads every key the store holds for the adapter into the kernel. Needs the capability
     /// keeper (a trusted management socket). Returns a note for stderr when keys were loaded, and whether the bond's
     /// key is authenticated (else a raise to high would need a new MITM pairing: Vol 3 Part H §2.3.5.1).
-    static func loadIfBonded(peer: BluetoothAddress, type: LEAddressType = .public, adapter name: String?, daemonRuns: Bool) throws -> (note: String, authenticated: Bool)? {
+    /// `identity`: for a resolvable private address resolved by a stored IRK (now in the kernel too), the bonded
+    /// identity to connect to: with the IRK loaded the kernel resolves the peer's advertisements to its identity and
+    /// matches a pending LE connection by that (hci_event.c), so a connection asked by the RPA would never be made.
+    static func loadIfBonded(peer: BluetoothAddress, type: LEAddressType = .public, adapter name: String?, daemonRuns: Bool) throws
+        -> (note: String, authenticated: Bool, identity: (address: BluetoothAddress, type: LEAddressType)?)? {
         guard !daemonRuns else { return nil }
         let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
         let store = try BondStore.standard()
@@ -39,7 +43,10 @@ enum BondKeys {
         try socket.run(ltks)
         try socket.run(irks)
         let head = resolvedNote.map { "\($0)\nnote: " } ?? ""
-        return (head + "loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))", bond.authenticated)
+        let loadedNote = "loaded \(keys.longTermKeys.count) long term key\(keys.longTermKeys.count == 1 ? "" : "s") of \(store.adapterDirectory(adapter.address)) into the kernel for \(adapter.name) (the bond with \(peer))"
+        guard resolvedNote != nil, bond.identityResolvingKey != nil else { return (head + loadedNote, bond.authenticated, nil) }
+        return (head + loadedNote + "\nnote: connecting to the identity \(bond.peer) (\(bond.peerType)): the kernel, holding its IRK now, finds the peer by its private addresses",
+                bond.authenticated, (bond.peer, bond.peerType))
     }
 
     /// The bond with `peer` in `store`: by its address, or, for a resolvable private address (Vol 6 Part B

@@ -175,7 +175,9 @@ final class Session: Sendable {
         let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
         let bearer: ATTBearer
         do {
-            bearer = try ATTBearer.connect(to: target.target, type: target.addressType, adapter: g.adapter,
+            // A resolvable private address resolved to a bond: its identity (BondKeys.loadIfBonded says why).
+            let (to, type): (BearerTarget, LEAddressType) = loaded?.identity.map { (.bluetooth($0.address), $0.type) } ?? (target.target, target.addressType)
+            bearer = try ATTBearer.connect(to: to, type: type, adapter: g.adapter,
                                            timeout: g.timeout, security: target.isUnix ? nil : security)
         } catch {
             // A connect that asked for encryption and got EACCES: the kernel ended the link on a failed Encryption

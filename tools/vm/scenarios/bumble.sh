@@ -182,6 +182,7 @@ vm_no_le_link
 vm_ok read-rpa 60 "$BIN/mirror" read "$rpa2" "$h_enc" --type random --adapter hci0 --security medium
 vm_grep "$OUT/read-rpa.log" "^note: $rpa2 \(resolvable private address\) resolves to the bonded identity $peer \(public\)" "a new RPA resolves to the bonded identity by the stored IRK"
 vm_grep "$OUT/read-rpa.log" "loaded 1 long term key" "the identity's key went into the kernel"
+vm_grep "$OUT/read-rpa.log" "^note: connecting to the identity $peer \(public\)" "and mirror connects by the identity, which the kernel finds by the RPA"
 vm_grep "$OUT/read-rpa.log" "secret: encrypted link" "and the encrypted read works over the new RPA"
 [ "$(grep -c "^bumble-peer: pairing started" "$OUT/rpa-2.log")" = 0 ] || vm_fail "the read over the new RPA paired again instead of using the bond"
 vm_stop rpa-2 10 TERM
