@@ -164,17 +164,18 @@ vm_stop bumble 10 TERM
 # 4. A resolvable private address (Vol 6 Part B §1.3.2.2): Bumble with LE privacy advertises from an RPA made with its
 # IRK, and pairing gives its IRK and identity (its public address, Vol 3 Part H §3.6.4-5). mirror pairs with the RPA
 # and keeps the bond under the identity; Bumble restarts with a new RPA, the kernel forgets the keys, and a new process
-# given that RPA finds the bond by the IRK (Part H §2.2.2's ah), loads it, and reads the encrypted value.
+# given that RPA finds the bond by the IRK (Part H §2.2.2's ah), loads it, connects by the identity and reads the
+# encrypted value. (Bumble keeps its keys in one file across the restart.)
 IRK=0f1e2d3c4b5a69788796a5b4c3d2e1f0
 rpa_of() { sed -n 's/^bumble-peer: advertising as \([0-9A-F:]*\) (random, resolvable).*/\1/p' "$OUT/$1.log"; }
-bumble_peer rpa-1 --io none --privacy $IRK
+bumble_peer rpa-1 --io none --privacy $IRK --keystore "$OUT/rpa-keys.json"
 rpa1=$(rpa_of rpa-1)
 case "$rpa1" in [4-7]?:*) ;; *) vm_fail "Bumble's address '$rpa1' is not a resolvable private address (top bits 01)" ;; esac
 vm_ok pair-rpa 90 "$BIN/mirror" pair "$rpa1" --type random --adapter hci0
 vm_grep "$OUT/pair-rpa.log" "^paired with $rpa1 \(random\) on hci0: Just Works$" "mirror pairs with Bumble's RPA"
 vm_grep "$OUT/pair-rpa.log" "^bonded: .*IRK.*kept in $XDG_STATE_HOME/mirror/bonds/$CENTRAL/$peer.json$" "and keeps the bond, with Bumble's IRK, under its identity"
 vm_stop rpa-1 10 TERM
-bumble_peer rpa-2 --io none --privacy $IRK
+bumble_peer rpa-2 --io none --privacy $IRK --keystore "$OUT/rpa-keys.json"
 rpa2=$(rpa_of rpa-2)
 [ -n "$rpa2" ] && [ "$rpa2" != "$rpa1" ] || vm_fail "Bumble's second RPA '$rpa2' is not a new one (first $rpa1)"
 vm_run kernel-forgets-rpa 15 btmgmt -i hci0 unpair -t 1 $peer
