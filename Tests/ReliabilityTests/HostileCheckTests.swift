@@ -7,13 +7,13 @@ import TestSupport
 import XCTest
 
 final class HostileCheckTests: XCTestCase {
-    /// Runs `mirror check TARGET --json --timeout 1` (plus `args`) against `hostile-peer SCENARIO`: the exit status and
-    /// the set of finding ids.
+    /// Runs `mirror check TARGET --json --timeout 3` (plus `args`) against `hostile-peer SCENARIO`: the exit status and
+    /// the set of finding ids. (3 s: room for a loaded machine under ThreadSanitizer; late-response answers after 6 s.)
     func check(_ scenario: String, _ args: [String] = [], file: StaticString = #filePath, line: UInt = #line) throws
         -> (status: Int32, ids: Set<String>, report: JSONValue) {
-        let peer = try HostilePeerProcess(scenario)
+        let peer = try HostilePeerProcess(scenario, scenario == "late-response" ? ["--delay-ms", "6000"] : [])
         defer { peer.stop() }
-        let run = try ToolProcess.run("mirror", ["check", peer.target, "--json", "--timeout", "1"] + args)
+        let run = try ToolProcess.run("mirror", ["check", peer.target, "--json", "--timeout", "3"] + args)
         let report = try parseJSON(run.stdout)
         guard let findings = report["findings"]?.items else {
             XCTFail("\(scenario): no findings array: \(run.stdout) \(run.stderr)", file: file, line: line)
