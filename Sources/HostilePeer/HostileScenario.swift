@@ -92,6 +92,23 @@ public enum HostileScenario: String, Sendable, CaseIterable {
         }
     }
 
+    /// The `mirror check` rules (their ids, Sources/Conformance) each scenario is built to break, so that
+    /// `hostile-peer --fault RULE-ID` names a scenario by the rule, as `mirror-sim --fault RULE-ID` does; the rules of
+    /// §3.3 (the transaction model) and §3.4 (the PDUs' form) only: the GATT rules are mirror-sim's.
+    public static let faults: [(rule: String, scenario: HostileScenario)] = [
+        ("mtu-exchange", .mtuBelowMinimum),
+        ("mtu-answered-once", .unsolicitedResponses),
+        ("no-unsolicited-response", .unsolicitedResponses),
+        ("response-within-timeout", .lateResponse),
+        ("response-well-formed", .truncated),
+        ("error-echo", .errorForOtherRequest),
+        ("handles-ascending", .handlesBackwards),
+        ("read-blob-offset", .endlessBlob),
+        ("read-blob-at-end", .endlessBlob),
+        ("read-blob-past-end", .endlessBlob),
+        ("prepare-write-echo", .prepareEchoDiffers),
+    ]
+
     /// Every ATT request opcode a client sends (Core Spec 5.4 Vol 3 Part F §3.4.8).
     public static let requestOpcodes: Set<UInt8> = [0x02, 0x04, 0x06, 0x08, 0x0A, 0x0C, 0x0E, 0x10, 0x12, 0x16, 0x18, 0x20]
 }

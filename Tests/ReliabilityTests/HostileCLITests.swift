@@ -19,6 +19,12 @@ final class HostilePeerProcess {
         tool = try BackgroundTool("hostile-peer", [scenario, "unix:\(path)"] + extra, readyWhen: "listening on unix:\(path)")
     }
 
+    /// `hostile-peer --fault RULE-ID unix:PATH ...`: the scenario that breaks that `mirror check` rule.
+    init(fault rule: String, _ extra: [String] = []) throws {
+        path = freshSocketPath("cli-" + rule)
+        tool = try BackgroundTool("hostile-peer", ["--fault", rule, "unix:\(path)"] + extra, readyWhen: "listening on unix:\(path)")
+    }
+
     func stop() { tool.stop() }
 }
 

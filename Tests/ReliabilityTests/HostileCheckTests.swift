@@ -2,6 +2,7 @@
 // 27: each rule a failing and a passing server): each scenario that breaks the transaction model or a PDU's form
 // (Core Spec 5.4 Vol 3 Part F §3.3, §3.4) gives exactly its findings, and the well-behaved one breaks no SHALL.
 import Foundation
+import HostilePeer
 import JSON
 import TestSupport
 import XCTest
@@ -73,6 +74,26 @@ final class HostileCheckTests: XCTestCase {
         let known = Set((try parseJSON(rules.stdout).items ?? []).compactMap { $0["id"]?.string })
         XCTAssertGreaterThan(known.count, 20)
         for e in Self.expectations { XCTAssertTrue(e.ids.isSubset(of: known), "\(e.scenario): \(e.ids.subtracting(known))") }
+        for f in HostileScenario.faults { XCTAssertTrue(known.contains(f.rule), "hostile-peer --fault \(f.rule)") }
+    }
+
+    /// `hostile-peer --fault RULE-ID` is the scenario built to break that rule, and the check finds it: each of the
+    /// hostile peer's rules has this failing server beside mirror-sim's (CheckCommandTests).
+    func testEachFaultByRuleIdBreaksThatRule() throws {
+        for fault in HostileScenario.faults {
+            let peer = try HostilePeerProcess(fault: fault.rule, fault.scenario == .lateResponse ? ["--delay-ms", "6000"] : [])
+            defer { peer.stop() }
+            let run = try ToolProcess.run("mirror", ["check", peer.target, "--json", "--timeout", "3", "--writes", "0x000B"])
+            let ids = Set((try parseJSON(run.stdout)["findings"]?.items ?? []).compactMap { $0["id"]?.string })
+            XCTAssertTrue(ids.contains(fault.rule), "--fault \(fault.rule) (\(fault.scenario.rawValue)): \(ids)")
+            XCTAssertEqual(run.status, 9, fault.rule)
+        }
+        let unknown = try ToolProcess.run("hostile-peer", ["--fault", "cccd-present", "unix:/tmp/unused.sock"])
+        XCTAssertEqual(unknown.status, 2)
+        XCTAssertTrue(unknown.stderr.contains("no scenario breaks the rule cccd-present"), unknown.stderr)
+        XCTAssertTrue(unknown.stderr.contains("mirror-sim --fault RULE-ID breaks every rule"), unknown.stderr)
+        let list = try ToolProcess.run("hostile-peer", ["--list"])
+        for fault in HostileScenario.faults { XCTAssertTrue(list.stdout.contains(fault.rule), fault.rule) }
     }
 
     /// A peer that ends the connection mid-check: exit 6 (the link lost), the check stopped, no finding made up.

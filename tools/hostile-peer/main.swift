@@ -10,6 +10,7 @@ StopSignals.block()
 
 let usage = """
     usage: hostile-peer SCENARIO unix:PATH [--on OPCODES] [--nth N] [--count N] [--delay-ms N]
+           hostile-peer --fault RULE-ID unix:PATH [options]   (the scenario that breaks that `mirror check` rule)
            hostile-peer --list
       --on OPCODES   request opcodes to attack, comma-separated hex (e.g. 0x0a,0x0c); default: the scenario's
       --nth N        attack only the Nth attacked request (close defaults to the first)
@@ -23,10 +24,21 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-let args = Array(CommandLine.arguments.dropFirst())
+var args = Array(CommandLine.arguments.dropFirst())
 if args == ["--list"] {
     for s in HostileScenario.allCases { say("\(s.rawValue.padding(toLength: 24, withPad: " ", startingAt: 0)) \(s.summary)") }
+    say("")
+    say("--fault RULE-ID: the scenario that breaks a rule of `mirror check` (mirror-sim --fault breaks every rule):")
+    for f in HostileScenario.faults { say("  \(f.rule.padding(toLength: 24, withPad: " ", startingAt: 0)) \(f.scenario.rawValue)") }
     exit(0)
+}
+// --fault RULE-ID: the scenario named by the rule it breaks.
+if args.first == "--fault" {
+    guard args.count >= 2 else { fail("--fault needs a rule id (hostile-peer --list)") }
+    guard let fault = HostileScenario.faults.first(where: { $0.rule == args[1] }) else {
+        fail("no scenario breaks the rule \(args[1]); these do: \(HostileScenario.faults.map(\.rule).joined(separator: ", ")) (mirror-sim --fault RULE-ID breaks every rule of mirror check)")
+    }
+    args = [fault.scenario.rawValue] + args.dropFirst(2)
 }
 if args.contains("--help") || args.contains("-h") { say(usage); exit(0) }
 guard args.count >= 2 else { fail("expected SCENARIO and unix:PATH\n" + usage) }
