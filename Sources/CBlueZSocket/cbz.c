@@ -427,6 +427,14 @@ int cbz_hci_connection_count(int ctl, int dev_id) {
 int cbz_hci_device_down(int ctl, int dev_id) { return ioctl(ctl, HCIDEVDOWN, dev_id); }
 
 /* Binds a raw HCI socket `s` to `dev_id` (HCI_CHANNEL_RAW) and returns it; on failure closes it, keeping errno. */
+/* Closes s after a failed call, keeping that call's errno for the caller; returns -1. */
+static int cbz_close_failed(int s) {
+    int e = errno;
+    close(s);
+    errno = e;
+    return -1;
+}
+
 static int cbz_hci_bind_raw_or_close(int s, int dev_id) {
     struct sockaddr_hci a;
     memset(&a, 0, sizeof a);
@@ -434,10 +442,7 @@ static int cbz_hci_bind_raw_or_close(int s, int dev_id) {
     a.hci_dev = (unsigned short)dev_id;
     a.hci_channel = HCI_CHANNEL_RAW;
     if (bind(s, (struct sockaddr *)&a, sizeof a) == 0) return s;
-    int e = errno;
-    close(s);
-    errno = e;
-    return -1;
+    return cbz_close_failed(s);
 }
 
 int cbz_hci_open_acl_watch(int dev_id, int *acl) {
@@ -456,11 +461,8 @@ int cbz_hci_open_acl_watch(int dev_id, int *acl) {
     if (getsockopt(s, SOL_HCI, HCI_FILTER, &f, &fl) < 0) goto fail;
     *acl = hci_test_bit(HCI_ACLDATA_PKT, &f.type_mask) ? 1 : 0;
     return cbz_hci_bind_raw_or_close(s, dev_id);
-fail:;
-    int e = errno;
-    close(s);
-    errno = e;
-    return -1;
+fail:
+    return cbz_close_failed(s);
 }
 
 ssize_t cbz_hci_recv_directed(int fd, void *buf, size_t len, int *incoming) {
@@ -497,11 +499,8 @@ int cbz_hci_open_raw(int dev_id) {
     hci_filter_all_events(&f);
     if (setsockopt(s, SOL_HCI, HCI_FILTER, &f, sizeof f) < 0) goto fail;
     return cbz_hci_bind_raw_or_close(s, dev_id);
-fail:;
-    int e = errno;
-    close(s);
-    errno = e;
-    return -1;
+fail:
+    return cbz_close_failed(s);
 }
 
 int cbz_mgmt_open(void) {
@@ -513,10 +512,7 @@ int cbz_mgmt_open(void) {
     a.hci_dev = HCI_DEV_NONE;
     a.hci_channel = HCI_CHANNEL_CONTROL;
     if (bind(s, (struct sockaddr *)&a, sizeof a) < 0) {
-        int e = errno;
-        close(s);
-        errno = e;
-        return -1;
+        return cbz_close_failed(s);
     }
     return s;
 }
