@@ -181,16 +181,8 @@ final class ReadmeCheckTests: XCTestCase {
     }
 
     func testTheConformanceTranscriptsAreWhatTheToolPrints() throws {
-        let readme = try String(contentsOf: ExamplesTests.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let start = readme.range(of: "## Conformance check") else { return XCTFail("the README has no Conformance check section") }
-        let section = readme[start.upperBound...]
-        let body = section.range(of: "\n## ").map { section[..<$0.lowerBound] } ?? section
-        var steps: [(String, [String])] = []
-        var inBlock = false
-        for line in body.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if line.hasPrefix("```") { inBlock.toggle(); continue }
-            guard inBlock else { continue }
-            if line.hasPrefix("$ mirror ") { steps.append((String(line.dropFirst(2)), [])) } else if !steps.isEmpty { steps[steps.count - 1].1.append(line) }
+        guard let (body, steps) = try ReadmeTranscript.section("## Conformance check") else {
+            return XCTFail("the README has no Conformance check section")
         }
         XCTAssertEqual(steps.map(\.0), ["mirror check unix:/tmp/mirror-sim.sock", "mirror check unix:/tmp/sim.sock"])
         guard let fault = body.range(of: #"--fault [a-z-]+"#, options: .regularExpression).map({ String(body[$0].dropFirst(8)) }) else {

@@ -6,22 +6,7 @@ import XCTest
 
 final class ReadmeTourTests: XCTestCase {
     func testTheToursTranscriptIsWhatTheToolPrints() throws {
-        let readme = try String(contentsOf: ExamplesTests.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
-        guard let start = readme.range(of: "## A five-minute tour") else { return XCTFail("the README has no tour") }
-        let section = readme[start.upperBound...].prefix { _ in true }
-        let body = section.range(of: "\n## ").map { section[..<$0.lowerBound] } ?? section
-        // (command, expected output) in the order shown.
-        var steps: [(String, [String])] = []
-        var inBlock = false
-        for line in body.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if line.hasPrefix("```") { inBlock.toggle(); continue }
-            guard inBlock else { continue }
-            if line.hasPrefix("$ mirror ") {
-                steps.append((String(line.dropFirst(2)), []))
-            } else if !steps.isEmpty {
-                steps[steps.count - 1].1.append(line)
-            }
-        }
+        guard let (_, steps) = try ReadmeTranscript.section("## A five-minute tour") else { return XCTFail("the README has no tour") }
         XCTAssertGreaterThanOrEqual(steps.count, 5, "the tour's transcript")
         let sim = try SimulatorProcess()
         defer { sim.stop() }
@@ -31,5 +16,30 @@ final class ReadmeTourTests: XCTestCase {
             XCTAssertEqual(run.status, 0, "\(command): \(run.stderr)")
             XCTAssertEqual((run.stdout + run.stderr).split(separator: "\n", omittingEmptySubsequences: false).dropLast().map(String.init), expected, command)
         }
+    }
+}
+
+/// A README section's transcripts: each `$ mirror ...` line inside a fenced block, with the lines below it up to the
+/// next such line or the block's end (the tour's and the Conformance check's tests read them so).
+enum ReadmeTranscript {
+    /// The section under `heading` (up to the next `## `), and its (command, expected lines) in order; nil when the
+    /// README has no such heading.
+    static func section(_ heading: String) throws -> (body: Substring, steps: [(command: String, lines: [String])])? {
+        let readme = try String(contentsOf: ExamplesTests.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        guard let start = readme.range(of: heading) else { return nil }
+        let section = readme[start.upperBound...]
+        let body = section.range(of: "\n## ").map { section[..<$0.lowerBound] } ?? section
+        var steps: [(command: String, lines: [String])] = []
+        var inBlock = false
+        for line in body.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
+            if line.hasPrefix("```") { inBlock.toggle(); continue }
+            guard inBlock else { continue }
+            if line.hasPrefix("$ mirror ") {
+                steps.append((String(line.dropFirst(2)), []))
+            } else if !steps.isEmpty {
+                steps[steps.count - 1].lines.append(line)
+            }
+        }
+        return (body, steps)
     }
 }
