@@ -427,9 +427,7 @@ final class ConformanceRun {
                     break   // a fixed-length value within one Read Response may be refused so (§3.4.4.5)
                 case .errorResponse?: break   // a refusal is not a wrong part
                 default:
-                    // A value that changed between the reads is not the server's fault: read it again to tell.
-                    let again = try await ask(.readRequest(handle: a.handle), echo: .exact(a.handle))
-                    guard case .readResponse(let now)? = again.pdu, Array(now) == Array(value.prefix(now.count)) else { break }
+                    guard try await stillReads(a.handle, as: value) else { break }
                     find(.readBlobOffset, "handle \(ATTHex.handle(a.handle)): Read Blob at offset 1 of a \(value.count)-octet value did not return the value from octet 1",
                          (reads[a.handle] ?? []) + [e.request, e.answer])
                 }
@@ -455,6 +453,14 @@ final class ConformanceRun {
         judged.formUnion([ConformanceRule.readBlobOffset.id, ConformanceRule.readBlobPastEnd.id, ConformanceRule.readBlobAtEnd.id])
     }
 
+    /// Whether a Read of `handle` still gives `known` (its first ATT_MTU-1 octets): a value that changed since it was
+    /// read is not the server's fault, so a mismatch is blamed only when this holds.
+    func stillReads(_ handle: UInt16, as known: [UInt8]) async throws(ProbeEnd) -> Bool {
+        let again = try await ask(.readRequest(handle: handle), echo: .exact(handle))
+        guard case .readResponse(let now)? = again.pdu else { return false }
+        return Array(now) == Array(known.prefix(now.count))
+    }
+
     /// Read By Type for each readable characteristic's type: a Length that fits the pairs, and the values Read gave
     /// (Part F §3.4.4.2); a value that changed between the reads is read again before it is blamed.
     func readByType() async throws(ProbeEnd) {
@@ -475,8 +481,7 @@ final class ConformanceRun {
                 guard let known = values[pair.handle] else { continue }
                 let expected = Array(known.prefix(budget))
                 guard Array(pair.value) != expected else { continue }
-                let again = try await ask(.readRequest(handle: pair.handle), echo: .exact(pair.handle))
-                guard case .readResponse(let now)? = again.pdu, Array(now) == Array(known.prefix(now.count)) else { continue }
+                guard try await stillReads(pair.handle, as: known) else { continue }
                 find(.readByTypeConsistent, "Read By Type for \(type) gives handle \(ATTHex.handle(pair.handle)) the value [\(ATTHex.string(pair.value, separator: " "))], Read gives [\(ATTHex.string(expected, separator: " "))]",
                      (reads[pair.handle] ?? []) + [e.request, e.answer])
             }
@@ -500,10 +505,9 @@ final class ConformanceRun {
         case .readMultipleResponse(let got)? where Array(got) == expected:
             break
         case .readMultipleResponse(let got)?:
-            // A value that changed since it was read is not the server's fault: read each again to tell.
+            // A value that changed since it was read is not the server's fault (stillReads).
             for h in chosen {
-                let again = try await ask(.readRequest(handle: h), echo: .exact(h))
-                guard case .readResponse(let now)? = again.pdu, let known = values[h], Array(now) == Array(known.prefix(now.count)) else {
+                guard let known = values[h], try await stillReads(h, as: known) else {
                     judged.insert(ConformanceRule.readMultiple.id)
                     return
                 }
