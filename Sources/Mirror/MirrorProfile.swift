@@ -224,7 +224,7 @@ public struct MirrorProfile: Sendable, Equatable {
     "wifiSetSSID": "6d697272-6f72-7369-6d00-000000000007",
     "wifiConnectionStatus": "6d697272-6f72-7369-6d00-000000000008"
   },
-  "cloudTokenMaxLength": 64,
+  "cloudTokenMaxLength": 40,
   "resultEntries": ["mesh.ply", "measurements.json"],
   "scanStates": {
     "0": "invalid", "1": "alignScale", "2": "warmingUp", "3": "waitingForWeight", "4": "countDown",

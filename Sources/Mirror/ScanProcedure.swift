@@ -87,9 +87,27 @@ public struct MirrorScanResult: Sendable, Equatable {
     /// For the mirror's error: what its last scanError usually means and what to do (ScanErrorAdvice).
     public var scanErrorMeaning: String?
     public var advice: String?
+    /// What the scan learned of the mirror's own cloudToken limit when it answered 0x0D to a URL within the profile's
+    /// (nil: it did not).
+    public var cloudTokenLimit: CloudTokenLimitFound?
     /// For an interrupted scan: whether its cancelScan was answered (nil: none was needed, nothing had started).
     public var cancelScanSent: Bool?
     public var seconds: Double
+}
+
+/// The mirror's cloudToken limit as a refused write and its retry showed it: it refused `refused` bytes with 0x0D
+/// and took `accepted` (nil: it refused the retry too), so its limit is at least `accepted` and below `refused`.
+public struct CloudTokenLimitFound: Sendable, Equatable, CustomStringConvertible {
+    public var accepted: Int?
+    public var refused: Int
+    public var description: String {
+        if let accepted {
+            return "the mirror took \(accepted) bytes and refused \(refused): its cloudToken limit is \(accepted)"
+                + (refused - 1 > accepted ? " to \(refused - 1)" : "") + " bytes; put \"cloudTokenMaxLength\": \(accepted) in the profile (--profile)"
+        }
+        return "the mirror refused even the shortest upload URL (\(refused) bytes, a \(UploadURLBudget.bits(characters: UploadURLBudget.shortestSecret))-bit secret): "
+            + "its cloudToken limit is below \(refused) bytes; a shorter --upload-host or --upload-port would shorten the URL"
+    }
 }
 
 /// The scan procedure.
@@ -150,10 +168,15 @@ public enum MirrorScan {
             tracker.uploaded(event, scanID: scanID)
         }
         defer { receiver.stop() }
-        receiver.expect(scanID: scanID, secret: try UploadReceiver.makeSecret())
-        let url = receiver.uploadURL(advertisedHost: options.uploadHost)!
+        // The secret takes what cloudToken's limits leave after http://HOST:PORT/ (UploadURLBudget); when even the
+        // shortest secret does not fit, step 5 refuses before any write, so this URL is only reported.
+        let budget = UploadURLBudget(host: options.uploadHost, port: receiver.port,
+                                     limit: min(profile.cloudTokenMaxLength, client.writeValueBudget))
+        receiver.expect(scanID: scanID, secret: try UploadReceiver.makeSecret(characters: budget.secretCharacters ?? UploadURLBudget.shortestSecret))
+        var url = receiver.uploadURL(advertisedHost: options.uploadHost)!
         emit(MirrorEvent(time: steps0.now, kind: .uploadListening, characteristic: nil, value: nil, decoded: nil,
-                         purpose: nil, detail: "listening on \(bindHost):\(receiver.port); the mirror will post to \(url)"))
+                         purpose: nil, detail: "listening on \(bindHost):\(receiver.port); the mirror will post to \(url) "
+                             + "(\(url.utf8.count) bytes, a \(UploadURLBudget.bits(characters: budget.secretCharacters ?? UploadURLBudget.shortestSecret))-bit secret)"))
 
         // 3. Discovery, then subscribe AND read scanState and scanError.
         let handles = try await MirrorGATT.discover(client, profile: profile, required: ["scanState", "scanError", "cloudToken", "scannerAction"],
@@ -248,37 +271,62 @@ public enum MirrorScan {
             return await finish(&result)
         }
 
-        // 5. The upload URL, checked here against both limits before anything is sent. It is http://HOST:PORT/ and
-        // the 22-character secret (128 bits in base64url), so HOST and PORT have cloudTokenMaxLength - 30 bytes.
-        let token = Array(url.utf8)
-        var broken: [String] = []
-        if token.count > profile.cloudTokenMaxLength {
-            broken.append("the profile's cloudTokenMaxLength \(profile.cloudTokenMaxLength)")
-        }
-        if token.count > client.writeValueBudget {
-            broken.append("the \(client.writeValueBudget)-byte Write Request budget of MTU \(client.mtu)")
-        }
-        if !broken.isEmpty {
+        // 5. The upload URL, checked here against both limits before anything is sent: http://HOST:PORT/ and a
+        // secret of at least 12 characters (UploadURLBudget) must fit the profile's cloudTokenMaxLength and the MTU.
+        if budget.secretCharacters == nil {
+            var broken: [String] = []
+            if budget.shortestURLBytes > profile.cloudTokenMaxLength {
+                broken.append("the profile's cloudTokenMaxLength \(profile.cloudTokenMaxLength)")
+            }
+            if budget.shortestURLBytes > client.writeValueBudget {
+                broken.append("the \(client.writeValueBudget)-byte Write Request budget of MTU \(client.mtu)")
+            }
             result.outcome = .writeFailed
             result.rejectedBy = "local"
-            result.failure = "not sent: the upload URL is \(token.count) bytes (http://\(options.uploadHost):\(receiver.port)/ and a "
-                + "\(UploadReceiver.secretBytes * 8)-bit secret of 22 characters), over \(broken.joined(separator: " and ")); "
-                + "use a shorter --upload-host or --upload-port"
-            steps.event(.failed, "cloudToken", value: token, purpose: "token", detail: result.failure)
+            result.failure = "not sent: the upload URL needs at least \(budget.shortestURLBytes) bytes (\(budget.prefix) is "
+                + "\(budget.prefix.utf8.count) bytes, and the shortest secret \(UploadURLBudget.shortestSecret) characters, "
+                + "\(UploadURLBudget.bits(characters: UploadURLBudget.shortestSecret)) bits), over \(broken.joined(separator: " and ")); "
+                + budget.shorterAdvice(host: options.uploadHost, port: receiver.port)
+            steps.event(.failed, "cloudToken", value: Array(url.utf8), purpose: "token", detail: result.failure)
             return await finish(&result)
         }
 
-        // 6. Arm every handler, then write cloudToken and initDeviceForScan.
+        // 6. Arm every handler, then write cloudToken and initDeviceForScan. A 0x0D from the mirror on a URL within
+        // the profile's limit means its real limit is lower (seed 000): one retry with the shortest URL, and the
+        // limit found is reported.
+        let retrySecret = try UploadReceiver.makeSecret(characters: UploadURLBudget.shortestSecret)
         tracker.arm()
         steps.step("handlers armed; writing cloudToken, then initDeviceForScan")
-        do {
-            try await steps.write("cloudToken", token, purpose: "token")
+        do throws(GATTError) {
+            let token = Array(url.utf8)
+            do {
+                try await steps.write("cloudToken", token, purpose: "token")
+            } catch let e where e.attributeError.map({ $0.rejectedBy == .peer && $0.code == .invalidAttributeValueLength }) == true
+                        && token.count > budget.shortestURLBytes {
+                receiver.expect(scanID: scanID, secret: retrySecret)
+                url = receiver.uploadURL(advertisedHost: options.uploadHost)!
+                result.uploadURL = url
+                steps.step("the mirror refused a \(token.count)-byte cloudToken with 0x0D Invalid Attribute Value Length although "
+                           + "the profile allows \(profile.cloudTokenMaxLength): its real limit is lower; retrying once with the "
+                           + "shortest URL (\(url.utf8.count) bytes, a \(UploadURLBudget.bits(characters: retrySecret.count))-bit secret): \(url)")
+                do throws(GATTError) {
+                    try await steps.write("cloudToken", Array(url.utf8), purpose: "token")
+                } catch {
+                    result.cloudTokenLimit = CloudTokenLimitFound(accepted: nil, refused: url.utf8.count)
+                    throw error
+                }
+                result.cloudTokenLimit = CloudTokenLimitFound(accepted: url.utf8.count, refused: token.count)
+                steps.step(result.cloudTokenLimit!.description)
+            }
             try await steps.write("scannerAction", [profile.initDeviceForScanCommand], purpose: "initDeviceForScan")
         } catch {
             if Task.isCancelled { return await interrupted(&result, while: "writing cloudToken and initDeviceForScan", started: true) }
             result.outcome = .writeFailed
             result.failure = error.description
             if let a = error.attributeError { result.rejectedBy = a.rejectedBy.rawValue }
+            if let found = result.cloudTokenLimit, found.accepted == nil {
+                result.failure! += "; \(found.description)"
+            }
             return await finish(&result)
         }
 

@@ -60,7 +60,7 @@ public struct UploadLimits: Sendable, Equatable {
 }
 
 /// An HTTP/1.1 server (RFC 9112, Content-Length or chunked bodies) on libmicrohttpd that receives a scan's result
-/// ZIP: one POST to /SECRET, where SECRET is 128 bits from getrandom(2) in base64url (22 characters).
+/// ZIP: one POST to /SECRET, where SECRET is 12 to 22 base64url characters from getrandom(2) (72 to 132 bits).
 /// The shim's polling thread runs the handlers; `state` guards the scan, its secret and the upload list.
 public final class UploadReceiver: Sendable {
     public let host: String
@@ -82,31 +82,18 @@ public final class UploadReceiver: Sendable {
     // The server's address (0 once stopped), set once in init; the lock makes the stop idempotent.
     private let server: Lock<UInt>
 
-    /// The secret's size: 16 bytes, 128 bits, 22 base64url characters (RFC 4648 §5, no padding).
-    public static let secretBytes = 16
-
-    /// A fresh secret: 16 bytes from getrandom(2) in base64url without padding.
-    public static func makeSecret() throws(UploadReceiverError) -> String {
-        var bytes = [UInt8](repeating: 0, count: secretBytes)
+    /// A fresh secret of `characters` base64url characters (UploadURLBudget decides how many: 22 at most, 12 at
+    /// least), each from 6 bits of getrandom(2): 256 is a multiple of 64, so every character is uniform.
+    public static func makeSecret(characters: Int = UploadURLBudget.longestSecret) throws(UploadReceiverError) -> String {
+        var bytes = [UInt8](repeating: 0, count: characters)
         guard cbz_random_bytes(&bytes, bytes.count) == 0 else {
             throw UploadReceiverError(host: "", port: 0, errno: .current, problem: "getrandom failed: \(Errno.current.name)", directoryProblem: true)
         }
-        return base64URL(bytes)
+        return String(decoding: bytes.map { base64URLAlphabet[Int($0 & 63)] }, as: UTF8.self)
     }
 
-    /// RFC 4648 §5 base64url without padding.
-    static func base64URL(_ bytes: [UInt8]) -> String {
-        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
-        var out: [UInt8] = []
-        var i = 0
-        while i < bytes.count {
-            let n = min(3, bytes.count - i)
-            let b = (UInt32(bytes[i]) << 16) | (n > 1 ? UInt32(bytes[i + 1]) << 8 : 0) | (n > 2 ? UInt32(bytes[i + 2]) : 0)
-            for k in 0...n { out.append(alphabet[Int((b >> (18 - 6 * UInt32(k))) & 63)]) }
-            i += 3
-        }
-        return String(decoding: out, as: UTF8.self)
-    }
+    /// RFC 4648 §5's base64url alphabet.
+    static let base64URLAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// Starts listening on `host` (numeric, e.g. 127.0.0.1) and `port` (0: any free port). Completed uploads land
     /// in `directory` as scan-ID.zip; the directory is created 0700 when missing and must be the user's, not
@@ -173,11 +160,10 @@ public final class UploadReceiver: Sendable {
     public var port: UInt16 { boundPort.withLock { $0 } }
 
     /// The URL a mirror should post the current scan's result to, with `advertisedHost` as the mirror sees this
-    /// machine: http://HOST:PORT/SECRET (nil before `expect`). Its length is 7 + host + 1 + port + 1 + 22.
+    /// machine: http://HOST:PORT/SECRET (nil before `expect`). Its length is 7 + host + 1 + port + 1 + the secret's.
     public func uploadURL(advertisedHost: String) -> String? {
         guard let path = state.withLock({ $0.path }) else { return nil }
-        let h = advertisedHost.contains(":") ? "[\(advertisedHost)]" : advertisedHost
-        return "http://\(h):\(port)" + String(decoding: path, as: UTF8.self)
+        return UploadURLBudget.prefix(host: advertisedHost, port: port) + String(decoding: path.dropFirst(), as: UTF8.self)
     }
 
     /// Accepts one POST to /`secret` for `scanID` from now on (nil: none); a second is refused with 409.

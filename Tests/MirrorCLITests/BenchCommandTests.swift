@@ -209,7 +209,7 @@ final class BenchCommandTests: XCTestCase {
     }
 
     /// The `--help` example `mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012` against a simulator whose
-    /// cloudToken takes at most 40 bytes (`--token-limit 40`; the bundled profile's 64 fits the upload URL's
+    /// cloudToken takes at most 40 bytes (`--token-limit 40`, as the bundled profile's own limit; the upload URL's
     /// secret): without --size the bench finds that size and says so; with a --size
     /// the characteristic refuses, the error names the phase and what to pass.
     func testTheHelpExampleFindsTheSizeTheCharacteristicAccepts() throws {

@@ -25,6 +25,38 @@ final class ScanCommandTests: XCTestCase {
         return (run, try run.jsonLines())
     }
 
+    /// Issue 34 as a user sees it: a simulator whose firmware takes 36 bytes though the bundled profile says 40. The
+    /// 40-byte URL (an ephemeral port, a 17-character secret) meets 0x0D; the 35-byte retry is taken; the scan
+    /// completes and reports the limit it found, in JSON (`cloudTokenLimit`) and in text. At 30 even the retry is
+    /// refused: writeFailed, exit 3 (the peer's error), and the result says the limit is below 35.
+    func testAMirrorsLowerCloudTokenLimitIsLearnedAndReported() throws {
+        let sim = try SimulatorProcess(["--token-limit", "36"])
+        defer { sim.stop() }
+        let (run, lines) = try scan(sim)
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let result = try XCTUnwrap(lines.last)
+        XCTAssertEqual(result["outcome"], "complete", run.stdout)
+        XCTAssertEqual(result["cloudTokenLimit"]?["accepted"], 35, run.stdout)
+        XCTAssertEqual(result["cloudTokenLimit"]?["refused"], 40, run.stdout)
+        XCTAssertEqual(result["uploadURL"]?.string?.utf8.count, 35, run.stdout)
+        XCTAssertTrue(lines.contains { ($0["detail"]?.string ?? "").hasPrefix("the mirror refused a 40-byte cloudToken with 0x0D Invalid Attribute Value Length although the profile allows 40") }, run.stdout)
+
+        let text = try MirrorProcess.run(["scan", sim.target, "--upload-dir", directory, "--upload-port", "0", "--settle", "0.05"], timeout: 60)
+        XCTAssertEqual(text.status, 0, text.stderr)
+        XCTAssertTrue(text.stdout.contains("\n  cloudToken: the mirror took 35 bytes and refused 40: its cloudToken limit is 35 to 39 bytes; put \"cloudTokenMaxLength\": 35 in the profile (--profile)\n"), text.stdout)
+
+        let small = try SimulatorProcess(["--token-limit", "30"])
+        defer { small.stop() }
+        let (refused, refusedLines) = try scan(small)
+        XCTAssertEqual(refused.status, 3, refused.stderr)
+        let r = try XCTUnwrap(refusedLines.last)
+        XCTAssertEqual(r["outcome"], "writeFailed", refused.stdout)
+        XCTAssertEqual(r["rejectedBy"], "peer", refused.stdout)
+        XCTAssertEqual(r["cloudTokenLimit"]?["accepted"], .null, refused.stdout)
+        XCTAssertEqual(r["cloudTokenLimit"]?["refused"], 35, refused.stdout)
+        XCTAssertTrue((r["failure"]?.string ?? "").hasSuffix("; the mirror refused even the shortest upload URL (35 bytes, a 72-bit secret): its cloudToken limit is below 35 bytes; a shorter --upload-host or --upload-port would shorten the URL"), refused.stdout)
+    }
+
     /// SIGINT or SIGTERM once the scan has started (initDeviceForScan answered, the simulator's slow pace): the scan
     /// sends cancelScan, reads the final state, prints its result (outcome interrupted, cancelScanSent) and exits 130
     /// or 143; the simulator is back at invalid, so it posts nothing to the receiver that is gone.

@@ -87,7 +87,7 @@ extension ShellTests {
         let bundled = URL(fileURLWithPath: #filePath).deletingLastPathComponent().appendingPathComponent("../../profiles/mirror-sim.json")
         let small = dir + "/small.json"
         let text = try String(contentsOf: bundled, encoding: .utf8)
-        try text.replacingOccurrences(of: "\"cloudTokenMaxLength\": 64", with: "\"cloudTokenMaxLength\": 10")
+        try text.replacingOccurrences(of: "\"cloudTokenMaxLength\": 40", with: "\"cloudTokenMaxLength\": 10")
             .write(toFile: small, atomically: true, encoding: .utf8)
         let scan = "scan --upload-dir \(dir) --upload-port 0 --settle 0.05"
         let run = try MirrorProcess.run(["shell", sim.target], input: "connect --profile \(small)\n\(scan)\n", timeout: 60)

@@ -21,7 +21,7 @@ final class MirrorProfileTests: XCTestCase {
         XCTAssertEqual(p.scanErrorName(7), "unknown(0x07)")
         XCTAssertEqual(p.scanStateName(0xAB), "unknown(0xAB)")
         XCTAssertEqual([p.wifiScanCommand, p.initDeviceForScanCommand, p.rebootCommand, p.cancelScanCommand], [0x31, 0x32, 0x33, 0x36])
-        XCTAssertEqual(p.cloudTokenMaxLength, 64)
+        XCTAssertEqual(p.cloudTokenMaxLength, 40)
         XCTAssertEqual(p.resultEntries, ["mesh.ply", "measurements.json"])
         XCTAssertEqual(p.characteristicName(p.scanError), "scanError")
     }

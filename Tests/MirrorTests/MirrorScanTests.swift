@@ -34,9 +34,11 @@ final class MirrorScanTests: XCTestCase {
         let secret = String(r.uploadURL.split(separator: "/").last ?? "")
         XCTAssertTrue(String(decoding: json, as: UTF8.self).contains(#""scanID":"\#(secret)""#))
         XCTAssertTrue(String(decoding: try ZIPArchive.contents(of: upload.entries![0], in: zip), as: UTF8.self).hasPrefix("ply\n"))
-        // http://127.0.0.1:PORT/ and 22 base64url characters (128 bits), within the profile's budget; no scan ID.
+        // http://127.0.0.1:PORT/ (23 bytes with an ephemeral port) and a secret that fills the bundled profile's 40
+        // bytes: 17 base64url characters, 102 bits; no scan ID.
         XCTAssertEqual(r.uploadURL, "http://127.0.0.1:\(URL(string: r.uploadURL)!.port!)/\(secret)")
-        XCTAssertEqual(secret.count, 22)
+        XCTAssertEqual(secret.count, 40 - "http://127.0.0.1:\(URL(string: r.uploadURL)!.port!)/".utf8.count)
+        XCTAssertEqual(r.uploadURL.utf8.count, 40)
         XCTAssertFalse(r.uploadURL.contains(r.scanID))
         XCTAssertLessThanOrEqual(r.uploadURL.utf8.count, MirrorProfile.bundled.cloudTokenMaxLength)
         XCTAssertEqual(upload.path, h.directory + "/scan-\(r.scanID).zip", "the scan ID names the file")
@@ -130,20 +132,102 @@ final class MirrorScanTests: XCTestCase {
         for name in ["invalid", "noError", "unknown(0x07)"] { XCTAssertNil(ScanErrorAdvice.forName(name), name) }
     }
 
-    /// Invalid Attribute Value Length from the mirror's own limit while the MTU allows the value.
+    /// Invalid Attribute Value Length from the mirror's own limit while the MTU allows the value: the scan retries once
+    /// with the shortest URL (a 12-character secret), and when the mirror refuses that too the write fails as the
+    /// peripheral's rejection, naming the limit it showed.
     func testTooLongCloudTokenIsClassifiedAsThePeripheralsRejection() async throws {
         let h = try SimHarness { $0.cloudTokenLimit = 30 }
         defer { h.stop() }
         let client = try await h.connect()
-        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: { _ in })
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: h.scanOptions(), emit: log.emit)
         XCTAssertEqual(r.outcome, .writeFailed)
         XCTAssertEqual(r.rejectedBy, "peer")
         let failure = r.failure ?? ""
         XCTAssertTrue(failure.contains("0x0D Invalid Attribute Value Length"), failure)
         XCTAssertTrue(failure.contains("rejected it at the application layer"), failure)
+        // http://127.0.0.1:NNNNN/ is 23 bytes: 40 refused, then 35 (the 12-character secret) refused too.
+        XCTAssertEqual(r.cloudTokenLimit, CloudTokenLimitFound(accepted: nil, refused: 35))
+        XCTAssertTrue(failure.contains("the mirror refused even the shortest upload URL (35 bytes, a 72-bit secret): its cloudToken limit is below 35 bytes"), failure)
+        let tokenWrites = log.all.filter { if case .write = $0.kind { return $0.characteristic == "cloudToken" }; return false }
+        XCTAssertEqual(tokenWrites.map { $0.value?.count }, [40, 35], "one retry, with the shortest URL")
+        XCTAssertFalse(log.all.contains { if case .writeResult(_, nil) = $0.kind { return $0.characteristic == "cloudToken" }; return false })
         XCTAssertEqual(h.sim.snapshot.cloudToken, "")
     }
 
+    /// Issue 34: a mirror whose firmware takes less than its profile says answers 0x0D to the 44-byte URL; the scan
+    /// says so, retries once with the shortest URL that keeps a 72-bit secret, completes, and reports the limit found.
+    func testAMirrorThatRefuses44BytesAlthoughItsProfileSays64TeachesTheScanItsLimit() async throws {
+        let h = try SimHarness { $0.cloudTokenLimit = 40 }
+        defer { h.stop() }
+        let client = try await h.connect()
+        var o = h.scanOptions()
+        o.profile.cloudTokenMaxLength = 64
+        o.uploadPort = try freeFourDigitPort()
+        let log = EventLog()
+        let r = try await MirrorScan.run(client: client, options: o, emit: log.emit)
+        XCTAssertEqual(r.outcome, .complete, r.failure ?? "")
+        // http://127.0.0.1:PPPP/ is 22 bytes: the first URL carried 22 characters (44 bytes), the retry 12 (34 bytes).
+        XCTAssertEqual(r.cloudTokenLimit, CloudTokenLimitFound(accepted: 34, refused: 44))
+        XCTAssertEqual(r.uploadURL.utf8.count, 34)
+        XCTAssertEqual(h.sim.snapshot.cloudToken, r.uploadURL)
+        XCTAssertNotNil(r.upload, "the mirror posted to the retried URL")
+        let steps = log.all.filter { $0.kind == .step }.compactMap(\.detail)
+        XCTAssertTrue(steps.contains { $0.hasPrefix("the mirror refused a 44-byte cloudToken with 0x0D Invalid Attribute Value Length although the profile allows 64: its real limit is lower; retrying once with the shortest URL (34 bytes, a 72-bit secret): http://127.0.0.1:\(o.uploadPort)/") }, "\(steps)")
+        XCTAssertTrue(steps.contains("the mirror took 34 bytes and refused 44: its cloudToken limit is 34 to 43 bytes; put \"cloudTokenMaxLength\": 34 in the profile (--profile)"), "\(steps)")
+        client.close()
+    }
+
+    /// Issue 34: the secret takes what cloudToken's limit leaves after http://HOST:PORT/, on the loopback and on an
+    /// address as long as a typical LAN one (127.100.100.123 is 15 characters, as 192.168.100.123 is, and stays on
+    /// this machine), at limits 40, 48 and 64; each scan completes with the URL it was given.
+    func testTheSecretFillsTheLimitLeftAfterHostAndPort() async throws {
+        for host in ["127.0.0.1", "127.100.100.123"] {
+            for limit in [40, 48, 64] {
+                let h = try SimHarness { $0.cloudTokenLimit = limit }
+                defer { h.stop() }
+                let client = try await h.connect()
+                var o = h.scanOptions()
+                o.uploadHost = host
+                o.uploadPort = try freeFourDigitPort()
+                o.profile.cloudTokenMaxLength = limit
+                let r = try await MirrorScan.run(client: client, options: o, emit: { _ in })
+                XCTAssertEqual(r.outcome, .complete, "\(host) \(limit): \(r.failure ?? "")")
+                let prefix = "http://\(host):\(o.uploadPort)/"
+                XCTAssertTrue(r.uploadURL.hasPrefix(prefix), r.uploadURL)
+                let secret = r.uploadURL.dropFirst(prefix.count)
+                XCTAssertEqual(secret.count, min(22, limit - prefix.utf8.count), "\(host) \(limit)")
+                XCTAssertEqual(r.uploadURL.utf8.count, min(limit, prefix.utf8.count + 22), "\(host) \(limit)")
+                XCTAssertNil(r.cloudTokenLimit)
+                XCTAssertEqual(h.sim.snapshot.cloudToken, r.uploadURL)
+                client.close()
+            }
+        }
+    }
+
+    /// The lengths and bits of the closing note's table: UploadURLBudget alone, at the issue's own addresses.
+    func testUploadURLBudgetAtTheIssuesAddressesAndLimits() {
+        let expected: [(String, UInt16, Int, Int?)] = [
+            ("127.0.0.1", 7777, 40, 18), ("127.0.0.1", 7777, 48, 22), ("127.0.0.1", 7777, 64, 22),
+            ("192.168.100.123", 7777, 40, 12), ("192.168.100.123", 7777, 48, 20), ("192.168.100.123", 7777, 64, 22),
+            ("192.168.100.123", 45678, 40, nil), ("127.0.0.1", 7777, 33, nil), ("::1", 7777, 32, 14),
+        ]
+        for (host, port, limit, secret) in expected {
+            let b = UploadURLBudget(host: host, port: port, limit: limit)
+            XCTAssertEqual(b.secretCharacters, secret, "\(host):\(port) at \(limit)")
+        }
+        XCTAssertEqual(UploadURLBudget(host: "::1", port: 7777, limit: 40).prefix, "http://[::1]:7777/")
+        XCTAssertEqual(UploadURLBudget.bits(characters: 12), 72)
+        XCTAssertEqual(UploadURLBudget.bits(characters: 22), 132)
+        XCTAssertEqual(UploadURLBudget(host: "192.168.100.123", port: 45678, limit: 40).shorterAdvice(host: "192.168.100.123", port: 45678),
+                       "an --upload-port of at most 4 digits (7777, for example) or an --upload-host of at most 14 characters would fit")
+        XCTAssertEqual(UploadURLBudget(host: "127.0.0.1", port: 7777, limit: 30).shorterAdvice(host: "127.0.0.1", port: 7777),
+                       "no --upload-host or --upload-port alone makes it fit: the mirror's limit 30 leaves no room for http://HOST:PORT/ and a 72-bit secret")
+        XCTAssertEqual(UploadURLBudget(host: "127.0.0.1", port: 7777, limit: 40).shorterAdvice(host: "127.0.0.1", port: 7777), "")
+    }
+
+    /// Only when even the 12-character secret does not fit is the scan refused, before any write, naming the bytes,
+    /// the limit and what would fit.
     func testURLOverTheProfileLimitOrTheMTUBudgetIsRefusedBeforeSending() async throws {
         let h = try SimHarness()
         defer { h.stop() }
@@ -152,21 +236,21 @@ final class MirrorScanTests: XCTestCase {
         o.uploadHost = "192.168.100.100"
         o.bindHost = "127.0.0.1"
         o.uploadPort = 0
-        o.profile.cloudTokenMaxLength = 49
         let log = EventLog()
         let r = try await MirrorScan.run(client: client, options: o, emit: log.emit)
         XCTAssertEqual(r.outcome, .writeFailed)
         XCTAssertEqual(r.rejectedBy, "local")
-        // http://192.168.100.100:PORT/ (5-digit ephemeral port) and the 22-character secret: 51 bytes.
-        XCTAssertTrue(r.failure?.contains("the upload URL is 51 bytes (http://192.168.100.100:") ?? false, r.failure ?? "")
-        XCTAssertTrue(r.failure?.contains("/ and a 128-bit secret of 22 characters), over the profile's cloudTokenMaxLength 49") ?? false, r.failure ?? "")
+        // http://192.168.100.100:PORT/ (5-digit ephemeral port) is 29 bytes: with the 12-character secret 41, over 40.
+        XCTAssertTrue(r.failure?.contains("not sent: the upload URL needs at least 41 bytes (http://192.168.100.100:") ?? false, r.failure ?? "")
+        XCTAssertTrue(r.failure?.contains("/ is 29 bytes, and the shortest secret 12 characters, 72 bits), over the profile's cloudTokenMaxLength 40; an --upload-port of at most 4 digits (7777, for example) or an --upload-host of at most 14 characters would fit") ?? false, r.failure ?? "")
         XCTAssertNil(log.index { if case .write = $0.kind { return true }; return false }, "nothing is written")
         client.close()
 
-        // At the default MTU 23 (no Exchange MTU), a 45-byte URL breaks the 20-byte Write Request budget.
+        // At the default MTU 23 (no Exchange MTU), the 35-byte shortest URL breaks the 20-byte Write Request budget.
         let small = try await h.connect(exchangeMTU: false)
         let r2 = try await MirrorScan.run(client: small, options: h.scanOptions(), emit: { _ in })
         XCTAssertEqual(r2.outcome, .writeFailed)
+        XCTAssertTrue(r2.failure?.contains("needs at least 35 bytes") ?? false, r2.failure ?? "")
         XCTAssertTrue(r2.failure?.contains("the 20-byte Write Request budget of MTU 23") ?? false, r2.failure ?? "")
         XCTAssertFalse(r2.failure?.contains("cloudTokenMaxLength") ?? true)
     }
@@ -416,4 +500,24 @@ final class ScanTrackerTests: XCTestCase {
         let done = try await u.waitForVerdict()
         XCTAssertEqual(done, .complete)
     }
+}
+
+/// A TCP port of four digits that nothing listens on now, so that an upload URL's length is known in advance
+/// (the ephemeral ports are five digits).
+func freeFourDigitPort() throws -> UInt16 {
+    for _ in 0..<200 {
+        let port = UInt16.random(in: 2000...9999)
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { continue }
+        defer { close(fd) }
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = port.bigEndian
+        addr.sin_addr.s_addr = 0
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if bound == 0 { return port }
+    }
+    throw POSIXError(.EADDRINUSE)
 }

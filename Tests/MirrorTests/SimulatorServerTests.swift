@@ -126,13 +126,13 @@ final class SimulatorServerTests: XCTestCase {
         let (sim, t) = makeSim()
         XCTAssertEqual(show(t.request([0x02, 0x05, 0x02])), show([0x03, 0x05, 0x02]))
         let token = sim.valueHandle("cloudToken")!
-        // The bundled profile's limit is 64: an upload URL with its 22-character secret and 15 bytes more is 65.
-        let url41 = Array(("http://192.168.100.100:7777/" + String(repeating: "A", count: 22) + "0123456789abcde").utf8)
-        XCTAssertEqual(url41.count, 65)
+        // The bundled profile's limit is 40 (seed 000's working upload URL): a long LAN prefix with a 13-character secret is 41.
+        let url41 = Array(("http://192.168.100.100:7777/" + String(repeating: "A", count: 13)).utf8)
+        XCTAssertEqual(url41.count, 41)
         XCTAssertEqual(show(t.request([0x12] + le16(token) + url41)), show([0x01, 0x12] + le16(token) + [0x0D]))
         XCTAssertEqual(sim.snapshot.cloudToken, "")
         let url40 = Array(url41.dropLast())
-        XCTAssertEqual(url40.count, 64)
+        XCTAssertEqual(url40.count, 40)
         XCTAssertEqual(show(t.request([0x12] + le16(token) + url40)), show([0x13]))
         XCTAssertEqual(show(t.request([0x0A] + le16(token))), show([0x0B] + url40))
         // The same limit holds for a long write (Prepare Write + Execute Write) at MTU 23.

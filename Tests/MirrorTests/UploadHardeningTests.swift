@@ -89,23 +89,34 @@ final class UploadHardeningTests: XCTestCase {
         }
     }
 
-    func testTheURLCarriesA128BitSecretFromTheRandomSourceAndNotTheScanID() throws {
+    func testTheURLCarriesASecretFromTheRandomSourceThatFitsTheBudgetAndNotTheScanID() throws {
         let r = try receiver()
         defer { r.stop() }
         XCTAssertNil(r.uploadURL(advertisedHost: "127.0.0.1"), "no URL before a scan is expected")
-        let secret = try UploadReceiver.makeSecret()
-        XCTAssertEqual(secret.count, 22, "16 bytes in base64url without padding")
-        XCTAssertTrue(secret.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }, secret)
-        XCTAssertNotEqual(secret, try UploadReceiver.makeSecret())
-        XCTAssertEqual(UploadReceiver.base64URL([0xFB, 0xFF, 0x00]), "-_8A")
-        XCTAssertEqual(UploadReceiver.base64URL(Array(repeating: 0xFF, count: 16)), "_____________________w")
+        XCTAssertEqual(try UploadReceiver.makeSecret().count, 22, "22 characters unless asked for fewer")
+        for n in UploadURLBudget.shortestSecret...UploadURLBudget.longestSecret {
+            let s = try UploadReceiver.makeSecret(characters: n)
+            XCTAssertEqual(s.count, n)
+            XCTAssertTrue(s.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") }, s)
+        }
+        XCTAssertNotEqual(try UploadReceiver.makeSecret(), try UploadReceiver.makeSecret())
+        // Each character is 6 uniform bits: over 1,000 secrets (22,000 characters, 344 of each expected) every one of
+        // the 64 appears, none far from its share (a 6-sigma band; a mapping that skipped or favoured one fails).
+        var counts: [Character: Int] = [:]
+        for _ in 0..<1000 { for c in try UploadReceiver.makeSecret() { counts[c, default: 0] += 1 } }
+        XCTAssertEqual(counts.count, 64)
+        XCTAssertTrue(counts.values.allSatisfy { (236...452).contains($0) }, "\(counts)")
+        let budget = UploadURLBudget(host: "127.0.0.1", port: r.port, limit: MirrorProfile.bundled.cloudTokenMaxLength)
+        let secret = try UploadReceiver.makeSecret(characters: try XCTUnwrap(budget.secretCharacters))
         r.expect(scanID: "d87511", secret: secret)
         let url = try XCTUnwrap(r.uploadURL(advertisedHost: "127.0.0.1"))
         XCTAssertEqual(url, "http://127.0.0.1:\(r.port)/\(secret)")
+        XCTAssertEqual(url, budget.prefix + secret)
         XCTAssertFalse(url.contains("d87511"))
-        XCTAssertLessThanOrEqual(url.utf8.count, MirrorProfile.bundled.cloudTokenMaxLength)
-        // The longest IPv4 URL (15-character host, 5-digit port) fits the bundled budget too.
-        XCTAssertLessThanOrEqual("http://255.255.255.255:65535/".utf8.count + secret.count, MirrorProfile.bundled.cloudTokenMaxLength)
+        XCTAssertEqual(url.utf8.count, MirrorProfile.bundled.cloudTokenMaxLength, "the secret fills the bundled profile's 40 bytes")
+        // The longest IPv4 URL (15-character host, 5-digit port) needs 41 bytes with the shortest secret: one over 40.
+        XCTAssertNil(UploadURLBudget(host: "255.255.255.255", port: 65535, limit: 40).secretCharacters)
+        XCTAssertEqual(UploadURLBudget(host: "255.255.255.255", port: 65535, limit: 41).secretCharacters, 12)
     }
 
     func testAWrongSecretOrPathGetsAFixedNotFoundThatEchoesNothing() throws {

@@ -20,7 +20,8 @@ let usage = """
       --scale aligned|misaligned      initDeviceForScan scans, or notifies SCALE_ALIGNMENT in 60-90 ms (default aligned)
       --wifi connected|offline        offline: a cloudToken write latches ERROR / PROCESSOR_BUSY (default connected)
       --networks A,B,C        what wifiScan (0x31) finds; --network N adds one; --ssid N the joined one
-      --token-limit N         the mirror's own cloudToken limit (default: the profile's cloudTokenMaxLength)
+      --token-limit N         the mirror's own cloudToken limit (default: the profile's cloudTokenMaxLength, 40 in the
+                              bundled profile: the one length the seeds show a real mirror taking)
       --result zip|junk|partial  what a completed scan posts: the result ZIP (default), 42 bytes of text, or a ZIP
                               without measurements.json
       --cancel-resets yes|no  whether cancelScan (0x36) clears the state (default yes)

@@ -116,6 +116,9 @@ func scanResultJSON(_ r: MirrorScanResult) -> JSONValue {
         f.append(("advice", text(r.advice)))
     }
     f.append(("rejectedBy", text(r.rejectedBy)))
+    if let found = r.cloudTokenLimit {
+        f.append(("cloudTokenLimit", .object([("accepted", found.accepted.map { JSONValue.int($0) } ?? .null), ("refused", .int(found.refused))])))
+    }
     if r.outcome == .interrupted { f.append(("cancelScanSent", r.cancelScanSent.map { JSONValue.bool($0) } ?? .null)) }
     f.append(("seconds", .double((r.seconds * 1000).rounded() / 1000)))
     return .object(f)
@@ -127,6 +130,7 @@ func scanResultText(_ r: MirrorScanResult) -> String {
     lines.append("  final scanState \(r.scanState ?? "unknown"), scanError \(r.scanError ?? "unknown")"
                  + (r.finalRead ? "" : " (last known: the final read failed)"))
     if let advice = r.advice { lines.append("  what to do: \(advice)") }
+    if let found = r.cloudTokenLimit { lines.append("  cloudToken: \(found)") }
     lines.append("  sawAnyScanState \(r.sawAnyScanState), \(r.notifications) notification\(r.notifications == 1 ? "" : "s")")
     lines.append("  pre-flight scanState \(r.preflightScanState ?? "not read")"
                  + (r.resetAttempted ? ", cancelScan sent, reset \(r.resetWorked == true ? "worked" : "did not work")" : ""))

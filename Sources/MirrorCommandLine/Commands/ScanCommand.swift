@@ -19,9 +19,11 @@ let scanCommand = Command(CommandSpec(
         One body scan with nothing left to luck: every notification is logged from the start; \
         scanState and scanError are subscribed AND read; a pre-flight read of scanState sends cancelScan when \
         it is not invalid, settles, and re-reads to say whether the reset worked; the upload receiver (HTTP, \
-        one POST to http://HOST:PORT/SECRET, SECRET 128 random bits in 22 base64url characters) starts before \
-        any write, bound to --upload-bind or the upload host's own address; the upload URL is checked against the profile's \
-        cloudTokenMaxLength and the MTU budget before it is sent; every handler is armed before cloudToken and \
+        one POST to http://HOST:PORT/SECRET) starts before any write, bound to --upload-bind or the upload host's own \
+        address; SECRET takes what the profile's cloudTokenMaxLength (40 in the bundled profile) and the MTU budget \
+        leave after http://HOST:PORT/: 22 base64url characters (132 random bits) at most, 12 (72 bits) at least, and \
+        the scan is refused before any write only when even 12 do not fit; a mirror that answers 0x0D to a URL within \
+        the profile's limit gets one retry with the shortest URL, and the limit found is reported; every handler is armed before cloudToken and \
         initDeviceForScan are written; then one deadline (--timeout, default 90 s) for COMPLETE plus the upload, \
         or ERROR; then a final read of scanState and scanError whatever happened.
 
