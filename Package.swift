@@ -57,6 +57,9 @@ let package = Package(
         // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
         .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto", "LinkCore"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
+        // The front door: connect to a peer (unix: or LE) on a link loop of its own, then discovery with the cache,
+        // names, reads, writes and subscriptions, every method on the link's loop (Sources/GATTPeer, docs/DESIGN.md).
+        .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "LinkCore", "LinuxBluetooth"]),
         // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
         .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),
         // What both benches measure with: one stopwatch (wall and process CPU time) and one median.
@@ -78,7 +81,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["Bonding", "Conformance", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTPeer", "Bonding", "Conformance", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256, AES-CMAC and one-block AES-128 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;

@@ -326,26 +326,36 @@ public final class LineEditor: Sendable {
         return .end
     }
 
+    /// Off a terminal, the next event when it needs no wait and no syscall: a line already read (a script's lines
+    /// come 4 KiB at a time), or the end. Nil on a terminal, while another read is under way, or when a read must wait.
+    public func bufferedEvent() -> LineEvent? {
+        guard !isTerminal else { return nil }
+        return shared.withLock { s in s.reading || s.closed ? nil : Self.takeBuffered(&s) }
+    }
+
+    /// Off a terminal: the next line of what was read (a CR before its newline dropped), the last line even without
+    /// a newline once the input ended, or the end; nil when more must be read.
+    private static func takeBuffered(_ s: inout Shared) -> LineEvent? {
+        if s.stopped { return .end }
+        if let newline = s.input.firstIndex(of: 0x0A) {
+            var line = Array(s.input[..<newline])
+            s.input.removeSubrange(...newline)
+            if line.last == 0x0D { line.removeLast() }
+            return .line(String(decoding: line, as: UTF8.self))
+        }
+        if s.inputEnded {
+            if s.input.isEmpty { return .end }
+            defer { s.input = [] }
+            return .line(String(decoding: s.input, as: UTF8.self))
+        }
+        return nil
+    }
+
     /// Off a terminal: one line per newline (a CR before it dropped), the last line even without one.
     private func readPlain(deadline: ClockInstant?, limit: Duration?) throws(LineEditorError) -> LineEvent {
         var chunk = [UInt8](repeating: 0, count: 4096)
         while true {
-            let next = shared.withLock { s -> LineEvent? in
-                if s.stopped { return .end }
-                if let newline = s.input.firstIndex(of: 0x0A) {
-                    var line = Array(s.input[..<newline])
-                    s.input.removeSubrange(...newline)
-                    if line.last == 0x0D { line.removeLast() }
-                    return .line(String(decoding: line, as: UTF8.self))
-                }
-                if s.inputEnded {
-                    if s.input.isEmpty { return .end }
-                    defer { s.input = [] }
-                    return .line(String(decoding: s.input, as: UTF8.self))
-                }
-                return nil
-            }
-            if let next { return next }
+            if let next = shared.withLock({ Self.takeBuffered(&$0) }) { return next }
             var rInput: Int16 = 0
             var rWake: Int16 = 0
             let r = cbz_poll_two(0, CBZ_POLLIN, wake, CBZ_POLLIN, millisecondsLeft(deadline), &rInput, &rWake)

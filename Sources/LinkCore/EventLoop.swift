@@ -327,3 +327,21 @@ final class LoopCore: @unchecked Sendable {
         }
     }
 }
+
+extension EventLoop {
+    /// The loop the current task's link code runs on (`withLinkLoop`); nil outside one. A task-local, so an unstructured
+    /// `Task(executorPreference: EventLoop.current)` a command starts stays on its link's loop too.
+    @TaskLocal public static var current: EventLoop?
+}
+
+/// Runs `body` with `loop` as the task's executor (SE-0417) and as `EventLoop.current`: a request made inside is
+/// written, answered and resumed on the loop's thread, with no post through the eventfd and no pool thread.
+public func withLinkLoop<T: Sendable, Failure: Error>(_ loop: EventLoop,
+                                                      _ body: () async throws(Failure) -> T) async throws(Failure) -> T {
+    let result: Result<T, Failure> = await EventLoop.$current.withValue(loop) {
+        await withTaskExecutorPreference(loop) { () async -> Result<T, Failure> in
+            do throws(Failure) { return .success(try await body()) } catch { return .failure(error) }
+        }
+    }
+    return try result.get()
+}

@@ -21,20 +21,21 @@ extension ATTBearer {
     /// `unix:/path`. `timeout` bounds the LE connection attempt.
     public static func connect(to target: BearerTarget, type: LEAddressType = .public, adapter: String? = nil,
                                timeout: Double = defaultConnectTimeout,
-                               security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
+                               security: BTSecurityLevel? = nil, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
         switch target {
-        case .unix(let path): return try connect(unixPath: path)
+        case .unix(let path): return try connect(unixPath: path, loop: loop)
         case .bluetooth(let address):
-            return try connect(to: address, type: type, adapter: adapter, timeout: timeout, security: security)
+            return try connect(to: address, type: type, adapter: adapter, timeout: timeout, security: security, loop: loop)
         }
     }
 
     /// Opens an LE connection to `address` on the ATT fixed channel (L2CAP CID 4, PSM 0), bound to `adapter`
-    /// ("hci0", or an adapter address; nil lets the kernel route). Waits at most `timeout` seconds.
+    /// ("hci0", or an adapter address; nil lets the kernel route). Waits at most `timeout` seconds. `loop`: the
+    /// link's event loop when the caller made it first (its task already prefers it); nil makes one.
     public static func connect(to address: BluetoothAddress, type: LEAddressType = .public, adapter: String? = nil,
                                timeout: Double = defaultConnectTimeout,
-                               security: BTSecurityLevel? = nil) throws(TransportError) -> ATTBearer {
-        try connectLE(to: address, type: type, adapter: adapter, timeout: timeout, security: security, enhanced: nil)
+                               security: BTSecurityLevel? = nil, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
+        try connectLE(to: address, type: type, adapter: adapter, timeout: timeout, security: security, enhanced: nil, loop: loop)
     }
 
     /// The smallest MTU of an ECRED channel (Core Spec 5.4 Vol 3 Part A §4.25), and the EATT bearer's minimum.
@@ -164,8 +165,9 @@ extension ATTBearer {
         if soError != 0 { throw .socket(socketError("connect", soError, "connecting to \(label)", domain)) }
     }
 
-    /// Connects to an AF_UNIX SOCK_SEQPACKET socket at `path` (each datagram one ATT PDU).
-    public static func connect(unixPath path: String) throws(TransportError) -> ATTBearer {
+    /// Connects to an AF_UNIX SOCK_SEQPACKET socket at `path` (each datagram one ATT PDU), as a source of `loop`
+    /// (nil: a new one).
+    public static func connect(unixPath path: String, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
         let label = "unix:\(path)"
         let domain = SocketDomain.unix(path: path)
         let fd = cbz_unix_socket()
@@ -176,7 +178,7 @@ extension ATTBearer {
             throw .socket(e)
         }
         restartEnhancedNumbering(unixPath: path)
-        return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label)
+        return try ATTBearer(adopting: fd, endpoint: .unix(path: path), label: label, loop: loop)
     }
 
     /// Takes ownership of a connected SOCK_SEQPACKET socket made elsewhere (inherited, or from another API).

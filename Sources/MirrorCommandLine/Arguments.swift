@@ -85,6 +85,8 @@ public struct CommandSpec: Sendable {
     public var options: [OptionSpec]
     /// The global options this command honours; giving any other global option is a usage error.
     public var globals: Set<GlobalOptionName>
+    /// Whether the command connects to a GATT server (it honours --mtu): its body then runs on its link's loop.
+    public var connects: Bool { globals.contains(.mtu) }
     /// Example command lines with a comment each: ("mirror gatt unix:/tmp/sim.sock --read", "read every value").
     public var examples: [(command: String, comment: String)]
 

@@ -96,7 +96,8 @@ public enum Interrupts {
             handler.withLock { $0 = outer }
             mode.store(outer == nil ? 0 : 1, ordering: .sequentiallyConsistent)
         }
-        let task = Task { try await body() }
+        // On the link's loop when the caller is (EventLoop.current): a command's body keeps the loop as its executor.
+        let task = Task(executorPreference: EventLoop.current) { try await body() }
         if running.withLock({ r in
             r.task = task
             return r.cancelled

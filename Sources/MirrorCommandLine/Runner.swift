@@ -39,6 +39,9 @@ public struct Invocation: Sendable {
     let notes = InvocationNotes()
     /// Inside `mirror shell`: the shell's open connection, which `Session.open` returns instead of connecting.
     var attached: Session?
+    /// The event loop the command's link is made on and its body runs on (`withLinkLoop`): made before the command
+    /// runs, for a command that connects (nil for the others).
+    var loop: EventLoop?
 
     public init(arguments: ParsedArguments, global: GlobalOptions, console: Console) {
         self.arguments = arguments
@@ -216,7 +219,13 @@ public enum MirrorMain {
     public static func run(_ command: Command, _ args: ParsedArguments, _ global: GlobalOptions,
                            console: Console = Console()) async -> Int32 {
         Interrupts.install()
-        return await execute(command, Invocation(arguments: args, global: global, console: console))
+        var invocation = Invocation(arguments: args, global: global, console: console)
+        guard command.spec.connects else { return await execute(command, invocation) }
+        // A command that connects runs on its link's loop from the start (docs/DESIGN.md "Threads").
+        let loop: EventLoop
+        do { loop = try EventLoop() } catch { return report(ErrorReport(error), json: global.json, console: console) }
+        invocation.loop = loop
+        return await withLinkLoop(loop) { [invocation] in await execute(command, invocation) }
     }
 
     /// Runs one parsed command (a one-shot command, or a line of `mirror shell`); an error is reported.

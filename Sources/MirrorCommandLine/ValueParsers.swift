@@ -1,6 +1,7 @@
 // Parsers for the values on a command line. Each refuses with the exact token that was wrong.
 
 import ATTStack
+import GATTPeer
 import LinuxBluetooth
 import LinkCore
 
@@ -285,23 +286,8 @@ public func parseHandleOrUUID(_ token: String) throws(UsageError) -> AttributeSe
     }
 }
 
-/// A characteristic as a command line names it: its value handle, its UUID, or a name (the profile's for its
-/// UUID, or its Characteristic User Description, 0x2901, Core Spec Vol 3 Part G §3.3.3.2). `Session.resolve`
-/// turns a UUID or a name into one value handle by discovery; a handle needs none.
-public enum CharacteristicReference: Sendable, Equatable, CustomStringConvertible {
-    case handle(UInt16)
-    case uuid(BluetoothUUID)
-    case name(String)
-
-    /// The handle as 0x0012, the UUID as printed, the name as given.
-    public var description: String {
-        switch self {
-        case .handle(let h): return ATTHex.handle(h)
-        case .uuid(let u): return u.description
-        case .name(let n): return n
-        }
-    }
-}
+/// How a characteristic is named (GATTPeer's): by handle, UUID or name.
+public typealias CharacteristicReference = GATTPeer.CharacteristicReference
 
 /// Parses HANDLE|UUID|NAME: a handle and a UUID as `parseHandleOrUUID` (so "1234" is a handle, "2a00" a UUID,
 /// "0x12g" a malformed handle), anything else a name; "name:X" is the name X even where X reads as a UUID.

@@ -30,6 +30,8 @@ final class FakeEditor: PromptingEditor, Sendable {
     func printAbove(_ line: String) { state.withLock { $0.printed.append(line) } }
     func setPrompt(_ prompt: String) { state.withLockBroadcasting { $0.prompts.append(prompt) } }
     func dropLine() { state.withLock { $0.dropped += 1 } }
+    /// Every typed event is read through `readEvent`, as at a terminal.
+    func bufferedEvent() -> LineEvent? { nil }
 
     /// The next typed event, or a timeout at `timeout` as LineEditor's (10 s when none: the test's bound).
     func readEvent(timeout: Duration?) throws(LineEditorError) -> LineEvent {

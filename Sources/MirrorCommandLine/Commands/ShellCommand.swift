@@ -1,6 +1,7 @@
 // mirror shell TARGET: one connection, then commands on it, a line each: the one-shot commands (parsed by the one
 // parser, with the connection's TARGET as their first positional), background subscriptions, trace, connect.
 import ATTStack
+import CBlueZSocket
 import GATTClient
 import JSON
 import LineEditor
@@ -259,7 +260,13 @@ final class Shell: Sendable {
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
         while true {
-            let event = await onOwnThread { [questions] in Result { () throws(LineEditorError) in try questions.readLine() } }
+            // A script's next line is usually read already: taken here on the loop, with no thread and no syscall.
+            let event: Result<LineEvent, LineEditorError>
+            if let buffered = questions.bufferedLine() {
+                event = .success(buffered)
+            } else {
+                event = await BlockingThread.shared.run { [questions] in Result { () throws(LineEditorError) in try questions.readLine() } }
+            }
             let line: String
             switch event {
             case .failure(let error):
@@ -344,6 +351,7 @@ final class Shell: Sendable {
             global.json = base.global.json || lineGlobal.json
             global.trace = state.withLock { $0.trace }
             var invocation = Invocation(arguments: args, global: global, console: base.global.json ? console : base.console)
+            invocation.loop = base.loop
             if let command = commandTable.first(where: { $0.spec.name == spec.name }), passThrough {
                 invocation.attached = session
                 let run = invocation
@@ -473,7 +481,7 @@ final class Shell: Sendable {
             // A raise with no request answered was Just Works or the kernel's held key: the New LTK tells them apart.
             var served = agent.takeServed()
             if raised, served.method == nil, served.longTermKeys == 0 {
-                served = await onOwnThread { agent.takeServed(awaitingKeysFor: Shell.pairKeysWait) }
+                served = await BlockingThread.shared.run { agent.takeServed(awaitingKeysFor: Shell.pairKeysWait) }
             }
             for line in Shell.pairResult(security: "\(now)", served: served, json: json) { console.out(line) }
         case "disconnect":
@@ -591,7 +599,9 @@ final class Shell: Sendable {
         }
         // The capture is the shell's (btsnoop FILE|off), not the connection's.
         global.btsnoop = nil
-        let inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
+        var inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
+        // Every connection of the shell is a source of its one loop, where the shell's lines run.
+        inv.loop = base.loop
         let session = try await Session.open(target, inv, heldByShell: true, capture: state.withLock { $0.capture }, agent: agentSetup)
         state.withLock { s in
             s.session = session
@@ -811,25 +821,30 @@ final class Shell: Sendable {
     }
 }
 
-/// A closure handed to a new thread.
-private final class ThreadJob: Sendable {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
-}
+/// The one thread for the shell's blocking calls (the prompt's read when no line is buffered, the agent's wait for
+/// keys): started at the first call and kept, so a line costs a wake, never a new thread. Calls run one at a time,
+/// in order; the thread waits for the next with no limit (it only serves, and ends with the process).
+final class BlockingThread: Sendable {
+    static let shared = BlockingThread()
+    private let jobs = Lock<(queue: [@Sendable () -> Void], started: Bool)>(([], false))
 
-/// Runs a blocking call (the prompt's read) on a thread of its own, so that it holds no thread of Swift's pool.
-func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-        let job = Unmanaged.passRetained(ThreadJob { continuation.resume(returning: body()) })
-        var thread = pthread_t()
-        let started = pthread_create(&thread, nil, { raw in
-            Unmanaged<ThreadJob>.fromOpaque(raw!).takeRetainedValue().run()
-            return nil
-        }, job.toOpaque())
-        if started == 0 {
-            pthread_detach(thread)
-        } else {
-            job.takeRetainedValue().run()
+    /// Runs `body` on the thread; the caller's task is resumed on its own executor (the shell's loop) after.
+    func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+            let start = jobs.withLockBroadcasting { s -> Bool in
+                s.queue.append { continuation.resume(returning: body()) }
+                defer { s.started = true }
+                return !s.started
+            }
+            if start { startDetachedThread { [self] in serve() } }
+        }
+    }
+
+    private func serve() {
+        _ = cbz_set_thread_name("mirror-input")
+        while true {
+            let job = jobs.wait(until: { s -> (@Sendable () -> Void)? in s.queue.isEmpty ? nil : s.queue.removeFirst() })
+            job()
         }
     }
 }

@@ -11,6 +11,8 @@ protocol PromptingEditor: Sendable {
     func printAbove(_ line: String)
     func setPrompt(_ prompt: String)
     func readEvent(timeout: Duration?) throws(LineEditorError) -> LineEvent
+    /// The next event when it needs no wait (a script's line already read), else nil.
+    func bufferedEvent() -> LineEvent?
     func dropLine()
 }
 
@@ -77,6 +79,20 @@ final class EditorQuestions: Sendable {
             s.shellPrompt = prompt
             if s.posted == nil, !s.agentReading { editor.setPrompt(prompt) }
         }
+    }
+
+    /// The shell loop's next line when it needs no wait (a script's line already read, no question asked and the
+    /// agent not reading): read on the loop itself, with no thread; nil when `readLine` must wait.
+    func bufferedLine() -> LineEvent? {
+        let mine = state.withLock { s -> Bool in
+            guard !s.agentReading, s.posted == nil else { return false }
+            s.loopReading = true
+            return true
+        }
+        guard mine else { return nil }
+        let event = editor.bufferedEvent()
+        state.withLockBroadcasting { $0.loopReading = false }
+        return event
     }
 
     /// The shell loop's next line (or Ctrl-C, or the end): waits while the agent reads an answer (bounded by its

@@ -3,54 +3,8 @@
 // One per connection (Session), so that `mirror shell` and every one-shot command resolve alike.
 import ATTStack
 import GATTClient
+import GATTPeer
 import GATTVocabulary
-
-/// The characteristics of a server's database with the names a user may call them by.
-struct CharacteristicCatalog: Sendable {
-    struct Entry: Sendable {
-        var characteristic: GATTCharacteristic
-        /// The profile's name for its UUID ("cloudToken").
-        var profileName: String?
-        /// Its Characteristic User Description, when the server has one and it was read.
-        var userDescription: String?
-        /// What output calls it (`Session.label`): the profile's name, the user description, the UUID's name.
-        var label: String?
-
-        /// "0x0012 6d697272-...-000000000003 cloudToken"
-        var candidate: String {
-            "\(ATTHex.handle(characteristic.valueHandle)) \(characteristic.uuid)" + (label.map { " \($0)" } ?? "")
-        }
-    }
-
-    var entries: [Entry]
-
-    /// The entry whose value (or declaration) is at `handle`.
-    func entry(at handle: UInt16) -> Entry? {
-        entries.first { $0.characteristic.valueHandle == handle || $0.characteristic.declarationHandle == handle }
-    }
-
-    /// Every name a user may give here, the profile's and the user descriptions, in handle order, once each.
-    var names: [String] {
-        var seen = Set<String>()
-        return entries.flatMap { [$0.profileName, $0.userDescription].compactMap { $0 } }.filter { seen.insert($0).inserted }
-    }
-
-    /// The entries a UUID or a name picks: a name matches exactly, else ignoring case.
-    func matching(_ reference: CharacteristicReference) -> [Entry] {
-        switch reference {
-        case .handle(let h): return entry(at: h).map { [$0] } ?? []
-        case .uuid(let u): return entries.filter { $0.characteristic.uuid == u }
-        case .name(let n):
-            let exact = entries.filter { $0.profileName == n || $0.userDescription == n }
-            if !exact.isEmpty { return exact }
-            let lower = n.lowercased()
-            let named = entries.filter { $0.profileName?.lowercased() == lower || $0.userDescription?.lowercased() == lower }
-            if !named.isEmpty { return named }
-            // The name output prints for a well-known UUID ("Device Name", `gatt`'s lines), quoted when it has spaces.
-            return entries.filter { $0.label?.lowercased() == lower }
-        }
-    }
-}
 
 extension Session {
     /// The value handle `reference` names: a handle as given, with no traffic; a UUID or a name by discovery,
@@ -67,65 +21,23 @@ extension Session {
     }
 
     /// The one characteristic a UUID or name names (a handle: the characteristic whose value or declaration it
-    /// is), with its names. Throws a usage error for none or several.
+    /// is), with its names (GATTPeer's CharacteristicLookup). Throws a usage error (exit status 2) for none or several.
     func characteristic(_ reference: CharacteristicReference, command: String?) async throws -> CharacteristicCatalog.Entry {
-        // A handle needs no user description; a name may be any of them.
-        let catalog: CharacteristicCatalog
-        if case .name = reference {
-            catalog = try await self.catalog(describing: nil)
-        } else {
-            let services = try await discovered().services
-            let found = services.flatMap(\.characteristics).filter { c in
-                switch reference {
-                case .handle(let h): return c.valueHandle == h || c.declarationHandle == h
-                case .uuid(let u): return c.uuid == u
-                case .name: return false
-                }
-            }
-            catalog = try await self.catalog(describing: Set(found.map(\.valueHandle)))
-        }
-        let matches = catalog.matching(reference)
-        if matches.count == 1 {
-            // A name or UUID resolved in a cached database: the peer's declaration confirms it first (a raw
-            // handle is sent as given). A mismatch rediscovered the database: resolve again there.
-            if case .handle = reference { return matches[0] }
-            guard let entry = try await verifiedFromCache(matches[0]) else { return try await characteristic(reference, command: command) }
-            return entry
-        }
-        let token = reference.description
-        if matches.count > 1 {
-            let what = if case .uuid = reference { "UUID \(token)" } else { "\"\(token)\"" }
-            throw UsageError("\(what) names \(matches.count) characteristics of \(client.label): "
-                             + matches.map(\.candidate).joined(separator: ", ") + "; give one by its value handle",
-                             token: token, command: command)
-        }
-        let known = catalog.names
-        let names = "names known: " + (known.isEmpty ? "none (no profile name matches a characteristic there, and it has no user descriptions)" : known.joined(separator: ", "))
-        switch reference {
-        case .handle(let h):
-            throw UsageError("handle \(ATTHex.handle(h)) is not a characteristic of \(client.label)", token: token, command: command)
-        case .uuid(let u):
-            throw UsageError("no characteristic of \(client.label) has UUID \(u)", token: token, command: command)
-        case .name(let n):
-            if let uuid = profile.uuid(n) {
-                throw UsageError("\"\(n)\" is the profile's name for \(uuid), and no characteristic of \(client.label) has that UUID; \(names)",
-                                 token: token, command: command)
-            }
-            throw UsageError("no characteristic of \(client.label) is named \"\(n)\"; \(names)", token: token, command: command)
+        do {
+            return try await lookup.characteristic(reference)
+        } catch let e as CharacteristicLookupError {
+            throw UsageError(e.description, token: reference.description, command: command)
         }
     }
 
     /// The database with names, discovered once per connection; the user descriptions of `describing` (value
     /// handles; nil: every characteristic) read if not read before (`GATTDatabaseCache.describing`).
     func catalog(describing handles: Set<UInt16>?) async throws -> CharacteristicCatalog {
-        let done = try await databaseCache.describing(handles)
-        let characteristics = done.services.flatMap(\.characteristics)
-        return CharacteristicCatalog(entries: characteristics.map { c in
-            let description = done.descriptions[c.valueHandle]
-            return CharacteristicCatalog.Entry(characteristic: c, profileName: profile.characteristicName(c.uuid),
-                                               userDescription: description, label: label(c.uuid, userDescription: description))
-        })
+        try await lookup.catalog(describing: handles)
     }
+
+    /// The resolver of this connection's names: the profile's, the User Descriptions, the well-known ones.
+    var lookup: CharacteristicLookup { CharacteristicLookup(database: databaseCache, names: CharacteristicNames(profile.characteristics)) }
 
     /// The database as discovered on this connection (Part G §4.4-4.7, once), or from the GATT cache when the
     /// peer's Database Hash matches the cached copy's (`GATTDatabaseCache.discovered`).
@@ -169,9 +81,9 @@ extension Session {
         return byte
     }
 
-    /// What output calls a characteristic, in one place: the profile's name for its UUID, else its user
-    /// description, else the UUID's well-known name.
+    /// What output calls a characteristic, in one place (CharacteristicNames.label): the profile's name for its
+    /// UUID, else its user description, else the UUID's well-known name.
     func label(_ uuid: BluetoothUUID, userDescription: String?) -> String? {
-        profile.characteristicName(uuid) ?? userDescription ?? name(of: uuid)
+        CharacteristicNames(profile.characteristics).label(uuid, userDescription: userDescription)
     }
 }

@@ -268,12 +268,6 @@ extension Session {
         }
     }
 
-    /// `entry` when the peer's declaration confirms it (`GATTDatabaseCache.verify`); nil after a mismatch, which
-    /// rediscovered the database (resolve again).
-    func verifiedFromCache(_ entry: CharacteristicCatalog.Entry) async throws(GATTError) -> CharacteristicCatalog.Entry? {
-        try await databaseCache.verify(entry.characteristic) ? entry : nil
-    }
-
     /// For the mirror's procedures (scan, wifi), which otherwise discover only the mirror service: the database
     /// known on this connection or by the cache, kept for the connection; nil when neither has it.
     /// The profile's characteristics in it are verified first, as a name is (`verifiedMirrorCharacteristics`).
@@ -283,7 +277,7 @@ extension Session {
     }
 
     /// The mirror procedures find the profile's characteristics in `services` by UUID and write to them: each one
-    /// the mirror service has is checked against the peer's declaration (`verifiedFromCache`; nothing is sent for
+    /// the mirror service has is checked against the peer's declaration (`GATTDatabaseCache.verify`, as a name is; nothing is sent for
     /// a database discovered on this connection). A mismatch rediscovered the database: that one is returned.
     func verifiedMirrorCharacteristics(_ services: [GATTService]) async throws(GATTError) -> [GATTService] {
         let named = services.filter { $0.isPrimary && $0.uuid == profile.service }.flatMap(\.characteristics)

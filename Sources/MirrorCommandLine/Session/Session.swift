@@ -178,7 +178,7 @@ final class Session: Sendable {
             // A resolvable private address resolved to a bond: its identity (BondKeys.loadIfBonded says why).
             let (to, type): (BearerTarget, LEAddressType) = loaded?.identity.map { (.bluetooth($0.address), $0.type) } ?? (target.target, target.addressType)
             bearer = try ATTBearer.connect(to: to, type: type, adapter: g.adapter,
-                                           timeout: g.timeout, security: target.isUnix ? nil : security)
+                                           timeout: g.timeout, security: target.isUnix ? nil : security, loop: inv.loop)
         } catch {
             // A connect that asked for encryption and got EACCES: the kernel ended the link on a failed Encryption
             // Change (net/bluetooth's bt_to_errno), which the monitor saw; its status says why.
@@ -455,8 +455,7 @@ final class Session: Sendable {
         let finalLabels = labels
         let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalLabels) }
         armed()
-        var received = 0
-        if let count, received >= count { return received }
+        if let count, count <= 0 { return 0 }
         // --duration: the stream is ended from the consumer's side when it is up (what is buffered is still read).
         let timer = duration.map { limit in
             Task {
@@ -468,12 +467,18 @@ final class Session: Sendable {
             }
         }
         defer { timer?.cancel() }
-        for try await n in stream {
-            handler(event(n))
-            received += 1
-            if let count, received >= count { break }
+        // The values are printed off the link's loop: a stalled stdout must never stop the loop reading the link (the
+        // stream buffers what comes meanwhile and counts what it drops: ListenDrops), so printing runs on the pool.
+        let printer = Task(executorPreference: globalConcurrentExecutor) { () async throws -> Int in
+            var received = 0
+            for try await n in stream {
+                handler(event(n))
+                received += 1
+                if let count, received >= count { break }
+            }
+            return received
         }
-        return received
+        return try await withTaskCancellationHandler { try await printer.value } onCancel: { printer.cancel() }
     }
 
     /// What `listen` subscribes to for `references` (all that notify or indicate when empty), with the labels
