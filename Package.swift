@@ -16,13 +16,13 @@ let package = Package(
         .library(name: "LinkCore", targets: ["LinkCore"]),
         .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "Bonding", targets: ["Bonding"]),
+        .library(name: "GATTPeer", targets: ["GATTPeer"]),
+        .library(name: "GATTVocabulary", targets: ["GATTVocabulary"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "GATTServer", targets: ["GATTServer"]),
-        .library(name: "TestSupport", targets: ["TestSupport"]),
         .library(name: "Mirror", targets: ["Mirror"]),
         .executable(name: "mirror-sim", targets: ["MirrorSim"]),
         .executable(name: "hostile-peer", targets: ["HostilePeerTool"]),
-        .library(name: "HostilePeer", targets: ["HostilePeer"]),
         .library(name: "LinkCeiling", targets: ["LinkCeiling"]),
         .library(name: "LineEditor", targets: ["LineEditor"]),
         .executable(name: "lineedit-demo", targets: ["LineEditDemo"]),
@@ -95,7 +95,7 @@ let package = Package(
         .target(name: "CLibEdit", dependencies: ["CBlueZSocket"]),
         // The terminal's one owner for an interactive tool: line editing, history, completion, printing above the
         // line being typed; plain lines off a terminal.
-        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "HostEnvironment", "LinkCore", "LinuxBluetooth", "GATTClient"]),
+        .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "HostEnvironment", "LinkCore", "LinuxBluetooth"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).

@@ -19,6 +19,8 @@ PACKAGES+=(bluez-test-scripts python3-dbus python3-gi patch)
 # The Database Hash computed apart from mirror in the VM (tools/vm/gatt_hash.py: AES-CMAC from python3-cryptography),
 # and openssl's CMAC in DatabaseHashTests.
 PACKAGES+=(python3-cryptography openssl)
+# The syscalls per shell write (tools/perf/shell-syscalls.sh, a counted item of tools/test.sh): strace -f -c.
+PACKAGES+=(strace)
 # The bumble scenario's peer: Google Bumble (pip) in a venv of Debian's python3 (tools/vm/bumble-venv.sh).
 PACKAGES+=(python3-venv)
 

@@ -2,7 +2,8 @@
 # Runs every test: installs what is missing, builds, then runs the unit and integration tests (the hostile-peer
 # reliability tests among them), the whole suite again under ThreadSanitizer, a bounded fuzz run of each libFuzzer
 # target under AddressSanitizer (the ATT decoder and the engine; FUZZ_SECONDS each, default 30), then the
-# end-to-end scenarios in a VM with a real Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo).
+# end-to-end scenarios in a VM with a real Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo); between
+# the fuzz runs and the VM, the library checks (tools/library-check.sh: the DocC catalog, the embedding example).
 # Ends with one line "tests: N passed, N failed" over every stage. VM_SKIP=1 leaves the VM stage out;
 # TSAN_SKIP=1 the ThreadSanitizer stage.
 set -euo pipefail
@@ -62,6 +63,25 @@ for target in fuzz-att-decode fuzz-engine; do
         status=1
     fi
 done
+
+# The library as an embedder meets it: the GATTPeer DocC catalog (a broken symbol link fails it) and Examples/embed
+# built by path and run against mirror-sim, its output compared line for line. One item each.
+for check in docs example; do
+    if tools/library-check.sh "$check"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        status=1
+    fi
+done
+# One concurrency rule made true: a shell write runs on the link's loop (at most 8 syscalls, no clone, at most 1
+# futex per write; strace counts, not times). One item.
+if tools/perf/shell-syscalls.sh 300; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    status=1
+fi
 
 # The VM stage: the release products, then every scenario in tools/vm/scenarios/.
 if [ "${VM_SKIP:-0}" != 1 ]; then

@@ -73,34 +73,6 @@ public final class OnceBox<T: Sendable>: Sendable {
     }
 }
 
-/// A wait that ran past its named limit: what it waited for, on which handle (with its name when known), for how long.
-/// Core Spec 5.4 Vol 3 Part F §3.3.3 for the ATT transaction timeout; every other wait in GATTClient also has a limit.
-public struct GATTTimeoutError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// What the wait was for: "Write Response", "a send permit for Write Command", "scanState to reach complete".
-    public var waitingFor: String
-    /// The attribute handle concerned, when there is one.
-    public var handle: UInt16?
-    /// The handle's name, when the caller gave one (`GATTClient.setName(_:for:)`).
-    public var handleName: String?
-    /// The limit that ran out.
-    public var after: Duration
-
-    public init(waitingFor: String, handle: UInt16? = nil, handleName: String? = nil, after: Duration) {
-        self.waitingFor = waitingFor
-        self.handle = handle
-        self.handleName = handleName
-        self.after = after
-    }
-
-    /// "timed out after 30 s waiting for Write Response on handle 0x0012 (scannerAction)"
-    public var description: String {
-        var s = "timed out after \(after.spoken) waiting for \(waitingFor)"
-        if let handle { s += " on handle \(ATTHex.handle(handle))" }
-        if let handleName { s += " (\(handleName))" }
-        return s
-    }
-}
-
 /// Runs `work` with a named limit on `clock`: returns its result, or throws `GATTError.timeout` naming `what`
 /// once `limit` passes (and records `limitID` in `WaitLimit`). The limit is armed before the work starts. The work
 /// is cancelled when the limit passes and the function returns at once, even if the work ignores cancellation (the

@@ -5,7 +5,6 @@
 import CBlueZSocket
 import ATTStack
 import CLibEdit
-import GATTClient
 import HostEnvironment
 import LinuxBluetooth
 import LinkCore

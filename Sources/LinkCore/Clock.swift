@@ -1,6 +1,7 @@
 // Time for the transaction engine: a monotonic clock that can wake a callback at a deadline. Every ATT deadline
 // (Core Spec 5.4 Vol 3 Part F §3.3.3, the 30 s transaction timeout) and every timed wait in GATTClient, Mirror and
 // MirrorCommandLine takes its time from a GATTClock: this one, or TestSupport's ManualClock in tests.
+import ATTStack
 import Dispatch
 import Synchronization
 
@@ -126,5 +127,34 @@ extension Duration {
         if ns % 1_000_000 == 0 || ns >= 1_000_000 { return "\((ns + 500_000) / 1_000_000) ms" }
         if ns >= 1_000 { return "\(ns / 1_000) µs" }
         return "\(ns) ns"
+    }
+}
+
+/// A wait that ran past its named limit: what it waited for, on which handle (with its name when known), for how long.
+/// Core Spec 5.4 Vol 3 Part F §3.3.3 for the ATT transaction timeout; every other wait in the stack also has a limit.
+/// In LinkCore, under every module that waits (the GATT client, the line editor).
+public struct GATTTimeoutError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the wait was for: "Write Response", "a send permit for Write Command", "scanState to reach complete".
+    public var waitingFor: String
+    /// The attribute handle concerned, when there is one.
+    public var handle: UInt16?
+    /// The handle's name, when the caller gave one (`GATTClient.setName(_:for:)`).
+    public var handleName: String?
+    /// The limit that ran out.
+    public var after: Duration
+
+    public init(waitingFor: String, handle: UInt16? = nil, handleName: String? = nil, after: Duration) {
+        self.waitingFor = waitingFor
+        self.handle = handle
+        self.handleName = handleName
+        self.after = after
+    }
+
+    /// "timed out after 30 s waiting for Write Response on handle 0x0012 (scannerAction)"
+    public var description: String {
+        var s = "timed out after \(after.spoken) waiting for \(waitingFor)"
+        if let handle { s += " on handle \(ATTHex.handle(handle))" }
+        if let handleName { s += " (\(handleName))" }
+        return s
     }
 }
