@@ -124,7 +124,7 @@ let package = Package(
         .testTarget(name: "BareATTTests", dependencies: ["BareATT", "ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
         .testTarget(name: "GATTClientTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTClient", "GATTServer", "ATTStack", "LinkCore", "LinuxBluetooth"]),
         .testTarget(name: "GATTServerTests", dependencies: ["GATTVocabulary", "TestSupport", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"]),
-        .testTarget(name: "MirrorTests", dependencies: ["GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
+        .testTarget(name: "MirrorTests", dependencies: ["GATTPeer", "GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
         .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "Conformance", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
