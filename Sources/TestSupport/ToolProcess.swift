@@ -52,11 +52,7 @@ public enum ToolProcess {
         process.arguments = arguments
         // The working directory (default: this process's): a tool that writes there (scan's ZIP) gets a scratch one.
         if let directory { process.currentDirectoryURL = directory }
-        // The limits that fire in the tool are counted in this process too (WaitLimit's report file).
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("wait-limits-\(UUID().uuidString)").path
-        defer { WaitLimit.absorbReport(at: report) }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
-            .merging([WaitLimit.reportVariable: report]) { _, given in given }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -83,9 +79,8 @@ public enum ToolProcess {
         var timedOut = false
         if done.wait(timeout: .now() + timeout) == .timedOut {
             timedOut = true
-            WaitLimit.fired("toolProcess.run")
             process.terminate()
-            if done.wait(timeout: .now() + 5) == .timedOut { WaitLimit.fired("toolProcess.terminate") }
+            _ = done.wait(timeout: .now() + 5)
         }
         group.wait()
         // Closed here, not at deinit: Foundation's Process keeps its pipes alive past this call, and a test run

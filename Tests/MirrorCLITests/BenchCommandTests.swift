@@ -390,7 +390,6 @@ final class BenchCommandTests: XCTestCase {
     /// A bare-loop turn on the lent socket is bounded by --timeout: a peer that stops answering after mirror's
     /// round fails the run naming what the bare loop waited for, and the bearer's close still comes.
     func testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt() throws {
-        let limit = WaitLimit.watch("bare.response")
         peer.close()
         var behaviour = GATTPeer.Behaviour()
         behaviour.silentAfterWriteRequests = 10
@@ -401,6 +400,5 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 5, run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: timed out after 1 s waiting for a response in the bare loop")
         XCTAssertEqual(peer.counters.writeRequests, 11, "mirror's 10 answered, the bare loop's first never")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit bare.response fired")
     }
 }
