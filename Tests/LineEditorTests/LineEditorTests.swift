@@ -67,8 +67,10 @@ final class LineEditorTests: XCTestCase {
         process.standardOutput = out
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        let watchdog = ProcessWatchdog(process, "lineedit-demo")
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         let json = try parseJSON(String(decoding: data, as: UTF8.self))
         let run = PTYRun(ok: json["ok"] == .bool(true), failed: json["failed"]?.integer, waited: json["waited"]?.string,
                          status: json["status"]?.integer, transcript: json["transcript"]?.string ?? "")
@@ -91,11 +93,13 @@ final class LineEditorTests: XCTestCase {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        let watchdog = ProcessWatchdog(process, "lineedit-demo")
         stdin.fileHandleForWriting.write(Data(input.utf8))
         if !keepOpen { try stdin.fileHandleForWriting.close() }
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         if keepOpen { try stdin.fileHandleForWriting.close() }
         return (String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self), process.terminationStatus)
     }

@@ -250,6 +250,7 @@ final class BenchCommandTests: XCTestCase {
             process.standardOutput = out
             process.standardError = err
             try process.run()
+            let watchdog = ProcessWatchdog(process, "mirror bench")
             let deadline = Date().addingTimeInterval(30)
             while peer.counters.writeRequests < before + 10 + 200 + 1 {
                 XCTAssertTrue(process.isRunning, "bench ended before its second round")
@@ -261,6 +262,7 @@ final class BenchCommandTests: XCTestCase {
             let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             _ = err.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
+            XCTAssertNil(watchdog.end())
             XCTAssertEqual(process.terminationStatus, status, "\(name): \(stdout)")
             if json {
                 let result = try parseJSON(stdout)

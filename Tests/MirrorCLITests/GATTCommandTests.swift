@@ -233,6 +233,7 @@ final class GATTCommandTests: XCTestCase {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror \(process.arguments?.first ?? "")")
         // A second signal, or one to a command that is not listening, ends the process at once with 128 + signal.
         defer { if process.isRunning { process.terminate() } }
         var seen = ""
@@ -250,6 +251,7 @@ final class GATTCommandTests: XCTestCase {
             XCTFail("listen did not end on SIGINT")
         }
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         XCTAssertEqual(process.terminationStatus, 0)
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         XCTAssertTrue(stderr.hasSuffix("received 3 notifications and indications\n"), stderr)
@@ -267,6 +269,7 @@ final class GATTCommandTests: XCTestCase {
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror \(process.arguments?.first ?? "")")
         // Wait until the Read Request went out (the trace says so), then interrupt the wait for its answer.
         var seen = ""
         while !seen.contains("> Read Request") {
@@ -280,6 +283,7 @@ final class GATTCommandTests: XCTestCase {
             XCTFail("read did not end on SIGINT")
         }
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         XCTAssertEqual(process.terminationStatus, 128 + SIGINT)
     }
 }
