@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: installs what is missing, builds, then runs the unit and integration tests (the hostile-peer
-# reliability tests among them), the whole suite again under ThreadSanitizer, a bounded fuzz run of each libFuzzer
-# target under AddressSanitizer (the ATT decoder and the engine; FUZZ_SECONDS each, default 30), then the
-# end-to-end scenarios in a VM with a real Linux Bluetooth stack (tools/vm/run.sh, needs root or sudo); between
-# the fuzz runs and the VM, the library checks (tools/library-check.sh: the DocC catalog, the embedding example).
+# reliability tests among them), the whole suite again under ThreadSanitizer, the list of waits (tools/lint/waits.py),
+# a bounded fuzz run of each libFuzzer target under AddressSanitizer (the ATT decoder and the engine; FUZZ_SECONDS
+# each, default 30), the library checks (tools/library-check.sh: the DocC catalog, the embedding example), the
+# syscalls of a shell write (tools/perf/shell-syscalls.sh), then the end-to-end scenarios in a VM with a real Linux
+# Bluetooth stack (tools/vm/run.sh, needs root or sudo).
 # Ends with one line "tests: N passed, N failed" over every stage. VM_SKIP=1 leaves the VM stage out;
 # TSAN_SKIP=1 the ThreadSanitizer stage.
 set -euo pipefail
@@ -51,6 +52,15 @@ if [ "${TSAN_SKIP:-0}" != 1 ]; then
         if [ "$races" -gt 0 ]; then failed=$((failed + 1)); fi
         if [ "$tsan_status" -ne 0 ] || [ "$tsan_failed" -gt 0 ] || [ "$races" -gt 0 ]; then status=1; fi
     fi
+fi
+
+# The list of waits (tools/lint/waits.py): every wait in Sources/ is listed with its bound and a test that runs into
+# it. One item, failed on an unlisted wait, a stale entry or a missing trigger test.
+if /usr/bin/python3 tools/lint/waits.py; then
+    passed=$((passed + 1))
+else
+    failed=$((failed + 1))
+    status=1
 fi
 
 # A bounded fuzz run of each libFuzzer target under AddressSanitizer (FUZZ_SECONDS each, default 30): one item

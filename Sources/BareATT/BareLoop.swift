@@ -116,7 +116,6 @@ public final class BareLoop {
             var revents: Int16 = 0
             let ready = cbz_poll_one(fd, CBZ_POLLOUT, timeoutMilliseconds, &revents)
             guard ready > 0 || (ready < 0 && cbz_errno() == EINTR) else {
-                WaitLimit.fired("bare.socketWritable")
                 throw .timeout(.socketWritable, seconds: timeout)
             }
         }
@@ -142,7 +141,6 @@ public final class BareLoop {
             var revents: Int16 = 0
             let ready = cbz_poll_one(fd, CBZ_POLLIN, timeoutMilliseconds, &revents)
             guard ready > 0 || (ready < 0 && cbz_errno() == EINTR) else {
-                WaitLimit.fired("bare.response")
                 throw .timeout(.response, seconds: timeout)
             }
         }

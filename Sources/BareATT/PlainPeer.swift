@@ -86,7 +86,7 @@ public final class PlainPeer: Sendable {
         defer { target.store(.max, ordering: .sequentiallyConsistent) }
         let counted: Void? = reached.wait(until: { _ in writeCommands >= total ? () : nil },
                                           timeoutNanoseconds: Int(timeout * 1e9))
-        if counted == nil { WaitLimit.fired("plainPeer.writeCommands"); throw .timeout(.writeCommandsCounted(total), seconds: timeout) }
+        if counted == nil { throw .timeout(.writeCommandsCounted(total), seconds: timeout) }
     }
 
     private func acceptLoop() {

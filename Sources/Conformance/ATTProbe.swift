@@ -135,8 +135,7 @@ public final class ATTProbe: ATTTransportSink {
     }
 
     /// Waits until more than `count` PDUs have come from the server, or `deadline`: whether they have.
-    /// The limit is named `limitID` (WaitLimit) when it gives up.
-    public func awaitInbound(beyond count: Int, until deadline: ClockInstant, limitID: String) async -> Bool {
+    public func awaitInbound(beyond count: Int, until deadline: ClockInstant) async -> Bool {
         let token = state.withLock { s in s.nextToken += 1; return s.nextToken }
         let wakeup = clock.schedule(at: deadline) { [self] in
             let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
@@ -144,10 +143,7 @@ public final class ATTProbe: ATTTransportSink {
                 defer { s.waiter = nil }
                 return s.waiter?.continuation
             }
-            if let waiter {
-                WaitLimit.fired(limitID)
-                waiter.resume()
-            }
+            waiter?.resume()
         }
         defer { wakeup.cancel() }
         await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
@@ -186,7 +182,7 @@ public final class ATTProbe: ATTTransportSink {
         let deadline = clock.now().advanced(by: limit)
         while true {
             let seen = state.withLock { $0.examined }
-            let arrived = await awaitInbound(beyond: seen, until: deadline, limitID: "check.response")
+            let arrived = await awaitInbound(beyond: seen, until: deadline)
             let (next, closed) = state.withLock { s -> (Int?, TransportError?) in
                 guard arrived else { return (nil, s.closed) }
                 s.examined += 1
@@ -209,7 +205,7 @@ public final class ATTProbe: ATTTransportSink {
     public func quiet(_ period: Duration) async throws(ProbeEnd) -> [Int] {
         let deadline = clock.now().advanced(by: period)
         var count = inboundCount
-        while await awaitInbound(beyond: count, until: deadline, limitID: "check.quiet") { count = inboundCount }
+        while await awaitInbound(beyond: count, until: deadline) { count = inboundCount }
         if let closed = state.withLock({ $0.closed }) { throw .closed(closed) }
         return drain()
     }

@@ -93,7 +93,7 @@ extension GATTClient {
         let what = "the link to take data again after raising security to \(level) (pairing)"
         let transport = engine.transport
         do {
-            try await withDeadline(configuration.transactionTimeout, waitingFor: what, limitID: "security.link",
+            try await withDeadline(configuration.transactionTimeout, waitingFor: what,
                                    clock: configuration.clock) {
                 let once = OnceBox<Void>()
                 transport.whenWritable { once.finish(.success(())) }

@@ -19,9 +19,8 @@ public final class OnceBox<T: Sendable>: Sendable {
     public init() {}
 
     /// Delivers the one result. Returns false when a result was already delivered (this one is dropped).
-    /// `onAccept` runs when this result is the one, before the waiter resumes.
     @discardableResult
-    public func finish(_ result: Result<T, any Error>, onAccept: (() -> Void)? = nil) -> Bool {
+    public func finish(_ result: Result<T, any Error>) -> Bool {
         let (taken, accepted): (EngineContinuation<T>?, Bool) = state.withLock { s in
             switch s {
             case .empty:
@@ -34,7 +33,6 @@ public final class OnceBox<T: Sendable>: Sendable {
                 return (nil, false)
             }
         }
-        if accepted { onAccept?() }
         taken?.resume(with: result)
         return accepted
     }
@@ -74,12 +72,11 @@ public final class OnceBox<T: Sendable>: Sendable {
 }
 
 /// Runs `work` with a named limit on `clock`: returns its result, or throws `GATTError.timeout` naming `what`
-/// once `limit` passes (and records `limitID` in `WaitLimit`). The limit is armed before the work starts. The work
-/// is cancelled when the limit passes and the function returns at once, even if the work ignores cancellation (the
-/// work's late result is dropped).
+/// once `limit` passes. The limit is armed before the work starts. The work is cancelled when the limit passes and
+/// the function returns at once, even if the work ignores cancellation (the work's late result is dropped).
 public func withDeadline<T: Sendable>(
     _ limit: Duration, waitingFor what: String, handle: UInt16? = nil, handleName: String? = nil,
-    limitID: String = "withDeadline", clock: any GATTClock = MonotonicClock(),
+    clock: any GATTClock = MonotonicClock(),
     _ work: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     let once = OnceBox<T>()
@@ -87,8 +84,7 @@ public func withDeadline<T: Sendable>(
     let started = Lock<Task<Void, Never>?>(nil)
     let error = GATTError.timeout(GATTTimeoutError(waitingFor: what, handle: handle, handleName: handleName, after: limit))
     let wakeup = clock.schedule(at: clock.now().advanced(by: limit)) {
-        // The limit is recorded before the waiter resumes, so that it has been when the waiter sees the timeout.
-        if once.finish(.failure(error), onAccept: { WaitLimit.fired(limitID) }) { started.current?.cancel() }
+        if once.finish(.failure(error)) { started.current?.cancel() }
     }
     defer { wakeup.cancel() }
     let worker = Task {

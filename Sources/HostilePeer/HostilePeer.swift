@@ -91,9 +91,7 @@ public final class HostilePeer: Sendable {
 
     /// Waits until `predicate` holds for the state (every change broadcasts), at most `timeout` seconds.
     private func waitFor(_ timeout: Double, _ predicate: (State) -> Bool) -> Bool {
-        let reached = state.wait(until: { s in predicate(s) ? true : nil }, timeoutNanoseconds: Int(max(0, timeout) * 1e9)) ?? false
-        if !reached { WaitLimit.fired("hostilePeer.wait") }
-        return reached
+        state.wait(until: { s in predicate(s) ? true : nil }, timeoutNanoseconds: Int(max(0, timeout) * 1e9)) ?? false
     }
 
     func update(_ body: (inout HostilePeerStats) -> Void) {

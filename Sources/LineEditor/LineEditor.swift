@@ -257,7 +257,7 @@ public final class LineEditor: Sendable {
                 if e == .interrupted { continue }
                 throw .system(SocketError(syscall: "poll", errno: e, context: "waiting for a line at the prompt"))
             }
-            if r == 0 { WaitLimit.fired("lineEditor.prompt"); throw timedOut(limit, waitingFor: "a line at the prompt") }
+            if r == 0 { throw timedOut(limit, waitingFor: "a line at the prompt") }
             if rWake & CBZ_POLLIN != 0 {
                 _ = cbz_eventfd_drain(wake)
                 let (lines, prompt, stop) = shared.withLock { s -> ([String], String?, Bool) in
@@ -363,7 +363,7 @@ public final class LineEditor: Sendable {
                 if e == .interrupted { continue }
                 throw .system(SocketError(syscall: "poll", errno: e, context: "waiting for a line of input"))
             }
-            if r == 0 { WaitLimit.fired("lineEditor.input"); throw timedOut(limit, waitingFor: "a line of input") }
+            if r == 0 { throw timedOut(limit, waitingFor: "a line of input") }
             if rWake & CBZ_POLLIN != 0 { _ = cbz_eventfd_drain(wake) }
             if rInput & (CBZ_POLLIN | CBZ_POLLHUP | CBZ_POLLERR) != 0 {
                 let n = chunk.withUnsafeMutableBytes { cbz_read(0, $0.baseAddress, $0.count) }

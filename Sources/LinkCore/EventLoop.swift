@@ -71,17 +71,13 @@ public final class EventLoop: TaskExecutor {
     /// Waits until every released loop's thread has ended and closed its fds, at most `seconds`: false if some had
     /// not by then. For a caller that counts fds or threads (a leak test) right after releasing bearers.
     public static func waitForStoppingLoops(seconds: Double) -> Bool {
-        let stopped = counts.wait(until: { $0.stopping == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
-        if !stopped { WaitLimit.fired("eventLoop.stopping") }
-        return stopped
+        counts.wait(until: { $0.stopping == 0 ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
     }
 
     /// Waits until at most `count` loops have a thread, at most `seconds`: false if more had by then. A loop whose
     /// last bearer just ended is still held for the rest of that event; a leak test waits for it this way.
     public static func waitForLiveLoops(atMost count: Int, seconds: Double) -> Bool {
-        let reached = counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
-        if !reached { WaitLimit.fired("eventLoop.live") }
-        return reached
+        counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
     }
 
     /// True on the loop's thread.

@@ -159,7 +159,7 @@ extension ATTBearer {
         var ready: Int32
         repeat { ready = cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
         if ready < 0 { throw .socket(lastSocketError("poll", "waiting for the connection to \(label)", domain)) }
-        if ready == 0 { WaitLimit.fired("bearer.connect"); throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
+        if ready == 0 { throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
         var soError: Int32 = 0
         if cbz_socket_error(fd, &soError) < 0 { soError = cbz_errno() }
         if soError != 0 { throw .socket(socketError("connect", soError, "connecting to \(label)", domain)) }
@@ -408,7 +408,7 @@ public final class ATTBearerListener: Sendable {
                 throw .socket(lastSocketError("poll", "waiting for a connection on \(label)", .local))
             }
             if state.withLock({ $0.closed }) { throw .closedLocally(reason: "the listener \(label) is closed") }
-            if n == 0 { WaitLimit.fired("bearer.accept"); throw .connectTimedOut(peer: "a connection on \(label)", seconds: timeout ?? 0) }
+            if n == 0 { throw .connectTimedOut(peer: "a connection on \(label)", seconds: timeout ?? 0) }
             if r1 == 0 { continue }
             switch kind {
             case .unix(let path):

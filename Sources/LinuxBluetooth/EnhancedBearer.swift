@@ -37,7 +37,7 @@ public enum EnhancedBearerHandshake {
         var ready: Int32
         repeat { ready = cbz_poll_one(fd, CBZ_POLLIN, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
         if ready < 0 { throw .socket(lastSocketError("poll", "waiting for \(waitingFor) from \(peer)", domain)) }
-        if ready == 0 { WaitLimit.fired("bearer.handshake"); throw .handshakeTimedOut(peer: peer, waitingFor: waitingFor, seconds: timeout) }
+        if ready == 0 { throw .handshakeTimedOut(peer: peer, waitingFor: waitingFor, seconds: timeout) }
         var buffer = [UInt8](repeating: 0, count: 16)
         var truncated: Int32 = 0
         let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }

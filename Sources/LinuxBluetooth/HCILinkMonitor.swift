@@ -186,7 +186,7 @@ public final class HCILinkMonitor: Sendable {
         }
         if first { _ = cbz_eventfd_signal(wake) }
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        if state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns) == nil { WaitLimit.fired("linkMonitor.close") }
+        _ = state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns)
     }
 
     // MARK: The link
@@ -228,25 +228,24 @@ public final class HCILinkMonitor: Sendable {
     /// Waits up to `limit` for the bound link's Disconnection Complete (an error for a lost link names its reason;
     /// the event may come just after the socket's error). Nil when none came within the limit or the monitor ended.
     public func awaitDisconnectReason(limit: Duration) -> UInt8? {
-        awaitEvent(limit: limit, limitID: "linkMonitor.disconnectReason") { s in s.bound.flatMap { s.disconnectReasons[$0] } }
+        awaitEvent(limit: limit) { s in s.bound.flatMap { s.disconnectReasons[$0] } }
     }
 
     /// Waits up to `limit` for an Encryption Change that failed on any link of the adapter since the monitor opened
     /// (a connect with BT_SECURITY fails with EACCES as the kernel handles it): its status, as 0x06 PIN or Key
     /// Missing when the peer has no key for the bond (Vol 4 Part E §7.7.8). Nil when none came.
     public func awaitEncryptionFailure(limit: Duration) -> UInt8? {
-        awaitEvent(limit: limit, limitID: "linkMonitor.encryptionFailure") { $0.encryptionFailure }
+        awaitEvent(limit: limit) { $0.encryptionFailure }
     }
 
-    /// The one wait for an event the reader records: `pick` finds it; nil at `limit` (named by `limitID`) or when
+    /// The one wait for an event the reader records: `pick` finds it; nil at `limit` or when
     /// the reader has ended.
-    private func awaitEvent<T>(limit: Duration, limitID: String, _ pick: @escaping (MonitorState) -> T?) -> T? {
+    private func awaitEvent<T>(limit: Duration, _ pick: @escaping (MonitorState) -> T?) -> T? {
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
         let found: T?? = state.wait(until: { s -> T?? in
             if let value = pick(s) { return .some(value) }
             return s.readerDone ? .some(nil) : nil
         }, timeoutNanoseconds: ns)
-        if found == nil { WaitLimit.fired(limitID) }
         return found ?? nil
     }
 
@@ -479,7 +478,6 @@ public final class HCILinkMonitor: Sendable {
         case .success(let t)?: return t
         case .failure(let e)?: throw e
         case nil:
-            WaitLimit.fired("linkMonitor.request")
             return nil
         }
     }

@@ -256,7 +256,6 @@ public final class HCISocket: Sendable {
             }
         }
         if let answer { return answer }
-        WaitLimit.fired("hci.command")
         throw .hciCommandFailed(command: command.name, adapter: adapter.name, status: nil,
                                 detail: "no answer (Command Complete or Command Status) within \(bearerSeconds(timeout)) s: the controller is not responding; check it with `btmgmt -i \(adapter.name) info` and reset it with `sudo hciconfig \(adapter.name) reset`")
     }

@@ -160,7 +160,6 @@ public final class ManagementSocket: Sendable {
             return nil
         }
         if let answer { return answer }
-        WaitLimit.fired("management.command")
         throw .managementCommandFailed(command: command.name, adapter: adapter, status: nil,
                                        detail: "no Command Complete or Command Status from the kernel within \(bearerSeconds(timeout)) s")
     }

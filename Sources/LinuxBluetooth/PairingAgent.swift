@@ -364,7 +364,6 @@ public final class PairingAgent: Sendable {
             failure.linkLossReason = watch?.disconnectReason(peer: address)
         }
         guard let status else {
-            WaitLimit.fired("management.pair")
             try? socket.send(.cancelPairDevice(index: index, address: address, type: type))
             failure.waitedFor = waiting
             failure.seconds = limit
@@ -426,21 +425,19 @@ public final class PairingService: Sendable {
         served.withLock { s in defer { s = ServedPairing() }; return s }
     }
 
-    /// As `takeServed`, once a New Long Term Key has come or `limit` has passed (WaitLimit "pairing.keys"): SMP
+    /// As `takeServed`, once a New Long Term Key has come or `limit` has passed: SMP
     /// distributes the keys after the link is encrypted (Vol 3 Part H §3.6.1), so they may follow the raise.
     public func takeServed(awaitingKeysFor limit: Duration) -> ServedPairing {
-        if served.wait(until: { $0.longTermKeys > 0 ? () : nil }, timeoutNanoseconds: Int(limit.nanosecondsClamped)) == nil {
-            WaitLimit.fired("pairing.keys")
-        }
+        _ = served.wait(until: { $0.longTermKeys > 0 ? () : nil }, timeoutNanoseconds: Int(limit.nanosecondsClamped))
         return takeServed()
     }
 
     /// Ends the agent's thread and waits for it at most `limit` (an answer under way, a prompt the user has not
-    /// answered, may hold it; WaitLimit "pairing.stop"); it answers nothing after it has ended.
+    /// answered, may hold it); it answers nothing after it has ended.
     public func stop(limit: Duration = .seconds(2)) {
         _ = cbz_eventfd_signal(wake)
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        if state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: ns) == nil { WaitLimit.fired("pairing.stop") }
+        _ = state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: ns)
         // After the thread: a failure it is reporting still finds its Pairing Failed PDU (a link that failed to
         // encrypt stops the agent as the failure comes).
         watch?.close()

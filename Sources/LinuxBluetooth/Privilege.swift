@@ -117,7 +117,6 @@ final class CapabilityKeeper: Sendable {
             s.submitted += 1
             return .some(s.submitted)
         }, timeoutNanoseconds: limitNanoseconds)
-        if handed == nil { WaitLimit.fired("keeper.answer") }
         guard let ticket = handed ?? nil else { return body() }
         state.withLockBroadcasting { _ in }
         // The keeper runs nothing but short syscalls on sockets it was handed: it finishes each call it took.
@@ -128,7 +127,7 @@ final class CapabilityKeeper: Sendable {
     /// Asks the keeper to drop and end, and waits for it at most `answerLimit`.
     func end() {
         state.withLockBroadcasting { $0.ending = true }
-        if state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds) == nil { WaitLimit.fired("keeper.end") }
+        _ = state.wait(until: { $0.alive ? nil : () }, timeoutNanoseconds: limitNanoseconds)
     }
 
     /// The keeper's loop: each call handed over, then on `end` the drop. It waits for work without a limit of its

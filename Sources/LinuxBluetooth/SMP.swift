@@ -179,7 +179,6 @@ public final class SMPFailureWatch: Sendable {
             if let f = s.failures.last(where: { Self.handle($0.handle, of: peer, in: s) }) { return .some(f) }
             return s.done ? .some(nil) : nil
         }, timeoutNanoseconds: ns)
-        if found == nil { WaitLimit.fired("smp.pairingFailed") }
         return found ?? nil
     }
 

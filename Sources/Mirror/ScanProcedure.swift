@@ -226,7 +226,7 @@ public enum MirrorScan {
             if started {
                 steps.step("interrupted: sending cancelScan (\(ATTHex.short(profile.cancelScanCommand))) so the mirror stops")
                 let cancel = Task { () async throws in
-                    try await withDeadline(options.cancelScanLimit, waitingFor: "the Write Response to cancelScan", limitID: "scan.cancelScan") {
+                    try await withDeadline(options.cancelScanLimit, waitingFor: "the Write Response to cancelScan") {
                         try await steps.write("scannerAction", [profile.cancelScanCommand], purpose: "interrupt")
                     }
                 }
@@ -342,7 +342,7 @@ public enum MirrorScan {
         let what = "scanState complete and the upload of scan \(scanID), or error"
         steps.step("waiting up to \(options.timeout) for \(what)")
         do {
-            let verdict = try await withDeadline(options.timeout, waitingFor: what, limitID: "scan.verdict") { try await tracker.waitForVerdict() }
+            let verdict = try await withDeadline(options.timeout, waitingFor: what) { try await tracker.waitForVerdict() }
             switch verdict {
             case .complete: result.outcome = .complete
             case .error(let why): result.outcome = .error; result.failure = why

@@ -24,7 +24,7 @@ public enum MirrorWiFi {
                             database: [GATTService]? = nil,
                             emit: @escaping @Sendable (MirrorEvent) -> Void = { _ in }) async throws -> [String] {
         let steps = try await prepare(client, profile, ["scannerAction", "wifiNumNetworks", "wifiNetworkSSIDEnum"], database, emit)
-        return try await withDeadline(timeout, waitingFor: "the Wi-Fi network list (wifiScan, wifiNumNetworks, wifiNetworkSSIDEnum)", limitID: "wifi.list") {
+        return try await withDeadline(timeout, waitingFor: "the Wi-Fi network list (wifiScan, wifiNumNetworks, wifiNetworkSSIDEnum)") {
             try await steps.write("scannerAction", [profile.wifiScanCommand], purpose: "wifiScan")
             let count = try await steps.read("wifiNumNetworks", purpose: "wifi")
             guard let n = count.first else { throw MirrorProcedureError("wifiNumNetworks read back empty") }
@@ -42,7 +42,7 @@ public enum MirrorWiFi {
                               database: [GATTService]? = nil,
                               emit: @escaping @Sendable (MirrorEvent) -> Void = { _ in }) async throws -> MirrorWiFiStatus {
         let steps = try await prepare(client, profile, ["wifiConnectionStatus"], database, emit)
-        return try await withDeadline(timeout, waitingFor: "wifiConnectionStatus", limitID: "wifi.status") {
+        return try await withDeadline(timeout, waitingFor: "wifiConnectionStatus") {
             let v = try await steps.read("wifiConnectionStatus", purpose: "wifi")
             var ssid: String?
             if steps.handles.valueHandles["wifiSetSSID"] != nil {
@@ -72,8 +72,7 @@ public enum MirrorWiFi {
         steps.step("wifiConnectionStatus is \(current.first.map(profile.wifiStatusName) ?? "empty") before the join")
         try await steps.write("wifiSetSSID", Array(ssid.utf8), purpose: "join")
         do {
-            _ = try await withDeadline(timeout, waitingFor: "wifiConnectionStatus connected or failed after joining \(ssid)",
-                                   limitID: "wifi.join") {
+            _ = try await withDeadline(timeout, waitingFor: "wifiConnectionStatus connected or failed after joining \(ssid)") {
                 for try await n in stream {
                     steps.event(.notification(handle: n.handle), steps.handles.name(of: n.handle), value: n.value, purpose: n.kind.rawValue)
                     if n.handle == statusHandle, let b = n.value.first, terminal.contains(b) { return b }

@@ -280,7 +280,6 @@ public enum MirrorMain {
         }
         switch first {
         case .expired:
-            WaitLimit.fired("shell.lineTimeout")
             return report(ErrorReport(CLIError.timeout(what: "\(command.spec.name) to finish (the line's --timeout)", seconds: limit)),
                           json: invocation.global.json, console: invocation.console)
         case .ended(.success(let status)):

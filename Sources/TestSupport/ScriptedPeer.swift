@@ -302,7 +302,6 @@ public final class ScriptedPeer: ATTTransport, @unchecked Sendable {
             if let pdu { return pdu }
             if closed { return nil }
             if arrived.wait(timeout: deadline) == .timedOut {
-                WaitLimit.fired("scriptedPeer.next")
                 return nil
             }
         }

@@ -52,11 +52,7 @@ public enum ToolProcess {
         process.arguments = arguments
         // The working directory (default: this process's): a tool that writes there (scan's ZIP) gets a scratch one.
         if let directory { process.currentDirectoryURL = directory }
-        // The limits that fire in the tool are counted in this process too (WaitLimit's report file).
-        let report = FileManager.default.temporaryDirectory.appendingPathComponent("wait-limits-\(UUID().uuidString)").path
-        defer { WaitLimit.absorbReport(at: report) }
         process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, given in given }
-            .merging([WaitLimit.reportVariable: report]) { _, given in given }
         let out = Pipe()
         let err = Pipe()
         process.standardOutput = out
@@ -83,9 +79,8 @@ public enum ToolProcess {
         var timedOut = false
         if done.wait(timeout: .now() + timeout) == .timedOut {
             timedOut = true
-            WaitLimit.fired("toolProcess.run")
             process.terminate()
-            if done.wait(timeout: .now() + 5) == .timedOut { WaitLimit.fired("toolProcess.terminate") }
+            _ = done.wait(timeout: .now() + 5)
         }
         group.wait()
         // Closed here, not at deinit: Foundation's Process keeps its pipes alive past this call, and a test run
@@ -144,4 +139,39 @@ private final class ProductsMarker {}
 /// A fresh socket path under /tmp, short enough for sun_path (108 bytes).
 public func temporarySocketPath(_ tag: String) -> String {
     "/tmp/\(tag.prefix(16))-\(getpid())-\(UInt32.random(in: 0...UInt32.max)).sock"
+}
+
+/// Bounds a test's own wait on a process it started (reading its pipes to the end, waitUntilExit): past `seconds`
+/// the process is killed, so that its pipes end and the wait returns; `end()` then names the limit for the test to fail.
+public final class ProcessWatchdog: Sendable {
+    /// Whether `end()` has run, and whether the limit killed the process first.
+    private let state = Lock((ended: false, fired: false))
+    private let what: String
+    private let seconds: Double
+
+    /// Starts the watch on `process` (already running); `what` names it in the failure.
+    public init(_ process: Process, _ what: String, seconds: Double = 60) {
+        self.what = what
+        self.seconds = seconds
+        let pid = process.processIdentifier
+        DispatchQueue.global().asyncAfter(deadline: .now() + seconds) { [state] in
+            // Under the lock: after `end()` no kill goes out, to this process or a later one with its pid.
+            state.withLock { s in
+                guard !s.ended else { return }
+                s.fired = true
+                kill(pid, SIGKILL)
+            }
+        }
+    }
+
+    // A watch no test holds any more (an early return) ends too: nothing waits on the process then.
+    deinit { state.withLock { $0.ended = true } }
+
+    /// Ends the watch once the test's wait has returned: nil, or "timed out after N s waiting for WHAT to end" when
+    /// the limit killed the process.
+    @discardableResult
+    public func end() -> String? {
+        let fired = state.withLock { s in s.ended = true; return s.fired }
+        return fired ? "timed out after \(seconds) s waiting for \(what) to end (killed)" : nil
+    }
 }

@@ -79,7 +79,6 @@ final class BareATTTests: XCTestCase {
     }
 
     func testWaitingForCommandsThePeerNeverGetsTimesOutNamingTheCountAndTheLimit() throws {
-        let limit = WaitLimit.watch("plainPeer.writeCommands")
         let loop = try BareLoop(connectingTo: peer.path, timeout: 5)
         defer { loop.close() }
         try loop.writeCommands(handle: PlainPeer.sinkHandle, value: [0x01], count: 3)
@@ -88,7 +87,6 @@ final class BareATTTests: XCTestCase {
             XCTAssertEqual(error as? BareATTError, .timeout(.writeCommandsCounted(4), seconds: 0.1))
             XCTAssertEqual("\(error)", "timed out after 0.1 s waiting for the plain peer to count 4 Write Commands")
         }
-        XCTAssertGreaterThan(limit.fired, 0, "the limit plainPeer.writeCommands fired")
     }
 
     func testThePeerAnswersExchangeMTUAndRequestsItDoesNotServe() throws {

@@ -20,10 +20,6 @@ final class BearerSetTests: XCTestCase {
         return (client, primary, enhanced)
     }
 
-    func waitUntil(_ what: String, _ condition: @escaping @Sendable () -> Bool) async throws {
-        try await within(5, what) { while !condition() { await Task.yield() } }
-    }
-
     func testTwoReadsInParallelGoOutOnTwoBearersAndEachResponseResolvesOnlyItsOwn() async throws {
         let log = EventLog()
         let (client, primary, enhanced) = try await makePair(log: log)
@@ -49,7 +45,7 @@ final class BearerSetTests: XCTestCase {
         let aValue = try await a.value
         XCTAssertEqual(aValue, [0xAA])
         XCTAssertEqual(client.bearers.map(\.requestsAnswered), [1, 1])
-        XCTAssertEqual(client.engine.pendingDeadlines, 0)
+        XCTAssertEqual(client.engine.snapshot.pendingDeadlines, 0)
     }
 
     func testATimeoutClosesOnlyItsBearerAndItsQueuedRequestMovesToTheUnenhancedBearer() async throws {
@@ -62,9 +58,9 @@ final class BearerSetTests: XCTestCase {
         let b = Task { try await client.read(handle: 0x0022) }              // EATT 1, in flight, never answered
         await enhanced.waitForSent(1)
         let c = Task { try await client.write(handle: 0x0030, value: [3]) } // CID 4's queue (both hold one)
-        try await waitUntil("C queued on CID 4") { client.engine.queuedRequests == 1 }
+        try await waitUntil("C queued on CID 4") { client.engine.snapshot.queuedRequests == 1 }
         let d = Task { try await client.write(handle: 0x0031, value: [4]) } // EATT 1's queue (it holds fewer)
-        try await waitUntil("D queued on EATT 1") { e1.queuedRequests == 1 }
+        try await waitUntil("D queued on EATT 1") { e1.snapshot.queuedRequests == 1 }
         clock.advance(by: .seconds(29))
         primary.inject(hex("0b aa"))                                         // A answered: C goes out on CID 4
         _ = try await a.value
@@ -163,12 +159,12 @@ final class BearerSetTests: XCTestCase {
         let w = Task { try await client.writeLong(handle: 0x0040, value: value) }
         await enhanced.waitForSent(1)                                        // part 1 on EATT 1
         let c = Task { try await client.read(handle: 0x0022) }              // CID 4's queue (both hold one)
-        try await waitUntil("C queued on CID 4") { client.engine.queuedRequests == 1 }
+        try await waitUntil("C queued on CID 4") { client.engine.snapshot.queuedRequests == 1 }
         let d = Task { try await client.read(handle: 0x0023) }              // EATT 1's queue (it holds fewer)
-        try await waitUntil("D queued on EATT 1") { e1.queuedRequests == 1 }
+        try await waitUntil("D queued on EATT 1") { e1.snapshot.queuedRequests == 1 }
         enhanced.inject([0x17] + enhanced.sent[0].dropFirst())             // part 1 echoed: D in flight, part 2 queued
         await enhanced.waitForSent(2)
-        try await waitUntil("part 2 queued on EATT 1") { e1.queuedRequests == 1 }
+        try await waitUntil("part 2 queued on EATT 1") { e1.snapshot.queuedRequests == 1 }
         primary.inject(hex("0b aa"))
         _ = try await a.value
         await primary.waitForSent(2)

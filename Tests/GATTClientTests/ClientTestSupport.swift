@@ -38,6 +38,14 @@ func within<T: Sendable>(_ seconds: Double = 10, _ what: String = "the test",
     try await withDeadline(.milliseconds(Int64(seconds * 1000)), waitingFor: what, body)
 }
 
+/// Waits, yielding, until `condition` holds: the test fails with "timed out after N s waiting for WHAT" once
+/// `seconds` (real time) pass, so that no wait of a test is unbounded.
+func waitUntil(_ what: String, within seconds: Double = 10, _ condition: @escaping @Sendable () -> Bool) async throws {
+    try await within(seconds, what) {
+        while !condition() { try Task.checkCancellation(); await Task.yield() }
+    }
+}
+
 /// A shareable atomic integer for test closures.
 final class Counter: Sendable {
     let value = Atomic<Int>(0)

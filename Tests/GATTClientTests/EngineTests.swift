@@ -11,7 +11,7 @@ final class EngineTests: XCTestCase {
         let client = try await makeClient(peer)
         try await client.write(handle: 0x0012, value: [0x32])
         peer.assertScriptDone()
-        XCTAssertEqual(client.engine.pendingDeadlines, 0, "the request's deadline outlived its response")
+        XCTAssertEqual(client.engine.snapshot.pendingDeadlines, 0, "the request's deadline outlived its response")
     }
 
     /// Seed 000: two writes less than the timeout apart; the first's timer never resolves the second.
@@ -28,7 +28,7 @@ final class EngineTests: XCTestCase {
         clock.advance(to: t0.advanced(by: .seconds(31)))                // the first write's 30 s have passed
         await peer.flush()
         XCTAssertFalse(client.isClosed, "the first write's deadline closed the bearer")
-        XCTAssertEqual(client.engine.pendingDeadlines, 1)
+        XCTAssertEqual(client.engine.snapshot.pendingDeadlines, 1)
         clock.advance(to: t0.advanced(by: .seconds(55)))                // the second write's own 30 s
         do {
             try await second.value
@@ -48,7 +48,7 @@ final class EngineTests: XCTestCase {
         let first = Task { try await client.read(handle: 0x0021) }
         await peer.waitForSent(1)
         let queued = Task { try await client.write(handle: 0x0030, value: [1]) }
-        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         clock.advance(by: .seconds(30))
         do {
             _ = try await first.value
@@ -105,7 +105,7 @@ final class EngineTests: XCTestCase {
         let results = try await withThrowingTaskGroup(of: (UInt16, [UInt8]).self) { group in
             for h in UInt16(1)...3 {
                 group.addTask { (h, try await client.read(handle: h)) }
-                while client.engine.queuedRequests + peer.sent.count < Int(h) { await Task.yield() }
+                try await waitUntil("read \(h) queued or sent") { client.engine.snapshot.queuedRequests + peer.sent.count >= Int(h) }
             }
             var out: [UInt16: [UInt8]] = [:]
             for try await (h, v) in group { out[h] = v }
@@ -185,14 +185,14 @@ final class EngineTests: XCTestCase {
         let first = Task { try await client.read(handle: 1) }
         await peer.waitForSent(1)
         let second = Task { try await client.read(handle: 2) }
-        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         second.cancel()
         do { _ = try await second.value; XCTFail() } catch let e as GATTError {
             XCTAssertEqual(e, .cancelled(operation: "Read Request of handle 0x0002"))
         }
-        XCTAssertEqual(client.engine.queuedRequests, 0)
+        XCTAssertEqual(client.engine.snapshot.queuedRequests, 0)
         let third = Task { try await client.read(handle: 3) }
-        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         peer.grantScriptStep()
         let v1 = try await first.value
         let v3 = try await third.value
@@ -208,7 +208,7 @@ final class EngineTests: XCTestCase {
         let first = Task { try await client.read(handle: 1) }
         await peer.waitForSent(1)
         let second = Task { try await client.read(handle: 2) }
-        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         first.cancel()
         do { _ = try await first.value; XCTFail() } catch let e as GATTError {
             guard case .cancelled = e else { return XCTFail("\(e)") }
@@ -245,7 +245,7 @@ final class EngineTests: XCTestCase {
         await peer.waitForSent(2)
         try await assertCancellingReleasesTheWriteInFlight(task)
         let queued = Task { try await client.read(handle: 2) }
-        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         try await assertTheSlotIsHeldUntilTheLateResponse(peer, log, sent: 2, queued: queued, answer: [2])
     }
 
@@ -348,10 +348,10 @@ final class EngineTests: XCTestCase {
         let peer = ScriptedPeer(raw("0a 01 00", "1b 21 00 07", "0b 55") + raw("0a 01 00", "1b 21 00 08", "0b 55") + [.serverClose])
         let client = try await makeClient(peer)
         let stream = try client.notificationStream()
-        XCTAssertEqual(client.engine.onLoopSync { $0.watchers.count }, 1)
+        XCTAssertEqual(client.engine.snapshot.notificationStreams, 1)
         _ = try await client.read(handle: 1)
         stream.finish()
-        XCTAssertEqual(client.engine.onLoopSync { $0.watchers.count }, 0, "the fan-out forgets a finished stream")
+        XCTAssertEqual(client.engine.snapshot.notificationStreams, 0, "the fan-out forgets a finished stream")
         _ = try await client.read(handle: 1)
         var it = stream.makeAsyncIterator()
         let held = try await it.next()
@@ -368,11 +368,11 @@ final class EngineTests: XCTestCase {
         let inFlight = Task { try await client.read(handle: 1) }
         await peer.waitForSent(1)
         let queued = Task { try await client.write(handle: 2, value: [0]) }
-        while client.engine.queuedRequests < 1 { await Task.yield() }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         // Fill the socket: the capacity left is 1 (one slot request sent).
         try await client.writeWithoutResponse(handle: 0x0050, value: [1])
         let permit = Task { try await client.writeWithoutResponse(handle: 0x0050, value: [2]) }
-        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 1 { await Task.yield() }
+        try await waitUntil("a write waiting for a send permit") { client.engine.snapshot.permitWaiters >= 1 }
         let streamEnd = Task { () -> GATTError? in
             do { for try await _ in stream {} } catch let e as GATTError { return e } catch { return .unsupported("\(error)") }
             return nil

@@ -18,7 +18,7 @@ final class FlowControlTests: XCTestCase {
         let client = try await makeClient(peer)
         for i in 0..<10 { try await client.writeWithoutResponse(handle: 0x20, value: [UInt8(i)]) }
         XCTAssertEqual(peer.sent, (0..<10).map { [0x52, 0x20, 0x00, UInt8($0)] })
-        XCTAssertEqual(client.engine.onLoopSync { $0.outbox.permits.count }, 0)
+        XCTAssertEqual(client.engine.snapshot.permitWaiters, 0)
     }
 
     func testWaitersGetPermitsInFIFOOrderWhenTheSocketDrains() async throws {
@@ -28,13 +28,13 @@ final class FlowControlTests: XCTestCase {
         var tasks: [Task<Void, any Error>] = []
         for i in 0..<20 {
             tasks.append(Task { try await client.writeWithoutResponse(handle: 0x20, value: [UInt8(i)]) })
-            while client.engine.onLoopSync({ $0.outbox.permits.count }) < i + 1 { await Task.yield() }
+            try await waitUntil("write \(i) waiting for a send permit") { client.engine.snapshot.permitWaiters >= i + 1 }
         }
         XCTAssertEqual(peer.sent.count, 0)
         peer.grantWritable(5)
         await peer.waitForSent(5)
         await peer.flush()
-        XCTAssertEqual(client.engine.onLoopSync { $0.outbox.permits.count }, 15)
+        XCTAssertEqual(client.engine.snapshot.permitWaiters, 15)
         peer.grantWritable(100)
         for t in tasks { try await t.value }
         XCTAssertEqual(peer.sent, (0..<20).map { [0x52, 0x20, 0x00, UInt8($0)] }, "permits were not granted in FIFO order")
@@ -45,9 +45,9 @@ final class FlowControlTests: XCTestCase {
         peer.strict = false
         let client = try await makeClient(peer)
         let a = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1]) }
-        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 1 { await Task.yield() }
+        try await waitUntil("a write waiting for a send permit") { client.engine.snapshot.permitWaiters >= 1 }
         let b = Task { try await client.writeWithoutResponse(handle: 0x20, value: [2]) }
-        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 2 { await Task.yield() }
+        try await waitUntil("two writes waiting for a send permit") { client.engine.snapshot.permitWaiters >= 2 }
         b.cancel()
         do { try await b.value; XCTFail() } catch let e as GATTError {
             XCTAssertEqual(e, .cancelled(operation: "Write Command to handle 0x0020"))
@@ -64,14 +64,14 @@ final class FlowControlTests: XCTestCase {
         let client = try await makeClient(peer, clock: clock)
         client.setName("wifiSetSSID", for: 0x20)
         let a = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1], timeout: .seconds(2)) }
-        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 1 { await Task.yield() }
+        try await waitUntil("a write waiting for a send permit") { client.engine.snapshot.permitWaiters >= 1 }
         clock.advance(by: .milliseconds(1999))
-        XCTAssertEqual(client.engine.onLoopSync { $0.outbox.permits.count }, 1)
+        XCTAssertEqual(client.engine.snapshot.permitWaiters, 1)
         clock.advance(by: .milliseconds(1))
         do { try await a.value; XCTFail() } catch let e as GATTError {
             XCTAssertEqual(e.description, "timed out after 2 s waiting for a send permit for Write Command on handle 0x0020 (wifiSetSSID)")
         }
-        XCTAssertEqual(client.engine.pendingDeadlines, 0)
+        XCTAssertEqual(client.engine.snapshot.pendingDeadlines, 0)
         XCTAssertFalse(client.isClosed, "a permit timeout is not an ATT timeout: the bearer stays open")
         peer.grantWritable(1)
         await peer.flush()
@@ -91,6 +91,8 @@ final class FlowControlTests: XCTestCase {
                 await Task.yield()
             }
         }
+        // Ended on every path: a failed write below must not leave it spinning.
+        defer { refill.cancel() }
         try await within(20) {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for w in 0..<writers {
@@ -194,7 +196,7 @@ final class AnswerOrderTests: XCTestCase {
         let sink = try XCTUnwrap(transport.sink)
         // The socket is full: the answer to the peer's Read Request is held, and POLLOUT is awaited.
         sink.transport(didReceive: [0x0A, 0x03, 0x00])
-        XCTAssertEqual(client.engine.onLoopSync { $0.outbox.answers.count }, 1)
+        XCTAssertEqual(client.engine.snapshot.queuedAnswers, 1)
         // POLLOUT: the writable thread takes the held answer and is stopped at the gate while sending it.
         transport.drainWithGateOnAnotherThread()
         XCTAssertEqual(transport.atGate.wait(timeout: .now() + 10), .success)

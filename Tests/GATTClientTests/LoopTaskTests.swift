@@ -66,10 +66,10 @@ final class LoopTaskTests: XCTestCase {
             }
         }
         await peer.waitForReceived(2)
-        try await within { while client.engine.onLoopSync({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
+        try await waitUntil("the request in the slot written") { client.engine.snapshot.inFlightWritten }
         try await assertCancellingReleasesTheWriteInFlight(task)
         let read = Task { try await client.read(handle: 2) }
-        try await within { while client.engine.queuedRequests < 1 { await Task.yield() } }
+        try await waitUntil("a request queued behind the slot") { client.engine.snapshot.queuedRequests >= 1 }
         try send(b, "13")   // the late Write Response: dropped, then the read goes out
         let v = try await within { try await read.value }
         XCTAssertEqual(v, [7])
@@ -95,7 +95,7 @@ final class LoopTaskTests: XCTestCase {
             guard case .disconnected(let d) = e else { return XCTFail("\(e)") }
             XCTAssertTrue(d.during.contains("Write Request to handle 0x0012"), d.description)
         }
-        try await within { while !client.isClosed { await Task.yield() } }
+        try await waitUntil("the client closed") { client.isClosed }
         peer.assertScriptDone()
     }
 
@@ -111,11 +111,11 @@ final class LoopTaskTests: XCTestCase {
             }
         }
         await peer.waitForReceived(2)
-        try await within { while client.engine.onLoopSync({ $0.requests.inFlight?.written != true }) { await Task.yield() } }
+        try await waitUntil("the request in the slot written") { client.engine.snapshot.inFlightWritten }
         a.lend { fd in loaned.withLock { $0.append(fd) } }
-        try await within(5, "the loan") { while loaned.withLock({ $0.isEmpty }) { await Task.yield() } }
+        try await waitUntil("the loan", within: 5) { !loaned.withLock({ $0.isEmpty }) }
         XCTAssertNotNil(loaned.withLock { $0.first ?? nil }, "the loan got no socket")
-        XCTAssertEqual(client.engine.onLoopSync { $0.requests.inFlight?.written }, true, "the write finished before the loan")
+        XCTAssertEqual(client.engine.snapshot.inFlightWritten, true, "the write finished before the loan")
         try send(b, "13")
         try await within(5, "the write after the loan") { try await task.value }
         peer.assertScriptDone()

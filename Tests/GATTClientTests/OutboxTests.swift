@@ -12,14 +12,14 @@ final class OutboxTests: XCTestCase {
         peer.strict = false
         let client = try await makeClient(peer)
         let first = Task { try await client.writeWithoutResponse(handle: 0x20, value: [1]) }
-        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 1 { await Task.yield() }
+        try await waitUntil("a write waiting for a send permit") { client.engine.snapshot.permitWaiters >= 1 }
         let read = Task { try await client.read(handle: 0x03) }
-        while client.engine.onLoopSync({ $0.requests.inFlight == nil }) { await Task.yield() }
+        try await waitUntil("the read in the slot") { client.engine.snapshot.inFlight != nil }
         let second = Task { try await client.writeWithoutResponse(handle: 0x20, value: [2]) }
-        while client.engine.onLoopSync({ $0.outbox.permits.count }) < 2 { await Task.yield() }
+        try await waitUntil("two writes waiting for a send permit") { client.engine.snapshot.permitWaiters >= 2 }
         // An indication arrives last: its confirmation still leaves first.
         peer.inject([0x1D, 0x05, 0x00, 0xAA])
-        while client.engine.onLoopSync({ $0.outbox.answers.count }) < 1 { await Task.yield() }
+        try await waitUntil("the confirmation queued") { client.engine.snapshot.queuedAnswers >= 1 }
         XCTAssertEqual(peer.sent, [], "nothing may go while the socket is full")
         peer.grantWritable(10)
         await peer.waitForSent(4)
@@ -37,7 +37,7 @@ final class OutboxTests: XCTestCase {
         peer.strict = false
         let client = try await makeClient(peer, clock: clock)
         let read = Task { try await client.read(handle: 0x03) }
-        while client.engine.onLoopSync({ $0.outbox.blocked == false }) { await Task.yield() }
+        try await waitUntil("the send refused by the full socket") { client.engine.snapshot.sendBlocked }
         clock.advance(by: .seconds(20))
         peer.grantWritable(1)
         await peer.waitForSent(1)
@@ -72,7 +72,7 @@ final class OutboxTests: XCTestCase {
         let client = try await makeClient(peer, log: log)
         await peer.waitForSent(1)
         // The event follows the send, on the reader's thread.
-        try await within { while log.all.isEmpty { await Task.yield() } }
+        try await waitUntil("an event logged") { !log.all.isEmpty }
         peer.assertScriptDone()
         XCTAssertEqual(client.mtu, 23)
         XCTAssertEqual(log.all, [.answeredPeerRequest(request: [0x02, 0x17], answer: [0x01, 0x02, 0x00, 0x00, 0x04])])

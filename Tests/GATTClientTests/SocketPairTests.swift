@@ -224,8 +224,9 @@ final class SocketPairTests: XCTestCase {
             }
         }
         // Wait until the socket is full and writes queue for a permit, then let the peer read.
-        try await within {
-            while client.engine.onLoopSync({ !$0.outbox.blocked && $0.outbox.permits.isEmpty }) { await Task.yield() }
+        try await waitUntil("the socket full or a write waiting for a send permit") {
+            let s = client.engine.snapshot
+            return s.sendBlocked || s.permitWaiters > 0
         }
         peer.openGate()
         try await within(20) { try await writer.value }

@@ -72,7 +72,7 @@ final class StressTests: XCTestCase {
             guard pdu[0] & 0x40 == 0, n % 5 == 0 else { return replies }
             let cancelInFlight = Step.run {
                 guard n % 10 == 0, let engine = clientBox.withLock({ $0?.engine }),
-                      let id = engine.onLoopSync({ $0.requests.inFlight?.id }) else { return }
+                      let id = engine.snapshot.inFlight else { return }
                 engine.cancel(id)
             }
             return [.delay(200), cancelInFlight] + replies
@@ -120,8 +120,8 @@ final class StressTests: XCTestCase {
         XCTAssertTrue(outcomes.allSatisfy { if case .timedOut = $0 { return false }; return true })
         let ended = try await within(10, "the subscription stream to end") { await streamEnd.value }
         XCTAssertTrue(ended, "the subscription stream did not end with a disconnect error")
-        XCTAssertEqual(client.engine.pendingDeadlines, 0)
-        XCTAssertEqual(client.engine.queuedRequests, 0)
+        XCTAssertEqual(client.engine.snapshot.pendingDeadlines, 0)
+        XCTAssertEqual(client.engine.snapshot.queuedRequests, 0)
         XCTAssertGreaterThan(client.statistics.droppedEvents, 0, "no late response (to a cancelled request) was exercised")
     }
 
@@ -138,11 +138,13 @@ final class StressTests: XCTestCase {
         let done = Counter()
         let driver = Task {
             // Time moves on while the operations run: one simulated second per turn.
-            while done.current == 0 {
+            while done.current == 0 && !Task.isCancelled {
                 clock.advance(by: .seconds(1))
                 await Task.yield()
             }
         }
+        // Ended on every path: a run that times out below must not leave it spinning.
+        defer { driver.cancel() }
         let outcomes = try await within(60, "the timeout stress run") {
             await withTaskGroup(of: Outcome.self) { group in
                 var rng = LCG(state: 7)

@@ -175,8 +175,10 @@ final class DatabaseHashTests: XCTestCase {
         let out = Pipe()
         p.standardOutput = out
         try p.run()
+        let watchdog = ProcessWatchdog(p, "openssl mac")
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         XCTAssertEqual(p.terminationStatus, 0, "openssl mac")
         return packed(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
     }

@@ -52,12 +52,8 @@ final class LineEditorTests: XCTestCase {
         e["HOME"] = home
         e["XDG_STATE_HOME"] = home + "/state"
         e["TERM"] = "xterm"
-        e[WaitLimit.reportVariable] = waitLimitReport
         return e
     }
-
-    /// Where the demo reports the limits that fire in it; each run's are counted here once it has exited.
-    var waitLimitReport: String { home + "/wait-limits" }
 
     /// Runs the demo with `arguments` in a pty through `steps` (the driver's own limits bound every step; the
     /// whole run is bounded by `ToolProcess`-style termination after 60 s).
@@ -71,9 +67,10 @@ final class LineEditorTests: XCTestCase {
         process.standardOutput = out
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        let watchdog = ProcessWatchdog(process, "lineedit-demo")
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        WaitLimit.absorbReport(at: waitLimitReport)
+        XCTAssertNil(watchdog.end())
         let json = try parseJSON(String(decoding: data, as: UTF8.self))
         let run = PTYRun(ok: json["ok"] == .bool(true), failed: json["failed"]?.integer, waited: json["waited"]?.string,
                          status: json["status"]?.integer, transcript: json["transcript"]?.string ?? "")
@@ -96,12 +93,13 @@ final class LineEditorTests: XCTestCase {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        let watchdog = ProcessWatchdog(process, "lineedit-demo")
         stdin.fileHandleForWriting.write(Data(input.utf8))
         if !keepOpen { try stdin.fileHandleForWriting.close() }
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        WaitLimit.absorbReport(at: waitLimitReport)
+        XCTAssertNil(watchdog.end())
         if keepOpen { try stdin.fileHandleForWriting.close() }
         return (String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self), process.terminationStatus)
     }
@@ -191,10 +189,8 @@ final class LineEditorTests: XCTestCase {
     }
 
     func testTheWaitAtATerminalPromptTimesOutNamingWhatItWaitedFor() throws {
-        let limit = WaitLimit.watch("lineEditor.prompt")
         let run = try pty(["--every-ms", "0", "--timeout-ms", "300"], [.expect("demo> "), .expect("timed out after 300 ms waiting for a line at the prompt"), .exit()])
         XCTAssertEqual(run.status, 3)
-        XCTAssertGreaterThan(limit.fired, 0, "the prompt's limit fired in the demo")
     }
 
     func testATimedOutLineDroppedEndsOnItsOwnRowAndTheNextReadStartsAfresh() throws {
@@ -227,11 +223,9 @@ final class LineEditorTests: XCTestCase {
     }
 
     func testTheWaitForPlainInputTimesOutNamingWhatItWaitedFor() throws {
-        let limit = WaitLimit.watch("lineEditor.input")
         let r = try piped(["--every-ms", "0", "--timeout-ms", "200"], input: "", keepOpen: true)
         XCTAssertEqual(r.err, "lineedit-demo: timed out after 200 ms waiting for a line of input\n")
         XCTAssertEqual(r.status, 3)
-        XCTAssertGreaterThan(limit.fired, 0, "the input's limit fired in the demo")
     }
 
     func testTheDefaultHistoryFileFollowsXDG() {

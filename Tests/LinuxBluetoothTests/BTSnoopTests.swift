@@ -15,9 +15,11 @@ final class BTSnoopTests: XCTestCase {
         p.standardOutput = out
         p.standardError = err
         try p.run()
+        let watchdog = ProcessWatchdog(p, "tshark")
         let o = out.fileHandleForReading.readDataToEndOfFile()
         let e = err.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
     }
 

@@ -29,19 +29,18 @@ final class CapabilityKeeperTests: XCTestCase {
 
     /// An end whose drop does not finish within the answer limit returns at that limit.
     func testAnEndTheKeeperDoesNotFinishInTimeReturnsAtItsLimit() {
-        let limit = WaitLimit.watch("keeper.end")
         let release = DispatchSemaphore(value: 0)
         let keeper = CapabilityKeeper(name: "slow-drop", answerLimit: .milliseconds(100), drop: { release.wait() })
         let started = ContinuousClock.now
         keeper.end()
-        XCTAssertLessThan(ContinuousClock.now - started, .seconds(5), "end waited past its limit")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit keeper.end fired")
+        let took = ContinuousClock.now - started
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(90), "end returned before its limit, though the drop never finished")
+        XCTAssertLessThan(took, .seconds(5), "end waited past its limit")
         release.signal()
     }
 
     /// A call that finds the keeper busy past the answer limit runs on its caller instead of waiting on.
     func testACallTheKeeperDoesNotTakeInTimeRunsOnTheCaller() {
-        let limit = WaitLimit.watch("keeper.answer")
         let keeper = CapabilityKeeper(name: "busy-keeper", answerLimit: .milliseconds(100), drop: {})
         let release = DispatchSemaphore(value: 0)
         let started = DispatchSemaphore(value: 0)
@@ -51,11 +50,11 @@ final class CapabilityKeeperTests: XCTestCase {
         XCTAssertEqual(started.wait(timeout: .now() + 5), .success)
         let t0 = Date()
         XCTAssertEqual(keeper.perform { threadName() } == "busy-keeper", false, "the busy keeper did not take it")
+        XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(t0), 0.09, "the call waited for the keeper up to the answer limit")
         XCTAssertLessThan(Date().timeIntervalSince(t0), 3, "bounded by the answer limit")
         release.signal()
         XCTAssertEqual(keeper.perform { threadName() }, "busy-keeper", "free again, the keeper takes calls")
         keeper.end()
-        XCTAssertGreaterThan(limit.fired, 0, "the limit keeper.answer fired")
     }
 
     /// Without a keeper (a process that held nothing, or after the drop), Privilege runs calls where they are made.

@@ -114,7 +114,6 @@ final class EnhancedUnixBearerTests: XCTestCase {
     }
 
     func testAPeerThatNeverAnswersTheHandshakeTimesOutNamingTheAnswer() throws {
-        let limit = WaitLimit.watch("bearer.handshake")
         let p = try makePeer("eatt-silent")
         defer { p.cid4.close(); p.eatt.close(); p.client.close(reason: "done") }
         let eatt = p.eatt
@@ -132,7 +131,6 @@ final class EnhancedUnixBearerTests: XCTestCase {
         let request = try silent()
         XCTAssertEqual(request.spsm, 0x0027)
         XCTAssertEqual(request.clientMTU, ATTMTU.maximum)
-        XCTAssertGreaterThan(limit.fired, 0, "the limit bearer.handshake fired")
     }
 
     func testAClientThatNeverSendsItsRequestTimesOutAtTheListener() throws {

@@ -80,16 +80,13 @@ final class EventLoopTests: XCTestCase {
         XCTAssertEqual(EventLoop.liveLoops, liveBefore + 20)
         XCTAssertEqual(openFileDescriptors(), before + 60, "an event loop holds three fds: epoll, eventfd, timerfd")
         // Both waits give up at their limit while the loops are held, then a busy released loop is still stopping.
-        let stoppingLimit = WaitLimit.watch("eventLoop.stopping"), liveLimit = WaitLimit.watch("eventLoop.live")
         XCTAssertFalse(EventLoop.waitForLiveLoops(atMost: liveBefore, seconds: 0.01))
-        XCTAssertGreaterThan(liveLimit.fired, 0, "waitForLiveLoops recorded its limit")
         let ran = Lock<Int>(0)
         let gate = Lock(false)
         for loop in loops { loop.execute { ran.withLock { $0 += 1 } } }
         loops[0].execute { gate.wait(until: { $0 ? () : nil }) }
         loops = []
         XCTAssertFalse(EventLoop.waitForStoppingLoops(seconds: 0.01), "a loop busy with posted work is still stopping")
-        XCTAssertGreaterThan(stoppingLimit.fired, 0, "waitForStoppingLoops recorded its limit")
         gate.withLockBroadcasting { $0 = true }
         XCTAssertTrue(EventLoop.waitForStoppingLoops(seconds: 10), "a released loop's thread did not end")
         XCTAssertTrue(EventLoop.waitForLiveLoops(atMost: liveBefore, seconds: 10))

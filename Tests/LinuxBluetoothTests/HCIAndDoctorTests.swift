@@ -145,8 +145,10 @@ final class CapabilityTests: XCTestCase {
         let out = Pipe()
         p.standardOutput = out
         try p.run()
+        let watchdog = ProcessWatchdog(p, "bearer-e2e drop-caps")
         let data = out.fileHandleForReading.readDataToEndOfFile()
         p.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         XCTAssertEqual(p.terminationStatus, 0, String(decoding: data, as: UTF8.self))
         let json = try parseJSON(bytes: Array(data))
         let before = try XCTUnwrap(json["before"]?.fields.map { Dictionary(uniqueKeysWithValues: $0.map { ($0.0, $0.1.string) }) })

@@ -132,7 +132,6 @@ final class HCILinkMonitorTests: XCTestCase {
     }
 
     func testAnUpdateWithNoCompletionTimesOutNamingTheEventTheHandleAndTheLimit() throws {
-        let limit = WaitLimit.watch("linkMonitor.request")
         let pair = try SocketPair()
         let (monitor, _) = try rig(pair) { cmd in opcode(cmd) == 0x2013 ? [commandStatus(0, 0x2013)] : [] }
         defer { monitor.close() }
@@ -147,7 +146,6 @@ final class HCILinkMonitorTests: XCTestCase {
         // A controller that does not answer at all: the command's own wait, named.
         let silent = try monitor.requestPHY(tx: .le2M, rx: .le2M, limits: quick)
         XCTAssertEqual(silent, .timedOut(LinkWaitTimeout(waitedFor: "Command Status or Command Complete for LE Set PHY", handle: nil, limit: .milliseconds(300))))
-        XCTAssertGreaterThan(limit.fired, 0, "the limit linkMonitor.request fired")
     }
 
     func testThePHYAndDataLengthGrantedAndADataLengthThatChangesNothing() throws {
@@ -202,7 +200,6 @@ final class HCILinkMonitorTests: XCTestCase {
 
     /// An error for a lost link waits a bounded time for the Disconnection Complete that names the reason.
     func testAwaitingTheDisconnectReasonIsBounded() throws {
-        let limit = WaitLimit.watch("linkMonitor.disconnectReason")
         let pair = try SocketPair()
         let (monitor, controller) = try rig(pair) { _ in [] }
         defer { monitor.close() }
@@ -213,16 +210,13 @@ final class HCILinkMonitorTests: XCTestCase {
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { controller.send(hciEvent(0x05, [0x00, 0x40, 0x00, 0x13])) }
         XCTAssertEqual(monitor.awaitDisconnectReason(limit: .seconds(5)), 0x13, "the event that came while waiting")
         XCTAssertEqual(monitor.awaitDisconnectReason(limit: .zero), 0x13, "and at once once known")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit linkMonitor.disconnectReason fired")
     }
 
     func testAFailedEncryptionChangeIsFoundWithinItsLimit() throws {
-        let limit = WaitLimit.watch("linkMonitor.encryptionFailure")
         let pair = try SocketPair()
         let (monitor, controller) = try rig(pair) { _ in [] }
         defer { monitor.close() }
         XCTAssertNil(monitor.awaitEncryptionFailure(limit: .milliseconds(100)), "none yet: nil at the limit")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit linkMonitor.encryptionFailure fired")
         // A successful Encryption Change (event 0x08: status, handle, enabled) is not a failure.
         controller.send(hciEvent(0x08, [0x00, 0x40, 0x00, 0x01]))
         XCTAssertNil(monitor.awaitEncryptionFailure(limit: .milliseconds(100)))
@@ -265,7 +259,6 @@ final class HCILinkMonitorTests: XCTestCase {
     }
 
     func testACloseWhoseReaderIsBusyReturnsAtItsLimit() throws {
-        let limit = WaitLimit.watch("linkMonitor.close")
         let pair = try SocketPair()
         // The sink holds the reader (it runs on the reader's thread) until the gate opens.
         let gate = Lock(false), inSink = Lock(false)
@@ -278,8 +271,9 @@ final class HCILinkMonitorTests: XCTestCase {
         XCTAssertNotNil(inSink.wait(until: { $0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "the event reached the sink")
         let started = ContinuousClock.now
         monitor.close(limit: .milliseconds(100))
-        XCTAssertLessThan(ContinuousClock.now - started, .seconds(2), "close waited past its limit")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit linkMonitor.close fired")
+        let took = ContinuousClock.now - started
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(90), "close returned before its limit, though the reader was held")
+        XCTAssertLessThan(took, .seconds(2), "close waited past its limit")
         gate.withLockBroadcasting { $0 = true }
         monitor.close()
     }

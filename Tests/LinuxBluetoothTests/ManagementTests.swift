@@ -63,7 +63,6 @@ final class ManagementTests: XCTestCase {
     }
 
     func testASilentKernelIsATimeoutThatSaysWhatWasAwaited() {
-        let limit = WaitLimit.watch("management.command")
         var fds: [Int32] = [0, 0]
         XCTAssertEqual(socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue), 0, &fds), 0)
         defer { close(fds[1]) }
@@ -71,6 +70,5 @@ final class ManagementTests: XCTestCase {
         XCTAssertThrowsError(try socket.run(.stopDiscovery(index: 0), timeout: 0.2)) { error in
             XCTAssertEqual("\(error)", "Stop Discovery (Bluetooth management) on hci0 failed: no Command Complete or Command Status from the kernel within 0.2 s")
         }
-        XCTAssertGreaterThan(limit.fired, 0, "the limit management.command fired")
     }
 }

@@ -97,7 +97,6 @@ final class BenchBearersTests: XCTestCase {
     /// The writers' wait is bounded by each write's transaction timeout: a peer that never answers Write Requests on
     /// its Enhanced ATT bearers fails the run naming what the writer waited for (the bearer closes, §3.3.3).
     func testAWriterWhoseBearerNeverAnswersTimesOutNamingIt() throws {
-        let limit = WaitLimit.watch("att.transaction")
         let path = temporarySocketPath("mirror-bench-silent-eatt")
         let database = AttributeDatabase { db in
             db.service(.genericAttribute)
@@ -134,6 +133,5 @@ final class BenchBearersTests: XCTestCase {
         let first = run.stderr.split(separator: "\n").first.map(String.init) ?? ""
         XCTAssertTrue(first.hasPrefix("mirror: timed out after 1 s waiting for Write Response"), run.stderr)
         XCTAssertTrue(first.contains(String(format: "handle 0x%04X", sink)), run.stderr)
-        XCTAssertGreaterThan(limit.fired, 0, "the limit att.transaction fired")
     }
 }

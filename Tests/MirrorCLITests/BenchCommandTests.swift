@@ -250,6 +250,7 @@ final class BenchCommandTests: XCTestCase {
             process.standardOutput = out
             process.standardError = err
             try process.run()
+            let watchdog = ProcessWatchdog(process, "mirror bench")
             let deadline = Date().addingTimeInterval(30)
             while peer.counters.writeRequests < before + 10 + 200 + 1 {
                 XCTAssertTrue(process.isRunning, "bench ended before its second round")
@@ -261,6 +262,7 @@ final class BenchCommandTests: XCTestCase {
             let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
             _ = err.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
+            XCTAssertNil(watchdog.end())
             XCTAssertEqual(process.terminationStatus, status, "\(name): \(stdout)")
             if json {
                 let result = try parseJSON(stdout)
@@ -390,7 +392,6 @@ final class BenchCommandTests: XCTestCase {
     /// A bare-loop turn on the lent socket is bounded by --timeout: a peer that stops answering after mirror's
     /// round fails the run naming what the bare loop waited for, and the bearer's close still comes.
     func testABareLoopTurnThatGetsNoAnswerTimesOutNamingIt() throws {
-        let limit = WaitLimit.watch("bare.response")
         peer.close()
         var behaviour = GATTPeer.Behaviour()
         behaviour.silentAfterWriteRequests = 10
@@ -401,6 +402,5 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 5, run.stderr)
         XCTAssertEqual(run.stderr.split(separator: "\n").first.map(String.init), "mirror: timed out after 1 s waiting for a response in the bare loop")
         XCTAssertEqual(peer.counters.writeRequests, 11, "mirror's 10 answered, the bare loop's first never")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit bare.response fired")
     }
 }

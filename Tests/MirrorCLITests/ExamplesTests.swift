@@ -135,12 +135,14 @@ final class ExamplesTests: XCTestCase {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = err
         try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror \(words.joined(separator: " "))")
         let handle = err.fileHandleForReading
         var seen = readUntil(handle, contains: "subscribed")
         kill(process.processIdentifier, SIGINT)
         seen.append(handle.readDataToEndOfFile())
         try? handle.close()
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         return process.terminationStatus == 0 ? nil : "exit \(process.terminationStatus) after SIGINT: \(String(decoding: seen, as: UTF8.self).prefix(400))"
     }
 }

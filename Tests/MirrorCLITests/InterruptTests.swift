@@ -17,6 +17,7 @@ final class InterruptTests: XCTestCase {
         process.standardError = err
         process.standardInput = inPipe
         try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror \(arguments.joined(separator: " "))")
         if let input { try inPipe.fileHandleForWriting.write(contentsOf: Data(input.utf8)) }
         let handle = err.fileHandleForReading
         var seen = readUntil(handle, contains: ready)
@@ -25,6 +26,7 @@ final class InterruptTests: XCTestCase {
         let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         seen.append(handle.readDataToEndOfFile())
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         try? inPipe.fileHandleForWriting.close()
         return (process.terminationStatus, stdout, String(decoding: seen, as: UTF8.self))
     }

@@ -52,10 +52,8 @@ final class ListenDropTests: XCTestCase {
         process.standardOutput = out
         process.standardError = err
         try process.run()
-        // Bounded: a run that never ends is terminated, and the test fails on its status.
-        let watchdog = DispatchWorkItem { if process.isRunning { process.terminate() } }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
-        defer { watchdog.cancel() }
+        // Bounded: a run that never ends is killed, and the test fails naming it.
+        let watchdog = ProcessWatchdog(process, "mirror listen")
         // The first value's line (after the subscribed event): the listen is reading its stream, so every
         // subscription has completed.
         let first = readUntil(out.fileHandleForReading, contains: "tick 1")
@@ -65,6 +63,7 @@ final class ListenDropTests: XCTestCase {
         let stdout = first + out.fileHandleForReading.readDataToEndOfFile()
         let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         XCTAssertEqual(process.terminationStatus, 0, stderr)
         let lines = try String(decoding: stdout, as: UTF8.self).split(separator: "\n").map { try parseJSON(String($0)) }
         XCTAssertEqual(lines.count, 1502, "the subscribed event, 1500 values, the count line")

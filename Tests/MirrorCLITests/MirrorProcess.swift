@@ -40,8 +40,25 @@ enum MirrorProcess {
     }
 }
 
+/// Reads lines from `handle` until there are `count`, or `seconds` pass with none ready to read (the poll's limit):
+/// the lines read, for the test to assert on.
+func readLines(_ handle: FileHandle, count: Int, within seconds: Double) -> [String] {
+    var lines: [String] = []
+    let deadline = Date().addingTimeInterval(seconds)
+    while lines.count < count {
+        let left = Int32(max(0, deadline.timeIntervalSinceNow) * 1000)
+        var pfd = pollfd(fd: handle.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        guard poll(&pfd, 1, left) > 0 else { break }
+        let chunk = handle.availableData
+        if chunk.isEmpty { break }
+        lines += String(decoding: chunk, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+    return lines
+}
+
 /// Reads `handle` until what was read contains `marker`, or the stream ends (the process exited): what was read.
-/// Bounded by the writer: each read returns what it wrote, or end of file once it has gone.
+/// Bounded by the writer: each read returns what it wrote, or end of file once it has gone (a ProcessWatchdog
+/// bounds a writer that hangs).
 func readUntil(_ handle: FileHandle, contains marker: String) -> Data {
     var seen = Data()
     while !String(decoding: seen, as: UTF8.self).contains(marker) {

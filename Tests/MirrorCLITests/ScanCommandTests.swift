@@ -71,6 +71,7 @@ final class ScanCommandTests: XCTestCase {
             process.standardOutput = out
             process.standardError = FileHandle.nullDevice
             try process.run()
+            let watchdog = ProcessWatchdog(process, "mirror scan")
             // Read until the Write Response to initDeviceForScan: the scan has started on the mirror.
             let handle = out.fileHandleForReading
             var seen = readUntil(handle, contains: json ? "\"purpose\":\"afterWrites\"" : "[afterWrites]")
@@ -78,6 +79,7 @@ final class ScanCommandTests: XCTestCase {
             kill(process.processIdentifier, signal)
             seen.append(handle.readDataToEndOfFile())
             process.waitUntilExit()
+            XCTAssertNil(watchdog.end())
             let stdout = String(decoding: seen, as: UTF8.self)
             XCTAssertEqual(process.terminationStatus, status, stdout)
             if json {
@@ -193,6 +195,7 @@ final class ScanCommandTests: XCTestCase {
         process.standardInput = FileHandle.nullDevice
         let started = Date()
         try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror scan")
         close(slave)
         // Read the terminal until the child is gone (read then fails with EIO).
         var terminal = Data()
@@ -204,6 +207,7 @@ final class ScanCommandTests: XCTestCase {
         }
         close(master)
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         let took = Date().timeIntervalSince(started)
         XCTAssertEqual(process.terminationStatus, 5, "the scan timed out")
         let text = String(decoding: terminal, as: UTF8.self)

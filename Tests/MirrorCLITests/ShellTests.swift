@@ -229,8 +229,10 @@ final class ShellTests: XCTestCase {
         process.standardOutput = out
         process.standardInput = FileHandle.nullDevice
         try process.run()
+        let watchdog = ProcessWatchdog(process, "the pty driver of mirror shell")
         let data = out.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
         let json = try parseJSON(String(decoding: data, as: UTF8.self))
         XCTAssertEqual(json["ok"], .bool(true), "step \(json["failed"]?.integer ?? -1) waited for \(json["waited"]?.string ?? "?"): \(json["transcript"]?.string ?? "")",
                        file: file, line: line)

@@ -48,11 +48,7 @@ final class TraceBearerTests: XCTestCase {
         _ = try request.withUnsafeBytes { b throws(TransportError) in try named.trySend(b) }
         eatt.deliver([0x0B, 0x02])
         named.close(reason: "test over")
-        var lines: [String] = []
-        let deadline = Date().addingTimeInterval(5)
-        while lines.count < 5, Date() < deadline {
-            lines += String(decoding: pipe.fileHandleForReading.availableData, as: UTF8.self).split(separator: "\n").map(String.init)
-        }
+        let lines = readLines(pipe.fileHandleForReading, count: 5, within: 5)
         XCTAssertEqual(lines.map { String($0.dropFirst(16)) }, [
             "> Read Request handle 0x0003",
             "< Read Response [01]",

@@ -51,12 +51,7 @@ final class TraceOrderTests: XCTestCase {
         let result = try request.withUnsafeBytes { b throws(TransportError) in try traced.trySend(b) }
         XCTAssertEqual(result, .sent)
         // The answer's line is printed once the send's line is (at most the transport's 200 ms wait later).
-        var lines: [String] = []
-        let deadline = Date().addingTimeInterval(5)
-        while lines.count < 2, Date() < deadline {
-            let chunk = pipe.fileHandleForReading.availableData
-            lines += String(decoding: chunk, as: UTF8.self).split(separator: "\n").map(String.init)
-        }
+        let lines = readLines(pipe.fileHandleForReading, count: 2, within: 5)
         XCTAssertEqual(lines.map { String($0.dropFirst(16)) }, ["> Read Request handle 0x0003", "< Read Response [01 02]"],
                        lines.joined(separator: "\n"))
     }

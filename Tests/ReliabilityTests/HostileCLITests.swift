@@ -154,24 +154,20 @@ final class HostileCLITests: XCTestCase {
     }
 
     func testTheBenchsBareLoopTimesOutNamingTheResponseItWaitedFor() throws {
-        let limit = WaitLimit.watch("bare.response")
         // The GATT connection is answered; the bare loop's own connection is read but never answered, so its
         // Exchange MTU waits for a response until --timeout.
         try checkBareLoopTimeout("later-connections-silent",
                                  ["--handle", "0x000B", "--size", "2", "--count", "10", "--rounds", "1"],
                                  waitingFor: "a response in the bare loop")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit bare.response fired")
     }
 
     func testTheBenchsBareLoopTimesOutNamingTheSocketThatTookNoMoreData() throws {
-        let limit = WaitLimit.watch("bare.socketWritable")
         // The bare loop's connection gets its Exchange MTU answered, then is never read: its Write Commands fill
         // the socket, and the loop waits for POLLOUT until --timeout.
         try checkBareLoopTimeout("later-connections-stop-reading",
                                  ["--handle", "0x000B", "--size", "200", "--mode", "without-response", "--warmup", "5000",
                                   "--count", "10", "--rounds", "1"],
                                  waitingFor: "the bare loop's socket to take more data")
-        XCTAssertGreaterThan(limit.fired, 0, "the limit bare.socketWritable fired")
     }
 
     func testListenDuringANotificationFloodStopsAtItsCount() throws {

@@ -230,15 +230,35 @@ final class ATTEngine: ATTTransportSink {
     var statistics: GATTClientStatistics { onLoopSync { $0.stats } }
     var answeredCount: Int { onLoopSync { $0.answered } }
 
-    /// Deadlines the engine holds (the slot's, and every permit waiter's with a limit); zero when idle.
-    var pendingDeadlines: Int {
-        onLoopSync { s in
-            (s.requests.inFlight != nil ? 1 : 0) + s.outbox.permits.elements.filter { $0.deadline != nil }.count
-        }
+    /// What the tests observe of the engine, read on its loop in one step: facts, so that no test names a field.
+    struct Snapshot: Sendable, Equatable {
+        /// The request in the slot (its operation ID), nil when none.
+        var inFlight: UInt64?
+        /// Whether the request in the slot has gone out to the transport.
+        var inFlightWritten: Bool
+        /// Requests queued behind the slot.
+        var queuedRequests: Int
+        /// Deadlines the engine holds (the slot's, and every permit waiter's with a limit); zero when idle.
+        var pendingDeadlines: Int
+        /// Writes without response waiting for a send permit.
+        var permitWaiters: Int
+        /// Server answers (confirmations) queued for the transport.
+        var queuedAnswers: Int
+        /// Whether the transport refused the last send (the outbox waits for POLLOUT).
+        var sendBlocked: Bool
+        /// Notification streams the fan-out holds.
+        var notificationStreams: Int
     }
 
-    /// Requests queued behind the slot.
-    var queuedRequests: Int { onLoopSync { $0.requests.queue.count } }
+    var snapshot: Snapshot {
+        onLoopSync { s in
+            Snapshot(inFlight: s.requests.inFlight?.id, inFlightWritten: s.requests.inFlight?.written == true,
+                     queuedRequests: s.requests.queue.count,
+                     pendingDeadlines: (s.requests.inFlight != nil ? 1 : 0) + s.outbox.permits.elements.filter { $0.deadline != nil }.count,
+                     permitWaiters: s.outbox.permits.count, queuedAnswers: s.outbox.answers.count,
+                     sendBlocked: s.outbox.blocked, notificationStreams: s.watchers.count)
+        }
+    }
 
     /// The requests this bearer holds (in the slot and queued), nil once it closed: how the client picks a bearer.
     var load: Int? { onLoopSync { $0.load } }

@@ -47,7 +47,6 @@ extension ATTEngine {
                 let reason = "ATT timeout: no \(waited)\(on) within \(timeout.spoken) for \(describe(slot.opcode, handle: slot.handle)); "
                     + "the bearer was closed (Core Spec Vol 3 Part F §3.3.3)"
                 s.requests.inFlight = nil
-                WaitLimit.fired("att.transaction")
                 if let c = slot.continuation { resumptions.append(.request(c, .failure(.timeout(timeoutError)))) }
                 resumptions += closeAll(&s, reason: reason)
                 closeReason = reason
@@ -60,7 +59,6 @@ extension ATTEngine {
                 return d <= now
             }
             for w in due {
-                WaitLimit.fired("att.permit")
                 let e = GATTTimeoutError(waitingFor: "a send permit for Write Command", handle: w.handle,
                                          handleName: name(of: w.handle), after: w.limit ?? .zero)
                 resumptions.append(.permit(w.continuation, .failure(.timeout(e))))

@@ -549,7 +549,6 @@ final class Shell: Sendable {
         }
         if arrived { return }
         if Task.isCancelled { throw GATTError.cancelled(operation: "wait") }
-        WaitLimit.fired("shell.wait")
         throw CLIError.timeout(what: "\(count) value\(count == 1 ? "" : "s") of the background subscriptions (\(came) came)", seconds: seconds)
     }
 

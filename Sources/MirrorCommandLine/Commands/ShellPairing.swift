@@ -169,7 +169,6 @@ final class EditorQuestions: Sendable {
                 return s.answer
             }
             if let late { return try late.get() }
-            WaitLimit.fired("shell.pairQuestion")
             throw .timedOut(question: question, after: limit)
         }
         defer {

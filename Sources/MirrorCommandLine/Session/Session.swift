@@ -461,7 +461,6 @@ final class Session: Sendable {
             Task {
                 try? await MonotonicClock().sleep(for: limit)
                 if !Task.isCancelled {
-                    WaitLimit.fired("listen.duration")
                     stream.finish()
                 }
             }
