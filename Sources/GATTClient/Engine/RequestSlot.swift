@@ -46,14 +46,12 @@ extension ATTEngine {
         let bytes = encoded.bytes, opcode = encoded.opcode, response = encoded.response
         let id = makeID()
         do {
-            // The executor-inheriting forms of withTaskCancellationHandler and of the continuation: the same handler
-            // record and continuation, without the hop back to `#isolation` the isolated forms make after the
-            // resumption (each hop is one more job on the loop, and takes the task's status lock). This function is
-            // nonisolated(nonsending), so the caller's isolation is restored once, when `request` returns to it.
-            return try await _unsafeInheritExecutor_withTaskCancellationHandler {
-                try await _unsafeInheritExecutor_withUnsafeThrowingContinuation { u in
+            // This function is nonisolated(nonsending): the handler and the continuation run on the caller's
+            // executor (the link's loop for a command), and the caller is resumed there once the response is read.
+            return try await withTaskCancellationHandler {
+                try await withEngineContinuation { (u: EngineContinuation<ATTPDU>) in
                     let p = Pending(id: id, bytes: bytes, opcode: opcode, response: response, handle: handle, valueLength: valueLength,
-                                    budget: budget, ignoresCancellation: ignoresCancellation, continuation: engineContinuation(u),
+                                    budget: budget, ignoresCancellation: ignoresCancellation, continuation: u,
                                     deadline: ClockInstant(nanoseconds: 0), deferred: false)
                     let cancelled = !ignoresCancellation && Task.isCancelled
                     if !pick && loop.inEventLoop {
