@@ -104,10 +104,15 @@ public final class GATTClient: Sendable {
     /// `eventLoop` (the name earlier versions gave the executor for back-to-back requests).
     public var bearerExecutor: EventLoop { engine.loop }
 
-    /// What the engines dropped or refused so far, summed over every bearer.
+    /// What the engines dropped or refused so far, summed over every bearer: asked of each bearer's loop (no thread
+    /// waits for a loop).
     public var statistics: GATTClientStatistics {
-        guard enhancedCount.load(ordering: .acquiring) > 0 else { return engine.statistics }
-        return enhanced.withLock { $0 }.reduce(engine.statistics) { $0.adding($1.statistics) }
+        get async {
+            var total = await engine.statistics
+            guard enhancedCount.load(ordering: .acquiring) > 0 else { return total }
+            for e in enhanced.withLock({ $0 }) { total = total.adding(await e.statistics) }
+            return total
+        }
     }
 
     /// Every notification and indication of the bearer, in arrival order, from the moment the client started,

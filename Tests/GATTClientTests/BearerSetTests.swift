@@ -38,7 +38,8 @@ final class BearerSetTests: XCTestCase {
         // A second response on the enhanced bearer finds no request there: a violation, never the CID 4 read.
         enhanced.inject(hex("0b cc"))
         await enhanced.flush()
-        XCTAssertEqual(client.statistics.protocolViolations, 1)
+        let stats0 = await client.statistics
+        XCTAssertEqual(stats0.protocolViolations, 1)
         XCTAssertTrue(log.all.contains { if case .protocolViolation(let v, _) = $0 { return v.problem == "an unsolicited Read Response" }; return false },
                       "\(log.all)")
         primary.inject(hex("0b aa"))
@@ -118,7 +119,8 @@ final class BearerSetTests: XCTestCase {
         let one = try await subIt.next()
         XCTAssertEqual(one?.value, [0xCC], "the per-handle stream missed an enhanced bearer's value")
         XCTAssertEqual(enhanced.sent, [hex("1e")], "the indication was not confirmed on its own bearer (§3.4.7.2)")
-        XCTAssertEqual(client.statistics.notificationsReceived, 4)
+        let stats1 = await client.statistics
+        XCTAssertEqual(stats1.notificationsReceived, 4)
     }
 
     func testAPrepareWriteQueueStaysOnOneBearer() async throws {

@@ -69,10 +69,13 @@ final class EngineTests: XCTestCase {
         }
         XCTAssertTrue(peer.isClosed)
         // A late response after the timeout changes nothing and crashes nothing.
-        let droppedBefore = client.statistics.droppedEvents
+        let stats0 = await client.statistics
+        let droppedBefore = stats0.droppedEvents
         client.engine.transport(didReceive: [0x0B, 0x01])
-        XCTAssertEqual(client.statistics.droppedEvents, droppedBefore + 1)
-        XCTAssertEqual(client.statistics.protocolViolations, 0)
+        let stats1 = await client.statistics
+        XCTAssertEqual(stats1.droppedEvents, droppedBefore + 1)
+        let stats2 = await client.statistics
+        XCTAssertEqual(stats2.protocolViolations, 0)
         do {
             _ = try await client.read(handle: 0x0021)
             XCTFail("a closed bearer accepted a request")
@@ -130,7 +133,8 @@ final class EngineTests: XCTestCase {
         }
         let v = try await client.read(handle: 0x0012)
         XCTAssertEqual(v, [7])
-        XCTAssertEqual(client.statistics.protocolViolations, 1)
+        let stats3 = await client.statistics
+        XCTAssertEqual(stats3.protocolViolations, 1)
         XCTAssertTrue(log.all.contains { if case .protocolViolation = $0 { return true }; return false })
         peer.assertScriptDone()
     }
@@ -172,7 +176,8 @@ final class EngineTests: XCTestCase {
         let peer = ScriptedPeer([.server(hex("13"))] + raw("0a 01 00", "0b 09"))
         let client = try await makeClient(peer, log: log)
         await peer.flush()
-        XCTAssertEqual(client.statistics.protocolViolations, 1)
+        let stats4 = await client.statistics
+        XCTAssertEqual(stats4.protocolViolations, 1)
         let v = try await client.read(handle: 1)
         XCTAssertEqual(v, [9])
         XCTAssertTrue(log.all.contains { $0.description.contains("an unsolicited Write Response") })
@@ -297,7 +302,8 @@ final class EngineTests: XCTestCase {
         let client = try await makeClient(peer)
         await peer.waitForSent(3)
         await peer.flush()
-        XCTAssertEqual(client.statistics.peerRequestsAnswered, 3)
+        let stats5 = await client.statistics
+        XCTAssertEqual(stats5.peerRequestsAnswered, 3)
         peer.assertScriptDone()
     }
 

@@ -59,8 +59,10 @@ final class OutboxTests: XCTestCase {
         await peer.waitForSent(1)
         peer.assertScriptDone()
         // The violation is reported before the confirmation is queued.
-        XCTAssertEqual(client.statistics.indicationsConfirmed, 1)
-        XCTAssertEqual(client.statistics.protocolViolations, 1)
+        let stats0 = await client.statistics
+        XCTAssertEqual(stats0.indicationsConfirmed, 1)
+        let stats1 = await client.statistics
+        XCTAssertEqual(stats1.protocolViolations, 1)
         guard case .protocolViolation(let v, nil)? = log.all.first else { return XCTFail("\(log.all)") }
         XCTAssertEqual(v.received, [0x1D, 0x00, 0x00, 0x09])
         XCTAssertTrue(v.problem.hasSuffix("(confirmed anyway)"), v.problem)

@@ -88,7 +88,8 @@ final class HostCapabilityTests: XCTestCase {
         XCTAssertEqual(done.withLock { $0?.1 }, true)
         // This answer follows every notification on the wire.
         _ = try await c.read(handle: 3)
-        XCTAssertEqual(c.statistics.notificationsReceived, count)
+        let stats0 = await c.statistics
+        XCTAssertEqual(stats0.notificationsReceived, count)
     }
 
     func testAStreamWithoutEndStopsUnfinishedWhenItsClientGoes() async throws {

@@ -56,7 +56,8 @@ final class HostileScenarioTests: XCTestCase {
         for p in procedures { try await p.run(c) }
         let long = try await c.readLong(handle: HostilePeer.longValueHandle)
         XCTAssertEqual(long.count, 300)
-        XCTAssertEqual(c.statistics.protocolViolations, 0)
+        let stats0 = await c.statistics
+        XCTAssertEqual(stats0.protocolViolations, 0)
     }
 
     func testWrongOpcodeFailsEachProcedureAsAProtocolViolationAndTheBearerStaysUp() async throws {
@@ -71,7 +72,8 @@ final class HostileScenarioTests: XCTestCase {
             XCTAssertTrue(e?.description.contains("is in flight") ?? false, "\(p.name): \(String(describing: e))")
         }
         XCTAssertFalse(c.isClosed)
-        XCTAssertGreaterThanOrEqual(c.statistics.protocolViolations, procedures.count)
+        let stats1 = await c.statistics
+        XCTAssertGreaterThanOrEqual(stats1.protocolViolations, procedures.count)
     }
 
     func testErrorResponseNamingAnotherRequestIsAProtocolViolation() async throws {
@@ -96,7 +98,8 @@ final class HostileScenarioTests: XCTestCase {
         _ = try await c.exchangeMTU()
         var stream = c.notifications.makeAsyncIterator()
         for round in 1...3 {
-            let before = c.statistics.protocolViolations
+            let stats2 = await c.statistics
+            let before = stats2.protocolViolations
             let got = try await c.read(handle: HostilePeer.deviceNameHandle)
             XCTAssertEqual(got, Array("hostile-peer".utf8))
             // The marker follows the four unsolicited PDUs on the wire, so once it is here they were all handled.
@@ -105,7 +108,8 @@ final class HostileScenarioTests: XCTestCase {
                 if n.handle == HostilePeer.markerHandle { marker = n; break }
             }
             XCTAssertNotNil(marker, "round \(round)")
-            XCTAssertEqual(c.statistics.protocolViolations - before, 4, "round \(round)")
+            let stats3 = await c.statistics
+            XCTAssertEqual(stats3.protocolViolations - before, 4, "round \(round)")
         }
         XCTAssertFalse(c.isClosed)
     }
@@ -134,7 +138,8 @@ final class HostileScenarioTests: XCTestCase {
         XCTAssertTrue(c.isClosed)
         // The late answer goes nowhere: the peer's connection ends, the client is unchanged.
         XCTAssertTrue(peer.wait(timeout: 5) { $0.closedConnections == 1 })
-        XCTAssertEqual(c.statistics.protocolViolations, 0)
+        let stats4 = await c.statistics
+        XCTAssertEqual(stats4.protocolViolations, 0)
     }
 
     func testTruncatedResponsesAreProtocolViolations() async throws {
@@ -271,7 +276,8 @@ final class HostileScenarioTests: XCTestCase {
         XCTAssertTrue(peer.wait(timeout: 120) { $0.floodsDone == 1 }, "the flood did not finish: \(peer.stats)")
         // This answer follows every notification on the wire: once it is here, the engine has handled them all.
         _ = try await c.read(handle: HostilePeer.deviceNameHandle)
-        XCTAssertEqual(c.statistics.notificationsReceived, count)
+        let stats5 = await c.statistics
+        XCTAssertEqual(stats5.notificationsReceived, count)
         XCTAssertGreaterThan(stream.droppedCount, 0, "nobody consumed the stream: it must have dropped")
         XCTAssertEqual(stream.droppedCount, count - 1024, "the stream keeps its 1024 oldest values")
         let grewKiB = residentKiB() - rssBefore
@@ -293,15 +299,18 @@ final class HostileScenarioTests: XCTestCase {
         // The peer reads again after its storm: this read's answer follows every indication.
         let got = try await c.read(handle: HostilePeer.deviceNameHandle)
         XCTAssertEqual(got, Array("hostile-peer".utf8))
-        XCTAssertEqual(c.statistics.notificationsReceived, count)
-        XCTAssertEqual(c.statistics.indicationsConfirmed, count)
+        let stats6 = await c.statistics
+        XCTAssertEqual(stats6.notificationsReceived, count)
+        let stats7 = await c.statistics
+        XCTAssertEqual(stats7.indicationsConfirmed, count)
         // The confirmations the socket could not take were dropped, not queued without bound.
         let stats = peer.stats
         XCTAssertGreaterThan(stats.confirmations, 0)
         // Bounded by what the socket buffer takes plus the engine's small backlog, not by the storm's length.
         XCTAssertLessThan(stats.confirmations, 2_000, "confirmations held for a peer that does not read must be bounded")
         // Each dropped confirmation is counted as the peer's violation (nearly all of them: the socket held a few hundred).
-        XCTAssertGreaterThan(c.statistics.protocolViolations, count - 2_000)
+        let stats8 = await c.statistics
+        XCTAssertGreaterThan(stats8.protocolViolations, count - 2_000)
         let grew = residentKiB() - rssBefore
         XCTAssertLessThan(grew, 32 * 1024, "RSS grew by \(grew) KiB over \(count) indications")
         XCTAssertLessThanOrEqual(stream.droppedCount, count)

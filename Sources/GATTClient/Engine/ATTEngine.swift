@@ -141,6 +141,12 @@ final class ATTEngine: ATTTransportSink {
     /// so that the link has one ordered notification path (Vol 3 Part G §2.4, §4.10); nil on the unenhanced one.
     let notificationTarget: ATTEngine?
 
+    /// What the loop publishes for any thread to read without waiting for it (no `loop.sync` from async code):
+    /// the ATT_MTU, the server's Rx MTU (-1: none answered) and whether the bearer closed, stored each time they change.
+    let publishedMTU: Atomic<Int>
+    let publishedServerRxMTU = Atomic<Int>(-1)
+    let publishedClosed = Atomic<Bool>(false)
+
     /// True on an Enhanced ATT bearer (an L2CAP ECRED channel): its MTU is the channel's, with no Exchange MTU.
     var isEnhanced: Bool { notificationTarget != nil }
 
@@ -160,6 +166,7 @@ final class ATTEngine: ATTTransportSink {
         self.catchAllStream = stream
         var s = State()
         s.catchAll = sink
+        publishedMTU = Atomic(s.mtu)
         self.state = LoopOwned(s, loop: loop)
     }
 
@@ -181,6 +188,7 @@ final class ATTEngine: ATTTransportSink {
         var s = State()
         s.mtu = mtu
         s.mtuExchanged = true
+        publishedMTU = Atomic(mtu)
         self.state = LoopOwned(s, loop: loop)
     }
 
@@ -224,10 +232,16 @@ final class ATTEngine: ATTTransportSink {
 
     // MARK: what callers and tests read
 
-    var mtu: Int { onLoopSync { $0.mtu } }
-    var serverRxMTU: Int? { onLoopSync { $0.serverRxMTU } }
-    var isClosed: Bool { onLoopSync { $0.closedReason != nil } }
-    var statistics: GATTClientStatistics { onLoopSync { $0.stats } }
+    var mtu: Int { publishedMTU.load(ordering: .acquiring) }
+    var serverRxMTU: Int? { let m = publishedServerRxMTU.load(ordering: .acquiring); return m < 0 ? nil : m }
+    var isClosed: Bool { publishedClosed.load(ordering: .acquiring) }
+    /// The counters, asked of the loop: at once on its thread (a task that prefers it), else the task hops there.
+    var statistics: GATTClientStatistics {
+        get async {
+            if loop.inEventLoop { return state.access { $0.stats } }
+            return await withLinkLoop(loop) { state.access { $0.stats } }
+        }
+    }
     var answeredCount: Int { onLoopSync { $0.answered } }
 
     /// What the tests observe of the engine, read on its loop in one step: facts, so that no test names a field.
@@ -275,6 +289,8 @@ final class ATTEngine: ATTTransportSink {
             s.mtuExchanged = true
             s.serverRxMTU = serverRxMTU
         }
+        publishedServerRxMTU.store(serverRxMTU ?? -1, ordering: .releasing)
+        publishedMTU.store(m, ordering: .releasing)
         events?(.mtuChanged(m))
     }
 
@@ -306,6 +322,7 @@ final class ATTEngine: ATTTransportSink {
     /// Fails every waiter (in the state; the caller runs the resumptions after).
     func closeAll(_ s: inout State, reason: String) -> [Resumption] {
         s.closedReason = reason
+        publishedClosed.store(true, ordering: .releasing)
         var out: [Resumption] = []
         if let slot = s.requests.inFlight.take(), let c = slot.continuation {
             out.append(.request(c, .failure(.disconnected(GATTDisconnectedError(

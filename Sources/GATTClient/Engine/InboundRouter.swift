@@ -109,6 +109,7 @@ extension ATTEngine {
             s.mtu = newMTU
             s.mtuExchanged = true
         }
+        publishedMTU.store(newMTU, ordering: .releasing)
         let answer = ATTPDU.exchangeMTUResponse(serverRxMTU: UInt16(clientRxMTU))
         let sent = queueAnswer(answer, counting: .peerRequest)
         events?(.answeredPeerRequest(request: request, answer: sent))
