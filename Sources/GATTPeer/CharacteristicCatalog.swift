@@ -183,4 +183,30 @@ public struct CharacteristicLookup: Sendable {
         throw CharacteristicLookupError(reference: reference, reason: matches.isEmpty ? .none(known: catalog.names) : .several(matches),
                                         server: database.client.label, profileUUID: profileUUID)
     }
+
+    /// The name of the characteristic whose value is at `handle`, if the server says: from what this connection has
+    /// discovered, else from a discovery of the few handles around it (Part G §4.6.1) and their User Description
+    /// (§4.8.2). For an error's words after the fact, so that a success costs nothing; nil when nothing says.
+    public func label(ofValueHandle handle: UInt16) async -> String? {
+        let client = database.client
+        guard !client.isClosed else { return nil }
+        if let known = database.known,
+           let c = known.services.flatMap(\.characteristics).first(where: { $0.valueHandle == handle }),
+           known.described.contains(handle) {
+            return names.label(c.uuid, userDescription: known.descriptions[handle])
+        }
+        guard handle > 1, handle < 0xFFF0 else { return nil }
+        let window = ATTHandleRange(start: handle - 1, end: handle + 6)
+        guard let chars = try? await client.discoverCharacteristics(in: window),
+              let c = chars.first(where: { $0.valueHandle == handle }) else { return nil }
+        if let name = names.name(of: c.uuid) { return name }
+        let end = chars.first { $0.declarationHandle > handle }.map { $0.declarationHandle - 1 } ?? window.end
+        var description: String?
+        if end > handle, let descriptions = try? await client.read(uuid: .characteristicUserDescription,
+                                                                 in: ATTHandleRange(start: handle + 1, end: end)),
+           let text = descriptions.first.flatMap({ String(validating: $0.value, as: UTF8.self) }), !text.isEmpty {
+            description = text
+        }
+        return names.label(c.uuid, userDescription: description)
+    }
 }

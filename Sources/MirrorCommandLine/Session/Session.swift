@@ -371,28 +371,9 @@ final class Session: Sendable {
         return .attribute(e)
     }
 
-    /// The name of the characteristic whose value is at `handle`, if the server says: from what this connection
-    /// has discovered, else from a discovery of the few handles around it.
-    func handleLabel(_ handle: UInt16) async -> String? {
-        if let known = databaseCache.known,
-           let c = known.services.flatMap(\.characteristics).first(where: { $0.valueHandle == handle }),
-           known.described.contains(handle) {
-            return label(c.uuid, userDescription: known.descriptions[handle])
-        }
-        guard handle > 1, handle < 0xFFF0 else { return nil }
-        let window = ATTHandleRange(start: handle - 1, end: handle + 6)
-        guard let chars = try? await client.discoverCharacteristics(in: window),
-              let c = chars.first(where: { $0.valueHandle == handle }) else { return nil }
-        if let name = profile.characteristicName(c.uuid) { return name }
-        let end = chars.first { $0.declarationHandle > handle }.map { $0.declarationHandle - 1 } ?? window.end
-        var description: String?
-        if end > handle, let descriptions = try? await client.read(uuid: .characteristicUserDescription,
-                                                                 in: ATTHandleRange(start: handle + 1, end: end)),
-           let text = descriptions.first.flatMap({ String(validating: $0.value, as: UTF8.self) }), !text.isEmpty {
-            description = text
-        }
-        return label(c.uuid, userDescription: description)
-    }
+    /// The name of the characteristic whose value is at `handle`, if the server says (GATTPeer's
+    /// `CharacteristicLookup.label(ofValueHandle:)`).
+    func handleLabel(_ handle: UInt16) async -> String? { await lookup.label(ofValueHandle: handle) }
 
     /// A characteristic's name: the mirror profile's, else the well-known one.
     func name(of uuid: BluetoothUUID) -> String? {
