@@ -105,8 +105,10 @@ public final class Peer: Sendable {
     /// Part G §4.8.1, §4.8.3); a handle is read as given, with no discovery.
     public func read(_ reference: CharacteristicReference) async throws -> [UInt8] {
         try await withLinkLoop(loop) {
-            try await database.retryingOutOfSync(remapping: remapped(reference), locate: { try await valueHandle(reference) }) { handle in
-                try await client.readLong(handle: handle)
+            try await labelled {
+                try await database.retryingOutOfSync(remapping: remapped(reference), locate: { try await valueHandle(reference) }) { handle in
+                    try await client.readLong(handle: handle)
+                }
             }
         }
     }
@@ -115,13 +117,15 @@ public final class Peer: Sendable {
     /// it exceeds the MTU's budget (§4.9.4), or a Write Command with `withResponse` false (§4.9.1, flow-controlled).
     public func write(_ reference: CharacteristicReference, _ value: [UInt8], withResponse: Bool = true) async throws {
         try await withLinkLoop(loop) {
-            try await database.retryingOutOfSync(remapping: remapped(reference), locate: { try await valueHandle(reference) }) { handle in
-                if !withResponse {
-                    try await client.writeWithoutResponse(handle: handle, value: value)
-                } else if value.count > client.writeValueBudget {
-                    try await client.writeLong(handle: handle, value: value)
-                } else {
-                    try await client.write(handle: handle, value: value)
+            try await labelled {
+                try await database.retryingOutOfSync(remapping: remapped(reference), locate: { try await valueHandle(reference) }) { handle in
+                    if !withResponse {
+                        try await client.writeWithoutResponse(handle: handle, value: value)
+                    } else if value.count > client.writeValueBudget {
+                        try await client.writeLong(handle: handle, value: value)
+                    } else {
+                        try await client.write(handle: handle, value: value)
+                    }
                 }
             }
         }
@@ -148,6 +152,18 @@ public final class Peer: Sendable {
             client.setName(label, for: entry.characteristic.valueHandle)
         }
         return entry.characteristic.valueHandle
+    }
+
+    /// `body`, with the peer's ATT error given its handle's name when it has none (a raw handle's, found after the
+    /// fact: `CharacteristicLookup.label(ofValueHandle:)`), so that a success costs nothing.
+    private func labelled<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as GATTError {
+            guard case .attribute(var e) = error, e.handleName == nil else { throw error }
+            e.handleName = await lookup.label(ofValueHandle: e.handle)
+            throw GATTError.attribute(e)
+        }
     }
 
     /// What a retry after Database Out Of Sync resolves again: a UUID or name; a raw handle is not remapped.

@@ -50,6 +50,15 @@ final class PeerTests: XCTestCase {
             XCTAssertEqual(a.handle, 0x0012)
             XCTAssertEqual(e.description, "ATT error 0x0D Invalid Attribute Value Length from the peer, on Write Request to handle 0x0012 (cloudToken): 41-byte value, within the 512-byte budget of MTU 517, so the peripheral rejected it at the application layer")
         }
+        // A raw handle's error is named after the fact, from a discovery around it (a new connection: no name known).
+        let second = try await Peer.connect(to: .unix(path: h.path), options: options())
+        defer { second.close() }
+        do {
+            try await second.write(.handle(0x0012), Array(repeating: 0x41, count: 41))
+            XCTFail("41 bytes to 0x0012")
+        } catch let e as GATTError {
+            XCTAssertEqual(e.attributeError?.handleName, "cloudToken", "\(e)")
+        }
         // A value over the Write Request budget is a long write (Prepare Write + Execute Write), refused whole.
         do {
             try await peer.write(.name("cloudToken"), Array(repeating: 0x41, count: 600))
