@@ -270,7 +270,7 @@ public enum BenchRun {
 
     /// Writes `size` bytes; when the peer refuses that length (0x0D Invalid Attribute Value Length), finds the
     /// largest length it accepts by halving the interval (about log2(size) Write Requests).
-    public static func probeSize(_ client: GATTClient, handle: UInt16, size: Int) async throws -> SizeProbe {
+    static func probeSize(_ client: GATTClient, handle: UInt16, size: Int) async throws -> SizeProbe {
         if try await accepts(client, handle: handle, size: size) { return SizeProbe(tried: size, refused: nil, chosen: size) }
         var accepted = 0, refused = size
         while refused - accepted > 1 {
