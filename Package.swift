@@ -62,8 +62,10 @@ let package = Package(
         .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "LinkCore", "LinuxBluetooth"]),
         // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
         .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),
-        // What both benches measure with: one stopwatch (wall and process CPU time) and one median.
-        .target(name: "BenchMeasurement", dependencies: ["LinkCore"]),
+        // The benches' measurement core: the write rounds through the GATT client on the link's loop (warm-up, size
+        // probe, several bearers), the bare loop's turns, the figures, the series and the radio's ceiling; the
+        // stopwatch and the median. It prints nothing: `mirror bench` and gatt-bench word the figures.
+        .target(name: "BenchMeasurement", dependencies: ["ATTStack", "BareATT", "GATTClient", "JSON", "LinkCeiling", "LinkCore", "LinuxBluetooth"]),
         // The benches' baseline: one bare ATT client loop (send, poll, receive; no engine) and one plain peer.
         .target(name: "BareATT", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "CBlueZSocket"]),
         // One attribute database and ATT server (Vol 3 Part F §3.4) for the simulator, the hostile peer and the tests.

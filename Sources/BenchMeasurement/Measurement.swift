@@ -1,6 +1,6 @@
-// What both benches measure with (`mirror bench` in MirrorCommandLine/Session/Bench.swift, and tools/gatt-bench):
-// one stopwatch over the wall clock and the whole process's CPU time, and one median. Read both clocks here, not in
-// each bench, so that a round, a chunk and a run are timed the same way.
+// What both benches measure with (`mirror bench` through BenchRun.swift, and tools/gatt-bench): one stopwatch over
+// the wall clock and the whole process's CPU time, and one median. Read both clocks here, not in each bench, so
+// that a round, a chunk and a run are timed the same way.
 import LinkCore
 
 /// Wall-clock time (CLOCK_MONOTONIC) and CPU time of every thread of the process (CLOCK_PROCESS_CPUTIME_ID) over a

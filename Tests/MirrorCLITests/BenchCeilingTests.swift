@@ -5,6 +5,7 @@ import FoundationXML
 #endif
 import JSON
 import LinkCeiling
+@testable import BenchMeasurement
 @testable import MirrorCommandLine
 import XCTest
 

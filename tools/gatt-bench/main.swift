@@ -5,8 +5,9 @@
 //                       (both loops on connections open side by side, alternating in chunks of 500)
 //   writeCommandRatio = (client's Write Command throughput) / (bare send loop throughput)   goal >= 0.8
 //
-// Every Write Command is counted at the peer: a run ends only when the peer has received all of them. The bare
-// loop and the peer are BareATT's `BareLoop` and `PlainPeer`, the same ones `mirror bench` uses.
+// Every Write Command is counted at the peer: a run ends only when the peer has received all of them. The loops
+// are BenchMeasurement's (BenchRun's client rounds, BareATT's `BareLoop` timed by its turns) against BareATT's
+// `PlainPeer`: the same ones `mirror bench` uses.
 // Usage: gatt-bench [--json] [--no-pin] [--requests N] [--commands N] [--rounds N]
 import BenchMeasurement
 import ATTStack
@@ -37,31 +38,29 @@ struct Cost {
 }
 
 extension Cost {
-    /// Nanoseconds per operation of `n` operations timed by a `Stopwatch`.
-    init(_ e: Elapsed, per n: Int) {
-        self.init(wall: Double(e.wallNanoseconds) / Double(n), cpu: Double(e.cpuNanoseconds) / Double(n))
+    /// Nanoseconds per write of a round timed by BenchMeasurement's loops.
+    init(_ r: RoundFigures) {
+        self.init(wall: Double(r.nanoseconds) / Double(r.writes), cpu: Double(r.cpuNanoseconds) / Double(r.writes))
     }
 }
 
-/// Measures `n` operations run by `body`.
-func measure(_ n: Int, _ body: () throws -> Void) rethrows -> Cost {
-    let watch = Stopwatch()
-    try body()
-    return Cost(watch.elapsed(), per: n)
+/// `n` Write Requests, or Write Commands, of `value` to the sink: the plan of one round of BenchMeasurement's loops.
+func plan(_ n: Int, _ mode: BenchMode, value: [UInt8]) -> BenchPlan {
+    BenchPlan(handle: sink, size: value.count, count: n, duration: nil, warmup: 0, mode: mode, counter: nil, rounds: 1)
 }
 
-func measure(_ n: Int, _ body: () async throws -> Void) async rethrows -> Cost {
-    let watch = Stopwatch()
-    try await body()
-    return Cost(watch.elapsed(), per: n)
+/// The client's round of `n` Write Requests, each awaited (`BenchRun.measureRequests`, as `mirror bench` times them).
+func clientRound(_ client: GATTClient, _ n: Int) async throws -> RoundFigures {
+    try await BenchRun.measureRequests(client, plan: plan(n, .withResponse, value: requestValue), value: requestValue).0
 }
 
-/// The bare loop (BareATT's `BareLoop`): `n` Write Request round trips, send then poll and receive.
+/// The bare loop (BareATT's `BareLoop`, timed as `mirror bench` times it): `n` Write Request round trips, send then
+/// poll and receive.
 func bareRequests(_ peer: PlainPeer, n: Int) throws -> Cost {
     let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
     defer { bare.close() }
-    try bare.writeRequests(handle: sink, value: requestValue, count: min(n, 2000))
-    return try measure(n) { try bare.writeRequests(handle: sink, value: requestValue, count: n) }
+    try bare.requests(handle: sink, value: requestValue, writes: min(n, 2000))
+    return Cost(try bare.requests(handle: sink, value: requestValue, writes: n))
 }
 
 /// A bare request loop and a client on two connections open side by side, measured in alternating chunks so
@@ -72,30 +71,26 @@ func interleavedRequests(_ peer: PlainPeer, n: Int, chunk: Int) async throws -> 
     let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
     defer { bare.close() }
     let client = try await connectClient(peer)
-    func clientChunk(_ k: Int) async throws {
-        for _ in 0..<k { try await client.write(handle: sink, value: requestValue) }
-    }
     // The whole loop runs in a task that prefers the link's event loop (as `mirror bench` and every command run
     // their writes), so that the client's chunks start without a hop from another thread; the bare chunks run
     // wherever the task is (the loop's thread, idle meanwhile): the same code either way.
-    let (b, c) = try await withTaskExecutorPreference(client.eventLoop) { () async throws -> (Cost, Cost) in
-        try bare.writeRequests(handle: sink, value: requestValue, count: min(n, 2000))
-        try await clientChunk(min(n, 2000))
-        var b = Cost(wall: 0, cpu: 0), c = Cost(wall: 0, cpu: 0)
-        var done = 0
-        while done < n {
-            let k = min(chunk, n - done)
-            let bk = try measure(k) { try bare.writeRequests(handle: sink, value: requestValue, count: k) }
-            let ck = try await measure(k) { try await clientChunk(k) }
-            b.wall += bk.wall * Double(k); b.cpu += bk.cpu * Double(k)
-            c.wall += ck.wall * Double(k); c.cpu += ck.cpu * Double(k)
-            done += k
+    let (b, c) = try await withTaskExecutorPreference(client.eventLoop) { () async throws -> (RoundFigures, RoundFigures) in
+        try bare.requests(handle: sink, value: requestValue, writes: min(n, 2000))
+        _ = try await clientRound(client, min(n, 2000))
+        var b = RoundFigures(writes: 0, nanoseconds: 0, cpuNanoseconds: 0), c = b
+        func add(_ chunk: RoundFigures, to sum: inout RoundFigures) {
+            sum = RoundFigures(writes: sum.writes + chunk.writes, nanoseconds: sum.nanoseconds + chunk.nanoseconds,
+                               cpuNanoseconds: sum.cpuNanoseconds + chunk.cpuNanoseconds)
+        }
+        while b.writes < n {
+            let k = min(chunk, n - b.writes)
+            add(try bare.requests(handle: sink, value: requestValue, writes: k), to: &b)
+            add(try await clientRound(client, k), to: &c)
         }
         return (b, c)
     }
     client.close()
-    return (Cost(wall: b.wall / Double(n), cpu: b.cpu / Double(n)),
-            Cost(wall: c.wall / Double(n), cpu: c.cpu / Double(n)))
+    return (Cost(b), Cost(c))
 }
 
 /// Waits until the peer counted `n` Write Commands more than `before`, and checks it counted exactly that many.
@@ -105,16 +100,16 @@ func expectCommands(_ peer: PlainPeer, _ n: Int, after before: Int, sender: Stri
     guard counted == n else { throw BenchError(description: "\(sender): the peer counted \(counted) of \(n) commands") }
 }
 
-/// The bare send loop: `n` Write Commands, waiting for POLLOUT on EAGAIN; ends when the peer counted them all.
+/// The bare send loop: `n` Write Commands, waiting for POLLOUT on EAGAIN, timed until the peer answered a Read
+/// Request sent after them; then the peer must have counted them all.
 func bareCommands(_ peer: PlainPeer, n: Int, valueLength: Int) throws -> Cost {
     let bare = try BareLoop(connectingTo: peer.path, timeout: limit)
     defer { bare.close() }
     let value = [UInt8](repeating: 0xAB, count: valueLength)
     let before = peer.writeCommands
-    return try measure(n) {
-        try bare.writeCommands(handle: sink, value: value, count: n)
-        try expectCommands(peer, n, after: before, sender: "bare loop")
-    }
+    let (round, _) = try bare.commands(handle: sink, value: value, writes: n)
+    try expectCommands(peer, n, after: before, sender: "bare loop")
+    return Cost(round)
 }
 
 func connectClient(_ peer: PlainPeer) async throws -> GATTClient {
@@ -129,8 +124,8 @@ enum RequestPath { case loop, pool }
 func clientRequests(_ peer: PlainPeer, n: Int, path: RequestPath) async throws -> Cost {
     let client = try await connectClient(peer)
     func run() async throws -> Cost {
-        for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
-        return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
+        _ = try await clientRound(client, min(n, 2000))
+        return Cost(try await clientRound(client, n))
     }
     let r: Cost
     switch path {
@@ -141,22 +136,17 @@ func clientRequests(_ peer: PlainPeer, n: Int, path: RequestPath) async throws -
     return r
 }
 
-/// The client: `n` writes without response from one task; ends when the peer counted them all.
+/// The client: `n` writes without response from a task that prefers the link's event loop (`BenchRun.measureCommands`,
+/// timed until the peer answered a Read Request after them); then the peer must have counted them all.
 func clientCommands(_ peer: PlainPeer, n: Int, valueLength: Int) async throws -> Cost {
     let client = try await connectClient(peer)
-    var value = [UInt8](repeating: 0xAB, count: valueLength)
+    let value = [UInt8](repeating: 0xAB, count: valueLength)
     let before = peer.writeCommands
-    let cost = try await withTaskExecutorPreference(client.eventLoop) {
-        try await measure(n) {
-            for i in 0..<n {
-                value[0] = UInt8(truncatingIfNeeded: i)
-                try await client.writeWithoutResponse(handle: sink, value: value)
-            }
-            try expectCommands(peer, n, after: before, sender: "client")
-        }
-    }
+    var figures = ModeFigures(mode: .withoutResponse, size: valueLength)
+    try await BenchRun.measureCommands(client, timeout: nil, plan: plan(n, .withoutResponse, value: value), value: value, into: &figures)
+    try expectCommands(peer, n, after: before, sender: "client")
     client.close()
-    return cost
+    return Cost(figures.rounds[0])
 }
 
 /// A transport that answers every Write Request inline, inside `trySend`: the engine's own cost per request, with no
@@ -179,8 +169,8 @@ final class InlineAnswerTransport: ATTTransport, @unchecked Sendable {
 func engineOnly(n: Int) async throws -> Cost {
     let client = try await GATTClient.connect(transport: InlineAnswerTransport())
     let cost = try await withTaskExecutorPreference(client.eventLoop) {
-        for _ in 0..<min(n, 2000) { try await client.write(handle: sink, value: requestValue) }
-        return try await measure(n) { for _ in 0..<n { try await client.write(handle: sink, value: requestValue) } }
+        _ = try await clientRound(client, min(n, 2000))
+        return Cost(try await clientRound(client, n))
     }
     client.close()
     return cost

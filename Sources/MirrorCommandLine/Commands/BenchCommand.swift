@@ -1,5 +1,6 @@
 // mirror bench TARGET --handle H: write throughput with and without response, side by side.
 import BareATT
+import BenchMeasurement
 import JSON
 
 let benchCommand = Command(CommandSpec(

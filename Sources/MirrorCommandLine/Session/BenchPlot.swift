@@ -1,6 +1,7 @@
 // `mirror bench --plot FILE.svg`: throughput over time for both modes (bytes/s per 100 ms bucket, the ceilings
 // dashed) and the Write Request round-trip histogram. Hand-written SVG: Debian's -dev packages have no maintained
 // SVG library worth a C shim for two line plots and a histogram, and SVG is plain XML text.
+import BenchMeasurement
 import CBlueZSocket
 import Glibc
 import LinuxBluetooth

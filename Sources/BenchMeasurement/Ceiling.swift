@@ -1,10 +1,9 @@
-// `mirror bench` against the radio's ceiling (docs/LINK-CEILING.md): for each mode, the most the link allows and
-// the fraction of it the run reached; no ceiling where there is no radio (unix:) or the link is not known.
-import JSON
+// The bench against the radio's ceiling (docs/LINK-CEILING.md): for each mode, the most the link allows and the
+// fraction of it the run reached; no ceiling where there is no radio (unix:) or the link is not known.
 import LinkCeiling
 
 /// What the bench ran over, as far as the ceiling goes.
-enum BenchRadio: Sendable, Equatable {
+public enum BenchRadio: Sendable, Equatable {
     /// A unix: target: no radio, no ceiling.
     case unixSocket
     /// An LE link whose interval, PHY or data length is not known.
@@ -13,7 +12,7 @@ enum BenchRadio: Sendable, Equatable {
     case link(LinkParameters)
 
     /// unix: has no radio; an LE link takes `link` (nil: unknown) with the MTU the session negotiated.
-    init(isUnix: Bool, link: LinkParameters?, mtu: Int) {
+    public init(isUnix: Bool, link: LinkParameters?, mtu: Int) {
         if isUnix { self = .unixSocket; return }
         guard let link, let withMTU = LinkParameters(phy: link.phy, dataLength: link.dataLength,
                                                      intervalMilliseconds: link.intervalMilliseconds, mtu: mtu,
@@ -25,7 +24,7 @@ enum BenchRadio: Sendable, Equatable {
     }
 
     /// The ceiling of one mode for writes of `size` bytes, judged against the measured rate.
-    func verdict(mode: BenchMode, size: Int, measuredWritesPerSecond: Double) -> CeilingVerdict {
+    public func verdict(mode: BenchMode, size: Int, measuredWritesPerSecond: Double) -> CeilingVerdict {
         switch self {
         case .unixSocket:
             return CeilingVerdict(ceiling: nil, fraction: nil, basis: "unix socket", note: "no radio: unix socket")
@@ -52,28 +51,13 @@ enum BenchRadio: Sendable, Equatable {
 }
 
 /// One mode's ceiling and how close the run came: `fraction` is nil without a ceiling or above it.
-struct CeilingVerdict: Sendable, Equatable {
-    var ceiling: ModeCeiling?
-    var fraction: Double?
+public struct CeilingVerdict: Sendable, Equatable {
+    public var ceiling: ModeCeiling?
+    public var fraction: Double?
     /// What the ceiling was computed for: the link ("1M, 251 B, 7.5 ms, MTU 247"), "unknown link" or "unix socket".
-    var basis: String
+    public var basis: String
     /// One sentence: the fraction reached, or why there is none.
-    var note: String
-
-    var json: JSONValue {
-        .object([
-            ("bytesPerSecond", ceiling.map { .double($0.bytesPerSecond.rounded()) } ?? .null),
-            ("writesPerSecond", ceiling.map { .double(($0.writesPerSecond * 10).rounded() / 10) } ?? .null),
-            ("fraction", fraction.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
-            ("basis", .string(basis)), ("note", .string(note)),
-        ])
-    }
-
-    /// "  ceiling: 97.60 kB/s, 400.0 writes/s on 1M, 251 B, 7.5 ms, MTU 247; reached 62.3 % of the ceiling"
-    var text: String {
-        guard let ceiling else { return "  ceiling: \(note)" }
-        return "  ceiling: \(rate(ceiling.bytesPerSecond))/s, \(tenths(ceiling.writesPerSecond)) writes/s on \(basis) (docs/LINK-CEILING.md); \(note)"
-    }
+    public var note: String
 }
 
 /// "62.3 %"
@@ -82,8 +66,9 @@ func percent(_ fraction: Double) -> String {
     return "\(t / 10).\(t % 10) %"
 }
 
-/// "400.0"
-func tenths(_ v: Double) -> String {
-    let t = Int((v * 10).rounded())
-    return "\(t / 10).\(t % 10)"
+/// "1.25": two decimals, as every ratio and rate of the bench is written (the ceiling's note here, the CLI's lines).
+public func format2(_ v: Double) -> String {
+    let hundredths = Int((v * 100).rounded())
+    let frac = String(hundredths % 100)
+    return "\(hundredths / 100).\(String(repeating: "0", count: 2 - frac.count))\(frac)"
 }

@@ -1,22 +1,24 @@
 // The bench's time series: writes per 100 ms bucket over one mode's measured rounds, laid end to end (the bare
-// loop's turns between rounds left out), for --json's `series` and the --plot drawing.
-import JSON
+// loop's turns between rounds left out), for `mirror bench`'s --json `series` and its --plot drawing.
 
-struct WriteSeries: Sendable {
-    static let bucketNanoseconds: UInt64 = 100_000_000
+/// Writes per 100 ms bucket of one mode's measured rounds, sampled as the rounds run.
+public struct WriteSeries: Sendable {
+    public static let bucketNanoseconds: UInt64 = 100_000_000
     /// Fewer buckets than this are not a series: a run that short is drawn as no line, and says so.
-    static let minimumBuckets = 5
+    public static let minimumBuckets = 5
     /// Writes whose sample fell in each bucket.
-    private(set) var writes: [Int] = []
+    public private(set) var writes: [Int] = []
     /// The measured time of the closed rounds: the next round's times start there.
-    private(set) var nanoseconds: UInt64 = 0
+    public private(set) var nanoseconds: UInt64 = 0
     /// This round's writes already in a bucket.
     private var counted = 0
+
+    public init() {}
 
     /// Puts the round's writes since the last sample (`writesSoFar` in all) in the bucket of `elapsed` (since the
     /// round's start). The array grows once per bucket, so a sample is a division and an add.
     @inline(__always)
-    mutating func sample(writesSoFar: Int, elapsed: UInt64) {
+    public mutating func sample(writesSoFar: Int, elapsed: UInt64) {
         let bucket = Int((nanoseconds + elapsed) / Self.bucketNanoseconds)
         if bucket >= writes.count { writes.append(contentsOf: repeatElement(0, count: bucket + 1 - writes.count)) }
         writes[bucket] += writesSoFar - counted
@@ -24,14 +26,14 @@ struct WriteSeries: Sendable {
     }
 
     /// Ends a round of `roundNanoseconds` (its figure's time): the next round's buckets follow it.
-    mutating func closeRound(nanoseconds roundNanoseconds: UInt64) {
+    public mutating func closeRound(nanoseconds roundNanoseconds: UInt64) {
         nanoseconds += roundNanoseconds
         counted = 0
     }
 
     /// One Write Request round from its round trips (each the time since the previous answer, the first since the
     /// round's start): nothing more is read in the loop.
-    mutating func addRound(latencies: some Sequence<UInt64>) {
+    public mutating func addRound(latencies: some Sequence<UInt64>) {
         var elapsed: UInt64 = 0, n = 0
         for latency in latencies {
             elapsed += latency
@@ -43,7 +45,7 @@ struct WriteSeries: Sendable {
 
     /// One round of several writers at once (`mirror bench --bearers N`) from each write's completion since the
     /// round's start, sorted.
-    mutating func addRound(completions: [UInt64], nanoseconds roundNanoseconds: UInt64) {
+    public mutating func addRound(completions: [UInt64], nanoseconds roundNanoseconds: UInt64) {
         for (i, t) in completions.enumerated() { sample(writesSoFar: i + 1, elapsed: t) }
         closeRound(nanoseconds: roundNanoseconds)
     }
@@ -51,7 +53,7 @@ struct WriteSeries: Sendable {
     /// Bytes per second in each bucket for writes of `size` bytes, for the drawing. The last bucket counts its own
     /// length (a round rarely ends on a bucket's edge), and is left out under half a bucket: a few writes over a
     /// fraction of a millisecond make a rate of nothing (--json keeps every bucket).
-    func bytesPerSecond(size: Int) -> [Double] {
+    public func bytesPerSecond(size: Int) -> [Double] {
         var rates: [Double] = []
         for (i, n) in writes.enumerated() {
             let start = UInt64(i) * Self.bucketNanoseconds
@@ -63,21 +65,5 @@ struct WriteSeries: Sendable {
     }
 
     /// Whether the measured rounds last fewer than `minimumBuckets` buckets.
-    var isTooShort: Bool { nanoseconds < UInt64(Self.minimumBuckets) * Self.bucketNanoseconds }
-
-    /// "series: ... under 5 buckets ...", or nil when the run is long enough to draw.
-    var tooShortWarning: String? {
-        guard isTooShort else { return nil }
-        let ms = Int(Self.bucketNanoseconds / 1_000_000)
-        return "series: the measured rounds lasted \(Int((Double(nanoseconds) / 1e6).rounded())) ms, under \(Self.minimumBuckets) buckets of \(ms) ms: no throughput-over-time line is drawn for this mode (run longer: --duration)"
-    }
-
-    func json(size: Int) -> JSONValue {
-        var fields: [(String, JSONValue)] = [
-            ("bucketMilliseconds", .int(Int(Self.bucketNanoseconds / 1_000_000))),
-            ("writes", .array(writes.map { .int($0) })), ("bytes", .array(writes.map { .int($0 * size) })),
-        ]
-        if let tooShortWarning { fields.append(("warning", .string(tooShortWarning))) }
-        return .object(fields)
-    }
+    public var isTooShort: Bool { nanoseconds < UInt64(Self.minimumBuckets) * Self.bucketNanoseconds }
 }

@@ -1,0 +1,211 @@
+// `mirror bench`'s words for BenchMeasurement's figures: the text lines and the --json object of a run, a mode,
+// its bearers, spread, series and ceiling, and the numbers in them.
+import ATTStack
+import BenchMeasurement
+import JSON
+
+extension BearerFigures {
+    func json(writesPerSecond: Double) -> JSONValue {
+        let one = oneBearerWritesPerSecond
+        return .object([
+            ("writers", .int(writers)),
+            ("perBearer", .array(perBearer.enumerated().map { .object([("index", .int($0)), ("writes", .int($1))]) })),
+            ("total", .int(total)),
+            ("peerCounted", peerCounted.map { .int($0) } ?? .null),
+            ("oneBearer", .object([("writes", .int(oneBearer.reduce(0) { $0 + $1.writes })),
+                                   ("writesPerSecond", .double(one.rounded()))])),
+            ("ratioToOneBearer", one > 0 ? .double((writesPerSecond / one * 1000).rounded() / 1000) : .null),
+        ])
+    }
+
+    func text(writesPerSecond: Double) -> [String] {
+        let counts = perBearer.enumerated().map { "bearer \($0) \($1)" }.joined(separator: ", ")
+        let one = oneBearerWritesPerSecond
+        return ["  \(writers) writers at once on \(perBearer.count) bearers: \(counts); total \(total)"
+                    + (peerCounted.map { ", peer counted \($0)" } ?? ""),
+                "  one writer, one bearer (same run): \(Int(one.rounded())) writes/s; \(writers) bearers / one = "
+                    + (one > 0 ? format2(writesPerSecond / one) : "unknown")]
+    }
+}
+
+extension ModeFigures {
+    var json: JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("mode", .string(mode.rawValue)), ("writes", .int(writes)), ("bytes", .int(writes * size)),
+            ("seconds", .double(seconds)), ("bytesPerSecond", .double(bytesPerSecond.rounded())),
+            ("writesPerSecond", .double(writesPerSecond.rounded())),
+            ("cpuMicrosecondsPerWrite", .double((cpuPerWrite * 1000).rounded() / 1000)),
+        ]
+        if !latencies.isEmpty {
+            fields.append(("latencyMicroseconds", .object([
+                ("p50", .double(percentile(50)!)), ("p90", .double(percentile(90)!)),
+                ("p99", .double(percentile(99)!)), ("max", .double(percentile(100)!)),
+            ])))
+        }
+        if let blockedNanoseconds, let blockedWaits {
+            fields.append(("backpressure", .object([("seconds", .double(Double(blockedNanoseconds) / 1e9)),
+                                                     ("waits", .int(blockedWaits))])))
+        }
+        fields.append(("confirmed", confirmed.map { .int($0) } ?? .null))
+        if let bareRate = bareWritesPerSecond, let ratio {
+            fields.append(("bare", .object([
+                ("writes", .int(bare.reduce(0) { $0 + $1.writes })),
+                ("bytesPerSecond", .double((bareRate * Double(size)).rounded())),
+                ("writesPerSecond", .double(bareRate.rounded())),
+                ("cpuMicrosecondsPerWrite", .double(((bareCPUPerWrite ?? 0) * 1000).rounded() / 1000)),
+                ("confirmed", bareConfirmed.map { .int($0) } ?? .null),
+            ])))
+            fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
+            if let bareCPU = bareCPUPerWrite, bareCPU > 0 {
+                fields.append(("cpuRatioToBare", .double((cpuPerWrite / bareCPU * 1000).rounded() / 1000)))
+            }
+        }
+        if let ceiling { fields.append(("ceiling", ceiling.json)) }
+        if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
+        if let spread { fields.append(("roundSpread", spread.json)) }
+        fields.append(("series", series.json(size: size)))
+        return .object(fields)
+    }
+
+    var text: [String] {
+        let title = mode == .withResponse ? "with response (Write Request):" : "without response (Write Command):"
+        var line = "\(title) \(rate(bytesPerSecond))/s, \(Int(writesPerSecond.rounded())) writes/s (\(writes) writes in \(seconds3(seconds)) s)"
+        if let confirmed { line += ", peer confirmed \(confirmed)" }
+        var lines = [line]
+        if !latencies.isEmpty {
+            lines.append("  round trip: p50 \(micro(percentile(50)!)), p90 \(micro(percentile(90)!)), p99 \(micro(percentile(99)!)), max \(micro(percentile(100)!))")
+        }
+        if let blockedNanoseconds, let blockedWaits {
+            lines.append("  waiting on backpressure: \(seconds3(Double(blockedNanoseconds) / 1e9)) s (\(blockedWaits) send\(blockedWaits == 1 ? "" : "s") found the socket full)")
+        }
+        if let bearers { lines += bearers.text(writesPerSecond: writesPerSecond) }
+        lines.append("  CPU per write: \(format2(cpuPerWrite)) µs (this process, every thread)")
+        if let bareRate = bareWritesPerSecond, let ratio {
+            var bareLine = "  bare socket loop: \(rate(bareRate * Double(size)))/s, \(Int(bareRate.rounded())) writes/s; mirror/bare = \(format2(ratio))"
+            if let bareCPU = bareCPUPerWrite {
+                bareLine += "; CPU per write \(format2(bareCPU)) µs, mirror/bare = \(format2(cpuPerWrite / max(bareCPU, 0.001)))"
+            }
+            if let bareConfirmed { bareLine += "; peer confirmed \(bareConfirmed)" }
+            lines.append(bareLine)
+        }
+        if let spread { lines.append(spread.text) }
+        if let warning = series.tooShortWarning { lines.append("  " + warning) }
+        if let ceiling { lines.append(ceiling.text) }
+        return lines
+    }
+}
+
+extension BareLoopPlacement {
+    var describe: String {
+        switch self {
+        case .secondConnection: return "a second connection to the same peer, rounds alternating with mirror's"
+        case .sameConnection: return "this connection's socket, lent by mirror's bearer round by round (an LE link takes one ATT socket)"
+        }
+    }
+}
+
+extension BenchResult {
+    var json: JSONValue {
+        .object([
+            ("target", .string(target)), ("handle", .int(Int(handle))), ("size", .int(size)), ("mtu", .int(mtu)),
+            ("warmup", .int(warmup)), ("rounds", .int(rounds)),
+            ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
+            ("link", link),
+        ] + (sizeProbe.map { [("sizeProbe", $0.json)] } ?? [])
+          + (interruptedBy.map { [("interrupted", .object([("signal", .string($0)), ("roundsDone", .int(roundsDone))]))] } ?? []))
+    }
+
+    var text: [String] {
+        ["bench \(target) handle \(ATTHex.handle(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
+            + (interruptedBy.map { ["interrupted by \($0) after \(roundsDone) round\(roundsDone == 1 ? "" : "s") (of \(rounds) per mode): the figures are those of the rounds done"] } ?? [])
+            + (linkLine.map { [$0] } ?? [])
+            + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
+            + modes.flatMap(\.text)
+    }
+}
+
+extension SizeProbe {
+    func text(handle: UInt16) -> String {
+        "the peer refused \(tried)-byte values on \(ATTHex.handle(handle)) (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with \(chosen)-byte values, the largest it accepted (give --size to choose)"
+    }
+
+    var json: JSONValue {
+        .object([("tried", .int(tried)), ("refused", refused.map { .int($0) } ?? .null), ("chosen", .int(chosen))])
+    }
+}
+
+extension RoundSpread {
+    var json: JSONValue {
+        .object([("slowestWritesPerSecond", .double(slowest.rounded())), ("fastestWritesPerSecond", .double(fastest.rounded())),
+                 ("ratio", ratio.isFinite ? .double((ratio * 1000).rounded() / 1000) : .null), ("limit", .double(Self.limit)),
+                 ("flagged", .bool(flagged))])
+    }
+
+    var text: String {
+        let r = ratio.isFinite ? format2(ratio) + "x" : "unbounded (a round wrote nothing)"
+        var line = "  rounds: slowest \(Int(slowest.rounded())), fastest \(Int(fastest.rounded())) writes/s, spread \(r)"
+        if flagged {
+            line += ": over \(format2(Self.limit))x, the rounds disagree (a busy host or a changing link): the median is not a steady figure; run again or longer (--duration)"
+        }
+        return line
+    }
+}
+
+extension WriteSeries {
+    /// "series: ... under 5 buckets ...", or nil when the run is long enough to draw.
+    var tooShortWarning: String? {
+        guard isTooShort else { return nil }
+        let ms = Int(Self.bucketNanoseconds / 1_000_000)
+        return "series: the measured rounds lasted \(Int((Double(nanoseconds) / 1e6).rounded())) ms, under \(Self.minimumBuckets) buckets of \(ms) ms: no throughput-over-time line is drawn for this mode (run longer: --duration)"
+    }
+
+    func json(size: Int) -> JSONValue {
+        var fields: [(String, JSONValue)] = [
+            ("bucketMilliseconds", .int(Int(Self.bucketNanoseconds / 1_000_000))),
+            ("writes", .array(writes.map { .int($0) })), ("bytes", .array(writes.map { .int($0 * size) })),
+        ]
+        if let tooShortWarning { fields.append(("warning", .string(tooShortWarning))) }
+        return .object(fields)
+    }
+}
+
+extension CeilingVerdict {
+    var json: JSONValue {
+        .object([
+            ("bytesPerSecond", ceiling.map { .double($0.bytesPerSecond.rounded()) } ?? .null),
+            ("writesPerSecond", ceiling.map { .double(($0.writesPerSecond * 10).rounded() / 10) } ?? .null),
+            ("fraction", fraction.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("basis", .string(basis)), ("note", .string(note)),
+        ])
+    }
+
+    /// "  ceiling: 97.60 kB/s, 400.0 writes/s on 1M, 251 B, 7.5 ms, MTU 247; reached 62.3 % of the ceiling"
+    var text: String {
+        guard let ceiling else { return "  ceiling: \(note)" }
+        return "  ceiling: \(rate(ceiling.bytesPerSecond))/s, \(tenths(ceiling.writesPerSecond)) writes/s on \(basis) (docs/LINK-CEILING.md); \(note)"
+    }
+}
+
+/// "400.0"
+func tenths(_ v: Double) -> String {
+    let t = Int((v * 10).rounded())
+    return "\(t / 10).\(t % 10)"
+}
+
+func seconds3(_ s: Double) -> String {
+    let ms = Int((s * 1000).rounded())
+    let frac = String(ms % 1000)
+    return "\(ms / 1000).\(String(repeating: "0", count: 3 - frac.count))\(frac)"
+}
+
+/// "1.23 MB/s"-style figure: bytes per second in B, kB, MB (decimal).
+func rate(_ bytesPerSecond: Double) -> String {
+    if bytesPerSecond >= 1e6 { return "\(format2(bytesPerSecond / 1e6)) MB" }
+    if bytesPerSecond >= 1e3 { return "\(format2(bytesPerSecond / 1e3)) kB" }
+    return "\(Int(bytesPerSecond.rounded())) B"
+}
+
+/// "190 µs", "1.25 ms"
+func micro(_ us: Double) -> String {
+    us >= 1000 ? "\(format2(us / 1000)) ms" : "\(Int(us.rounded())) µs"
+}
