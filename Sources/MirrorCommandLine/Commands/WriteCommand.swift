@@ -43,7 +43,7 @@ let writeCommand = Command(CommandSpec(
         ("mirror write unix:/tmp/mirror-sim.sock scannerAction 36", "by the profile's name: cancelScan"),
         ("mirror write unix:/tmp/mirror-sim.sock scannerAction cancelScan", "the same, the value by the profile's name too"),
         ("mirror write unix:/tmp/mirror-sim.sock cloudToken text:http://192.168.1.23:8080/u", "text, as its UTF-8 bytes"),
-        ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 60 /dev/urandom | xxd -p | tr -d '\\n') --long", "60 bytes as a long write (Prepare Write, Execute Write); the mirror's cloudToken takes at most 64"),
+        ("mirror write 00:AA:01:01:00:01 0x0012 $(head -c 36 /dev/urandom | xxd -p | tr -d '\\n') --long", "36 bytes as a long write (Prepare Write, Execute Write); the mirror's cloudToken takes at most 40"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--no-response", "--long", "--reliable"])
