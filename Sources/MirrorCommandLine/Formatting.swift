@@ -189,6 +189,12 @@ public func valueText(_ bytes: [UInt8]) -> String {
     return "\(ATTHex.string(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
 }
 
+/// The text form with the decoded meaning first: "error  [09]  (1 byte)"; without one, `valueText`'s form.
+func valueText(_ bytes: [UInt8], decoded: String?) -> String {
+    guard let decoded, !bytes.isEmpty else { return valueText(bytes) }
+    return "\(decoded)  [\(ATTHex.string(bytes, separator: " "))]  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
+}
+
 /// The bytes as text: valid UTF-8 with every terminal control (C0, DEL, C1, bidi: TerminalText) shown as "."; otherwise printable ASCII with "."
 /// for every other byte.
 public func printableText(_ bytes: [UInt8]) -> String {
