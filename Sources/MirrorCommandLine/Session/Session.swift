@@ -6,6 +6,7 @@ import LinuxBluetooth
 import HostEnvironment
 import LinkCore
 import GATTClient
+import GATTPeer
 import Mirror
 import JSON
 import GATTVocabulary
@@ -79,7 +80,7 @@ final class Session: Sendable {
     let link: LinkSession?
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
     let linkRequests: [LinkRequestReport]
-    /// The database known on this connection, its user descriptions, and the GATT cache under it (DatabaseCache.swift):
+    /// The database known on this connection, its user descriptions, and the GATT cache under it (GATTPeer's FileDatabaseStore):
     /// the GATT client's, with the cache files as its store (nil store with --no-cache).
     let databaseCache: GATTDatabaseCache
     /// This process's pairing agent for the connection (--pair), stopped with it.
@@ -253,7 +254,7 @@ final class Session: Sendable {
         let warn: @Sendable (String) -> Void = { [console = inv.console] in console.err("mirror: " + terminalLines($0)) }
         // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache (the client's
         // indication path, every bearer's).
-        let databaseCache = GATTDatabaseCache(client: client, store: g.noCache ? nil : DatabaseCache.standard(), target: target.cacheKey,
+        let databaseCache = GATTDatabaseCache(client: client, store: g.noCache ? nil : FileDatabaseStore.standard(writeAdvice: Session.cacheWriteAdvice), target: target.cacheKey,
                                               adapter: target.isUnix ? nil : g.adapter,
                                               report: { [key = target.cacheKey] in warn(Session.cacheText($0, target: key)) })
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,
