@@ -225,27 +225,6 @@ public func wellKnownName(_ uuid: String) -> String? {
     BluetoothUUID(string: uuid)?.name
 }
 
-/// "22:41:07.123" in UTC (`digits` decimals of the second, 3 or 6), for timestamps in text.
-public func clockTime(unixSeconds: Double, digits: Int = 3) -> String {
-    let whole = unixSeconds.rounded(.down)
-    var t = time_t(whole)
-    var parts = tm()
-    gmtime_r(&t, &parts)
-    let scale = digits >= 6 ? 1_000_000 : 1000
-    let fraction = min(Int((unixSeconds - whole) * Double(scale)), scale - 1)
-    func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-    let f = String(fraction)
-    let width = digits >= 6 ? 6 : 3
-    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(String(repeating: "0", count: width - f.count))\(f)"
-}
-
-/// Now, in seconds since the Unix epoch (CLOCK_REALTIME).
-public func unixNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-}
-
 /// The service UUIDs in advertising data (Core Spec Supplement Part A §1.1: AD types 0x02-0x07).
 public func advertisedServices(_ data: [UInt8]) -> [BluetoothUUID] {
     var uuids: [BluetoothUUID] = []

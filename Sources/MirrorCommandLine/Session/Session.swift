@@ -237,7 +237,7 @@ final class Session: Sendable {
             link = LinkSession(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
             inv.notes.setLinkDrop { [link] in link?.dropReason() }
         }
-        let observed = ObservedTransport(bearer, console: inv.console, tracing: g.trace)
+        let observed = ObservedTransport(bearer, tracing: g.trace) { [console = inv.console] in console.err($0) }
         var configuration = GATTClient.Configuration()
         let clientRxMTU = g.mtu ?? ATTMTU.maximum
         configuration.clientRxMTU = clientRxMTU
