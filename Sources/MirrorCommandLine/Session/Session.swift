@@ -2,6 +2,7 @@
 // Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
 // every procedure is the GATT client's.
 import ATTStack
+import Bonding
 import LinuxBluetooth
 import HostEnvironment
 import LinkCore
@@ -159,11 +160,15 @@ final class Session: Sendable {
         let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
         let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console, setup: agent) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
-        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: g.adapter, daemonRuns: daemonRuns) }
+        // Not under bluetoothd: it loads its own keys, and a Load Long Term Keys would replace its whole list.
+        let loaded = try daemonRuns ? nil : peerAddress.flatMap {
+            try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: HCIAdapter.resolve(Discovery.adapterName(g.adapter)))
+        }
         if let loaded { inv.console.err("note: \(loaded.note)") }
         // Said when the link asks for encryption: whose keys it will use (README "Pairing and bonds").
         if daemonRuns, let peerAddress, (asked?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue || g.pair {
-            inv.console.err("note: \(BondKeys.daemonNote(peer: peerAddress, adapter: g.adapter))")
+            let adapter = try? HCIAdapter.resolve(Discovery.adapterName(g.adapter))
+            inv.console.err("note: \(adapter.map { BondKeys.daemonNote(peer: peerAddress, adapter: $0.address, adapterName: $0.name) } ?? BondKeys.daemonRunsNote)")
         }
         // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
         // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
