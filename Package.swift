@@ -57,9 +57,9 @@ let package = Package(
         // descriptors, security levels, the Database Hash (§7.3, over CCrypto's AES-CMAC). No I/O.
         .target(name: "GATTVocabulary", dependencies: ["ATTStack", "CCrypto", "LinkCore"]),
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
-        // The front door: connect to a peer (unix: or LE) on a link loop of its own, then discovery with the cache,
-        // names, reads, writes and subscriptions, every method on the link's loop (Sources/GATTPeer, docs/DESIGN.md).
-        .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "LinkCore", "LinuxBluetooth"]),
+        // The front door: connect to a peer (unix: or LE) on a link loop of its own, then discovery with the cache
+        // (its files: FileDatabaseStore), names, reads, writes and subscriptions, every method on the link's loop.
+        .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
         // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
         .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),
         // The benches' measurement core: the write rounds through the GATT client on the link's loop (warm-up, size
@@ -129,7 +129,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["GATTPeer", "GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "Conformance", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",

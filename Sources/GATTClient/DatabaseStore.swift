@@ -1,5 +1,5 @@
 // Where a client keeps a peer's database between connections, under the peer's Database Hash (Core Spec 5.4
-// Vol 3 Part G §2.5.2, §7.3): the protocol a store implements (the CLI's files, a test's memory).
+// Vol 3 Part G §2.5.2, §7.3): the protocol a store implements (GATTPeer's files, a test's memory).
 import ATTStack
 import GATTVocabulary
 

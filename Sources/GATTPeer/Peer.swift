@@ -25,7 +25,8 @@ public final class Peer: Sendable {
         public var transactionTimeout: Duration = .seconds(30)
         /// How long the LE connect may take, in seconds.
         public var connectTimeout: Double = ATTBearer.defaultConnectTimeout
-        /// Where discovered databases are kept between connections, keyed by the peer's Database Hash (nil: none).
+        /// Where discovered databases are kept between connections, keyed by the peer's Database Hash (nil: none);
+        /// `FileDatabaseStore.standard()` keeps them in the files the CLI uses.
         public var cache: (any DatabaseStore)?
         /// A profile's names for characteristic UUIDs, resolved beside User Descriptions.
         public var names = CharacteristicNames()

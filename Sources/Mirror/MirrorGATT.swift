@@ -97,21 +97,6 @@ public struct MirrorEvent: Sendable, Equatable {
     public var detail: String?
 }
 
-/// Decodes a value of a named characteristic against the profile.
-public func decodeMirrorValue(_ name: String?, _ value: [UInt8], profile: MirrorProfile) -> String? {
-    switch name {
-    case "scanState"?: return value.first.map(profile.scanStateName) ?? "empty"
-    case "scanError"?: return value.first.map(profile.scanErrorName) ?? "empty"
-    case "wifiConnectionStatus"?: return value.first.map(profile.wifiStatusName) ?? "empty"
-    case "wifiNumNetworks"?: return value.first.map { "\($0)" } ?? "empty"
-    case "scannerAction"?:
-        guard value.count == 1 else { return nil }
-        return profile.commands.first { $0.value == value[0] }?.key ?? "unknown(\(ATTHex.short(value[0])))"
-    case "cloudToken"?, "wifiNetworkSSIDEnum"?, "wifiSetSSID"?: return String(decoding: value, as: UTF8.self)
-    default: return nil
-    }
-}
-
 /// The shared machinery of a procedure: the clock, the event callback, reads and writes that report themselves.
 final class MirrorSteps: Sendable {
     let client: GATTClient

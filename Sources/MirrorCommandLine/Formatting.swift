@@ -189,6 +189,12 @@ public func valueText(_ bytes: [UInt8]) -> String {
     return "\(ATTHex.string(bytes, separator: " "))  \"\(printableText(bytes))\"  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
 }
 
+/// The text form with the decoded meaning first: "error  [09]  (1 byte)"; without one, `valueText`'s form.
+func valueText(_ bytes: [UInt8], decoded: String?) -> String {
+    guard let decoded, !bytes.isEmpty else { return valueText(bytes) }
+    return "\(decoded)  [\(ATTHex.string(bytes, separator: " "))]  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
+}
+
 /// The bytes as text: valid UTF-8 with every terminal control (C0, DEL, C1, bidi: TerminalText) shown as "."; otherwise printable ASCII with "."
 /// for every other byte.
 public func printableText(_ bytes: [UInt8]) -> String {
@@ -217,27 +223,6 @@ public func propertyNames(_ properties: UInt8) -> [String] {
 /// descriptors. `uuid` is the canonical lowercase form.
 public func wellKnownName(_ uuid: String) -> String? {
     BluetoothUUID(string: uuid)?.name
-}
-
-/// "22:41:07.123" in UTC (`digits` decimals of the second, 3 or 6), for timestamps in text.
-public func clockTime(unixSeconds: Double, digits: Int = 3) -> String {
-    let whole = unixSeconds.rounded(.down)
-    var t = time_t(whole)
-    var parts = tm()
-    gmtime_r(&t, &parts)
-    let scale = digits >= 6 ? 1_000_000 : 1000
-    let fraction = min(Int((unixSeconds - whole) * Double(scale)), scale - 1)
-    func two(_ v: Int32) -> String { v < 10 ? "0\(v)" : "\(v)" }
-    let f = String(fraction)
-    let width = digits >= 6 ? 6 : 3
-    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec)).\(String(repeating: "0", count: width - f.count))\(f)"
-}
-
-/// Now, in seconds since the Unix epoch (CLOCK_REALTIME).
-public func unixNow() -> Double {
-    var ts = timespec()
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
 }
 
 /// The service UUIDs in advertising data (Core Spec Supplement Part A §1.1: AD types 0x02-0x07).

@@ -55,6 +55,9 @@ extension ErrorReport {
             var fields: [(String, JSONValue)] = [("problem", .string(e.description))]
             if case .corrupt(let path, _) = e { fields.append(("file", .string(path))) }
             return ErrorReport(status: e == .noDirectory ? .unsupported : .failure, message: e.description, fields: fields)
+        case let e as BondKeysError:
+            // More keys than one Load Long Term Keys takes: the way out is the CLI's `bonds remove`.
+            return ErrorReport(status: .failure, message: "\(e): `mirror bonds remove` some")
         case let e as BearerTargetError:
             return ErrorReport(status: .usage, message: e.description, fields: [("token", .string(e.input))])
         default:

@@ -2,6 +2,7 @@
 
 import ATTStack
 import GATTPeer
+import GATTVocabulary
 import LinuxBluetooth
 import LinkCore
 
@@ -96,7 +97,7 @@ extension String {
 
 /// Parses an attribute handle: decimal ("18") or hex with 0x ("0x0012"), 0x0001-0xFFFF.
 public func parseHandle(_ token: String) throws(UsageError) -> UInt16 {
-    guard let value = parseInteger(token) else {
+    guard let value = ValueEncoder.integer(token) else {
         throw UsageError("invalid handle \"\(token)\": expected a decimal number or 0x hex, as in 18 or 0x0012", token: token)
     }
     guard value != 0 else {
@@ -108,20 +109,9 @@ public func parseHandle(_ token: String) throws(UsageError) -> UInt16 {
     return UInt16(value)
 }
 
-/// Parses a decimal or 0x-hex non-negative integer; nil when it is neither.
-public func parseInteger(_ token: String) -> UInt64? {
-    if token.hasPrefix("0x") || token.hasPrefix("0X") {
-        let digits = token.dropFirst(2)
-        guard !digits.isEmpty, digits.count <= 16, digits.allSatisfy(\.isHexDigit) else { return nil }
-        return UInt64(digits, radix: 16)
-    }
-    guard !token.isEmpty, token.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
-    return UInt64(token)
-}
-
 /// Parses a count or size: a decimal or 0x-hex integer within `range`.
 public func parseCount(_ token: String, in range: ClosedRange<Int>, what: String) throws(UsageError) -> Int {
-    guard let value = parseInteger(token) else {
+    guard let value = ValueEncoder.integer(token) else {
         throw UsageError("invalid \(what) \"\(token)\": expected a whole number", token: token)
     }
     guard value <= UInt64(Int.max), range.contains(Int(value)) else {
@@ -171,40 +161,21 @@ where T.RawValue == String {
     return value
 }
 
-/// Parses a hex value: "0102ff", "0x0102ff", "01:02:ff", "01 02 ff"; "" is the empty value. Values longer than
-/// an attribute can hold (512 bytes) or than the MTU allows are not refused here: the GATT client refuses them
-/// locally with the exact budget. At most 65535 bytes.
+extension UsageError {
+    /// A typed value the library refused, with its words and token unchanged.
+    init(_ error: ValueEncodingError) {
+        self.init(error.message, token: error.token)
+    }
+}
+
+/// Parses a hex value (GATTVocabulary's `ValueEncoder.hex`: "0102ff", "0x0102ff", "01:02:ff", "01 02 ff"; "" is
+/// the empty value); values too long for the MTU are left to the GATT client, which refuses them with the budget.
 public func parseHexValue(_ token: String) throws(UsageError) -> [UInt8] {
-    var digits: [UInt8] = []
-    var text = Substring(token)
-    if text.hasPrefix("0x") || text.hasPrefix("0X") { text = text.dropFirst(2) }
-    let separated = text.contains(":") || text.contains(" ") || text.contains("-")
-    var position = token.count - text.count
-    var bytes: [UInt8] = []
-    for ch in text {
-        position += 1
-        if separated && (ch == ":" || ch == " " || ch == "-") {
-            if digits.count == 1 {
-                throw UsageError("invalid hex value \"\(token)\": the byte before position \(position) has one hex digit (each byte is two)", token: token)
-            }
-            continue
-        }
-        guard let nibble = ch.hexDigitValue, ch.isASCII else {
-            throw UsageError("invalid hex value \"\(token)\": \"\(ch)\" at position \(position) is not a hex digit", token: token)
-        }
-        digits.append(UInt8(nibble))
-        if digits.count == 2 {
-            bytes.append(digits[0] << 4 | digits[1])
-            digits.removeAll(keepingCapacity: true)
-        }
+    do {
+        return try ValueEncoder.hex(token)
+    } catch {
+        throw UsageError(error)
     }
-    guard digits.isEmpty else {
-        throw UsageError("invalid hex value \"\(token)\": odd number of hex digits (each byte is two digits)", token: token)
-    }
-    guard bytes.count <= 65535 else {
-        throw UsageError("invalid hex value \"\(token.prefix(16))...\": \(bytes.count) bytes, more than an ATT value can ever be", token: token)
-    }
-    return bytes
 }
 
 /// A value to write as the command line gives it: bytes, or a name from the profile's table for the characteristic
@@ -214,33 +185,16 @@ public enum WriteValue: Sendable, Equatable {
     case enumName(String)
 }
 
-/// Parses a value to write: `text:STRING` (its UTF-8), `hex:HEX` or bare hex (`parseHexValue`), `u8:N`, `u16:N`,
-/// `u32:N`, `i8:N`, `i16:N`, `i32:N` (decimal or 0x hex, little-endian as GATT carries numbers: Vol 3 Part F §3.3),
-/// or a name (letters first, not hex) from the profile's table for the characteristic.
+/// Parses a value to write: a typed value (`ValueEncoder.typed`: text:, hex:, u8:...i32:), bare hex, or a name
+/// (letters first, not hex) from the profile's table for the characteristic.
 public func parseWriteValue(_ token: String) throws(UsageError) -> WriteValue {
-    if token.hasPrefix("text:") { return .bytes(Array(token.dropFirst(5).utf8)) }
-    if token.hasPrefix("hex:") { return .bytes(try parseHexValue(String(token.dropFirst(4)))) }
-    let integerKinds: [(prefix: String, bytes: Int, signed: Bool)] = [
-        ("u8:", 1, false), ("u16:", 2, false), ("u32:", 4, false), ("i8:", 1, true), ("i16:", 2, true), ("i32:", 4, true),
-    ]
-    if let kind = integerKinds.first(where: { token.hasPrefix($0.prefix) }) {
-        let text = String(token.dropFirst(kind.prefix.count))
-        let bits = 8 * kind.bytes
-        let range: ClosedRange<Int64> = kind.signed ? -(Int64(1) << (bits - 1))...((Int64(1) << (bits - 1)) - 1) : 0...((Int64(1) << bits) - 1)
-        let negative = text.hasPrefix("-")
-        let magnitude = parseInteger(negative ? String(text.dropFirst()) : text)
-        guard let magnitude, magnitude <= UInt64(Int64.max) else {
-            throw UsageError("invalid value \"\(token)\": \"\(text)\" is not a decimal or 0x hex integer", token: token)
-        }
-        let v = negative ? -Int64(magnitude) : Int64(magnitude)
-        guard range.contains(v) else {
-            throw UsageError("invalid value \"\(token)\": \(v) is outside \(kind.prefix.dropLast())'s range \(range.lowerBound)...\(range.upperBound)", token: token)
-        }
-        let u = UInt64(bitPattern: v)
-        return .bytes((0..<kind.bytes).map { UInt8(truncatingIfNeeded: u >> (8 * UInt64($0))) })
+    do {
+        if let bytes = try ValueEncoder.typed(token) { return .bytes(bytes) }
+    } catch {
+        throw UsageError(error)
     }
     do {
-        return .bytes(try parseHexValue(token))
+        return .bytes(try ValueEncoder.hex(token))
     } catch {
         // Letters first and not hex: a name from the characteristic's table, resolved once the characteristic is known.
         if let first = token.first, first.isLetter, token.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {

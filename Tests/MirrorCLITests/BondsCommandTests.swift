@@ -160,6 +160,13 @@ final class BondsCommandTests: XCTestCase {
                        "\(head); the link encrypts with bluetoothd's bond with \(other) (\(bluez)/\(adapter)/\(other)/info)")
     }
 
+    /// More keys than one Load Long Term Keys takes: Bonding's typed error, reported as the CLI always said it.
+    func testTooManyKeysIsReportedWithTheWayOut() {
+        let report = ErrorReport(BondKeysError.tooManyKeys(adapter: "hci0", maximum: 2))
+        XCTAssertEqual(report.status, .failure)
+        XCTAssertEqual(report.message, "the bond store for hci0 holds more keys than Load Long Term Keys takes (2): `mirror bonds remove` some")
+    }
+
     /// A resolvable private address finds the bond whose IRK resolves it (Vol 3 Part H §2.2.2), with a note naming the
     /// identity; a direct bond needs no note; an address no IRK resolves, a static random one and a public one do not.
     func testAResolvablePrivateAddressFindsItsBondedIdentity() throws {

@@ -5,6 +5,7 @@
 import ATTStack
 import Foundation
 import GATTClient
+@testable import GATTPeer
 import GATTServer
 import JSON
 import Mirror
@@ -34,7 +35,7 @@ final class CacheCommandTests: XCTestCase {
     }
 
     func cacheFile(_ sim: SimulatorProcess) -> String {
-        cacheDirectory + "/" + DatabaseCache.fileName(target: sim.target, adapter: nil)
+        cacheDirectory + "/" + FileDatabaseStore.fileName(target: sim.target, adapter: nil)
     }
 
     func testColdThenWarmUsesTheCacheAfterOneReadOfTheHash() throws {
@@ -59,7 +60,7 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(read.status, 0, read.stderr)
         let r = requests(read)
         guard r.count == 4 else { return XCTFail("\(r.count) requests, 4 expected: \(r.joined(separator: "\n"))") }
-        let token = try XCTUnwrap(try CachedDatabase(json: parseJSON(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: cacheFile(sim))))))
+        let token = try XCTUnwrap(try GATTCachedDatabase(json: parseJSON(bytes: Array(try Data(contentsOf: URL(fileURLWithPath: cacheFile(sim))))))
             .services.flatMap(\.characteristics).first { $0.uuid == MirrorProfile.bundled.cloudToken })
         XCTAssertTrue(r[2].hasSuffix("> Read Request handle \(ATTHex.handle(token.declarationHandle))"), r[2])
         XCTAssertTrue(r[3].hasSuffix("> Read Request handle \(ATTHex.handle(token.valueHandle))"), r[3])
@@ -97,7 +98,7 @@ final class CacheCommandTests: XCTestCase {
         let cold = try mirror(["gatt", lookAlike.target])
         XCTAssertTrue(lookAlike.closeAndRelease(), "the look-alike's socket released within 10 s")
         XCTAssertEqual(cold.status, 0, cold.stderr)
-        let file = cacheDirectory + "/" + DatabaseCache.fileName(target: lookAlike.target, adapter: nil)
+        let file = cacheDirectory + "/" + FileDatabaseStore.fileName(target: lookAlike.target, adapter: nil)
         XCTAssertTrue(FileManager.default.fileExists(atPath: file), "the look-alike's database is cached")
         let real = try GATTPeer(database: mirrorDatabase(swapped: false, hash: forged), path: lookAlike.path)
         XCTAssertEqual(real.target, lookAlike.target)
@@ -365,11 +366,11 @@ final class CacheCommandTests: XCTestCase {
         // The file's JSON reads back as the same database; its hash is checked against its services.
         let services = [a, b]
         let hash = try XCTUnwrap(try GATTDatabaseHash.compute(services: services))
-        let db = CachedDatabase(target: "unix:/tmp/x", adapter: nil, databaseHash: hash, services: services)
-        XCTAssertEqual(try CachedDatabase(json: try parseJSON(db.json.pretty)), db)
-        XCTAssertEqual(try DatabaseCache.read(Data(db.json.pretty.utf8)).get(), db)
-        XCTAssertEqual(DatabaseCache.fileName(target: "unix:/tmp/a%b/x.sock", adapter: nil), "gatt-default-unix:%2Ftmp%2Fa%25b%2Fx.sock.json")
-        XCTAssertEqual(DatabaseCache.fileName(target: "C0:11:22:33:44:55", adapter: "hci1"), "gatt-hci1-C0:11:22:33:44:55.json")
+        let db = GATTCachedDatabase(target: "unix:/tmp/x", adapter: nil, databaseHash: hash, services: services)
+        XCTAssertEqual(try GATTCachedDatabase(json: try parseJSON(db.json.pretty)), db)
+        XCTAssertEqual(try FileDatabaseStore.read(Data(db.json.pretty.utf8)).get(), db)
+        XCTAssertEqual(FileDatabaseStore.fileName(target: "unix:/tmp/a%b/x.sock", adapter: nil), "gatt-default-unix:%2Ftmp%2Fa%25b%2Fx.sock.json")
+        XCTAssertEqual(FileDatabaseStore.fileName(target: "C0:11:22:33:44:55", adapter: "hci1"), "gatt-hci1-C0:11:22:33:44:55.json")
     }
 
     // MARK: - robust caching against the simulator's change-database (Vol 3 Part G §2.5.2.1, §7.1)
@@ -455,7 +456,7 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertTrue(run.stderr.contains("mirror: finding: \(peer.target) serves the Database Hash \(ATTHex.string(wrong)), but the database "
                                           + "discovered there hashes to \(ATTHex.string(computed))"), run.stderr)
-        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)))
+        XCTAssertFalse(FileManager.default.fileExists(atPath: cacheDirectory + "/" + FileDatabaseStore.fileName(target: peer.target, adapter: nil)))
     }
 
     func testAPeerWithTheRightHashIsCachedWithItsExtendedPropertiesRead() throws {
@@ -465,7 +466,7 @@ final class CacheCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 0, run.stderr)
         XCTAssertFalse(run.stderr.contains("finding"), run.stderr)
         XCTAssertTrue(run.stderr.contains("> Read Request handle 0x000A"), "the Extended Properties read for the hash: \(run.stderr)")
-        let file = cacheDirectory + "/" + DatabaseCache.fileName(target: peer.target, adapter: nil)
+        let file = cacheDirectory + "/" + FileDatabaseStore.fileName(target: peer.target, adapter: nil)
         XCTAssertTrue(try String(contentsOfFile: file, encoding: .utf8).contains("\"value\": \"0000\""))
     }
 

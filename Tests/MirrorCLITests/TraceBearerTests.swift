@@ -2,6 +2,8 @@
 import Foundation
 import LinuxBluetooth
 import LinkCore
+import GATTPeer
+import GATTPeer
 @testable import MirrorCommandLine
 import XCTest
 
@@ -37,9 +39,9 @@ final class TraceBearerTests: XCTestCase {
         let pipe = Pipe()
         let console = Console(outFD: 1, errFD: pipe.fileHandleForWriting.fileDescriptor)
         let cid4 = EchoingTransport(), eatt = EchoingTransport()
-        let plain = ObservedTransport(cid4, console: console, tracing: true)
-        let named = ObservedTransport(eatt, console: console, tracing: true,
-                                      bearer: ObservedTransport.bearerName(index: 1, localCID: 0x0041))
+        let plain = ObservedTransport(cid4, tracing: true) { console.err($0) }
+        let named = ObservedTransport(eatt, tracing: true,
+                                      bearer: ObservedTransport.bearerName(index: 1, localCID: 0x0041)) { console.err($0) }
         plain.start(QuietSink())
         named.start(QuietSink())
         let request: [UInt8] = [0x0A, 0x03, 0x00]

@@ -3,6 +3,7 @@
 import Foundation
 import LinuxBluetooth
 import LinkCore
+import GATTPeer
 @testable import MirrorCommandLine
 import XCTest
 
@@ -45,7 +46,7 @@ final class TraceOrderTests: XCTestCase {
         let console = Console(outFD: 1, errFD: pipe.fileHandleForWriting.fileDescriptor)
         // Read Response [01 02] answers the Read Request handle 0x0003.
         let inner = AnswersDuringSend(answer: [0x0B, 0x01, 0x02], answerWait: .milliseconds(200))
-        let traced = ObservedTransport(inner, console: console, tracing: true)
+        let traced = ObservedTransport(inner, tracing: true) { console.err($0) }
         traced.start(IgnoringSink())
         let request: [UInt8] = [0x0A, 0x03, 0x00]
         let result = try request.withUnsafeBytes { b throws(TransportError) in try traced.trySend(b) }

@@ -4,6 +4,7 @@ import TestSupport
 import XCTest
 @testable import MirrorCommandLine
 import ATTStack
+import GATTVocabulary
 import Mirror
 
 final class ValueFormatterTests: XCTestCase {

@@ -1,5 +1,6 @@
-// mirror cache list|clear [TARGET]: the GATT cache on disk (Session/DatabaseCache.swift).
+// mirror cache list|clear [TARGET]: the GATT cache on disk (GATTPeer's FileDatabaseStore).
 import ATTStack
+import GATTPeer
 import JSON
 
 let cacheCommand = Command(CommandSpec(
@@ -31,7 +32,7 @@ let cacheCommand = Command(CommandSpec(
         throw UsageError("unknown action \"\(action)\": expected list or clear", token: action, command: inv.arguments.command)
     }
     let target = inv.arguments.positionals.count > 1 ? try inv.target(at: 1) : nil
-    guard let cache = DatabaseCache.standard() else {
+    guard let cache = FileDatabaseStore.standard() else {
         throw CLIError.unsupported("no cache directory: neither XDG_CACHE_HOME nor HOME is set")
     }
     if action == "clear" {

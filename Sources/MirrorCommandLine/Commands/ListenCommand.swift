@@ -1,9 +1,11 @@
 // mirror listen TARGET [HANDLE|UUID|NAME...]: subscribe and print notifications and indications.
 import ATTStack
 import GATTClient
+import GATTVocabulary
 import JSON
 import LinuxBluetooth
 import LinkCore
+import Mirror
 
 let listenCommand = Command(CommandSpec(
     name: "listen",

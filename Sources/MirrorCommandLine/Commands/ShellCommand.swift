@@ -11,6 +11,7 @@ import LinkCore
 #if canImport(Glibc)
 import Glibc
 import GATTVocabulary
+import Mirror
 #endif
 
 /// The one-shot commands a shell line may run on the shell's connection, the connection's TARGET in the place of

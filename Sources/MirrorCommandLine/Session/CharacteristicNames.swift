@@ -5,6 +5,7 @@ import ATTStack
 import GATTClient
 import GATTPeer
 import GATTVocabulary
+import Mirror
 
 extension Session {
     /// The value handle `reference` names: a handle as given, with no traffic; a UUID or a name by discovery,

@@ -98,7 +98,7 @@ struct DatabaseChange: Sendable, Equatable {
 extension Session {
     /// `gatt --diff`: the cached copy (whatever the peer's hash says; nil when there is none usable), and the database
     /// discovered now, stored as `discovered` would and kept for the connection (`GATTDatabaseCache.storedAndDiscovered`).
-    func diffAgainstCache() async throws -> (cached: CachedDatabase?, peerHash: [UInt8]?, changes: [DatabaseChange]) {
+    func diffAgainstCache() async throws -> (cached: GATTCachedDatabase?, peerHash: [UInt8]?, changes: [DatabaseChange]) {
         guard databaseCache.store != nil else {
             throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
         }

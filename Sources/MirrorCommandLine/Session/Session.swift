@@ -2,10 +2,12 @@
 // Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
 // every procedure is the GATT client's.
 import ATTStack
+import Bonding
 import LinuxBluetooth
 import HostEnvironment
 import LinkCore
 import GATTClient
+import GATTPeer
 import Mirror
 import JSON
 import GATTVocabulary
@@ -79,7 +81,7 @@ final class Session: Sendable {
     let link: LinkSession?
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
     let linkRequests: [LinkRequestReport]
-    /// The database known on this connection, its user descriptions, and the GATT cache under it (DatabaseCache.swift):
+    /// The database known on this connection, its user descriptions, and the GATT cache under it (GATTPeer's FileDatabaseStore):
     /// the GATT client's, with the cache files as its store (nil store with --no-cache).
     let databaseCache: GATTDatabaseCache
     /// This process's pairing agent for the connection (--pair), stopped with it.
@@ -158,11 +160,15 @@ final class Session: Sendable {
         let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
         let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console, setup: agent) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
-        let loaded = try peerAddress.flatMap { try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: g.adapter, daemonRuns: daemonRuns) }
+        // Not under bluetoothd: it loads its own keys, and a Load Long Term Keys would replace its whole list.
+        let loaded = try daemonRuns ? nil : peerAddress.flatMap {
+            try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: HCIAdapter.resolve(Discovery.adapterName(g.adapter)))
+        }
         if let loaded { inv.console.err("note: \(loaded.note)") }
         // Said when the link asks for encryption: whose keys it will use (README "Pairing and bonds").
         if daemonRuns, let peerAddress, (asked?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue || g.pair {
-            inv.console.err("note: \(BondKeys.daemonNote(peer: peerAddress, adapter: g.adapter))")
+            let adapter = try? HCIAdapter.resolve(Discovery.adapterName(g.adapter))
+            inv.console.err("note: \(adapter.map { BondKeys.daemonNote(peer: peerAddress, adapter: $0.address, adapterName: $0.name) } ?? BondKeys.daemonRunsNote)")
         }
         // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
         // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
@@ -236,7 +242,7 @@ final class Session: Sendable {
             link = LinkSession(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
             inv.notes.setLinkDrop { [link] in link?.dropReason() }
         }
-        let observed = ObservedTransport(bearer, console: inv.console, tracing: g.trace)
+        let observed = ObservedTransport(bearer, tracing: g.trace) { [console = inv.console] in console.err($0) }
         var configuration = GATTClient.Configuration()
         let clientRxMTU = g.mtu ?? ATTMTU.maximum
         configuration.clientRxMTU = clientRxMTU
@@ -253,7 +259,7 @@ final class Session: Sendable {
         let warn: @Sendable (String) -> Void = { [console = inv.console] in console.err("mirror: " + terminalLines($0)) }
         // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache (the client's
         // indication path, every bearer's).
-        let databaseCache = GATTDatabaseCache(client: client, store: g.noCache ? nil : DatabaseCache.standard(), target: target.cacheKey,
+        let databaseCache = GATTDatabaseCache(client: client, store: g.noCache ? nil : FileDatabaseStore.standard(writeAdvice: Session.cacheWriteAdvice), target: target.cacheKey,
                                               adapter: target.isUnix ? nil : g.adapter,
                                               report: { [key = target.cacheKey] in warn(Session.cacheText($0, target: key)) })
         let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,

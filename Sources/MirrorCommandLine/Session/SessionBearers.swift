@@ -3,6 +3,7 @@
 // bearers listed for `mirror mtu` and `mirror link`.
 import ATTStack
 import GATTClient
+import GATTPeer
 import JSON
 import LinuxBluetooth
 import LinkCore
@@ -50,8 +51,8 @@ extension Session {
             }
             let channel = try EnhancedBearerChannel(bearer)
             // --trace names the bearer on its lines; btsnoop records it on the link's index, on its channel's CIDs.
-            let observed = ObservedTransport(bearer, console: console, tracing: transport.isTracing,
-                                             bearer: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local))
+            let observed = ObservedTransport(bearer, tracing: transport.isTracing,
+                                             bearer: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local)) { console.err($0) }
             if let c = records.capture.withLock({ $0 }) { bearer.capture(into: c.writer, linkIndex: c.index) }
             opened.withLock { $0.append((bearer, observed)) }
             return EnhancedBearerChannel(transport: observed, mtu: channel.mtu)

@@ -1,17 +1,11 @@
-// What a value means, in one place for `read`, `listen`, `gatt --read` and the shell (text and JSON): the mirror
-// profile's enums, the formats a peer declares (Characteristic Presentation Format, Core Spec Vol 3 Part G
-// §3.3.3.5) and the well-known characteristics (GATT Specification Supplement). The hex is always printed beside.
+// What a value means beside its bytes, for any peer: the formats a peer declares (Characteristic Presentation
+// Format, Core Spec Vol 3 Part G §3.3.3.5) and the well-known characteristics (GATT Specification Supplement).
 import ATTStack
-import GATTClient
-import Mirror
 
-enum ValueFormatter {
-    /// The decoded form of `bytes`, the value of the characteristic (or descriptor) `uuid` that output calls
-    /// `name`; nil when nothing is known about it (the hex and the printable text then say it all). `presentation`
-    /// is the characteristic's 0x2904 descriptor value, when it was read.
-    static func decode(_ bytes: [UInt8], uuid: BluetoothUUID?, name: String?, profile: MirrorProfile,
-                       presentation: [UInt8]? = nil) -> String? {
-        if let d = profileEnum(bytes, uuid: uuid, name: name, profile: profile) { return d }
+public enum ValueFormatter {
+    /// The decoded form of `bytes`, the value of the characteristic (or descriptor) `uuid`; nil when nothing is
+    /// known about it. `presentation` is the characteristic's 0x2904 descriptor value, when it was read.
+    public static func decode(_ bytes: [UInt8], uuid: BluetoothUUID?, presentation: [UInt8]? = nil) -> String? {
         if let presentation, let d = presentationFormat(bytes, presentation) { return d }
         guard let uuid else { return nil }
         switch uuid {
@@ -25,22 +19,9 @@ enum ValueFormatter {
         }
     }
 
-    /// scanState, scanError, wifiConnectionStatus and scannerAction by the profile's names ("error", "initDeviceForScan").
-    static func profileEnum(_ bytes: [UInt8], uuid: BluetoothUUID?, name: String?, profile: MirrorProfile) -> String? {
-        guard bytes.count == 1, let which = uuid.flatMap(profile.characteristicName) ?? name else { return nil }
-        let b = bytes[0]
-        switch which {
-        case "scanState": return profile.scanStateName(b)
-        case "scanError": return profile.scanErrorName(b)
-        case "wifiConnectionStatus": return profile.wifiStatusName(b)
-        case "scannerAction": return profile.commandName(b)
-        default: return nil
-        }
-    }
-
     /// A value in the format its Characteristic Presentation Format declares (§3.3.3.5: format, exponent, unit):
     /// the unsigned and signed integers with the exponent applied, and UTF-8 strings.
-    static func presentationFormat(_ bytes: [UInt8], _ p: [UInt8]) -> String? {
+    public static func presentationFormat(_ bytes: [UInt8], _ p: [UInt8]) -> String? {
         guard p.count >= 4 else { return nil }
         let exponent = Int(Int8(bitPattern: p[1]))
         let unit = unitSymbol(p.littleEndianUInt16(at: 2))
@@ -79,14 +60,14 @@ enum ValueFormatter {
     /// A few units of the Assigned Numbers' "Units" list (§3.5), by their symbols; nil for unitless (0x2700) and
     /// others. 0x27A7 is velocity in mi/h and 0x2781 pressure in mmHg (this table said bpm and dBm); beats per
     /// minute is 0x27AF.
-    static func unitSymbol(_ unit: UInt16) -> String? {
+    public static func unitSymbol(_ unit: UInt16) -> String? {
         [0x2701: "m", 0x2702: "kg", 0x2703: "s", 0x2704: "A", 0x2705: "K", 0x2722: "Hz", 0x2724: "Pa", 0x2725: "J",
          0x2726: "W", 0x2728: "V", 0x272F: "°C", 0x2781: "mmHg", 0x27A6: "km/h", 0x27A7: "mi/h", 0x27AC: "°F",
          0x27AD: "%", 0x27AF: "bpm"][unit]
     }
 
     /// Appearance (0x2A01): category (bits 15-6) and subcategory (bits 5-0), by name for the common ones.
-    static func appearance(_ bytes: [UInt8]) -> String? {
+    public static func appearance(_ bytes: [UInt8]) -> String? {
         guard bytes.count == 2 else { return nil }
         let v = bytes.littleEndianUInt16(at: 0)
         let names: [UInt16: String] = [
@@ -99,7 +80,7 @@ enum ValueFormatter {
     }
 
     /// Client Characteristic Configuration (0x2902, §3.3.3.3): bit 0 notifications, bit 1 indications.
-    static func cccd(_ bytes: [UInt8]) -> String? {
+    public static func cccd(_ bytes: [UInt8]) -> String? {
         guard bytes.count == 2 else { return nil }
         let v = bytes.littleEndianUInt16(at: 0)
         var parts = ["notifications \(v & 1 != 0 ? "on" : "off")", "indications \(v & 2 != 0 ? "on" : "off")"]
@@ -108,16 +89,9 @@ enum ValueFormatter {
     }
 
     /// PnP ID (0x2A50): vendor ID source (1 Bluetooth SIG, 2 USB-IF), vendor, product, version.
-    static func pnpID(_ bytes: [UInt8]) -> String? {
+    public static func pnpID(_ bytes: [UInt8]) -> String? {
         guard bytes.count == 7 else { return nil }
         let source = bytes[0] == 1 ? "Bluetooth SIG" : bytes[0] == 2 ? "USB-IF" : "source \(bytes[0])"
         return "vendor \(ATTHex.handle(bytes.littleEndianUInt16(at: 1))) (\(source)), product \(ATTHex.handle(bytes.littleEndianUInt16(at: 3))), version \(ATTHex.handle(bytes.littleEndianUInt16(at: 5)))"
     }
-
-}
-
-/// The text form with the decoded meaning first: "error  [09]  (1 byte)"; without one, `valueText`'s form.
-func valueText(_ bytes: [UInt8], decoded: String?) -> String {
-    guard let decoded, !bytes.isEmpty else { return valueText(bytes) }
-    return "\(decoded)  [\(ATTHex.string(bytes, separator: " "))]  (\(bytes.count) byte\(bytes.count == 1 ? "" : "s"))"
 }

@@ -1,22 +1,21 @@
-// The CLI's view of the PDUs between the GATT client and the bearer: `--trace` (every ATT PDU, decoded, with its
-// direction and a timestamp, on stderr) and the time Write Commands spent waiting on the socket's backpressure
-// (for `mirror bench`). The MTU is the client's to know (`GATTClient.mtu`, `serverRxMTU`), not sniffed here.
-
+// A view of the PDUs between a GATT client and its bearer: a trace (every ATT PDU, decoded, with its direction and a
+// timestamp, as lines to the caller's callback: the CLI's --trace) and the time Write Commands spent waiting on the
+// socket's backpressure (`mirror bench`). The MTU is the client's to know (`GATTClient.mtu`), not sniffed here.
 import ATTStack
-import LinuxBluetooth
 import LinkCore
 import Synchronization
 
 /// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
-/// Part F §3.4): with `trace`, prints each as one line on stderr
+/// Part F §3.4): while tracing, gives each as one line to `lines`
 /// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`; on an Enhanced ATT bearer the bearer follows the
 /// direction: `> [b1 cid 0x0041] Write Request ...`); always notes how long sends waited after the socket reported EAGAIN.
 public final class ObservedTransport: ATTTransport {
     public let inner: any ATTTransport
-    let console: Console?
+    /// Where the trace's lines go (the CLI's stderr); never called while not tracing.
+    let lines: @Sendable (String) -> Void
     /// The bearer named on each trace line ("b1 cid 0x0041"), nil on the unenhanced bearer (lines as they always were).
     public let bearer: String?
-    /// Whether PDUs are printed on `console` now (`--trace`; the shell's `trace on|off` changes it).
+    /// Whether PDUs are traced now (`--trace`; the shell's `trace on|off` changes it).
     let tracing: Atomic<Bool>
     /// Guards what was observed: the backpressure accounting.
     let observed = Lock<Observations>(Observations())
@@ -40,18 +39,10 @@ public final class ObservedTransport: ATTTransport {
         var blockedSince: UInt64 = 0
     }
 
-    /// Watches `inner`; prints every PDU on `console`'s stderr when `trace` is set, naming `bearer` on each line.
-    public init(_ inner: any ATTTransport, trace console: Console?, bearer: String? = nil) {
+    /// Watches `inner`; gives every PDU's line to `lines` while tracing (`setTracing`), naming `bearer` on each.
+    public init(_ inner: any ATTTransport, tracing: Bool, bearer: String? = nil, lines: @escaping @Sendable (String) -> Void) {
         self.inner = inner
-        self.console = console
-        self.bearer = bearer
-        self.tracing = Atomic(console != nil)
-    }
-
-    /// Watches `inner`; prints every PDU on `console`'s stderr while tracing (`setTracing`), naming `bearer` on each.
-    public init(_ inner: any ATTTransport, console: Console, tracing: Bool, bearer: String? = nil) {
-        self.inner = inner
-        self.console = console
+        self.lines = lines
         self.bearer = bearer
         self.tracing = Atomic(tracing)
     }
@@ -63,16 +54,13 @@ public final class ObservedTransport: ATTTransport {
         return "b\(index) cid \(ATTHex.handle(localCID))"
     }
 
-    /// Starts or stops printing PDUs.
+    /// Starts or stops tracing PDUs.
     public func setTracing(_ on: Bool) { tracing.store(on, ordering: .relaxed) }
 
     public var isTracing: Bool { tracing.load(ordering: .relaxed) }
 
     /// `body` is told the reason once the transport closes (either side).
     public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) { closeObserver.withLock { $0 = body } }
-
-    /// The console to trace on, while tracing.
-    private var traceConsole: Console? { isTracing ? console : nil }
 
     public var observations: Observations { observed.withLock { $0 } }
 
@@ -99,13 +87,13 @@ public final class ObservedTransport: ATTTransport {
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         let result: ATTSendResult
-        if let console = traceConsole {
+        if isTracing {
             // The send and its line under `traceOrder`: the reader prints the answer under it too, so a request's
             // line always precedes its response's, though the answer can arrive before trySend returns.
             result = try traceOrder.withLock { _ throws(TransportError) in
                 let r = try inner.trySend(pdu)
                 if r == .sent {
-                    console.err(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow(), bearer: bearer))
+                    lines(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow(), bearer: bearer))
                 }
                 return r
             }
@@ -140,14 +128,14 @@ public final class ObservedTransport: ATTTransport {
     }
 
     func received(_ pdu: [UInt8]) {
-        if let console = traceConsole {
-            traceOrder.withLock { _ in console.err(traceLine(direction: "<", bytes: pdu, at: unixNow(), bearer: bearer)) }
+        if isTracing {
+            traceOrder.withLock { _ in lines(traceLine(direction: "<", bytes: pdu, at: unixNow(), bearer: bearer)) }
         }
     }
 
     func closed(_ reason: TransportError) {
-        if let console = traceConsole {
-            console.err("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(bearer.map { " [\($0)]" } ?? "") closed: \(reason)")
+        if isTracing {
+            lines("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(bearer.map { " [\($0)]" } ?? "") closed: \(reason)")
         }
         closeObserver.current?(reason)
     }
@@ -168,7 +156,7 @@ final class ObservingSink: ATTTransportSink {
         (transport.diverted ?? next).transport(didReceive: pdu)
     }
 
-    /// Without `--trace` nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
+    /// Without a trace nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
     func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
         if !transport.isTracing {
             (transport.diverted ?? next).transport(didReceiveBytes: pdu)
