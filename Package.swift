@@ -32,7 +32,7 @@ let package = Package(
         // Every syscall, ioctl and libcap call, over BlueZ's own headers (libbluetooth-dev).
         .target(
             name: "CBlueZSocket",
-            linkerSettings: [.linkedLibrary("bluetooth"), .linkedLibrary("cap")]
+            linkerSettings: [.linkedLibrary("cap")]
         ),
         // The Attribute Protocol's codec (Core Spec Vol 3 Part F): PDUs, opcodes, error codes, UUIDs, MTU arithmetic.
         // Pure Swift: no C, no I/O, no Foundation.

@@ -190,6 +190,8 @@ static void to_bdaddr(bdaddr_t *out, const uint8_t *printed) {
     for (int i = 0; i < 6; i++) out->b[i] = printed[5 - i];
 }
 
+void cbz_to_bdaddr(const uint8_t *printed, bdaddr_t *out) { to_bdaddr(out, printed); }
+
 static void from_bdaddr(uint8_t *printed, const bdaddr_t *in) {
     for (int i = 0; i < 6; i++) printed[i] = in->b[5 - i];
 }
@@ -834,14 +836,6 @@ int cbz_thread_start(void (*body)(void *context), void *context) {
     if (rc != 0) { free(args); return rc; }
     pthread_detach(thread);
     return 0;
-}
-
-// MARK: - Address printing (for tests: our byte order against BlueZ's ba2str)
-
-int cbz_ba2str(const uint8_t *printed, char *out) {
-    bdaddr_t b;
-    to_bdaddr(&b, printed);
-    return ba2str(&b, out);
 }
 
 int cbz_terminal_columns(int fd) {

@@ -1,5 +1,6 @@
 import TestSupport
 import XCTest
+import Glibc
 import CBlueZSocket
 
 /// The kernel structs the shim hands across keep C's layout (the kernel ABI; a Swift redeclaration of
@@ -42,10 +43,18 @@ final class ShimLayoutTests: XCTestCase {
         XCTAssertEqual(cbz_unix_path_max(), 107)
     }
 
-    func testAddressByteOrderMatchesBlueZsPrinting() {
+    /// The shim's byte order against BlueZ's own ba2str, from libbluetooth.so.3 loaded here: the library and
+    /// the CLI no longer link libbluetooth (nothing they call is in it; its headers are all they use).
+    func testAddressByteOrderMatchesBlueZsPrinting() throws {
+        let library = try XCTUnwrap(dlopen("libbluetooth.so.3", RTLD_NOW | RTLD_LOCAL), "libbluetooth3 (Debian, under libbluetooth-dev)")
+        defer { dlclose(library) }
+        typealias BA2Str = @convention(c) (UnsafePointer<bdaddr_t>, UnsafeMutablePointer<CChar>) -> Int32
+        let ba2str = unsafeBitCast(try XCTUnwrap(dlsym(library, "ba2str")), to: BA2Str.self)
         let printed: [UInt8] = [0x00, 0xAA, 0x01, 0x01, 0x00, 0x01]
+        var address = bdaddr_t()
+        cbz_to_bdaddr(printed, &address)
         var out = [CChar](repeating: 0, count: 18)
-        XCTAssertEqual(cbz_ba2str(printed, &out), 17)
+        XCTAssertEqual(ba2str(&address, &out), 17)
         XCTAssertEqual(String(decoding: out.prefix(17).map { UInt8(bitPattern: $0) }, as: UTF8.self), "00:AA:01:01:00:01")
     }
 

@@ -126,9 +126,9 @@ int cbz_bt_sndmtu(int fd, uint16_t *mtu);
 int cbz_bt_rcvmtu(int fd, uint16_t *mtu);
 int cbz_bt_set_rcvmtu(int fd, uint16_t mtu);
 
-/// Converts `printed` to a bdaddr_t as the socket calls do, then prints it with BlueZ's ba2str into out
-/// (18 bytes): a check that the shim's byte order is BlueZ's.
-int cbz_ba2str(const uint8_t *printed, char *out);
+/// Converts `printed` ("00:AA:..." order, most significant byte first) to a bdaddr_t as the socket calls do
+/// (least significant byte first); the tests print it back with BlueZ's own ba2str.
+void cbz_to_bdaddr(const uint8_t *printed, bdaddr_t *out);
 
 // MARK: - HCI devices
 
