@@ -93,7 +93,7 @@ public final class ATTProbe: ATTTransportSink {
             return s.waiter?.continuation
         }
         waiter?.resume()
-        if confirm { try? sendNow(ATTPDU.handleValueConfirmation.bytes) }
+        if confirm { _ = try? sendNow(ATTPDU.handleValueConfirmation.bytes) }
     }
 
     public func transport(didCloseWith reason: TransportError) {

@@ -7,38 +7,44 @@ extension GATTClient {
     /// Every primary service with its includes, characteristics and descriptors, and the secondary services
     /// the includes reach (Part G §4.5.1: they are found only through include declarations), in handle order.
     public func discoverDatabase() async throws(GATTError) -> [GATTService] {
-        try await discoverDatabase(in: .all)
+        try await onLinkLoop { () async throws(GATTError) -> [GATTService] in
+            try await discoverDatabase(in: .all)
+        }
     }
 
     /// `discoverDatabase` for the primary services declared in `range` (what a Service Changed indication names,
     /// Part G §7.1), with the secondary services their includes reach.
     public func discoverDatabase(in range: ATTHandleRange) async throws(GATTError) -> [GATTService] {
-        var services = try await discoverAll(in: range)
-        var known = Set(services.map(\.startHandle))
-        for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
-            known.insert(inc.startHandle)
-            services.append(try await withContents(GATTService(uuid: inc.uuid, startHandle: inc.startHandle,
-                                                                endHandle: inc.endHandle, isPrimary: false)))
+        try await onLinkLoop { () async throws(GATTError) -> [GATTService] in
+            var services = try await discoverAll(in: range)
+            var known = Set(services.map(\.startHandle))
+            for inc in services.flatMap(\.includedServices) where !known.contains(inc.startHandle) {
+                known.insert(inc.startHandle)
+                services.append(try await withContents(GATTService(uuid: inc.uuid, startHandle: inc.startHandle,
+                                                                    endHandle: inc.endHandle, isPrimary: false)))
+            }
+            services.sort { $0.startHandle < $1.startHandle }
+            return services
         }
-        services.sort { $0.startHandle < $1.startHandle }
-        return services
     }
 
     /// The peer's Database Hash (Part G §7.3) by one Read By Type of 0x2B2A over the whole range (Read Using
     /// Characteristic UUID, §4.8.2; a server has at most one): its handle and value, or nil when it has none
     /// (Attribute Not Found).
     public func readDatabaseHash() async throws(GATTError) -> (handle: UInt16, value: [UInt8])? {
-        let pdu: ATTPDU
-        do {
-            pdu = try await transact(.readByTypeRequest(range: .all, type: .databaseHash), handle: 0x0001)
-        } catch {
-            if isAttributeNotFound(error) { return nil }
-            throw error
+        try await onLinkLoop { () async throws(GATTError) -> (handle: UInt16, value: [UInt8])? in
+            let pdu: ATTPDU
+            do throws(GATTError) {
+                pdu = try await transact(.readByTypeRequest(range: .all, type: .databaseHash), handle: 0x0001)
+            } catch {
+                if isAttributeNotFound(error) { return nil }
+                throw error
+            }
+            guard case .readByTypeResponse(let list) = pdu, let first = list.first(where: { _ in true }) else {
+                throw unexpected(pdu, "a non-empty Read By Type Response")
+            }
+            return (first.handle, Array(first.value))
         }
-        guard case .readByTypeResponse(let list) = pdu, let first = list.first(where: { _ in true }) else {
-            throw unexpected(pdu, "a non-empty Read By Type Response")
-        }
-        return (first.handle, Array(first.value))
     }
 
     /// What the Database Hash covers that `discoverDatabase` does not find (Part G §7.3.1): the secondary services
@@ -84,14 +90,16 @@ extension GATTClient {
     public func readLong(uuid: BluetoothUUID, in range: ATTHandleRange = .all) async throws(GATTError)
         -> [(handle: UInt16, value: [UInt8])]
     {
-        var out: [(handle: UInt16, value: [UInt8])] = []
-        for (handle, value) in try await read(uuid: uuid, in: range) {
-            if value.count >= ATTMTU.readByTypeValueBudget(mtu) {
-                out.append((handle, try await readLong(handle: handle)))
-            } else {
-                out.append((handle, value))
+        try await onLinkLoop { () async throws(GATTError) -> [(handle: UInt16, value: [UInt8])] in
+            var out: [(handle: UInt16, value: [UInt8])] = []
+            for (handle, value) in try await read(uuid: uuid, in: range) {
+                if value.count >= ATTMTU.readByTypeValueBudget(mtu) {
+                    out.append((handle, try await readLong(handle: handle)))
+                } else {
+                    out.append((handle, value))
+                }
             }
+            return out
         }
-        return out
     }
 }

@@ -20,15 +20,17 @@ extension GATTClient {
     /// Reads Server Supported Features (0x2B3A, Part G §7.4) by UUID and says whether its bit 0, EATT Supported,
     /// is set. Nil when the server has no such characteristic (Attribute Not Found): it offers no EATT.
     public func serverSupportsEnhancedATT() async throws(GATTError) -> Bool? {
-        let found: [(handle: UInt16, value: [UInt8])]
-        do {
-            found = try await read(uuid: .serverSupportedFeatures)
-        } catch {
-            if isAttributeNotFound(error) { return nil }
-            throw error
+        try await onLinkLoop { () async throws(GATTError) -> Bool? in
+            let found: [(handle: UInt16, value: [UInt8])]
+            do throws(GATTError) {
+                found = try await read(uuid: .serverSupportedFeatures)
+            } catch {
+                if isAttributeNotFound(error) { return nil }
+                throw error
+            }
+            guard let first = found.first else { return nil }
+            return (first.value.first ?? 0) & 0x01 != 0
         }
-        guard let first = found.first else { return nil }
-        return (first.value.first ?? 0) & 0x01 != 0
     }
 }
 
@@ -42,22 +44,24 @@ extension GATTClient {
     /// nil finds it with one Read By Type. Returns the bits written; nil when the server has no 0x2B29.
     @discardableResult
     public func writeClientFeatures(_ features: GATTClientFeatures, handle: UInt16? = nil) async throws(GATTError) -> GATTClientFeatures? {
-        var valueHandle = handle
-        if valueHandle == nil {
-            do {
-                valueHandle = try await read(uuid: .clientSupportedFeatures).first?.handle
-            } catch {
-                if isAttributeNotFound(error) { return nil }
-                throw error
+        try await onLinkLoop { () async throws(GATTError) -> GATTClientFeatures? in
+            var valueHandle = handle
+            if valueHandle == nil {
+                do throws(GATTError) {
+                    valueHandle = try await read(uuid: .clientSupportedFeatures).first?.handle
+                } catch {
+                    if isAttributeNotFound(error) { return nil }
+                    throw error
+                }
             }
+            guard let valueHandle else { return nil }
+            let union = clientFeatures.withLock { state in
+                state.asked.formUnion(features)
+                return state.asked
+            }
+            try await write(handle: valueHandle, value: union.bytes)
+            clientFeatures.withLock { $0.written.formUnion(union) }
+            return union
         }
-        guard let valueHandle else { return nil }
-        let union = clientFeatures.withLock { state in
-            state.asked.formUnion(features)
-            return state.asked
-        }
-        try await write(handle: valueHandle, value: union.bytes)
-        clientFeatures.withLock { $0.written.formUnion(union) }
-        return union
     }
 }

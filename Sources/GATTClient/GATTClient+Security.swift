@@ -11,17 +11,19 @@ extension GATTClient {
 
     /// Raises (or sets) the link's security level through `Configuration.setSecurityLevel` (the bearer's BT_SECURITY).
     public func setSecurityLevel(_ level: BTSecurityLevel) async throws(GATTError) {
-        guard let hook = configuration.setSecurityLevel else {
-            throw .unsupported("this transport (\(label)) cannot change the link's security level")
+        try await onLinkLoop { () async throws(GATTError) -> Void in
+            guard let hook = configuration.setSecurityLevel else {
+                throw .unsupported("this transport (\(label)) cannot change the link's security level")
+            }
+            // Counted before the hook: pairing starts inside it, and a request that meets it must see the raise.
+            security.withLock { $0.raises += 1 }
+            do {
+                try await hook(level)
+            } catch {
+                throw GATTError.from(error, operation: "setting the link's security level to \(level)")
+            }
+            security.withLock { $0.level = level }
         }
-        // Counted before the hook: pairing starts inside it, and a request that meets it must see the raise.
-        security.withLock { $0.raises += 1 }
-        do {
-            try await hook(level)
-        } catch {
-            throw GATTError.from(error, operation: "setting the link's security level to \(level)")
-        }
-        security.withLock { $0.level = level }
     }
 
     /// True when an Insufficient Authentication / Encryption error can be retried after raising the security level.
@@ -90,17 +92,19 @@ extension GATTClient {
     /// Waits for POLLOUT on the transport after a raise to `level`: the link takes data again once pairing is
     /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
     public func waitForTheLink(after level: BTSecurityLevel) async throws(GATTError) {
-        let what = "the link to take data again after raising security to \(level) (pairing)"
-        let transport = engine.transport
-        do {
-            try await withDeadline(configuration.transactionTimeout, waitingFor: what,
-                                   clock: configuration.clock) {
-                let once = OnceBox<Void>()
-                transport.whenWritable { once.finish(.success(())) }
-                try await once.value()
+        try await onLinkLoop { () async throws(GATTError) -> Void in
+            let what = "the link to take data again after raising security to \(level) (pairing)"
+            let transport = engine.transport
+            do {
+                try await withDeadline(configuration.transactionTimeout, waitingFor: what,
+                                       clock: configuration.clock) {
+                    let once = OnceBox<Void>()
+                    transport.whenWritable { once.finish(.success(())) }
+                    try await once.value()
+                }
+            } catch {
+                throw GATTError.from(error, operation: "waiting for \(what)")
             }
-        } catch {
-            throw GATTError.from(error, operation: "waiting for \(what)")
         }
     }
 }

@@ -12,19 +12,21 @@ extension GATTClient {
     public func subscribe(to characteristic: GATTCharacteristic, preferIndications: Bool = false) async throws(GATTError)
         -> (value: [UInt8]?, notifications: GATTNotificationStream)
     {
-        let c = characteristic
-        guard let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) else {
-            throw .unsupported("characteristic \(c.uuid) at \(ATTHex.handle(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
+        try await onLinkLoop { () async throws(GATTError) -> (value: [UInt8]?, notifications: GATTNotificationStream) in
+            let c = characteristic
+            guard let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) else {
+                throw .unsupported("characteristic \(c.uuid) at \(ATTHex.handle(c.valueHandle)) neither notifies nor indicates (properties: \(c.properties))")
+            }
+            var cccd = c.cccd
+            if cccd == nil && c.descriptors.isEmpty {
+                cccd = try await discoverDescriptors(of: c).first { $0.isCCCD }
+            }
+            guard let cccd else {
+                throw .unsupported("characteristic \(c.uuid) at \(ATTHex.handle(c.valueHandle)) has no Client Characteristic Configuration descriptor (0x2902)")
+            }
+            return try await subscribe(valueHandle: c.valueHandle, cccdHandle: cccd.handle, mode: mode,
+                                       readValue: c.properties.contains(.read))
         }
-        var cccd = c.cccd
-        if cccd == nil && c.descriptors.isEmpty {
-            cccd = try await discoverDescriptors(of: c).first { $0.isCCCD }
-        }
-        guard let cccd else {
-            throw .unsupported("characteristic \(c.uuid) at \(ATTHex.handle(c.valueHandle)) has no Client Characteristic Configuration descriptor (0x2902)")
-        }
-        return try await subscribe(valueHandle: c.valueHandle, cccdHandle: cccd.handle, mode: mode,
-                                   readValue: c.properties.contains(.read))
     }
 
     /// `body` is told each notification and indication of every bearer, on the link's event loop in arrival order,
@@ -39,33 +41,39 @@ extension GATTClient {
                           readValue: Bool = true) async throws(GATTError)
         -> (value: [UInt8]?, notifications: GATTNotificationStream)
     {
-        let (stream, sink) = try engine.addSubscriber(handle: valueHandle)
-        do {
-            let bits = mode.rawValue
-            try await write(handle: cccdHandle, value: [UInt8(bits & 0xFF), UInt8(bits >> 8)])
-            let value: [UInt8]? = readValue ? try await readLong(handle: valueHandle) : nil
-            return (value, stream)
-        } catch {
-            sink.continuation.finish(throwing: error)
-            engine.removeSubscriber(sink)
-            throw error
+        try await onLinkLoop { () async throws(GATTError) -> (value: [UInt8]?, notifications: GATTNotificationStream) in
+            let (stream, sink) = try engine.addSubscriber(handle: valueHandle)
+            do throws(GATTError) {
+                let bits = mode.rawValue
+                try await write(handle: cccdHandle, value: [UInt8(bits & 0xFF), UInt8(bits >> 8)])
+                let value: [UInt8]? = readValue ? try await readLong(handle: valueHandle) : nil
+                return (value, stream)
+            } catch {
+                sink.continuation.finish(throwing: error)
+                engine.removeSubscriber(sink)
+                throw error
+            }
         }
     }
 
     /// Writes 0x0000 to the CCCD (the server stops pushing) and ends the handle's streams.
     public func unsubscribe(valueHandle: UInt16, cccdHandle: UInt16) async throws(GATTError) {
-        try await write(handle: cccdHandle, value: [0, 0])
-        engine.finishSubscribers(handle: valueHandle)
+        try await onLinkLoop { () async throws(GATTError) -> Void in
+            try await write(handle: cccdHandle, value: [0, 0])
+            engine.finishSubscribers(handle: valueHandle)
+        }
     }
 
     /// Unsubscribes from a characteristic whose CCCD was discovered.
     public func unsubscribe(from characteristic: GATTCharacteristic) async throws(GATTError) {
-        var cccd = characteristic.cccd
-        if cccd == nil { cccd = try await discoverDescriptors(of: characteristic).first { $0.isCCCD } }
-        guard let cccd else {
-            throw .unsupported("characteristic \(characteristic.uuid) has no Client Characteristic Configuration descriptor")
+        try await onLinkLoop { () async throws(GATTError) -> Void in
+            var cccd = characteristic.cccd
+            if cccd == nil { cccd = try await discoverDescriptors(of: characteristic).first { $0.isCCCD } }
+            guard let cccd else {
+                throw .unsupported("characteristic \(characteristic.uuid) has no Client Characteristic Configuration descriptor")
+            }
+            try await unsubscribe(valueHandle: characteristic.valueHandle, cccdHandle: cccd.handle)
         }
-        try await unsubscribe(valueHandle: characteristic.valueHandle, cccdHandle: cccd.handle)
     }
 }
 

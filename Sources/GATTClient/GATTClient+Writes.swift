@@ -10,8 +10,10 @@ extension GATTClient {
 
     /// Write Characteristic Value (Part G §4.9.3): one Write Request. A value over MTU-3 bytes is refused locally
     /// (nothing is sent): use `writeLong`. From a task that prefers `eventLoop`, the request is written on the loop's
-    /// thread at once and the task continues there when the response has been read.
+    /// thread at once and the task continues there when the response has been read; from elsewhere the call moves
+    /// to the loop first (`withLinkLoop`) and back after.
     nonisolated(nonsending) public func write(handle: UInt16, value: [UInt8]) async throws(GATTError) {
+        guard eventLoop.inEventLoop else { return try await onLinkLoop { () async throws(GATTError) in try await write(handle: handle, value: value) } }
         let engine = self.engine, pick = picksBearer
         // The codec encodes the request; the engine checks it against the ATT_MTU on its loop and decodes the answer.
         let request = try engine.encode(request: .writeRequest(handle: handle, value: value[...]), handle: handle)
@@ -27,21 +29,28 @@ extension GATTClient {
     /// Write Long Characteristic Values (Part G §4.9.4): Prepare Write parts of MTU-5 bytes, then Execute Write.
     /// On an error the queue is cancelled (Execute Write 0x00) and the first error is reported.
     public func writeLong(handle: UInt16, value: [UInt8]) async throws(GATTError) {
-        try await writeQueued([(handle, value)], compareEchoes: false)
+        try await onLinkLoop { () async throws(GATTError) -> Void in
+            try await writeQueued([(handle, value)], compareEchoes: false)
+        }
     }
 
     /// Reliable Writes (Part G §4.9.5): every part's echo is compared with what was sent; on a mismatch or an error
     /// the queue is cancelled (Execute Write 0x00) and the first problem is reported; otherwise Execute Write 0x01.
     public func writeReliable(_ writes: [(handle: UInt16, value: [UInt8])]) async throws(GATTError) {
-        try await writeQueued(writes, compareEchoes: true)
+        try await onLinkLoop { () async throws(GATTError) -> Void in
+            try await writeQueued(writes, compareEchoes: true)
+        }
     }
 
     /// Write Without Response (Part G §4.9.1) with flow control: sends exactly one Write Command when the socket
     /// has room, otherwise waits in FIFO order for a permit, at most `timeout` (default: the configuration's
     /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
     /// Runs on the caller's executor: from a task that prefers `eventLoop`, the fast path sends on the loop's thread
-    /// and takes no suspension; elsewhere the command is handed to the loop, which sends it in order.
+    /// and takes no suspension; from elsewhere the call moves to the loop first (`withLinkLoop`) and back after.
     nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
+        guard eventLoop.inEventLoop else {
+            return try await onLinkLoop { () async throws(GATTError) in try await writeWithoutResponse(handle: handle, value: value, timeout: timeout) }
+        }
         // A view of the caller's value: the codec encodes it at the send, on the stack (no copy, no allocation).
         let command = ATTPDU.writeCommand(handle: handle, value: value[...])
         switch try engine.trySendCommandFast(command, handle: handle, valueLength: value.count) {

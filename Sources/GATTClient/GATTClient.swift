@@ -101,6 +101,13 @@ public final class GATTClient: Sendable {
     /// thread hop, no signal). Code that blocks its thread (a semaphore, a blocking read) must not run there.
     public var eventLoop: EventLoop { engine.loop }
 
+    /// A public async method's body, run with the link's loop as the task's executor (`withLinkLoop`): at once when
+    /// the task runs there already, else one hop in and one back. So no `loop.sync` is reached from async code.
+    func onLinkLoop<T: Sendable>(_ body: () async throws(GATTError) -> T) async throws(GATTError) -> T {
+        if eventLoop.inEventLoop { return try await body() }
+        return try await withLinkLoop(eventLoop, body)
+    }
+
     /// `eventLoop` (the name earlier versions gave the executor for back-to-back requests).
     public var bearerExecutor: EventLoop { engine.loop }
 
@@ -145,20 +152,22 @@ public final class GATTClient: Sendable {
     /// Not Supported keeps 23. A second call sends nothing and returns the MTU in effect.
     @discardableResult
     public func exchangeMTU() async throws(GATTError) -> Int {
-        guard engine.markMTUExchanged() else { return engine.mtu }
-        let rx = engine.clientRxMTU
-        do throws(GATTError) {
-            let pdu = try await transact(.exchangeMTURequest(clientRxMTU: UInt16(rx)), handle: nil)
-            guard case .exchangeMTUResponse(let serverRx) = pdu else { throw unexpected(pdu, "Exchange MTU Response") }
-            let m = ATTMTU.negotiated(clientRxMTU: rx, serverRxMTU: Int(serverRx))
-            engine.setMTU(m, serverRxMTU: Int(serverRx))
-            return m
-        } catch {
-            if let a = error.attributeError, a.rejectedBy == .peer, a.code == .requestNotSupported {
-                engine.setMTU(ATTMTU.minimumLE, serverRxMTU: nil)
-                return ATTMTU.minimumLE
+        try await onLinkLoop { () async throws(GATTError) -> Int in
+            guard engine.markMTUExchanged() else { return engine.mtu }
+            let rx = engine.clientRxMTU
+            do throws(GATTError) {
+                let pdu = try await transact(.exchangeMTURequest(clientRxMTU: UInt16(rx)), handle: nil)
+                guard case .exchangeMTUResponse(let serverRx) = pdu else { throw unexpected(pdu, "Exchange MTU Response") }
+                let m = ATTMTU.negotiated(clientRxMTU: rx, serverRxMTU: Int(serverRx))
+                engine.setMTU(m, serverRxMTU: Int(serverRx))
+                return m
+            } catch {
+                if let a = error.attributeError, a.rejectedBy == .peer, a.code == .requestNotSupported {
+                    engine.setMTU(ATTMTU.minimumLE, serverRxMTU: nil)
+                    return ATTMTU.minimumLE
+                }
+                throw error
             }
-            throw error
         }
     }
 

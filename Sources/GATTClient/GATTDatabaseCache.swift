@@ -90,21 +90,25 @@ public final class GATTDatabaseCache: Sendable {
     /// The database as known on this connection, or found once: after Service Changed the range rediscovered,
     /// else from the store when its copy has the peer's hash, else discovered (and stored under the hash).
     public func discovered() async throws(GATTError) -> GATTKnownDatabase {
-        if let known { return known }
-        let (services, fromStore) = try await storedOrDiscovered()
-        let found = GATTKnownDatabase(services: services, unverifiedHash: fromStore)
-        state.withLock { if $0 == nil { $0 = found } }
-        return known ?? found
+        try await client.onLinkLoop { () async throws(GATTError) -> GATTKnownDatabase in
+            if let known { return known }
+            let (services, fromStore) = try await storedOrDiscovered()
+            let found = GATTKnownDatabase(services: services, unverifiedHash: fromStore)
+            state.withLock { if $0 == nil { $0 = found } }
+            return known ?? found
+        }
     }
 
     /// For a caller that otherwise discovers only what it needs: the database known, or the store's (or
     /// discovered and stored) when the store is on and the peer has a hash; nil otherwise (nothing discovered).
     public func knownOrStored() async throws(GATTError) -> GATTKnownDatabase? {
-        if let known { return known }
-        guard let (services, fromStore) = try await fromStore() else { return nil }
-        let found = GATTKnownDatabase(services: services, unverifiedHash: fromStore)
-        state.withLock { if $0 == nil { $0 = found } }
-        return known ?? found
+        try await client.onLinkLoop { () async throws(GATTError) -> GATTKnownDatabase? in
+            if let known { return known }
+            guard let (services, fromStore) = try await fromStore() else { return nil }
+            let found = GATTKnownDatabase(services: services, unverifiedHash: fromStore)
+            state.withLock { if $0 == nil { $0 = found } }
+            return known ?? found
+        }
     }
 
     /// The database from the store or discovery (§2.5.2, §7.3): with a store, one Read By Type of the Database
@@ -157,16 +161,18 @@ public final class GATTDatabaseCache: Sendable {
     /// The store's copy (whatever the peer's hash says; nil when none is usable) and the database discovered now,
     /// stored as `discovered` would and kept for the connection (what changed since it was stored).
     public func storedAndDiscovered() async throws(GATTError) -> (stored: GATTCachedDatabase?, peerHash: [UInt8]?, services: [GATTService]) {
-        var stored: GATTCachedDatabase?
-        do {
-            stored = try store?.load(target: target, adapter: adapter)
-        } catch {
-            report(.unusable(error))
+        try await client.onLinkLoop { () async throws(GATTError) -> (stored: GATTCachedDatabase?, peerHash: [UInt8]?, services: [GATTService]) in
+            var stored: GATTCachedDatabase?
+            do throws(DatabaseStoreError) {
+                stored = try store?.load(target: target, adapter: adapter)
+            } catch {
+                report(.unusable(error))
+            }
+            let peerHash = try await readDatabaseHash()
+            let services = if let peerHash { try await discoverAndStore(peerHash: peerHash) } else { try await client.discoverDatabase() }
+            setKnown(GATTKnownDatabase(services: services))
+            return (stored, peerHash, services)
         }
-        let peerHash = try await readDatabaseHash()
-        let services = if let peerHash { try await discoverAndStore(peerHash: peerHash) } else { try await client.discoverDatabase() }
-        setKnown(GATTKnownDatabase(services: services))
-        return (stored, peerHash, services)
     }
 
     /// Whether `c` may be used as the store gave it: true at once for a database discovered on this connection;
@@ -174,56 +180,62 @@ public final class GATTDatabaseCache: Sendable {
     /// handle (AES-CMAC under a zero key: a look-alike can serve any hash). On a mismatch the store's copy is
     /// cleared, the database discovered again (and stored) and false returned: the caller looks again.
     public func verify(_ c: GATTCharacteristic) async throws(GATTError) -> Bool {
-        guard let known, let peerHash = known.unverifiedHash else { return true }
-        if known.verified.contains(c.declarationHandle) { return true }
-        let found: GATTDeclarationFinding
-        do {
-            let value = try await client.read(handle: c.declarationHandle)
-            if let d = GATTCharacteristicDeclaration(value),
-               d.valueHandle == c.valueHandle, d.uuid == c.uuid, d.properties == c.properties.rawValue {
-                _ = state.withLock { $0?.verified.insert(c.declarationHandle) }
-                return true
+        try await client.onLinkLoop { () async throws(GATTError) -> Bool in
+            guard let known, let peerHash = known.unverifiedHash else { return true }
+            if known.verified.contains(c.declarationHandle) { return true }
+            let found: GATTDeclarationFinding
+            do throws(GATTError) {
+                let value = try await client.read(handle: c.declarationHandle)
+                if let d = GATTCharacteristicDeclaration(value),
+                   d.valueHandle == c.valueHandle, d.uuid == c.uuid, d.properties == c.properties.rawValue {
+                    _ = state.withLock { $0?.verified.insert(c.declarationHandle) }
+                    return true
+                }
+                found = GATTCharacteristicDeclaration(value).map { .declaration($0) } ?? .notADeclaration(value)
+            } catch {
+                guard case .attribute(let e) = error else { throw error }
+                found = .attributeError(e.code)
             }
-            found = GATTCharacteristicDeclaration(value).map { .declaration($0) } ?? .notADeclaration(value)
-        } catch {
-            guard case .attribute(let e) = error else { throw error }
-            found = .attributeError(e.code)
+            let removed = (try? store?.clear(target: target, adapter: adapter)) ?? []
+            report(.declarationMismatch(c, found: found, peerHash: peerHash, removed: removed))
+            let services = try await discoverAndStore(peerHash: peerHash)
+            setKnown(GATTKnownDatabase(services: services))
+            return false
         }
-        let removed = (try? store?.clear(target: target, adapter: adapter)) ?? []
-        report(.declarationMismatch(c, found: found, peerHash: peerHash, removed: removed))
-        let services = try await discoverAndStore(peerHash: peerHash)
-        setKnown(GATTKnownDatabase(services: services))
-        return false
     }
 
     /// The known database with the user descriptions (0x2901) of `handles` (value handles; nil: every
     /// characteristic) read if not looked for before. An unreadable description (an ATT error) is none.
     public func describing(_ handles: Set<UInt16>?) async throws(GATTError) -> GATTKnownDatabase {
-        var known = try await discovered()
-        for c in known.services.flatMap(\.characteristics)
-        where !known.described.contains(c.valueHandle) && handles?.contains(c.valueHandle) ?? true {
-            known.described.insert(c.valueHandle)
-            guard let d = c.descriptors.first(where: { $0.uuid == .characteristicUserDescription }) else { continue }
-            do {
-                let bytes = try await client.readLong(handle: d.handle)
-                if let text = String(validating: bytes, as: UTF8.self), !text.isEmpty { known.descriptions[c.valueHandle] = text }
-            } catch {
-                guard case .attribute = error else { throw error }
+        try await client.onLinkLoop { () async throws(GATTError) -> GATTKnownDatabase in
+            var known = try await discovered()
+            for c in known.services.flatMap(\.characteristics)
+            where !known.described.contains(c.valueHandle) && handles?.contains(c.valueHandle) ?? true {
+                known.described.insert(c.valueHandle)
+                guard let d = c.descriptors.first(where: { $0.uuid == .characteristicUserDescription }) else { continue }
+                do throws(GATTError) {
+                    let bytes = try await client.readLong(handle: d.handle)
+                    if let text = String(validating: bytes, as: UTF8.self), !text.isEmpty { known.descriptions[c.valueHandle] = text }
+                } catch {
+                    guard case .attribute = error else { throw error }
+                }
             }
+            setKnown(known)
+            return known
         }
-        setKnown(known)
-        return known
     }
 
     /// The peer's Database Hash (Read Using Characteristic UUID 0x2B2A, §7.3); nil when it has none, refuses the
     /// read (an ATT error), or its value is not 16 bytes (`servesNoDatabaseHash` then says so).
     public func readDatabaseHash() async throws(GATTError) -> [UInt8]? {
-        do {
-            guard let value = try await client.readDatabaseHash()?.value, value.count == 16 else { return notedNoHash() }
-            return value
-        } catch {
-            if case .attribute = error { return notedNoHash() }
-            throw error
+        try await client.onLinkLoop { () async throws(GATTError) -> [UInt8]? in
+            do throws(GATTError) {
+                guard let value = try await client.readDatabaseHash()?.value, value.count == 16 else { return notedNoHash() }
+                return value
+            } catch {
+                if case .attribute = error { return notedNoHash() }
+                throw error
+            }
         }
     }
 
@@ -235,15 +247,17 @@ public final class GATTDatabaseCache: Sendable {
     /// Discovers the whole database with the values the hash covers, and stores it when its hash is the peer's;
     /// another hash is reported (`hashMismatch`) and nothing is stored.
     public func discoverAndStore(peerHash: [UInt8]) async throws(GATTError) -> [GATTService] {
-        var services = try await client.discoverDatabase()
-        try await client.readHashedValues(&services)
-        guard let computed = computedHash(services) else { return services }
-        guard hashIsThePeers(computed, services, peerHash: peerHash) else {
-            report(.hashMismatch(served: peerHash, computed: computed))
+        try await client.onLinkLoop { () async throws(GATTError) -> [GATTService] in
+            var services = try await client.discoverDatabase()
+            try await client.readHashedValues(&services)
+            guard let computed = computedHash(services) else { return services }
+            guard hashIsThePeers(computed, services, peerHash: peerHash) else {
+                report(.hashMismatch(served: peerHash, computed: computed))
+                return services
+            }
+            keep(services, peerHash: peerHash)
             return services
         }
-        keep(services, peerHash: peerHash)
-        return services
     }
 
     /// Whether `peerHash` is the hash of `services`: §7.3's (`computed`), or one bluetoothd serves instead
@@ -302,12 +316,14 @@ extension GATTDatabaseCache {
     /// after a change the peer answers Database Out Of Sync (0x12) instead of serving moved handles. An ATT error
     /// is no failure (the peer keeps its default). Keeps the bits set before (`GATTClient.writeClientFeatures`).
     public func enableRobustCaching() async throws(GATTError) {
-        guard let c = try await discovered().services.flatMap(\.characteristics).first(where: { $0.uuid == .clientSupportedFeatures }),
-              c.properties.contains(.write) else { return }
-        do {
-            try await client.writeClientFeatures(.robustCaching, handle: c.valueHandle)
-        } catch {
-            guard case .attribute = error else { throw error }
+        try await client.onLinkLoop { () async throws(GATTError) -> Void in
+            guard let c = try await discovered().services.flatMap(\.characteristics).first(where: { $0.uuid == .clientSupportedFeatures }),
+                  c.properties.contains(.write) else { return }
+            do throws(GATTError) {
+                try await client.writeClientFeatures(.robustCaching, handle: c.valueHandle)
+            } catch {
+                guard case .attribute = error else { throw error }
+            }
         }
     }
 
@@ -315,9 +331,11 @@ extension GATTDatabaseCache {
     /// robust-caching server count this client change-aware, §2.5.2.1), the database known forgotten and found
     /// again (the store's under the new hash, or discovered and stored).
     public func resynchronize() async throws(GATTError) {
-        setKnown(nil)
-        if store == nil { _ = try await readDatabaseHash() }
-        _ = try await discovered()
+        try await client.onLinkLoop { () async throws(GATTError) -> Void in
+            setKnown(nil)
+            if store == nil { _ = try await readDatabaseHash() }
+            _ = try await discovered()
+        }
     }
 
     /// `body` on the value handle `locate` finds; after Database Out Of Sync (0x12) the database is resynchronized

@@ -8,6 +8,7 @@ import Glibc
 import Musl
 #endif
 import CBlueZSocket
+import Synchronization
 
 /// The event loop of one link. State a loop owns (the ATT engine's, a bearer's receive path) is touched only on
 /// its thread (`inEventLoop`), so it needs no lock; other threads `execute` work on it, which the loop's eventfd
@@ -98,6 +99,7 @@ public final class EventLoop: TaskExecutor {
     /// the loop has run it. For rare reads of loop-owned state (statistics, a count); never from code the loop waits on.
     public func sync<T: Sendable>(_ body: @escaping @Sendable () -> T) -> T {
         if inEventLoop { return body() }
+        core.blockedCallers.wrappingAdd(1, ordering: .relaxed)
         let box = Lock<T?>(nil)
         core.post(.closure { box.withLockBroadcasting { $0 = body() } })
         return box.wait(until: { $0 })
@@ -111,6 +113,10 @@ public final class EventLoop: TaskExecutor {
         if inEventLoop { add() } else { core.post(.closure(add)) }
         return timer
     }
+
+    /// How many times a thread other than the loop's has blocked in `sync`: what a test counts to show that no
+    /// `loop.sync` is reached from a connection's async methods.
+    package var blockedCallers: Int { core.blockedCallers.load(ordering: .relaxed) }
 
     /// A token for a source of this loop (`register`), unique on it.
     package func makeSourceToken() -> UInt64 { core.makeTimerID() | LoopCore.sourceBit }
@@ -170,6 +176,8 @@ final class LoopCore: @unchecked Sendable {
     private let posted = Lock<(work: [Work], signalled: Bool)>(([], false))
     /// The last timer or source ID given (timers are made on any thread).
     private let ids = Lock<UInt64>(10)
+    /// Callers from other threads that blocked in `EventLoop.sync` (counted for tests; an atomic, any thread).
+    let blockedCallers = Atomic<Int>(0)
 
     // Loop thread only. Unchecked exclusivity: one thread touches them, one event at a time, so the runtime's dynamic
     // access checks (a thread-local look-up each, several per request) would guard nothing.

@@ -55,6 +55,33 @@ final class LoopTaskTests: XCTestCase {
         client.close()
     }
 
+    /// A connection's public async methods run on its loop even when called from a task of the global pool (no
+    /// executor preference): a subscribe (its stream armed in the loop's state), a read and a write then block no
+    /// thread in `loop.sync`, and each caller is back on its own executor after.
+    func testPublicAsyncMethodsCalledFromThePoolRunOnTheLoopWithoutBlockingInSync() async throws {
+        var steps = raw("12 13 00 01 00", "13")     // the CCCD write of the subscription (Part G §4.12.3)
+        steps += raw("0a 12 00", "0b 07")           // the value read after it
+        steps += raw("12 12 00 05", "13")
+        steps += raw("0a 02 00", "0b 09")
+        let (client, peer, _, _) = try await makePair(steps)
+        let loop = client.eventLoop
+        let before = loop.blockedCallers
+        let outcome = try await within {
+            try await Task.detached { () async throws -> (value: [UInt8]?, read: [UInt8], onLoopAfter: Bool) in
+                let (value, _) = try await client.subscribe(valueHandle: 0x0012, cccdHandle: 0x0013, mode: .notify)
+                try await client.write(handle: 0x0012, value: [5])
+                let read = try await client.read(handle: 2)
+                return (value, read, loop.inEventLoop)
+            }.value
+        }
+        XCTAssertEqual(outcome.value, [7])
+        XCTAssertEqual(outcome.read, [9])
+        XCTAssertFalse(outcome.onLoopAfter, "the pool task should be back on the pool after the calls")
+        XCTAssertEqual(loop.blockedCallers - before, 0, "a public async method blocked a pool thread in loop.sync")
+        peer.assertScriptDone()
+        client.close()
+    }
+
     /// A peer that never answers: cancelling the task releases the write at once;
     /// the slot keeps the request until its late response (§3.3.2), and the next request goes out after it.
     func testCancellingAWriteOnTheLoopReleasesItAtOnce() async throws {
