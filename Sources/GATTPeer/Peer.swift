@@ -61,8 +61,8 @@ public final class Peer: Sendable {
         let loop = try EventLoop()
         return try await withLinkLoop(loop) { () async throws -> Peer in
             let isUnix = if case .unix = target { true } else { false }
-            let bearer = try ATTBearer.connect(to: target, type: options.addressType, adapter: options.adapter,
-                                               timeout: options.connectTimeout, security: isUnix ? nil : options.security, loop: loop)
+            let bearer = try await ATTBearer.connect(to: target, type: options.addressType, adapter: options.adapter,
+                                                     timeout: options.connectTimeout, security: isUnix ? nil : options.security, on: loop)
             var configuration = GATTClient.Configuration()
             configuration.clientRxMTU = options.mtu ?? ATTMTU.minimumLE
             configuration.transactionTimeout = options.transactionTimeout

@@ -64,68 +64,122 @@ extension ATTBearer {
         return min(m.send, m.receive)
     }
 
-    /// CID 4 (`enhanced` nil) or an ECRED channel on SPSM 0x0027 with that receive MTU.
+    /// CID 4 (`enhanced` nil) or an ECRED channel on SPSM 0x0027 with that receive MTU; the wait for the link
+    /// blocks this thread in poll (`connect(to:...on:)` waits on the loop instead).
     private static func connectLE(to address: BluetoothAddress, type: LEAddressType, adapter: String?, timeout: Double,
                                   security: BTSecurityLevel?, enhanced rxMTU: UInt16?, loop: EventLoop? = nil) throws(TransportError) -> ATTBearer {
-        let peer = "\(address) (LE \(type))"
-        let domain = SocketDomain.l2cap(peer: address.description)
-        let what = rxMTU == nil ? "an ATT socket" : "an Enhanced ATT bearer (ECRED, PSM 0x0027)"
-        let channel = rxMTU == nil ? "CID 4" : "PSM 0x0027"
-        // The socket first: on a kernel without Bluetooth this is where EAFNOSUPPORT shows.
-        let fd = cbz_l2cap_socket()
-        if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening \(what) for \(peer)", domain)) }
-        var owned = true
-        defer { if owned { _ = cbz_close(fd) } }
+        let attempt = try PendingLEConnect.start(to: address, type: type, adapter: adapter, security: security, enhanced: rxMTU)
+        if attempt.inProgress {
+            do { try waitForConnection(fd: attempt.fd, label: attempt.waitLabel, timeout: timeout, domain: attempt.domain) } catch {
+                attempt.abandon()
+                throw rxMTU == nil ? error : enhancedConnectError(error, peer: attempt.peer)
+            }
+        }
+        return try attempt.finish(loop: loop)
+    }
 
-        var adapterName: String? = nil
-        var source: BluetoothAddress? = nil
-        if let adapter {
-            let a = try HCIAdapter.resolve(adapter)
-            guard a.isUp else { throw .adapterDown(a.name) }
-            adapterName = a.name
-            source = a.address
-        }
-        var label = adapterName.map { "\(peer) via \($0)" } ?? peer
-        let bound: Int32 = source.map { $0.bytes }.withOptionalPointer { p in
-            rxMTU == nil ? cbz_l2cap_bind_le(fd, p, UInt8(CBZ_LE_PUBLIC)) : cbz_l2cap_bind_le_psm(fd, p, UInt8(CBZ_LE_PUBLIC), 0)
-        }
-        if bound < 0 { throw .socket(lastSocketError("bind", "binding \(rxMTU == nil ? "the ATT socket" : what) to \(adapterName ?? "any adapter") (\(channel))", domain)) }
-        if let rxMTU {
-            if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
-                throw .socket(lastSocketError(enhancedModeSyscall,
-                                              "asking for an ECRED channel to \(label) (the kernel needs the bluetooth module's enable_ecred)", domain))
-            }
-            if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
-                throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the ECRED channel's MTU to \(rxMTU) for \(label)", domain))
+    /// Connects as `connect(to:type:adapter:timeout:security:loop:)` does, but the wait for the LE link is a source
+    /// of `loop` (POLLOUT and a loop timer): the task suspends and no thread blocks while the link is made (Vol 6
+    /// Part B §4.5: the controller's connection procedure). A unix: target connects at once.
+    public static func connect(to target: BearerTarget, type: LEAddressType = .public, adapter: String? = nil,
+                               timeout: Double = defaultConnectTimeout, security: BTSecurityLevel? = nil,
+                               on loop: EventLoop) async throws(TransportError) -> ATTBearer {
+        guard case .bluetooth(let address) = target else { return try connect(to: target, loop: loop) }
+        let attempt = try PendingLEConnect.start(to: address, type: type, adapter: adapter, security: security, enhanced: nil)
+        if attempt.inProgress {
+            do { try await waitForConnection(fd: attempt.fd, label: attempt.waitLabel, timeout: timeout, domain: attempt.domain, on: loop) } catch {
+                attempt.abandon()
+                throw error
             }
         }
-        if let security, cbz_bt_security_set(fd, security.rawValue) < 0 {
-            throw .socket(lastSocketError("setsockopt(BT_SECURITY)", "asking for \(security) security on \(label)", domain))
+        return try attempt.finish(loop: loop)
+    }
+
+    /// An LE connect between its connect(2) and the link: the socket (owned until `finish` or `abandon`), and
+    /// the words its errors use.
+    struct PendingLEConnect {
+        let fd: Int32
+        let address: BluetoothAddress
+        let type: LEAddressType
+        let adapterName: String?
+        let rxMTU: UInt16?
+        let domain: SocketDomain
+        let peer: String
+        let label: String
+        /// False when connect(2) finished at once.
+        let inProgress: Bool
+        /// What a timeout or a failed attempt names.
+        var waitLabel: String { rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)" }
+
+        /// Opens the socket, binds it to the adapter, asks for ECRED and security, and calls connect(2) (non-blocking).
+        static func start(to address: BluetoothAddress, type: LEAddressType, adapter: String?,
+                          security: BTSecurityLevel?, enhanced rxMTU: UInt16?) throws(TransportError) -> PendingLEConnect {
+            let peer = "\(address) (LE \(type))"
+            let domain = SocketDomain.l2cap(peer: address.description)
+            let what = rxMTU == nil ? "an ATT socket" : "an Enhanced ATT bearer (ECRED, PSM 0x0027)"
+            let channel = rxMTU == nil ? "CID 4" : "PSM 0x0027"
+            // The socket first: on a kernel without Bluetooth this is where EAFNOSUPPORT shows.
+            let fd = cbz_l2cap_socket()
+            if fd < 0 { throw .socket(lastSocketError("socket(AF_BLUETOOTH, SOCK_SEQPACKET, BTPROTO_L2CAP)", "opening \(what) for \(peer)", domain)) }
+            var owned = true
+            defer { if owned { _ = cbz_close(fd) } }
+
+            var adapterName: String? = nil
+            var source: BluetoothAddress? = nil
+            if let adapter {
+                let a = try HCIAdapter.resolve(adapter)
+                guard a.isUp else { throw .adapterDown(a.name) }
+                adapterName = a.name
+                source = a.address
+            }
+            let label = adapterName.map { "\(peer) via \($0)" } ?? peer
+            let bound: Int32 = source.map { $0.bytes }.withOptionalPointer { p in
+                rxMTU == nil ? cbz_l2cap_bind_le(fd, p, UInt8(CBZ_LE_PUBLIC)) : cbz_l2cap_bind_le_psm(fd, p, UInt8(CBZ_LE_PUBLIC), 0)
+            }
+            if bound < 0 { throw .socket(lastSocketError("bind", "binding \(rxMTU == nil ? "the ATT socket" : what) to \(adapterName ?? "any adapter") (\(channel))", domain)) }
+            if let rxMTU {
+                if cbz_bt_set_mode(fd, UInt8(CBZ_BT_MODE_EXT_FLOWCTL)) < 0 {
+                    throw .socket(lastSocketError(enhancedModeSyscall,
+                                                  "asking for an ECRED channel to \(label) (the kernel needs the bluetooth module's enable_ecred)", domain))
+                }
+                if cbz_bt_set_rcvmtu(fd, rxMTU) < 0 {
+                    throw .socket(lastSocketError("setsockopt(BT_RCVMTU)", "setting the ECRED channel's MTU to \(rxMTU) for \(label)", domain))
+                }
+            }
+            if let security, cbz_bt_security_set(fd, security.rawValue) < 0 {
+                throw .socket(lastSocketError("setsockopt(BT_SECURITY)", "asking for \(security) security on \(label)", domain))
+            }
+
+            let r = address.bytes.withUnsafeBufferPointer { a in
+                rxMTU == nil ? cbz_l2cap_connect_le(fd, a.baseAddress, type.rawValue)
+                    : cbz_l2cap_connect_le_psm(fd, a.baseAddress, type.rawValue, UInt16(CBZ_EATT_PSM))
+            }
+            var inProgress = false
+            if r < 0 {
+                let code = cbz_errno()
+                guard code == EINPROGRESS || code == EAGAIN else {
+                    throw .socket(socketError("connect", code, "connecting \(rxMTU == nil ? "" : "an Enhanced ATT bearer ")to \(label)", domain))
+                }
+                inProgress = true
+            }
+            owned = false
+            return PendingLEConnect(fd: fd, address: address, type: type, adapterName: adapterName, rxMTU: rxMTU,
+                                    domain: domain, peer: peer, label: label, inProgress: inProgress)
         }
 
-        let r = address.bytes.withUnsafeBufferPointer { a in
-            rxMTU == nil ? cbz_l2cap_connect_le(fd, a.baseAddress, type.rawValue)
-                : cbz_l2cap_connect_le_psm(fd, a.baseAddress, type.rawValue, UInt16(CBZ_EATT_PSM))
+        /// Closes the socket: the attempt is cancelled.
+        func abandon() { _ = cbz_close(fd) }
+
+        /// The bearer over the connected socket, a source of `loop` (nil: a new one).
+        func finish(loop: EventLoop?) throws(TransportError) -> ATTBearer {
+            var rcv: UInt16 = 0
+            let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
+            let cids = rxMTU == nil ? nil : channelIDs(of: fd)
+            var label = self.label
+            if let cids { label += " PSM 0x0027 CID \(ATTHex.handle(cids.local))" }
+            return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
+                                 label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids, loop: loop)
         }
-        if r < 0 {
-            let code = cbz_errno()
-            guard code == EINPROGRESS || code == EAGAIN else {
-                throw .socket(socketError("connect", code, "connecting \(rxMTU == nil ? "" : "an Enhanced ATT bearer ")to \(label)", domain))
-            }
-            do {
-                try waitForConnection(fd: fd, label: rxMTU == nil ? label : "\(label) (Enhanced ATT bearer, PSM 0x0027)",
-                                      timeout: timeout, domain: domain)
-            } catch {
-                throw rxMTU == nil ? error : enhancedConnectError(error, peer: peer)
-            }
-        }
-        var rcv: UInt16 = 0
-        let rcvMTU = cbz_bt_rcvmtu(fd, &rcv) == 0 ? Int(rcv) : 0
-        let cids = rxMTU == nil ? nil : channelIDs(of: fd)
-        if let cids { label += " PSM 0x0027 CID \(ATTHex.handle(cids.local))" }
-        owned = false
-        return try ATTBearer(adopting: fd, endpoint: .le(peer: address, type: type, adapter: adapterName),
-                             label: label, receiveBufferSize: max(1024, rcvMTU), channelIDs: cids, loop: loop)
     }
 
     /// What an ECRED connect's errno means on a link that is up (tools/vm/README.md, eattprobe): Linux gives every
@@ -160,9 +214,27 @@ extension ATTBearer {
         repeat { ready = cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
         if ready < 0 { throw .socket(lastSocketError("poll", "waiting for the connection to \(label)", domain)) }
         if ready == 0 { throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
+        try connectOutcome(fd: fd, label: label, domain: domain).get()
+    }
+
+    /// A finished non-blocking connect's outcome: its SO_ERROR.
+    static func connectOutcome(fd: Int32, label: String, domain: SocketDomain) -> Result<Void, TransportError> {
         var soError: Int32 = 0
         if cbz_socket_error(fd, &soError) < 0 { soError = cbz_errno() }
-        if soError != 0 { throw .socket(socketError("connect", soError, "connecting to \(label)", domain)) }
+        if soError != 0 { return .failure(.socket(socketError("connect", soError, "connecting to \(label)", domain))) }
+        return .success(())
+    }
+
+    /// `waitForConnection` as a source of `loop`: the task suspends until POLLOUT (then SO_ERROR) or `timeout`
+    /// seconds (a loop timer, then `.connectTimedOut`); no thread blocks in poll while the link is made.
+    static func waitForConnection(fd: Int32, label: String, timeout: Double, domain: SocketDomain,
+                                  on loop: EventLoop) async throws(TransportError) {
+        let outcome: Result<Void, TransportError> = await withLinkLoop(loop) {
+            await withCheckedContinuation { (c: CheckedContinuation<Result<Void, TransportError>, Never>) in
+                ConnectWait(loop: loop, fd: fd, continuation: c).start(timeout: timeout, label: label, domain: domain)
+            }
+        }
+        try outcome.get()
     }
 
     /// Connects to an AF_UNIX SOCK_SEQPACKET socket at `path` (each datagram one ATT PDU), as a source of `loop`
@@ -450,3 +522,45 @@ public final class ATTBearerListener: Sendable {
 }
 
 extension ATTBearer: EnhancedATTTransport {}
+
+/// One LE connect's wait on the loop: the socket's POLLOUT and the timer race; the first ends it, on the loop.
+private final class ConnectWait: Sendable {
+    let loop: EventLoop
+    let fd: Int32
+    let token: UInt64
+    /// Guards the continuation (taken once, by the winner) and the timer to cancel.
+    let state: Lock<(continuation: CheckedContinuation<Result<Void, TransportError>, Never>?, timer: LoopTimer?)>
+
+    init(loop: EventLoop, fd: Int32, continuation: CheckedContinuation<Result<Void, TransportError>, Never>) {
+        self.loop = loop
+        self.fd = fd
+        token = loop.makeSourceToken()
+        state = Lock((continuation, nil))
+    }
+
+    /// Registers the socket for POLLOUT and arms the timer (on the loop's thread).
+    func start(timeout: Double, label: String, domain: SocketDomain) {
+        let registered = loop.register(fd: fd, token: token, events: CBZ_EPOLLOUT) { [self] _ in
+            finish(ATTBearer.connectOutcome(fd: fd, label: label, domain: domain), registered: true)
+        }
+        guard registered else {
+            return finish(.failure(.socket(lastSocketError("epoll_ctl", "waiting for the connection to \(label)", domain))), registered: false)
+        }
+        let deadline = monotonicNanoseconds() + UInt64(max(0, timeout) * 1e9)
+        let timer = loop.schedule(atNanoseconds: deadline) { [self] in
+            finish(.failure(.connectTimedOut(peer: label, seconds: timeout)), registered: true)
+        }
+        state.withLock { $0.timer = timer }
+    }
+
+    private func finish(_ outcome: Result<Void, TransportError>, registered: Bool) {
+        let (continuation, timer) = state.withLock { s in
+            defer { s = (nil, nil) }
+            return (s.continuation, s.timer)
+        }
+        guard let continuation else { return }
+        timer?.cancel()
+        if registered { loop.deregister(fd: fd, token: token) }
+        continuation.resume(returning: outcome)
+    }
+}

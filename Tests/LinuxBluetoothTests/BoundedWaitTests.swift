@@ -139,6 +139,59 @@ final class ConnectWaitTests: XCTestCase {
     }
 }
 
+/// The same wait as a source of the link's loop (what `Peer.connect` and the commands use): the task suspends on
+/// the loop, whose thread keeps serving its other sources and timers, and nothing blocks in poll.
+final class LoopConnectWaitTests: XCTestCase {
+    let label = "C0:FF:EE:00:00:01 (LE random) via hci0"
+    let domain = SocketDomain.l2cap(peer: "C0:FF:EE:00:00:01")
+
+    func testTheLoopsConnectWaitTimesOutNamingThePeerAndTheLimitWhileTheLoopRunsOtherWork() async throws {
+        let pair = try SocketPair()
+        XCTAssertGreaterThan(pair.fillA(), 0)
+        let loop = try EventLoop()
+        // Work posted to the loop while the connect waits runs at once: the wait holds no thread.
+        let ranDuringTheWait = Lock(false)
+        let start = ContinuousClock.now
+        do {
+            try await withLinkLoop(loop) { () async throws(TransportError) in
+                _ = loop.schedule(atNanoseconds: monotonicNanoseconds() + 50_000_000) { ranDuringTheWait.withLock { $0 = true } }
+                try await ATTBearer.waitForConnection(fd: pair.a, label: label, timeout: 0.3, domain: domain, on: loop)
+            }
+            XCTFail("POLLOUT came on a socket whose send buffer is full")
+        } catch {
+            XCTAssertEqual(error, .connectTimedOut(peer: label, seconds: 0.3))
+        }
+        let took = ContinuousClock.now - start
+        XCTAssertGreaterThanOrEqual(took, .milliseconds(295), "returned before its limit")
+        XCTAssertLessThan(took, .seconds(3))
+        XCTAssertTrue(ranDuringTheWait.withLock { $0 }, "the loop did not run a timer while the connect waited")
+    }
+
+    func testTheLoopsConnectWaitEndsWhenTheSocketTakesDataAndReportsTheSocketError() async throws {
+        let loop = try EventLoop()
+        let pair = try SocketPair()
+        pair.fillA()
+        let b = pair.b
+        DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(100)) { drainDatagrams(b) }
+        let start = ContinuousClock.now
+        try await ATTBearer.waitForConnection(fd: pair.a, label: label, timeout: 10, domain: domain, on: loop)
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(5))
+
+        let gone = try SocketPair()
+        gone.fillA()
+        gone.closeB()
+        do {
+            try await ATTBearer.waitForConnection(fd: gone.a, label: label, timeout: 5, domain: domain, on: loop)
+            XCTFail("no error from a socket whose peer is gone")
+        } catch {
+            guard case .socket(let e) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(e.syscall, "connect")
+            XCTAssertEqual(e.errnoName, "ECONNRESET")
+            XCTAssertEqual(e.context, "connecting to \(label)")
+        }
+    }
+}
+
 final class HCICommandWaitTests: XCTestCase {
     let adapter = HCIAdapter(index: 0, name: "hci0", address: BluetoothAddress(uncheckedBytes: [0, 0xAA, 1, 1, 0, 1]), isUp: true,
                              supportsLE: true, supportsBREDR: false, aclMTU: 27, aclPackets: 8, bus: "virtual")
