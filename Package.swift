@@ -137,3 +137,12 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// Test scaffolding is not a product. tools/fuzz is a package of its own (libFuzzer supplies main) whose engine target
+// plays its peer with HostilePeer and ManualClock: its run.sh sets MIRROR_FUZZ_PRODUCTS=1 to have them published.
+if Context.environment["MIRROR_FUZZ_PRODUCTS"] == "1" {
+    package.products += [
+        .library(name: "TestSupport", targets: ["TestSupport"]),
+        .library(name: "HostilePeer", targets: ["HostilePeer"]),
+    ]
+}

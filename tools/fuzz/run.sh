@@ -15,6 +15,9 @@ case "$seconds" in ''|*[!0-9]*) echo "run.sh: SECONDS must be a whole number, go
 seeds=corpus/$target
 [ -d "$seeds" ] || { echo "run.sh: no seed corpus at tools/fuzz/$seeds" >&2; exit 2; }
 
+# The root package publishes its test scaffolding (HostilePeer, TestSupport) only when asked (Package.swift).
+export MIRROR_FUZZ_PRODUCTS=1
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 # SwiftPM passes `--sanitize fuzzer --sanitize address` to swiftc as two -sanitize flags, and the Swift driver keeps
