@@ -132,7 +132,7 @@ let package = Package(
         .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
-        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",
+        .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "Conformance", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",
                                                            "MirrorCLI", "HostilePeerTool"]),
     ],
     swiftLanguageModes: [.v6]

@@ -37,6 +37,8 @@ public enum ProbeEnd: Error, Sendable {
     case closed(TransportError)
     /// A send failed.
     case sendFailed(TransportError)
+    /// The check reached its own bound (its whole-run deadline or request budget), named in the reason.
+    case limitReached(String)
 }
 
 /// A request and what answered it: log indices.
@@ -55,8 +57,18 @@ public final class ATTProbe: ATTTransportSink {
     let clock = MonotonicClock()
     let start: ClockInstant
 
+    /// The most PDUs the log stores besides the answers and the checker's own: a server that floods notifications
+    /// or stray responses costs counts past it, never memory (the log is the check's one growing store).
+    public static let storedPDULimit = 4096
+
     struct State {
         var log: [ProbeRecord] = []
+        /// Inbound PDUs stored that answer no request (notifications, indications, strays); at most storedPDULimit.
+        var unsolicitedStored = 0
+        /// Inbound PDUs past the limit, counted by opcode and not stored.
+        var notStored: [UInt8: Int] = [:]
+        /// The request outstanding (its opcode) and whether an answer to it has come: that answer is always stored.
+        var outstanding: (opcode: ATTOpcode, answered: Bool)?
         /// The log index of each received PDU, in order.
         var inbound: [Int] = []
         /// How many of `inbound` the check has looked at.
@@ -82,18 +94,34 @@ public final class ATTProbe: ATTTransportSink {
     /// How many PDUs have come from the server.
     public var inboundCount: Int { state.withLock { $0.inbound.count } }
 
+    /// The PDUs received past `storedPDULimit` and not stored, by opcode.
+    public var notStored: [UInt8: Int] { state.withLock { $0.notStored } }
+
+    /// How many PDUs the log holds.
+    public var storedCount: Int { state.withLock { $0.log.count } }
+
     public func transport(didReceive pdu: [UInt8]) {
         let now = clock.now().duration(since: start)
         // Indications are confirmed at once (Vol 3 Part F §3.4.7.2), so that the server's next one is not held.
         let confirm = pdu.first == ATTOpcode.handleValueIndication.rawValue
-        let waiter = state.withLock { s -> CheckedContinuation<Void, Never>? in
+        let (waiter, stored) = state.withLock { s -> (CheckedContinuation<Void, Never>?, Bool) in
+            let first = pdu.first ?? 0
+            if let o = s.outstanding, !o.answered, Self.answers(o.opcode, first) {
+                s.outstanding?.answered = true
+            } else if s.unsolicitedStored < Self.storedPDULimit {
+                s.unsolicitedStored += 1
+            } else {
+                s.notStored[first, default: 0] += 1
+                return (nil, false)
+            }
             s.log.append(ProbeRecord(time: now, sent: false, bytes: pdu))
             s.inbound.append(s.log.count - 1)
             defer { s.waiter = nil }
-            return s.waiter?.continuation
+            return (s.waiter?.continuation, true)
         }
         waiter?.resume()
-        if confirm { _ = try? sendNow(ATTPDU.handleValueConfirmation.bytes) }
+        // A confirmation past the limit is sent but not logged, as its indication was not.
+        if confirm { _ = try? sendNow(ATTPDU.handleValueConfirmation.bytes, logged: stored) }
     }
 
     public func transport(didCloseWith reason: TransportError) {
@@ -107,7 +135,7 @@ public final class ATTProbe: ATTTransportSink {
 
     /// Logs and sends `bytes` at once; false when the socket is full.
     @discardableResult
-    private func sendNow(_ bytes: [UInt8]) throws(TransportError) -> Bool {
+    private func sendNow(_ bytes: [UInt8], logged: Bool = true) throws(TransportError) -> Bool {
         let now = clock.now().duration(since: start)
         let result: ATTSendResult
         do {
@@ -118,7 +146,7 @@ public final class ATTProbe: ATTTransportSink {
             throw .closedLocally(reason: "\(error)")
         }
         guard result == .sent else { return false }
-        state.withLock { $0.log.append(ProbeRecord(time: now, sent: true, bytes: bytes)) }
+        if logged { state.withLock { $0.log.append(ProbeRecord(time: now, sent: true, bytes: bytes)) } }
         return true
     }
 
@@ -177,8 +205,10 @@ public final class ATTProbe: ATTTransportSink {
     /// answers in time (Vol 3 Part F §3.3.3).
     public func request(_ bytes: [UInt8], limit: Duration) async throws(ProbeEnd) -> ProbeExchange {
         var strays = drain()
-        let index = try await send(bytes)
         let opcode = ATTOpcode(bytes[0])
+        state.withLock { $0.outstanding = (opcode, false) }
+        defer { state.withLock { $0.outstanding = nil } }
+        let index = try await send(bytes)
         let deadline = clock.now().advanced(by: limit)
         while true {
             let seen = state.withLock { $0.examined }

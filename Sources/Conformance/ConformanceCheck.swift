@@ -20,6 +20,16 @@ public struct ConformanceOptions: Sendable {
     public var rules: [ConformanceRule]
     /// The characteristics the write probes may write (`--writes`), each with the user's word for it.
     public var writes: [(label: String, target: ConformanceWriteTarget)] = []
+    /// The whole check's deadline (`--max-time`): no request is sent after it, so a check ends within it and one
+    /// transaction timeout, however slowly a server answers.
+    public var deadline: Duration = ConformanceOptions.defaultDeadline
+    /// The most requests the check sends (`--max-requests`), whatever a server's discovery answers claim.
+    public var requestBudget: Int = ConformanceOptions.defaultRequestBudget
+
+    /// 120 s: a real device's check (a few hundred requests over a radio link) takes well under a minute.
+    public static let defaultDeadline: Duration = .seconds(120)
+    /// 5,000 requests: about four per attribute for a database of over a thousand attributes.
+    public static let defaultRequestBudget = 5000
 
     public init(target: String, clientRxMTU: Int = ATTMTU.maximum, limit: Duration = .seconds(30), agreedMTU: Int? = nil,
                 rules: [ConformanceRule] = ConformanceRule.catalogue) {
@@ -83,6 +93,11 @@ final class ConformanceRun {
     var mtu = ATTMTU.minimumLE
     var requests = 0
     var quietPeriod: Duration = .milliseconds(100)
+    /// The longest quiet period after a request kind, whatever the server's round trip: a server that answers late
+    /// cannot stretch the check by its own delay.
+    static let longestQuietPeriod: Duration = .seconds(1)
+    /// When no request may be sent any more (options.deadline after the start).
+    var stopSending: ClockInstant?
     /// Request opcodes already followed by a quiet period (each kind once is watched for a duplicate answer).
     var watched: Set<UInt8> = []
     var services: [FoundService] = []
@@ -106,6 +121,7 @@ final class ConformanceRun {
 
     func run() async -> ConformanceReport {
         let started = probe.clock.now()
+        stopSending = started.advanced(by: options.deadline)
         // These judge every exchange as it happens.
         judged.formUnion([ConformanceRule.noUnsolicitedResponse.id, ConformanceRule.errorEcho.id, ConformanceRule.responseWithinTimeout.id,
                           ConformanceRule.responseWellFormed.id])
@@ -139,15 +155,21 @@ final class ConformanceRun {
             case .closed(let reason):
                 stopped = "the connection ended: \(reason)"
                 lost = true
+                // A PDU too long for any ATT_MTU ended the bearer: the server's, so a finding (Part F §3.2.8, §3.2.9).
+                if case .truncated(let received, let buffer) = reason {
+                    find(.responseWellFormed, "a \(received)-octet PDU, longer than the \(buffer)-octet receive buffer and than any ATT_MTU (at most \(ATTMTU.maximum)), ended the connection", [])
+                }
             case .sendFailed(let reason):
                 stopped = "a send failed: \(reason)"
                 lost = true
+            case .limitReached(let reason):
+                stopped = reason
             }
         }
         let selected = Set(options.rules.map(\.id))
         if let stopped {
             for rule in ConformanceRule.catalogue where !judged.contains(rule.id) && !notRun.contains(where: { $0.rule == rule }) {
-                notRun.append(ConformanceSkip(rule: rule, reason: "the check stopped before it: \(stopped)"))
+                notRun.append(ConformanceSkip(rule: rule, reason: ConformanceReport.stoppedBefore))
             }
         }
         var report = ConformanceReport(
@@ -157,6 +179,7 @@ final class ConformanceRun {
             requests: requests, attributes: attributes.count,
             seconds: probe.clock.now().duration(since: started).seconds, stopped: stopped)
         report.lostConnection = lost
+        report.notStored = probe.notStored.values.reduce(0, +)
         return report
     }
 
@@ -166,6 +189,7 @@ final class ConformanceRun {
     /// of each kind is followed by a quiet period, in which any response is unsolicited (a duplicate answer).
     /// `judgeForm` false leaves a malformed answer to the caller's own rule (read-by-type-consistent).
     func ask(_ bytes: [UInt8], echo: EchoExpectation, judgeForm: Bool = true) async throws(ProbeEnd) -> ProbeExchange {
+        try withinBounds()
         requests += 1
         let exchange = try await probe.request(bytes, limit: options.limit)
         judgeStrays(exchange.strays, after: [exchange.request])
@@ -177,6 +201,16 @@ final class ConformanceRun {
             judgeStrays(try await probe.quiet(quietPeriod), after: [exchange.request, exchange.answer])
         }
         return exchange
+    }
+
+    /// Throws `.limitReached` when the next request would pass the request budget or the deadline.
+    func withinBounds() throws(ProbeEnd) {
+        if requests >= options.requestBudget {
+            throw .limitReached("the check sent its budget of \(options.requestBudget) requests (--max-requests) before it ended")
+        }
+        if let stopSending, probe.clock.now() >= stopSending {
+            throw .limitReached("the check reached its deadline of \(options.deadline.spoken) (--max-time) before it ended")
+        }
     }
 
     func ask(_ pdu: ATTPDU, echo: EchoExpectation, judgeForm: Bool = true) async throws(ProbeEnd) -> ProbeExchange {
@@ -251,7 +285,7 @@ final class ConformanceRun {
         judgeStrays(exchange.strays, after: [exchange.request])
         // The quiet period after it is a few round trips of this link (a radio link's answers take connection events).
         let rtt = probe.record(exchange.answer).time - probe.record(exchange.request).time
-        quietPeriod = min(max(.milliseconds(100), rtt * 4), options.limit)
+        quietPeriod = min(max(.milliseconds(100), rtt * 4), options.limit, Self.longestQuietPeriod)
         switch exchange.pdu {
         case .exchangeMTUResponse(let serverRx)?:
             if Int(serverRx) < ATTMTU.minimumLE {
@@ -348,14 +382,19 @@ final class ConformanceRun {
         for uuid in uuids {
             var found: [(UInt16, UInt16)] = []
             var evidence: [Int] = []
+            let grouped = services.filter { $0.uuid == uuid }
+            let expected = Set(grouped.map { "\($0.handle)-\($0.end)" })
             try await walk({ .findByTypeValueRequest(range: $0, type: 0x2800, value: uuid.attWireBytes[...]) }) { pdu, range, e in
                 evidence += [e.request, e.answer]
                 guard case .findByTypeValueResponse(let list) = pdu else { return nil }
                 judgeOrder(list.map(\.found), range, e)
+                let known = Set(found.map { "\($0.0)-\($0.1)" })
                 found += list.map { ($0.found, $0.groupEnd) }
+                // Bounded by the ranges Read By Group Type gave: a range it did not give, or one given twice, is the
+                // disagreement already, and walking on would cost a request per handle the server chooses to claim.
+                if list.contains(where: { !expected.contains("\($0.found)-\($0.groupEnd)") || known.contains("\($0.found)-\($0.groupEnd)") }) { return nil }
                 return list.map(\.groupEnd).max()
             }
-            let grouped = services.filter { $0.uuid == uuid }
             let a = Set(grouped.map { "\(ATTHex.handle($0.handle))-\(ATTHex.handle($0.end))" })
             let b = Set(found.map { "\(ATTHex.handle($0.0))-\(ATTHex.handle($0.1))" })
             if a != b {

@@ -55,8 +55,20 @@ public struct ConformanceReport: Sendable {
     /// Whether it stopped because the connection ended or a send failed (not a finding: the check is incomplete).
     public var lostConnection = false
 
-    /// Whether no SHALL is broken.
-    public var passes: Bool { !findings.contains { $0.rule.level == .shall } }
+    /// PDUs the server sent past the probe's stored limit (ATTProbe.storedPDULimit): counted, not kept.
+    public var notStored = 0
+
+    /// Whether every rule was checked: the check ran to its end.
+    public var complete: Bool { stopped == nil }
+
+    /// Whether the check ran to its end and no SHALL is broken: a check that stopped early never passes.
+    public var passes: Bool { complete && !brokeShall }
+
+    /// Whether a SHALL is broken.
+    public var brokeShall: Bool { findings.contains { $0.rule.level == .shall } }
+
+    /// Evidence lines printed per finding in text (JSON has all).
+    public static let textEvidence = 6
 
     public func count(_ level: ConformanceLevel) -> Int { findings.filter { $0.rule.level == level }.count }
 
@@ -72,6 +84,9 @@ public struct ConformanceReport: Sendable {
         return out
     }
 
+    /// The reason of each rule a stopped check did not reach (`stopped` says why it stopped, once).
+    public static let stoppedBefore = "the check stopped before it (see stopped)"
+
     /// Evidence lines printed per rule in text (JSON has all).
     public static let textInstances = 3
 
@@ -80,6 +95,9 @@ public struct ConformanceReport: Sendable {
         let rules = checked.count == 1 ? "1 rule" : "\(checked.count) rules"
         var lines = ["checked \(target): \(rules), \(requests) requests, \(attributes) attributes, ATT_MTU \(mtu), \(format(seconds)) s"]
         if let stopped { lines.append("stopped early: \(stopped)") }
+        if notStored > 0 {
+            lines.append("\(notStored) PDUs from the server past the \(ATTProbe.storedPDULimit) kept were counted, not kept")
+        }
         var lastLevel: ConformanceLevel?
         for (rule, found) in grouped {
             if rule.level != lastLevel {
@@ -91,8 +109,11 @@ public struct ConformanceReport: Sendable {
             lines.append("    rule: \(rule.rule)")
             for f in found.prefix(Self.textInstances) {
                 lines.append("    seen: \(TerminalText.escaped(f.observed))")
-                for r in f.evidence {
+                for r in f.evidence.prefix(Self.textEvidence) {
                     lines.append("      +\(format6(r.seconds)) \(r.sent ? ">" : "<") \(TerminalText.escaped(r.decoded))")
+                }
+                if f.evidence.count > Self.textEvidence {
+                    lines.append("      and \(f.evidence.count - Self.textEvidence) more PDUs (--json lists every one)")
                 }
             }
             if found.count > Self.textInstances {
@@ -103,7 +124,15 @@ public struct ConformanceReport: Sendable {
         if !notRun.isEmpty {
             lines.append("")
             lines.append("not checked:")
-            for s in notRun { lines.append("  \(s.rule.id): \(s.reason)") }
+            // The rules the stop left unchecked share its one reason, said above: their ids, a few to a line.
+            let unreached = notRun.filter { $0.reason == Self.stoppedBefore }.map(\.rule.id)
+            for s in notRun where s.reason != Self.stoppedBefore { lines.append("  \(s.rule.id): \(s.reason)") }
+            var line = ""
+            for id in unreached {
+                if !line.isEmpty && line.count + id.count + 2 > 100 { lines.append("  stopped before: \(line)"); line = "" }
+                line += line.isEmpty ? id : ", \(id)"
+            }
+            if !line.isEmpty { lines.append("  stopped before: \(line)") }
         }
         lines.append("")
         if findings.isEmpty {
@@ -124,6 +153,7 @@ public struct ConformanceReport: Sendable {
             ("requests", .int(requests)), ("attributes", .int(attributes)),
             ("seconds", .double((seconds * 1000).rounded() / 1000)),
             ("stopped", stopped.map { .string($0) } ?? .null), ("lostConnection", .bool(lostConnection)),
+            ("complete", .bool(complete)), ("notStored", .int(notStored)),
         ])
     }
 }

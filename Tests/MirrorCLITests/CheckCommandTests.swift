@@ -40,7 +40,32 @@ final class CheckCommandTests: XCTestCase {
         XCTAssertEqual(run.status, 9, run.stderr)
         XCTAssertTrue(run.stdout.contains("\nstopped early: a request got no answer in 1 s, and after a transaction timeout nothing more may be sent on the bearer (Vol 3 Part F §3.3.3)\n"), run.stdout)
         XCTAssertTrue(run.stdout.contains("    seen: no answer to Read Request handle 0x0001 in 1 s\n"), run.stdout)
-        XCTAssertTrue(run.stdout.contains("  invalid-handle-zero: the check stopped before it: "), run.stdout)
+        // The rules the stop left unchecked are named under its one reason, not each with it (issue 36).
+        XCTAssertTrue(run.stdout.contains("\nnot checked:\n"), run.stdout)
+        XCTAssertTrue(run.stdout.components(separatedBy: "\n").contains { $0.hasPrefix("  stopped before: ") && $0.contains("invalid-handle-zero") }, run.stdout)
+        XCTAssertEqual(run.stdout.components(separatedBy: "nothing more may be sent on the bearer").count, 2, run.stdout)
+        let json = try MirrorProcess.run(["check", sim.target, "--timeout", "1", "--json"]).json()
+        XCTAssertEqual(json["passes"], .bool(false))
+        XCTAssertEqual(json["complete"], .bool(false))
+    }
+
+    /// --max-requests and --max-time bound the check whatever the server does: a check that reaches either stops,
+    /// does not pass, and exits 5; the defaults are stated in --help (issue 36).
+    func testTheRequestBudgetAndTheDeadlineStopTheCheckWithStatus5() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let budget = try MirrorProcess.run(["check", sim.target, "--json", "--max-requests", "12"])
+        XCTAssertEqual(budget.status, 5, budget.stderr)
+        let report = try budget.json()
+        XCTAssertEqual(report["requests"], .int(12))
+        XCTAssertEqual(report["passes"], .bool(false))
+        XCTAssertEqual(report["complete"], .bool(false))
+        XCTAssertEqual(report["stopped"], .string("the check sent its budget of 12 requests (--max-requests) before it ended"))
+        let help = try MirrorProcess.run(["check", "--help"])
+        XCTAssertTrue(help.stdout.contains("--max-time S"), help.stdout)
+        XCTAssertTrue(help.stdout.contains("send at most N requests (default 5000)"), help.stdout)
+        let bad = try MirrorProcess.run(["check", sim.target, "--max-requests", "0"])
+        XCTAssertEqual(bad.status, 2, bad.stderr)
     }
 
     /// Nothing is written unless named; what the write probes change is written back.

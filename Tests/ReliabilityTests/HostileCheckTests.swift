@@ -96,13 +96,25 @@ final class HostileCheckTests: XCTestCase {
         for fault in HostileScenario.faults { XCTAssertTrue(list.stdout.contains(fault.rule), fault.rule) }
     }
 
-    /// A peer that ends the connection mid-check: exit 6 (the link lost), the check stopped, no finding made up.
+    /// A peer that ends the connection mid-check: exit 6 (the link lost), the check stopped, no finding made up, and
+    /// the report does not pass (before issue 36 it said "passes": true after 2 requests).
     func testAPeerThatEndsTheConnectionStopsTheCheck() throws {
-        for scenario in ["close", "over-buffer"] {
-            let (status, ids, report) = try check(scenario)
-            XCTAssertEqual(status, 6, "\(scenario): \(report.compact)")
-            XCTAssertEqual(ids, [], scenario)
-            XCTAssertEqual(report["lostConnection"], .bool(true), scenario)
-        }
+        let (status, ids, report) = try check("close")
+        XCTAssertEqual(status, 6, report.compact)
+        XCTAssertEqual(ids, [])
+        XCTAssertEqual(report["lostConnection"], .bool(true))
+        XCTAssertEqual(report["passes"], .bool(false))
+        XCTAssertEqual(report["complete"], .bool(false))
+    }
+
+    /// A PDU longer than any ATT_MTU that ends the connection is the server's broken form: a response-well-formed
+    /// finding (SHALL, exit 9), the link still reported lost, the check incomplete (issue 36).
+    func testAPDUTooLongForTheBufferIsAFinding() throws {
+        let (status, ids, report) = try check("over-buffer")
+        XCTAssertEqual(status, 9, report.compact)
+        XCTAssertEqual(ids, ["response-well-formed"])
+        XCTAssertEqual(report["lostConnection"], .bool(true))
+        XCTAssertEqual(report["passes"], .bool(false))
+        XCTAssertEqual(report["complete"], .bool(false))
     }
 }

@@ -17,7 +17,7 @@ _mirror_options() {
         write) echo "--no-response --long --reliable --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
-        check) echo "--only --skip --writes --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --repair --help" ;;
+        check) echo "--only --skip --writes --max-time --max-requests --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --repair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         pair) echo "--io --passkey --adapter --type --json --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
@@ -42,6 +42,8 @@ _mirror_option_value() {
         "check --only") echo "any" ;;
         "check --skip") echo "any" ;;
         "check --writes") echo "any" ;;
+        "check --max-time") echo "any" ;;
+        "check --max-requests") echo "any" ;;
         "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
         "pair --passkey") echo "any" ;;
         "bench --handle") echo "names" ;;

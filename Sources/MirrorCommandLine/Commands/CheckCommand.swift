@@ -51,9 +51,13 @@ let checkCommand = Command(CommandSpec(
         Each finding names its rule, its level (SHALL, SHOULD, note), the Core Specification 5.4 section it cites, \
         what was seen with the PDUs that show it (decoded, with the seconds since the check began) and what a \
         firmware engineer should change. --json prints the report as one object for CI. The exit status is 0 when \
-        no SHALL is broken, 9 when one is, 6 when the connection ended before the check did (another status: the check could not run). --timeout S is the ATT \
+        no SHALL is broken, 9 when one is, 6 when the connection ended before the check did, 5 when the check \
+        reached --max-time or --max-requests first (another status: the check could not run); a check that stopped \
+        early never passes ("passes" false, "complete" false). --timeout S is the ATT \
         transaction timeout a response must meet (default 30, Vol 3 Part F §3.3.3); a request unanswered in it \
-        stops the check, since nothing more may be sent on the bearer. In `mirror shell` the check runs on the \
+        stops the check, since nothing more may be sent on the bearer. Whatever the server does, the check is \
+        bounded: no request after --max-time S (default \(Int(ConformanceOptions.defaultDeadline.components.seconds)); the check ends within it and one \
+        --timeout), at most --max-requests N (default \(ConformanceOptions.defaultRequestBudget)), at most \(ATTProbe.storedPDULimit) unsolicited PDUs kept (the rest counted). In `mirror shell` the check runs on the \
         open connection, whose MTU was exchanged when it opened (the two MTU rules are then not checked); a value \
         notified while it runs is the check's, not the background subscriptions'.
 
@@ -65,6 +69,8 @@ let checkCommand = Command(CommandSpec(
         .value("--only", "ID,...", repeatable: true, help: "report only these rules"),
         .value("--skip", "ID,...", repeatable: true, help: "do not report these rules"),
         .value("--writes", "CHAR", repeatable: true, help: "the write probes may write this characteristic: a HANDLE, UUID or NAME (comma-separated or repeated); nothing else is written"),
+        .value("--max-time", "S", help: "send no request after S seconds (default \(Int(ConformanceOptions.defaultDeadline.components.seconds))); the check then stops, incomplete"),
+        .value("--max-requests", "N", help: "send at most N requests (default \(ConformanceOptions.defaultRequestBudget)); the check then stops, incomplete"),
         .flag("--list-rules", help: "print the rules with their level and citation, and connect to nothing"),
     ],
     globals: GlobalOptionName.connection.subtracting([.bearers, .noCache]),
@@ -108,6 +114,8 @@ let checkCommand = Command(CommandSpec(
             writes.append((name, .uuid(u)))
         }
     }
+    let maxTime = try inv.option("--max-time") { (s: String) throws(UsageError) in try parseSeconds(s) }
+    let maxRequests = try inv.option("--max-requests") { (s: String) throws(UsageError) in try parseCount(s, in: 1...1_000_000, what: "request budget") }
     let rules = ConformanceRule.catalogue.filter { r in (only.isEmpty || only.contains(r)) && !skip.contains(r) }
     let shell = inv.attached != nil
     let session = try await Session.open(target, inv, exchangeMTU: false)
@@ -116,6 +124,8 @@ let checkCommand = Command(CommandSpec(
     var options = ConformanceOptions(target: target.description, clientRxMTU: inv.global.mtu ?? ATTMTU.maximum, limit: limit,
                                      agreedMTU: shell ? session.mtu : nil, rules: rules)
     options.writes = writes
+    if let maxTime { options.deadline = .milliseconds(Int64((maxTime * 1000).rounded())) }
+    if let maxRequests { options.requestBudget = maxRequests }
     // Every inbound PDU goes to the probe while it runs; the GATT client sends nothing meanwhile.
     let probe = ATTProbe(transport: session.transport)
     session.transport.divert(to: probe)
@@ -126,6 +136,7 @@ let checkCommand = Command(CommandSpec(
     } else {
         for line in report.textLines { inv.console.out(line) }
     }
-    if !report.passes { return .nonconformant }
-    return report.lostConnection ? .connection : .success
+    if report.brokeShall { return .nonconformant }
+    if report.lostConnection { return .connection }
+    return report.complete ? .success : .timeout
 }
