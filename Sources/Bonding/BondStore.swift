@@ -55,6 +55,18 @@ public struct BondStore: Sendable {
 
     public func adapterDirectory(_ adapter: BluetoothAddress) -> String { directory + "/" + adapter.description }
 
+    /// mirror's own directory, the bonds directory's parent: where the chain of private directories starts.
+    public var root: String {
+        guard let slash = directory.lastIndex(of: "/"), slash != directory.startIndex else { return directory }
+        return String(directory[..<slash])
+    }
+
+    /// Every directory from `root` down to `path` checked, on a read as on a write (XDGDirectory's rule: no
+    /// symlink, this user's, 0700); false when one is missing and `create` is not set.
+    func checkDirectories(to path: String, create: Bool) throws(BondStoreError) -> Bool {
+        do { return try XDGDirectory.checkPrivateDirectories(path, from: root, create: create) } catch { throw .directory(error) }
+    }
+
     public func path(adapter: BluetoothAddress, peer: BluetoothAddress) -> String {
         adapterDirectory(adapter) + "/" + peer.description + ".json"
     }
@@ -63,10 +75,7 @@ public struct BondStore: Sendable {
     /// old one, so that a reader sees the old bond or the new, never half of one.
     public func save(_ bond: Bond) throws(BondStoreError) {
         let dir = adapterDirectory(bond.adapter)
-        do throws(PrivateDirectoryError) {
-            try XDGDirectory.preparePrivateDirectory(directory)
-            try XDGDirectory.preparePrivateDirectory(dir)
-        } catch { throw .directory(error) }
+        _ = try checkDirectories(to: dir, create: true)
         let file = path(adapter: bond.adapter, peer: bond.peer)
         var random: UInt32 = 0
         _ = cbz_random_bytes(&random, 4)
@@ -95,7 +104,7 @@ public struct BondStore: Sendable {
     /// The bond of `peer` on `adapter`; nil when there is no file; throws when the file is there but not a bond.
     public func load(adapter: BluetoothAddress, peer: BluetoothAddress) throws(BondStoreError) -> Bond? {
         let file = path(adapter: adapter, peer: peer)
-        guard let bytes = try Self.read(file) else { return nil }
+        guard try checkDirectories(to: adapterDirectory(adapter), create: false), let bytes = try Self.read(file) else { return nil }
         let bond = try Self.bond(bytes, path: file)
         guard bond.adapter == adapter, bond.peer == peer else {
             throw .corrupt(path: file, problem: "it holds the bond of \(bond.peer) on \(bond.adapter)")
@@ -109,13 +118,22 @@ public struct BondStore: Sendable {
     }
 
     /// Every bond file of `adapter`, sorted by peer, each with its bond or why it is not usable.
+    /// A directory refused on the way (another user's, a symlink) is one entry with why; a file whose content names
+    /// another adapter or peer than its path is an unusable entry (its keys are not loaded).
     public func list(adapter: BluetoothAddress) -> [BondEntry] {
         let dir = adapterDirectory(adapter)
+        do throws(BondStoreError) {
+            guard try checkDirectories(to: dir, create: false) else { return [] }
+        } catch { return [BondEntry(path: dir, bond: .failure(error))] }
         return Self.names(in: dir).filter { $0.hasSuffix(".json") && !$0.hasPrefix(".") }.sorted().map { name in
             let file = dir + "/" + name
             do throws(BondStoreError) {
                 guard let bytes = try Self.read(file) else { throw .corrupt(path: file, problem: "it went away while listed") }
-                return BondEntry(path: file, bond: .success(try Self.bond(bytes, path: file)))
+                let bond = try Self.bond(bytes, path: file)
+                guard bond.adapter == adapter, name == bond.peer.description + ".json" else {
+                    throw .corrupt(path: file, problem: "it holds the bond of \(bond.peer) on \(bond.adapter), not of the peer and adapter its path names (ignored)")
+                }
+                return BondEntry(path: file, bond: .success(bond))
             } catch {
                 return BondEntry(path: file, bond: .failure(error))
             }

@@ -627,7 +627,9 @@ int cbz_create_private_new_file(const char *path) {
     return open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-int cbz_open_read_nofollow(const char *path) { return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC); }
+// O_NONBLOCK: a FIFO planted where a file is expected opens at once (and is refused as not a regular file) instead
+// of blocking the open until a writer comes.
+int cbz_open_read_nofollow(const char *path) { return open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK); }
 
 ssize_t cbz_pread(int fd, void *buf, size_t len, int64_t offset) {
     ssize_t r;

@@ -5,6 +5,7 @@ import Foundation
 import HostEnvironment
 import JSON
 import LinuxBluetooth
+import LinkCore
 @testable import Bonding
 import XCTest
 
@@ -154,6 +155,80 @@ final class BondingTests: XCTestCase {
         XCTAssertThrowsError(try store.load(adapter: adapter, peer: peer)) { e in
             XCTAssertTrue("\(e)".contains("it holds the bond of C4:F2:17:1A:1D:BC"), "\(e)")
         }
+    }
+
+    /// `body` on another thread, failed when it has not returned in 5 s: a read that blocks (a FIFO's open) fails
+    /// the test instead of hanging the suite.
+    func returnsPromptly<T: Sendable>(_ what: String, _ body: @escaping @Sendable () -> T) -> T? {
+        let done = DispatchSemaphore(value: 0)
+        let result = Lock<T?>(nil)
+        Thread.detachNewThread { result.withLock { $0 = body() }; done.signal() }
+        guard done.wait(timeout: .now() + 5) == .success else { XCTFail("\(what) did not return in 5 s"); return nil }
+        return result.withLock { $0 }
+    }
+
+    /// Issue 36: a FIFO planted as a bond file or as bluetoothd's info file is refused at once (before: the open
+    /// blocked until a writer came, hanging `bonds list` and every connect that loads bonds).
+    func testAFIFOWhereABondFileIsExpectedIsRefusedAtOnce() throws {
+        try store.save(legacyBond(peer: try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")))
+        let file = store.path(adapter: adapter, peer: peer)
+        XCTAssertEqual(mkfifo(file, 0o600), 0)
+        let store = self.store, adapter = self.adapter, peer = self.peer
+        let loaded = returnsPromptly("load") { Result { try store.load(adapter: adapter, peer: peer) }.mapError { $0 as! BondStoreError } }
+        XCTAssertEqual(loaded.flatMap { if case .failure(let e) = $0 { e } else { nil } }, .corrupt(path: file, problem: "it is not a regular file"))
+        let listed = returnsPromptly("list") { store.list(adapter: adapter) }
+        XCTAssertEqual(listed?.first { $0.path == file }?.bond, .failure(.corrupt(path: file, problem: "it is not a regular file")))
+        XCTAssertEqual(returnsPromptly("keys") { store.keys(adapter: adapter).longTermKeys.count }, 2, "the other bond's keys still load")
+        // bluetoothd's /var/lib/bluetooth/ADAPTER/PEER/info.
+        let bluez = root + "/bluez"
+        try FileManager.default.createDirectory(atPath: "\(bluez)/\(adapter)/\(peer)", withIntermediateDirectories: true)
+        XCTAssertEqual(mkfifo("\(bluez)/\(adapter)/\(peer)/info", 0o600), 0)
+        let foreign = returnsPromptly("BlueZStorage.bonds") { BlueZStorage.bonds(adapter: adapter, root: bluez) }
+        XCTAssertEqual(foreign?.first?.bond, .failure(.corrupt(path: "\(bluez)/\(adapter)/\(peer)/info", problem: "it is not a regular file")))
+    }
+
+    /// Issue 36: every directory from mirror's own down is checked on a read as on a write: a looser one is
+    /// tightened, a symlink anywhere on the way refused (before: read through and left as it was).
+    func testTheDirectoriesAreCheckedOnReadAsOnWrite() throws {
+        try store.save(legacyBond())
+        let dir = store.adapterDirectory(adapter)
+        XCTAssertEqual(chmod(dir, 0o777), 0)
+        XCTAssertEqual(chmod(root + "/mirror", 0o755), 0)
+        XCTAssertEqual(store.list(adapter: adapter).count, 1)
+        XCTAssertEqual(try mode(dir), 0o700)
+        XCTAssertEqual(try mode(root + "/mirror"), 0o700)
+        // The adapter's directory replaced by a symlink to a copy of it: refused, on list as on load.
+        let copy = root + "/copy"
+        try FileManager.default.moveItem(atPath: dir, toPath: copy)
+        try FileManager.default.createSymbolicLink(atPath: dir, withDestinationPath: copy)
+        XCTAssertEqual(store.list(adapter: adapter).map(\.bond), [.failure(.directory(.symbolicLink(path: dir)))])
+        XCTAssertThrowsError(try store.load(adapter: adapter, peer: peer)) { e in
+            XCTAssertEqual(e as? BondStoreError, .directory(.symbolicLink(path: dir)))
+            XCTAssertEqual("\(e)", "refusing to use \(dir): it is a symbolic link, not a directory; remove it")
+        }
+        XCTAssertTrue(store.keys(adapter: adapter).longTermKeys.isEmpty)
+        XCTAssertThrowsError(try store.save(legacyBond()), "nor written through")
+        // The bonds directory itself a symlink.
+        try FileManager.default.removeItem(atPath: dir)
+        try FileManager.default.moveItem(atPath: store.directory, toPath: root + "/bonds-elsewhere")
+        try FileManager.default.createSymbolicLink(atPath: store.directory, withDestinationPath: root + "/bonds-elsewhere")
+        XCTAssertThrowsError(try store.load(adapter: adapter, peer: peer)) { e in
+            XCTAssertEqual(e as? BondStoreError, .directory(.symbolicLink(path: store.directory)))
+        }
+    }
+
+    /// Issue 36: a file whose content names another adapter or peer than its path is listed as unusable and its keys
+    /// are not loaded (before: `list` and `keys` accepted it, so one file could carry another device's keys).
+    func testAFileNamingAnotherPeerThanItsPathIsIgnored() throws {
+        let second = try BluetoothAddress(parsing: "C4:F2:17:1A:1D:BC")
+        try store.save(legacyBond(peer: second))
+        let file = store.path(adapter: adapter, peer: peer)
+        try FileManager.default.copyItem(atPath: store.path(adapter: adapter, peer: second), toPath: file)
+        let entry = store.list(adapter: adapter).first { $0.path == file }
+        XCTAssertEqual(entry?.bond, .failure(.corrupt(path: file, problem: "it holds the bond of \(second) on \(adapter), not of the peer and adapter its path names (ignored)")))
+        let keys = store.keys(adapter: adapter)
+        XCTAssertEqual(keys.longTermKeys.count, 2, "the second peer's own file only")
+        XCTAssertEqual(keys.problems.count, 1)
     }
 
     func testAWriteIntoADirectoryThatCannotBeMadeSaysWhereAndWhy() throws {

@@ -254,7 +254,7 @@ int cbz_create_new_file(const char *path);
 /// open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600): a private file that is surely new (a
 /// symlink or any file already at `path` is -1 with EEXIST or ELOOP, never followed or truncated).
 int cbz_create_private_new_file(const char *path);
-/// open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC).
+/// open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK): a FIFO opens at once, for the caller to refuse.
 int cbz_open_read_nofollow(const char *path);
 /// pread(2) of up to len bytes at offset, retrying EINTR: the count (0 at the end), or -1 with errno.
 ssize_t cbz_pread(int fd, void *buf, size_t len, int64_t offset);
