@@ -84,8 +84,14 @@ public enum BluetoothDoctor {
         }
         findings.append(capabilityFinding(Capabilities.checkRawHCI(), kernelHasBluetooth: probeErrno != EAFNOSUPPORT))
         findings.append(daemonFinding(pid: BluetoothDaemon.runningPID()))
+        findings.append(unixTargetsFinding)
         return DoctorReport(findings: findings)
     }
+
+    /// Said on every machine: a unix: target is an AF_UNIX socket, so what the findings above lack does not matter to it.
+    public static let unixTargetsFinding = DoctorFinding(
+        check: "unix targets", status: .info,
+        detail: "unix:PATH targets (mirror-sim, hostile-peer) need no Bluetooth, adapter or capability: every command works against them on this machine")
 
     /// Whether an AF_BLUETOOTH L2CAP socket opens (`socketErrno` 0) or why not.
     public static func kernelFinding(socketErrno: Int32, moduleLoaded: Bool) -> DoctorFinding {

@@ -76,6 +76,8 @@ public struct Errno: RawRepresentable, Hashable, Sendable, CustomStringConvertib
     public static let timedOut = Errno(ETIMEDOUT)
     /// ECONNREFUSED
     public static let connectionRefused = Errno(ECONNREFUSED)
+    /// EPROTOTYPE
+    public static let protocolWrongType = Errno(EPROTOTYPE)
     /// EHOSTDOWN
     public static let hostIsDown = Errno(EHOSTDOWN)
     /// EHOSTUNREACH

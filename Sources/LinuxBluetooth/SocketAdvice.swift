@@ -62,7 +62,14 @@ func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String 
     case (.noSuchFileOrDirectory, .unix(let path)):
         return "nothing exists at \(path): start the simulator (or listener) first"
     case (.connectionRefused, .unix(let path)):
+        // connect(2) refuses a path that is no socket the same way: say which it is (lstat, never followed).
+        var uid: UInt32 = 0, mode: UInt32 = 0
+        if cbz_lstat_owner_mode(path, &uid, &mode) == 0, mode & UInt32(S_IFMT) != UInt32(S_IFSOCK) {
+            return "\(path) is \(mode & UInt32(S_IFMT) == UInt32(S_IFREG) ? "a regular file" : "not a socket"), not a socket: a unix: TARGET is the socket a simulator or listener listens on (mirror-sim unix:PATH)"
+        }
         return "\(path) exists but nobody listens on it: start the simulator (or listener) again"
+    case (.protocolWrongType, .unix(let path)):
+        return "\(path) is a stream or datagram socket: mirror speaks ATT over SOCK_SEQPACKET (one PDU per message), as mirror-sim listens; the program there is not an ATT peer"
     case (.addressInUse, .unix(let path)):
         return "another process already listens at \(path)"
     case (.permissionDenied, .unix(let path)):

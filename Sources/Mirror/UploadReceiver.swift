@@ -118,7 +118,7 @@ public final class UploadReceiver: Sendable {
         guard let d = cmhd_start(host, port, &c, uploadAccessHandler, uploadCompletedHandler, opaque) else {
             let e = Errno.current
             let problem = e == .invalidArgument ? "not a numeric IPv4 or IPv6 address"
-                : e == .addressInUse ? "the port is in use (EADDRINUSE)"
+                : e == .addressInUse ? "the port is in use (EADDRINUSE): another scan or program listens there; --upload-port 0 picks a free one"
                 : e.rawValue == ELIBACC ? "libmicrohttpd cannot be loaded: \(cmhd_unavailable().map { String(cString: $0) } ?? e.meaning)"
                 : e.rawValue == 0 ? "MHD_start_daemon failed" : "MHD_start_daemon failed: \(e.meaning)"
             throw UploadReceiverError(host: host, port: port, errno: e, problem: problem)

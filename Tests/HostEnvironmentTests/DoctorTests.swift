@@ -96,6 +96,9 @@ final class DoctorTests: XCTestCase {
         XCTAssertEqual(report.findings.first?.status, kernelHasBluetooth() ? .ok : .problem)
         XCTAssertTrue(report.findings.contains { $0.check == "capabilities" })
         XCTAssertTrue(report.findings.contains { $0.check == "bluetoothd" })
+        // Issue 37: every report says unix: targets need no Bluetooth (before: nothing told a new user so).
+        XCTAssertEqual(report.findings.last, BluetoothDoctor.unixTargetsFinding)
+        XCTAssertTrue(report.text.contains("info     unix targets: unix:PATH targets (mirror-sim, hostile-peer) need no Bluetooth, adapter or capability"), report.text)
         let json = try parseJSON(report.json)
         XCTAssertEqual(json["healthy"], .bool(report.isHealthy))
         let findings = try XCTUnwrap(json["findings"]?.items)

@@ -161,7 +161,7 @@ final class UploadReceiverTests: XCTestCase {
         let first = try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory)
         defer { first.stop() }
         XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: first.port, directory: directory)) { error in
-            XCTAssertEqual("\(error)", "upload receiver: cannot listen on 127.0.0.1:\(first.port): the port is in use (EADDRINUSE)")
+            XCTAssertEqual("\(error)", "upload receiver: cannot listen on 127.0.0.1:\(first.port): the port is in use (EADDRINUSE): another scan or program listens there; --upload-port 0 picks a free one")
         }
         XCTAssertThrowsError(try UploadReceiver(host: "127.0.0.1", port: 0, directory: directory + "/missing/deeper")) { error in
             XCTAssertEqual("\(error)", "upload receiver: the upload directory \(directory)/missing/deeper does not exist and cannot be created (mode 0700): ENOENT (No such file or directory)")

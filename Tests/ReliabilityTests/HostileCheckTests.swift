@@ -93,6 +93,9 @@ final class HostileCheckTests: XCTestCase {
         XCTAssertTrue(unknown.stderr.contains("no scenario breaks the rule cccd-present"), unknown.stderr)
         XCTAssertTrue(unknown.stderr.contains("mirror-sim --fault RULE-ID breaks every rule"), unknown.stderr)
         let list = try ToolProcess.run("hostile-peer", ["--list"])
+        // Issue 37: no name cut (before: later-connections-stop-reading printed as later-connections-stop-r).
+        let lines = list.stdout.components(separatedBy: "\n")
+        for s in HostileScenario.allCases { XCTAssertTrue(lines.contains { $0.hasPrefix(s.rawValue + " ") }, s.rawValue) }
         for fault in HostileScenario.faults { XCTAssertTrue(list.stdout.contains(fault.rule), fault.rule) }
     }
 

@@ -26,10 +26,13 @@ func fail(_ message: String) -> Never {
 
 var args = Array(CommandLine.arguments.dropFirst())
 if args == ["--list"] {
-    for s in HostileScenario.allCases { say("\(s.rawValue.padding(toLength: 24, withPad: " ", startingAt: 0)) \(s.summary)") }
+    // Columns as wide as the longest name: padding(toLength:) cuts a longer one.
+    let width = HostileScenario.allCases.map(\.rawValue.count).max()!, ruleWidth = HostileScenario.faults.map(\.rule.count).max()!
+    func padded(_ s: String, _ w: Int) -> String { s + String(repeating: " ", count: max(0, w - s.count)) }
+    for s in HostileScenario.allCases { say("\(padded(s.rawValue, width)) \(s.summary)") }
     say("")
     say("--fault RULE-ID: the scenario that breaks a rule of `mirror check` (mirror-sim --fault breaks every rule):")
-    for f in HostileScenario.faults { say("  \(f.rule.padding(toLength: 24, withPad: " ", startingAt: 0)) \(f.scenario.rawValue)") }
+    for f in HostileScenario.faults { say("  \(padded(f.rule, ruleWidth)) \(f.scenario.rawValue)") }
     exit(0)
 }
 // --fault RULE-ID: the scenario named by the rule it breaks.

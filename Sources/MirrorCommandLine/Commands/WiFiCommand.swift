@@ -34,8 +34,16 @@ let wifiCommand = Command(CommandSpec(
         guard ["list", "status", "join"].contains(s) else { throw UsageError("expected list, status or join, got \(s)", token: s) }
         return s
     }!
-    let target = try inv.target(at: 1)
-    let ssid = inv.arguments.positionals.count > 2 ? inv.arguments.positionals[2] : nil
+    let positionals = inv.arguments.positionals
+    let target: TargetArgument
+    do { target = try inv.target(at: 1) } catch {
+        // `join SSID TARGET` (the order nmcli and the README once gave): say the swap rather than parse the SSID.
+        if action == "join", positionals.count > 2, (try? parseTarget(positionals[2], global: inv.global)) != nil {
+            throw UsageError("the TARGET comes before the SSID: mirror wifi join \(positionals[2]) \(positionals[1])", token: positionals[1], command: "wifi")
+        }
+        throw error
+    }
+    let ssid = positionals.count > 2 ? positionals[2] : nil
     if action == "join" && (ssid ?? "").isEmpty { throw UsageError("join needs an SSID", command: "wifi") }
     if action != "join" && ssid != nil { throw UsageError("\(action) takes no SSID", token: ssid, command: "wifi") }
     let wait = try inv.option("--wait") { (s: String) throws(UsageError) in try parseSeconds(s) } ?? 30
