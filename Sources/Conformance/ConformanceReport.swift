@@ -70,7 +70,11 @@ public struct ConformanceReport: Sendable {
     /// Evidence lines printed per finding in text (JSON has all).
     public static let textEvidence = 6
 
+    /// Instances (findings) at `level`.
     public func count(_ level: ConformanceLevel) -> Int { findings.filter { $0.rule.level == level }.count }
+
+    /// Rules with at least one finding at `level`.
+    public func rulesFound(_ level: ConformanceLevel) -> Int { Set(findings.filter { $0.rule.level == level }.map(\.rule.id)).count }
 
     /// The findings of each rule, in the catalogue's order, most serious level first.
     public var grouped: [(rule: ConformanceRule, findings: [ConformanceFinding])] {
@@ -124,21 +128,23 @@ public struct ConformanceReport: Sendable {
         if !notRun.isEmpty {
             lines.append("")
             lines.append("not checked:")
-            // The rules the stop left unchecked share its one reason, said above: their ids, a few to a line.
+            // The rules the stop left unchecked share its one reason, said above: their ids, on one line.
             let unreached = notRun.filter { $0.reason == Self.stoppedBefore }.map(\.rule.id)
             for s in notRun where s.reason != Self.stoppedBefore { lines.append("  \(s.rule.id): \(s.reason)") }
-            var line = ""
-            for id in unreached {
-                if !line.isEmpty && line.count + id.count + 2 > 100 { lines.append("  stopped before: \(line)"); line = "" }
-                line += line.isEmpty ? id : ", \(id)"
-            }
-            if !line.isEmpty { lines.append("  stopped before: \(line)") }
+            if !unreached.isEmpty { lines.append("  stopped before: " + unreached.joined(separator: ", ")) }
         }
         lines.append("")
         if findings.isEmpty {
             lines.append("no finding: every rule checked holds")
         } else {
-            lines.append("\(count(.shall)) SHALL broken, \(count(.should)) SHOULD not followed, \(count(.note)) notes")
+            // Rules counted, their instances beside: 2 rules broken 22 times is "2 SHALL rules broken (22 instances)".
+            func counted(_ level: ConformanceLevel, _ what: String) -> String {
+                let rules = rulesFound(level), n = count(level)
+                return "\(rules) \(what)" + (n == rules ? "" : " (\(n) instances)")
+            }
+            lines.append(counted(.shall, rulesFound(.shall) == 1 ? "SHALL rule broken" : "SHALL rules broken") + ", "
+                         + counted(.should, rulesFound(.should) == 1 ? "SHOULD rule not followed" : "SHOULD rules not followed") + ", "
+                         + counted(.note, rulesFound(.note) == 1 ? "note" : "notes"))
         }
         return lines
     }
@@ -147,6 +153,7 @@ public struct ConformanceReport: Sendable {
         .object([
             ("target", .string(target)), ("mtu", .int(mtu)), ("passes", .bool(passes)),
             ("counts", .object(ConformanceLevel.allCases.map { ($0.rawValue, .int(count($0))) })),
+            ("ruleCounts", .object(ConformanceLevel.allCases.map { ($0.rawValue, .int(rulesFound($0))) })),
             ("checked", .array(checked.map { .string($0.id) })),
             ("findings", .array(findings.map(\.json))),
             ("notChecked", .array(notRun.map { .object([("id", .string($0.rule.id)), ("reason", .string($0.reason))]) })),

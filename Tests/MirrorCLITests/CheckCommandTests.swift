@@ -138,7 +138,7 @@ final class CheckCommandTests: XCTestCase {
         let rule = ConformanceRule.invalidHandleZero
         for line in ["SHALL broken:", "  \(rule.id) [SHALL, \(rule.citation)]", "    rule: \(rule.rule)",
                      "    seen: Read Request to 0x0000 was refused with 0x00 Reserved, not 0x01 Invalid Handle",
-                     "    fix: \(rule.advice)", "1 SHALL broken, 0 SHOULD not followed, 0 notes"] {
+                     "    fix: \(rule.advice)", "1 SHALL rule broken, 0 SHOULD rules not followed, 0 notes"] {
             XCTAssertTrue(run.stdout.contains(line + "\n"), "\(line) in \(run.stdout)")
         }
         // The exchange, decoded, with the seconds since the check began.

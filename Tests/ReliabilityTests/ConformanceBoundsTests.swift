@@ -3,7 +3,7 @@
 // test asserts the bound the check now keeps: PDUs stored, requests sent, time spent, and that a check that stopped
 // early does not pass.
 import ATTStack
-import Conformance
+@testable import Conformance
 import GATTServer
 import HostilePeer
 import LinkCore
@@ -79,6 +79,17 @@ final class ConformanceBoundsTests: XCTestCase {
         XCTAssertTrue(report.complete, report.stopped ?? "")
         // About 14 request kinds get a quiet period; 4 x 1.5 s each would be over 80 s.
         XCTAssertLessThan(report.seconds, 1.5 + 16 * 1.0 + 5, "the check took \(report.seconds) s")
+    }
+
+    /// Issue 37: the summary counts rules, instances beside (before: "22 SHALL broken" for 2 rules broken).
+    func testTheSummaryCountsRulesWithTheirInstancesBeside() {
+        let f = { (rule: ConformanceRule) in ConformanceFinding(rule: rule, observed: "seen", evidence: []) }
+        let report = ConformanceReport(target: "t", mtu: 23, checked: ConformanceRule.catalogue,
+                                       findings: Array(repeating: f(.errorEcho), count: 20) + [f(.handlesAscending), f(.handlesAscending)] + [f(.serviceChanged)],
+                                       notRun: [], requests: 1, attributes: 1, seconds: 0, stopped: nil)
+        XCTAssertEqual(report.textLines.last, "2 SHALL rules broken (22 instances), 1 SHOULD rule not followed, 0 notes")
+        XCTAssertEqual(report.json["ruleCounts"]?["SHALL"], .int(2))
+        XCTAssertEqual(report.json["counts"]?["SHALL"], .int(22))
     }
 
     /// The request budget and the deadline stop a check that would go on, and such a check does not pass.
