@@ -25,6 +25,9 @@ public struct ConformanceOptions: Sendable {
     public var deadline: Duration = ConformanceOptions.defaultDeadline
     /// The most requests the check sends (`--max-requests`), whatever a server's discovery answers claim.
     public var requestBudget: Int = ConformanceOptions.defaultRequestBudget
+    /// Told the step under way and the counts so far, at each step and after each request (the CLI's progress
+    /// line on a terminal); called on the check's task.
+    public var progress: (@Sendable (_ step: String, _ requests: Int, _ attributes: Int) -> Void)?
 
     /// 120 s: a real device's check (a few hundred requests over a radio link) takes well under a minute.
     public static let defaultDeadline: Duration = .seconds(120)
@@ -128,16 +131,26 @@ final class ConformanceRun {
         var stopped: String?
         var lost = false
         do {
+            step("Exchange MTU")
             try await exchangeMTU()
+            step("discovery")
             try await discover()
+            step("reading every attribute")
             try await readAll()
+            step("Read Blob")
             try await readBlobs()
+            step("Read By Type")
             try await readByType()
+            step("Read Multiple")
             try await readMultiple()
+            step("invalid handles")
             try await invalidHandles()
+            step("an unassigned command")
             try await unsupportedCommand()
             judgeGATT()
+            step("write probes")
             try await writeProbes()
+            step("an unassigned request")
             try await unsupportedRequest()
         } catch {
             switch error {
@@ -191,6 +204,7 @@ final class ConformanceRun {
     func ask(_ bytes: [UInt8], echo: EchoExpectation, judgeForm: Bool = true) async throws(ProbeEnd) -> ProbeExchange {
         try withinBounds()
         requests += 1
+        options.progress?(currentStep, requests, attributes.count)
         let exchange = try await probe.request(bytes, limit: options.limit)
         judgeStrays(exchange.strays, after: [exchange.request])
         if judgeForm { judgeWellFormed(exchange) }
@@ -201,6 +215,14 @@ final class ConformanceRun {
             judgeStrays(try await probe.quiet(quietPeriod), after: [exchange.request, exchange.answer])
         }
         return exchange
+    }
+
+    /// The step under way, for `options.progress`.
+    var currentStep = ""
+
+    func step(_ name: String) {
+        currentStep = name
+        options.progress?(name, requests, attributes.count)
     }
 
     /// Throws `.limitReached` when the next request would pass the request budget or the deadline.

@@ -7,6 +7,7 @@ import JSON
 import LinkCore
 import MirrorCommandLine
 import TestSupport
+import Glibc
 import XCTest
 
 final class CheckCommandTests: XCTestCase {
@@ -47,6 +48,40 @@ final class CheckCommandTests: XCTestCase {
         let json = try MirrorProcess.run(["check", sim.target, "--timeout", "1", "--json"]).json()
         XCTAssertEqual(json["passes"], .bool(false))
         XCTAssertEqual(json["complete"], .bool(false))
+    }
+
+    /// Issue 37: on a terminal the check shows its step and counts on one line that updates, cleared before the
+    /// report; on a pipe it prints nothing of the kind (before: nothing for 20 s and more against a slow server).
+    func testProgressOnATerminalNeverOnAPipe() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        guard let (master, slave) = openPseudoTerminal() else { return XCTFail("no pseudo-terminal: errno \(errno)") }
+        let process = Process()
+        process.executableURL = MirrorProcess.executable
+        process.arguments = ["check", sim.target]
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror check")
+        close(slave)
+        var terminal = Data()
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = read(master, &buffer, buffer.count)
+            if n <= 0 { break }
+            terminal.append(contentsOf: buffer[0..<n])
+        }
+        close(master)
+        process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
+        XCTAssertEqual(process.terminationStatus, 0)
+        let text = String(decoding: terminal, as: UTF8.self)
+        XCTAssertTrue(text.hasPrefix("\r\u{1B}[Kchecking \(sim.target): Exchange MTU, 0 requests, 0 attributes"), text)
+        XCTAssertTrue(text.contains(#"attributes"#) && text.hasSuffix("\r\u{1B}[K"), "the line is cleared at the end: \(text)")
+        let piped = try MirrorProcess.run(["check", sim.target])
+        XCTAssertFalse(piped.stderr.contains("\u{1B}[K"), piped.stderr)
+        XCTAssertEqual(piped.stderr, "")
     }
 
     /// --max-requests and --max-time bound the check whatever the server does: a check that reaches either stops,

@@ -1,6 +1,8 @@
 // mirror check TARGET: holds a GATT server to the rules of the Core Specification (Conformance's catalogue), PDU by
 // PDU on the connection's one bearer, read-only; exit 9 when a SHALL is broken.
 import ATTStack
+import Glibc
+import CBlueZSocket
 import Conformance
 import JSON
 import LinkCore
@@ -126,10 +128,14 @@ let checkCommand = Command(CommandSpec(
     options.writes = writes
     if let maxTime { options.deadline = .milliseconds(Int64((maxTime * 1000).rounded())) }
     if let maxRequests { options.requestBudget = maxRequests }
+    // On a terminal (never on a pipe, never in the shell) one line that updates: the step and the counts so far.
+    let progress = CheckProgressLine(enabled: !shell && isatty(2) == 1)
+    options.progress = { step, requests, attributes in progress.draw("checking \(target.description): \(step), \(requests) requests, \(attributes) attributes") }
     // Every inbound PDU goes to the probe while it runs; the GATT client sends nothing meanwhile.
     let probe = ATTProbe(transport: session.transport)
     session.transport.divert(to: probe)
     let report = await runConformanceCheck(probe, options)
+    progress.clear()
     session.transport.divert(to: nil)
     if inv.global.json {
         inv.console.json(report.json)
@@ -139,4 +145,35 @@ let checkCommand = Command(CommandSpec(
     if report.brokeShall { return .nonconformant }
     if report.lostConnection { return .connection }
     return report.complete ? .success : .timeout
+}
+
+/// `mirror check`'s progress on a terminal: one line redrawn at most ten times a second, cleared before the report.
+final class CheckProgressLine: Sendable {
+    private let enabled: Bool
+    /// When the line was last drawn (nil: not shown).
+    private let drawn = Lock<ClockInstant?>(nil)
+    private let clock = MonotonicClock()
+
+    init(enabled: Bool) { self.enabled = enabled }
+
+    func draw(_ text: String) {
+        guard enabled else { return }
+        let now = clock.now()
+        let due = drawn.withLock { last -> Bool in
+            if let last, now.duration(since: last) < .milliseconds(100) { return false }
+            last = now
+            return true
+        }
+        if due { write("\r\u{1B}[K" + TerminalText.escaped(text)) }
+    }
+
+    func clear() {
+        guard enabled, drawn.withLock({ $0 }) != nil else { return }
+        write("\r\u{1B}[K")
+    }
+
+    private func write(_ text: String) {
+        let bytes = Array(text.utf8)
+        _ = cbz_write_all(2, bytes, bytes.count)
+    }
 }
