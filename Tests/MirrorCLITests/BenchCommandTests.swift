@@ -56,7 +56,17 @@ final class BenchCommandTests: XCTestCase {
         let lines = run.stdout.split(separator: "\n").map(String.init)
         XCTAssertTrue(lines[0].hasPrefix("bench \(peer.target) handle \(peer.hexHandle("sink")): 244-byte values, MTU 247, 100 warm-up writes, median of 3 rounds"), run.stdout)
         XCTAssertEqual(lines[1], "bare socket loop: a second connection to the same peer, rounds alternating with mirror's")
-        XCTAssertTrue(lines[2].hasPrefix("without response (Write Command): "), run.stdout)
+        // Issue 37: the figures at a glance first, a column per mode, then each mode's detail.
+        XCTAssertEqual(lines[2].trimmingCharacters(in: .whitespaces), "without response", run.stdout)
+        for (i, row) in ["writes/s", "throughput", "round trip p50", "round trip p99", "CPU per write", "bare loop writes/s",
+                         "mirror/bare writes/s", "mirror/bare CPU"].enumerated() {
+            XCTAssertTrue(lines[3 + i].hasPrefix(row + "  "), "\(row): \(run.stdout)")
+        }
+        XCTAssertTrue(lines[5].hasSuffix(" -") && lines[6].hasSuffix(" -"), "no round trip without responses: \(run.stdout)")
+        XCTAssertEqual(lines[11], "details:")
+        XCTAssertTrue(lines[12].hasPrefix("without response (Write Command): "), run.stdout)
+        let rate = lines[12].components(separatedBy: ", ")[1]  // "N writes/s (..."
+        XCTAssertTrue(lines[3].hasSuffix(" " + rate.components(separatedBy: " ")[0]), "the table's writes/s is the detail's: \(lines[3]) / \(lines[12])")
         XCTAssertFalse(run.stdout.contains("with response (Write Request)"))
         XCTAssertTrue(lines.contains { $0.hasPrefix("  waiting on backpressure: ") }, run.stdout)
         XCTAssertTrue(lines.contains { $0.hasPrefix("  bare socket loop: ") && $0.contains("mirror/bare = ") }, run.stdout)

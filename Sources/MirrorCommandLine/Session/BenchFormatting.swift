@@ -120,7 +120,31 @@ extension BenchResult {
             + (interruptedBy.map { ["interrupted by \($0) after \(roundsDone) round\(roundsDone == 1 ? "" : "s") (of \(rounds) per mode): the figures are those of the rounds done"] } ?? [])
             + (linkLine.map { [$0] } ?? [])
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
+            + table
             + modes.flatMap(\.text)
+    }
+
+    /// The figures at a glance, a column per mode (issue 37); the lines after it give each mode's detail.
+    var table: [String] {
+        guard !modes.isEmpty else { return [] }
+        let dash = "-"
+        func ratio(_ r: Double?) -> String { r.map(format2) ?? dash }
+        let rows: [(String, (ModeFigures) -> String)] = [
+            ("writes/s", { "\(Int($0.writesPerSecond.rounded()))" }),
+            ("throughput", { "\(rate($0.bytesPerSecond))/s" }),
+            ("round trip p50", { $0.percentile(50).map(micro) ?? dash }),
+            ("round trip p99", { $0.percentile(99).map(micro) ?? dash }),
+            ("CPU per write", { "\(format2($0.cpuPerWrite)) µs" }),
+            ("bare loop writes/s", { m in m.bareWritesPerSecond.map { "\(Int($0.rounded()))" } ?? dash }),
+            ("mirror/bare writes/s", { ratio($0.ratio) }),
+            ("mirror/bare CPU", { m in ratio(m.bareCPUPerWrite.flatMap { $0 > 0 ? m.cpuPerWrite / $0 : nil }) }),
+        ]
+        let header = [""] + modes.map { $0.mode == .withResponse ? "with response" : "without response" }
+        let cells = [header] + rows.map { row in [row.0] + modes.map(row.1) }
+        let widths = (0..<header.count).map { c in cells.map { $0[c].count }.max()! + 2 }
+        return cells.map { line in
+            line.enumerated().map { c, cell in c == line.count - 1 ? cell : cell + String(repeating: " ", count: widths[c] - cell.count) }.joined()
+        } + ["details:"]
     }
 }
 
