@@ -171,8 +171,12 @@ public enum ParsedCommandLine: Sendable {
     case toolHelp
     /// `mirror --version`.
     case version
-    /// `mirror COMMAND --help` or `mirror help COMMAND`.
+    /// `mirror COMMAND --help`: one page.
     case commandHelp(CommandSpec)
+    /// `mirror help COMMAND`: every detail of the command.
+    case commandManual(CommandSpec)
+    /// `mirror help options`, `mirror help exit-codes`.
+    case helpTopic(HelpTopic)
     /// A command to run with its arguments and the global options.
     case run(CommandSpec, ParsedArguments, GlobalOptions)
 }
@@ -294,10 +298,11 @@ public func parseCommandLine(_ arguments: [String], commands: [CommandSpec],
                 // `mirror help [COMMAND]`
                 guard index < arguments.count else { return .toolHelp }
                 let name = arguments[index]
+                if let topic = HelpTopic(rawValue: name) { return .helpTopic(topic) }
                 guard let spec = commands.first(where: { $0.name == name }) else {
                     throw unknownCommand(name, commands: commands)
                 }
-                return .commandHelp(spec)
+                return helpAsked ? .commandHelp(spec) : .commandManual(spec)
             }
             guard let spec = commands.first(where: { $0.name == token }) else {
                 throw unknownCommand(token, commands: commands)

@@ -35,12 +35,72 @@ public func toolHelp(_ commands: [CommandSpec]) -> String {
     s += "\nExamples:\n"
     let examples = commands.compactMap { $0.examples.first }
     s += exampleLines(examples)
-    s += "\nRun `mirror COMMAND --help` for a command's arguments, options and examples.\n"
+    s += "\nRun `mirror COMMAND --help` for a command's arguments, options and examples, `mirror help COMMAND` for every detail.\n"
     return s
 }
 
-/// `mirror COMMAND --help`.
+/// `mirror COMMAND --help`: one page (at most 50 lines) — usage, arguments, the command's own options first, the
+/// global options it takes by name, the discussion's first paragraph, examples; every detail is in
+/// `mirror help COMMAND`, the global options in `mirror help options`, the exit statuses in `mirror help exit-codes`.
 public func commandHelp(_ spec: CommandSpec) -> String {
+    var s = "mirror \(spec.name): \(spec.summary)\n\nUsage: \(spec.synopsis)\n"
+    if !spec.positionals.isEmpty {
+        s += "\nArguments:\n"
+        let width = (spec.positionals.map(\.synopsis.count).max() ?? 0) + 2
+        for p in spec.positionals {
+            s += "  " + pad(p.synopsis, max(width, 24)) + p.help + "\n"
+        }
+    }
+    if !spec.options.isEmpty {
+        s += "\nOptions:\n" + optionLines(spec.options)
+    }
+    let globals = GlobalOptions.specs.filter { GlobalOptionName(rawValue: $0.name).map(spec.globals.contains) ?? false }
+    if !globals.isEmpty {
+        s += "\n" + wrap("Global options it takes (what each does: mirror help options): " + globals.map(\.name).joined(separator: ", "), width: 100) + "\n"
+    }
+    var rest = "\nEvery detail: mirror help \(spec.name)\n"
+    if spec.positionals.contains(where: { $0.name == "TARGET" }) {
+        rest += "\n" + targetText
+    }
+    rest += "\nExit status: 0 on success; every status in mirror help exit-codes\n"
+    if !spec.examples.isEmpty {
+        rest += "\nExamples:\n" + exampleLines(spec.examples)
+    }
+    // The discussion's first paragraph when the page still fits in `helpPageLines`; else only the pointer to it.
+    let first = spec.discussion.components(separatedBy: "\n\n").first ?? ""
+    let paragraph = first.isEmpty ? "" : "\n" + wrap(first, width: 100) + "\n"
+    let lines = { (text: String) in text.reduce(0) { $1 == "\n" ? $0 + 1 : $0 } }
+    if lines(s + paragraph + rest) <= helpPageLines { s += paragraph }
+    return s + rest
+}
+
+/// The most lines `mirror COMMAND --help` prints.
+public let helpPageLines = 50
+
+/// `mirror help options`: every global option, the forms of TARGET.
+public func globalOptionsHelp() -> String {
+    "Global options (before or after the command; each command's --help names those it takes):\n"
+        + optionLines(GlobalOptions.specs + toolOptions) + "\n" + targetText
+}
+
+/// `mirror help exit-codes`: the exit status table.
+public func exitCodesHelp() -> String { exitStatusText() }
+
+/// The topics of `mirror help TOPIC` beside the commands.
+public enum HelpTopic: String, Sendable, CaseIterable {
+    case options
+    case exitCodes = "exit-codes"
+
+    public var text: String {
+        switch self {
+        case .options: return globalOptionsHelp()
+        case .exitCodes: return exitCodesHelp()
+        }
+    }
+}
+
+/// `mirror help COMMAND`: the command's whole page (every paragraph, every global option it takes, the exit statuses).
+public func commandManual(_ spec: CommandSpec) -> String {
     var s = "mirror \(spec.name): \(spec.summary)\n\nUsage: \(spec.synopsis)\n"
     if !spec.discussion.isEmpty {
         s += "\n" + wrap(spec.discussion, width: 100) + "\n"

@@ -184,6 +184,12 @@ public enum MirrorMain {
         case .commandHelp(let spec):
             console.outRaw(commandHelp(spec))
             return .finished(ExitStatus.success.rawValue)
+        case .commandManual(let spec):
+            console.outRaw(commandManual(spec))
+            return .finished(ExitStatus.success.rawValue)
+        case .helpTopic(let topic):
+            console.outRaw(topic.text)
+            return .finished(ExitStatus.success.rawValue)
         case .run(let spec, let args, let global):
             return .command(commands.first { $0.spec.name == spec.name }!, args, global)
         }

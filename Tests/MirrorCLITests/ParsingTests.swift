@@ -192,8 +192,11 @@ final class ParsingTests: XCTestCase {
         guard case .toolHelp = try parseCommandLine(["--help"], commands: specs) else { return XCTFail("--help") }
         guard case .commandHelp(let s1) = try parseCommandLine(["write", "--help"], commands: specs), s1.name == "write"
         else { return XCTFail("write --help") }
-        guard case .commandHelp(let s2) = try parseCommandLine(["help", "listen"], commands: specs), s2.name == "listen"
+        // `help COMMAND` is the command's whole page; `help options` and `help exit-codes` the shared pages (issue 37).
+        guard case .commandManual(let s2) = try parseCommandLine(["help", "listen"], commands: specs), s2.name == "listen"
         else { return XCTFail("help listen") }
+        guard case .helpTopic(.options) = try parseCommandLine(["help", "options"], commands: specs) else { return XCTFail("help options") }
+        guard case .helpTopic(.exitCodes) = try parseCommandLine(["help", "exit-codes"], commands: specs) else { return XCTFail("help exit-codes") }
         guard case .version = try parseCommandLine(["--version"], commands: specs) else { return XCTFail("--version") }
     }
 

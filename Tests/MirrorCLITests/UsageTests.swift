@@ -32,6 +32,31 @@ final class UsageTests: XCTestCase {
         }
     }
 
+    /// Issue 37: a command's --help is one page (at most 50 lines, before: 72 to 146), its own options before the
+    /// global ones, which it names and `mirror help options` explains; the exit statuses have `mirror help
+    /// exit-codes`; `mirror help COMMAND` has every detail.
+    func testEveryCommandsHelpIsOnePageThatPointsToTheRest() throws {
+        for spec in commandTable.map(\.spec) {
+            let run = try MirrorProcess.run([spec.name, "--help"])
+            XCTAssertEqual(run.status, 0, spec.name)
+            let lines = run.stdout.components(separatedBy: "\n").dropLast()
+            XCTAssertLessThanOrEqual(lines.count, helpPageLines, "\(spec.name): \(lines.count) lines")
+            XCTAssertTrue(run.stdout.contains("\nEvery detail: mirror help \(spec.name)\n"), spec.name)
+            XCTAssertTrue(run.stdout.contains("\nExit status: 0 on success; every status in mirror help exit-codes\n"), spec.name)
+            if let own = run.stdout.range(of: "\nOptions:\n"), let global = run.stdout.range(of: "\nGlobal options it takes") {
+                XCTAssertLessThan(own.lowerBound, global.lowerBound, "\(spec.name): its own options first")
+            }
+            let manual = try MirrorProcess.run(["help", spec.name])
+            XCTAssertEqual(manual.stdout, commandManual(spec), spec.name)
+            XCTAssertTrue(manual.stdout.contains(spec.discussion.components(separatedBy: "\n\n").last!.prefix(40)), spec.name)
+        }
+        let options = try MirrorProcess.run(["help", "options"])
+        XCTAssertEqual(options.status, 0)
+        for o in GlobalOptions.specs { XCTAssertTrue(options.stdout.contains("\n  \(o.name)"), o.name) }
+        let codes = try MirrorProcess.run(["help", "exit-codes"])
+        for status in ExitStatus.allCases { XCTAssertTrue(codes.stdout.contains(status.meaning), "\(status)") }
+    }
+
     func testBadUsageNamesTheToken() throws {
         let cases: [([String], String)] = [
             (["gatt", "unix:/tmp/x", "--frobnicate"], "mirror: unknown option \"--frobnicate\" for mirror gatt\nsee: mirror gatt --help\n"),

@@ -334,8 +334,11 @@ final class Shell: Sendable {
         case .version:
             console.out(MirrorMain.version)
             return (0, false)
-        case .commandHelp(let spec):
+        case .commandHelp(let spec), .commandManual(let spec):
             console.outRaw(Shell.commandHelp(spec))
+            return (0, false)
+        case .helpTopic(let topic):
+            console.outRaw(topic.text)
             return (0, false)
         case .run(let spec, let args, let lineGlobal):
             // --json and --timeout apply to the line; the other global options are the connection's.
