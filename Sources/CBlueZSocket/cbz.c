@@ -731,6 +731,38 @@ int cbz_cap_file(const char *path, uint64_t *effective, uint64_t *permitted, uin
     return 0;
 }
 
+int cbz_cap_keep_only(uint64_t keep) {
+    // The calling thread keeps `keep` of what it holds and nothing else: ambient cleared, the bounding set cut
+    // while CAP_SETPCAP is still effective, then effective and permitted set to what is kept (capset is per thread).
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;
+    uint64_t eff = 0, perm = 0, inh = 0;
+    if (cbz_cap_process(&eff, &perm, &inh) < 0) return -1;
+    int last = cbz_cap_last();
+    if (eff & (1ULL << CAP_SETPCAP)) {
+        for (int n = 0; n <= last && n < 64; n++) {
+            if ((keep & (1ULL << n)) == 0 && cap_drop_bound(n) < 0 && errno != EINVAL) return -1;
+        }
+    }
+    cap_t c = cap_init();
+    if (!c) return -1;
+    for (int n = 0; n <= last && n < 64; n++) {
+        if ((keep & perm & (1ULL << n)) == 0) continue;
+        cap_value_t v = n;
+        if (cap_set_flag(c, CAP_PERMITTED, 1, &v, CAP_SET) < 0 ||
+            ((eff & (1ULL << n)) && cap_set_flag(c, CAP_EFFECTIVE, 1, &v, CAP_SET) < 0)) {
+            int e = errno;
+            cap_free(c);
+            errno = e;
+            return -1;
+        }
+    }
+    int r = cap_set_proc(c);
+    int e = errno;
+    cap_free(c);
+    errno = e;
+    return r;
+}
+
 int cbz_cap_drop_all(void) {
     // Ambient first (needs no privilege), then the bounding set while CAP_SETPCAP is still effective.
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL) return -1;

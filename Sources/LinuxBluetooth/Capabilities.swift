@@ -92,6 +92,14 @@ public enum Capabilities {
         return check
     }
 
+    /// Keeps only `set` of what the calling thread holds (the keeper as root keeps CAP_NET_RAW and CAP_NET_ADMIN,
+    /// not all of root's); the other threads are not touched (capabilities are per thread).
+    public static func keepOnly(_ set: CapabilitySet) throws(TransportError) {
+        if cbz_cap_keep_only(set.rawValue) < 0 {
+            throw .socket(lastSocketError("capset", "keeping only \(set) on the capability keeper", .local))
+        }
+    }
+
     /// Drops every capability (ambient, bounding where allowed, effective, permitted, inheritable).
     /// Call it once the privileged sockets (raw HCI) are open: they keep working, nothing new can be opened.
     public static func dropAll() throws(TransportError) {

@@ -34,7 +34,7 @@ public enum Privilege {
             throw .socket(lastSocketError("prctl(PR_SET_NO_NEW_PRIVS)", "making sure no exec can gain privileges", .local))
         }
         let keeper = keepForRawHCI && !held.effective.intersection(.rawHCI).isEmpty
-            ? CapabilityKeeper(name: "cap-keeper", drop: { try? Capabilities.dropAll() }) : nil
+            ? CapabilityKeeper(name: "cap-keeper", keep: { try? Capabilities.keepOnly(.rawHCI) }, drop: { try? Capabilities.dropAll() }) : nil
         state.withLock { s in
             s.startedWith = held
             s.keeper = keeper
@@ -89,11 +89,15 @@ final class CapabilityKeeper: Sendable {
     private let state = Lock(State())
     private let drop: @Sendable () -> Void
 
-    init(name: String, answerLimit: Duration = .seconds(5), drop: @escaping @Sendable () -> Void) {
+    /// `keep` runs first on the keeper's thread (the process's keeper narrows its capabilities to the two raw HCI
+    /// needs: run as root, it would otherwise hold all of root's); `drop` runs last.
+    init(name: String, answerLimit: Duration = .seconds(5), keep: @escaping @Sendable () -> Void = {},
+         drop: @escaping @Sendable () -> Void) {
         self.answerLimit = answerLimit
         self.drop = drop
         startDetachedThread { [self] in
             _ = cbz_set_thread_name(name)
+            keep()
             run()
         }
     }

@@ -27,6 +27,23 @@ final class CapabilityKeeperTests: XCTestCase {
         XCTAssertEqual(dropped.current, 1, "a second end changes nothing")
     }
 
+    /// Issue 36: the keeper keeps CAP_NET_RAW and CAP_NET_ADMIN of what it held and nothing else (before: run as
+    /// root, it kept all of root's capabilities until the drop); the caller's thread is untouched (per thread).
+    func testTheKeeperKeepsOnlyTheTwoRawHCINeeds() throws {
+        let before = try Capabilities.process()
+        let keeper = CapabilityKeeper(name: "narrow-keeper", keep: { try? Capabilities.keepOnly(.rawHCI) }, drop: {})
+        defer { keeper.end() }
+        let held = keeper.perform { try? Capabilities.process() }
+        let kept = try XCTUnwrap(held)
+        XCTAssertEqual(kept.effective, before.effective.intersection(.rawHCI), "root's other capabilities are gone from the keeper")
+        XCTAssertEqual(kept.permitted, before.permitted.intersection(.rawHCI))
+        XCTAssertEqual(kept.inheritable, CapabilitySet(rawValue: 0))
+        XCTAssertEqual(try Capabilities.process(), before, "the test's own thread keeps what it had")
+        if getuid() == 0 {
+            XCTAssertTrue(before.effective.contains(.rawHCI) && before.effective != .rawHCI, "as root the narrowing is seen: \(before.effective)")
+        }
+    }
+
     /// An end whose drop does not finish within the answer limit returns at that limit.
     func testAnEndTheKeeperDoesNotFinishInTimeReturnsAtItsLimit() {
         let release = DispatchSemaphore(value: 0)

@@ -305,6 +305,10 @@ int cbz_cap_file(const char *path, uint64_t *effective, uint64_t *permitted, uin
 /// Drops every capability: clears the ambient set, empties the bounding set (when CAP_SETPCAP allows),
 /// then sets effective, permitted and inheritable to empty.
 int cbz_cap_drop_all(void);
+/// Keeps, on the calling thread, only the capabilities in the mask `keep` (bit n = capability n) of those it holds:
+/// clears the ambient set, cuts the bounding set to `keep` (when CAP_SETPCAP allows), sets permitted and effective
+/// to what is kept, inheritable to empty. 0, or -1 with errno.
+int cbz_cap_keep_only(uint64_t keep);
 /// prctl(PR_SET_NO_NEW_PRIVS, 1): an exec from here on gains no privilege (no file capabilities, no setuid).
 int cbz_set_no_new_privs(void);
 /// The capability's name ("cap_net_raw") into buf, from libcap.
