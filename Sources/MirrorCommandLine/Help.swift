@@ -44,17 +44,8 @@ public func toolHelp(_ commands: [CommandSpec]) -> String {
 /// `mirror help COMMAND`, the global options in `mirror help options`, the exit statuses in `mirror help exit-codes`.
 public func commandHelp(_ spec: CommandSpec) -> String {
     var s = "mirror \(spec.name): \(spec.summary)\n\nUsage: \(spec.synopsis)\n"
-    if !spec.positionals.isEmpty {
-        s += "\nArguments:\n"
-        let width = (spec.positionals.map(\.synopsis.count).max() ?? 0) + 2
-        for p in spec.positionals {
-            s += "  " + pad(p.synopsis, max(width, 24)) + p.help + "\n"
-        }
-    }
-    if !spec.options.isEmpty {
-        s += "\nOptions:\n" + optionLines(spec.options)
-    }
-    let globals = GlobalOptions.specs.filter { GlobalOptionName(rawValue: $0.name).map(spec.globals.contains) ?? false }
+    s += argumentsAndOptions(spec)
+    let globals = globalOptions(of: spec)
     if !globals.isEmpty {
         s += "\n" + wrap("Global options it takes (what each does: mirror help options): " + globals.map(\.name).joined(separator: ", "), width: 100) + "\n"
     }
@@ -105,17 +96,8 @@ public func commandManual(_ spec: CommandSpec) -> String {
     if !spec.discussion.isEmpty {
         s += "\n" + wrap(spec.discussion, width: 100) + "\n"
     }
-    if !spec.positionals.isEmpty {
-        s += "\nArguments:\n"
-        let width = (spec.positionals.map(\.synopsis.count).max() ?? 0) + 2
-        for p in spec.positionals {
-            s += "  " + pad(p.synopsis, max(width, 24)) + p.help + "\n"
-        }
-    }
-    if !spec.options.isEmpty {
-        s += "\nOptions:\n" + optionLines(spec.options)
-    }
-    let globals = GlobalOptions.specs.filter { GlobalOptionName(rawValue: $0.name).map(spec.globals.contains) ?? false }
+    s += argumentsAndOptions(spec)
+    let globals = globalOptions(of: spec)
     if !globals.isEmpty {
         s += "\nGlobal options it takes:\n" + optionLines(globals)
     }
@@ -127,6 +109,27 @@ public func commandManual(_ spec: CommandSpec) -> String {
         s += "\nExamples:\n" + exampleLines(spec.examples)
     }
     return s
+}
+
+/// The command's arguments, then its own options.
+func argumentsAndOptions(_ spec: CommandSpec) -> String {
+    var s = ""
+    if !spec.positionals.isEmpty {
+        s += "\nArguments:\n"
+        let width = (spec.positionals.map(\.synopsis.count).max() ?? 0) + 2
+        for p in spec.positionals {
+            s += "  " + pad(p.synopsis, max(width, 24)) + p.help + "\n"
+        }
+    }
+    if !spec.options.isEmpty {
+        s += "\nOptions:\n" + optionLines(spec.options)
+    }
+    return s
+}
+
+/// The global options the command takes, in the global table's order.
+func globalOptions(of spec: CommandSpec) -> [OptionSpec] {
+    GlobalOptions.specs.filter { GlobalOptionName(rawValue: $0.name).map(spec.globals.contains) ?? false }
 }
 
 let targetText = "Targets:\n" + targetForms.map { "  " + pad($0.form, 20) + $0.meaning + "\n" }.joined()

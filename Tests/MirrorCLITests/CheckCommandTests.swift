@@ -55,28 +55,8 @@ final class CheckCommandTests: XCTestCase {
     func testProgressOnATerminalNeverOnAPipe() throws {
         let sim = try SimulatorProcess()
         defer { sim.stop() }
-        guard let (master, slave) = openPseudoTerminal() else { return XCTFail("no pseudo-terminal: errno \(errno)") }
-        let process = Process()
-        process.executableURL = MirrorProcess.executable
-        process.arguments = ["check", sim.target]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        let watchdog = ProcessWatchdog(process, "mirror check")
-        close(slave)
-        var terminal = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(master, &buffer, buffer.count)
-            if n <= 0 { break }
-            terminal.append(contentsOf: buffer[0..<n])
-        }
-        close(master)
-        process.waitUntilExit()
-        XCTAssertNil(watchdog.end())
-        XCTAssertEqual(process.terminationStatus, 0)
-        let text = String(decoding: terminal, as: UTF8.self)
+        let (status, text) = try runWithStandardErrorOnATerminal(["check", sim.target])
+        XCTAssertEqual(status, 0)
         XCTAssertTrue(text.hasPrefix("\r\u{1B}[Kchecking \(sim.target): Exchange MTU, 0 requests, 0 attributes"), text)
         XCTAssertTrue(text.contains(#"attributes"#) && text.hasSuffix("\r\u{1B}[K"), "the line is cleared at the end: \(text)")
         let piped = try MirrorProcess.run(["check", sim.target])

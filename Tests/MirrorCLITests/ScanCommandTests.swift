@@ -186,31 +186,10 @@ final class ScanCommandTests: XCTestCase {
         // redraw task with it: mirror exits at once and the line is cleared.
         let sim = try SimulatorProcess(["--step-ms", "5000"])
         defer { sim.stop() }
-        guard let (master, slave) = openPseudoTerminal() else { return XCTFail("no pseudo-terminal: errno \(errno)") }
-        let process = Process()
-        process.executableURL = MirrorProcess.executable
-        process.arguments = ["scan", sim.target, "--upload-dir", directory, "--upload-port", "0", "--settle", "0.05", "--timeout", "3"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
-        process.standardInput = FileHandle.nullDevice
         let started = Date()
-        try process.run()
-        let watchdog = ProcessWatchdog(process, "mirror scan")
-        close(slave)
-        // Read the terminal until the child is gone (read then fails with EIO).
-        var terminal = Data()
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        while true {
-            let n = read(master, &buffer, buffer.count)
-            if n <= 0 { break }
-            terminal.append(contentsOf: buffer[0..<n])
-        }
-        close(master)
-        process.waitUntilExit()
-        XCTAssertNil(watchdog.end())
+        let (status, text) = try runWithStandardErrorOnATerminal(["scan", sim.target, "--upload-dir", directory, "--upload-port", "0", "--settle", "0.05", "--timeout", "3"])
         let took = Date().timeIntervalSince(started)
-        XCTAssertEqual(process.terminationStatus, 5, "the scan timed out")
-        let text = String(decoding: terminal, as: UTF8.self)
+        XCTAssertEqual(status, 5, "the scan timed out")
         let lefts = Set(text.components(separatedBy: "\u{1B}[K").compactMap { line -> String? in
             guard let r = line.range(of: #"\d+ s left"#, options: .regularExpression) else { return nil }
             return String(line[r])
@@ -240,6 +219,32 @@ final class ScanCommandTests: XCTestCase {
         XCTAssertTrue(bad.stdout.contains("failed"), bad.stdout)
         XCTAssertEqual(try MirrorProcess.run(["wifi", "join", sim.target]).status, 2)
     }
+}
+
+/// Runs `mirror` with its standard error on a pseudo-terminal (stdin and stdout /dev/null): its exit status and
+/// all it wrote to the terminal, read until it is gone (read then fails with EIO).
+func runWithStandardErrorOnATerminal(_ arguments: [String], file: StaticString = #filePath, line: UInt = #line) throws -> (status: Int32, text: String) {
+    guard let (master, slave) = openPseudoTerminal() else { throw POSIXError(.ENOTTY) }
+    let process = Process()
+    process.executableURL = MirrorProcess.executable
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
+    process.standardInput = FileHandle.nullDevice
+    try process.run()
+    let watchdog = ProcessWatchdog(process, "mirror \(arguments.first ?? "")")
+    close(slave)
+    var terminal = Data()
+    var buffer = [UInt8](repeating: 0, count: 4096)
+    while true {
+        let n = read(master, &buffer, buffer.count)
+        if n <= 0 { break }
+        terminal.append(contentsOf: buffer[0..<n])
+    }
+    close(master)
+    process.waitUntilExit()
+    XCTAssertNil(watchdog.end(), file: file, line: line)
+    return (process.terminationStatus, String(decoding: terminal, as: UTF8.self))
 }
 
 /// A pseudo-terminal (master, slave), through glibc's posix_openpt, grantpt, unlockpt and ptsname_r: the Glibc
