@@ -213,6 +213,17 @@ public final class HostilePeer: Sendable {
             return .serve
         case .lateResponse: return .delay(milliseconds: max(0, options.delayMilliseconds))
         case .silent: return .drop
+        case .floodInRequest:
+            // The request is never answered; notifications go out as fast as the socket takes them meanwhile.
+            let count = options.effectiveCount, h = Self.longValueHandle
+            let value = [UInt8](repeating: 0x46, count: 20)[...]
+            c.stream({ i, _ in i < count ? ATTPDU.handleValueNotification(handle: h, value: value).bytes : nil }) { [self] sent, finished in
+                update {
+                    $0.notificationsSent += sent
+                    if finished { $0.floodsDone += 1 }
+                }
+            }
+            return .drop
         case .close:
             update { $0.closedOnPurpose += 1 }
             return .close(reason: "the close scenario closes on this request")
@@ -262,6 +273,10 @@ public final class HostilePeer: Sendable {
             ctx.sendRaw(answer(pdu, .backwards, c, &ctx), to: c)
         case .handlesRepeat:
             ctx.sendRaw(answer(pdu, .from(firstDiscoveryStart ?? 1), c, &ctx), to: c)
+        case .endlessServices:
+            // Found at the start handle, its group ending there (Part F §3.4.3.4's Handles Information List).
+            let start = pdu.count >= 3 ? pdu.littleEndianUInt16(at: 1) : 1
+            ctx.sendRaw([ATTOpcode.findByTypeValueResponse.rawValue, UInt8(start & 0xFF), UInt8(start >> 8), UInt8(start & 0xFF), UInt8(start >> 8)], to: c)
         case .endlessBlob:
             let full = [UInt8](repeating: 0xEE, count: ATTMTU.readBlobPartBudget(ctx.session(of: c).mtu))[...]
             ctx.sendRaw((op == 0x0A ? ATTPDU.readResponse(value: full) : .readBlobResponse(value: full)).bytes, to: c)
@@ -277,7 +292,7 @@ public final class HostilePeer: Sendable {
                 ctx.sendRaw(ATTPDU.prepareWriteResponse(handle: h, offset: offset, value: bent[...]).bytes, to: c)
             }
         case .wellBehaved, .laterConnectionsSilent, .laterConnectionsStopReading, .notificationFlood, .indicationStorm,
-             .lateResponse, .silent, .close:
+             .lateResponse, .silent, .close, .floodInRequest:
             break
         }
     }

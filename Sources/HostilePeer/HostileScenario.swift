@@ -36,6 +36,12 @@ public enum HostileScenario: String, Sendable, CaseIterable {
     case notificationFlood = "notification-flood"
     /// A CCCD write starts `count` indications without waiting for confirmations and without reading.
     case indicationStorm = "indication-storm"
+    /// Never answers the first discovery request (Read By Group Type) and floods 23-byte notifications meanwhile
+    /// (`count`, default a million): what a checker that keeps every PDU cannot survive.
+    case floodInRequest = "flood-in-request"
+    /// Find By Type Value finds a service at every start handle asked, ending there: one handle of progress per
+    /// answer, a walk of 65,535 requests per UUID if unchecked.
+    case endlessServices = "endless-services"
     /// Never answers any request.
     case silent
     /// Closes the socket on receiving the attacked request.
@@ -66,6 +72,8 @@ public enum HostileScenario: String, Sendable, CaseIterable {
         case .prepareEchoDiffers: return "Prepare Write Responses echo a different value"
         case .notificationFlood: return "a CCCD write starts --count notifications (default 1000000)"
         case .indicationStorm: return "a CCCD write starts --count indications (default 100000) without waiting or reading"
+        case .floodInRequest: return "leaves the first Read By Group Type unanswered and floods --count 23-byte notifications (default 1000000)"
+        case .endlessServices: return "Find By Type Value finds a one-handle service at every start handle asked"
         case .silent: return "never answers"
         case .close: return "closes the socket on the attacked request (--nth, default the first)"
         case .laterConnectionsSilent: return "answers the first connection; reads every later one and never answers"
@@ -88,6 +96,8 @@ public enum HostileScenario: String, Sendable, CaseIterable {
         case .endlessBlob: return [0x0A, 0x0C]
         case .prepareEchoDiffers: return [0x16]
         case .notificationFlood, .indicationStorm: return [0x12]
+        case .floodInRequest: return [0x10]
+        case .endlessServices: return [0x06]
         case .silent: return HostileScenario.requestOpcodes
         }
     }
@@ -138,7 +148,7 @@ public struct HostileOptions: Sendable {
     }
 
     var effectiveVictims: Set<UInt8> { victims ?? scenario.defaultVictims }
-    var effectiveNth: Int? { nth ?? (scenario == .close ? 1 : nil) }
+    var effectiveNth: Int? { nth ?? (scenario == .close || scenario == .floodInRequest ? 1 : nil) }
     var effectiveCount: Int {
         count ?? (scenario == .indicationStorm ? 100_000 : 1_000_000)
     }

@@ -110,6 +110,40 @@ final class HostileCheckTests: XCTestCase {
         XCTAssertEqual(report["complete"], .bool(false))
     }
 
+    /// Issue 36's hostile servers as processes: each stays within the check's bounds. A flood of notifications inside an
+    /// unanswered request (before: 3.1 GB in 43.6 s) is counted past 4096 kept; Find By Type Value claiming a service at
+    /// every handle (before: 131,091 requests) ends its walk; a late Exchange MTU (before: every quiet period 4x
+    /// it) stretches no quiet period past a second; every text report stays under 200 lines.
+    func testHostileServersStayWithinTheChecksBounds() throws {
+        let flood = try HostilePeerProcess("flood-in-request", ["--count", "300000"])
+        let run = try ToolProcess.run("mirror", ["check", flood.target, "--json", "--timeout", "2"])
+        flood.stop()
+        let report = try parseJSON(run.stdout)
+        XCTAssertEqual(run.status, 9, run.stderr)
+        XCTAssertEqual(report["complete"], .bool(false))
+        XCTAssertEqual(report["passes"], .bool(false))
+        XCTAssertGreaterThan(report["notStored"]?.integer ?? 0, 0, String(report.compact.prefix(400)))
+
+        let services = try HostilePeerProcess("endless-services")
+        let walk = try ToolProcess.run("mirror", ["check", services.target, "--json"])
+        let text = try ToolProcess.run("mirror", ["check", services.target])
+        services.stop()
+        let w = try parseJSON(walk.stdout)
+        XCTAssertEqual(walk.status, 9)
+        let requests = w["requests"]?.integer ?? .max, attributes = w["attributes"]?.integer ?? 0
+        XCTAssertLessThanOrEqual(requests, 4 * attributes + 200, "\(requests) requests for \(attributes) attributes")
+        XCTAssertTrue((w["findings"]?.items ?? []).contains { $0["id"]?.string == "discovery-services-agree" })
+        XCTAssertLessThanOrEqual(text.stdout.components(separatedBy: "\n").count, 200)
+
+        let slow = try HostilePeerProcess("late-response", ["--on", "0x02", "--delay-ms", "3000"])
+        let late = try ToolProcess.run("mirror", ["check", slow.target, "--json", "--timeout", "5"])
+        slow.stop()
+        let l = try parseJSON(late.stdout)
+        XCTAssertEqual(late.status, 0, late.stderr)
+        let seconds = l["seconds"]?.number ?? .infinity
+        XCTAssertLessThan(seconds, 3 + 16 + 5, "at most a second per quiet period: \(seconds) s")
+    }
+
     /// A PDU longer than any ATT_MTU that ends the connection is the server's broken form: a response-well-formed
     /// finding (SHALL, exit 9), the link still reported lost, the check incomplete (issue 36).
     func testAPDUTooLongForTheBufferIsAFinding() throws {
