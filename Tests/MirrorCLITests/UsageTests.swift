@@ -77,7 +77,7 @@ final class UsageTests: XCTestCase {
             (["pair", "unix:/tmp/x"], "mirror: pairing needs an LE device address: unix:/tmp/x is a unix socket, with no link to pair\nsee: mirror pair --help\n"),
             (["pair", "00:AA:01:01:00:01", "--passkey", "1234567"], "mirror: --passkey: invalid passkey \"1234567\": expected up to six decimal digits, 000000-999999\nsee: mirror pair --help\n"),
             (["pair", "00:AA:01:01:00:01", "--io", "screen"], "mirror: --io: invalid IO capability \"screen\": expected one of display, yesno, keyboard, none, keyboard-display\nsee: mirror pair --help\n"),
-            (["read", "unix:/tmp/x"], "mirror: missing HANDLE|UUID (a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form))\nsee: mirror read --help\n"),
+            (["read", "unix:/tmp/x"], "mirror: missing NAME|HANDLE|UUID (a characteristic's name (scanState, \"Device Name\"), a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form))\nsee: mirror read --help\n"),
         ]
         for (arguments, expected) in cases {
             let run = try MirrorProcess.run(arguments)

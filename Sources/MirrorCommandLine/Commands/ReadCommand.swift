@@ -24,7 +24,7 @@ let readCommand = Command(CommandSpec(
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
         PositionalSpec("HANDLE|UUID|NAME", help: "a handle (18, 0x0012), a UUID (2a00, uuid:1234, 128-bit form) or a name (scanState)",
-                       missing: "HANDLE|UUID (a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form))"),
+                       missing: "NAME|HANDLE|UUID (a characteristic's name (scanState, \"Device Name\"), a handle (18, 0x0012) or a UUID (2a00, uuid:1234, 128-bit form))"),
     ],
     globals: GlobalOptionName.connection,
     examples: [

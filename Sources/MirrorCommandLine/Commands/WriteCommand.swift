@@ -27,7 +27,7 @@ let writeCommand = Command(CommandSpec(
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
         PositionalSpec("HANDLE|UUID|NAME", help: "the attribute handle (18 or 0x0012), a characteristic UUID or name",
-                       missing: "HANDLE (the attribute handle (18 or 0x0012))"),
+                       missing: "NAME|HANDLE|UUID (the characteristic: its name (cloudToken), its value handle (18 or 0x0012) or its UUID)"),
         PositionalSpec("HEX", help: "the value in hex (0102ff, 01:02:ff), or text:STRING, u16:N, ..., a profile name",
                        missing: "HEX (the value in hex (0102ff, 01:02:ff))"),
     ],
