@@ -6,6 +6,7 @@ import BareATT
 import LinuxBluetooth
 import LinkCore
 import GATTClient
+import GATTPeer
 import LinkCeiling
 
 #if canImport(Glibc)
@@ -80,7 +81,7 @@ enum Bench {
         do {
             return try await run(session, target: target, plan: plan, inv: inv, link: link, progress: progress)
         } catch let error as GATTError {
-            throw await session.labelled(error)
+            throw await session.lookup.labelled(error)
         }
     }
 
@@ -90,7 +91,7 @@ enum Bench {
                                          mtu: session.mtu, timeout: session.timeout)
         let hooks = BenchHooks(
             prepare: { try prepare(session, target: target, plan: plan, inv: inv, link: link) },
-            label: { await session.labelled($0) },
+            label: { await session.lookup.labelled($0) },
             backpressure: {
                 let o = session.transport.observations
                 return (o.blockedNanoseconds, o.wouldBlockCount)
