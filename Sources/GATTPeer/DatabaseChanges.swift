@@ -8,9 +8,11 @@ import GATTVocabulary
 public struct GATTDatabaseChange: Sendable, Equatable, CustomStringConvertible {
     /// What happened to the item.
     public enum Change: String, Sendable { case added, removed, moved }
+    /// Added, removed or moved.
     public var change: Change
     /// "service", "include", "characteristic", "descriptor".
     public var kind: String
+    /// Its UUID (a service's, an include's, a characteristic's, a descriptor's type).
     public var uuid: BluetoothUUID
     /// Where it is now (removed: where it was).
     public var handle: UInt16
@@ -19,6 +21,7 @@ public struct GATTDatabaseChange: Sendable, Equatable, CustomStringConvertible {
     /// What it belongs to: "service 180f", "characteristic 2a19 of service 180f"; nil for a service.
     public var parent: String?
 
+    /// One change, as `between` finds them.
     public init(change: Change, kind: String, uuid: BluetoothUUID, handle: UInt16, from: UInt16? = nil, parent: String?) {
         self.change = change
         self.kind = kind

@@ -22,19 +22,23 @@ public enum GATTWriteMode: String, Sendable, CaseIterable {
 public struct AttributeTypeNotFound: Error, Sendable, Equatable, CustomStringConvertible {
     /// The attribute type asked for.
     public var uuid: BluetoothUUID
+    /// The error for `uuid`.
     public init(uuid: BluetoothUUID) { self.uuid = uuid }
+    /// "no attribute of type 2a98": what names the handle in the error's words.
     public var description: String { "no attribute of type \(uuid)" }
 }
 
 /// One characteristic's values as `CharacteristicLookup.readEveryValue(of:)` read them: its value (nil when it
 /// is not readable) and each descriptor's, in order, each the bytes or the peer's ATT error.
 public struct CharacteristicValues: Sendable {
+    /// The characteristic, as discovered.
     public var characteristic: GATTCharacteristic
     /// Its value, read whole; nil when its properties do not allow a read.
     public var value: Result<[UInt8], GATTAttributeError>?
     /// One outcome per descriptor of `characteristic`, in its order.
     public var descriptors: [Result<[UInt8], GATTAttributeError>]
 
+    /// The outcomes of `characteristic`'s reads.
     public init(characteristic: GATTCharacteristic, value: Result<[UInt8], GATTAttributeError>?,
                 descriptors: [Result<[UInt8], GATTAttributeError>]) {
         self.characteristic = characteristic
