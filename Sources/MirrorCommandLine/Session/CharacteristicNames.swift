@@ -67,13 +67,7 @@ extension Session {
     func enumByte(_ name: String, at handle: UInt16) async throws -> UInt8 {
         let characteristics = try await discovered().services.flatMap(\.characteristics)
         let which = characteristics.first { $0.valueHandle == handle }.flatMap { profile.characteristicName($0.uuid) }
-        let table: [String: UInt8]
-        switch which {
-        case "scannerAction": table = profile.commands
-        case "scanState": table = Dictionary(profile.scanStates.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        case "scanError": table = Dictionary(profile.scanErrors.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        case "wifiConnectionStatus": table = Dictionary(profile.wifiConnectionStatuses.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        default:
+        guard let table = profile.namedValues(of: which) else {
             throw UsageError("invalid value \"\(name)\": \(ATTHex.handle(handle))\(which.map { " (\($0))" } ?? "") has no named values in the profile; give hex, text:STRING or u8:N", token: name, command: "write")
         }
         guard let byte = table.first(where: { $0.key.lowercased() == name.lowercased() })?.value else {
