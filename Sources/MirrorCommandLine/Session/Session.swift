@@ -1,6 +1,6 @@
 // The connection to one GATT server as the commands use it: the bearer, the CLI's observer (--trace, the
 // Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
-// every procedure is the GATT client's.
+// every procedure is GATTPeer's (GATTProcedures.swift, through `lookup`) or the GATT client's.
 import ATTStack
 import Bonding
 import LinuxBluetooth
