@@ -49,6 +49,16 @@ public final class BareLoop {
         ownsSocket = true
     }
 
+    /// Its own connection to a unix: peer with Exchange MTU sent (`clientRxMTU`, the GATT client's): the peer takes
+    /// the same values as on the client's connection (the bench's second connection).
+    public convenience init(connectingTo path: String, timeout: Double, clientRxMTU: UInt16) throws(BareATTError) {
+        try self.init(connectingTo: path, timeout: timeout)
+        do { try exchangeMTU(clientRxMTU: clientRxMTU) } catch {
+            close()
+            throw error
+        }
+    }
+
     deinit {
         out.deallocate()
         answer.deallocate()

@@ -106,11 +106,7 @@ public final class Peer: Sendable {
     /// Part G §4.8.1, §4.8.3); a handle is read as given, with no discovery.
     public func read(_ reference: CharacteristicReference) async throws -> [UInt8] {
         try await withLinkLoop(loop) {
-            try await labelled {
-                try await database.retryingOutOfSync(remapping: remapped(reference), locate: { try await valueHandle(reference) }) { handle in
-                    try await client.readLong(handle: handle)
-                }
-            }
+            try await lookup.retryingOutOfSync(reference) { handle in try await lookup.read(handle: handle) }
         }
     }
 
@@ -118,16 +114,9 @@ public final class Peer: Sendable {
     /// it exceeds the MTU's budget (§4.9.4), or a Write Command with `withResponse` false (§4.9.1, flow-controlled).
     public func write(_ reference: CharacteristicReference, _ value: [UInt8], withResponse: Bool = true) async throws {
         try await withLinkLoop(loop) {
-            try await labelled {
-                try await database.retryingOutOfSync(remapping: remapped(reference), locate: { try await valueHandle(reference) }) { handle in
-                    if !withResponse {
-                        try await client.writeWithoutResponse(handle: handle, value: value)
-                    } else if value.count > client.writeValueBudget {
-                        try await client.writeLong(handle: handle, value: value)
-                    } else {
-                        try await client.write(handle: handle, value: value)
-                    }
-                }
+            try await lookup.retryingOutOfSync(reference) { handle in
+                let mode: GATTWriteMode = !withResponse ? .command : value.count > client.writeValueBudget ? .long : .request
+                try await lookup.write(handle: handle, value: value, mode: mode)
             }
         }
     }
@@ -144,32 +133,4 @@ public final class Peer: Sendable {
 
     /// Ends the connection (idempotent).
     public func close(reason: String = "the application closed the connection") { client.close(reason: reason) }
-
-    /// A handle as given; a UUID or name resolved (and named in the engine's later words, a timeout's above all).
-    private func valueHandle(_ reference: CharacteristicReference) async throws -> UInt16 {
-        if case .handle(let h) = reference { return h }
-        let entry = try await lookup.characteristic(reference)
-        if let label = entry.label, client.name(of: entry.characteristic.valueHandle) == nil {
-            client.setName(label, for: entry.characteristic.valueHandle)
-        }
-        return entry.characteristic.valueHandle
-    }
-
-    /// `body`, with the peer's ATT error given its handle's name when it has none (a raw handle's, found after the
-    /// fact: `CharacteristicLookup.label(ofValueHandle:)`), so that a success costs nothing.
-    private func labelled<T>(_ body: () async throws -> T) async throws -> T {
-        do {
-            return try await body()
-        } catch let error as GATTError {
-            guard case .attribute(var e) = error, e.handleName == nil else { throw error }
-            e.handleName = await lookup.label(ofValueHandle: e.handle)
-            throw GATTError.attribute(e)
-        }
-    }
-
-    /// What a retry after Database Out Of Sync resolves again: a UUID or name; a raw handle is not remapped.
-    private func remapped(_ reference: CharacteristicReference) -> String? {
-        if case .handle = reference { return nil }
-        return reference.description
-    }
 }

@@ -49,6 +49,19 @@ public struct MirrorProfile: Sendable, Equatable {
         characteristics.first { $0.value == uuid }?.key
     }
 
+    /// The bytes a characteristic's values are named by, by name: scannerAction's commands, scanState's,
+    /// scanError's and wifiConnectionStatus's names; nil for any other characteristic (a name of the profile's).
+    public func namedValues(of characteristic: String?) -> [String: UInt8]? {
+        func byName(_ t: [UInt8: String]) -> [String: UInt8] { Dictionary(t.map { ($1, $0) }, uniquingKeysWith: { a, _ in a }) }
+        switch characteristic {
+        case "scannerAction": return commands
+        case "scanState": return byName(scanStates)
+        case "scanError": return byName(scanErrors)
+        case "wifiConnectionStatus": return byName(wifiConnectionStatuses)
+        default: return nil
+        }
+    }
+
     /// A command byte by name (every required one is present after parsing).
     public func command(_ name: String) -> UInt8? { commands[name] }
     /// The command's name for a scannerAction byte ("initDeviceForScan"), or "unknown(0x37)".

@@ -224,30 +224,3 @@ public func propertyNames(_ properties: UInt8) -> [String] {
 public func wellKnownName(_ uuid: String) -> String? {
     BluetoothUUID(string: uuid)?.name
 }
-
-/// The service UUIDs in advertising data (Core Spec Supplement Part A §1.1: AD types 0x02-0x07).
-public func advertisedServices(_ data: [UInt8]) -> [BluetoothUUID] {
-    var uuids: [BluetoothUUID] = []
-    var i = 0
-    while i < data.count {
-        let length = Int(data[i])
-        guard length > 0, i + 1 + length <= data.count else { break }
-        let type = data[i + 1]
-        let body = data[(i + 2)..<(i + 1 + length)]
-        let width: Int? = switch type {
-        case 0x02, 0x03: 2
-        case 0x04, 0x05: 4
-        case 0x06, 0x07: 16
-        default: nil
-        }
-        if let width {
-            var j = body.startIndex
-            while j + width <= body.endIndex {
-                if let u = BluetoothUUID(littleEndian: body[j..<(j + width)]), !uuids.contains(u) { uuids.append(u.shortest) }
-                j += width
-            }
-        }
-        i += 1 + length
-    }
-    return uuids
-}

@@ -6,6 +6,7 @@ import Bonding
 import LinuxBluetooth
 import LinkCore
 import GATTClient
+import GATTPeer
 import JSON
 import Mirror
 
@@ -25,6 +26,10 @@ extension ErrorReport {
             return gattReport(e)
         case let e as GATTAttributeError:
             return ErrorReport(cliError: .att(ATTErrorFacts(e)))
+        case let e as AttributeTypeNotFound:
+            // The server answered Read By Type with Attribute Not Found over the whole range.
+            return ErrorReport(cliError: .att(ATTErrorFacts(code: .attributeNotFound, request: .readByTypeRequest, handle: 0x0001,
+                                                            handleLabel: e.description, rejectedBy: .peer)))
         case let e as GATTTimeoutError:
             return gattReport(.timeout(e))
         case let e as GATTDisconnectedError:

@@ -165,3 +165,17 @@ final class CapabilityTests: XCTestCase {
         XCTAssertEqual(capEff(try String(contentsOfFile: "/proc/self/status", encoding: .utf8)), ownBefore)
     }
 }
+
+/// The service UUIDs of advertising data (Core Spec Supplement Part A §1.1), `mirror discover`'s services column.
+final class AdvertisingDataTests: XCTestCase {
+    func testAdvertisedServices() {
+        // Flags, complete 16-bit list (180d, 180f), complete 128-bit list, name.
+        let uuid128 = BluetoothUUID(string: "6e400001-b5a3-f393-e0a9-e50e24dcca9e")!
+        let data: [UInt8] = [2, 0x01, 0x06, 5, 0x03, 0x0D, 0x18, 0x0F, 0x18, 17, 0x07] + uuid128.littleEndianBytes
+            + [4, 0x09, 0x41, 0x42, 0x43]
+        XCTAssertEqual(LEAdvertisingReport.serviceUUIDs(in: data).map(\.description), ["180d", "180f", "6e400001-b5a3-f393-e0a9-e50e24dcca9e"])
+        XCTAssertEqual(LEAdvertisingReport.serviceUUIDs(in: [5, 0x03, 0x0D]), [], "a truncated structure is ignored")
+        let report = LEAdvertisingReport(eventType: 0, addressType: .public, address: BluetoothAddress(bytes: [1, 2, 3, 4, 5, 6])!, data: data, rssi: -40)
+        XCTAssertEqual(report.serviceUUIDs, LEAdvertisingReport.serviceUUIDs(in: data))
+    }
+}

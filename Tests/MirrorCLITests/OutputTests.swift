@@ -117,15 +117,6 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(propertyNames(0x3E), ["read", "write-without-response", "write", "notify", "indicate"])
     }
 
-    func testAdvertisedServices() {
-        // Flags, complete 16-bit list (180d, 180f), complete 128-bit list, name.
-        let uuid128 = BluetoothUUID(string: "6e400001-b5a3-f393-e0a9-e50e24dcca9e")!
-        let data: [UInt8] = [2, 0x01, 0x06, 5, 0x03, 0x0D, 0x18, 0x0F, 0x18, 17, 0x07] + uuid128.littleEndianBytes
-            + [4, 0x09, 0x41, 0x42, 0x43]
-        XCTAssertEqual(advertisedServices(data).map(\.description), ["180d", "180f", "6e400001-b5a3-f393-e0a9-e50e24dcca9e"])
-        XCTAssertEqual(advertisedServices([5, 0x03, 0x0D]), [], "a truncated structure is ignored")
-    }
-
     func testLibraryErrorRows() {
         let timeout = ErrorReport(GATTError.timeout(GATTTimeoutError(waitingFor: "Write Response", handle: 0x12, handleName: "cloudToken", after: .seconds(30))))
         XCTAssertEqual(timeout.status, .timeout)

@@ -107,4 +107,15 @@ final class MirrorProfileTests: XCTestCase {
             }
         }
     }
+
+    /// The values `write` takes by name: each enum the profile names, turned name to byte; none for other characteristics.
+    func testNamedValuesAreTheProfilesEnumsByName() {
+        let p = MirrorProfile.bundled
+        XCTAssertEqual(p.namedValues(of: "scannerAction"), p.commands)
+        XCTAssertEqual(p.namedValues(of: "scanState")?["invalid"], p.scanStates.first { $0.value == "invalid" }?.key)
+        XCTAssertEqual(p.namedValues(of: "scanError")?.count, p.scanErrors.count)
+        XCTAssertEqual(p.namedValues(of: "wifiConnectionStatus").map { Set($0.values) }, Set(p.wifiConnectionStatuses.keys))
+        XCTAssertNil(p.namedValues(of: "cloudToken"))
+        XCTAssertNil(p.namedValues(of: nil))
+    }
 }

@@ -1,5 +1,8 @@
 // mirror gatt TARGET [--read | --diff]: the whole GATT database, or what changed against the cached copy.
 import ATTStack
+import GATTClient
+import GATTPeer
+import GATTVocabulary
 import JSON
 
 let gattCommand = Command(CommandSpec(
@@ -36,7 +39,11 @@ let gattCommand = Command(CommandSpec(
         if inv.global.noCache { throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt") }
         let session = try await Session.open(target, inv)
         defer { session.close() }
-        let (cached, peerHash, changes) = try await session.diffAgainstCache()
+        // The shell's connection may have been opened with --no-cache.
+        guard session.databaseCache.store != nil else {
+            throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
+        }
+        let (cached, peerHash, changes) = try await session.databaseCache.changesSinceStored()
         if inv.global.json {
             inv.console.json(.object([
                 ("target", .string(session.cacheTarget)), ("cached", .bool(cached != nil)),
@@ -49,7 +56,7 @@ let gattCommand = Command(CommandSpec(
         } else if changes.isEmpty {
             inv.console.out("no change against the cached copy of \(session.cacheTarget)")
         } else {
-            for c in changes { inv.console.out(c.text) }
+            for c in changes { inv.console.out(c.description) }
         }
         return .success
     }
@@ -64,4 +71,58 @@ let gattCommand = Command(CommandSpec(
         for line in database.text { inv.console.out(line) }
     }
     return .success
+}
+
+extension GATTDatabaseChange {
+    /// `{"change", "kind", "uuid", "handle", "from", "parent"}` ("from" for a move only).
+    var json: JSONValue {
+        .object([("change", .string(change.rawValue)), ("kind", .string(kind)), ("uuid", .string(uuid.description)),
+                 ("handle", .int(Int(handle)))]
+                + (from.map { [("from", JSONValue.int(Int($0)))] } ?? [])
+                + [("parent", parent.map { .string($0) } ?? .null)])
+    }
+}
+
+extension Session {
+    /// The whole database (primary services, their includes, and the secondary services they include) as `gatt`
+    /// prints it, with every readable value read (GATTPeer's `readEveryValue(of:)`) and decoded when `readValues`.
+    func database(readValues: Bool) async throws -> DatabaseModel {
+        // Kept for the connection, so that names resolve later without discovering again (the shell).
+        let services = try await discovered().services
+        var model = DatabaseModel(services: services, mtu: mtu)
+        for c in services.flatMap(\.characteristics) {
+            if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
+            if let name = profile.characteristicName(c.uuid) { model.names[c.uuid.description] = name }
+        }
+        if services.contains(where: { $0.uuid == profile.service }) {
+            model.names[profile.service.description] = "mirror service"
+        }
+        guard readValues else { return model }
+        func outcome(_ r: Result<[UInt8], GATTAttributeError>) -> DatabaseModel.ReadOutcome {
+            switch r {
+            case .success(let value): return .value(value)
+            case .failure(let e): return .error(ATTErrorFacts(e))
+            }
+        }
+        // The outcomes go back to their places; what each value means (ValueFormatter) with its Presentation Format.
+        for (s, characteristics) in try await lookup.readEveryValue(of: services).enumerated() {
+            for (c, read) in characteristics.enumerated() {
+                let characteristic = read.characteristic
+                model.services[s].characteristics[c].value = read.value.map(outcome)
+                if case .success(let v)? = read.value {
+                    model.decoded[characteristic.valueHandle] = ValueFormatter.decode(
+                        v, uuid: characteristic.uuid, name: label(characteristic.uuid, userDescription: nil),
+                        profile: profile, presentation: read.presentationFormat)
+                }
+                for (d, r) in read.descriptors.enumerated() {
+                    model.services[s].characteristics[c].descriptors[d].value = outcome(r)
+                    if case .success(let v) = r {
+                        let descriptor = characteristic.descriptors[d]
+                        model.decoded[descriptor.handle] = ValueFormatter.decode(v, uuid: descriptor.uuid, name: nil, profile: profile)
+                    }
+                }
+            }
+        }
+        return model
+    }
 }

@@ -1,5 +1,6 @@
 // mirror read TARGET HANDLE|UUID|NAME: one value (long reads automatic), or every value of a UUID.
 import ATTStack
+import GATTPeer
 import JSON
 
 let readCommand = Command(CommandSpec(
@@ -47,13 +48,13 @@ let readCommand = Command(CommandSpec(
     // discovers nothing (in the shell, whether its background discovery is done would decide the output).
     let byName: Bool
     if case .name = reference { byName = true } else { byName = false }
-    let values: [ReadValue]
+    let values: [(handle: UInt16, value: [UInt8])]
     if case .uuid(let u) = reference {
         byUUID = true
-        values = try await session.databaseCache.retryingOutOfSync { try await session.read(.uuid(u)) }
+        values = try await session.databaseCache.retryingOutOfSync { try await session.lookup.read(uuid: u) }
     } else {
         byUUID = false
-        values = try await session.retryingOutOfSync(reference, command: "read") { h in try await session.read(.handle(h)) }
+        values = try await session.retryingOutOfSync(reference, command: "read") { h in [(h, try await session.lookup.read(handle: h))] }
     }
     if inv.global.json {
         let items: [JSONValue] = values.map { v in

@@ -1,5 +1,6 @@
 // mirror write TARGET HANDLE|UUID|NAME HEX [--no-response | --long | --reliable]
 import ATTStack
+import GATTPeer
 import JSON
 
 let writeCommand = Command(CommandSpec(
@@ -51,7 +52,7 @@ let writeCommand = Command(CommandSpec(
     let reference = try inv.positional(1, parseCharacteristicReference)!
     let written = try inv.positional(2, parseWriteValue)!
     if let note = try inv.positional(1, referenceAmbiguity) ?? nil { inv.console.err(note) }
-    let mode: WriteMode = inv.arguments.has("--no-response") ? .command
+    let mode: GATTWriteMode = inv.arguments.has("--no-response") ? .command
         : inv.arguments.has("--long") ? .long
         : inv.arguments.has("--reliable") ? .reliable : .request
     let session = try await Session.open(target, inv)
@@ -62,7 +63,7 @@ let writeCommand = Command(CommandSpec(
     // A UUID or name is resolved again, and the write retried once, after Database Out Of Sync (0x12).
     let handle = try await session.retryingOutOfSync(reference, command: "write") { h in
         if case .enumName(let name) = written { value = [try await session.enumByte(name, at: h)] }
-        try await session.write(handle: h, value: value, mode: mode)
+        try await session.lookup.write(handle: h, value: value, mode: mode, timeout: session.timeout)
         return h
     }
     if inv.global.json {
@@ -74,4 +75,16 @@ let writeCommand = Command(CommandSpec(
         inv.console.out("wrote \(value.count) byte\(value.count == 1 ? "" : "s") to \(ATTHex.handle(handle)) (\(mode.describe))")
     }
     return .success
+}
+
+extension GATTWriteMode {
+    /// What `write` says it sent (Core Spec Vol 3 Part G §4.9).
+    var describe: String {
+        switch self {
+        case .request: return "Write Request, confirmed"
+        case .command: return "Write Command, not confirmed"
+        case .long: return "long write: Prepare Write + Execute Write, confirmed"
+        case .reliable: return "reliable write: Prepare Write echoes checked + Execute Write, confirmed"
+        }
+    }
 }

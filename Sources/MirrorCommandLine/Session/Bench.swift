@@ -6,6 +6,7 @@ import BareATT
 import LinuxBluetooth
 import LinkCore
 import GATTClient
+import GATTPeer
 import LinkCeiling
 
 #if canImport(Glibc)
@@ -80,7 +81,7 @@ enum Bench {
         do {
             return try await run(session, target: target, plan: plan, inv: inv, link: link, progress: progress)
         } catch let error as GATTError {
-            throw await session.labelled(error)
+            throw await session.lookup.labelled(error)
         }
     }
 
@@ -90,7 +91,7 @@ enum Bench {
                                          mtu: session.mtu, timeout: session.timeout)
         let hooks = BenchHooks(
             prepare: { try prepare(session, target: target, plan: plan, inv: inv, link: link) },
-            label: { await session.labelled($0) },
+            label: { await session.lookup.labelled($0) },
             backpressure: {
                 let o = session.transport.observations
                 return (o.blockedNanoseconds, o.wouldBlockCount)
@@ -120,7 +121,8 @@ enum Bench {
             guard case .unix(let path) = target.target else {
                 throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection", command: "bench")
             }
-            preparation.bare = (.own(try BareLoop.connect(path: path, clientRxMTU: session.clientRxMTU, timeout: inv.global.timeout)), .secondConnection)
+            // A second connection with the same MTU as the GATT client's, so the peer takes the same values.
+            preparation.bare = (.own(try bareATT { try BareLoop(connectingTo: path, timeout: inv.global.timeout, clientRxMTU: UInt16(session.clientRxMTU)) }), .secondConnection)
         case .sameConnection:
             guard let bearer = session.transport.inner as? ATTBearer else {
                 throw CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
@@ -130,21 +132,6 @@ enum Bench {
             break
         }
         return preparation
-    }
-}
-
-/// The bare loop's connection as `mirror bench` opens it; its failures become the CLI's errors (`cliError`).
-extension BareLoop {
-    /// A second connection to a unix: peer, with the same MTU as the GATT client's, so the peer takes the same values.
-    static func connect(path: String, clientRxMTU: Int, timeout: Double) throws -> BareLoop {
-        try bareATT {
-            let loop = try BareLoop(connectingTo: path, timeout: timeout)
-            do { try loop.exchangeMTU(clientRxMTU: UInt16(clientRxMTU)) } catch {
-                loop.close()
-                throw error
-            }
-            return loop
-        }
     }
 }
 

@@ -11,21 +11,19 @@ extension Session {
     /// The value handle `reference` names: a handle as given, with no traffic; a UUID or a name by discovery,
     /// exactly one characteristic, else a usage error (exit status 2) listing the candidates or the names known.
     func resolve(_ reference: CharacteristicReference, command: String?) async throws -> UInt16 {
-        if case .handle(let h) = reference { return h }
-        let entry = try await characteristic(reference, command: command)
-        // The engine names the handle in what it says later, a timeout above all: after an ATT timeout the bearer
-        // is closed (Part F §3.3.3), so no name can be looked up then.
-        if let label = entry.label, client.name(of: entry.characteristic.valueHandle) == nil {
-            client.setName(label, for: entry.characteristic.valueHandle)
-        }
-        return entry.characteristic.valueHandle
+        try await usage(reference, command: command) { try await lookup.valueHandle(reference) }
     }
 
     /// The one characteristic a UUID or name names (a handle: the characteristic whose value or declaration it
     /// is), with its names (GATTPeer's CharacteristicLookup). Throws a usage error (exit status 2) for none or several.
     func characteristic(_ reference: CharacteristicReference, command: String?) async throws -> CharacteristicCatalog.Entry {
+        try await usage(reference, command: command) { try await lookup.characteristic(reference) }
+    }
+
+    /// `body`, a reference that names no characteristic or several a usage error (exit status 2) of `command`.
+    private func usage<T>(_ reference: CharacteristicReference, command: String?, _ body: () async throws -> T) async throws -> T {
         do {
-            return try await lookup.characteristic(reference)
+            return try await body()
         } catch let e as CharacteristicLookupError {
             throw UsageError(e.description, token: reference.description, command: command)
         }
@@ -47,18 +45,20 @@ extension Session {
     /// What a value at `handle` is, when this connection knows the database (discovered or cached; a raw HANDLE
     /// alone discovers nothing): the label of its characteristic (or descriptor) and its decoded form (ValueFormatter).
     func meaning(of bytes: [UInt8], at handle: UInt16) -> (name: String?, decoded: String?) {
-        guard let known = databaseCache.known else { return (nil, nil) }
-        for c in known.services.flatMap(\.characteristics) {
-            if c.valueHandle == handle {
-                let name = label(c.uuid, userDescription: known.descriptions[c.valueHandle])
-                return (name, ValueFormatter.decode(bytes, uuid: c.uuid, name: name, profile: profile))
-            }
-            if let d = c.descriptors.first(where: { $0.handle == handle }) {
-                let name = self.name(of: d.uuid)
-                return (name, ValueFormatter.decode(bytes, uuid: d.uuid, name: name, profile: profile))
-            }
+        switch lookup.knownAttribute(at: handle) {
+        case .value(let entry)?:
+            return (entry.label, ValueFormatter.decode(bytes, uuid: entry.characteristic.uuid, name: entry.label, profile: profile))
+        case .descriptor(let d, _)?:
+            let name = self.name(of: d.uuid)
+            return (name, ValueFormatter.decode(bytes, uuid: d.uuid, name: name, profile: profile))
+        case nil:
+            return (nil, nil)
         }
-        return (nil, nil)
+    }
+
+    /// A characteristic's name: the mirror profile's, else the well-known one.
+    func name(of uuid: BluetoothUUID) -> String? {
+        profile.characteristicName(uuid) ?? uuid.name ?? wellKnownName(uuid.description)
     }
 
     /// The byte a profile name stands for when written to the characteristic at `handle`: a scannerAction command
@@ -67,13 +67,7 @@ extension Session {
     func enumByte(_ name: String, at handle: UInt16) async throws -> UInt8 {
         let characteristics = try await discovered().services.flatMap(\.characteristics)
         let which = characteristics.first { $0.valueHandle == handle }.flatMap { profile.characteristicName($0.uuid) }
-        let table: [String: UInt8]
-        switch which {
-        case "scannerAction": table = profile.commands
-        case "scanState": table = Dictionary(profile.scanStates.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        case "scanError": table = Dictionary(profile.scanErrors.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        case "wifiConnectionStatus": table = Dictionary(profile.wifiConnectionStatuses.map { ($1, $0) }, uniquingKeysWith: { a, _ in a })
-        default:
+        guard let table = profile.namedValues(of: which) else {
             throw UsageError("invalid value \"\(name)\": \(ATTHex.handle(handle))\(which.map { " (\($0))" } ?? "") has no named values in the profile; give hex, text:STRING or u8:N", token: name, command: "write")
         }
         guard let byte = table.first(where: { $0.key.lowercased() == name.lowercased() })?.value else {

@@ -2,6 +2,7 @@
 // themselves are GATTPeer's FileDatabaseStore, the logic GATTClient's GATTDatabaseCache.
 import ATTStack
 import GATTClient
+import GATTPeer
 import GATTVocabulary
 
 extension Session {
@@ -45,23 +46,10 @@ extension Session {
     }
 
     /// For the mirror's procedures (scan, wifi), which otherwise discover only the mirror service: the database
-    /// known on this connection or by the cache, kept for the connection; nil when neither has it.
-    /// The profile's characteristics in it are verified first, as a name is (`verifiedMirrorCharacteristics`).
+    /// known on this connection or by the cache, its profile characteristics verified first as a name is
+    /// (GATTPeer's `knownOrStored(verifying:inService:)`); nil when neither has it.
     func cachedDatabase() async throws(GATTError) -> [GATTService]? {
-        guard let known = try await databaseCache.knownOrStored() else { return nil }
-        return try await verifiedMirrorCharacteristics(known.services)
-    }
-
-    /// The mirror procedures find the profile's characteristics in `services` by UUID and write to them: each one
-    /// the mirror service has is checked against the peer's declaration (`GATTDatabaseCache.verify`, as a name is; nothing is sent for
-    /// a database discovered on this connection). A mismatch rediscovered the database: that one is returned.
-    func verifiedMirrorCharacteristics(_ services: [GATTService]) async throws(GATTError) -> [GATTService] {
-        let named = services.filter { $0.isPrimary && $0.uuid == profile.service }.flatMap(\.characteristics)
-            .filter { profile.characteristicName($0.uuid) != nil }
-        for c in named where try await !databaseCache.verify(c) {
-            return databaseCache.known?.services ?? []
-        }
-        return services
+        try await databaseCache.knownOrStored(verifying: Set(profile.characteristics.values), inService: profile.service)
     }
 
     /// The note `gatt` prints when the cache is on and the peer serves no Database Hash; nil otherwise.
@@ -72,10 +60,9 @@ extension Session {
     }
 
     /// `body` on the value handle `reference` names, retried once after Database Out Of Sync (0x12) with a UUID
-    /// or name resolved again (`GATTDatabaseCache.retryingOutOfSync`; a raw handle is not remapped).
+    /// or name resolved again (GATTPeer's `CharacteristicLookup.retryingOutOfSync`; a raw handle is not remapped).
     func retryingOutOfSync<T>(_ reference: CharacteristicReference, command: String?,
                               _ body: (UInt16) async throws -> T) async throws -> T {
-        let remapping: String? = if case .handle = reference { nil } else { reference.description }
-        return try await databaseCache.retryingOutOfSync(remapping: remapping, locate: { try await resolve(reference, command: command) }, body)
+        try await lookup.retryingOutOfSync(reference, locate: { try await self.resolve($0, command: command) }, body)
     }
 }

@@ -19,7 +19,7 @@ struct DiscoveredDevice: Sendable {
         addressType = report.addressType.description
         rssi = report.rssi == 127 ? nil : Int(report.rssi)
         name = report.localName
-        services = advertisedServices(report.data).map(\.description)
+        services = report.serviceUUIDs.map(\.description)
         connectable = report.isConnectable
     }
 

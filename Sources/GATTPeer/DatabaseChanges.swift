@@ -1,25 +1,38 @@
-// What changed between two discoveries of a database (`mirror gatt TARGET --diff`): services, includes,
-// characteristics and descriptors added, removed or moved, each by UUID and handle.
+// What changed between two discoveries of a database (a stored copy and the one served now): services, includes,
+// characteristics and descriptors added, removed or moved (Core Spec Vol 3 Part G §2.5.2: handles may change).
 import ATTStack
 import GATTClient
-import JSON
 import GATTVocabulary
 
-/// One difference between a cached database and the one discovered now.
-struct DatabaseChange: Sendable, Equatable {
-    enum Change: String, Sendable { case added, removed, moved }
-    var change: Change
+/// One difference between a stored database and the one discovered now, known by UUID and handle.
+public struct GATTDatabaseChange: Sendable, Equatable, CustomStringConvertible {
+    /// What happened to the item.
+    public enum Change: String, Sendable { case added, removed, moved }
+    /// Added, removed or moved.
+    public var change: Change
     /// "service", "include", "characteristic", "descriptor".
-    var kind: String
-    var uuid: BluetoothUUID
+    public var kind: String
+    /// Its UUID (a service's, an include's, a characteristic's, a descriptor's type).
+    public var uuid: BluetoothUUID
     /// Where it is now (removed: where it was).
-    var handle: UInt16
+    public var handle: UInt16
     /// Where it was, for a move.
-    var from: UInt16?
+    public var from: UInt16?
     /// What it belongs to: "service 180f", "characteristic 2a19 of service 180f"; nil for a service.
-    var parent: String?
+    public var parent: String?
 
-    var text: String {
+    /// One change, as `between` finds them.
+    public init(change: Change, kind: String, uuid: BluetoothUUID, handle: UInt16, from: UInt16? = nil, parent: String?) {
+        self.change = change
+        self.kind = kind
+        self.uuid = uuid
+        self.handle = handle
+        self.from = from
+        self.parent = parent
+    }
+
+    /// "moved characteristic 2a19 from 0x0007 to 0x000A in service 180f"
+    public var description: String {
         let within = parent.map { " in \($0)" } ?? ""
         switch change {
         case .added: return "added \(kind) \(uuid) at \(ATTHex.handle(handle))\(within)"
@@ -28,33 +41,26 @@ struct DatabaseChange: Sendable, Equatable {
         }
     }
 
-    var json: JSONValue {
-        .object([("change", .string(change.rawValue)), ("kind", .string(kind)), ("uuid", .string(uuid.description)),
-                 ("handle", .int(Int(handle)))]
-                + (from.map { [("from", JSONValue.int(Int($0)))] } ?? [])
-                + [("parent", parent.map { .string($0) } ?? .null)])
-    }
-
     /// The changes from `old` to `new`, in the new database's handle order, then what was removed. Each item is
     /// known by its UUID, its parent's identity and its rank among its siblings with that UUID, so that an item
     /// at a new handle is a move, not a removal and an addition.
-    static func between(_ old: [GATTService], _ new: [GATTService]) -> [DatabaseChange] {
+    public static func between(_ old: [GATTService], _ new: [GATTService]) -> [GATTDatabaseChange] {
         let before = items(old), after = items(new)
         let oldByKey = Dictionary(before.map { ($0.key, $0) }, uniquingKeysWith: { a, _ in a })
         let newKeys = Set(after.map(\.key))
-        var out: [DatabaseChange] = []
+        var out: [GATTDatabaseChange] = []
         for item in after {
             if let was = oldByKey[item.key] {
                 if was.handle != item.handle {
-                    out.append(DatabaseChange(change: .moved, kind: item.kind, uuid: item.uuid, handle: item.handle,
-                                              from: was.handle, parent: item.parent))
+                    out.append(GATTDatabaseChange(change: .moved, kind: item.kind, uuid: item.uuid, handle: item.handle,
+                                                  from: was.handle, parent: item.parent))
                 }
             } else {
-                out.append(DatabaseChange(change: .added, kind: item.kind, uuid: item.uuid, handle: item.handle, parent: item.parent))
+                out.append(GATTDatabaseChange(change: .added, kind: item.kind, uuid: item.uuid, handle: item.handle, parent: item.parent))
             }
         }
         for item in before where !newKeys.contains(item.key) {
-            out.append(DatabaseChange(change: .removed, kind: item.kind, uuid: item.uuid, handle: item.handle, parent: item.parent))
+            out.append(GATTDatabaseChange(change: .removed, kind: item.kind, uuid: item.uuid, handle: item.handle, parent: item.parent))
         }
         return out
     }
@@ -95,14 +101,12 @@ struct DatabaseChange: Sendable, Equatable {
     }
 }
 
-extension Session {
-    /// `gatt --diff`: the cached copy (whatever the peer's hash says; nil when there is none usable), and the database
-    /// discovered now, stored as `discovered` would and kept for the connection (`GATTDatabaseCache.storedAndDiscovered`).
-    func diffAgainstCache() async throws -> (cached: GATTCachedDatabase?, peerHash: [UInt8]?, changes: [DatabaseChange]) {
-        guard databaseCache.store != nil else {
-            throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
-        }
-        let (cached, peerHash, services) = try await databaseCache.storedAndDiscovered()
-        return (cached, peerHash, cached.map { DatabaseChange.between($0.services, services) } ?? [])
+extension GATTDatabaseCache {
+    /// The store's copy (whatever the peer's hash says; nil when none is usable), the peer's Database Hash, and what
+    /// changed from that copy to the database discovered now, which is stored as `discovered` would and kept for
+    /// the connection (`storedAndDiscovered`).
+    public func changesSinceStored() async throws(GATTError) -> (stored: GATTCachedDatabase?, peerHash: [UInt8]?, changes: [GATTDatabaseChange]) {
+        let (stored, peerHash, services) = try await storedAndDiscovered()
+        return (stored, peerHash, stored.map { GATTDatabaseChange.between($0.services, services) } ?? [])
     }
 }
