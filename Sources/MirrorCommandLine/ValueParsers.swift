@@ -186,8 +186,10 @@ public enum WriteValue: Sendable, Equatable {
 }
 
 /// Parses a value to write: a typed value (`ValueEncoder.typed`: text:, hex:, u8:...i32:), bare hex, or a name
-/// (letters first, not hex) from the profile's table for the characteristic.
-public func parseWriteValue(_ token: String) throws(UsageError) -> WriteValue {
+/// (letters first, not hex) from the profile's table for the characteristic. `valueNames`: the names the profile
+/// gives the characteristic's values when the characteristic was named (empty: none), nil when it is not known yet
+/// (a handle or a UUID); the error suggests only those.
+public func parseWriteValue(_ token: String, valueNames: [String]? = nil) throws(UsageError) -> WriteValue {
     do {
         if let bytes = try ValueEncoder.typed(token) { return .bytes(bytes) }
     } catch {
@@ -200,7 +202,13 @@ public func parseWriteValue(_ token: String) throws(UsageError) -> WriteValue {
         if let first = token.first, first.isLetter, token.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "_" }) {
             return .enumName(token)
         }
-        throw UsageError("\(error.message); or give text:STRING, u8:N, u16:N, u32:N, i8:N, i16:N, i32:N, or a name the profile gives this characteristic's values (initDeviceForScan)", token: token)
+        let names: String
+        switch valueNames {
+        case nil: names = ", or a name the profile gives this characteristic's values"
+        case let n? where n.isEmpty: names = ""
+        case let n?: names = ", or one of the names the profile gives its values: " + n.joined(separator: ", ")
+        }
+        throw UsageError("\(error.message); or give text:STRING, u8:N, u16:N, u32:N, i8:N, i16:N, i32:N" + names, token: token)
     }
 }
 

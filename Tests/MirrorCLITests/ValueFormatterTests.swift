@@ -76,6 +76,20 @@ final class ValueFormatterTests: XCTestCase {
         }
     }
 
+    /// Issue 37: a bad value suggests only the names of the characteristic written (before: `write TARGET cloudToken
+    /// 6g` suggested initDeviceForScan, a value of scannerAction).
+    func testABadValueSuggestsOnlyThisCharacteristicsNames() throws {
+        let plain = try MirrorProcess.run(["write", "unix:/tmp/nowhere.sock", "cloudToken", "6g"])
+        XCTAssertEqual(plain.status, 2)
+        XCTAssertTrue(plain.stderr.contains("or give text:STRING, u8:N, u16:N, u32:N, i8:N, i16:N, i32:N\n"), plain.stderr)
+        XCTAssertFalse(plain.stderr.contains("initDeviceForScan"), plain.stderr)
+        let named = try MirrorProcess.run(["write", "unix:/tmp/nowhere.sock", "scannerAction", "6g"])
+        XCTAssertTrue(named.stderr.contains("or one of the names the profile gives its values: wifiScan, initDeviceForScan, reboot, cancelScan"), named.stderr)
+        XCTAssertThrowsError(try parseWriteValue("6g")) { e in
+            XCTAssertTrue("\(e)".hasSuffix("or a name the profile gives this characteristic's values"), "\(e)")
+        }
+    }
+
     func testReferencesSayWhichTheyTook() throws {
         XCTAssertEqual(try parseCharacteristicReference("handle:0x0012"), .handle(0x12))
         XCTAssertEqual(try parseCharacteristicReference("uuid:2902"), .uuid(.bit16(0x2902)))

@@ -50,7 +50,12 @@ let writeCommand = Command(CommandSpec(
     try inv.arguments.exclusive(["--no-response", "--long", "--reliable"])
     let target = try inv.target()
     let reference = try inv.positional(1, parseCharacteristicReference)!
-    let written = try inv.positional(2, parseWriteValue)!
+    // A characteristic named by the profile has its own value names (or none): a bad value suggests only those.
+    var valueNames: [String]?
+    if case .name(let name) = reference, let profile = try? loadProfile(inv), profile.characteristics[name] != nil {
+        valueNames = profile.namedValues(of: name).map { $0.sorted { $0.value < $1.value }.map(\.key) } ?? []
+    }
+    let written = try inv.positional(2) { (token: String) throws(UsageError) in try parseWriteValue(token, valueNames: valueNames) }!
     if let note = try inv.positional(1, referenceAmbiguity) ?? nil { inv.console.err(note) }
     let mode: GATTWriteMode = inv.arguments.has("--no-response") ? .command
         : inv.arguments.has("--long") ? .long
