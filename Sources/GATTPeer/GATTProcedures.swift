@@ -28,6 +28,30 @@ public struct AttributeTypeNotFound: Error, Sendable, Equatable, CustomStringCon
     public var description: String { "no attribute of type \(uuid)" }
 }
 
+/// A characteristic named to subscribe to that neither notifies nor indicates (its properties, Vol 3 Part G
+/// §3.3.1.1): the reference as the caller gave it, and those of the peer that do, so the error can offer them.
+public struct CharacteristicNotSubscribable: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The reference as given (a name, a UUID, a handle).
+    public var reference: String
+    public var valueHandle: UInt16
+    public var properties: GATTCharacteristicProperties
+    /// The characteristics that notify or indicate, each as "label (0x000C)".
+    public var subscribable: [String]
+
+    public init(reference: String, valueHandle: UInt16, properties: GATTCharacteristicProperties, subscribable: [String]) {
+        self.reference = reference
+        self.valueHandle = valueHandle
+        self.properties = properties
+        self.subscribable = subscribable
+    }
+
+    public var description: String {
+        (reference == ATTHex.handle(valueHandle) ? reference : "\(reference) (\(ATTHex.handle(valueHandle)))")
+            + " neither notifies nor indicates (properties: \(properties)); "
+            + (subscribable.isEmpty ? "no characteristic of the peer does" : "those that do: " + subscribable.joined(separator: ", "))
+    }
+}
+
 /// One characteristic's values as `CharacteristicLookup.readEveryValue(of:)` read them: its value (nil when it
 /// is not readable) and each descriptor's, in order, each the bytes or the peer's ATT error.
 public struct CharacteristicValues: Sendable {
@@ -190,6 +214,13 @@ extension CharacteristicLookup {
                     targets.append(try await characteristic(reference).characteristic)
                 }
             }
+        }
+        // A named characteristic that cannot notify is the caller's mistake: named as given, with those that can.
+        for (reference, c) in zip(references, targets) where !c.properties.contains(.notify) && !c.properties.contains(.indicate) {
+            let labels = try await catalog(describing: Set(notifying.map(\.valueHandle)))
+            throw CharacteristicNotSubscribable(
+                reference: reference.description, valueHandle: c.valueHandle, properties: c.properties,
+                subscribable: notifying.map { n in "\(labels.entry(at: n.valueHandle)?.label ?? n.uuid.description) (\(ATTHex.handle(n.valueHandle)))" })
         }
         let catalog = try await catalog(describing: Set(targets.map(\.valueHandle)))
         return targets.map { c in

@@ -14,6 +14,18 @@ final class ErrorAdviceTests: XCTestCase {
         XCTAssertTrue(readme.contains("`wifi list\\|status\\|join TARGET [SSID]`"), "the README's table gives the order the tool takes")
     }
 
+    /// `listen` on a characteristic that neither notifies nor indicates: bad usage (exit 2, before: 1), named as typed
+    /// (before: its UUID), with those that do.
+    func testListenOnACharacteristicThatCannotNotifyNamesItAndThoseThatCan() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let run = try MirrorProcess.run(["listen", sim.target, "cloudToken"])
+        XCTAssertEqual(run.status, 2, run.stderr)
+        XCTAssertTrue(run.stderr.hasPrefix("mirror: cloudToken (0x0012) neither notifies nor indicates (properties: read|write); those that do: "), run.stderr)
+        XCTAssertTrue(run.stderr.contains("scanState (0x000C), scanError (0x000F), wifiConnectionStatus (0x001C)"), run.stderr)
+        XCTAssertTrue(run.stderr.hasSuffix("see: mirror listen --help\n"), run.stderr)
+    }
+
     /// A unix: target that is a regular file, or a stream socket, is named as such (before: "exists but nobody
     /// listens on it", and a bare EPROTOTYPE).
     func testAUnixTargetThatIsAFileOrAStreamSocketIsNamed() throws {

@@ -140,6 +140,16 @@ final class GATTProceduresTests: XCTestCase {
             let list = all.map { ATTHex.handle($0.characteristic.valueHandle) }.joined(separator: ", ")
             XCTAssertEqual(e, .unsupported("handle 0x0009 is not a characteristic of unix:\(h.path); value handles that notify or indicate: \(list)"))
         }
+        // Issue 37: a named characteristic that cannot notify is named as given, with those that can.
+        do {
+            _ = try await peer.lookup.subscriptionTargets([.name("cloudToken")])
+            XCTFail("cloudToken neither notifies nor indicates")
+        } catch let e as CharacteristicNotSubscribable {
+            XCTAssertEqual(e.reference, "cloudToken")
+            XCTAssertEqual(e.subscribable, all.map { "\($0.label ?? $0.characteristic.uuid.description) (\(ATTHex.handle($0.characteristic.valueHandle)))" })
+            XCTAssertTrue(e.description.hasPrefix("cloudToken (0x0012) neither notifies nor indicates (properties: read|write); those that do: "), e.description)
+            XCTAssertTrue(e.subscribable.contains("scanState (0x000C)"), "\(e.subscribable)")
+        }
     }
 
     /// Subscribed with the mode and the value read after the CCCD write; the stream gets the values.

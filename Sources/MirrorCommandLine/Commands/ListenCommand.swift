@@ -219,6 +219,9 @@ extension Session {
                 },
                 resynchronizing: { subscribing = false },
                 subscribed: { entry, mode, value in subscribed(entry.characteristic, entry.label, mode, value) })
+        } catch let e as CharacteristicNotSubscribable {
+            // The user's token is wrong: bad usage (exit 2), naming it as typed and offering those that notify.
+            throw UsageError(e.description, token: e.reference, command: command ?? "listen")
         } catch {
             // The link ended while subscribing: print what arrived before it did (the stream ends after them).
             if subscribing, case .disconnected? = error as? GATTError {
