@@ -63,7 +63,7 @@ final class UsageTests: XCTestCase {
             (["gat", "unix:/tmp/x"], "mirror: unknown command \"gat\" (did you mean gatt?)\nsee: mirror --help\n"),
             (["read", "00:11:22:33:44:5Z", "0x12"], "mirror: invalid target \"00:11:22:33:44:5Z\": character 17: 'Z' is not a hexadecimal digit\nsee: mirror read --help\n"),
             (["read", "unix:/tmp/x", "0x12g"], "mirror: invalid handle \"0x12g\": expected a decimal number or 0x hex, as in 18 or 0x0012\nsee: mirror read --help\n"),
-            (["write", "unix:/tmp/x", "0x12", "0q"], "mirror: invalid hex value \"0q\": \"q\" at position 2 is not a hex digit; or give text:STRING, u8:N, u16:N, u32:N, i8:N, i16:N, i32:N, or a name the profile gives this characteristic's values (initDeviceForScan)\nsee: mirror write --help\n"),
+            (["write", "unix:/tmp/x", "0x12", "0q"], "mirror: invalid hex value \"0q\": \"q\" at position 2 is not a hex digit; or give text:STRING, u8:N, u16:N, u32:N, i8:N, i16:N, i32:N, or a name the profile gives this characteristic's values\nsee: mirror write --help\n"),
             (["write", "unix:/tmp/x", "0x12", "01", "--long", "--no-response"], "mirror: --no-response and --long cannot be used together\nsee: mirror write --help\n"),
             (["mtu", "unix:/tmp/x", "--mtu", "1000"], "mirror: --mtu: invalid MTU \"1000\": must be 23-517\nsee: mirror mtu --help\n"),
             (["bench", "unix:/tmp/x"], "mirror: missing --handle H (the value handle to write to)\nsee: mirror bench --help\n"),
