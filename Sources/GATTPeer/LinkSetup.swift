@@ -59,6 +59,14 @@ struct LinkConnection: Sendable {
     var mayRaiseSecurity: Bool
     /// A Just Works bond with nobody to answer a MITM pairing: no raise above medium.
     var raiseLimit: BTSecurityLevel?
+
+    /// Ends what the connect opened, when no Peer was made of it.
+    func close(reason: String) {
+        bearer.close(reason: reason)
+        link?.close()
+        pairing?.stop()
+        if let capture, capture.owned { capture.writer.close() }
+    }
 }
 
 /// The connect recipe for one target and its options.
@@ -145,6 +153,7 @@ struct LinkSetup {
             } catch {
                 bearer.close(reason: "could not open the btsnoop file")
                 monitor?.close()
+                pairing?.stop()
                 throw error
             }
         case nil: break

@@ -130,7 +130,11 @@ public final class Peer: Sendable {
                 configuration.raiseLimit = connection.raiseLimit
                 if let security = connection.security { configuration.initialSecurityLevel = max(security, .low) }
             }
-            let client = try await GATTClient.connect(transport: transport, configuration: configuration)
+            let client: GATTClient
+            do { client = try await GATTClient.connect(transport: transport, configuration: configuration) } catch {
+                connection.close(reason: "the GATT client did not start")
+                throw error
+            }
             // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache.
             let database = GATTDatabaseCache(client: client, store: options.cache, target: target.description,
                                              adapter: isUnix ? nil : options.adapter,
