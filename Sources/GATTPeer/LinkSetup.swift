@@ -185,9 +185,9 @@ struct LinkSetup {
 }
 
 extension Peer.Options {
-    /// One progress event to `progress`, else in words to `notes`.
+    /// One progress event to `progress`, else in words to `notes` (none for a connect that asked no link option).
     func report(_ p: PeerProgress) {
-        if let progress { progress(p) } else if let notes { notes(p.description) }
+        if let progress { progress(p) } else if let notes, !p.description.isEmpty { notes(p.description) }
     }
 }
 

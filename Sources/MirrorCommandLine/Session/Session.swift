@@ -1,6 +1,5 @@
-// The connection to one GATT server as the commands use it: the bearer, the CLI's observer (--trace, the
-// Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
-// every procedure is the GATT client's.
+// The connection to one GATT server as the commands use it: GATTPeer's Peer, connected with the global options
+// (`Session.open` fills Peer.Options and words its progress on stderr), and the commands' procedures over it.
 import ATTStack
 import Bonding
 import LinuxBluetooth
@@ -143,6 +142,7 @@ final class Session: Sendable {
         options.exchangesMTU = exchangeMTU
         options.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
         options.connectTimeout = g.timeout
+        options.names = CharacteristicNames(profile.characteristics)
         options.cache = g.noCache ? nil : FileDatabaseStore.standard(writeAdvice: Session.cacheWriteAdvice)
         // --pair: this process answers the kernel's pairing requests; --repair: a lost bond is paired again.
         options.pairing = g.pair ? agent ?? .standard(console: console) : nil
