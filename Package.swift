@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
         // The front door: connect to a peer (unix: or LE) on a link loop of its own, then discovery with the cache
         // (its files: FileDatabaseStore), names, reads, writes and subscriptions, every method on the link's loop.
-        .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
+        .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "Bonding", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
         // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
         .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),
         // The benches' measurement core: the write rounds through the GATT client on the link's loop (warm-up, size

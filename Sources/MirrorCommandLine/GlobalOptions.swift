@@ -1,4 +1,5 @@
 // The options every command may take (each command says which ones it honours).
+import GATTPeer
 
 /// The names of the global options.
 public enum GlobalOptionName: String, Sendable, CaseIterable, Hashable {
@@ -172,36 +173,7 @@ public struct GlobalOptions: Sendable, Equatable {
 }
 
 /// The PHY `--phy` asks for, both ways (Core Spec Vol 4 Part E §7.8.49 LE Set PHY).
-public enum LinkPHYChoice: String, Sendable, CaseIterable {
-    case le1M = "1m", le2M = "2m", coded
-}
-
-/// The link a command asks the controller for; nil members are left as they are. Ranges from Core Spec Vol 4
-/// Part E §7.8.18 (LE Connection Update) and §7.8.33 (LE Set Data Length).
-public struct LinkRequestOptions: Sendable, Equatable {
-    /// Connection interval min and max in ms (7.5-4000 in steps of 1.25 ms; HCI units of 1.25 ms, 0x0006-0x0C80).
-    public var interval: ClosedRange<Double>?
-    /// Peripheral latency in connection events (0-499, 0x0000-0x01F3).
-    public var latency: Int?
-    /// Supervision timeout in ms (100-32000 in steps of 10 ms; HCI units of 10 ms, 0x000A-0x0C80).
-    public var supervisionTimeoutMilliseconds: Int?
-    public var phy: LinkPHYChoice?
-    /// LL data length (max TX octets, 27-251, 0x001B-0x00FB).
-    public var dataLength: Int?
-
-    public init() {}
-
-    public static let intervalRange: ClosedRange<Double> = 7.5...4000
-    public static let latencyRange: ClosedRange<Int> = 0...499
-    public static let supervisionTimeoutRange: ClosedRange<Int> = 100...32000
-    public static let dataLengthRange: ClosedRange<Int> = 27...251
-
-    /// True when nothing is asked for.
-    public var isEmpty: Bool { interval == nil && latency == nil && supervisionTimeoutMilliseconds == nil && phy == nil && dataLength == nil }
-
-    /// True when a connection update is asked for (interval, latency or supervision timeout).
-    public var asksForConnectionUpdate: Bool { interval != nil || latency != nil || supervisionTimeoutMilliseconds != nil }
-
+extension LinkRequestOptions {
     /// The spec's rule between them, when all are known (Vol 6 Part B §4.5.2): the supervision timeout must be
     /// larger than (1 + latency) x interval max x 2.
     var inconsistency: String? {

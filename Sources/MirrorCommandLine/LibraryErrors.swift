@@ -50,6 +50,9 @@ extension ErrorReport {
             ])
         case let e as PairingError:
             return pairingReport(e)
+        case let e as PairingUnavailableError:
+            // No CAP_NET_ADMIN for the agent's management socket (GATTPeer's Pairing.openAgent).
+            return ErrorReport(status: .unsupported, message: e.description)
         case let e as EncryptionFailedError:
             return ErrorReport(status: .connection, message: e.description, fields: [
                 ("peer", .string(e.peer)), ("adapter", .string(e.adapter)), ("hciStatus", .int(Int(e.status))),

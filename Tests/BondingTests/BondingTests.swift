@@ -125,6 +125,33 @@ final class BondingTests: XCTestCase {
         XCTAssertEqual(BondStore(directory: root + "/none").list(adapter: adapter), [])
     }
 
+    /// `BondsRemoval` (`bonds remove`, --repair): the file removed under each adapter holding one, the kernel
+    /// asked per removal with the stored type, the lines and JSON said; a second removal finds nothing.
+    func testARemovalDeletesTheFileAsksTheKernelAndSaysSo() throws {
+        try store.save(legacyBond())
+        let bluez = root + "/no-bluetoothd"
+        var asked: [(BluetoothAddress, BluetoothAddress, LEAddressType)] = []
+        let removal = try BondsRemoval.run(store: store, peer: peer, adapters: nil, bluezRoot: bluez) { a, p, t in
+            asked.append((a, p, t))
+            return "the kernel held no keys for \(p) on hci0"
+        }
+        XCTAssertEqual(asked.map(\.0), [adapter])
+        XCTAssertEqual(asked.map(\.1), [peer])
+        XCTAssertEqual(asked.map(\.2), [.public])
+        XCTAssertEqual(removal.removed, [store.path(adapter: adapter, peer: peer)])
+        XCTAssertEqual(removal.lines, ["removed \(store.path(adapter: adapter, peer: peer))", "the kernel held no keys for \(peer) on hci0"])
+        XCTAssertEqual(removal.json, .object([("removed", .array([.string(store.path(adapter: adapter, peer: peer))])),
+                                              ("kernel", .array([.string("the kernel held no keys for \(peer) on hci0")])),
+                                              ("bluetoothd", .array([]))]))
+        XCTAssertNil(try store.load(adapter: adapter, peer: peer))
+        let again = try BondsRemoval.run(store: store, peer: peer, adapters: [adapter], bluezRoot: bluez) { _, _, _ in
+            XCTFail("nothing to unpair")
+            return ""
+        }
+        XCTAssertEqual(again.lines, ["no bond with \(peer) in \(store.directory)"])
+        XCTAssertEqual(BondStore.namesOfAdapters(in: store.directory), [adapter])
+    }
+
     func testACorruptFileIsAnErrorNamingTheFileNeverACrash() throws {
         try store.save(legacyBond())
         let file = store.path(adapter: adapter, peer: peer)

@@ -2,6 +2,7 @@
 // item 8): a unix: capture starts with a synthesized LE Connection Complete on the made-up handle 0x0000
 // (BTSnoopWriter.LinkOpening). Before, btmon was killed by SIGSEGV at the first Read By Type Request for 0x2803.
 import Foundation
+import GATTPeer
 import LinuxBluetooth
 import LinkCore
 @testable import MirrorCommandLine
@@ -102,8 +103,8 @@ final class CaptureReadersTests: XCTestCase {
         events.peripheralLatency = .known(4, source: .hciEvent("LE Connection Update Complete"))
         events.supervisionTimeoutMilliseconds = .known(2000, source: .hciEvent("LE Connection Update Complete"))
         let peer = BluetoothAddress(bytes: [0x12, 0x34, 0x56, 0x78, 0x9A, 0xBC])!
-        let seen = Session.linkOpening(peer: peer, type: .public, link: link, events: events, why: "seen")
-        let unseen = Session.linkOpening(peer: peer, type: .random, link: LinkState(allUnknown: .unavailable("none")),
+        let seen = PeerLink.linkOpening(peer: peer, type: .public, link: link, events: events, why: "seen")
+        let unseen = PeerLink.linkOpening(peer: peer, type: .random, link: LinkState(allUnknown: .unavailable("none")),
                                          events: nil, why: "unseen")
         let path = dir + "/le.btsnoop"
         let writer = try BTSnoopWriter(path: path)

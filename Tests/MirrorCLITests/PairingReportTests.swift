@@ -1,5 +1,6 @@
 // A pairing failure's exit status and JSON fields: who refused (this host, the peer, the kernel) and what was awaited.
 import XCTest
+import GATTPeer
 import JSON
 import LinuxBluetooth
 import MirrorCommandLine
@@ -45,5 +46,15 @@ final class PairingReportTests: XCTestCase {
         }
         let other = ATTErrorFacts(code: 0x0A, name: "Attribute Not Found", requestOpcode: 0x0A, requestName: "Read Request", handle: 3, rejectedBy: .peer)
         XCTAssertNil(ErrorReport(CLIError.att(other)).hint)
+    }
+
+    /// No CAP_NET_ADMIN for the agent (GATTPeer's PairingUnavailableError): the report CLIError.unsupported gave,
+    /// word for word (exit 7, no fields).
+    func testNoAgentHereIsUnsupportedWithItsSentence() {
+        let sentence = "--pair: mirror needs CAP_NET_ADMIN"
+        let report = ErrorReport(PairingUnavailableError(sentence))
+        XCTAssertEqual(report.status, .unsupported)
+        XCTAssertEqual(report.message, sentence)
+        XCTAssertEqual(report.json.compact, ErrorReport(CLIError.unsupported(sentence)).json.compact)
     }
 }

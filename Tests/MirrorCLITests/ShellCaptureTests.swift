@@ -3,6 +3,7 @@
 // the link's HCI records behind the same switches (LinkRecordSink: a unix: target has no link monitor to feed it).
 import Foundation
 import JSON
+import GATTPeer
 import LinuxBluetooth
 import LinkCore
 @testable import MirrorCommandLine
@@ -90,7 +91,8 @@ extension ShellTests {
         var fds: [Int32] = [0, 0]
         XCTAssertEqual(pipe(&fds), 0)
         defer { close(fds[0]) }
-        let records = LinkRecordSink(console: Console(outFD: fds[1], errFD: fds[1]), tracing: false)
+        let console = Console(outFD: fds[1], errFD: fds[1])
+        let records = LinkRecordSink(tracing: false) { console.err($0) }
         let event = HCILinkRecord(kind: .event(.disconnectionComplete(status: 0, handle: 0x0040, reason: 0x13)),
                                   packet: [0x04, 0x05, 0x04, 0x00, 0x40, 0x00, 0x13], timestampMicroseconds: 1_700_000_000_000_000)
         records.take(event)

@@ -207,7 +207,7 @@ WAITS = [
          trigger="HCILinkMonitorTests.testAnUnboundMonitorRefusesRequestsAndCloseEndsTheReaderAtOnce"),
     Wait("Sources/LinuxBluetooth/HCILinkMonitor.swift",
          "let found: T?? = state.wait(until: { s -> T?? in",
-         bound="HCILinkMonitor.awaitEvent, under awaitDisconnectReason(limit:) and awaitEncryptionFailure(limit:): the caller's limit (LinkSession.disconnectReasonWait, 500 ms), or the reader's end",
+         bound="HCILinkMonitor.awaitEvent, under awaitDisconnectReason(limit:) and awaitEncryptionFailure(limit:): the caller's limit (PeerLink.disconnectReasonWait, 500 ms), or the reader's end",
          trigger="HCILinkMonitorTests.testAwaitingTheDisconnectReasonIsBounded"),
     Wait("Sources/LinuxBluetooth/HCILinkMonitor.swift",
          "_ = state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns)",

@@ -2,6 +2,7 @@
 // bluetoothd); the kernel runs SMP (Core Spec 5.4 Vol 3 Part H).
 import ATTStack
 import Bonding
+import GATTPeer
 import Glibc
 import HostEnvironment
 import JSON
@@ -64,7 +65,7 @@ let pairCommand = Command(CommandSpec(
                          token: "\(target.target)", command: "pair")
     }
     let (io, passkey) = try inv.pairingAnswers()
-    let adapterName = try Discovery.adapterName(inv.global.adapter)
+    let adapterName = try HCIAdapter.chosen(inv.global.adapter)
     // Coexistence: bluetoothd answers the kernel's pairing requests too (negatively, when no agent of its asked), and
     // it owns the adapter's keys: pairing goes through it, and mirror uses the bond it keeps.
     if let pid = BluetoothDaemon.runningPID() {
@@ -72,7 +73,7 @@ let pairCommand = Command(CommandSpec(
     }
     let (outcome, adapter) = try Pairing.pair(address: address, type: target.addressType, adapter: adapterName, io: io,
                                               prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console),
-                                              note: { inv.console.err("note: \($0)") })
+                                              dropPrivileges: { Privilege.dropAll($0) }, note: { inv.console.err("note: \($0)") })
     let bond = outcome.alreadyPaired ? nil : try BondKeys.save(outcome.keyEvents, peer: outcome.address,
                                                                method: BondMethod(outcome.method), adapter: adapter, now: Int(time(nil)))
     if inv.global.json {
@@ -90,93 +91,14 @@ let pairCommand = Command(CommandSpec(
     return .success
 }
 
-enum Pairing {
-    /// The agent on `adapter`: checks CAP_NET_ADMIN first (a management socket is trusted only when bound with it),
-    /// opens the socket and prepares the adapter for `io`. An LE-only adapter cannot be asked whether the kernel has
-    /// SMP on it: it is powered off and on only when that disturbs nobody (no connection on it, and no bluetoothd,
-    /// which powers adapters through the interface: `daemonRuns`).
-    static func openAgent(adapter name: String?, io: IOCapability, prompts: PairingPrompts, daemonRuns: Bool,
-                          what: String, note: (String) -> Void) throws -> (PairingAgent, HCIAdapter) {
-        let capabilities = Capabilities.checkRawHCI()
-        guard capabilities.isSatisfied else { throw CLIError.unsupported(what + capabilities.summary) }
-        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
-        let agent = PairingAgent(socket: try ManagementSocket(adapter: adapter.name), index: adapter.index, prompts: prompts)
-        let idle = !daemonRuns && (try? HCIAdapter.connectionCount(index: adapter.index)) == 0
-        if let prepared = try agent.prepare(io: io, mayPowerCycle: idle) { note(prepared) }
-        return (agent, adapter)
+extension Pairing.AgentSetup {
+    /// A connecting command's --pair agent: NoInputNoOutput (Just Works), the terminal prompts, lines on stderr.
+    static func standard(console: Console) -> Pairing.AgentSetup {
+        Pairing.AgentSetup(io: .noInputNoOutput, prompts: Pairing.terminalPrompts(passkey: nil, console: console), say: { console.err($0) })
     }
+}
 
-    /// Opens the agent (the capabilities go once its socket is bound, unless `keepPrivilege`: --repair connects
-    /// again after it) and pairs; bluetoothd does not run (the command refused first).
-    static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String?, io: IOCapability,
-                     prompts: PairingPrompts, keepPrivilege: Bool = false, note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
-        defer { if !keepPrivilege { Privilege.dropAll("after the management socket was opened") } }
-        let (agent, adapter) = try openAgent(adapter: name, io: io, prompts: prompts, daemonRuns: false, what: "", note: note)
-        // The SMP watch's filter passes ACL data only with CAP_NET_RAW: opened before the capabilities go.
-        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
-        if !keepPrivilege { Privilege.dropAll("after the management socket was opened") }
-        return (try agent.pair(address: address, type: type, io: io, watch: watch), adapter)
-    }
-
-    /// --repair after a lost bond: removes this host's bond with `address` (the store's file and the kernel's keys,
-    /// as `mirror bonds remove`), pairs again (Just Works, or a passkey asked on the terminal) and keeps the new
-    /// bond, saying each step on stderr. The capabilities go once the agent's socket is bound.
-    static func repair(address: BluetoothAddress, type: LEAddressType, adapter name: String?, console: Console) throws {
-        let adapter = try HCIAdapter.resolve(try Discovery.adapterName(name))
-        let removal = try BondsRemoval.run(store: try BondStore.standard(), peer: address, adapters: [adapter.address])
-        for line in removal.lines { console.err("repair: \(TerminalText.escaped(line))") }
-        let (outcome, _) = try pair(address: address, type: type, adapter: adapter.name, io: .noInputNoOutput,
-                                    prompts: terminalPrompts(passkey: nil, console: console), keepPrivilege: true,
-                                    note: { console.err("note: \($0)") })
-        console.err("repair: paired with \(outcome.address) (\(outcome.type)) on \(adapter.name) again: \(outcome.method.rawValue)")
-        if !outcome.alreadyPaired {
-            let bond = try BondKeys.save(outcome.keyEvents, peer: outcome.address, method: BondMethod(outcome.method),
-                                         adapter: adapter, now: Int(time(nil)))
-            console.err("repair: \(bond.text)")
-        }
-    }
-
-    /// How --pair's agent answers: the IO capability it gives the adapter, its prompts, and where its lines go
-    /// ("pair: ..." and notes; the shell prints them above its line).
-    struct AgentSetup: Sendable {
-        var io: IOCapability
-        var prompts: PairingPrompts
-        var say: @Sendable (String) -> Void
-
-        /// A connecting command's: NoInputNoOutput (Just Works), the terminal prompts, lines on stderr.
-        static func standard(console: Console) -> AgentSetup {
-            AgentSetup(io: .noInputNoOutput, prompts: terminalPrompts(passkey: nil, console: console), say: { console.err($0) })
-        }
-    }
-
-    /// Opens the agent on `adapter` (default: the first that is up) and answers every pairing request there until
-    /// the returned service stops (--pair on a connecting command): `setup`'s IO capability and prompts (default
-    /// Just Works), its lines on stderr. A failed pairing is reported with its SMP Pairing Failed reason and sender
-    /// (the watch is opened here, before the connect drops CAP_NET_RAW).
-    static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, console: Console,
-                      setup given: AgentSetup? = nil) throws -> PairingService {
-        let setup = given ?? .standard(console: console)
-        let say = setup.say
-        let (agent, adapter) = try openAgent(adapter: name, io: setup.io, prompts: setup.prompts,
-                                             daemonRuns: daemonRuns, what: "--pair: ", note: { say("note: \($0)") })
-        // The SMP watch's filter passes ACL data only with CAP_NET_RAW: Session.open drops it after the connect.
-        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
-        // The keys of a pairing this connection starts: saved as a bond once the LTKs have come (each event saves
-        // what has come so far; a later one of the same role replaces it).
-        let events = Lock<[ManagementEvent]>([])
-        return try agent.startServing(report: { say("pair: \($0)") }, keys: { event in
-            let all = events.withLock { $0.append(event); return $0 }
-            // The method is not known here (the kernel may pair with no request to answer): recorded as unknown.
-            if let saved = try? BondKeys.save(all, peer: peer, method: .unknown, adapter: adapter, now: Int(time(nil))), saved.file != nil,
-               case .newLongTermKey = event { say("pair: \(saved.text)") }
-        }, watch: watch, bonded: { address in
-            // The store's bond for this adapter and peer, before this connection's keys replace it.
-            guard events.withLock({ $0.isEmpty }), let store = try? BondStore.standard(),
-                  let bond = try? store.load(adapter: adapter.address, peer: address) else { return nil }
-            return "\(bond.method.rawValue), kept in \(store.path(adapter: adapter.address, peer: address))"
-        })
-    }
-
+extension Pairing {
     /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the
     /// error then says to give --passkey). A passkey to show is printed on stderr.
     static func terminalPrompts(passkey: UInt32?, console: Console) -> PairingPrompts {

@@ -3,6 +3,7 @@
 import ATTStack
 import CBlueZSocket
 import GATTClient
+import GATTPeer
 import JSON
 import LineEditor
 import LinuxBluetooth

@@ -1,6 +1,6 @@
-// The connection to one GATT server as the commands use it: the bearer, the CLI's observer (--trace, the
-// Exchange MTU answer, backpressure), btsnoop capture, and the GATT client on top. No protocol logic here:
-// every procedure is GATTPeer's (GATTProcedures.swift, through `lookup`) or the GATT client's.
+// The connection to one GATT server as the commands use it: GATTPeer's Peer, connected with the global options
+// (`Session.open` fills Peer.Options and words its progress on stderr). No protocol logic here: every procedure is
+// GATTPeer's (GATTProcedures.swift, through `lookup`) or the GATT client's.
 import ATTStack
 import Bonding
 import LinuxBluetooth
@@ -33,62 +33,43 @@ struct MTUExchangeInfo: Sendable {
     var serverRxMTU: Int?
 }
 
-/// A connected GATT client with the procedures the commands need.
+/// A connected GATT client with the procedures the commands need: GATTPeer's Peer, and what the CLI says of it.
 final class Session: Sendable {
-    let client: GATTClient
-    let transport: ObservedTransport
+    /// The connection: the link, its bearers, the GATT client and the cache (GATTPeer).
+    let peer: Peer
+    var client: GATTClient { peer.client }
+    var transport: ObservedTransport { peer.transport }
     let clientRxMTU: Int
-    /// The btsnoop capture of this connection, if one is written: its writer, and whether the session opened it
-    /// (--btsnoop, closed with the connection) or was given it (the shell's, which outlives connections).
-    private let capture: Lock<(writer: BTSnoopWriter, owned: Bool)?>
     /// Where the link monitor's HCI records go (--trace lines, the capture).
-    let records: LinkRecordSink
+    var records: LinkRecordSink { peer.records }
     /// The ATT transaction timeout (--timeout).
     let timeout: Duration
     /// Names the mirror's characteristics (--profile, or the bundled profile).
     let profile: MirrorProfile
     /// The LE link under the bearer (nil over unix:, which has none).
-    let link: LinkSession?
+    var link: LinkSession? { peer.link }
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
-    let linkRequests: [LinkRequestReport]
+    var linkRequests: [LinkRequestReport] { peer.linkRequests }
     /// The database known on this connection, its user descriptions, and the GATT cache under it (GATTPeer's FileDatabaseStore):
     /// the GATT client's, with the cache files as its store (nil store with --no-cache).
-    let databaseCache: GATTDatabaseCache
+    var databaseCache: GATTDatabaseCache { peer.database }
     /// This process's pairing agent for the connection (--pair), stopped with it.
-    let pairing: PairingService?
+    var pairing: PairingService? { peer.pairing }
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
     /// This peer's key in the GATT cache (the TARGET as given).
     var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
-    /// Guards what --bearers came to (nil outcome with --bearers 1) and the Enhanced ATT bearers opened (SessionBearers.swift).
-    let enhancedBearers = Lock<(outcome: EnhancedBearerOutcome?, links: [SessionEnhancedBearer])>((nil, []))
 
-    private init(client: GATTClient, transport: ObservedTransport, clientRxMTU: Int,
-                 capture: (writer: BTSnoopWriter, owned: Bool)?, records: LinkRecordSink,
-                 timeout: Duration, profile: MirrorProfile, link: LinkSession?, linkRequests: [LinkRequestReport],
-                 heldByShell: Bool, databaseCache: GATTDatabaseCache, warn: @escaping @Sendable (String) -> Void,
-                 pairing: PairingService?) {
-        self.pairing = pairing
+    private init(peer: Peer, clientRxMTU: Int, timeout: Duration, profile: MirrorProfile, heldByShell: Bool,
+                 warn: @escaping @Sendable (String) -> Void) {
+        self.peer = peer
         self.heldByShell = heldByShell
-        self.databaseCache = databaseCache
         self.warn = warn
-        self.client = client
-        self.link = link
-        self.linkRequests = linkRequests
         self.profile = profile
         self.timeout = timeout
-        self.transport = transport
         self.clientRxMTU = clientRxMTU
-        self.capture = Lock(capture)
-        self.records = records
-    }
-
-    /// Whether `error` is the socket's EACCES (a security failure on an L2CAP socket).
-    static func isPermissionDenied(_ error: any Error) -> Bool {
-        if case .socket(let e)? = error as? TransportError { return e.errno == .permissionDenied }
-        return false
     }
 
     /// The ATT_MTU in effect.
@@ -108,143 +89,60 @@ final class Session: Sendable {
     /// `agent`: how --pair's agent answers (the shell's: --io, --passkey, questions at its prompt); default Just Works.
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
                      heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
-                     exchangeMTU: Bool = true, mayRepair: Bool = true, agent: Pairing.AgentSetup? = nil) async throws -> Session {
+                     exchangeMTU: Bool = true, agent: Pairing.AgentSetup? = nil) async throws -> Session {
         if let attached = inv.attached {
             inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
             return attached
         }
         let g = inv.global
         let profile = try g.profile.map { path throws(MirrorProfileError) in try MirrorProfile.load(path: path) } ?? .bundled
-        let asked = g.security.map { level -> BTSecurityLevel in
+        let console = inv.console, notes = inv.notes
+        let warn: @Sendable (String) -> Void = { console.err("mirror: " + terminalLines($0)) }
+        var options = Peer.Options()
+        options.loop = inv.loop
+        options.adapter = g.adapter
+        options.addressType = target.addressType
+        options.security = g.security.map { level -> BTSecurityLevel in
             switch level {
             case .low: return .low
             case .medium: return .medium
             case .high: return .high
             }
         }
-        let records = LinkRecordSink(console: inv.console, tracing: g.trace)
-        // --pair: this process answers the kernel's pairing requests for the connection's life (opened while the
-        // capabilities are held: the management socket is trusted only then), and the link asks for encryption.
-        let peerAddress: BluetoothAddress? = if case .bluetooth(let a) = target.target { a } else { nil }
-        // Asked once, and only for a Bluetooth link: whether bluetoothd runs (it owns the keys and its own agent).
-        let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
-        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console, setup: agent) } : nil
-        // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
-        // Not under bluetoothd: it loads its own keys, and a Load Long Term Keys would replace its whole list.
-        let loaded = try daemonRuns ? nil : peerAddress.flatMap {
-            try BondKeys.loadIfBonded(peer: $0, type: target.addressType, adapter: HCIAdapter.resolve(Discovery.adapterName(g.adapter)))
-        }
-        if let loaded { inv.console.err("note: \(loaded.note)") }
-        // Said when the link asks for encryption: whose keys it will use (README "Pairing and bonds").
-        if daemonRuns, let peerAddress, (asked?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue || g.pair {
-            let adapter = try? HCIAdapter.resolve(Discovery.adapterName(g.adapter))
-            inv.console.err("note: \(adapter.map { BondKeys.daemonNote(peer: peerAddress, adapter: $0.address, adapterName: $0.name) } ?? BondKeys.daemonRunsNote)")
-        }
-        // A raise of the link's security after a peer's Insufficient Encryption / Authentication pairs, or encrypts
-        // with a held key: only worth it with an agent here (--pair), a bond loaded, or bluetoothd (its bonds, its
-        // agent); else nobody answers the kernel's confirmation and SMP's 30 s timeout ends the link, so the error
-        // comes at once with how to pair.
-        let mayRaiseSecurity = pairing != nil || loaded != nil || daemonRuns
-        let security: BTSecurityLevel? = g.pair && !target.isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
-        // A unix: target needs no capability: any the keeper still holds go now (Privilege).
-        if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }
-        let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
-        let bearer: ATTBearer
-        do {
-            // A resolvable private address resolved to a bond: its identity (BondKeys.loadIfBonded says why).
-            let (to, type): (BearerTarget, LEAddressType) = loaded?.identity.map { (.bluetooth($0.address), $0.type) } ?? (target.target, target.addressType)
-            bearer = try ATTBearer.connect(to: to, type: type, adapter: g.adapter,
-                                           timeout: g.timeout, security: target.isUnix ? nil : security, loop: inv.loop)
-        } catch {
-            // A connect that asked for encryption and got EACCES: the kernel ended the link on a failed Encryption
-            // Change (net/bluetooth's bt_to_errno), which the monitor saw; its status says why.
-            let encryption = (security?.rawValue ?? 0) >= BTSecurityLevel.medium.rawValue && Self.isPermissionDenied(error)
-                ? monitor?.awaitEncryptionFailure(limit: LinkSession.disconnectReasonWait) : nil
-            if !(g.repair && encryption == 0x06) { Privilege.dropAll("after a failed connect") }
-            monitor?.close()
-            pairing?.stop()
-            if let encryption, case .bluetooth(let address) = target.target {
-                let failure = EncryptionFailedError(peer: address.description, adapter: g.adapter ?? "the default adapter", status: encryption)
-                // --repair: the peer forgot the bond; forget this host's, pair again, and connect afresh (once).
-                if failure.isLostBond, g.repair, mayRepair, !daemonRuns {
-                    inv.console.err("repair: \(failure)")
-                    try Pairing.repair(address: address, type: target.addressType, adapter: g.adapter, console: inv.console)
-                    return try await open(target, inv, announceLink: announceLink, heldByShell: heldByShell,
-                                          capture: shellCapture, exchangeMTU: exchangeMTU, mayRepair: false, agent: agent)
-                }
-                throw failure
-            }
-            throw error
-        }
-        var capture: (writer: BTSnoopWriter, owned: Bool)?
-        // The link monitor's records carry the real LE Connection Complete when it sees LE events; else one is synthesized.
-        let opening = linkOpening(bearer: bearer, monitor: monitor, afterConnect: false, monitorNote: monitorNote)
-        if let writer = shellCapture {
-            attach(writer, bearer: bearer, records: records, link: opening)
-            capture = (writer, false)
-        } else if let path = g.btsnoop {
-            do {
-                let writer = try BTSnoopWriter(path: path)
+        options.mtu = g.mtu ?? ATTMTU.maximum
+        options.exchangesMTU = exchangeMTU
+        options.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
+        options.connectTimeout = g.timeout
+        options.names = CharacteristicNames(profile.characteristics)
+        options.cache = g.noCache ? nil : FileDatabaseStore.standard(writeAdvice: Session.cacheWriteAdvice)
+        // --pair: this process answers the kernel's pairing requests; --repair: a lost bond is paired again.
+        options.pairing = g.pair ? agent ?? .standard(console: console) : nil
+        options.repair = g.repair ? Pairing.terminalPrompts(passkey: nil, console: console) : nil
+        options.linkRequests = g.link
+        options.records = LinkRecordSink(tracing: g.trace) { console.err($0) }
+        options.trace = { console.err($0) }
+        options.tracing = g.trace
+        options.capture = shellCapture.map { .writer($0) } ?? g.btsnoop.map { .file($0) }
+        options.enhancedBearers = g.bearers
+        options.dropPrivileges = { Privilege.dropAll($0) }
+        options.progress = { [key = target.cacheKey] event in
+            switch event {
+            case .note(let s): console.err("note: \(s)")
+            case .repair(let s): console.err("repair: \(s)")
+            case .linkRequests(let requests):
+                if announceLink, !g.json { for r in requests { console.err("link: \(r.text)") } }
+            case .linked(let link): notes.setLinkDrop { link.dropReason() }
+            case .captureFailed(let error):
                 // Said at the first failed write, and the command's status made 1 (Runner.execute).
-                writer.onFailure { [console = inv.console, notes = inv.notes] error in
-                    console.err("mirror: \(error)")
-                    notes.captureFailure.withLock { $0 = $0 ?? error }
-                }
-                attach(writer, bearer: bearer, records: records, link: opening)
-                capture = (writer, true)
-            } catch {
-                bearer.close(reason: "could not open the btsnoop file")
-                monitor?.close()
-                throw error
+                console.err("mirror: \(error)")
+                notes.captureFailure.withLock { $0 = $0 ?? error }
+            case .cache(let e): warn(Session.cacheText(e, target: key))
+            case .bearers(let outcome): for line in Self.bearerNotes(outcome) { warn(line) }
             }
         }
-        // The events seen since the connect (LE Connection Complete) reach --trace and btsnoop here, in order.
-        if let monitor { _ = try? monitor.bind(to: bearer) }
-        var link: LinkSession?
-        let requests = LinkSession.ask(g.link, monitor: monitor, bearer: bearer,
-                                       monitorNote: target.isUnix ? "\(target.target) is a unix socket, with no radio link" : monitorNote)
-        // The last privileged work of a connection (the link options above, LE Read PHY and LE Read Buffer Size for
-        // `link`), then every capability goes, before the GATT client reads a byte of the peer's (Privilege).
-        if Privilege.isKept { monitor?.prefetchPrivilegedReads() }
-        Privilege.dropAll("after the connect")
-        if announceLink, !g.json { for r in requests { inv.console.err("link: \(r.text)") } }
-        if !target.isUnix {
-            link = LinkSession(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
-            inv.notes.setLinkDrop { [link] in link?.dropReason() }
-        }
-        let observed = ObservedTransport(bearer, tracing: g.trace) { [console = inv.console] in console.err($0) }
-        var configuration = GATTClient.Configuration()
-        let clientRxMTU = g.mtu ?? ATTMTU.maximum
-        configuration.clientRxMTU = clientRxMTU
-        configuration.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
-        if !target.isUnix {
-            configuration.setSecurityLevel = { level in try bearer.setSecurityLevel(level) }
-            configuration.retryAfterRaisingSecurity = mayRaiseSecurity
-            // A bond's Just Works key with no agent here: a raise to high would start a MITM pairing that nobody
-            // answers and that the kernel never reports to the socket, so 0x05 is the peer's answer to show.
-            if pairing == nil, !daemonRuns, let loaded, !loaded.authenticated { configuration.raiseLimit = .medium }
-            if let security { configuration.initialSecurityLevel = max(security, .low) }
-        }
-        let client = try await GATTClient.connect(transport: observed, configuration: configuration)
-        let warn: @Sendable (String) -> Void = { [console = inv.console] in console.err("mirror: " + terminalLines($0)) }
-        // Service Changed (Part G §7.1) invalidates what is known of the database, here and in the cache (the client's
-        // indication path, every bearer's).
-        let databaseCache = GATTDatabaseCache(client: client, store: g.noCache ? nil : FileDatabaseStore.standard(writeAdvice: Session.cacheWriteAdvice), target: target.cacheKey,
-                                              adapter: target.isUnix ? nil : g.adapter,
-                                              report: { [key = target.cacheKey] in warn(Session.cacheText($0, target: key)) })
-        let session = Session(client: client, transport: observed, clientRxMTU: clientRxMTU, capture: capture, records: records,
-                              timeout: configuration.transactionTimeout, profile: profile, link: link,
-                              linkRequests: requests, heldByShell: heldByShell, databaseCache: databaseCache, warn: warn,
-                              pairing: pairing)
-        guard exchangeMTU else { return session }
-        do {
-            _ = try await client.exchangeMTU()
-        } catch {
-            session.closeConnection()
-            throw error
-        }
-        await session.openEnhancedBearers(g, target: target, security: target.isUnix ? nil : security, console: inv.console)
-        return session
+        let peer = try await Peer.connect(to: target.target, options: options)
+        return Session(peer: peer, clientRxMTU: g.mtu ?? ATTMTU.maximum, timeout: options.transactionTimeout, profile: profile,
+                       heldByShell: heldByShell, warn: warn)
     }
 
     /// The notifications a procedure (listen, scan, wifi join) reads from its start. One-shot: the bearer's
@@ -266,83 +164,20 @@ final class Session: Sendable {
         closeConnection()
     }
 
-    /// Ends the connection (the GATT client, the link watch, the btsnoop file it opened).
-    func closeConnection(reason: String = "mirror is done") {
-        client.close(reason: reason)
-        link?.close()
-        pairing?.stop()
-        if let c = capture.withLock({ $0 }), c.owned { c.writer.close() }
-    }
+    /// Ends the connection (the GATT client, the link watch, the agent, the btsnoop file it opened).
+    func closeConnection(reason: String = "mirror is done") { peer.close(reason: reason) }
 
     /// The btsnoop file this connection is written to, if any.
-    var snoop: BTSnoopWriter? { capture.withLock { $0?.writer } }
+    var snoop: BTSnoopWriter? { peer.snoop }
 
-    /// Writes this connection's ATT PDUs, and its link's HCI records, to `writer` from now on, under an index of
-    /// their own (`mirror shell`'s btsnoop FILE); a capture before it stops (`stopCapture`).
-    func startCapture(_ writer: BTSnoopWriter) {
-        stopCapture()
-        guard let bearer = transport.inner as? ATTBearer else { return }
-        // The link's LE Connection Complete came before this capture: it starts with a synthesized one.
-        let opening = Session.linkOpening(bearer: bearer, monitor: link?.monitor, afterConnect: true, monitorNote: nil)
-        let index = Session.attach(writer, bearer: bearer, records: records, link: opening)
-        for link in enhancedBearers.withLock({ $0.links }) { link.bearer.capture(into: writer, linkIndex: index) }
-        capture.withLock { $0 = (writer, false) }
-    }
+    /// Writes this connection's ATT PDUs and its link's HCI records to `writer` from now on (`mirror shell`'s btsnoop FILE).
+    func startCapture(_ writer: BTSnoopWriter) { peer.startCapture(writer) }
 
     /// Stops writing the capture (closing its file when the session opened it).
-    func stopCapture() {
-        guard let c = capture.withLock({ s in defer { s = nil }; return s }) else { return }
-        (transport.inner as? ATTBearer)?.endCapture()
-        for link in enhancedBearers.withLock({ $0.links }) { link.bearer.endCapture() }
-        records.capture.withLock { $0 = nil }
-        if c.owned { c.writer.close() }
-    }
-
-    /// The bearer's PDUs and the link's HCI records (from the next one) into `writer`, under one new index, after
-    /// a synthesized LE Connection Complete where the capture would hold none (`linkOpening`; unix: always).
-    @discardableResult
-    private static func attach(_ writer: BTSnoopWriter, bearer: ATTBearer, records: LinkRecordSink,
-                               link: BTSnoopWriter.LinkOpening?) -> UInt16 {
-        let index = bearer.capture(into: writer, link: link)
-        records.capture.withLock { $0 = (writer, index) }
-        return index
-    }
-
-    /// The LE Connection Complete (Vol 4 Part E §7.7.65.1) an LE bearer's capture synthesizes because it will not
-    /// hold the real one: the monitor does not see LE events (no CAP_NET_RAW), or the capture starts after the
-    /// connect (`afterConnect`: the shell's btsnoop FILE). Its values are the link's where known (L2CAP_CONNINFO,
-    /// HCIGETCONNINFO, the monitor's events), Linux's defaults otherwise. Nil when the real one is captured, and
-    /// for a bearer without a radio (ATTBearer.capture synthesizes that one itself).
-    static func linkOpening(bearer: ATTBearer, monitor: HCILinkMonitor?, afterConnect: Bool,
-                            monitorNote: String?) -> BTSnoopWriter.LinkOpening? {
-        guard case .le(let peer, let type, _) = bearer.endpoint else { return nil }
-        if !afterConnect, monitor?.receivesLEEvents == true { return nil }
-        let why = afterConnect ? "the capture began after the link's LE Connection Complete"
-            : "the link's LE events are not watched (\(monitorNote ?? "no link monitor"))"
-        return linkOpening(peer: peer, type: type, link: LinkState.read(bearer: bearer), events: monitor?.eventState(), why: why)
-    }
-
-    /// An LE link's synthesized event: the handle and role the kernel gave (`link`), and the interval, latency and
-    /// supervision timeout the monitor's events gave (`events`), in the event's units; Linux's defaults where unknown.
-    static func linkOpening(peer: BluetoothAddress, type: LEAddressType, link: LinkState, events: LinkState?,
-                            why: String) -> BTSnoopWriter.LinkOpening {
-        BTSnoopWriter.LinkOpening(
-            handle: link.handle.value ?? BTSnoopWriter.aclHandle, role: link.role.value ?? .central,
-            peerAddressType: type, peer: peer,
-            interval: events?.intervalMilliseconds.value.map { UInt16(clamping: Int(($0 / 1.25).rounded())) }
-                ?? BTSnoopWriter.LinkOpening.defaultInterval,
-            latency: events?.peripheralLatency.value.map { UInt16(clamping: $0) } ?? 0,
-            supervisionTimeout: events?.supervisionTimeoutMilliseconds.value.map { UInt16(clamping: $0 / 10) }
-                ?? BTSnoopWriter.LinkOpening.defaultSupervisionTimeout,
-            reason: why + "; a value the link did not show is Linux's default")
-    }
+    func stopCapture() { peer.stopCapture() }
 
     /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.
-    func setTracing(_ on: Bool) {
-        transport.setTracing(on)
-        for link in enhancedBearers.withLock({ $0.links }) { link.observed.setTracing(on) }
-        records.setTracing(on)
-    }
+    func setTracing(_ on: Bool) { peer.setTracing(on) }
 
     /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
     /// unknown, the ATT MTU, and what the link options came to.

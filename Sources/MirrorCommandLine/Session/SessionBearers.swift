@@ -1,20 +1,12 @@
-// --bearers N: the session's Enhanced ATT bearers (Core Spec 5.4 Vol 3 Part F §3.2.11, Part G §2.4) opened after the
-// connect through the GATT client's one flow (`openEnhancedBearers`), a bearer not opened said on stderr, and the
-// bearers listed for `mirror mtu` and `mirror link`.
+// --bearers N: what the session's Enhanced ATT bearers (Core Spec 5.4 Vol 3 Part F §3.2.11, Part G §2.4; opened by
+// GATTPeer's PeerBearerSetup) came to, a bearer not opened said on stderr, and the bearers listed for `mirror mtu`
+// and `mirror link`.
 import ATTStack
 import GATTClient
 import GATTPeer
 import JSON
 import LinuxBluetooth
 import LinkCore
-
-/// One Enhanced ATT bearer the session opened: its socket (for its CIDs) and the CLI's watch on it (--trace).
-struct SessionEnhancedBearer: Sendable {
-    /// Its index in `GATTClient.bearers`.
-    var index: Int
-    var bearer: ATTBearer
-    var observed: ObservedTransport
-}
 
 /// One bearer as `mirror mtu` and `mirror link` list it.
 struct BearerRow: Sendable {
@@ -32,40 +24,6 @@ struct BearerRow: Sendable {
 }
 
 extension Session {
-    /// Opens the Enhanced ATT bearers `--bearers` asks for beside CID 4 (nothing when it asks for 1): ECRED
-    /// channels on PSM 0x0027 over an LE link, `PATH.eatt` over `unix:PATH`, each traced like CID 4 (--trace; their
-    /// indications, Service Changed too, join the client's one notification path). Each bearer not opened is a
-    /// note on stderr; the command goes on over what opened.
-    func openEnhancedBearers(_ g: GlobalOptions, target: TargetArgument, security: BTSecurityLevel?, console: Console) async {
-        guard g.bearers > 1 else { return }
-        let opened = Lock<[(bearer: ATTBearer, observed: ObservedTransport)]>([])
-        let outcome = await client.openEnhancedBearers(g.bearers) { n throws(TransportError) in
-            let bearer: ATTBearer
-            switch target.target {
-            case .unix(let path):
-                bearer = try ATTBearer.connectEnhanced(unixPath: path, mtu: clientRxMTU, timeout: g.timeout, loop: client.eventLoop)
-            case .bluetooth(let address):
-                bearer = try ATTBearer.connectEnhanced(to: address, type: target.addressType, adapter: g.adapter,
-                                                       mtu: clientRxMTU, timeout: g.timeout, security: security,
-                                                       loop: client.eventLoop)
-            }
-            let channel = try EnhancedBearerChannel(bearer)
-            // --trace names the bearer on its lines; btsnoop records it on the link's index, on its channel's CIDs.
-            let observed = ObservedTransport(bearer, tracing: transport.isTracing,
-                                             bearer: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local)) { console.err($0) }
-            if let c = records.capture.withLock({ $0 }) { bearer.capture(into: c.writer, linkIndex: c.index) }
-            opened.withLock { $0.append((bearer, observed)) }
-            return EnhancedBearerChannel(transport: observed, mtu: channel.mtu)
-        }
-        // The bearers opened are the first connects, in order (the first failure ends the attempt).
-        let links = zip(outcome.opened, opened.withLock { $0 }).map { SessionEnhancedBearer(index: $0, bearer: $1.bearer, observed: $1.observed) }
-        enhancedBearers.withLock { s in
-            s.outcome = outcome
-            s.links = links
-        }
-        for line in Self.bearerNotes(outcome) { warn(line) }
-    }
-
     /// The notes for what `openEnhancedBearers` could not open: one line per problem, the last saying what the
     /// command goes on over. None when every bearer opened.
     static func bearerNotes(_ outcome: EnhancedBearerOutcome) -> [String] {
@@ -80,11 +38,11 @@ extension Session {
     }
 
     /// What `--bearers` came to, when it asked for more than one (nil otherwise: nothing is listed).
-    var bearerOutcome: EnhancedBearerOutcome? { enhancedBearers.withLock { $0.outcome } }
+    var bearerOutcome: EnhancedBearerOutcome? { peer.enhancedBearerOutcome }
 
     /// Every bearer of the connection, CID 4 first.
     func bearerRows() -> [BearerRow] {
-        let links = enhancedBearers.withLock { $0.links }
+        let links = peer.enhancedLinks
         let noCredits = LinkValue<Int>.unknown(.unavailable("not reported: no socket option gives an ECRED channel's credits"))
         return client.bearers.map { b in
             guard b.isEnhanced else {
