@@ -11,6 +11,9 @@ import Glibc
 // (a task on the main actor, the main queue served by dispatchMain), so `mirror --help` starts no threads.
 // Least privilege before anything else (MirrorMain.dropPrivileges): every capability is gone here unless the command
 // may need raw HCI, and then they live only on one keeper thread until its privileged sockets are open.
+// SIGINT and SIGTERM are blocked before any thread starts, so every thread inherits the mask and only the signalfd
+// (Interrupts) sees them.
+Interrupts.blockSignals()
 if let status = MirrorMain.dropPrivileges(Array(CommandLine.arguments.dropFirst()), commands: commandTable) { exit(status) }
 switch MirrorMain.prepare(Array(CommandLine.arguments.dropFirst()), commands: commandTable) {
 case .finished(let status):

@@ -154,13 +154,13 @@ enum Pairing {
     /// Just Works), its lines on stderr. A failed pairing is reported with its SMP Pairing Failed reason and sender
     /// (the watch is opened here, before the connect drops CAP_NET_RAW).
     static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, console: Console,
-                      setup given: AgentSetup? = nil) throws -> PairingService {
+                      setup given: AgentSetup? = nil, loop: EventLoop? = nil) throws -> PairingService {
         let setup = given ?? .standard(console: console)
         let say = setup.say
         let (agent, adapter) = try openAgent(adapter: name, io: setup.io, prompts: setup.prompts,
                                              daemonRuns: daemonRuns, what: "--pair: ", note: { say("note: \($0)") })
         // The SMP watch's filter passes ACL data only with CAP_NET_RAW: Session.open drops it after the connect.
-        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
+        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name, loop: loop)
         // The keys of a pairing this connection starts: saved as a bond once the LTKs have come (each event saves
         // what has come so far; a later one of the same role replaces it).
         let events = Lock<[ManagementEvent]>([])
@@ -174,7 +174,7 @@ enum Pairing {
             guard events.withLock({ $0.isEmpty }), let store = try? BondStore.standard(),
                   let bond = try? store.load(adapter: adapter.address, peer: address) else { return nil }
             return "\(bond.method.rawValue), kept in \(store.path(adapter: adapter.address, peer: address))"
-        })
+        }, on: loop)
     }
 
     /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the
@@ -186,14 +186,22 @@ enum Pairing {
                 if let passkey { return passkey == value }
                 guard onTerminal else { return false }
                 console.err("pair: does \(peer) show \(sixDigits(value))? [y/N] ")
+                awaitLine()
                 return (readLine() ?? "").lowercased().hasPrefix("y")
             },
             passkey: { peer in
                 if let passkey { return passkey }
                 guard onTerminal else { return nil }
                 console.err("pair: enter the passkey \(peer) shows: ")
+                awaitLine()
                 return readLine().flatMap { try? parsePasskey(String($0.filter { !$0.isWhitespace })) }
             },
             display: { value, peer in console.err("pair: type \(sixDigits(value)) on \(peer)") })
+    }
+
+    /// Waits for the terminal's line before it is read: a prompt of --pair's agent holds the link's loop, where the
+    /// signals are read, so the wait takes them (BlockingWait) and Ctrl-C still ends the command at once.
+    private static func awaitLine() {
+        _ = BlockingWait.poll(fd: 0, events: Int16(POLLIN), timeoutMilliseconds: -1)
     }
 }

@@ -158,7 +158,10 @@ final class Session: Sendable {
         let peerAddress: BluetoothAddress? = if case .bluetooth(let a) = target.target { a } else { nil }
         // Asked once, and only for a Bluetooth link: whether bluetoothd runs (it owns the keys and its own agent).
         let daemonRuns = peerAddress != nil && BluetoothDaemon.runningPID() != nil
-        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console, setup: agent) } : nil
+        // The agent is a source of the link's loop; the shell's (`agent`: its questions are answered by the loop's
+        // next line) keeps a thread of its own.
+        let pairing = g.pair ? try peerAddress.map { try Pairing.serve(adapter: g.adapter, peer: $0, daemonRuns: daemonRuns, console: inv.console, setup: agent,
+                                                                      loop: agent == nil ? inv.loop : nil) } : nil
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot).
         // Not under bluetoothd: it loads its own keys, and a Load Long Term Keys would replace its whole list.
         let loaded = try daemonRuns ? nil : peerAddress.flatMap {
@@ -178,13 +181,18 @@ final class Session: Sendable {
         let security: BTSecurityLevel? = g.pair && !target.isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability: any the keeper still holds go now (Privilege).
         if target.isUnix { Privilege.dropAll("at the connect (a unix: target needs none)") }
-        let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records)
+        let (monitor, monitorNote) = target.isUnix ? (nil, nil) : LinkSession.openMonitor(adapter: g.adapter, sink: records, loop: inv.loop)
         let bearer: ATTBearer
         do {
             // A resolvable private address resolved to a bond: its identity (BondKeys.loadIfBonded says why).
             let (to, type): (BearerTarget, LEAddressType) = loaded?.identity.map { (.bluetooth($0.address), $0.type) } ?? (target.target, target.addressType)
-            bearer = try ATTBearer.connect(to: to, type: type, adapter: g.adapter,
-                                           timeout: g.timeout, security: target.isUnix ? nil : security, loop: inv.loop)
+            // On the loop the wait for the link is a source (the agent and the monitor, sources too, serve meanwhile).
+            bearer = if let loop = inv.loop {
+                try await ATTBearer.connect(to: to, type: type, adapter: g.adapter, timeout: g.timeout,
+                                            security: target.isUnix ? nil : security, on: loop)
+            } else {
+                try ATTBearer.connect(to: to, type: type, adapter: g.adapter, timeout: g.timeout, security: target.isUnix ? nil : security)
+            }
         } catch {
             // A connect that asked for encryption and got EACCES: the kernel ended the link on a failed Encryption
             // Change (net/bluetooth's bt_to_errno), which the monitor saw; its status says why.
