@@ -314,6 +314,7 @@ public final class PairingAgent: Sendable {
         }
         guard let loop else {
             startDetachedThread { [self] in
+                _ = cbz_set_thread_name("pair-agent")
                 defer { service.finished() }
                 if let stopped = readDatagrams(socket.fd, wake: wake, capacity: 1024, serve) { return ended(stopped) }
                 drain()
