@@ -226,6 +226,8 @@ public final class HCILinkMonitor: Sendable {
     /// The loop's source: reads what the socket holds (level-triggered: what is left wakes the next wait).
     private func sourceReadable() {
         for _ in 0..<32 {
+            // A close from another thread is posted: nothing more is read once it is asked for.
+            if state.withLock({ $0.closing }) { return endSource() }
             switch readOne() {
             case .some(true): continue
             case .some(false): return

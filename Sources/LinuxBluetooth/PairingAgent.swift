@@ -423,6 +423,8 @@ public final class PairingService: Sendable {
     let token: UInt64
     /// What the source does once stopped (the queued failures), run once on the loop.
     private let onStop = Lock<(@Sendable () -> Void)?>(nil)
+    /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted).
+    private let stopAsked = Lock(false)
     /// The SMP watch the agent reports failures with, closed at stop().
     let watch: SMPFailureWatch?
     /// Guards whether the serving thread has ended.
@@ -451,6 +453,8 @@ public final class PairingService: Sendable {
                 _ = socket
                 var buffer = [UInt8](repeating: 0, count: 1024)
                 for _ in 0..<32 {
+                    // Stopped meanwhile (from another thread): what is queued is drained, not answered.
+                    if stopAsked.withLock({ $0 }) { return endSource(drain: true) }
                     var truncated: Int32 = 0
                     let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
                     if got < 0 {
@@ -499,6 +503,7 @@ public final class PairingService: Sendable {
     /// Ends the agent's thread and waits for it at most `limit` (an answer under way, a prompt the user has not
     /// answered, may hold it); it answers nothing after it has ended.
     public func stop(limit: Duration = .seconds(2)) {
+        stopAsked.withLock { $0 = true }
         if let loop {
             if loop.inEventLoop { endSource(drain: true) } else { loop.execute { [self] in endSource(drain: true) } }
         } else {

@@ -181,6 +181,7 @@ public final class SMPFailureWatch: Sendable {
     /// The loop's source: reads what the socket holds (level-triggered: what is left wakes the next wait).
     private func sourceReadable() {
         for _ in 0..<32 {
+            if state.withLock({ $0.closing }) { return endSource() }
             switch readOne() {
             case .some(true): continue
             case .some(false): return
