@@ -68,6 +68,24 @@ final class LoopSourceTests: XCTestCase {
         XCTAssertTrue(EventLoop.waitForLiveLoops(atMost: before, seconds: 5), "the released loop still had a source")
     }
 
+    /// A request asked on the loop's thread that the controller never answers ends at its limit there too.
+    func testARequestOnTheLoopsThreadTimesOutAtItsLimit() throws {
+        let loop = try EventLoop()
+        let pair = try SocketPair()
+        pair.handOverA()
+        let monitor = try HCILinkMonitor(adopting: pair.a, adapter: adapter, loop: loop)
+        defer { monitor.close() }
+        let controller = ScriptedController(fd: pair.b) { _ in [] }
+        monitor.bind(handle: 0x40)
+        let limits = LinkRequestLimits(commandAnswer: .milliseconds(200), completion: .milliseconds(200), dataLengthChange: .milliseconds(200))
+        let start = ContinuousClock.now
+        let outcome = loop.sync { Result { () throws(LinkError) in try monitor.readPHY(limits: limits) } }
+        XCTAssertEqual(try outcome.get(), .timedOut(LinkWaitTimeout(waitedFor: "Command Status or Command Complete for LE Read PHY", handle: nil, limit: .milliseconds(200))))
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .milliseconds(190))
+        XCTAssertLessThan(ContinuousClock.now - start, .seconds(3))
+        XCTAssertEqual(controller.commands.count, 1, "LE Read PHY was sent once")
+    }
+
     func testTheMonitorOnALoopEndsWithItsSocket() throws {
         let loop = try EventLoop()
         let pair = try SocketPair()
@@ -91,6 +109,10 @@ final class LoopSourceTests: XCTestCase {
         var watch: SMPFailureWatch! = try XCTUnwrap(SMPFailureWatch(adopting: pair.a, adapter: "hci0", seesACL: true, loop: loop!))
         XCTAssertLessThanOrEqual(threadCount("smp-watch"), readers, "the watch on a loop has no reader thread: \(threadNames())")
         let peer = try BluetoothAddress(parsing: "00:AA:01:01:00:01")
+        // None yet: the wait on the loop's thread ends at its limit.
+        let start = ContinuousClock.now
+        XCTAssertNil(onLoop(loop!) { [watch] in watch!.pairingFailed(peer: peer, limit: .milliseconds(100)) })
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - start, .milliseconds(90))
         // Pairing Failed on handle 0x2A, reason 0x08 Unspecified Reason (no LE Connection Complete: any handle counts).
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { [b = pair.b] in
             sendDatagram(b, [0x02, 0x2A, 0x20, 0x06, 0x00, 0x02, 0x00, 0x06, 0x00, 0x05, 0x08])
@@ -104,6 +126,26 @@ final class LoopSourceTests: XCTestCase {
         watch = nil
         loop = nil
         XCTAssertTrue(EventLoop.waitForLiveLoops(atMost: before, seconds: 5), "the released loop still had the watch's source")
+    }
+
+    /// As --pair's terminal prompt waits for its line (no limit: a person types it): the line ends the wait, and the
+    /// interrupt fd is taken meanwhile (mirror's SIGINT then ends the command at once).
+    func testAWaitWithNoLimitEndsAtItsLineAndTakesTheInterruptMeanwhile() throws {
+        let interrupt = cbz_eventfd()
+        defer { _ = cbz_close(interrupt) }
+        var fds: [Int32] = [0, 0]
+        XCTAssertEqual(pipe(&fds), 0)
+        defer { close(fds[0]); close(fds[1]) }
+        let taken = Lock(0)
+        BlockingWait.setInterruptSource(fd: interrupt, take: {
+            _ = cbz_eventfd_drain(interrupt)
+            taken.withLockBroadcasting { $0 += 1 }
+        })
+        defer { BlockingWait.clearInterruptSource() }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { _ = cbz_eventfd_signal(interrupt) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { [w = fds[1]] in _ = write(w, "y\n", 2) }
+        XCTAssertGreaterThan(BlockingWait.poll(fd: fds[0], events: Int16(CBZ_POLLIN), timeoutMilliseconds: -1), 0)
+        XCTAssertEqual(taken.withLock { $0 }, 1)
     }
 
     func testAWaitThatHoldsItsThreadTakesTheInterruptSourceMeanwhile() throws {
