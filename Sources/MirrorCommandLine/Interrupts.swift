@@ -14,7 +14,7 @@ import Glibc
 /// SIGINT and SIGTERM through a signalfd (signalfd(2)): both are blocked in every thread from main's first line
 /// (`blockSignals`), and the fd is read by one owner: a source of the running command's link loop, or, for a command
 /// with no loop, a thread of its own (nothing else waits there); a wait that holds its thread polls it too
-/// (`BlockingWait`). What a signal does is the same wherever it is read: `take`.
+/// (`BlockingWait`). What a signal does is the same wherever it is read: `takeSignals`.
 public enum Interrupts {
     /// 0: no interruptible command runs (a signal exits); 1: one runs and was not signalled; 2: it was.
     static let mode = Atomic<Int>(0)
