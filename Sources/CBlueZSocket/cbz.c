@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -596,6 +597,23 @@ static int drain_counter(int fd) {
 }
 
 int cbz_eventfd_drain(int fd) { return drain_counter(fd); }
+
+int cbz_signalfd_interrupts(void) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+}
+
+int cbz_signalfd_take(int fd) {
+    struct signalfd_siginfo info;
+    ssize_t n;
+    do { n = read(fd, &info, sizeof info); } while (n < 0 && errno == EINTR);
+    if (n < 0) return errno == EAGAIN ? 0 : -1;
+    if (n != (ssize_t)sizeof info) return 0;
+    return (int)info.ssi_signo;
+}
 
 int cbz_timerfd(void) { return timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC); }
 

@@ -88,7 +88,8 @@ struct LinkSetup {
         // The agent answers the kernel's pairing requests for the connection's life (opened while the capabilities
         // are held: the management socket is trusted only then), and the link asks for encryption.
         let pairing = try options.pairing.flatMap { setup in
-            try peerAddress.map { try Pairing.serve(adapter: options.adapter, peer: $0, daemonRuns: daemonRuns, setup: setup) }
+            try peerAddress.map { try Pairing.serve(adapter: options.adapter, peer: $0, daemonRuns: daemonRuns, setup: setup,
+                                                  loop: setup.servesOnLinkLoop ? loop : nil) }
         }
         // A bond in this tool's store goes into the kernel first (it forgets keys at a reset or reboot). Not under
         // bluetoothd: it loads its own keys, and a Load Long Term Keys would replace its whole list.
@@ -108,7 +109,7 @@ struct LinkSetup {
         let security: BTSecurityLevel? = options.pairing != nil && !isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability.
         if isUnix { drop("at the connect (a unix: target needs none)") }
-        let (monitor, monitorNote) = isUnix ? (nil, nil) : PeerLink.openMonitor(adapter: options.adapter, sink: records)
+        let (monitor, monitorNote) = isUnix ? (nil, nil) : PeerLink.openMonitor(adapter: options.adapter, sink: records, loop: loop)
         let bearer: ATTBearer
         do {
             // A resolvable private address resolved to a bond: its identity (BondKeys.loadIfBonded says why).

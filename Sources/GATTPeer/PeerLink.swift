@@ -91,7 +91,8 @@ public final class PeerLink: Sendable {
     /// Opens the monitor on the adapter the connect will use (--adapter, else the first one up, as the kernel picks),
     /// before the connect, so that it sees the link's LE Connection Complete. Without CAP_NET_RAW it still watches
     /// what the kernel passes (Disconnection Complete, Encryption Change); with no adapter, nothing.
-    public static func openMonitor(adapter: String?, sink: LinkRecordSink) -> (HCILinkMonitor?, String?) {
+    /// With `loop` (the link's) the monitor's socket is a source of it: no thread of its own.
+    public static func openMonitor(adapter: String?, sink: LinkRecordSink, loop: EventLoop? = nil) -> (HCILinkMonitor?, String?) {
         let name: String
         if let adapter {
             name = adapter
@@ -101,7 +102,7 @@ public final class PeerLink: Sendable {
             return (nil, "no HCI adapter is up to watch")
         }
         do {
-            let monitor = try HCILinkMonitor(adapter: name, allowUnprivileged: true, sink: { sink.take($0) })
+            let monitor = try HCILinkMonitor(adapter: name, allowUnprivileged: true, loop: loop, sink: { sink.take($0) })
             if monitor.receivesLEEvents { return (monitor, nil) }
             let check = Capabilities.checkRawHCI()
             if let why = check.droppedBecause {

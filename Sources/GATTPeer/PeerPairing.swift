@@ -25,12 +25,17 @@ public enum Pairing {
         public var prompts: PairingPrompts
         /// Where the agent's lines go.
         public var say: @Sendable (String) -> Void
+        /// Whether the agent's management socket (and its SMP watch) may be sources of the link's loop: false when
+        /// its prompts are answered by that loop's own next work (the shell's, at its prompt), which would deadlock,
+        /// so the agent keeps a thread of its own.
+        public var servesOnLinkLoop: Bool
 
         /// An agent answering with `prompts` as `io`, its lines to `say`.
-        public init(io: IOCapability, prompts: PairingPrompts, say: @escaping @Sendable (String) -> Void) {
+        public init(io: IOCapability, prompts: PairingPrompts, say: @escaping @Sendable (String) -> Void, servesOnLinkLoop: Bool = true) {
             self.io = io
             self.prompts = prompts
             self.say = say
+            self.servesOnLinkLoop = servesOnLinkLoop
         }
     }
 
@@ -85,11 +90,13 @@ public enum Pairing {
     /// the returned service stops (a connection's agent): `setup`'s IO capability and prompts, its lines to its
     /// `say`. A failed pairing is reported with its SMP Pairing Failed reason and sender (Part H §3.5.5; the watch
     /// is opened here, before the connect drops CAP_NET_RAW). The keys of a pairing are saved as a bond.
-    public static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, setup: AgentSetup) throws -> PairingService {
+    /// With `loop` (the link's) the management socket and the SMP watch are sources of it: no thread of their own.
+    public static func serve(adapter name: String?, peer: BluetoothAddress, daemonRuns: Bool, setup: AgentSetup,
+                             loop: EventLoop? = nil) throws -> PairingService {
         let say = setup.say
         let (agent, adapter) = try openAgent(adapter: name, io: setup.io, prompts: setup.prompts,
                                              daemonRuns: daemonRuns, what: "--pair: ", note: { say("note: \($0)") })
-        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
+        let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name, loop: loop)
         // Saved as a bond once the LTKs have come (each event saves what has come so far; a later one of the same
         // role replaces it).
         let events = Lock<[ManagementEvent]>([])
@@ -103,6 +110,6 @@ public enum Pairing {
             guard events.withLock({ $0.isEmpty }), let store = try? BondStore.standard(),
                   let bond = try? store.load(adapter: adapter.address, peer: address) else { return nil }
             return "\(bond.method.rawValue), kept in \(store.path(adapter: adapter.address, peer: address))"
-        })
+        }, on: loop)
     }
 }

@@ -208,10 +208,9 @@ extension ATTBearer {
     /// caller closes the socket, which cancels the attempt), or the connect's error. Any socket type: the tests
     /// drive it with an AF_UNIX socket whose send buffer is full.
     static func waitForConnection(fd: Int32, label: String, timeout: Double, domain: SocketDomain) throws(TransportError) {
-        var revents: Int16 = 0
         let ms = Int32(clamping: Int((max(0, timeout) * 1000).rounded(.up)))
-        var ready: Int32
-        repeat { ready = cbz_poll_one(fd, CBZ_POLLOUT, ms, &revents) } while ready < 0 && cbz_errno() == EINTR
+        // May hold the link's loop (an Enhanced ATT bearer's connect): signals are taken meanwhile.
+        let ready = BlockingWait.poll(fd: fd, events: Int16(CBZ_POLLOUT), timeoutMilliseconds: ms)
         if ready < 0 { throw .socket(lastSocketError("poll", "waiting for the connection to \(label)", domain)) }
         if ready == 0 { throw .connectTimedOut(peer: label, seconds: timeout) } // closing the socket cancels it
         try connectOutcome(fd: fd, label: label, domain: domain).get()

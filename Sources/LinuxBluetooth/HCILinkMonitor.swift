@@ -1,4 +1,5 @@
-// Watching and asking for one LE link through raw HCI: one reader thread owns the socket's events, keeps the
+// Watching and asking for one LE link through raw HCI: one reader (a source of the link's loop, or a thread of its own
+// without one) owns the socket's events, keeps the
 // link's values per handle from the events (Core Spec 5.4 Vol 4 Part E §7.7.65), and the requests (§7.8.18, §7.8.49,
 // §7.8.33) send a command and wait, each under a named limit, for its answer and its completion event.
 
@@ -119,6 +120,9 @@ public struct LinkRequestLimits: Sendable, Equatable {
 
 /// Watches one adapter's link events through raw HCI and asks for link changes. Open it BEFORE the ATT connect so it
 /// sees the link's LE Connection Complete; bind it to the bearer's handle once connected; `close()` when done.
+/// With a `loop` its socket is a source of that loop (the link's: no thread of its own); without one a reader thread
+/// ("hci-link") serves it, for a caller with no loop (a test, a tool). Either way the monitor owns the socket: it is
+/// taken out of the loop's set before it is closed.
 public final class HCILinkMonitor: Sendable {
     public let adapter: HCIAdapter
     /// Whether the filter passes LE Meta events (CAP_NET_RAW); without it only Disconnection Complete, Encryption
@@ -132,7 +136,11 @@ public final class HCILinkMonitor: Sendable {
     static let logLimit = 256
 
     private let socket: HCISocket
+    /// The reader thread's wake-up (-1 on a loop).
     private let wake: Int32
+    /// The loop whose source the socket is, and its token there; nil: the reader thread.
+    private let loop: EventLoop?
+    private let token: UInt64
     private let sink: (@Sendable (HCILinkRecord) -> Void)?
     // Held while a record goes to the sink, around the state lock: records reach the sink one at a time, in order.
     private let delivery = Lock(())
@@ -140,7 +148,7 @@ public final class HCILinkMonitor: Sendable {
 
     /// Opens a raw HCI socket on `adapter` with the link events' filter. Throws `.needsCapability` when the kernel
     /// keeps LE Meta events out (no CAP_NET_RAW), unless `allowUnprivileged` (then only the reasons and encryption come).
-    public convenience init(adapter selector: String, allowUnprivileged: Bool = false,
+    public convenience init(adapter selector: String, allowUnprivileged: Bool = false, loop: EventLoop? = nil,
                             sink: (@Sendable (HCILinkRecord) -> Void)? = nil) throws(LinkError) {
         let socket: HCISocket
         do { socket = try HCISocket(adapter: selector) } catch { throw .transport(error) }
@@ -151,42 +159,110 @@ public final class HCILinkMonitor: Sendable {
             let check = Capabilities.checkRawHCI()
             throw .needsCapability(what: "watching the link's HCI events (LE Meta)", capability: "CAP_NET_RAW", setcap: check.setcapCommand)
         }
-        try self.init(socket: socket, receivesLEEvents: le, sink: sink)
+        try self.init(socket: socket, receivesLEEvents: le, loop: loop, sink: sink)
     }
 
     /// Takes `fd` as the raw HCI socket of `adapter` (tests drive a scripted controller over a socketpair).
-    convenience init(adopting fd: Int32, adapter: HCIAdapter, receivesLEEvents: Bool = true,
+    convenience init(adopting fd: Int32, adapter: HCIAdapter, receivesLEEvents: Bool = true, loop: EventLoop? = nil,
                      sink: (@Sendable (HCILinkRecord) -> Void)? = nil) throws(LinkError) {
-        try self.init(socket: HCISocket(adopting: fd, adapter: adapter), receivesLEEvents: receivesLEEvents, sink: sink)
+        try self.init(socket: HCISocket(adopting: fd, adapter: adapter), receivesLEEvents: receivesLEEvents, loop: loop, sink: sink)
     }
 
-    private init(socket: HCISocket, receivesLEEvents: Bool, sink: (@Sendable (HCILinkRecord) -> Void)?) throws(LinkError) {
-        let wake = cbz_eventfd()
-        if wake < 0 { throw .transport(.socket(lastSocketError("eventfd", "the link monitor's wake-up", .local))) }
+    private init(socket: HCISocket, receivesLEEvents: Bool, loop: EventLoop?, sink: (@Sendable (HCILinkRecord) -> Void)?) throws(LinkError) {
+        let wake = loop == nil ? cbz_eventfd() : -1
+        if loop == nil, wake < 0 { throw .transport(.socket(lastSocketError("eventfd", "the link monitor's wake-up", .local))) }
         self.socket = socket
         self.adapter = socket.adapter
         self.receivesLEEvents = receivesLEEvents
         self.wake = wake
+        self.loop = loop
+        self.token = loop?.makeSourceToken() ?? 0
         self.sink = sink
         self.state = Lock(MonitorState())
-        startDetachedThread { [self] in
-            _ = cbz_set_thread_name("hci-link")
-            self.readLoop()
+        guard let loop else {
+            startDetachedThread { [self] in
+                _ = cbz_set_thread_name("hci-link")
+                self.readLoop()
+            }
+            return
         }
+        // The source's handler holds the monitor until `close` (or the socket's end) takes it out of the set.
+        let register = { @Sendable [self] in
+            guard !state.withLock({ $0.closing }) else { return endSource() }
+            if !loop.register(fd: socket.fd, token: token, events: CBZ_EPOLLIN, { [self] _ in sourceReadable() }) {
+                state.withLockBroadcasting { $0.readerDone = true }
+            }
+        }
+        if loop.inEventLoop { register() } else { loop.execute(register) }
     }
 
-    // Only reachable once the reader thread has ended (it holds a strong reference while it runs).
-    deinit { _ = cbz_close(wake) }
+    // Only reachable once the reader has ended (its thread, or the loop's source, holds the monitor while it runs).
+    deinit { if wake >= 0 { _ = cbz_close(wake) } }
 
-    /// Stops the reader: signals it and waits for it at most `limit` (it leaves its poll at once).
+    /// Stops the reader: signals it and waits for it at most `limit` (it leaves its poll at once). On a loop the
+    /// source is taken out of the set (at once on the loop's thread, else posted there and waited for).
     public func close(limit: Duration = .seconds(2)) {
         let first = state.withLock { s in
             defer { s.closing = true }
             return !s.closing
         }
-        if first { _ = cbz_eventfd_signal(wake) }
+        if let loop {
+            if loop.inEventLoop { return endSource() }
+            if first { loop.execute { [self] in endSource() } }
+        } else if first {
+            _ = cbz_eventfd_signal(wake)
+        }
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
         _ = state.wait(until: { $0.readerDone ? () : nil }, timeoutNanoseconds: ns)
+    }
+
+    /// On the loop's thread: the socket leaves the loop's set (before it can be closed) and the reader is done.
+    private func endSource() {
+        guard let loop, !state.withLock({ $0.readerDone }) else { return }
+        loop.deregister(fd: socket.fd, token: token)
+        state.withLockBroadcasting { $0.readerDone = true }
+    }
+
+    /// The loop's source: reads what the socket holds (level-triggered: what is left wakes the next wait).
+    private func sourceReadable() {
+        for _ in 0..<32 {
+            // A close from another thread is posted: nothing more is read once it is asked for.
+            if state.withLock({ $0.closing }) { return endSource() }
+            switch readOne() {
+            case .some(true): continue
+            case .some(false): return
+            case nil: return endSource() // the socket ended or failed: requests then fail as closed
+            }
+        }
+    }
+
+    /// One datagram from the socket without blocking, to `receive`: true when one came, false when none was there,
+    /// nil when the socket ended or failed.
+    private func readOne() -> Bool? {
+        var buffer = [UInt8](repeating: 0, count: 260)
+        var truncated: Int32 = 0
+        let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(socket.fd, $0.baseAddress, $0.count, &truncated) }
+        if got < 0 { return cbz_errno() == EAGAIN || cbz_errno() == EINTR ? false : nil }
+        if got == 0 { return nil }
+        receive(Array(buffer.prefix(got)))
+        return true
+    }
+
+    /// Waits for `pick` to find what it waits for in the state, at most `ns`; a `pick` that sees the reader done
+    /// says so itself. On the loop's thread (a request from the link's code) the source cannot run meanwhile, so the
+    /// wait reads the socket itself (BlockingWait: signals are still taken); elsewhere the reader wakes it.
+    private func waitForState<T>(timeoutNanoseconds ns: Int, _ pick: (inout MonitorState) -> T?) -> T? {
+        guard let loop, loop.inEventLoop else { return state.wait(until: pick, timeoutNanoseconds: ns) }
+        let deadline = monotonicNanoseconds() + UInt64(max(0, ns))
+        while true {
+            if let found = state.withLock({ pick(&$0) }) { return found }
+            let now = monotonicNanoseconds()
+            if now >= deadline { return nil }
+            let ms = Int32(clamping: (deadline - now + 999_999) / 1_000_000)
+            let ready = BlockingWait.poll(fd: socket.fd, events: Int16(CBZ_POLLIN), timeoutMilliseconds: ms)
+            if ready < 0 { endSource(); continue }
+            if ready > 0, readOne() == nil { endSource() }
+        }
     }
 
     // MARK: The link
@@ -242,10 +318,10 @@ public final class HCILinkMonitor: Sendable {
     /// the reader has ended.
     private func awaitEvent<T>(limit: Duration, _ pick: @escaping (MonitorState) -> T?) -> T? {
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        let found: T?? = state.wait(until: { s -> T?? in
+        let found: T?? = waitForState(timeoutNanoseconds: ns) { s -> T?? in
             if let value = pick(s) { return .some(value) }
             return s.readerDone ? .some(nil) : nil
-        }, timeoutNanoseconds: ns)
+        }
         return found ?? nil
     }
 
@@ -467,13 +543,13 @@ public final class HCILinkMonitor: Sendable {
     private func awaitEvent<T>(after seq: Int, handle: UInt16?, limit: Duration,
                                _ match: (HCIEvent) -> T?) throws(LinkError) -> T? {
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        let found: Result<T, LinkError>? = state.wait(until: { s -> Result<T, LinkError>? in
+        let found: Result<T, LinkError>? = waitForState(timeoutNanoseconds: ns) { s -> Result<T, LinkError>? in
             for (n, event) in s.log where n >= seq {
                 if let t = match(event) { return .success(t) }
                 if let handle, case .disconnectionComplete(0, handle, let reason) = event { return .failure(.disconnected(handle: handle, reason: reason)) }
             }
             return s.readerDone ? .failure(.closed) : nil
-        }, timeoutNanoseconds: ns)
+        }
         switch found {
         case .success(let t)?: return t
         case .failure(let e)?: throw e
@@ -482,7 +558,7 @@ public final class HCILinkMonitor: Sendable {
         }
     }
 
-    // MARK: The reader thread
+    // MARK: The reader thread (without a loop)
 
     private func readLoop() {
         defer { state.withLockBroadcasting { $0.readerDone = true } }

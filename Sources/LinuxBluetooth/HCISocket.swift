@@ -365,10 +365,9 @@ func nextDatagram<T>(_ fd: Int32, timeout: Double, capacity: Int, what: String, 
     while true {
         let remaining = ContinuousClock.now.duration(to: deadline)
         let ms = max(0, Int32(clamping: remaining.components.seconds * 1000 + remaining.components.attoseconds / 1_000_000_000_000_000))
-        var revents: Int16 = 0
-        let n = cbz_poll_one(fd, CBZ_POLLIN, ms, &revents)
+        // A pairing's or a command's answer may be awaited on the link's loop: signals are taken meanwhile.
+        let n = BlockingWait.poll(fd: fd, events: Int16(CBZ_POLLIN), timeoutMilliseconds: ms)
         if n < 0 {
-            if cbz_errno() == EINTR { continue }
             throw .socket(lastSocketError("poll", "waiting for \(what)", .hci(adapter: adapter)))
         }
         if n == 0 { return nil }

@@ -247,8 +247,10 @@ public final class PairingAgent: Sendable {
         }
     }
 
-    /// Answers every pairing request of the kernel on this adapter, on a thread of its own, until `stop()`: the
-    /// simulator's side, and a connecting command's with --pair (BT_SECURITY starts SMP; the kernel asks here).
+    /// Answers every pairing request of the kernel on this adapter until `stop()`: the simulator's side, and a
+    /// connecting command's with --pair (BT_SECURITY starts SMP; the kernel asks here). With a `loop` the management
+    /// socket is a source of it (the link's: the agent has no thread; a prompt it asks holds that loop, taking
+    /// signals meanwhile); without one (`mirror-sim --io`, the shell's agent, tests) a thread of its own serves it.
     /// Each answer goes to `report`, and what was served to the service (`PairingService.takeServed`). With `watch`
     /// (opened while CAP_NET_RAW was held), a failed pairing is reported with its SMP Pairing Failed reason and
     /// sender too (Vol 3 Part H §3.5.5); the service closes the watch when it stops.
@@ -258,10 +260,11 @@ public final class PairingAgent: Sendable {
     public func startServing(report: @escaping @Sendable (String) -> Void,
                              keys: @escaping @Sendable (ManagementEvent) -> Void = { _ in },
                              watch: SMPFailureWatch? = nil,
-                             bonded: @escaping @Sendable (BluetoothAddress) -> String? = { _ in nil }) throws(TransportError) -> PairingService {
-        let wake = cbz_eventfd()
-        if wake < 0 { watch?.close(); throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
-        let service = PairingService(wake: wake, watch: watch)
+                             bonded: @escaping @Sendable (BluetoothAddress) -> String? = { _ in nil },
+                             on loop: EventLoop? = nil) throws(TransportError) -> PairingService {
+        let wake = loop == nil ? cbz_eventfd() : -1
+        if loop == nil, wake < 0 { watch?.close(); throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
+        let service = PairingService(wake: wake, watch: watch, loop: loop, fd: socket.fd)
         // Authentication Failed: smp.c reports every SMP failure so; the PDU on the link says why and who sent it.
         let failed = { @Sendable (a: BluetoothAddress, status: UInt8) in
             report("pairing with \(a) failed: Authentication Failed, HCI status \(ATTHex.byte(status))")
@@ -274,42 +277,51 @@ public final class PairingAgent: Sendable {
             }
             if let smp { report("pairing with \(a) failed: \(smp)") }
         }
-        startDetachedThread { [self] in
-            defer { service.finished() }
-            let stopped = readDatagrams(socket.fd, wake: wake, capacity: 1024) { packet in
-                let parsed = ManagementEvent.parse(packet)
-                if let parsed, parsed.keyIndex == UInt16(index) {
-                    if case .newLongTermKey = parsed { service.record { $0.longTermKeys += 1 } }
-                    keys(parsed)
-                }
-                guard case .pairing(let i, let e)? = parsed, Int(i) == index else { return }
-                do {
-                    if e.asksForAnAnswer, let bond = bonded(e.peer.address) {
-                        report("\(e.peer.address) asks to pair again though this host holds a bond with it (\(bond)): the peer lost its keys or asks for a stronger key; the new pairing's keys replace the bond (if the peer did not lose them, something else may be using its address)")
-                    }
-                    if let (method, refused) = try answer(e) {
-                        service.record { s in
-                            s.method = method
-                            if let refused { s.refused = refused }
-                        }
-                        report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
-                    } else if case .authenticationFailed(let a, _, let status) = e {
-                        failed(a, status)
-                    }
-                } catch {
-                    report("pairing agent on \(socket.adapter) could not answer: \(error)")
-                }
+        // One management event (mgmt-api.txt): a key to keep, a request to answer, a failure to report.
+        let serve = { @Sendable [self] (packet: [UInt8]) in
+            let parsed = ManagementEvent.parse(packet)
+            if let parsed, parsed.keyIndex == UInt16(index) {
+                if case .newLongTermKey = parsed { service.record { $0.longTermKeys += 1 } }
+                keys(parsed)
             }
-            if let stopped {
-                report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(stopped, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
-                return
+            guard case .pairing(let i, let e)? = parsed, Int(i) == index else { return }
+            do {
+                if e.asksForAnAnswer, let bond = bonded(e.peer.address) {
+                    report("\(e.peer.address) asks to pair again though this host holds a bond with it (\(bond)): the peer lost its keys or asks for a stronger key; the new pairing's keys replace the bond (if the peer did not lose them, something else may be using its address)")
+                }
+                if let (method, refused) = try answer(e) {
+                    service.record { s in
+                        s.method = method
+                        if let refused { s.refused = refused }
+                    }
+                    report("pairing with \(e.peer.address) (\(e.peer.type)): \(method.rawValue)" + (refused.map { ", refused: \($0)" } ?? ", answered"))
+                } else if case .authenticationFailed(let a, _, let status) = e {
+                    failed(a, status)
+                }
+            } catch {
+                report("pairing agent on \(socket.adapter) could not answer: \(error)")
             }
-            // Stopped: a failure the kernel had queued is still reported (a link that failed to encrypt stops the
-            // agent as the failure comes); nothing more is answered.
+        }
+        // Stopped: a failure the kernel had queued is still reported (a link that failed to encrypt stops the
+        // agent as the failure comes); nothing more is answered.
+        let drain = { @Sendable [self] in
             while let event = try? socket.nextEvent(timeout: 0) {
                 if case .pairing(let i, .authenticationFailed(let a, _, let status)) = event, Int(i) == index { failed(a, status) }
             }
         }
+        let ended = { @Sendable [self] (syscall: String) in
+            report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(syscall, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
+        }
+        guard let loop else {
+            startDetachedThread { [self] in
+                _ = cbz_set_thread_name("pair-agent")
+                defer { service.finished() }
+                if let stopped = readDatagrams(socket.fd, wake: wake, capacity: 1024, serve) { return ended(stopped) }
+                drain()
+            }
+            return service
+        }
+        service.serveOnLoop(socket: socket, serve: serve, drain: drain, ended: ended)
         return service
     }
 
@@ -400,10 +412,19 @@ public struct ServedPairing: Sendable, Equatable {
     }
 }
 
-/// A running pairing agent (PairingAgent.startServing): `stop()` ends its thread and waits for it, at most 2 s.
+/// A running pairing agent (PairingAgent.startServing): `stop()` ends its thread (or takes its socket out of the
+/// loop's set) and waits for it, at most 2 s.
 public final class PairingService: Sendable {
-    /// The eventfd stop() signals; closed once the thread has ended.
+    /// The eventfd stop() signals; closed once the thread has ended (-1 on a loop).
     let wake: Int32
+    /// The loop whose source the management socket is (nil: the agent's thread), the socket's fd and its token.
+    let loop: EventLoop?
+    let fd: Int32
+    let token: UInt64
+    /// What the source does once stopped (the queued failures), run once on the loop.
+    private let onStop = Lock<(@Sendable () -> Void)?>(nil)
+    /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted).
+    private let stopAsked = Lock(false)
     /// The SMP watch the agent reports failures with, closed at stop().
     let watch: SMPFailureWatch?
     /// Guards whether the serving thread has ended.
@@ -411,9 +432,56 @@ public final class PairingService: Sendable {
     /// Guards what was served since the last `takeServed`.
     private let served = Lock(ServedPairing())
 
-    init(wake: Int32, watch: SMPFailureWatch? = nil) {
+    init(wake: Int32, watch: SMPFailureWatch? = nil, loop: EventLoop? = nil, fd: Int32 = -1) {
         self.wake = wake
         self.watch = watch
+        self.loop = loop
+        self.fd = fd
+        self.token = loop?.makeSourceToken() ?? 0
+    }
+
+    /// The agent as a source of `loop`: each readable management event to `serve`; the socket's end or failure
+    /// reported through `ended`. The socket (the agent's, which it outlives) leaves the set at `stop()`.
+    func serveOnLoop(socket: ManagementSocket, serve: @escaping @Sendable ([UInt8]) -> Void,
+                     drain: @escaping @Sendable () -> Void, ended: @escaping @Sendable (String) -> Void) {
+        guard let loop else { return }
+        onStop.withLock { $0 = drain }
+        let register = { @Sendable [self] in
+            guard !state.withLock({ $0 }) else { return }
+            // The handler holds the socket and this service until the source leaves the set.
+            let registered = loop.register(fd: fd, token: token, events: CBZ_EPOLLIN) { [self, socket] _ in
+                _ = socket
+                var buffer = [UInt8](repeating: 0, count: 1024)
+                for _ in 0..<32 {
+                    // Stopped meanwhile (from another thread): what is queued is drained, not answered.
+                    if stopAsked.withLock({ $0 }) { return endSource(drain: true) }
+                    var truncated: Int32 = 0
+                    let got = buffer.withUnsafeMutableBytes { cbz_recv_datagram(fd, $0.baseAddress, $0.count, &truncated) }
+                    if got < 0 {
+                        if cbz_errno() == EAGAIN || cbz_errno() == EINTR { return }
+                        ended("recv")
+                        return endSource(drain: false)
+                    }
+                    if got == 0 { return endSource(drain: false) }
+                    serve(Array(buffer.prefix(got)))
+                    if state.withLock({ $0 }) { return } // stopped by what it served
+                }
+            }
+            if !registered {
+                ended("epoll_ctl")
+                finished()
+            }
+        }
+        if loop.inEventLoop { register() } else { loop.execute(register) }
+    }
+
+    /// On the loop's thread: the socket leaves the set, and (stopped) the failures queued are still reported.
+    private func endSource(drain: Bool) {
+        guard let loop, !state.withLock({ $0 }) else { return }
+        loop.deregister(fd: fd, token: token)
+        let queued = onStop.withLock { d in defer { d = nil }; return d }
+        if drain { queued?() }
+        finished()
     }
 
     func finished() { state.withLockBroadcasting { $0 = true } }
@@ -435,7 +503,12 @@ public final class PairingService: Sendable {
     /// Ends the agent's thread and waits for it at most `limit` (an answer under way, a prompt the user has not
     /// answered, may hold it); it answers nothing after it has ended.
     public func stop(limit: Duration = .seconds(2)) {
-        _ = cbz_eventfd_signal(wake)
+        stopAsked.withLock { $0 = true }
+        if let loop {
+            if loop.inEventLoop { endSource(drain: true) } else { loop.execute { [self] in endSource(drain: true) } }
+        } else {
+            _ = cbz_eventfd_signal(wake)
+        }
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
         _ = state.wait(until: { $0 ? () : nil }, timeoutNanoseconds: ns)
         // After the thread: a failure it is reporting still finds its Pairing Failed PDU (a link that failed to
@@ -443,7 +516,7 @@ public final class PairingService: Sendable {
         watch?.close()
     }
 
-    deinit { _ = cbz_close(wake) }
+    deinit { if wake >= 0 { _ = cbz_close(wake) } }
 }
 
 /// A connection whose encryption failed (Encryption Change with a status, Vol 4 Part E §7.7.8): 0x06 PIN or Key

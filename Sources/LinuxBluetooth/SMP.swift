@@ -100,12 +100,19 @@ public struct SMPPairingFailed: Sendable, Equatable, CustomStringConvertible {
 /// Watches one adapter's ACL data in both directions while a pairing runs, for the Pairing Failed PDU and the
 /// Disconnection Complete reason of the peer's link (LE Connection Complete maps handles to peers). It needs
 /// CAP_NET_RAW (the kernel's filter passes ACL data only then); without it `seesACL` is false and it finds nothing.
+/// With a `loop` its socket is a source of that loop (the link's, with --pair: no thread of its own); without one a
+/// reader thread ("smp-watch") serves it (`mirror pair`, which has no loop). The watch owns the socket: it leaves
+/// the loop's set before it is closed.
 public final class SMPFailureWatch: Sendable {
     public let adapter: String
     /// Whether the kernel's filter passes ACL data to this socket.
     public let seesACL: Bool
     private let fd: Int32
+    /// The reader thread's wake-up (-1 on a loop).
     private let wake: Int32
+    /// The loop whose source the socket is, and its token there; nil: the reader thread.
+    private let loop: EventLoop?
+    private let token: UInt64
     /// Guards what the reader saw and whether it has ended.
     private let state = Lock(WatchState())
 
@@ -113,12 +120,13 @@ public final class SMPFailureWatch: Sendable {
         var peers: [UInt16: BluetoothAddress] = [:]
         var failures: [SMPPairingFailed] = []
         var disconnects: [UInt16: UInt8] = [:]
+        var closing = false
         var done = false
     }
 
     /// Opens the watch on adapter `index` (named `adapter` in messages); nil when the socket cannot be opened (the
     /// pairing then goes on, its error without the SMP reason).
-    public convenience init?(index: Int, adapter: String) {
+    public convenience init?(index: Int, adapter: String, loop: EventLoop? = nil) {
         // On the capability keeper while it lives: the filter is where the kernel checks CAP_NET_RAW.
         let (fd, acl) = Privilege.perform { () -> (Int32, Int32) in
             var acl: Int32 = 0
@@ -126,28 +134,72 @@ public final class SMPFailureWatch: Sendable {
             return (fd, acl)
         }
         guard fd >= 0 else { return nil }
-        self.init(adopting: fd, adapter: adapter, seesACL: acl == 1)
+        self.init(adopting: fd, adapter: adapter, seesACL: acl == 1, loop: loop)
     }
 
     /// Takes `fd` as the watch's socket (tests write HCI packets into a socketpair: no direction, so all incoming).
-    init?(adopting fd: Int32, adapter: String, seesACL: Bool) {
-        let wake = cbz_eventfd()
-        guard wake >= 0 else { _ = cbz_close(fd); return nil }
+    init?(adopting fd: Int32, adapter: String, seesACL: Bool, loop: EventLoop? = nil) {
+        let wake = loop == nil ? cbz_eventfd() : -1
+        guard loop != nil || wake >= 0 else { _ = cbz_close(fd); return nil }
         self.adapter = adapter
         self.fd = fd
         self.wake = wake
         self.seesACL = seesACL
-        startDetachedThread { [self] in
-            _ = cbz_set_thread_name("smp-watch")
-            _ = readDirectedDatagrams(fd, wake: wake, capacity: 1100) { packet, incoming in self.take(packet, incoming: incoming) }
-            state.withLockBroadcasting { $0.done = true }
+        self.loop = loop
+        self.token = loop?.makeSourceToken() ?? 0
+        guard let loop else {
+            startDetachedThread { [self] in
+                _ = cbz_set_thread_name("smp-watch")
+                _ = readDirectedDatagrams(fd, wake: wake, capacity: 1100) { packet, incoming in self.take(packet, incoming: incoming) }
+                state.withLockBroadcasting { $0.done = true }
+            }
+            return
+        }
+        // The handler holds the watch until `close` (or the socket's end) takes the socket out of the loop's set.
+        let register = { @Sendable [self] in
+            guard !state.withLock({ $0.closing }) else { return endSource() }
+            if !loop.register(fd: fd, token: token, events: CBZ_EPOLLIN, { [self] _ in sourceReadable() }) {
+                state.withLockBroadcasting { $0.done = true }
+            }
+        }
+        if loop.inEventLoop { register() } else { loop.execute(register) }
+    }
+
+    // Only reachable once the reader has ended (its thread, or the loop's source, holds the watch while it runs).
+    deinit {
+        _ = cbz_close(fd)
+        if wake >= 0 { _ = cbz_close(wake) }
+    }
+
+    /// On the loop's thread: the socket leaves the loop's set (before the deinit can close it); the reader is done.
+    private func endSource() {
+        guard let loop, !state.withLock({ $0.done }) else { return }
+        loop.deregister(fd: fd, token: token)
+        state.withLockBroadcasting { $0.done = true }
+    }
+
+    /// The loop's source: reads what the socket holds (level-triggered: what is left wakes the next wait).
+    private func sourceReadable() {
+        for _ in 0..<32 {
+            if state.withLock({ $0.closing }) { return endSource() }
+            switch readOne() {
+            case .some(true): continue
+            case .some(false): return
+            case nil: return endSource()
+            }
         }
     }
 
-    // Only reachable once the reader has ended (it holds a strong reference while it runs).
-    deinit {
-        _ = cbz_close(fd)
-        _ = cbz_close(wake)
+    /// One datagram without blocking (with its direction, HCI_DATA_DIR), to `take`: true when one came, false when
+    /// none was there, nil when the socket ended or failed.
+    private func readOne() -> Bool? {
+        var buffer = [UInt8](repeating: 0, count: 1100)
+        var incoming: Int32 = 1
+        let got = buffer.withUnsafeMutableBytes { cbz_hci_recv_directed(fd, $0.baseAddress, $0.count, &incoming) }
+        if got < 0 { return cbz_errno() == EAGAIN || cbz_errno() == EINTR ? false : nil }
+        if got == 0 { return nil }
+        take(Array(buffer.prefix(min(got, buffer.count))), incoming: incoming != 0)
+        return true
     }
 
     func take(_ packet: [UInt8], incoming: Bool) {
@@ -175,11 +227,22 @@ public final class SMPFailureWatch: Sendable {
     public func pairingFailed(peer: BluetoothAddress, limit: Duration = .milliseconds(300)) -> SMPPairingFailed? {
         guard seesACL else { return nil }
         let ns = Int(limit.components.seconds) * 1_000_000_000 + Int(limit.components.attoseconds / 1_000_000_000)
-        let found: SMPPairingFailed?? = state.wait(until: { s -> SMPPairingFailed?? in
+        let pick = { (s: inout WatchState) -> SMPPairingFailed?? in
             if let f = s.failures.last(where: { Self.handle($0.handle, of: peer, in: s) }) { return .some(f) }
             return s.done ? .some(nil) : nil
-        }, timeoutNanoseconds: ns)
-        return found ?? nil
+        }
+        guard let loop, loop.inEventLoop else { return state.wait(until: pick, timeoutNanoseconds: ns) ?? nil }
+        // On the loop's thread (the agent's source reporting a failure) this source cannot run meanwhile: the wait
+        // reads the socket itself (BlockingWait: signals are still taken).
+        let deadline = monotonicNanoseconds() + UInt64(max(0, ns))
+        while true {
+            if let found = state.withLock({ pick(&$0) }) { return found }
+            let now = monotonicNanoseconds()
+            if now >= deadline { return nil }
+            let ready = BlockingWait.poll(fd: fd, events: Int16(CBZ_POLLIN),
+                                          timeoutMilliseconds: Int32(clamping: (deadline - now + 999_999) / 1_000_000))
+            if ready < 0 || (ready > 0 && readOne() == nil) { endSource() }
+        }
     }
 
     /// As `pairingFailed`, and forgets every Pairing Failed seen so far: a serving agent's next failure on the same
@@ -195,8 +258,14 @@ public final class SMPFailureWatch: Sendable {
         state.withLock { s in s.disconnects.first(where: { Self.handle($0.key, of: peer, in: s) })?.value }
     }
 
-    /// Ends the reader: it leaves its poll at once and closes the socket as it goes (nothing waits for it).
+    /// Ends the reader: it leaves its poll at once (or, on a loop, the socket leaves the loop's set: at once on the
+    /// loop's thread, else posted there); the socket is closed once the watch is released (nothing waits for it).
     public func close() {
-        _ = cbz_eventfd_signal(wake)
+        guard let loop else { _ = cbz_eventfd_signal(wake); return }
+        let first = state.withLock { s in
+            defer { s.closing = true }
+            return !s.closing
+        }
+        if loop.inEventLoop { endSource() } else if first { loop.execute { [self] in endSource() } }
     }
 }

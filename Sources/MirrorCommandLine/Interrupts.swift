@@ -11,16 +11,22 @@ import Synchronization
 import Glibc
 #endif
 
-/// The signal handler and the thread it wakes. The handler does only async-signal-safe work: an atomic
-/// compare-exchange, then either `_exit` or one eventfd write; the waiter thread runs the command's handler.
+/// SIGINT and SIGTERM through a signalfd (signalfd(2)): both are blocked in every thread from main's first line
+/// (`blockSignals`), and the fd is read by one owner: a source of the running command's link loop, or, for a command
+/// with no loop, a thread of its own (nothing else waits there); a wait that holds its thread polls it too
+/// (`BlockingWait`). What a signal does is the same wherever it is read: `takeSignals`.
 public enum Interrupts {
     /// 0: no interruptible command runs (a signal exits); 1: one runs and was not signalled; 2: it was.
     static let mode = Atomic<Int>(0)
-    /// The eventfd the handler signals; -1 until installed.
-    static let wakeFD = Atomic<Int32>(-1)
-    /// The signal that cancelled the running interruptible command (SIGINT or SIGTERM), 0 when none did: stored by
-    /// the handler before it wakes the waiter, cleared when an interruptible command starts.
+    /// The signalfd; -1 until installed.
+    static let signalFD = Atomic<Int32>(-1)
+    /// The signal that cancelled the running interruptible command (SIGINT or SIGTERM), 0 when none did: stored
+    /// before the command's handler runs, cleared when an interruptible command starts.
     static let received = Atomic<Int32>(0)
+    /// Whether the reader thread runs (a command without a loop came first): then no loop registers the fd.
+    private static let threadStarted = Atomic<Bool>(false)
+    /// The loop that has the signalfd as a source, and its token there.
+    private static let source = Lock<(loop: EventLoop, token: UInt64)?>(nil)
 
     /// `status`, then forgotten: the shell asks once per line whether a signal ended it.
     public static func take() -> ExitStatus? {
@@ -39,37 +45,86 @@ public enum Interrupts {
     /// Guards the running command's handler.
     private static let handler = Lock<(@Sendable () -> Void)?>(nil)
 
-    /// Installs the SIGINT and SIGTERM handler and starts the thread that acts on it. Idempotent.
-    public static func install() {
-        guard wakeFD.load(ordering: .relaxed) < 0 else { return }
-        let fd = cbz_eventfd()
-        guard fd >= 0, wakeFD.compareExchange(expected: -1, desired: fd, ordering: .sequentiallyConsistent).exchanged else {
-            if fd >= 0 { _ = cbz_close(fd) }
-            return
+    /// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread started after (they inherit the
+    /// mask): first thing in main, before any thread exists, so that only the signalfd ever sees them.
+    public static func blockSignals() { StopSignals.block() }
+
+    /// Opens the signalfd (idempotent) and gives it one reader: a source of `loop` when the command has one (on
+    /// the loop's thread; `stopServing` takes it out), else a thread of its own. The signals must be blocked
+    /// (`blockSignals`): they are blocked here too, for a caller that did not.
+    public static func install(on loop: EventLoop? = nil) {
+        var fd = signalFD.load(ordering: .relaxed)
+        if fd < 0 {
+            blockSignals()
+            let opened = cbz_signalfd_interrupts()
+            guard opened >= 0 else { return }
+            if signalFD.compareExchange(expected: -1, desired: opened, ordering: .sequentiallyConsistent).exchanged {
+                fd = opened
+                BlockingWait.setInterruptSource(fd: fd, take: { takeSignals() })
+            } else {
+                _ = cbz_close(opened)
+                fd = signalFD.load(ordering: .relaxed)
+            }
         }
-        var thread = pthread_t()
-        if pthread_create(&thread, nil, { _ in
-            let fd = Interrupts.wakeFD.load(ordering: .relaxed)
+        if let loop, !threadStarted.load(ordering: .relaxed) {
+            let register: @Sendable () -> Void = { [fd] in
+                let token = loop.makeSourceToken()
+                let claimed = source.withLock { s -> Bool in
+                    guard s == nil else { return false }
+                    s = (loop, token)
+                    return true
+                }
+                guard claimed else { return }
+                if !loop.register(fd: fd, token: token, events: CBZ_EPOLLIN, { _ in takeSignals() }) {
+                    source.withLock { $0 = nil }
+                    startThread(fd)
+                }
+            }
+            if loop.inEventLoop { register() } else { loop.execute(register) }
+        } else if loop == nil {
+            startThread(fd)
+        }
+    }
+
+    /// Takes the signalfd out of `loop`'s set (the loop ends only once it has no source): at the end of the
+    /// command. A signal from here to the exit stays pending.
+    public static func stopServing(on loop: EventLoop) {
+        let deregister: @Sendable () -> Void = {
+            let token = source.withLock { s -> UInt64? in
+                guard let held = s, held.loop === loop else { return nil }
+                s = nil
+                return held.token
+            }
+            if let token { loop.deregister(fd: signalFD.load(ordering: .relaxed), token: token) }
+        }
+        if loop.inEventLoop { deregister() } else { loop.execute(deregister) }
+    }
+
+    /// The reader of a command without a loop: one thread, started once, that waits for the signalfd.
+    private static func startThread(_ fd: Int32) {
+        guard threadStarted.compareExchange(expected: false, desired: true, ordering: .sequentiallyConsistent).exchanged else { return }
+        startDetachedThread {
+            _ = cbz_set_thread_name("mirror-signals")
             var revents: Int16 = 0
             while true {
                 guard cbz_poll_one(fd, CBZ_POLLIN, -1, &revents) > 0 else { continue }
-                _ = cbz_eventfd_drain(fd)
-                let h = Interrupts.handler.current
-                h?()
+                takeSignals()
             }
-        }, nil) == 0 {
-            pthread_detach(thread)
         }
-        for sig in [SIGINT, SIGTERM] {
-            signal(sig) { received in
-                if Interrupts.mode.compareExchange(expected: 1, desired: 2, ordering: .sequentiallyConsistent).exchanged {
-                    Interrupts.received.store(received, ordering: .sequentiallyConsistent)
-                    let saved = errno
-                    _ = cbz_eventfd_signal(Interrupts.wakeFD.load(ordering: .relaxed))
-                    errno = saved
-                } else {
-                    _exit(128 + received)
-                }
+    }
+
+    /// Reads every pending signal and acts on each: the first while an interruptible command runs cancels it (its
+    /// handler); any other exits at once with 128 + the signal (130 SIGINT, 143 SIGTERM), as the shell reports it.
+    static func takeSignals() {
+        let fd = signalFD.load(ordering: .relaxed)
+        while true {
+            let signal = cbz_signalfd_take(fd)
+            guard signal > 0 else { return }
+            if mode.compareExchange(expected: 1, desired: 2, ordering: .sequentiallyConsistent).exchanged {
+                received.store(signal, ordering: .sequentiallyConsistent)
+                handler.current?()
+            } else {
+                _exit(128 + signal)
             }
         }
     }

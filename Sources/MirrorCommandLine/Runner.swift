@@ -224,14 +224,24 @@ public enum MirrorMain {
     /// Runs a command `prepare` returned (SIGINT and SIGTERM handled from here on); returns the exit status.
     public static func run(_ command: Command, _ args: ParsedArguments, _ global: GlobalOptions,
                            console: Console = Console()) async -> Int32 {
-        Interrupts.install()
         var invocation = Invocation(arguments: args, global: global, console: console)
-        guard command.spec.connects else { return await execute(command, invocation) }
-        // A command that connects runs on its link's loop from the start (docs/DESIGN.md "Threads").
+        guard command.spec.connects else {
+            Interrupts.install()
+            return await execute(command, invocation)
+        }
+        // A command that connects runs on its link's loop from the start (docs/DESIGN.md "Threads"); the signals'
+        // fd is a source of that loop while it runs.
         let loop: EventLoop
-        do { loop = try EventLoop() } catch { return report(ErrorReport(error), json: global.json, console: console) }
+        do { loop = try EventLoop() } catch {
+            Interrupts.install()
+            return report(ErrorReport(error), json: global.json, console: console)
+        }
         invocation.loop = loop
-        return await withLinkLoop(loop) { [invocation] in await execute(command, invocation) }
+        return await withLinkLoop(loop) { [invocation] in
+            Interrupts.install(on: loop)
+            defer { Interrupts.stopServing(on: loop) }
+            return await execute(command, invocation)
+        }
     }
 
     /// Runs one parsed command (a one-shot command, or a line of `mirror shell`); an error is reported.

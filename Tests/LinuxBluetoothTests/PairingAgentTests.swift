@@ -307,15 +307,37 @@ final class PairingAgentTests: XCTestCase {
     }
 
     func testTheServingAgentReportsAFailuresSMPReasonAndSenderAndWhatItServed() throws {
+        try servingAgentReportsAFailure(loop: nil)
+    }
+
+    /// As above with the agent's management socket and the SMP watch sources of one loop (a --pair link's): each
+    /// report is made on the loop's thread, and the failure's wait for its PDU reads the watch's socket there.
+    func testTheServingAgentOnALoopReportsAFailuresSMPReasonAndSenderAndWhatItServed() throws {
+        let before = EventLoop.liveLoops
+        try servingAgentReportsAFailure(loop: try EventLoop())
+        XCTAssertTrue(EventLoop.waitForLiveLoops(atMost: before, seconds: 5), "the stopped agent and the closed watch left the loop")
+    }
+
+    func servingAgentReportsAFailure(loop: EventLoop?) throws {
         let reports = Lock<[String]>([])
+        let loopThread = loop?.sync { pthread_self() }
+        let readers = (threadCount("pair-agent"), threadCount("smp-watch"))
         let (agent, k) = kernel([], prompts: .fixed(passkey: 123456))
         defer { close(k) }
         // The watch over a socketpair: what the test writes there is ACL data the watch reads as incoming (the peer's).
         let acl = try SocketPair()
         acl.handOverA()
-        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true))
-        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } }, watch: watch)
+        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true, loop: loop))
+        let service = try agent.startServing(report: { line in
+            if let loopThread { XCTAssertTrue(pthread_equal(pthread_self(), loopThread) != 0, "reported off the loop: \(line)") }
+            reports.withLockBroadcasting { $0.append(line) }
+        }, watch: watch, on: loop)
         defer { service.stop() }
+        if loop != nil {
+            // No reader thread of their own (another test's may still be ending: the counts do not grow).
+            XCTAssertLessThanOrEqual(threadCount("pair-agent"), readers.0, "\(threadNames())")
+            XCTAssertLessThanOrEqual(threadCount("smp-watch"), readers.1, "\(threadNames())")
+        }
         func awaitReports(_ count: Int) -> [String] {
             reports.wait(until: { $0.count >= count ? $0 : nil }, timeoutNanoseconds: 5_000_000_000) ?? reports.withLock { $0 }
         }
@@ -357,6 +379,16 @@ final class PairingAgentTests: XCTestCase {
     }
 
     func testAFailureQueuedWhenTheAgentStopsIsStillReportedAndNothingAnswered() throws {
+        try failureQueuedAtTheStop(loop: nil)
+    }
+
+    /// As above with the agent a source of a loop: the prompt holds the loop's thread, the stop is posted, and
+    /// what was queued meanwhile is drained, not answered.
+    func testAFailureQueuedWhenTheAgentOnALoopStopsIsStillReportedAndNothingAnswered() throws {
+        try failureQueuedAtTheStop(loop: try EventLoop())
+    }
+
+    func failureQueuedAtTheStop(loop: EventLoop?) throws {
         // The agent is held in a prompt; meanwhile the kernel queues Authentication Failed and a request, and the
         // agent is stopped (a connect that failed to encrypt stops it as the failure comes). Released, it leaves at
         // the stop, reports the queued failure with its SMP reason, and answers nothing more.
@@ -373,8 +405,8 @@ final class PairingAgentTests: XCTestCase {
         defer { close(k) }
         let acl = try SocketPair()
         acl.handOverA()
-        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true))
-        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } }, watch: watch)
+        let watch = try XCTUnwrap(SMPFailureWatch(adopting: acl.a, adapter: "hci0", seesACL: true, loop: loop))
+        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } }, watch: watch, on: loop)
         XCTAssertNotNil(prompt.wait(until: { $0.0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "the agent asked its prompt")
         // Pairing Failed 0x01 Passkey Entry Failed on the link (a socketpair has no direction: read as the peer's).
         acl.sendB([0x02, 0x2A, 0x20, 0x06, 0x00, 0x02, 0x00, 0x06, 0x00, 0x05, 0x01])

@@ -41,6 +41,34 @@ final class InterruptTests: XCTestCase {
         }
     }
 
+    /// A waiting listen reads its signals as a source of its link's loop: no thread of their own ("mirror-signals"),
+    /// one loop thread ("att-bearer"); Ctrl-C still ends it cleanly (issue 35).
+    func testAWaitingListenReadsItsSignalsOnItsLoopWithNoThreadOfTheirOwn() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let process = Process()
+        process.executableURL = MirrorProcess.executable
+        process.arguments = ["listen", sim.target, "scanState"]
+        let out = Pipe(), err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        try process.run()
+        let watchdog = ProcessWatchdog(process, "mirror listen")
+        var seen = readUntil(err.fileHandleForReading, contains: "subscribed to 0x000C")
+        let task = "/proc/\(process.processIdentifier)/task"
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: task)) ?? []).compactMap {
+            try? String(contentsOfFile: "\(task)/\($0)/comm", encoding: .utf8).trimmingCharacters(in: .whitespacesAndNewlines)
+        }
+        XCTAssertFalse(names.contains("mirror-signals"), "\(names)")
+        XCTAssertEqual(names.filter { $0 == "att-bearer" }.count, 1, "\(names)")
+        kill(process.processIdentifier, SIGINT)
+        _ = out.fileHandleForReading.readDataToEndOfFile()
+        seen.append(err.fileHandleForReading.readDataToEndOfFile())
+        process.waitUntilExit()
+        XCTAssertNil(watchdog.end())
+        XCTAssertEqual(process.terminationStatus, 0, String(decoding: seen, as: UTF8.self))
+    }
+
     /// A script's listen cancelled by SIGTERM ends the shell (143) and the script's next line never runs; by SIGINT
     /// it ends the script (130). Both used to cancel the listen and go on with the script.
     func testASignalEndsTheShellsScript() throws {

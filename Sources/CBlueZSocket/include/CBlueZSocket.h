@@ -237,6 +237,11 @@ extern const short CBZ_POLLIN, CBZ_POLLOUT, CBZ_POLLERR, CBZ_POLLHUP;
 int cbz_eventfd(void);
 int cbz_eventfd_signal(int fd);
 int cbz_eventfd_drain(int fd);
+/// signalfd for SIGINT and SIGTERM (SFD_NONBLOCK | SFD_CLOEXEC, signalfd(2)): the two must be blocked in every
+/// thread (pthread_sigmask) for it to see them. -1 with errno on failure.
+int cbz_signalfd_interrupts(void);
+/// Reads one signal from that signalfd: its number, 0 when none is pending, -1 with errno on failure.
+int cbz_signalfd_take(int fd);
 /// timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC): an event loop's one timer.
 int cbz_timerfd(void);
 /// Arms the timer at `deadline_ns` on CLOCK_MONOTONIC (TFD_TIMER_ABSTIME; 0 disarms; one shot).

@@ -108,14 +108,22 @@ extension Pairing {
                 if let passkey { return passkey == value }
                 guard onTerminal else { return false }
                 console.err("pair: does \(peer) show \(sixDigits(value))? [y/N] ")
+                awaitLine()
                 return (readLine() ?? "").lowercased().hasPrefix("y")
             },
             passkey: { peer in
                 if let passkey { return passkey }
                 guard onTerminal else { return nil }
                 console.err("pair: enter the passkey \(peer) shows: ")
+                awaitLine()
                 return readLine().flatMap { try? parsePasskey(String($0.filter { !$0.isWhitespace })) }
             },
             display: { value, peer in console.err("pair: type \(sixDigits(value)) on \(peer)") })
+    }
+
+    /// Waits for the terminal's line before it is read: a prompt of --pair's agent holds the link's loop, where the
+    /// signals are read, so the wait takes them (BlockingWait) and Ctrl-C still ends the command at once.
+    private static func awaitLine() {
+        _ = BlockingWait.poll(fd: 0, events: Int16(POLLIN), timeoutMilliseconds: -1)
     }
 }

@@ -216,7 +216,8 @@ final class Shell: Sendable {
         let console = self.console
         let say: @Sendable (String) -> Void = { line in if editor.isTerminal { editor.printAbove(line) } else { console.err(line) } }
         // Also for a connect line's --pair: its agent asks through the editor too, never a readLine beside it.
-        agentSetup = Pairing.AgentSetup(io: io, prompts: questions.pairingPrompts(passkey: passkey, say: say), say: say)
+        // Its questions are answered at the shell's prompt, by the link's loop's next line: a thread of its own.
+        agentSetup = Pairing.AgentSetup(io: io, prompts: questions.pairingPrompts(passkey: passkey, say: say), say: say, servesOnLinkLoop: false)
     }
 
     /// What a shell line may name: the pass-through commands, then the shell's own.

@@ -1,5 +1,5 @@
-# vm-about: an unprivileged user: mirror gatt needs no capability; mirror discover (the management socket) fails with exit 7 and the setcap advice, then works once the binary has cap_net_raw,cap_net_admin; that copy holds no capability on any thread while listen waits on the peer (after its keeper sent --interval), and none while discover scans
-# vm-timeout: 200
+# vm-about: an unprivileged user: mirror gatt needs no capability; mirror discover (the management socket) fails with exit 7 and the setcap advice, then works once the binary has cap_net_raw,cap_net_admin; that copy holds no capability on any thread while listen waits on the peer (after its keeper sent --interval), and none while discover scans; an LE link has one thread of its own (its loop), with --pair too, counted from /proc
+# vm-timeout: 300
 vm_need mirror mirror-sim
 vm_controllers
 vm_sim sim
@@ -41,6 +41,20 @@ if grep -vqE 'CapPrm: 0000000000000000 CapEff: 0000000000000000 NoNewPrivs: 1' "
   vm_fail "a thread of the waiting listen still holds a capability (or lacks NoNewPrivs)"
 fi
 vm_log "ok: every thread of the waiting listen: CapPrm 0, CapEff 0, NoNewPrivs 1"
+# The link's own threads (issue 35): the loop ("att-bearer") alone; the HCI link monitor, the SMP watch, the pairing
+# agent and the signals are sources of it. Their threads, where a caller has no loop, are named: hci-link,
+# smp-watch, pair-agent, mirror-signals. The rest are the process's fixed ones (main, the Swift runtime's pool).
+link_threads() { # STEP LOG: counts the waiting command's threads from /proc; fails past one of the link's own
+  local t own total
+  for t in /proc/$(vm_pid "$1")/task/*; do cat "$t/comm" 2>/dev/null; done >"$OUT/$2"
+  total=$(wc -l <"$OUT/$2")
+  own=$(grep -cE '^(att-bearer|hci-link|smp-watch|pair-agent|mirror-signals)$' "$OUT/$2")
+  vm_log "threads of $1: $total in all, $own of the LE link's own: $(sort "$OUT/$2" | uniq -c | tr -s ' \n' '  ')"
+  [ "$own" -le 1 ] || vm_fail "$1: $own threads of the LE link's own (expected at most 1, its loop)"
+  [ "$own" = 1 ] && grep -qx att-bearer "$OUT/$2" || vm_fail "$1: the link's loop thread (att-bearer) is not there"
+}
+link_threads caps-listen caps-listen-comm.log
+vm_log "ok: the LE link (monitor and signals on its loop) has one thread of its own"
 vm_grep "$OUT/caps-listen.log" "^link: --interval 30: granted" "the keeper sent --interval's LE Connection Update before the drop: granted"
 vm_stop caps-listen 10
 
@@ -60,3 +74,19 @@ vm_log "ok: while discover scans no thread holds a capability"
 vm_join caps-discover-live 30
 [ "$VM_RC" = 0 ] || vm_fail "the discover with the keeper exited $VM_RC"
 vm_grep "$OUT/caps-discover-live.log" "mirror-sim" "the scan the keeper ran found the simulator"
+
+# 6. --pair: the pairing agent's management socket and the SMP failure watch join the loop; still one thread of the
+#    link's own while it waits (root: the agent's socket needs CAP_NET_ADMIN; the simulator answers Just Works).
+export XDG_STATE_HOME="$OUT/state"
+vm_stop sim 10 TERM
+vm_sim sim-pair --io none
+vm_bg caps-pair-listen "$BIN/mirror" listen $peer scanState --adapter hci0 --pair
+vm_wait_log caps-pair-listen "^subscribed to 0x[0-9A-F]{4} .*scanState" 90
+link_threads caps-pair-listen caps-pair-listen-comm.log
+vm_log "ok: with --pair (agent, SMP watch, monitor and signals on the loop) the LE link has one thread of its own"
+vm_stop caps-pair-listen 10
+[ "$VM_RC" = 0 ] || vm_fail "listen --pair ended with $VM_RC at SIGINT (expected 0: listen's clean end)"
+vm_grep "$OUT/caps-pair-listen.log" "^pair: " "the agent on the loop served the link's pairing"
+vm_ok caps-unpair 15 "$BIN/mirror" bonds remove $peer --adapter hci0
+vm_run caps-unpair-hci1 15 btmgmt -i hci1 unpair -t 1 00:AA:01:00:00:00
+vm_stop sim-pair 10 TERM
