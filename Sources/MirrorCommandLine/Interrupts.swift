@@ -23,6 +23,14 @@ public enum Interrupts {
     /// The signal that cancelled the running interruptible command (SIGINT or SIGTERM), 0 when none did: stored
     /// before the command's handler runs, cleared when an interruptible command starts.
     static let received = Atomic<Int32>(0)
+    /// A signal of the same number again within this interval of the one that cancelled the running command is that
+    /// signal again, not a second one: GNU `timeout -s INT` (without --foreground) sends it to the child and then to
+    /// its process group, microseconds apart, and a second signal would end a scan before its cancelScan.
+    public static let sameSignalWindow: Duration = .milliseconds(500)
+    static let sameSignalWindowNanoseconds = UInt64(sameSignalWindow.components.seconds) * 1_000_000_000
+        + UInt64(sameSignalWindow.components.attoseconds / 1_000_000_000)
+    /// When (MonotonicClock nanoseconds) the signal in `received` cancelled the running command.
+    static let cancelledAt = Atomic<UInt64>(0)
     /// Whether the reader thread runs (a command without a loop came first): then no loop registers the fd.
     private static let threadStarted = Atomic<Bool>(false)
     /// The loop that has the signalfd as a source, and its token there.
@@ -120,9 +128,14 @@ public enum Interrupts {
         while true {
             let signal = cbz_signalfd_take(fd)
             guard signal > 0 else { return }
+            let now = MonotonicClock().now().nanoseconds
             if mode.compareExchange(expected: 1, desired: 2, ordering: .sequentiallyConsistent).exchanged {
                 received.store(signal, ordering: .sequentiallyConsistent)
+                cancelledAt.store(now, ordering: .sequentiallyConsistent)
                 handler.current?()
+            } else if mode.load(ordering: .sequentiallyConsistent) == 2, received.load(ordering: .sequentiallyConsistent) == signal,
+                      now &- cancelledAt.load(ordering: .sequentiallyConsistent) < sameSignalWindowNanoseconds {
+                continue  // the cancelling signal again (timeout's second copy): one signal
             } else {
                 _exit(128 + signal)
             }
@@ -176,6 +189,6 @@ public let interruptTable: [(commands: String, sigint: String, sigterm: String)]
     ("listen", "stops listening, prints the count (and the drops); exit 0, the normal end of a listen", "the same; exit 143"),
     ("shell", "at a terminal: cancels the running command and returns to the prompt; reading a script: cancels the running command and ends the script; exit 130",
      "cancels the running command, closes the connection and ends the shell; exit 143"),
-    ("every other command", "ends at once; exit 130 (a second signal always does)", "ends at once; exit 143"),
+    ("every other command", "ends at once; exit 130 (a second signal always does; the same signal again within 0.5 s of the first counts as the first, as GNU timeout sends it twice)", "ends at once; exit 143"),
 ]
 

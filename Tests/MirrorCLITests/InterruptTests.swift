@@ -1,6 +1,7 @@
 // What SIGINT and SIGTERM do to `listen` and `mirror shell` (interruptTable): the signals sent to real processes
 // once they wait on the simulator (which notifies only on a change).
 import Foundation
+import JSON
 import TestSupport
 import XCTest
 
@@ -38,6 +39,32 @@ final class InterruptTests: XCTestCase {
             let r = try signalled(["listen", sim.target, "scanState"], readyWhen: "subscribed to 0x000C", signal: signal)
             XCTAssertEqual(r.status, status, "signal \(signal): \(r.stderr)")
             XCTAssertTrue(r.stderr.contains("received 0 notifications and indications"), r.stderr)
+        }
+    }
+
+    /// Issue 37: under GNU `timeout -s INT` (which sends SIGINT to the child and again to its process group) a
+    /// listen always ends 0 with its final count, and a scan always sends cancelScan (before: 5 of 17 listens exited
+    /// 130 without the count, 3 of 12 scans sent no cancelScan). `timeout -s TERM` ends them 143, the count printed.
+    func testUnderGNUTimeoutTheSignalCountsOnce() throws {
+        let sim = try SimulatorProcess(["--step-ms", "5000"])
+        defer { sim.stop() }
+        let runs = 8
+        for i in 0..<runs {
+            let r = try ToolProcess.run(executable: URL(fileURLWithPath: "/usr/bin/timeout"), ["--preserve-status", "-s", "INT", "0.6", MirrorProcess.executable.path, "listen", sim.target, "scanState"])
+            XCTAssertEqual(r.status, 0, "run \(i): \(r.stderr)")
+            XCTAssertTrue(r.stderr.contains("received 0 notifications and indications"), "run \(i): \(r.stderr)")
+        }
+        let term = try ToolProcess.run(executable: URL(fileURLWithPath: "/usr/bin/timeout"), ["--preserve-status", "-s", "TERM", "0.6", MirrorProcess.executable.path, "listen", sim.target, "scanState"])
+        XCTAssertEqual(term.status, 143, term.stderr)
+        let directory = NSTemporaryDirectory() + "timeout-scan-\(getpid())"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        for i in 0..<runs / 2 {
+            let r = try ToolProcess.run(executable: URL(fileURLWithPath: "/usr/bin/timeout"), ["--preserve-status", "-s", "INT", "1.5", MirrorProcess.executable.path, "scan", sim.target, "--json",
+                                                            "--upload-port", "0", "--upload-dir", directory, "--settle", "0.05"])
+            XCTAssertEqual(r.status, 130, "run \(i): \(r.stderr)")
+            let result = try XCTUnwrap(r.stdout.split(separator: "\n").last.map { try parseJSON(String($0)) }, "run \(i)")
+            XCTAssertEqual(result["cancelScanSent"], .bool(true), "run \(i): \(r.stdout)")
         }
     }
 
