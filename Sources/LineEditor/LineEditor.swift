@@ -92,6 +92,8 @@ public final class LineEditor: Sendable {
         var closed = false
         /// The first failure to write the history file (the session goes on without it).
         var historyFailure: SocketError?
+        /// Whether the next line read goes into the history: false while it answers a question (a passkey).
+        var rememberNextLine = true
         /// Off a terminal: what was read and not yet returned as a line, and whether the input ended.
         var input: [UInt8] = []
         var inputEnded = false
@@ -190,6 +192,12 @@ public final class LineEditor: Sendable {
     }
 
     /// The prompt for the line being edited (redrawn at once) and the next ones. Safe from any thread.
+    /// Whether the next line read at the terminal goes into the history (and its file): false for the answer to a
+    /// question (a passkey typed at the prompt never reaches the history); each line read sets it back to true.
+    public func setRememberNextLine(_ remember: Bool) {
+        shared.withLock { $0.rememberNextLine = remember }
+    }
+
     public func setPrompt(_ prompt: String) {
         shared.withLock { s in
             s.prompt = prompt
@@ -279,7 +287,11 @@ public final class LineEditor: Sendable {
                         return String(cString: p)
                     } ?? ""
                     leavePrompt()
-                    if !text.isEmpty, cle_history_add(text) != 0 {
+                    let remember = shared.withLock { s -> Bool in
+                        defer { s.rememberNextLine = true }
+                        return s.rememberNextLine
+                    }
+                    if remember, !text.isEmpty, cle_history_add(text) != 0 {
                         let e = SocketError(syscall: "write", errno: .current, context: "writing the history file \(historyFile ?? "")")
                         shared.withLock { s in if s.historyFailure == nil { s.historyFailure = e } }
                     }

@@ -158,6 +158,16 @@ final class LineEditorTests: XCTestCase {
                                          .expect("got: first session line"), .send("quit\r"), .exit()])
     }
 
+    /// Issue 36: a line read as an answer (the shell's passkey) never reaches the history file; the next is kept.
+    func testALineMarkedAsAnAnswerStaysOutOfTheHistory() throws {
+        _ = try pty(["--every-ms", "0"], [.expect("demo> "), .send("secret\r"), .expect("got: secret"),
+                                         .expect("demo> "), .send("123456\r"), .expect("got: 123456"),
+                                         .expect("demo> "), .send("after\r"), .expect("got: after"),
+                                         .expect("demo> "), .send("quit\r"), .exit()])
+        let lines = try String(contentsOfFile: home + "/state/mirror/history", encoding: .utf8).split(separator: "\n")
+        XCTAssertEqual(lines.dropFirst().map(String.init), ["secret", "after", "quit"], "the answer 123456 is not kept")
+    }
+
     func testTheHistoryKeepsItsLimitOfLines() throws {
         _ = try pty(["--every-ms", "0", "--history-limit", "2"], [.expect("demo> "), .send("alpha\r"), .expect("got: alpha"),
                                                                  .expect("demo> "), .send("bravo\r"), .expect("got: bravo"),

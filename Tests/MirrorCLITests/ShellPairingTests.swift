@@ -20,6 +20,8 @@ final class FakeEditor: PromptingEditor, Sendable {
         var mostReaders = 0
         var reads = 0
         var dropped = 0
+        /// Each setRememberNextLine, in order.
+        var remember: [Bool] = []
     }
 
     let isTerminal: Bool
@@ -30,6 +32,7 @@ final class FakeEditor: PromptingEditor, Sendable {
     func printAbove(_ line: String) { state.withLock { $0.printed.append(line) } }
     func setPrompt(_ prompt: String) { state.withLockBroadcasting { $0.prompts.append(prompt) } }
     func dropLine() { state.withLock { $0.dropped += 1 } }
+    func setRememberNextLine(_ remember: Bool) { state.withLock { $0.remember.append(remember) } }
     /// Every typed event is read through `readEvent`, as at a terminal.
     func bufferedEvent() -> LineEvent? { nil }
 
@@ -86,6 +89,8 @@ final class ShellPairingTests: XCTestCase {
         // The shell's loop is not reading (a `pair` line runs): the agent's thread reads the answer itself.
         XCTAssertEqual(prompts.passkey(peer), 12345)
         XCTAssertEqual(editor.state.withLock { $0.prompts }, ["pair: enter the passkey 00:AA:01:01:00:01 shows: ", shellPrompt])
+        // Issue 36: the passkey typed is kept out of the history.
+        XCTAssertEqual(editor.state.withLock { $0.remember }, [false])
         XCTAssertEqual(editor.state.withLock { $0.reads }, 1)
         // A passkey to show is printed above the line; a comparison answered y is confirmed.
         prompts.display(4321, peer)

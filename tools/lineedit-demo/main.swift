@@ -1,6 +1,6 @@
 // lineedit-demo: LineEditor with a completer over a fixed word list and a background task printing
 // "notification N" above the prompt every 300 ms (`--every-ms N`, 0 for none); echoes each line as "got: LINE".
-// `prompt WORD` makes the prompt "WORD> "; `--timeout-ms N` gives each read that limit (the error, exit 3);
+// `prompt WORD` makes the prompt "WORD> "; `secret` keeps the next line out of the history; `--timeout-ms N` gives each read that limit (the error, exit 3);
 // `--drop-on-timeout` instead drops the timed-out line (dropLine, "dropped" printed above) and reads on, as the
 // shell's pairing questions do; `--stop-after-ms N` calls stop() from another task; `--history-limit N` keeps N lines. LineEditorTests drive it in a pseudo-terminal and over a
 // pipe. `quit` or Ctrl-D ends it.
@@ -78,6 +78,8 @@ do {
             print("got: \(line)")
             if line == "quit" { break loop }
             if line.hasPrefix("prompt ") { editor.setPrompt(line.dropFirst(7) + "> ") }
+            // `secret`: the next line is an answer, kept out of the history (as the shell's passkey answers).
+            if line == "secret" { editor.setRememberNextLine(false) }
         case .interrupt:
             editor.printAbove("interrupted")
         case .end:

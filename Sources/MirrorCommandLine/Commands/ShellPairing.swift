@@ -14,6 +14,8 @@ protocol PromptingEditor: Sendable {
     /// The next event when it needs no wait (a script's line already read), else nil.
     func bufferedEvent() -> LineEvent?
     func dropLine()
+    /// Whether the next line goes into the history: not an answer to a question (a passkey).
+    func setRememberNextLine(_ remember: Bool)
 }
 
 extension LineEditor: PromptingEditor {}
@@ -140,6 +142,8 @@ final class EditorQuestions: Sendable {
         let posted = try state.withLock { (s) throws(ShellQuestionError) -> Bool in
             guard s.posted == nil, !s.agentReading else { throw .busy(question: question) }
             editor.setPrompt(question)
+            // The answer (a passkey, a yes) is not a command: it never reaches the history file.
+            editor.setRememberNextLine(false)
             if s.loopReading {
                 s.posted = question
                 s.answer = nil
@@ -165,6 +169,7 @@ final class EditorQuestions: Sendable {
                     s.answer = nil
                     s.posted = nil
                     editor.setPrompt(s.shellPrompt)
+                    editor.setRememberNextLine(true)
                 }
                 return s.answer
             }
@@ -184,6 +189,7 @@ final class EditorQuestions: Sendable {
         } catch {
             if case .timeout = error {
                 // The question's line ends with it: the running command's output goes on below, not into it.
+                editor.setRememberNextLine(true)
                 editor.dropLine()
                 throw .timedOut(question: question, after: limit)
             }
