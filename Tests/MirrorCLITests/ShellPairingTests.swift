@@ -165,6 +165,34 @@ final class ShellPairingTests: XCTestCase {
         XCTAssertEqual(try loop.value()?.get(), .line("link"))
     }
 
+    /// Issue 36: the passkey can come from a file (or `mirror pair`'s standard input), never visible in
+    /// /proc/PID/cmdline; a FIFO, a directory, a long or a malformed file is refused at once, naming the file.
+    func testAPasskeyFileIsReadWhenItIsAPrivateSmallRegularFile() throws {
+        let dir = NSTemporaryDirectory() + "passkey-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: dir) }
+        let good = dir + "/good"
+        try Data(" 012345 \nignored\n".utf8).write(to: URL(fileURLWithPath: good))
+        XCTAssertEqual(try readPasskeyFile(good, standardInputAllowed: false), 12345)
+        let bad = dir + "/bad"
+        try Data("12345678\n".utf8).write(to: URL(fileURLWithPath: bad))
+        XCTAssertThrowsError(try readPasskeyFile(bad, standardInputAllowed: false)) { e in
+            XCTAssertEqual("\(e)", "the first line of \(bad) is not a passkey: expected up to six decimal digits, 000000-999999")
+        }
+        let fifo = dir + "/fifo"
+        XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+        XCTAssertThrowsError(try readPasskeyFile(fifo, standardInputAllowed: false)) { e in XCTAssertEqual("\(e)", "\(fifo) is not a regular file") }
+        XCTAssertThrowsError(try readPasskeyFile(dir, standardInputAllowed: false)) { e in XCTAssertEqual("\(e)", "\(dir) is not a regular file") }
+        XCTAssertThrowsError(try readPasskeyFile("-", standardInputAllowed: false)) { e in XCTAssertTrue("\(e)".contains("standard input"), "\(e)") }
+        // Through the command line: the file's passkey stands where --passkey would, and the two exclude each other.
+        let both = try MirrorProcess.run(["pair", "00:11:22:33:44:55", "--passkey-file", good, "--passkey", "1"])
+        XCTAssertEqual(both.status, 2)
+        XCTAssertTrue(both.stderr.contains("--passkey and --passkey-file cannot be used together"), both.stderr)
+        let missing = try MirrorProcess.run(["pair", "00:11:22:33:44:55", "--passkey-file", dir + "/none"])
+        XCTAssertEqual(missing.status, 2)
+        XCTAssertTrue(missing.stderr.contains("cannot read \(dir)/none: ENOENT"), missing.stderr)
+    }
+
     func testAnInvalidPasskeyIsRefusedAndSaysWhy() {
         let editor = FakeEditor(isTerminal: true)
         let questions = EditorQuestions(editor: editor, prompt: shellPrompt)

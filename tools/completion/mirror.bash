@@ -19,11 +19,11 @@ _mirror_options() {
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         check) echo "--only --skip --writes --max-time --max-requests --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --repair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
-        pair) echo "--io --passkey --adapter --type --json --help" ;;
+        pair) echo "--io --passkey --passkey-file --adapter --type --json --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         scan) echo "--timeout --upload-host --upload-bind --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
-        shell) echo "--keep-going --io --passkey --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
+        shell) echo "--keep-going --io --passkey --passkey-file --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         cache) echo "--adapter --json --help" ;;
         bonds) echo "--adapter --json --help" ;;
         doctor) echo "--json --help" ;;
@@ -46,6 +46,7 @@ _mirror_option_value() {
         "check --max-requests") echo "any" ;;
         "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
         "pair --passkey") echo "any" ;;
+        "pair --passkey-file") echo "file" ;;
         "bench --handle") echo "names" ;;
         "bench --size") echo "any" ;;
         "bench --count") echo "any" ;;
@@ -66,6 +67,7 @@ _mirror_option_value() {
         "wifi --wait") echo "any" ;;
         "shell --io") echo "words display yesno keyboard none keyboard-display" ;;
         "shell --passkey") echo "any" ;;
+        "shell --passkey-file") echo "file" ;;
         *" --adapter") echo "adapter" ;;
         *" --type") echo "words public random" ;;
         *" --timeout") echo "any" ;;

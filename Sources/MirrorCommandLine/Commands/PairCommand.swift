@@ -2,6 +2,7 @@
 // bluetoothd); the kernel runs SMP (Core Spec 5.4 Vol 3 Part H).
 import ATTStack
 import Bonding
+import CBlueZSocket
 import GATTPeer
 import Glibc
 import HostEnvironment
@@ -28,13 +29,51 @@ func parsePasskey(_ token: String) throws(UsageError) -> UInt32 {
 /// `--io` and `--passkey`: `mirror pair`'s, and `mirror shell --pair`'s for its agent.
 let pairingAnswerOptions: [OptionSpec] = [
     .choice("--io", "CAPABILITY", IOCapabilityName.self, help: "this side's IO capability: display, yesno, keyboard, none (default) or keyboard-display"),
-    .value("--passkey", "N", help: "the passkey to enter when the peer shows one, or the Numeric Comparison value to accept (off a terminal)"),
+    .value("--passkey", "N", help: "the passkey to enter when the peer shows one, or the Numeric Comparison value to accept (off a terminal); other local users see it in /proc/PID/cmdline while mirror runs: prefer --passkey-file"),
+    .value("--passkey-file", "FILE", help: "--passkey read from FILE's first line (- for standard input, mirror pair only): not visible to other users"),
 ]
+
+/// The passkey in `path`'s first line (`-`: standard input's): a regular file of at most 64 bytes, opened without
+/// following a symlink and without blocking (a FIFO is refused), so the secret never sits on the command line.
+public func readPasskeyFile(_ path: String, standardInputAllowed: Bool) throws(UsageError) -> UInt32 {
+    let text: String
+    if path == "-" {
+        guard standardInputAllowed else {
+            throw UsageError("- (standard input) is the shell's script or terminal here; give a file", token: path)
+        }
+        text = readLine() ?? ""
+    } else {
+        let fd = cbz_open_read_nofollow(path)
+        guard fd >= 0 else {
+            let e = Errno.current
+            throw UsageError("cannot read \(path): \(e.name) (\(e.meaning))", token: path)
+        }
+        defer { _ = cbz_close(fd) }
+        var st = stat()
+        guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else {
+            throw UsageError("\(path) is not a regular file", token: path)
+        }
+        var buffer = [UInt8](repeating: 0, count: 65)
+        let n = buffer.withUnsafeMutableBytes { cbz_pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n >= 0, n <= 64 else { throw UsageError("\(path) holds no passkey (over 64 bytes, or unreadable)", token: path) }
+        text = String(decoding: buffer[0..<n], as: UTF8.self)
+    }
+    let line = text.split(separator: "\n", omittingEmptySubsequences: false).first.map(String.init) ?? ""
+    let digits = String(line.filter { $0 != " " && $0 != "\t" && $0 != "\r" })
+    do { return try parsePasskey(digits) } catch {
+        throw UsageError("the first line of \(path) is not a passkey: expected up to six decimal digits, 000000-999999", token: path)
+    }
+}
 
 extension Invocation {
     /// `--io` (default NoInputNoOutput: Just Works) and `--passkey`, as `mirror pair` and `mirror shell` take them.
     func pairingAnswers() throws(UsageError) -> (io: IOCapability, passkey: UInt32?) {
         let io = try option("--io") { (s: String) throws(UsageError) in try parseChoice(s, IOCapabilityName.self, what: "IO capability") }?.capability
+        try arguments.exclusive(["--passkey", "--passkey-file"])
+        let fromFile = try option("--passkey-file") { (s: String) throws(UsageError) in
+            try readPasskeyFile(s, standardInputAllowed: arguments.command == "pair")
+        }
+        if let fromFile { return (io ?? .noInputNoOutput, fromFile) }
         return (io ?? .noInputNoOutput, try option("--passkey") { (s: String) throws(UsageError) in try parsePasskey(s) })
     }
 }

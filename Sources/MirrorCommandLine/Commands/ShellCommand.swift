@@ -204,7 +204,7 @@ final class Shell: Sendable {
         self.state = state
         // --io and --passkey set --pair's agent: checked before the editor takes the terminal.
         let (io, passkey) = try inv.pairingAnswers()
-        if !inv.global.pair, let given = ["--io", "--passkey"].first(where: inv.arguments.has) {
+        if !inv.global.pair, let given = ["--io", "--passkey", "--passkey-file"].first(where: inv.arguments.has) {
             throw UsageError("\(given) sets the pairing agent of --pair: give --pair too", token: given, command: "shell")
         }
         let editor = try LineEditor(prompt: Shell.prompt(connectedTo: target)) { completion in
