@@ -1,7 +1,6 @@
 // Issue 37: errors that point the right way, each as a new user meets it from the command line.
 import Foundation
 import Glibc
-import TestSupport
 import XCTest
 
 final class ErrorAdviceTests: XCTestCase {
@@ -54,37 +53,5 @@ final class ErrorAdviceTests: XCTestCase {
         let stream = try MirrorProcess.run(["read", "unix:" + path, "scanState"])
         XCTAssertEqual(stream.status, 6, stream.stderr)
         XCTAssertTrue(stream.stderr.contains("\(path) is a stream or datagram socket: mirror speaks ATT over SOCK_SEQPACKET"), stream.stderr)
-    }
-}
-
-final class ShellOnceTests: XCTestCase {
-    /// Issue 37: a notification held by both a background subscription and a running `listen` in the shell is printed
-    /// once, by the listen (before: twice, once by each).
-    func testANotificationHeldByASubscriptionAndAListenIsPrintedOnce() throws {
-        // Latched at ERROR: cancelScan (0x36), written by a second client, resets scanState, which is notified once.
-        let sim = try SimulatorProcess(["--latched-error"])
-        defer { sim.stop() }
-        let process = Process()
-        process.executableURL = MirrorProcess.executable
-        process.arguments = ["shell", sim.target]
-        let out = Pipe(), err = Pipe(), input = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        try process.run()
-        let watchdog = ProcessWatchdog(process, "mirror shell")
-        try input.fileHandleForWriting.write(contentsOf: Data("subscribe scanState\nlisten scanState --count 1\n".utf8))
-        try input.fileHandleForWriting.close()
-        var stderr = readUntil(err.fileHandleForReading, contains: "listening")
-        let write = try MirrorProcess.run(["write", sim.target, "scannerAction", "36"])
-        XCTAssertEqual(write.status, 0, write.stderr)
-        let stdout = String(decoding: out.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        stderr.append(err.fileHandleForReading.readDataToEndOfFile())
-        process.waitUntilExit()
-        XCTAssertNil(watchdog.end())
-        XCTAssertEqual(process.terminationStatus, 0, String(decoding: stderr, as: UTF8.self))
-        let printed = stdout.components(separatedBy: "\n").filter { $0.hasSuffix("notification 0x000C scanState: invalid  [00]  (1 byte)") }
-        XCTAssertEqual(printed.count, 1, stdout)
-        XCTAssertTrue(String(decoding: stderr, as: UTF8.self).contains("received 1 notification and indication"))
     }
 }

@@ -203,10 +203,7 @@ extension Session {
                 armed: () -> Void = {},
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = try procedureNotifications()
-        defer {
-            endProcedureNotifications(stream)
-            listenedHandles.withLock { $0 = [] }
-        }
+        defer { endProcedureNotifications(stream) }
         drops?.watch(stream)
         let profile = self.profile
         // Each value handle's target (its label and UUID), from the latest resolution.
@@ -218,7 +215,6 @@ extension Session {
                 references, preferIndications: preferIndications, locate: { try await self.characteristic($0, command: command) },
                 targeted: { entries in
                     targets = Dictionary(entries.map { ($0.characteristic.valueHandle, $0) }, uniquingKeysWith: { a, _ in a })
-                    listenedHandles.withLock { $0 = Set(entries.map(\.characteristic.valueHandle)) }
                     subscribing = true
                 },
                 resynchronizing: { subscribing = false },

@@ -691,8 +691,6 @@ final class Shell: Sendable {
         let task = Task { [weak self] in
             do {
                 for try await n in stream {
-                    // A running listen prints this handle's values itself: once, not twice.
-                    if session.listenedHandles.withLock({ $0.contains(n.handle) }) { continue }
                     let event = ListenEvent(time: unixNow(), handle: n.handle, name: label,
                                             decoded: ValueFormatter.decode(n.value, uuid: c.uuid, name: label, profile: profile),
                                             indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)

@@ -57,9 +57,6 @@ final class Session: Sendable {
     var pairing: PairingService? { peer.pairing }
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
-    /// The value handles a running `listen` prints (in the shell): a background subscription to one of them leaves
-    /// its values to the listen, so that one notification is printed once.
-    let listenedHandles = Lock<Set<UInt16>>([])
     /// This peer's key in the GATT cache (the TARGET as given).
     var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
