@@ -27,8 +27,7 @@ public enum Interrupts {
     /// signal again, not a second one: GNU `timeout -s INT` (without --foreground) sends it to the child and then to
     /// its process group, microseconds apart, and a second signal would end a scan before its cancelScan.
     public static let sameSignalWindow: Duration = .milliseconds(500)
-    static let sameSignalWindowNanoseconds = UInt64(sameSignalWindow.components.seconds) * 1_000_000_000
-        + UInt64(sameSignalWindow.components.attoseconds / 1_000_000_000)
+    static let sameSignalWindowNanoseconds = UInt64(sameSignalWindow.nanosecondsClamped)
     /// When (MonotonicClock nanoseconds) the signal in `received` cancelled the running command.
     static let cancelledAt = Atomic<UInt64>(0)
     /// Whether the reader thread runs (a command without a loop came first): then no loop registers the fd.

@@ -2,7 +2,6 @@
 // PDU on the connection's one bearer, read-only; exit 9 when a SHALL is broken.
 import ATTStack
 import Glibc
-import CBlueZSocket
 import Conformance
 import JSON
 import LinkCore
@@ -164,16 +163,11 @@ final class CheckProgressLine: Sendable {
             last = now
             return true
         }
-        if due { write("\r\u{1B}[K" + TerminalText.escaped(text)) }
+        if due { StatusLine.writeToStandardError("\r\u{1B}[K" + TerminalText.escaped(text)) }
     }
 
     func clear() {
         guard enabled, drawn.withLock({ $0 }) != nil else { return }
-        write("\r\u{1B}[K")
-    }
-
-    private func write(_ text: String) {
-        let bytes = Array(text.utf8)
-        _ = cbz_write_all(2, bytes, bytes.count)
+        StatusLine.writeToStandardError("\r\u{1B}[K")
     }
 }

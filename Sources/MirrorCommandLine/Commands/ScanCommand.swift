@@ -212,8 +212,9 @@ final class StatusLine: Sendable {
         clear()
     }
 
-    /// The status line as is (no newline) in one write(2) to stderr; a closed stderr is ignored.
-    private static func writeToStandardError(_ text: String) {
+    /// The status line as is (no newline) in one write(2) to stderr; a closed stderr is ignored. Check's progress
+    /// line writes through it too.
+    static func writeToStandardError(_ text: String) {
         let bytes = Array(text.utf8)
         _ = cbz_write_all(2, bytes, bytes.count)
     }
