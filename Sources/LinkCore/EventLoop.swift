@@ -349,3 +349,23 @@ public func withLinkLoop<T: Sendable, Failure: Error>(_ loop: EventLoop,
     }
     return try result.get()
 }
+
+extension EventLoop {
+    /// The most datagrams a source of the loop reads per wake: a socket that keeps receiving leaves the loop to its
+    /// other sources between batches (the sources are level-triggered, so what is left wakes the next turn).
+    public static let sourceBatch = 32
+
+    /// One wake of a datagram source: up to `sourceBatch` reads. `stopping` asked before each (a close posted from
+    /// another thread ends the source); `readOne` is true when a datagram came, false when none was there, nil when
+    /// the socket ended or failed; `end` takes the source out.
+    public static func readBatch(stopping: () -> Bool, _ readOne: () -> Bool?, end: () -> Void) {
+        for _ in 0..<sourceBatch {
+            if stopping() { return end() }
+            switch readOne() {
+            case true?: continue
+            case false?: return
+            case nil: return end()
+            }
+        }
+    }
+}

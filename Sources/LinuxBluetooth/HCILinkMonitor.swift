@@ -224,16 +224,10 @@ public final class HCILinkMonitor: Sendable {
     }
 
     /// The loop's source: reads what the socket holds (level-triggered: what is left wakes the next wait).
+    /// A close from another thread is posted: nothing more is read once it is asked for; a socket that ended or
+    /// failed ends the source, and requests then fail as closed.
     private func sourceReadable() {
-        for _ in 0..<32 {
-            // A close from another thread is posted: nothing more is read once it is asked for.
-            if state.withLock({ $0.closing }) { return endSource() }
-            switch readOne() {
-            case .some(true): continue
-            case .some(false): return
-            case nil: return endSource() // the socket ended or failed: requests then fail as closed
-            }
-        }
+        EventLoop.readBatch(stopping: { state.withLock { $0.closing } }, { readOne() }, end: { endSource() })
     }
 
     /// One datagram from the socket without blocking, to `receive`: true when one came, false when none was there,

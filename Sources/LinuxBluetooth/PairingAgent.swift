@@ -452,7 +452,7 @@ public final class PairingService: Sendable {
             let registered = loop.register(fd: fd, token: token, events: CBZ_EPOLLIN) { [self, socket] _ in
                 _ = socket
                 var buffer = [UInt8](repeating: 0, count: 1024)
-                for _ in 0..<32 {
+                for _ in 0..<EventLoop.sourceBatch {
                     // Stopped meanwhile (from another thread): what is queued is drained, not answered.
                     if stopAsked.withLock({ $0 }) { return endSource(drain: true) }
                     var truncated: Int32 = 0

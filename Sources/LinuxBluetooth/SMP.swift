@@ -180,14 +180,7 @@ public final class SMPFailureWatch: Sendable {
 
     /// The loop's source: reads what the socket holds (level-triggered: what is left wakes the next wait).
     private func sourceReadable() {
-        for _ in 0..<32 {
-            if state.withLock({ $0.closing }) { return endSource() }
-            switch readOne() {
-            case .some(true): continue
-            case .some(false): return
-            case nil: return endSource()
-            }
-        }
+        EventLoop.readBatch(stopping: { state.withLock { $0.closing } }, { readOne() }, end: { endSource() })
     }
 
     /// One datagram without blocking (with its direction, HCI_DATA_DIR), to `take`: true when one came, false when
