@@ -28,6 +28,9 @@ public final class ObservedTransport: ATTTransport {
     /// (`divert`); `diverting` says whether there is one without taking the lock on every PDU.
     private let diversion = Lock<(any ATTTransportSink)?>(nil)
     private let diverting = Atomic<Bool>(false)
+    /// Whether the trace has its `closed:` line: said once, by this host's close as it is asked (so that a process
+    /// that exits right after closing still prints it), else when the bearer reports the end.
+    private let closeTraced = Atomic<Bool>(false)
 
     /// What went by.
     public struct Observations: Sendable {
@@ -124,7 +127,14 @@ public final class ObservedTransport: ATTTransport {
     }
 
     public func close(reason: String) {
+        if isTracing { traceClosed(.closedLocally(reason: reason)) }
         inner.close(reason: reason)
+    }
+
+    /// The trace's one `closed:` line.
+    private func traceClosed(_ reason: TransportError) {
+        guard !closeTraced.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        lines("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(bearer.map { " [\($0)]" } ?? "") closed: \(reason)")
     }
 
     func received(_ pdu: [UInt8]) {
@@ -134,9 +144,7 @@ public final class ObservedTransport: ATTTransport {
     }
 
     func closed(_ reason: TransportError) {
-        if isTracing {
-            lines("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(bearer.map { " [\($0)]" } ?? "") closed: \(reason)")
-        }
+        if isTracing { traceClosed(reason) }
         closeObserver.current?(reason)
     }
 }

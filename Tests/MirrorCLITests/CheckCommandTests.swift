@@ -208,7 +208,7 @@ final class CheckCommandTests: XCTestCase {
     }
 }
 
-/// The README's "Conformance check" transcripts are what the tool prints: against the simulator, and against one with
+/// The README's "Check a server" transcripts are what the tool prints: against the simulator, and against one with
 /// the fault the README names; the times (which vary) compared as their shape.
 final class ReadmeCheckTests: XCTestCase {
     /// A line with each time (`0.835 s`, `+0.632188`) replaced by its shape.
@@ -218,8 +218,8 @@ final class ReadmeCheckTests: XCTestCase {
     }
 
     func testTheConformanceTranscriptsAreWhatTheToolPrints() throws {
-        guard let (body, steps) = try ReadmeTranscript.section("## Conformance check") else {
-            return XCTFail("the README has no Conformance check section")
+        guard let (body, steps) = try ReadmeTranscript.section("## Check a server") else {
+            return XCTFail("the README has no Check a server section")
         }
         XCTAssertEqual(steps.map(\.0), ["mirror check unix:/tmp/mirror-sim.sock", "mirror check unix:/tmp/sim.sock"])
         guard let fault = body.range(of: #"--fault [a-z-]+"#, options: .regularExpression).map({ String(body[$0].dropFirst(8)) }) else {

@@ -105,7 +105,7 @@ final class ExamplesTests: XCTestCase {
             command.removeSubrange(redirect)
         }
         let expected: Int32 = (input ?? "").contains("read 0x9999") ? 3 : 0
-        var words = command.split(separator: " ").map(String.init)
+        var words = Transcript.words(command)  // `"Device Name"` is one word, as a shell reads it
         guard words.first == "mirror" else { return "not a mirror command" }
         words.removeFirst()
         words = words.map { w in

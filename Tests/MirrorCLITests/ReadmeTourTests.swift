@@ -19,8 +19,8 @@ final class ReadmeTourTests: XCTestCase {
     }
 }
 
-/// A README section's transcripts: each `$ mirror ...` line inside a fenced block, with the lines below it up to the
-/// next such line or the block's end (the tour's and the Conformance check's tests read them so).
+/// A README section's transcripts: each `$ mirror ...` (or `$ printf ... | mirror ...`) line inside a fenced block,
+/// with the lines below it up to the next such line or the block's end (the tour's and the Conformance check's tests read them so).
 enum ReadmeTranscript {
     /// The section under `heading` (up to the next `## `), and its (command, expected lines) in order; nil when the
     /// README has no such heading.
@@ -31,12 +31,14 @@ enum ReadmeTranscript {
         let body = section.range(of: "\n## ").map { section[..<$0.lowerBound] } ?? section
         var steps: [(command: String, lines: [String])] = []
         var inBlock = false
+        var inStep = false  // a block's lines belong to a command only below its `$` line, in the same block
         for line in body.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) {
-            if line.hasPrefix("```") { inBlock.toggle(); continue }
+            if line.hasPrefix("```") { inBlock.toggle(); inStep = false; continue }
             guard inBlock else { continue }
-            if line.hasPrefix("$ mirror ") {
+            if line.hasPrefix("$ mirror ") || line.hasPrefix("$ printf ") {
                 steps.append((String(line.dropFirst(2)), []))
-            } else if !steps.isEmpty {
+                inStep = true
+            } else if inStep {
                 steps[steps.count - 1].lines.append(line)
             }
         }

@@ -39,12 +39,13 @@ final class ReferenceTests: XCTestCase {
         XCTAssertNil(firstDifference(committed, manPage(specs)), "docs/mirror.1 is not what the command table gives: run tools/mirror-docs.sh")
     }
 
-    /// The README's interrupt table is the man page's SIGNALS section, row for row (interruptTable).
-    func testTheREADMEsInterruptTableIsTheOneTheManPagePrints() throws {
-        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("README.md"), encoding: .utf8)
+    /// docs/cli.md's interrupt table (the README points there) is the man page's SIGNALS section, row for row
+    /// (interruptTable).
+    func testTheReferencesInterruptTableIsTheOneTheManPagePrints() throws {
+        let readme = try String(contentsOf: repositoryRoot.appendingPathComponent("docs/cli.md"), encoding: .utf8)
         let rows = readme.split(separator: "\n").filter { $0.hasPrefix("| ") && $0.hasSuffix(" |") }.map(String.init)
         for row in interruptTable {
-            XCTAssertTrue(rows.contains("| \(row.commands) | \(row.sigint) | \(row.sigterm) |"), "README lacks the interrupt row for \(row.commands)")
+            XCTAssertTrue(rows.contains("| \(row.commands) | \(row.sigint) | \(row.sigterm) |"), "docs/cli.md lacks the interrupt row for \(row.commands)")
         }
         XCTAssertTrue(manPage(specs).contains(".SH \"SIGNALS\""))
     }
