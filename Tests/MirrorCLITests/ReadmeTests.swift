@@ -2,7 +2,7 @@
 //  - the quick start's two commands: CI runs them (.ci/run, tools/run.sh's own scan in ScanCommandTests' demo);
 //  - the tour's transcript: ReadmeTourTests; every `mirror ...` it names: ExamplesTests (here or in the VM);
 //  - the commands table, the options it names, the files it points to, the exit statuses and the example errors:
-//    this file; the interrupt table: ReferenceTests (it is the man page's SIGNALS section);
+//    this file; the task sections' transcripts: ReadmeTasksTests; the interrupt table (docs/cli.md): ReferenceTests;
 //  - the permissions (who holds which capability, until when): the VM's `caps` scenario and CapabilityDropTests.
 import Foundation
 import MirrorCommandLine
