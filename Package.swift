@@ -103,8 +103,8 @@ let package = Package(
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
         .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine"], path: "tools/mirror-docs"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
-        .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinkCore", "LinuxBluetooth", "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
-        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "Mirror", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"], path: "tools/mirror-sim"),
+        .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinkCore", "LinuxBluetooth", "GATTClient", "GATTServer", "GATTPeer", "Mirror", "JSON", "LinkCeiling"]),
+        .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "GATTPeer", "GATTServer", "JSON", "Mirror", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"], path: "tools/mirror-sim"),
         // Exercises the socket bearer end to end (listen/echo, connect/check) in the Bluetooth VM and here.
         .executableTarget(name: "BearerE2E", dependencies: ["ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "JSON", "TestSupport"], path: "tools/bearer-e2e"),
         // The GATT client's cost over a bare socket loop (Write Request round trip, Write Command throughput).

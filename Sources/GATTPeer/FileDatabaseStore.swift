@@ -58,49 +58,53 @@ extension GATTCachedDatabase {
         let adapter = json["adapter"]?.string
         let databaseHash = try Self.bytes(try Self.field(json, "databaseHash", \.string), "databaseHash")
         guard databaseHash.count == 16 else { throw DatabaseCacheProblem("databaseHash is not 16 bytes") }
-        let services = try Self.field(json, "services", \.items).map { (s: JSONValue) throws(DatabaseCacheProblem) in
-            var service = GATTService(uuid: try Self.uuid(s), startHandle: try Self.handle(s, "start"),
-                                      endHandle: try Self.handle(s, "end"),
-                                      isPrimary: try Self.field(s, "primary") { v in if case .bool(let b) = v { b } else { nil } })
-            service.includedServices = try Self.field(s, "includes", \.items).map { (i: JSONValue) throws(DatabaseCacheProblem) in
-                GATTIncludedService(declarationHandle: try Self.handle(i, "handle"), startHandle: try Self.handle(i, "start"),
-                                    endHandle: try Self.handle(i, "end"), uuid: try Self.uuid(i))
-            }
-            service.characteristics = try Self.field(s, "characteristics", \.items).map { (c: JSONValue) throws(DatabaseCacheProblem) in
-                let properties = try Self.field(c, "properties", \.integer)
-                guard let raw = UInt8(exactly: properties) else { throw DatabaseCacheProblem("properties \(properties) is not a byte") }
-                return GATTCharacteristic(
-                    uuid: try Self.uuid(c), declarationHandle: try Self.handle(c, "handle"),
-                    valueHandle: try Self.handle(c, "valueHandle"), properties: GATTCharacteristicProperties(rawValue: raw),
-                    endHandle: try Self.handle(c, "end"),
-                    descriptors: try Self.field(c, "descriptors", \.items).map { (d: JSONValue) throws(DatabaseCacheProblem) in
-                        GATTDescriptor(handle: try Self.handle(d, "handle"), uuid: try Self.uuid(d),
-                                       value: try d["value"]?.string.map { (t: String) throws(DatabaseCacheProblem) in try Self.bytes(t, "value") })
-                    })
-            }
-            return service
-        }
+        let services = try Self.field(json, "services", \.items).map { (s: JSONValue) throws(DatabaseCacheProblem) in try Self.service(s) }
         self.init(target: target, adapter: adapter, databaseHash: databaseHash, services: services)
     }
 
-    private static func field<T>(_ json: JSONValue, _ key: String, _ get: (JSONValue) -> T?) throws(DatabaseCacheProblem) -> T {
+    /// One service of the file's "services" (the form `json(service:)` writes), with its includes, characteristics
+    /// and descriptors; the device files of `mirror clone` hold the same form.
+    static func service(_ s: JSONValue) throws(DatabaseCacheProblem) -> GATTService {
+        var service = GATTService(uuid: try Self.uuid(s), startHandle: try Self.handle(s, "start"),
+                                  endHandle: try Self.handle(s, "end"),
+                                  isPrimary: try Self.field(s, "primary") { v in if case .bool(let b) = v { b } else { nil } })
+        service.includedServices = try Self.field(s, "includes", \.items).map { (i: JSONValue) throws(DatabaseCacheProblem) in
+            GATTIncludedService(declarationHandle: try Self.handle(i, "handle"), startHandle: try Self.handle(i, "start"),
+                                endHandle: try Self.handle(i, "end"), uuid: try Self.uuid(i))
+        }
+        service.characteristics = try Self.field(s, "characteristics", \.items).map { (c: JSONValue) throws(DatabaseCacheProblem) in
+            let properties = try Self.field(c, "properties", \.integer)
+            guard let raw = UInt8(exactly: properties) else { throw DatabaseCacheProblem("properties \(properties) is not a byte") }
+            return GATTCharacteristic(
+                uuid: try Self.uuid(c), declarationHandle: try Self.handle(c, "handle"),
+                valueHandle: try Self.handle(c, "valueHandle"), properties: GATTCharacteristicProperties(rawValue: raw),
+                endHandle: try Self.handle(c, "end"),
+                descriptors: try Self.field(c, "descriptors", \.items).map { (d: JSONValue) throws(DatabaseCacheProblem) in
+                    GATTDescriptor(handle: try Self.handle(d, "handle"), uuid: try Self.uuid(d),
+                                   value: try d["value"]?.string.map { (t: String) throws(DatabaseCacheProblem) in try Self.bytes(t, "value") })
+                })
+        }
+        return service
+    }
+
+    static func field<T>(_ json: JSONValue, _ key: String, _ get: (JSONValue) -> T?) throws(DatabaseCacheProblem) -> T {
         guard let v = json[key], let t = get(v) else { throw DatabaseCacheProblem("no valid \"\(key)\"") }
         return t
     }
 
-    private static func handle(_ json: JSONValue, _ key: String) throws(DatabaseCacheProblem) -> UInt16 {
+    static func handle(_ json: JSONValue, _ key: String) throws(DatabaseCacheProblem) -> UInt16 {
         let n = try field(json, key, \.integer)
         guard let h = UInt16(exactly: n), h > 0 else { throw DatabaseCacheProblem("\"\(key)\" \(n) is not a handle") }
         return h
     }
 
-    private static func uuid(_ json: JSONValue) throws(DatabaseCacheProblem) -> BluetoothUUID {
+    static func uuid(_ json: JSONValue) throws(DatabaseCacheProblem) -> BluetoothUUID {
         let text = try field(json, "uuid", \.string)
         guard let u = BluetoothUUID(string: text) else { throw DatabaseCacheProblem("\"\(text)\" is not a UUID") }
         return u
     }
 
-    private static func bytes(_ text: String, _ key: String) throws(DatabaseCacheProblem) -> [UInt8] {
+    static func bytes(_ text: String, _ key: String) throws(DatabaseCacheProblem) -> [UInt8] {
         let digits = Array(text.utf8)
         guard digits.count % 2 == 0 else { throw DatabaseCacheProblem("\"\(key)\" is not hex") }
         var out: [UInt8] = []
@@ -117,7 +121,7 @@ extension GATTCachedDatabase {
 /// What is wrong with a cache file (it is then ignored with a warning).
 public struct DatabaseCacheProblem: Error, Sendable, Equatable, CustomStringConvertible {
     public var problem: String
-    init(_ problem: String) { self.problem = problem }
+    public init(_ problem: String) { self.problem = problem }
     public var description: String { problem }
 }
 

@@ -47,7 +47,8 @@ public struct Attribute: Sendable {
     public var writable: Bool { permissions.contains(.write) }
 }
 
-/// The attributes of one server, ordered by handle from 0x0001 without gaps (Vol 3 Part F §3.2.2).
+/// The attributes of one server, ordered by handle from 0x0001; built here without gaps, a clone keeps the gaps its
+/// device had (Vol 3 Part F §3.2.2 asks only for increasing handles).
 public struct AttributeDatabase: Sendable {
     public internal(set) var attributes: [Attribute] = []
     /// Names to handles ("scanState" -> 0x000F).
@@ -55,8 +56,19 @@ public struct AttributeDatabase: Sendable {
 
     /// The attribute with `handle`, if any.
     public func attribute(_ handle: UInt16) -> Attribute? {
-        guard handle >= 1, Int(handle) <= attributes.count else { return nil }
-        return attributes[Int(handle) - 1]
+        index(of: handle).map { attributes[$0] }
+    }
+
+    /// Where `handle` is in `attributes`: at handle - 1 when there are no gaps below it, else found by bisection.
+    func index(of handle: UInt16) -> Int? {
+        guard handle >= 1 else { return nil }
+        if Int(handle) <= attributes.count, attributes[Int(handle) - 1].handle == handle { return Int(handle) - 1 }
+        var (low, high) = (0, attributes.count)
+        while low < high {
+            let mid = (low + high) / 2
+            if attributes[mid].handle < handle { low = mid + 1 } else { high = mid }
+        }
+        return low < attributes.count && attributes[low].handle == handle ? low : nil
     }
 
     /// The handle named `name`.
@@ -67,8 +79,8 @@ public struct AttributeDatabase: Sendable {
 
     /// Replaces the stored value at `handle` (no permission check: the server's own update).
     public mutating func setValue(_ value: [UInt8], at handle: UInt16) {
-        guard handle >= 1, Int(handle) <= attributes.count else { return }
-        attributes[Int(handle) - 1].value = value
+        guard let i = index(of: handle) else { return }
+        attributes[i].value = value
     }
 
     /// The Database Hash of this database (Core Spec 5.4 Vol 3 Part G §7.3), by the client's computation.
@@ -91,7 +103,7 @@ public struct AttributeDatabase: Sendable {
         var openService: Int?
 
         /// The handle the next attribute gets.
-        public var nextHandle: UInt16 { UInt16(database.attributes.count + 1) }
+        public var nextHandle: UInt16 { (database.attributes.last?.handle ?? 0) + 1 }
 
         /// A primary or secondary service declaration (Vol 3 Part G §3.1); returns its handle.
         @discardableResult
@@ -140,6 +152,18 @@ public struct AttributeDatabase: Sendable {
             append(uuid, .descriptor, value, permissions, name, read: readSecurity, write: writeSecurity)
         }
 
+        /// An attribute at `handle` as a device had it (a clone: handles with gaps, a service's group end as
+        /// discovered); `handle` must be above every handle placed so far. A service declaration given with its end
+        /// keeps that end.
+        public mutating func place(_ type: BluetoothUUID, role: Attribute.Role, value: [UInt8], permissions: AttributePermissions,
+                                   at handle: UInt16, name: String? = nil) {
+            precondition(handle >= nextHandle, "attributes are placed in increasing handle order")
+            closeService()
+            database.attributes.append(Attribute(handle: handle, type: type, role: role, value: value, permissions: permissions,
+                                                 readSecurity: .noSecurity, writeSecurity: .noSecurity, name: name))
+            if let name { database.handles[name] = handle }
+        }
+
         @discardableResult
         mutating func append(_ type: BluetoothUUID, _ role: Attribute.Role, _ value: [UInt8],
                              _ permissions: AttributePermissions, _ name: String?,
@@ -153,7 +177,7 @@ public struct AttributeDatabase: Sendable {
 
         mutating func closeService() {
             guard let i = openService else { return }
-            database.attributes[i].role = .service(end: UInt16(database.attributes.count))
+            database.attributes[i].role = .service(end: database.attributes.last?.handle ?? 0)
             openService = nil
         }
 

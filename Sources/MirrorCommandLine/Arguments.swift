@@ -14,6 +14,8 @@ public struct OptionSpec: Sendable {
     /// The values it takes when they are a fixed set (an enum's raw values: "public", "random"), for the man page
     /// and the shell completion; empty for a free value or a flag.
     public var choices: [String] = []
+    /// A one-letter form the option also answers to ("-o" for "--output"), as the issue or a habit fixes it.
+    public var short: String?
 
     public init(_ name: String, value valueName: String? = nil, repeatable: Bool = false, help: String) {
         precondition(name.hasPrefix("--"), "option names start with --")
@@ -265,7 +267,7 @@ public func parseCommandLine(_ arguments: [String], commands: [CommandSpec],
                 name = String(token[..<eq])
                 inlineValue = String(token[token.index(after: eq)...])
             }
-            let commandOption = command?.options.first { $0.name == name }
+            let commandOption = command?.options.first { $0.name == name || ($0.short != nil && $0.short == name) }
             let globalOption = GlobalOptions.specs.first { $0.name == name }
             guard let spec = commandOption ?? globalOption else {
                 var known = GlobalOptions.specs.map(\.name) + ["--help"]

@@ -3,7 +3,7 @@
 # tools/mirror-docs.sh; do not edit. Install as /usr/share/bash-completion/completions/mirror, or source it.
 
 # The commands, and help.
-_mirror_commands="discover gatt read write listen mtu check link pair bench scan wifi shell cache bonds doctor adapters help"
+_mirror_commands="discover gatt read write listen mtu check clone link pair bench scan wifi shell cache bonds doctor adapters help"
 
 # The bundled profile's characteristic names, for a HANDLE|UUID|NAME (a handle or a UUID is typed).
 _mirror_names="cloudToken scanError scanState scannerAction wifiConnectionStatus wifiNetworkSSIDEnum wifiNumNetworks wifiSetSSID"
@@ -18,6 +18,7 @@ _mirror_options() {
         listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         check) echo "--only --skip --writes --max-time --max-requests --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --repair --help" ;;
+        clone) echo "--output --redact --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         pair) echo "--io --passkey --passkey-file --adapter --type --json --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
@@ -44,6 +45,8 @@ _mirror_option_value() {
         "check --writes") echo "any" ;;
         "check --max-time") echo "any" ;;
         "check --max-requests") echo "any" ;;
+        "clone --output") echo "file" ;;
+        "clone --redact") echo "names" ;;
         "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
         "pair --passkey") echo "any" ;;
         "pair --passkey-file") echo "file" ;;
@@ -94,6 +97,7 @@ _mirror_positionals() {
         listen) echo "TARGET HANDLE|UUID|NAME..." ;;
         mtu) echo "TARGET" ;;
         check) echo "TARGET" ;;
+        clone) echo "TARGET" ;;
         link) echo "TARGET" ;;
         pair) echo "TARGET" ;;
         bench) echo "TARGET" ;;

@@ -9,6 +9,9 @@ import Dispatch
 import Foundation
 import MirrorSimulator
 import GATTClient
+import GATTPeer
+import GATTServer
+import JSON
 
 // SIGINT and SIGTERM stay pending from here on (before any thread exists) until the wait below takes one.
 StopSignals.block()
@@ -16,6 +19,8 @@ StopSignals.block()
 let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
       --profile FILE          mirror profile JSON (default: the bundled simulator profile)
+      --from FILE             serve a device file of `mirror clone` instead of the mirror: its database at its handles,
+                              its values and refusals as read, writes stored (unix:PATH only; every mirror option refused)
       --scenario FILE         a JSON object of these options, e.g. {"scale":"misaligned","faults":["drop:cloudToken"]}
       --scale aligned|misaligned      initDeviceForScan scans, or notifies SCALE_ALIGNMENT in 60-90 ms (default aligned)
       --wifi connected|offline        offline: a cloudToken write latches ERROR / PROCESSOR_BUSY (default connected)
@@ -76,11 +81,27 @@ struct Arguments {
     /// The IO capability to pair as; nil: no agent (the kernel's pairing requests on the adapter go unanswered).
     var io: IOCapability?
     var passkey: UInt32?
+    /// `--from FILE`: the device file served instead of the mirror.
+    var from: String?
 }
 
 func parseArguments(_ raw: [String]) -> Arguments {
     var r = Arguments()
     var args = raw
+    // A device file: nothing but where to listen and how much to log goes with it.
+    if let f = args.firstIndex(of: "--from") {
+        guard f + 1 < args.count else { fail("--from needs a device file (mirror clone TARGET -o FILE)") }
+        r.from = args[f + 1]
+        args.removeSubrange(f...(f + 1))
+        for a in args where !a.hasPrefix("unix:") && !["--quiet", "--verbose", "--once"].contains(a) {
+            fail("--from serves a device file as it is: \(a) is not taken with it (only unix:PATH, --quiet, --verbose, --once)")
+        }
+        r.unixPaths = args.filter { $0.hasPrefix("unix:") }.map { String($0.dropFirst(5)) }
+        r.quiet = args.contains("--quiet")
+        r.once = args.contains("--once")
+        guard !r.unixPaths.isEmpty else { fail("nothing to listen on: give unix:PATH\n\(usage)") }
+        return r
+    }
     // The profile first, so that options naming enum values (--latched-error) see it.
     if let p = args.firstIndex(of: "--profile"), p + 1 < args.count {
         do { try r.options.set("profile", args[p + 1]) } catch { fail(error.problem) }
@@ -148,9 +169,31 @@ func makeLog(quiet: Bool) -> @Sendable (String) -> Void {
     return { line in FileHandle.standardError.write(Data("mirror-sim \(line)\n".utf8)) }
 }
 let log = makeLog(quiet: parsed.quiet)
+let exitAfterOne = parsed.once
+
+// `--from FILE`: the clone's database, served until a signal; the mirror below never starts.
+if let file = parsed.from {
+    guard let data = FileManager.default.contents(atPath: file) else { fail("cannot read the device file \(file)") }
+    let clone: DeviceClone
+    do { clone = try DeviceClone(json: try parseJSON(bytes: Array(data))) } catch { fail("device file \(file): \(error)") }
+    var hooks = ClonedDevice.hooks(clone, log: log)
+    if exitAfterOne { hooks.closed = { _, _ in exit(0) } }
+    let host = GATTServerHost(database: ClonedDevice.database(clone), hooks: hooks)
+    var cloneListeners: [ATTBearerListener] = []
+    do {
+        for path in parsed.unixPaths { cloneListeners.append(try ATTBearerListener.unix(path: path)) }
+    } catch { fail("\(error)") }
+    for listener in cloneListeners {
+        host.acceptConnections(on: listener)
+        FileHandle.standardOutput.write(Data("mirror-sim: listening on \(listener.label) (device file: \(clone.name), from \(clone.source))\n".utf8))
+    }
+    _ = StopSignals.wait()
+    for l in cloneListeners { l.close() }
+    host.disconnectAll(reason: "mirror-sim stopped")
+    exit(0)
+}
 let advertiseAdapter = adapter
 let advertisedName = parsed.advertiseName ?? options.deviceName
-let exitAfterOne = parsed.once
 let mirror = SimulatedMirror(options: options, log: log, connectionClosed: { remaining in
     if exitAfterOne && remaining == 0 { exit(0) }
     if let advertiseAdapter, remaining == 0 {

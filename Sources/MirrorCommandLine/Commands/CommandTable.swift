@@ -35,6 +35,7 @@ public let commandTable: [Command] = [
     listenCommand,
     mtuCommand,
     checkCommand,
+    cloneCommand,
     linkCommand,
     pairCommand,
     benchCommand,

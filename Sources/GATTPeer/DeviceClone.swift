@@ -1,0 +1,180 @@
+// A device rebuilt from what a client saw of it (`mirror clone`): its whole database (services, includes,
+// characteristics, descriptors: Core Spec 5.4 Vol 3 Part G §3), every value it let be read, the errors it answered
+// instead (what they reveal of its permissions, Part F §3.2.5), and the Database Hash it serves beside the one
+// computed over what was found (Part G §7.3.1): equal, the clone is complete. As a device file (JSON), a superset of
+// the mirror profile's schema (`name`, `characteristics`) that mirror-sim serves with `--from FILE`.
+import ATTStack
+import GATTClient
+import GATTVocabulary
+import JSON
+
+/// A device as a client saw it.
+public struct DeviceClone: Sendable, Equatable {
+    /// What became of one attribute's read.
+    public enum Reading: Sendable, Equatable {
+        /// Read whole.
+        case value([UInt8])
+        /// The peer answered this ATT error (Part F §3.4.1.1) instead.
+        case refused(ATTErrorCode)
+        /// Read, then blanked at the user's asking (`--redact`): its bytes never reach the file.
+        case redacted(length: Int)
+    }
+
+    /// The file format this code writes and reads.
+    public static let format = "mirror-device/1"
+
+    /// The device's name (its GAP Device Name when readable, else the target).
+    public var name: String
+    /// Where it came from ("live unix:/tmp/mirror-sim.sock", "capture FILE connection N").
+    public var source: String
+    /// The ATT_MTU the clone was made at.
+    public var mtu: Int
+    /// Every service, with its includes, characteristics and descriptors (discovered, Part G §4.4-§4.7).
+    public var services: [GATTService]
+    /// The reads, by handle: characteristic values and descriptors. An attribute absent here was not read.
+    public var readings: [UInt16: Reading]
+    /// Names a user may give each characteristic value handle (the profile's, a User Description, the SIG's).
+    public var names: [UInt16: String]
+    /// The Database Hash the peer serves (0x2B2A), nil when it serves none.
+    public var servedHash: [UInt8]?
+
+    public init(name: String, source: String, mtu: Int, services: [GATTService], readings: [UInt16: Reading],
+                names: [UInt16: String], servedHash: [UInt8]?) {
+        self.name = name
+        self.source = source
+        self.mtu = mtu
+        self.services = services
+        self.readings = readings
+        self.names = names
+        self.servedHash = servedHash
+    }
+
+    /// The Database Hash over what was found (Part G §7.3.1), nil when a hashed value (Extended Properties) is unknown.
+    public var computedHash: [UInt8]? {
+        guard let attributes = GATTDatabaseHash.attributes(of: services) else { return nil }
+        return try? GATTDatabaseHash.compute(attributes)
+    }
+
+    /// Whether the database found is the whole one the peer serves: its served hash equals the computed one (in
+    /// either octet order, as `GATTDatabaseHash.order` accepts); nil when the peer serves no hash to prove it.
+    public var isComplete: Bool? {
+        guard let servedHash else { return nil }
+        guard let computedHash else { return false }
+        return GATTDatabaseHash.order(computed: computedHash, served: servedHash) != nil
+    }
+
+    /// Every readable characteristic or descriptor never read (no read property, or not reached), by handle.
+    public var unread: [UInt16] {
+        services.flatMap(\.characteristics).flatMap { c in
+            (c.properties.contains(.read) ? [c.valueHandle] : []) + c.descriptors.map(\.handle)
+        }.filter { readings[$0] == nil }
+    }
+
+    // MARK: - The device file
+
+    /// The device file: the profile schema's `name` and `characteristics` (name to UUID, for each named value), then
+    /// the database in the GATT cache's form and the readings.
+    public var json: JSONValue {
+        let characteristics = services.flatMap(\.characteristics)
+        var named: [(String, JSONValue)] = []
+        for c in characteristics {
+            if let n = names[c.valueHandle], !named.contains(where: { $0.0 == n }) { named.append((n, .string(c.uuid.description))) }
+        }
+        let readingsJSON: [JSONValue] = readings.keys.sorted().map { h in
+            var fields: [(String, JSONValue)] = [("handle", .int(Int(h)))]
+            switch readings[h]! {
+            case .value(let v): fields.append(("value", .string(ATTHex.string(v))))
+            case .refused(let code): fields += [("error", .int(Int(code.rawValue))), ("errorName", .string(code.name))]
+            case .redacted(let length): fields += [("redacted", .bool(true)), ("length", .int(length))]
+            }
+            return .object(fields)
+        }
+        let hash: JSONValue = .object([
+            ("served", servedHash.map { .string(ATTHex.string($0)) } ?? .null),
+            ("computed", computedHash.map { .string(ATTHex.string($0)) } ?? .null),
+            ("complete", isComplete.map(JSONValue.bool) ?? .null),
+        ])
+        return .object([
+            ("format", .string(Self.format)),
+            ("name", .string(name)),
+            ("source", .string(source)),
+            ("characteristics", .object(named)),
+            ("mtu", .int(mtu)),
+            ("databaseHash", hash),
+            ("names", .object(names.keys.sorted().map { (String($0), .string(names[$0]!)) })),
+            ("services", .array(services.map(GATTCachedDatabase.json(service:)))),
+            ("readings", .array(readingsJSON)),
+            ("unread", .array(unread.map { .int(Int($0)) })),
+        ])
+    }
+
+    /// Reads a device file; throws what is wrong with it, in words (the field, and why).
+    public init(json: JSONValue) throws(DatabaseCacheProblem) {
+        guard json.fields != nil else { throw DatabaseCacheProblem("not a JSON object") }
+        let format = try GATTCachedDatabase.field(json, "format", \.string)
+        guard format == Self.format else { throw DatabaseCacheProblem("format \"\(format)\", this mirror reads \"\(Self.format)\"") }
+        name = try GATTCachedDatabase.field(json, "name", \.string)
+        source = try GATTCachedDatabase.field(json, "source", \.string)
+        mtu = try GATTCachedDatabase.field(json, "mtu", \.integer)
+        servedHash = try json["databaseHash"]?["served"]?.string.map { (t: String) throws(DatabaseCacheProblem) in
+            try GATTCachedDatabase.bytes(t, "databaseHash.served")
+        }
+        services = try GATTCachedDatabase.field(json, "services", \.items).map { (s: JSONValue) throws(DatabaseCacheProblem) in
+            try GATTCachedDatabase.service(s)
+        }
+        var names: [UInt16: String] = [:]
+        for (key, value) in json["names"]?.fields ?? [] {
+            guard let h = UInt16(key), let n = value.string else { throw DatabaseCacheProblem("names: \"\(key)\" is not a handle with a name") }
+            names[h] = n
+        }
+        self.names = names
+        var readings: [UInt16: Reading] = [:]
+        for r in try GATTCachedDatabase.field(json, "readings", \.items) {
+            let h = try GATTCachedDatabase.handle(r, "handle")
+            if let v = r["value"]?.string {
+                readings[h] = .value(try GATTCachedDatabase.bytes(v, "value"))
+            } else if let code = r["error"]?.integer {
+                guard let raw = UInt8(exactly: code) else { throw DatabaseCacheProblem("readings: error \(code) is not a byte") }
+                readings[h] = .refused(ATTErrorCode(rawValue: raw))
+            } else if r["redacted"] == .bool(true) {
+                readings[h] = .redacted(length: r["length"]?.integer ?? 0)
+            } else {
+                throw DatabaseCacheProblem("readings: handle \(h) has no value, error or redacted")
+            }
+        }
+        self.readings = readings
+    }
+}
+
+extension Peer {
+    /// Rebuilds the peer as a `DeviceClone`: the whole database (Part G §4.4-§4.7, with the secondary services and
+    /// Extended Properties the Database Hash covers), every readable value and descriptor read whole (long values
+    /// too), the errors answered instead, the served Database Hash, and the names of each value. The values at
+    /// `redacting` (value or descriptor handles) are read but only their length is kept.
+    public func clone(source: String, redacting: Set<UInt16> = []) async throws(GATTError) -> DeviceClone {
+        try await withLinkLoop(loop) { () async throws(GATTError) -> DeviceClone in
+            var services = try await database.discovered().services
+            try await client.readHashedValues(&services)
+            let served = try await client.readDatabaseHash()?.value
+            let values = try await lookup.readEveryValue(of: services)
+            var readings: [UInt16: DeviceClone.Reading] = [:]
+            func note(_ handle: UInt16, _ outcome: Result<[UInt8], GATTAttributeError>) {
+                switch outcome {
+                case .success(let v): readings[handle] = redacting.contains(handle) ? .redacted(length: v.count) : .value(v)
+                case .failure(let e): readings[handle] = .refused(e.code)
+                }
+            }
+            for v in values.joined() {
+                if let outcome = v.value { note(v.characteristic.valueHandle, outcome) }
+                for (d, outcome) in zip(v.characteristic.descriptors, v.descriptors) { note(d.handle, outcome) }
+            }
+            let catalog = try await lookup.catalog(describing: nil)
+            var names: [UInt16: String] = [:]
+            for e in catalog.entries { if let label = e.label { names[e.characteristic.valueHandle] = label } }
+            let deviceName = services.flatMap(\.characteristics).first { $0.uuid == .bit16(0x2A00) }
+                .flatMap { c -> String? in if case .value(let v)? = readings[c.valueHandle] { String(decoding: v, as: UTF8.self) } else { nil } }
+            return DeviceClone(name: deviceName ?? target.description, source: source, mtu: client.mtu, services: services,
+                               readings: readings, names: names, servedHash: served)
+        }
+    }
+}

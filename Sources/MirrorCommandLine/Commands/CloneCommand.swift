@@ -1,0 +1,69 @@
+// mirror clone TARGET -o FILE: the device rebuilt as a file (GATTPeer's DeviceClone), which mirror-sim serves with
+// --from FILE.
+import ATTStack
+import GATTPeer
+import HostEnvironment
+import JSON
+
+let cloneCommand = Command(CommandSpec(
+    name: "clone",
+    summary: "rebuild a device as a file: its whole database, every readable value, its Database Hash",
+    discussion: """
+        Connects, discovers everything (primary and secondary services, includes, characteristics, every \
+        descriptor, the Extended Properties the Database Hash covers), reads every readable value and descriptor \
+        (long values whole) and writes a device file: JSON, private (mode 0600), a superset of the mirror \
+        profile's schema ("name", "characteristics": each named value's UUID) that `mirror-sim --from FILE` \
+        serves at the same handles, with the same values, refusing what the device refused with the same ATT \
+        error. The file records the Database Hash the device serves and the one computed over what was found: \
+        equal, the clone is complete ("databaseHash": {"served", "computed", "complete"}); a device that serves \
+        none leaves "complete" null. --redact NAME|HANDLE keeps only the length of a value that must not leave \
+        the building. Values that could not be read are listed ("unread"), and each refusal kept with its code.
+        """,
+    positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
+    options: [{ var o = OptionSpec.value("--output", "FILE", help: "the device file to write (also -o FILE); it is replaced whole, mode 0600"); o.short = "-o"; return o }(),
+              .value("--redact", "H", repeatable: true, help: "keep only the length of this value: HANDLE|UUID|NAME (repeatable)")],
+    globals: GlobalOptionName.connection,
+    examples: [
+        ("mirror clone unix:/tmp/mirror-sim.sock -o mirror-sim.device.json", "the simulator as a device file"),
+        ("mirror clone C0:11:22:33:44:55 --type random -o device.json --redact cloudToken", "a device, without its cloudToken"),
+    ]
+)) { inv in
+    let target = try inv.target()
+    guard let output = inv.arguments.string("--output") else {
+        throw UsageError("mirror clone needs -o FILE: where to write the device file", token: "clone", command: "clone")
+    }
+    let redactions = try (inv.arguments.values["--redact"] ?? []).map { (s: String) throws(UsageError) in
+        (s, try parseCharacteristicReference(s))
+    }
+    let session = try await Session.open(target, inv)
+    defer { session.close() }
+    var redacting: Set<UInt16> = []
+    for (token, reference) in redactions {
+        if case .handle(let h) = reference { redacting.insert(h); continue }
+        do { redacting.insert(try await session.peer.characteristic(reference).characteristic.valueHandle) } catch let e as CharacteristicLookupError {
+            throw UsageError("--redact \(token): \(e)", token: token, command: "clone")
+        }
+    }
+    let clone = try await session.peer.clone(source: "live \(target.description)", redacting: redacting)
+    try PrivateFile.replace(output, with: clone.json.pretty + "\n", what: "the device file")
+    let characteristics = clone.services.flatMap(\.characteristics)
+    let refused = clone.readings.values.filter { if case .refused = $0 { true } else { false } }.count
+    let complete: String = switch clone.isComplete {
+    case true?: "complete: the Database Hash it serves is the one computed over what was found"
+    case false?: "NOT complete: the Database Hash it serves differs from the one computed over what was found"
+    case nil: "completeness unknown: it serves no Database Hash"
+    }
+    if inv.global.json {
+        inv.console.json(.object([
+            ("file", .string(output)), ("services", .int(clone.services.count)), ("characteristics", .int(characteristics.count)),
+            ("readings", .int(clone.readings.count)), ("refused", .int(refused)), ("unread", .int(clone.unread.count)),
+            ("redacted", .int(redacting.count)), ("complete", clone.isComplete.map(JSONValue.bool) ?? .null),
+        ]))
+    } else {
+        inv.console.out("cloned \(target.description) (\(TerminalText.escaped(clone.name))) to \(output): \(clone.services.count) services, "
+                        + "\(characteristics.count) characteristics, \(clone.readings.count) values read (\(refused) refused), "
+                        + "\(clone.unread.count) not read, \(redacting.count) redacted")
+        inv.console.out(complete)
+    }
+    return .success
+}
