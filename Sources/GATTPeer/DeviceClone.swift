@@ -178,3 +178,63 @@ extension Peer {
         }
     }
 }
+
+/// What differs between two clones of a device (or a clone and the device now): the database's structure
+/// (`GATTDatabaseChange`: added, removed, moved), characteristics whose properties changed, and values that differ.
+public struct DeviceDifferences: Sendable, Equatable {
+    /// A characteristic at the same value handle with other properties (Part G §3.3.1.1).
+    public struct PropertyChange: Sendable, Equatable {
+        public var valueHandle: UInt16
+        public var name: String?
+        public var before: GATTCharacteristicProperties
+        public var after: GATTCharacteristicProperties
+    }
+
+    /// An attribute read in either clone whose reading differs (a value, a refusal, or read in one only).
+    public struct ValueChange: Sendable, Equatable {
+        public var handle: UInt16
+        public var name: String?
+        public var before: DeviceClone.Reading?
+        public var after: DeviceClone.Reading?
+    }
+
+    public var structure: [GATTDatabaseChange]
+    public var properties: [PropertyChange]
+    public var values: [ValueChange]
+
+    public var isEmpty: Bool { structure.isEmpty && properties.isEmpty && values.isEmpty }
+
+    /// From `old` to `new`: values compared at the handles both databases hold with the same type.
+    public init(from old: DeviceClone, to new: DeviceClone) {
+        structure = GATTDatabaseChange.between(old.services, new.services)
+        func types(_ c: DeviceClone) -> [UInt16: BluetoothUUID] {
+            var out: [UInt16: BluetoothUUID] = [:]
+            for ch in c.services.flatMap(\.characteristics) {
+                out[ch.valueHandle] = ch.uuid
+                for d in ch.descriptors { out[d.handle] = d.uuid }
+            }
+            return out
+        }
+        let before = types(old), after = types(new)
+        let oldCharacteristics = Dictionary(old.services.flatMap(\.characteristics).map { ($0.valueHandle, $0) }, uniquingKeysWith: { a, _ in a })
+        properties = new.services.flatMap(\.characteristics).compactMap { c in
+            guard let was = oldCharacteristics[c.valueHandle], was.uuid == c.uuid, was.properties != c.properties else { return nil }
+            return PropertyChange(valueHandle: c.valueHandle, name: new.names[c.valueHandle], before: was.properties, after: c.properties)
+        }
+        values = Set(old.readings.keys).union(new.readings.keys).sorted().compactMap { h in
+            guard let type = after[h], before[h] == type, old.readings[h] != new.readings[h] else { return nil }
+            return ValueChange(handle: h, name: new.names[h] ?? old.names[h], before: old.readings[h], after: new.readings[h])
+        }
+    }
+}
+
+extension DeviceClone.Reading: CustomStringConvertible {
+    /// "[68 74 74 70]", "refused 0x0F Insufficient Encryption", "redacted (16 bytes)".
+    public var description: String {
+        switch self {
+        case .value(let v): "[\(ATTHex.bytes(v))]"
+        case .refused(let code): "refused \(ATTHex.byte(code.rawValue)) \(code.name)"
+        case .redacted(let length): "redacted (\(length) bytes)"
+        }
+    }
+}

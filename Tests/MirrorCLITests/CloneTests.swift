@@ -103,4 +103,44 @@ final class CloneTests: XCTestCase {
         XCTAssertEqual(missing.status, 2)
         XCTAssertTrue(missing.stderr.contains("cannot read the device file"), missing.stderr)
     }
+
+    /// `--diff FILE TARGET`: nothing against the device the clone was made of; a written value by name, against the
+    /// device now and against a second clone; a property change between two clones.
+    func testDiffNamesWhatChangedAgainstADeviceOrAnotherClone() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let before = file("before.json")
+        _ = try clone(sim.target, before)
+        let same = try MirrorProcess.run(["clone", "--diff", before, sim.target])
+        XCTAssertEqual(same.status, 0, same.stderr)
+        XCTAssertTrue(same.stdout.hasPrefix("no difference between \(before)"), same.stdout)
+        XCTAssertEqual(try MirrorProcess.run(["write", sim.target, "cloudToken", "text:hello"]).status, 0)
+        let live = try MirrorProcess.run(["clone", "--diff", before, sim.target])
+        XCTAssertEqual(live.stdout, "value of 0x0012 (cloudToken): [] -> [68 65 6c 6c 6f]\n")
+        let after = file("after.json")
+        _ = try clone(sim.target, after)
+        let files = try MirrorProcess.run(["clone", "--diff", before, after, "--json"])
+        XCTAssertEqual(try files.json()["values"]?[0]?["name"], "cloudToken")
+        // A characteristic's properties changed: scanState (0x000C) without notify (0x12 -> 0x02).
+        var json = try deviceFile(after)
+        json = rewrite(json) { path, v in path.hasSuffix("valueHandle=12/properties") ? .int(2) : v }
+        let third = file("third.json")
+        try (json.pretty + "\n").write(toFile: third, atomically: true, encoding: .utf8)
+        let props = try MirrorProcess.run(["clone", "--diff", after, third])
+        XCTAssertEqual(props.status, 0, props.stderr)
+        XCTAssertTrue(props.stdout.contains("properties of 0x000C (scanState): read, notify -> read"), props.stdout)
+        let both = try MirrorProcess.run(["clone", "--diff", before, sim.target, "-o", third])
+        XCTAssertEqual(both.status, 2, "--diff writes nothing: -o is refused with it")
+    }
+
+    /// `v` with each value replaced by `change(path, value)`; a characteristic's path names its valueHandle.
+    private func rewrite(_ v: JSONValue, path: String = "", _ change: (String, JSONValue) -> JSONValue) -> JSONValue {
+        switch v {
+        case .object(let fields):
+            let here = fields.first { $0.0 == "valueHandle" }.flatMap { $0.1.integer }.map { path + "/valueHandle=\($0)" } ?? path
+            return .object(fields.map { ($0.0, rewrite($0.1, path: here + "/" + $0.0, change)) })
+        case .array(let items): return .array(items.map { rewrite($0, path: path, change) })
+        default: return change(path, v)
+        }
+    }
 }

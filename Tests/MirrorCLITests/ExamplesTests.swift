@@ -114,6 +114,11 @@ final class ExamplesTests: XCTestCase {
         }
         let environment = ["XDG_CACHE_HOME": dir.appendingPathComponent("cache").path,
                            "XDG_STATE_HOME": dir.appendingPathComponent("state").path]
+        // `clone --diff FILE` compares with the device file the clone example writes: it is written first.
+        if words.contains("--diff"), let file = words.firstIndex(of: "--diff").map({ words[$0 + 1] }), file.hasSuffix(".device.json") {
+            let made = try ToolProcess.run("mirror", ["clone", "unix:\(path)", "-o", file], environment: environment, directory: dir)
+            guard made.status == 0 else { return "the clone it compares with: exit \(made.status): \(made.stderr.prefix(400))" }
+        }
         // listen streams until Ctrl-C (the simulator notifies only on a change, so --count may never be reached).
         if words.first == "listen" && !words.contains("--duration") {
             return try runUntilInterrupted(words, environment: environment)

@@ -1,6 +1,7 @@
 // mirror clone TARGET -o FILE: the device rebuilt as a file (GATTPeer's DeviceClone), which mirror-sim serves with
 // --from FILE.
 import ATTStack
+import FoundationEssentials
 import GATTPeer
 import HostEnvironment
 import JSON
@@ -18,16 +19,25 @@ let cloneCommand = Command(CommandSpec(
         equal, the clone is complete ("databaseHash": {"served", "computed", "complete"}); a device that serves \
         none leaves "complete" null. --redact NAME|HANDLE keeps only the length of a value that must not leave \
         the building. Values that could not be read are listed ("unread"), and each refusal kept with its code.
+
+        With --diff FILE, writes nothing: compares the device file FILE with TARGET (a device now, or another \
+        device file) and prints what differs, by name: attributes added, removed or moved, characteristics whose \
+        properties changed, values that differ. --json prints {"structure": [{"change", "kind", "uuid", \
+        "handle", "from", "parent"}], "properties": [{"handle", "name", "before", "after"}], "values": \
+        [{"handle", "name", "before", "after"}]}.
         """,
-    positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH")],
+    positionals: [PositionalSpec("TARGET", help: "the device address or unix:PATH (with --diff, also a device file)")],
     options: [{ var o = OptionSpec.value("--output", "FILE", help: "the device file to write (also -o FILE); it is replaced whole, mode 0600"); o.short = "-o"; return o }(),
-              .value("--redact", "H", repeatable: true, help: "keep only the length of this value: HANDLE|UUID|NAME (repeatable)")],
+              .value("--redact", "H", repeatable: true, help: "keep only the length of this value: HANDLE|UUID|NAME (repeatable)"),
+              .value("--diff", "FILE", help: "compare the device file FILE with TARGET (a device or a device file); nothing is written")],
     globals: GlobalOptionName.connection,
     examples: [
         ("mirror clone unix:/tmp/mirror-sim.sock -o mirror-sim.device.json", "the simulator as a device file"),
         ("mirror clone C0:11:22:33:44:55 --type random -o device.json --redact cloudToken", "a device, without its cloudToken"),
+        ("mirror clone --diff mirror-sim.device.json unix:/tmp/mirror-sim.sock", "what changed since the clone was made"),
     ]
 )) { inv in
+    if let saved = inv.arguments.string("--diff") { return try await cloneDifferences(saved, inv) }
     let target = try inv.target()
     guard let output = inv.arguments.string("--output") else {
         throw UsageError("mirror clone needs -o FILE: where to write the device file", token: "clone", command: "clone")
@@ -66,4 +76,59 @@ let cloneCommand = Command(CommandSpec(
         inv.console.out(complete)
     }
     return .success
+}
+
+/// `mirror clone --diff FILE TARGET`: the clone in FILE against TARGET now, or against another device file.
+private func cloneDifferences(_ saved: String, _ inv: Invocation) async throws -> ExitStatus {
+    if inv.arguments.has("--output") || inv.arguments.has("--redact") {
+        throw UsageError("--diff compares and writes nothing: it cannot be given with -o or --redact", token: "--diff", command: "clone")
+    }
+    let old = try loadDeviceFile(saved)
+    let new: DeviceClone
+    let other = inv.arguments.positionals.first ?? ""
+    if !other.hasPrefix("unix:"), (try? BluetoothAddress(parsing: other)) == nil, FileManager.default.fileExists(atPath: other) {
+        new = try loadDeviceFile(other)
+    } else {
+        let target = try inv.target()
+        let session = try await Session.open(target, inv)
+        defer { session.close() }
+        new = try await session.peer.clone(source: "live \(target.description)")
+    }
+    let d = DeviceDifferences(from: old, to: new)
+    func named(_ h: UInt16, _ name: String?) -> String { ATTHex.handle(h) + (name.map { " (\(TerminalText.escaped($0)))" } ?? "") }
+    if inv.global.json {
+        func reading(_ r: DeviceClone.Reading?) -> JSONValue { r.map { .string($0.description) } ?? .null }
+        inv.console.json(.object([
+            ("structure", .array(d.structure.map(\.json))),
+            ("properties", .array(d.properties.map { p in
+                .object([("handle", .int(Int(p.valueHandle))), ("name", p.name.map(JSONValue.string) ?? .null),
+                         ("before", .array(propertyNames(p.before.rawValue).map(JSONValue.string))),
+                         ("after", .array(propertyNames(p.after.rawValue).map(JSONValue.string)))])
+            })),
+            ("values", .array(d.values.map { v in
+                .object([("handle", .int(Int(v.handle))), ("name", v.name.map(JSONValue.string) ?? .null),
+                         ("before", reading(v.before)), ("after", reading(v.after))])
+            })),
+        ]))
+    } else if d.isEmpty {
+        inv.console.out("no difference between \(saved) (\(TerminalText.escaped(old.source))) and \(TerminalText.escaped(new.source))")
+    } else {
+        for c in d.structure { inv.console.out(c.description) }
+        for p in d.properties { inv.console.out("properties of \(named(p.valueHandle, p.name)): "
+                                                 + "\(propertyNames(p.before.rawValue).joined(separator: ", ")) -> \(propertyNames(p.after.rawValue).joined(separator: ", "))") }
+        for v in d.values {
+            inv.console.out("value of \(named(v.handle, v.name)): \(v.before.map { "\($0)" } ?? "not read") -> \(v.after.map { "\($0)" } ?? "not read")")
+        }
+    }
+    return .success
+}
+
+/// A device file, read and parsed; what is wrong with it names the file.
+private func loadDeviceFile(_ path: String) throws -> DeviceClone {
+    guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.failure("cannot read the device file \(path)") }
+    do {
+        return try DeviceClone(json: try parseJSON(bytes: Array(data)))
+    } catch {
+        throw CLIError.failure("device file \(path): \(error)")
+    }
 }
