@@ -67,6 +67,14 @@ public struct PairingOutcome: Sendable, Equatable {
     /// The key events the pairing gave (New Long Term Key, New IRK, New CSRK), in order: what a bond stores.
     public var keyEvents: [ManagementEvent] = []
 
+    public init(address: BluetoothAddress, type: LEAddressType, method: PairingMethod, alreadyPaired: Bool, keyEvents: [ManagementEvent] = []) {
+        self.address = address
+        self.type = type
+        self.method = method
+        self.alreadyPaired = alreadyPaired
+        self.keyEvents = keyEvents
+    }
+
     /// Whether the pairing's LTKs are authenticated (MITM protection, Vol 3 Part H §2.3.1): the New Long Term Key
     /// events' Key_Type; nil when none came (already paired, or no bonding).
     public var authenticated: Bool? { ManagementEvent.longTermKeysAuthenticated(keyEvents) }
