@@ -16,18 +16,57 @@ public enum BondKeysError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 }
 
+/// A pairing's bond refused: it came through another address than the identity it names (a resolvable private
+/// address, Vol 6 Part B §1.3.2.2), that identity already has a bond here, and the stored bond's IRK does not
+/// resolve that address (ah, Vol 3 Part H §2.2.2): another device may be claiming the identity (§2.4.2.1).
+public struct BondOverwriteError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The identity address the pairing's Identity Address Information named.
+    public var identity: BluetoothAddress
+    /// The address the pairing came through.
+    public var pairedThrough: BluetoothAddress
+    /// The stored bond's file, left as it was.
+    public var file: String
+    /// Whether the stored bond has an IRK: without one nothing shows the two addresses are one device.
+    public var storedHasIRK: Bool
+
+    public init(identity: BluetoothAddress, pairedThrough: BluetoothAddress, file: String, storedHasIRK: Bool) {
+        self.identity = identity
+        self.pairedThrough = pairedThrough
+        self.file = file
+        self.storedHasIRK = storedHasIRK
+    }
+
+    public var description: String {
+        let why = storedHasIRK ? "the stored bond's IRK does not resolve \(pairedThrough)"
+                               : "the stored bond holds no IRK to show that \(pairedThrough) is the same device"
+        return "refusing to save the bond of \(identity), paired through \(pairedThrough), over the bond of \(identity) kept in \(file): \(why), so another device may be claiming \(identity)'s identity address; the stored bond is kept. If \(identity) itself was reset and paired again, remove its old bond (`mirror bonds remove \(identity)`) and pair again, or pass --repair to replace it"
+    }
+}
+
 public enum BondKeys {
     /// Saves the bond a pairing's key events give (only keys with Store_Hint: both sides asked to bond); the
-    /// sentence to print, and the file.
+    /// sentence to print, and the file. A bond of an identity other than `peer` (the pairing came through a private
+    /// address) is not saved over that identity's stored bond unless its IRK resolves `peer` or `replacing`
+    /// (--repair): `BondOverwriteError`. `store` defaults to the standard one.
     public static func save(_ events: [ManagementEvent], peer: BluetoothAddress, method: BondMethod, adapter: HCIAdapter,
-                     now: Int) throws -> (text: String, file: String?) {
+                     now: Int, replacing: Bool = false, store given: BondStore? = nil) throws -> (text: String, file: String?) {
         guard let bond = Bond(adapter: adapter.address, peer: peer, events: events, method: method, bondedAt: now) else {
             return ("not bonded: no key to keep (the peer asked for no bonding), so the next connection pairs again", nil)
         }
-        let store = try BondStore.standard()
+        let store = try given ?? BondStore.standard()
+        if !replacing { try checkIdentity(of: bond, pairedThrough: peer, store: store) }
         try store.save(bond)
         let file = store.path(adapter: adapter.address, peer: bond.peer)
         return ("bonded: \(bond.keySummary); kept in \(file)", file)
+    }
+
+    /// Throws `BondOverwriteError` when `bond` names an identity other than `address` (Identity Address Information,
+    /// Vol 3 Part H §3.6.5) that has a stored bond whose IRK does not resolve `address` (ah, §2.2.2).
+    public static func checkIdentity(of bond: Bond, pairedThrough address: BluetoothAddress, store: BondStore) throws {
+        guard bond.peer != address, let stored = try store.load(adapter: bond.adapter, peer: bond.peer) else { return }
+        if let irk = stored.identityResolvingKey, try AddressResolution.resolves(address, irk: irk) { return }
+        throw BondOverwriteError(identity: bond.peer, pairedThrough: address, file: store.path(adapter: bond.adapter, peer: bond.peer),
+                                 storedHasIRK: stored.identityResolvingKey != nil)
     }
 
     /// Before a connection to `peer` on `adapter`: when this tool's store holds a bond with it (and bluetoothd does

@@ -14,6 +14,29 @@ public struct PairingUnavailableError: Error, Sendable, Equatable, CustomStringC
     public init(_ description: String) { self.description = description }
 }
 
+/// `mirror pair --require-mitm` refused a pairing that ended in unauthenticated keys (Just Works, Vol 3 Part H
+/// §2.3.5.1: no MITM protection): the kernel's copy was removed (Unpair Device) and no bond was saved.
+public struct PairingWithoutMITMError: Error, Sendable, Equatable, CustomStringConvertible {
+    public var peer: String
+    public var adapter: String
+    public var method: PairingMethod
+    /// Whether Unpair Device removed the kernel's keys (false: it failed, and `removalProblem` says why).
+    public var removalProblem: String?
+
+    public init(peer: String, adapter: String, method: PairingMethod, removalProblem: String? = nil) {
+        self.peer = peer
+        self.adapter = adapter
+        self.method = method
+        self.removalProblem = removalProblem
+    }
+
+    public var description: String {
+        let removed = removalProblem.map { "removing the kernel's keys for it failed (\($0)): `mirror bonds remove \(peer)`" }
+            ?? "the kernel's keys for it were removed (Unpair Device)"
+        return "pairing with \(peer) on \(adapter) reached \(method.rawValue), whose key is unauthenticated (no MITM protection), and --require-mitm asks for an authenticated one: no bond was saved and \(removed); give both sides an IO capability that can show or enter a passkey (--io keyboard-display)"
+    }
+}
+
 /// Pairing's orchestration over LinuxBluetooth's `PairingAgent` and Bonding's stores.
 public enum Pairing {
     /// How a connection's agent answers: the IO capability it gives the adapter (Part H §2.3.2), its prompts, and
@@ -55,9 +78,11 @@ public enum Pairing {
     }
 
     /// Opens the agent and pairs with `address` (Pair Device); bluetoothd must not run. `dropPrivileges` is called
-    /// once the agent's socket is bound (nil keeps them: --repair connects again after it).
+    /// once the agent's socket is bound (nil keeps them: --repair connects again after it). `requireMITM`
+    /// refuses Just Works (its confirmation declined; keys that came unauthenticated removed from the kernel:
+    /// `PairingWithoutMITMError`).
     public static func pair(address: BluetoothAddress, type: LEAddressType, adapter name: String?, io: IOCapability,
-                            prompts: PairingPrompts, dropPrivileges: ((String) -> Void)?,
+                            prompts: PairingPrompts, dropPrivileges: ((String) -> Void)?, requireMITM: Bool = false,
                             note: (String) -> Void) throws -> (PairingOutcome, HCIAdapter) {
         let why = "after the management socket was opened"
         defer { dropPrivileges?(why) }
@@ -65,7 +90,24 @@ public enum Pairing {
         // The SMP watch's filter passes ACL data only with CAP_NET_RAW: opened before the capabilities go.
         let watch = SMPFailureWatch(index: adapter.index, adapter: adapter.name)
         dropPrivileges?(why)
-        return (try agent.pair(address: address, type: type, io: io, watch: watch), adapter)
+        // A bond kept here: Just Works from the peer is not taken as this pairing's intent (asked, or refused).
+        let bonded = ((try? BondStore.standard()).flatMap { try? $0.load(adapter: adapter.address, peer: address) }) != nil
+        let outcome = try agent.pair(address: address, type: type, io: io, watch: watch, requireMITM: requireMITM, peerBonded: bonded)
+        try refuseWithoutMITM(outcome, agent: agent, adapter: adapter.name, required: requireMITM)
+        return (outcome, adapter)
+    }
+
+    /// Under `required`, a pairing whose LTKs are unauthenticated (legacy Just Works asks user space nothing, so it
+    /// is known only from New Long Term Key's Key_Type, Vol 3 Part H §2.3.1) is undone: Unpair Device on the agent's
+    /// socket (trusted from its bind), then `PairingWithoutMITMError`.
+    static func refuseWithoutMITM(_ outcome: PairingOutcome, agent: PairingAgent, adapter: String, required: Bool) throws {
+        guard required, !outcome.alreadyPaired, outcome.authenticated == false else { return }
+        var problem: String?
+        if let key = outcome.keyEvents.lazy.compactMap({ e -> LongTermKey? in if case .newLongTermKey(_, _, let k) = e { return k } else { return nil } }).first {
+            do { try agent.socket.run(.unpairDevice(index: agent.index, address: key.address, addressType: key.addressType)) } catch { problem = "\(error)" }
+        }
+        throw PairingWithoutMITMError(peer: "\(outcome.address) (\(outcome.type))", adapter: adapter,
+                                      method: outcome.method, removalProblem: problem)
     }
 
     /// --repair after a lost bond: removes this host's bond with `address` (the store's file and the kernel's keys,
@@ -80,8 +122,9 @@ public enum Pairing {
                                     prompts: prompts, dropPrivileges: nil, note: note)
         say("paired with \(outcome.address) (\(outcome.type)) on \(adapter.name) again: \(outcome.method.rawValue)")
         if !outcome.alreadyPaired {
+            // --repair: the user asked to replace the bond, so a new identity's bond may replace a stored one.
             let bond = try BondKeys.save(outcome.keyEvents, peer: outcome.address, method: BondMethod(outcome.method),
-                                         adapter: adapter, now: Int(time(nil)))
+                                         adapter: adapter, now: Int(time(nil)), replacing: true)
             say(bond.text)
         }
     }
@@ -100,16 +143,31 @@ public enum Pairing {
         // Saved as a bond once the LTKs have come (each event saves what has come so far; a later one of the same
         // role replaces it).
         let events = Lock<[ManagementEvent]>([])
+        let refusedOverwrite = Lock(false)
+        // Whether the store holds a bond with `address` when the connection starts (the kernel holds its keys then).
+        let bondedAtStart = { @Sendable (address: BluetoothAddress) -> Bool in
+            ((try? BondStore.standard()).flatMap { try? $0.load(adapter: adapter.address, peer: address) }) != nil
+        }
+        let peerBonded = bondedAtStart(peer)
         return try agent.startServing(report: { say("pair: \($0)") }, keys: { event in
             let all = events.withLock { $0.append(event); return $0 }
             // The method is not known here (the kernel may pair with no request to answer): recorded as unknown.
-            if let saved = try? BondKeys.save(all, peer: peer, method: .unknown, adapter: adapter, now: Int(time(nil))), saved.file != nil,
-               case .newLongTermKey = event { say("pair: \(saved.text)") }
+            do {
+                let saved = try BondKeys.save(all, peer: peer, method: .unknown, adapter: adapter, now: Int(time(nil)))
+                if saved.file != nil, case .newLongTermKey = event { say("pair: \(saved.text)") }
+            } catch let refusal as BondOverwriteError {
+                // Said once: each later key event of the pairing meets the same stored bond.
+                if !refusedOverwrite.withLock({ r in defer { r = true }; return r }) { say("pair: \(refusal)") }
+            } catch {}
         }, watch: watch, bonded: { address in
             // The store's bond for this adapter and peer, before this connection's keys replace it.
             guard events.withLock({ $0.isEmpty }), let store = try? BondStore.standard(),
                   let bond = try? store.load(adapter: adapter.address, peer: address) else { return nil }
             return "\(bond.method.rawValue), kept in \(store.path(adapter: adapter.address, peer: address))"
+        }, intended: { address in
+            // --pair's own peer, with no bond here: the user asked for this pairing. A bonded peer asking to pair
+            // again (the kernel leaves that to user space) or another peer is asked (Vol 3 Part H §2.3.5.1).
+            address == peer && !peerBonded
         }, on: loop)
     }
 }

@@ -28,20 +28,34 @@ public struct PairingPrompts: Sendable {
     public var passkey: @Sendable (_ peer: BluetoothAddress) -> UInt32?
     /// Passkey Entry on the peer's side: show this passkey for its user to type.
     public var display: @Sendable (_ passkey: UInt32, _ peer: BluetoothAddress) -> Void
+    /// Just Works that the kernel leaves to user space (User Confirmation Request with Confirm_Hint 1, Vol 3 Part H
+    /// §2.3.5.1) for a pairing this process did not ask for: whether to accept it (no MITM protection).
+    public var justWorks: @Sendable (_ peer: BluetoothAddress) -> Bool
 
+    /// Prompts; `justWorks` accepts by default (a test peer's, the simulator's): the CLI's always asks or refuses.
     public init(confirm: @escaping @Sendable (UInt32, BluetoothAddress) -> Bool,
                 passkey: @escaping @Sendable (BluetoothAddress) -> UInt32?,
-                display: @escaping @Sendable (UInt32, BluetoothAddress) -> Void) {
+                display: @escaping @Sendable (UInt32, BluetoothAddress) -> Void,
+                justWorks: @escaping @Sendable (BluetoothAddress) -> Bool = { _ in true }) {
         self.confirm = confirm
         self.passkey = passkey
         self.display = display
+        self.justWorks = justWorks
     }
 
-    /// Fixed answers: accept every comparison, enter `passkey` (refuse when nil), show nothing.
+    /// Fixed answers: accept every comparison and Just Works, enter `passkey` (refuse when nil), show nothing.
     public static func fixed(passkey: UInt32?) -> PairingPrompts {
         PairingPrompts(confirm: { _, _ in true }, passkey: { _ in passkey }, display: { _, _ in })
     }
 }
+
+/// What this side refuses when Just Works is left to it and not accepted (Confirm_Hint 1, Vol 3 Part H §2.3.5.1).
+public func justWorksRefusal(_ peer: BluetoothAddress) -> String {
+    "Just Works (no MITM protection) that this host did not ask for, or with a peer it holds a bond with, was not accepted (the kernel leaves it to user space: Confirm_Hint 1), as another device may be using \(peer)'s address; accept it at a terminal's question or with mirror pair --accept-just-works, or if \(peer) was reset, remove its bond (`mirror bonds remove \(peer)`) and pair again"
+}
+
+/// What this side refuses under --require-mitm when SMP settles for Just Works (Vol 3 Part H §2.3.5.1).
+public let justWorksWithoutMITMRefusal = "the pairing reached Just Works, which gives no MITM protection, and --require-mitm asks for it: give both sides an IO capability that can show or enter a passkey"
 
 /// A pairing that ended.
 public struct PairingOutcome: Sendable, Equatable {
@@ -52,6 +66,18 @@ public struct PairingOutcome: Sendable, Equatable {
     public var alreadyPaired: Bool
     /// The key events the pairing gave (New Long Term Key, New IRK, New CSRK), in order: what a bond stores.
     public var keyEvents: [ManagementEvent] = []
+
+    public init(address: BluetoothAddress, type: LEAddressType, method: PairingMethod, alreadyPaired: Bool, keyEvents: [ManagementEvent] = []) {
+        self.address = address
+        self.type = type
+        self.method = method
+        self.alreadyPaired = alreadyPaired
+        self.keyEvents = keyEvents
+    }
+
+    /// Whether the pairing's LTKs are authenticated (MITM protection, Vol 3 Part H §2.3.1): the New Long Term Key
+    /// events' Key_Type; nil when none came (already paired, or no bonding).
+    public var authenticated: Bool? { ManagementEvent.longTermKeysAuthenticated(keyEvents) }
 }
 
 extension ManagementEvent {
@@ -61,6 +87,12 @@ extension ManagementEvent {
         case .newLongTermKey(let i, _, _), .newIdentityResolvingKey(let i, _, _, _), .newSignatureResolvingKey(let i, _, _): return i
         default: return nil
         }
+    }
+
+    /// Whether the LTKs among `events` are authenticated (MITM protection, Vol 3 Part H §2.3.1); nil with none.
+    public static func longTermKeysAuthenticated(_ events: [ManagementEvent]) -> Bool? {
+        let types = events.compactMap { e -> LongTermKeyType? in if case .newLongTermKey(_, _, let k) = e { return k.type } else { return nil } }
+        return types.isEmpty ? nil : types.allSatisfy(\.isAuthenticated)
     }
 
     /// Whether this is a key the kernel distributed (Vol 3 Part H §3.6): what a bond is made of.
@@ -225,15 +257,26 @@ public final class PairingAgent: Sendable {
 
     /// Answers a pairing request of the kernel for any peer (the simulator's side, or during a connection that
     /// raises its security): the method it reveals (nil for an event that asks nothing) and what this side refused.
+    /// `intended`: this process asked for this pairing (Pair Device to that peer, or --pair's own peer with no
+    /// bond), so Just Works left to user space is accepted as bluetoothd does for its Pair() (src/device.c);
+    /// otherwise `prompts.justWorks` decides. `requireMITM` refuses Just Works (Vol 3 Part H §2.3.5.1).
     @discardableResult
-    public func answer(_ event: PairingEvent) throws(TransportError) -> (method: PairingMethod, refused: String?)? {
+    public func answer(_ event: PairingEvent, intended: Bool = false,
+                       requireMITM: Bool = false) throws(TransportError) -> (method: PairingMethod, refused: String?)? {
         switch event {
         case .userConfirmationRequest(let a, let t, let justWorks, let value):
-            // Just Works (Confirm_Hint 1): this process asked to pair, or serves a peer that may, so it confirms.
-            let accept = justWorks ? true : prompts.confirm(value, a)
+            // Confirm_Hint 1: Just Works, a yes or no the kernel leaves to user space (smp.c asks for every LE Secure
+            // Connections Just Works, and whenever it already holds a key for the peer).
+            let accept: Bool, refusal: String
+            if justWorks {
+                accept = requireMITM ? false : (intended || prompts.justWorks(a))
+                refusal = requireMITM ? justWorksWithoutMITMRefusal : justWorksRefusal(a)
+            } else {
+                accept = prompts.confirm(value, a)
+                refusal = "the six digits \(sixDigits(value)) were not confirmed"
+            }
             try socket.send(.userConfirmationReply(index: index, address: a, type: t, accept: accept))
-            return (justWorks ? .justWorks : .numericComparison,
-                    accept ? nil : "the six digits \(sixDigits(value)) were not confirmed")
+            return (justWorks ? .justWorks : .numericComparison, accept ? nil : refusal)
         case .userPasskeyRequest(let a, let t):
             // Asked once: the prompt may read a terminal.
             let passkey = prompts.passkey(a)
@@ -256,11 +299,13 @@ public final class PairingAgent: Sendable {
     /// sender too (Vol 3 Part H §3.5.5); the service closes the watch when it stops.
     /// `bonded` says what this host holds for a peer (its bond, described) or nil: a pairing request for a peer with a
     /// bond is the peer asking to pair again (Vol 3 Part H §2.4.6: it lost its keys, or wants a stronger key), said
-    /// before it is answered.
+    /// before it is answered. `intended` says which peers' Just Works left to user space (Confirm_Hint 1) this
+    /// process asked for (--pair's own peer with no bond); any other's goes to `prompts.justWorks`.
     public func startServing(report: @escaping @Sendable (String) -> Void,
                              keys: @escaping @Sendable (ManagementEvent) -> Void = { _ in },
                              watch: SMPFailureWatch? = nil,
                              bonded: @escaping @Sendable (BluetoothAddress) -> String? = { _ in nil },
+                             intended: @escaping @Sendable (BluetoothAddress) -> Bool = { _ in false },
                              on loop: EventLoop? = nil) throws(TransportError) -> PairingService {
         let wake = loop == nil ? cbz_eventfd() : -1
         if loop == nil, wake < 0 { watch?.close(); throw .socket(lastSocketError("eventfd", "the pairing agent's wake-up", .local)) }
@@ -289,7 +334,7 @@ public final class PairingAgent: Sendable {
                 if e.asksForAnAnswer, let bond = bonded(e.peer.address) {
                     report("\(e.peer.address) asks to pair again though this host holds a bond with it (\(bond)): the peer lost its keys or asks for a stronger key; the new pairing's keys replace the bond (if the peer did not lose them, something else may be using its address)")
                 }
-                if let (method, refused) = try answer(e) {
+                if let (method, refused) = try answer(e, intended: intended(e.peer.address)) {
                     service.record { s in
                         s.method = method
                         if let refused { s.refused = refused }
@@ -326,11 +371,13 @@ public final class PairingAgent: Sendable {
     }
 
     /// Pairs with the peer (Pair Device with `io` for this pairing), answering the kernel's requests, until Pair
-    /// Device completes or `limit` seconds pass (then it cancels the pairing and names what it waited for). Throws a
+    /// Device completes or `limit` seconds pass (then it cancels the pairing and names what it waited for).
+    /// `peerBonded`: this host holds a bond with the peer, so its Just Works goes to `prompts.justWorks`. Throws a
     /// `PairingError` for a pairing that ended without keys, the socket's `TransportError` when the management
     /// socket itself failed.
     public func pair(address: BluetoothAddress, type: LEAddressType, io: IOCapability,
-                     limit: Double = PairingAgent.pairLimit, watch given: SMPFailureWatch? = nil) throws -> PairingOutcome {
+                     limit: Double = PairingAgent.pairLimit, watch given: SMPFailureWatch? = nil,
+                     requireMITM: Bool = false, peerBonded: Bool = false) throws -> PairingOutcome {
         let peer = "\(address) (\(type))"
         var failure = PairingError(address: address, peer: peer, adapter: socket.adapter)
         // Opened before Pair Device, so it sees the link's LE Connection Complete and every SMP PDU on it; a caller
@@ -357,7 +404,9 @@ public final class PairingAgent: Sendable {
                 case .authenticationFailed(_, _, let s): failure.authenticationStatus = s
                 case .deviceDisconnected(_, _, let r): failure.disconnectReason = r
                 default:
-                    if let (m, refused) = try answer(e) {
+                    // Pair Device named this peer: its Just Works is this process's intent, unless a bond with it is
+                    // held (the peer pairing again may be another device using its address); another peer's is asked.
+                    if let (m, refused) = try answer(e, intended: e.peer.address == address && !peerBonded, requireMITM: requireMITM) {
                         method = m
                         if let refused { refusedHere = refused }
                         waiting = "the SMP pairing with \(peer) to end (\(m.rawValue); Pair Device's Command Complete)"

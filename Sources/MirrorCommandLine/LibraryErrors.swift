@@ -53,6 +53,18 @@ extension ErrorReport {
         case let e as PairingUnavailableError:
             // No CAP_NET_ADMIN for the agent's management socket (GATTPeer's Pairing.openAgent).
             return ErrorReport(status: .unsupported, message: e.description)
+        case let e as PairingWithoutMITMError:
+            // --require-mitm and an unauthenticated key (Just Works): this host's refusal, as a declined value is (4).
+            return ErrorReport(status: .localRefusal, message: e.description, fields: [
+                ("peer", .string(e.peer)), ("adapter", .string(e.adapter)), ("method", .string(e.method.rawValue)),
+                ("authenticated", .bool(false)), ("keysRemoved", .bool(e.removalProblem == nil)),
+            ])
+        case let e as BondOverwriteError:
+            // A pairing's bond naming a bonded identity its IRK does not back: refused here, the stored bond kept (4).
+            return ErrorReport(status: .localRefusal, message: e.description, fields: [
+                ("identity", .string(e.identity.description)), ("pairedThrough", .string(e.pairedThrough.description)),
+                ("file", .string(e.file)), ("storedHasIRK", .bool(e.storedHasIRK)),
+            ])
         case let e as EncryptionFailedError:
             return ErrorReport(status: .connection, message: e.description, fields: [
                 ("peer", .string(e.peer)), ("adapter", .string(e.adapter)), ("hciStatus", .int(Int(e.status))),

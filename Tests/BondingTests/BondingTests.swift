@@ -426,3 +426,56 @@ extension BondingTests {
                           method: .justWorks, bondedAt: 0))
     }
 }
+
+extension BondingTests {
+    /// Issue 36: a pairing through a resolvable private address names its identity (New IRK); when that identity
+    /// already has a bond here, the new bond replaces it only if the stored IRK resolves the address (ah, Vol 3
+    /// Part H §2.2.2) or the caller replaces (--repair). Else BondOverwriteError, naming both addresses, and the
+    /// stored bond stays. Before, any device could save its keys over another's bond by naming its identity.
+    func testABondNamingABondedIdentityIsRefusedUnlessTheStoredIRKResolvesTheAddressPairedThrough() throws {
+        let here = HCIAdapter(index: 0, name: "hci0", address: adapter, isUp: true, supportsLE: true, supportsBREDR: false,
+                              aclMTU: 27, aclPackets: 8, bus: "virtual")
+        // The spec's IRK (Appendix D.7) resolves 70:81:94:0D:FB:AA; 4F:00:00:12:34:56 is resolvable too, not by it.
+        let irk = Array(ATTHex.bytes(parsing: "ec0234a357c8ad05341010a60a397d9b")!.reversed())
+        var stored = legacyBond()
+        stored.identityResolvingKey = irk
+        try store.save(stored)
+        let resolved = try BluetoothAddress(parsing: "70:81:94:0D:FB:AA")
+        let stranger = try BluetoothAddress(parsing: "4F:00:00:12:34:56")
+        func events(through rpa: BluetoothAddress, value: UInt8) -> [ManagementEvent] {
+            [.newIdentityResolvingKey(index: 0, storeHint: true, randomAddress: rpa,
+                                      key: IdentityResolvingKey(address: peer, addressType: .public, value: Array(repeating: value, count: 16))),
+             .newLongTermKey(index: 0, storeHint: true, key: LongTermKey(address: peer, addressType: .public, type: .unauthenticatedP256, central: true,
+                                                                         encryptionSize: 16, ediv: 0, rand: 0, value: Array(repeating: value, count: 16)))]
+        }
+        // Another device, through an address the stored IRK does not resolve: refused, the stored bond kept.
+        XCTAssertThrowsError(try BondKeys.save(events(through: stranger, value: 0xEE), peer: stranger, method: .justWorks, adapter: here,
+                                               now: 20, store: store)) { error in
+            XCTAssertEqual(error as? BondOverwriteError, BondOverwriteError(identity: peer, pairedThrough: stranger,
+                                                                            file: store.path(adapter: adapter, peer: peer), storedHasIRK: true))
+            XCTAssertEqual("\(error)", "refusing to save the bond of C4:F2:17:1A:1D:BB, paired through 4F:00:00:12:34:56, over the bond of C4:F2:17:1A:1D:BB kept in \(store.path(adapter: adapter, peer: peer)): the stored bond's IRK does not resolve 4F:00:00:12:34:56, so another device may be claiming C4:F2:17:1A:1D:BB's identity address; the stored bond is kept. If C4:F2:17:1A:1D:BB itself was reset and paired again, remove its old bond (`mirror bonds remove C4:F2:17:1A:1D:BB`) and pair again, or pass --repair to replace it")
+        }
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer), stored)
+        // The same device (its IRK resolves the address): saved over it.
+        _ = try BondKeys.save(events(through: resolved, value: 0x11), peer: resolved, method: .justWorks, adapter: here, now: 21, store: store)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer)?.longTermKeys.first?.value, Array(repeating: 0x11, count: 16))
+        // The stored bond now has the new IRK: the stranger is still refused; with replacing (--repair) it is saved.
+        XCTAssertThrowsError(try BondKeys.save(events(through: stranger, value: 0xEE), peer: stranger, method: .justWorks, adapter: here, now: 22, store: store))
+        _ = try BondKeys.save(events(through: stranger, value: 0xEE), peer: stranger, method: .justWorks, adapter: here, now: 22,
+                              replacing: true, store: store)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer)?.longTermKeys.first?.value, Array(repeating: 0xEE, count: 16))
+        // A stored bond without an IRK cannot show the address is the same device: refused, saying so.
+        var noIRK = legacyBond()
+        noIRK.identityResolvingKey = nil
+        try store.save(noIRK)
+        XCTAssertThrowsError(try BondKeys.save(events(through: resolved, value: 0x22), peer: resolved, method: .justWorks, adapter: here, now: 23, store: store)) { error in
+            XCTAssertEqual((error as? BondOverwriteError)?.storedHasIRK, false)
+            XCTAssertTrue("\(error)".contains("the stored bond holds no IRK to show that 70:81:94:0D:FB:AA is the same device"), "\(error)")
+        }
+        // Paired through the identity itself (no private address): replaced as before (the peer pairing again).
+        let direct: [ManagementEvent] = [.newLongTermKey(index: 0, storeHint: true, key: LongTermKey(address: peer, addressType: .public, type: .unauthenticatedP256,
+                                                                                                     central: true, encryptionSize: 16, ediv: 0, rand: 0, value: Array(repeating: 0x33, count: 16)))]
+        _ = try BondKeys.save(direct, peer: peer, method: .justWorks, adapter: here, now: 24, store: store)
+        XCTAssertEqual(try store.load(adapter: adapter, peer: peer)?.longTermKeys.first?.value, Array(repeating: 0x33, count: 16))
+    }
+}

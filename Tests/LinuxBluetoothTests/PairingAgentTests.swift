@@ -436,4 +436,86 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, .milliseconds(100))
         XCTAssertNil(ServedPairing().pairedMethod)
     }
+
+    /// Issue 36: Just Works the kernel leaves to user space (User Confirmation Request, Confirm_Hint 1) is this
+    /// process's intent only for the peer it asked Pair Device for and holds no bond with (bluetoothd's Pair() rule);
+    /// a bonded peer's, or another peer's, goes to the prompt, which refuses here: the Negative Reply, and why.
+    func testJustWorksLeftToUserSpaceIsAcceptedOnlyForThisProcesssOwnUnbondedPeer() throws {
+        let asked = Lock<[String]>([])
+        let refusing = PairingPrompts(confirm: { _, _ in true }, passkey: { _ in nil }, display: { _, _ in },
+                                      justWorks: { a in asked.withLock { $0.append(a.description) }; return false })
+        let justWorks = event(0x0F, peerField + [0x01, 0, 0, 0, 0])
+        // The peer Pair Device named, no bond: accepted without asking.
+        let (agent, k) = kernel([justWorks, pairComplete(0x00)], prompts: refusing)
+        defer { close(k) }
+        XCTAssertEqual(try agent.pair(address: peer, type: .public, io: .noInputNoOutput).method, .justWorks)
+        XCTAssertEqual(sent(k).last, ManagementCommand.userConfirmationReply(index: 0, address: peer, type: .public, accept: true).packet)
+        XCTAssertEqual(asked.withLock { $0 }, [])
+        // A bond with it is held: asked, refused, and the error says this host refused and why.
+        let (agent2, k2) = kernel([justWorks, event(0x11, peerField + [0x05]), pairComplete(0x05)], prompts: refusing)
+        defer { close(k2) }
+        XCTAssertThrowsError(try agent2.pair(address: peer, type: .public, io: .noInputNoOutput, peerBonded: true)) { error in
+            XCTAssertTrue("\(error)".contains("method Just Works; this host refused: Just Works (no MITM protection) that this host did not ask for, or with a peer it holds a bond with, was not accepted (the kernel leaves it to user space: Confirm_Hint 1)"), "\(error)")
+            XCTAssertTrue("\(error)".contains("mirror pair --accept-just-works"), "\(error)")
+        }
+        XCTAssertEqual(sent(k2).last, ManagementCommand.userConfirmationReply(index: 0, address: peer, type: .public, accept: false).packet)
+        XCTAssertEqual(asked.withLock { $0 }, ["00:AA:01:01:00:01"])
+        // Another peer's request during this pairing: asked too, and refused.
+        let otherField: [UInt8] = [0x02, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]
+        let (agent3, k3) = kernel([event(0x0F, otherField + [0x01, 0, 0, 0, 0]), pairComplete(0x00)], prompts: refusing)
+        defer { close(k3) }
+        _ = try agent3.pair(address: peer, type: .public, io: .noInputNoOutput)
+        XCTAssertEqual(sent(k3).last?.first, 0x1D, "User Confirmation Negative Reply for 00:AA:01:01:00:02")
+        XCTAssertEqual(asked.withLock { $0.last }, "00:AA:01:01:00:02")
+        // Hint 0 (Numeric Comparison) is as before: the confirm prompt, never the Just Works one.
+        let (agent4, k4) = kernel([event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00]), pairComplete(0x00)], prompts: refusing)
+        defer { close(k4) }
+        XCTAssertEqual(try agent4.pair(address: peer, type: .public, io: .displayYesNo, peerBonded: true).method, .numericComparison)
+        XCTAssertEqual(sent(k4).last?.first, 0x1C)
+        XCTAssertEqual(asked.withLock { $0.count }, 2)
+    }
+
+    /// Issue 36: the serving agent (a connection's --pair) accepts Just Works left to it only for the peers
+    /// `intended` names; any other is asked, and refused here, before this change accepted for any peer.
+    func testTheServingAgentRefusesJustWorksItDidNotAskFor() throws {
+        let reports = Lock<[String]>([])
+        let refusing = PairingPrompts(confirm: { _, _ in true }, passkey: { _ in nil }, display: { _, _ in }, justWorks: { _ in false })
+        let (agent, k) = kernel([], prompts: refusing)
+        defer { close(k) }
+        let service = try agent.startServing(report: { line in reports.withLockBroadcasting { $0.append(line) } },
+                                             intended: { $0.description == "00:AA:01:01:00:01" })
+        defer { service.stop() }
+        let otherField: [UInt8] = [0x02, 0x00, 0x01, 0x01, 0xAA, 0x00, 0x01]   // 00:AA:01:01:00:02, LE public
+        for field in [peerField, otherField] {
+            let request = event(0x0F, field + [0x01, 0, 0, 0, 0])
+            XCTAssertEqual(write(k, request, request.count), request.count)
+        }
+        XCTAssertNotNil(reports.wait(until: { $0.count >= 2 ? $0 : nil }, timeoutNanoseconds: 5_000_000_000))
+        let lines = reports.withLock { $0 }
+        XCTAssertEqual(lines.first, "pairing with 00:AA:01:01:00:01 (public): Just Works, answered")
+        XCTAssertTrue(lines.last?.hasPrefix("pairing with 00:AA:01:01:00:02 (public): Just Works, refused: Just Works (no MITM protection) that this host did not ask for") ?? false, "\(lines)")
+        XCTAssertEqual(sent(k).map { $0[0] }, [0x1C, 0x1D])
+    }
+
+    /// Issue 36: --require-mitm declines Just Works even for the peer asked for; the outcome says whether the
+    /// key is authenticated from New Long Term Key's Key_Type (Vol 3 Part H §2.3.1).
+    func testRequireMITMDeclinesJustWorksAndTheOutcomeSaysWhetherTheKeyIsAuthenticated() throws {
+        let (agent, k) = kernel([event(0x0F, peerField + [0x01, 0, 0, 0, 0]), pairComplete(0x05)])
+        defer { close(k) }
+        XCTAssertThrowsError(try agent.pair(address: peer, type: .public, io: .keyboardDisplay, requireMITM: true)) { error in
+            XCTAssertTrue("\(error)".contains("this host refused: the pairing reached Just Works, which gives no MITM protection, and --require-mitm asks for it"), "\(error)")
+            XCTAssertEqual((error as? PairingError)?.refusedHere, justWorksWithoutMITMRefusal)
+        }
+        XCTAssertEqual(sent(k).last?.first, 0x1D)
+        func ltk(_ type: UInt8) -> [UInt8] {
+            event(0x0A, [0x01] + peerField + [type, 0x01, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0] + [UInt8](repeating: 0x11, count: 16))
+        }
+        let (agent2, k2) = kernel([ltk(0x02), pairComplete(0x00)])
+        defer { close(k2) }
+        XCTAssertEqual(try agent2.pair(address: peer, type: .public, io: .noInputNoOutput).authenticated, false, "unauthenticated P-256")
+        let (agent3, k3) = kernel([ltk(0x03), pairComplete(0x00)])
+        defer { close(k3) }
+        XCTAssertEqual(try agent3.pair(address: peer, type: .public, io: .keyboardDisplay).authenticated, true, "authenticated P-256")
+        XCTAssertNil(PairingOutcome(address: peer, type: .public, method: .justWorks, alreadyPaired: true).authenticated)
+    }
 }

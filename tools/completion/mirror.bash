@@ -20,7 +20,7 @@ _mirror_options() {
         check) echo "--only --skip --writes --max-time --max-requests --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --repair --help" ;;
         clone) echo "--output --redact --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
-        pair) echo "--io --passkey --passkey-file --adapter --type --json --help" ;;
+        pair) echo "--io --passkey --passkey-file --accept-just-works --require-mitm --adapter --type --json --repair --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         scan) echo "--timeout --upload-host --upload-bind --upload-port --upload-dir --scan-id --settle --adapter --type --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         wifi) echo "--wait --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;

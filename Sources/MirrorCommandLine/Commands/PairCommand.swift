@@ -33,6 +33,12 @@ let pairingAnswerOptions: [OptionSpec] = [
     .value("--passkey-file", "FILE", help: "--passkey read from FILE's first line (- for standard input, mirror pair only): not visible to other users"),
 ]
 
+/// `mirror pair`'s own options beside `pairingAnswerOptions`: what Just Works may do (Vol 3 Part H §2.3.5.1).
+let pairPolicyOptions: [OptionSpec] = [
+    .flag("--accept-just-works", help: "accept Just Works that the kernel leaves to this host (a peer with a bond here pairing again, or another peer) without asking: off a terminal it is refused otherwise"),
+    .flag("--require-mitm", help: "refuse a pairing without MITM protection (Just Works: an unauthenticated key); needs an --io that can show or enter a passkey"),
+]
+
 /// The passkey in `path`'s first line (`-`: standard input's): a regular file of at most 64 bytes, opened without
 /// following a symlink and without blocking (a FIFO is refused), so the secret never sits on the command line.
 public func readPasskeyFile(_ path: String, standardInputAllowed: Bool) throws(UsageError) -> UInt32 {
@@ -88,11 +94,16 @@ let pairCommand = Command(CommandSpec(
         accepted when it equals --passkey. --io says what this side can show and enter (default none: Just Works). \
         The adapter is made bondable first, so the kernel keeps the keys for later connections. Prints the method \
         used. Needs CAP_NET_ADMIN (setcap cap_net_raw,cap_net_admin+ep on the binary, or root); a failure names the \
-        step, the kernel's status and the link's drop reason.
+        step, the kernel's status and the link's drop reason. \
+        Just Works for TARGET when this host already holds a bond with it (or for any other peer) is asked on the \
+        terminal, and refused off one unless --accept-just-works: a device using TARGET's address could take the \
+        bond over. Each question waits 25 s at most. Says when the key has no MITM protection (Just Works); \
+        --require-mitm refuses such a pairing (exit 4). A bond that names an identity address which already has a \
+        bond here is refused unless the stored bond's IRK resolves the address paired with, or --repair replaces it.
         """,
     positionals: [PositionalSpec("TARGET", help: "the device's LE address (--type random for a random address)")],
-    options: pairingAnswerOptions,
-    globals: [.adapter, .type, .json],
+    options: pairingAnswerOptions + pairPolicyOptions,
+    globals: [.adapter, .type, .json, .repair],
     examples: [
         ("mirror pair 00:AA:01:01:00:01", "pair with Just Works on the default adapter"),
         ("mirror pair 00:AA:01:01:00:01 --io keyboard --passkey 123456", "enter the passkey the peer displays"),
@@ -104,27 +115,37 @@ let pairCommand = Command(CommandSpec(
                          token: "\(target.target)", command: "pair")
     }
     let (io, passkey) = try inv.pairingAnswers()
+    let requireMITM = inv.arguments.has("--require-mitm")
+    if requireMITM, io == .noInputNoOutput {
+        // NoInputNoOutput gives Just Works with every peer (Vol 3 Part H §2.3.5.1, Table 2.8).
+        throw UsageError("--require-mitm needs an --io that can show or enter a passkey (display, yesno, keyboard, keyboard-display): with none every pairing is Just Works, without MITM protection",
+                         token: "--require-mitm", command: "pair")
+    }
     let adapterName = try HCIAdapter.chosen(inv.global.adapter)
     // Coexistence: bluetoothd answers the kernel's pairing requests too (negatively, when no agent of its asked), and
     // it owns the adapter's keys: pairing goes through it, and mirror uses the bond it keeps.
     if let pid = BluetoothDaemon.runningPID() {
         throw CLIError.unsupported("bluetoothd runs (pid \(pid)) and owns pairing and the keys on this machine: pair with it (`bluetoothctl pair \(address)`, its agent answering), and mirror uses that bond; or stop it (`sudo systemctl stop bluetooth`) to pair with mirror")
     }
+    let prompts = Pairing.terminalPrompts(passkey: passkey, console: inv.console,
+                                          acceptJustWorks: inv.arguments.has("--accept-just-works"))
     let (outcome, adapter) = try Pairing.pair(address: address, type: target.addressType, adapter: adapterName, io: io,
-                                              prompts: Pairing.terminalPrompts(passkey: passkey, console: inv.console),
-                                              dropPrivileges: { Privilege.dropAll($0) }, note: { inv.console.err("note: \($0)") })
-    let bond = outcome.alreadyPaired ? nil : try BondKeys.save(outcome.keyEvents, peer: outcome.address,
-                                                               method: BondMethod(outcome.method), adapter: adapter, now: Int(time(nil)))
+                                              prompts: prompts, dropPrivileges: { Privilege.dropAll($0) },
+                                              requireMITM: requireMITM, note: { inv.console.err("note: \($0)") })
+    let bond = outcome.alreadyPaired ? nil : try BondKeys.save(outcome.keyEvents, peer: outcome.address, method: BondMethod(outcome.method),
+                                                               adapter: adapter, now: Int(time(nil)), replacing: inv.global.repair)
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("address", .string(outcome.address.description)), ("type", .string(outcome.type.description)),
             ("adapter", .string(adapter.name)), ("method", .string(outcome.method.rawValue)),
             ("alreadyPaired", .bool(outcome.alreadyPaired)), ("bondFile", bond?.file.map { .string($0) } ?? .null),
+            ("authenticated", outcome.authenticated.map { .bool($0) } ?? .null),
         ]))
     } else if outcome.alreadyPaired {
         inv.console.out("already paired with \(outcome.address) (\(outcome.type)) on \(adapter.name): the kernel holds its keys")
     } else {
         inv.console.out("paired with \(outcome.address) (\(outcome.type)) on \(adapter.name): \(outcome.method.rawValue)")
+        if let line = Pairing.protectionLine(outcome) { inv.console.err(line) }
         if let bond { inv.console.err(bond.text) }
     }
     return .success
@@ -132,37 +153,75 @@ let pairCommand = Command(CommandSpec(
 
 extension Pairing.AgentSetup {
     /// A connecting command's --pair agent: NoInputNoOutput (Just Works), the terminal prompts, lines on stderr.
-    static func standard(console: Console) -> Pairing.AgentSetup {
-        Pairing.AgentSetup(io: .noInputNoOutput, prompts: Pairing.terminalPrompts(passkey: nil, console: console), say: { console.err($0) })
+    static func standard(console: Console, acceptJustWorks: Bool = false) -> Pairing.AgentSetup {
+        Pairing.AgentSetup(io: .noInputNoOutput, prompts: Pairing.terminalPrompts(passkey: nil, console: console, acceptJustWorks: acceptJustWorks),
+                           say: { console.err($0) })
+    }
+}
+
+/// Where `mirror pair`'s and --pair's terminal questions read their answers: standard input, asked only when it and
+/// standard error are terminals, each answer awaited at most `limit` (the shell's, under SMP's 30 s: Vol 3 Part H §3.4).
+struct TerminalAnswers: Sendable {
+    var isTerminal: Bool
+    var fd: Int32
+    var limit: Duration
+    var readLine: @Sendable () -> String?
+
+    static func standard() -> TerminalAnswers {
+        TerminalAnswers(isTerminal: isatty(0) == 1 && isatty(2) == 1, fd: 0, limit: EditorQuestions.answerLimit,
+                        readLine: { Swift.readLine() })
+    }
+
+    /// The line typed after `question` (already printed), within `limit`. A prompt of --pair's agent holds the link's
+    /// loop, where the signals are read, so the wait takes them (BlockingWait) and Ctrl-C still ends the command.
+    func answer(_ question: String) throws(ShellQuestionError) -> String {
+        let ms = Int32(clamping: limit.nanosecondsClamped / 1_000_000)
+        let ready = BlockingWait.poll(fd: fd, events: Int16(POLLIN), timeoutMilliseconds: ms)
+        guard ready != 0 else { throw .timedOut(question: question, after: limit) }
+        guard ready > 0, let line = readLine() else { throw .ended(question: question) }
+        return line
     }
 }
 
 extension Pairing {
-    /// The answers a command gives: `passkey` when given; else, on a terminal, asked there; else refused (the
-    /// error then says to give --passkey). A passkey to show is printed on stderr.
-    static func terminalPrompts(passkey: UInt32?, console: Console) -> PairingPrompts {
-        let onTerminal = isatty(0) == 1 && isatty(2) == 1
+    /// The answers a command gives: `passkey` when given; else, on a terminal, asked there (each within the
+    /// answer limit); else refused (the error then says to give --passkey). A passkey to show is printed on stderr.
+    /// Just Works left to this host (Confirm_Hint 1) is accepted with `acceptJustWorks`, else asked on a terminal,
+    /// else refused.
+    static func terminalPrompts(passkey: UInt32?, console: Console, acceptJustWorks: Bool = false,
+                                input: TerminalAnswers = .standard()) -> PairingPrompts {
+        // Asked on stderr; a question unanswered (its limit, the input's end) is declined, and said so.
+        let ask = { @Sendable (question: String) -> String? in
+            console.err(question)
+            do { return try input.answer(question) } catch {
+                console.err("pair: \(error): declined")
+                return nil
+            }
+        }
         return PairingPrompts(
             confirm: { value, peer in
                 if let passkey { return passkey == value }
-                guard onTerminal else { return false }
-                console.err("pair: does \(peer) show \(sixDigits(value))? [y/N] ")
-                awaitLine()
-                return (readLine() ?? "").lowercased().hasPrefix("y")
+                guard input.isTerminal else { return false }
+                return (ask("pair: does \(peer) show \(sixDigits(value))? [y/N] ") ?? "").lowercased().hasPrefix("y")
             },
             passkey: { peer in
                 if let passkey { return passkey }
-                guard onTerminal else { return nil }
-                console.err("pair: enter the passkey \(peer) shows: ")
-                awaitLine()
-                return readLine().flatMap { try? parsePasskey(String($0.filter { !$0.isWhitespace })) }
+                guard input.isTerminal else { return nil }
+                return ask("pair: enter the passkey \(peer) shows: ").flatMap { try? parsePasskey(String($0.filter { !$0.isWhitespace })) }
             },
-            display: { value, peer in console.err("pair: type \(sixDigits(value)) on \(peer)") })
+            display: { value, peer in console.err("pair: type \(sixDigits(value)) on \(peer)") },
+            justWorks: { peer in
+                if acceptJustWorks { return true }
+                guard input.isTerminal else { return false }
+                let question = "pair: \(peer) asks to pair with Just Works (no MITM protection) though this host did not ask for it, or holds a bond with it: accept? [y/N] "
+                return (ask(question) ?? "").lowercased().hasPrefix("y")
+            })
     }
 
-    /// Waits for the terminal's line before it is read: a prompt of --pair's agent holds the link's loop, where the
-    /// signals are read, so the wait takes them (BlockingWait) and Ctrl-C still ends the command at once.
-    private static func awaitLine() {
-        _ = BlockingWait.poll(fd: 0, events: Int16(POLLIN), timeoutMilliseconds: -1)
+    /// The line `mirror pair` says about the key's protection: Just Works's key is unauthenticated, so a device in
+    /// the middle could have paired in the peer's place (Vol 3 Part H §2.3.1, §2.3.5.1); nil for an authenticated key.
+    static func protectionLine(_ outcome: PairingOutcome) -> String? {
+        guard !outcome.alreadyPaired, outcome.authenticated == false || (outcome.authenticated == nil && outcome.method == .justWorks) else { return nil }
+        return "note: no MITM protection: \(outcome.method.rawValue) gives an unauthenticated key (nothing shows the peer is the device you meant); --require-mitm refuses such a pairing"
     }
 }

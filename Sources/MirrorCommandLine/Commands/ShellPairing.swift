@@ -204,8 +204,9 @@ final class EditorQuestions: Sendable {
 
     /// The shell agent's answers: `passkey` when given (off a terminal, the only way); else, on a terminal, asked
     /// at the prompt within `limit`; else refused, saying to give --passkey. `say` prints a line (above the line
-    /// being typed, on a terminal).
-    func pairingPrompts(passkey: UInt32?, say: @escaping @Sendable (String) -> Void) -> PairingPrompts {
+    /// being typed, on a terminal). Just Works the kernel leaves to this host (Confirm_Hint 1, Vol 3 Part H
+    /// §2.3.5.1) is asked at the prompt, refused off a terminal unless `acceptJustWorks`.
+    func pairingPrompts(passkey: UInt32?, acceptJustWorks: Bool = false, say: @escaping @Sendable (String) -> Void) -> PairingPrompts {
         PairingPrompts(
             confirm: { [self] value, peer in
                 if let passkey { return passkey == value }
@@ -236,7 +237,19 @@ final class EditorQuestions: Sendable {
                     return nil
                 }
             },
-            display: { value, peer in say("pair: type \(sixDigits(value)) on \(peer)") })
+            display: { value, peer in say("pair: type \(sixDigits(value)) on \(peer)") },
+            justWorks: { [self] peer in
+                if acceptJustWorks { return true }
+                // Off a terminal the agent's report says the refusal and the ways out.
+                guard isTerminal else { return false }
+                do {
+                    let line = try ask("pair: \(peer) asks to pair with Just Works (no MITM protection) though this host did not ask for it, or holds a bond with it: accept? [y/N] ")
+                    return line.trimmingSpaces.lowercased().hasPrefix("y")
+                } catch {
+                    say("pair: \(error): Just Works is declined")
+                    return false
+                }
+            })
     }
 }
 
