@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "LinuxBluetooth", targets: ["LinuxBluetooth"]),
         .library(name: "Bonding", targets: ["Bonding"]),
         .library(name: "GATTPeer", targets: ["GATTPeer"]),
+        .library(name: "CaptureReader", targets: ["CaptureReader"]),
         .library(name: "GATTVocabulary", targets: ["GATTVocabulary"]),
         .library(name: "GATTClient", targets: ["GATTClient"]),
         .library(name: "GATTServer", targets: ["GATTServer"]),
@@ -59,7 +60,9 @@ let package = Package(
         .target(name: "GATTClient", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "CCrypto"]),
         // The front door: connect to a peer (unix: or LE) on a link loop of its own, then discovery with the cache
         // (its files: FileDatabaseStore), names, reads, writes and subscriptions, every method on the link's loop.
-        .target(name: "GATTPeer", dependencies: ["ATTStack", "GATTVocabulary", "GATTClient", "Bonding", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
+        // A btsnoop capture read (H4 and the Linux monitor), its LE connections and the ATT on each: `mirror clone --from`.
+        .target(name: "CaptureReader", dependencies: ["ATTStack"]),
+        .target(name: "GATTPeer", dependencies: ["ATTStack", "CaptureReader", "GATTVocabulary", "GATTClient", "Bonding", "HostEnvironment", "JSON", "LinkCore", "LinuxBluetooth"]),
         // `mirror check`: the rule catalogue, the prober that drives one ATT bearer PDU by PDU, the findings.
         .target(name: "Conformance", dependencies: ["ATTStack", "GATTVocabulary", "LinkCore", "JSON"]),
         // The benches' measurement core: the write rounds through the GATT client on the link's loop (warm-up, size
@@ -83,7 +86,7 @@ let package = Package(
         // Counts heap allocations for att-bench by interposing malloc; linked into att-bench only.
         .target(name: "CAllocCounter", path: "tools/att-bench/CAllocCounter"),
         // The CLI: its commands, the session, parsing, formatting and the error table (main.swift calls it).
-        .target(name: "MirrorCommandLine", dependencies: ["GATTPeer", "Bonding", "Conformance", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
+        .target(name: "MirrorCommandLine", dependencies: ["GATTPeer", "CaptureReader", "Bonding", "Conformance", "BenchMeasurement", "GATTVocabulary", "GATTClient", "ATTStack", "HostEnvironment", "LinkCore", "LinuxBluetooth", "Mirror", "CBlueZSocket", "JSON", "BareATT", "LinkCeiling", "LineEditor"]),
         // libmicrohttpd (Debian libmicrohttpd-dev) behind fixed-argument C wrappers; loaded by dlopen on first use.
         .target(name: "CMicroHTTPD"),
         // libcrypto's SHA-256, AES-CMAC and one-block AES-128 (Debian libssl-dev) and zlib's CRC-32 (zlib1g-dev) behind fixed-argument C wrappers;
@@ -118,6 +121,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["ATTStack", "LinkCore", "LinuxBluetooth", "GATTClient", "CBlueZSocket"]),
         .testTarget(name: "ATTStackTests", dependencies: ["TestSupport", "ATTStack"]),
         .testTarget(name: "LinkCeilingTests", dependencies: ["LinkCeiling"]),
+        .testTarget(name: "CaptureReaderTests", dependencies: ["CaptureReader"]),
         .testTarget(name: "HostEnvironmentTests", dependencies: ["TestSupport", "HostEnvironment", "LinkCore", "LinuxBluetooth", "JSON"]),
         // The demo in a real pseudo-terminal (Python's pty) and over a pipe.
         .testTarget(name: "LineEditorTests", dependencies: ["TestSupport", "LinkCore", "LineEditor", "LineEditDemo"], exclude: ["pty-drive.py"]),
@@ -129,7 +133,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["GATTPeer", "GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "CaptureReader", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "Conformance", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",

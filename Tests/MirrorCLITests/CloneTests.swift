@@ -1,6 +1,7 @@
 // `mirror clone TARGET -o FILE` and `mirror-sim --from FILE` (issue 39, point 1): the device file is private and
 // complete by the Database Hash, the clone serves what the device served (the same `gatt --json --read`), a clone of
 // the clone is the same file, refusals are served as refused, and a redacted value keeps only its length.
+import CaptureReader
 import Foundation
 import JSON
 import TestSupport
@@ -142,5 +143,107 @@ final class CloneTests: XCTestCase {
         case .array(let items): return .array(items.map { rewrite($0, path: path, change) })
         default: return change(path, v)
         }
+    }
+
+    // MARK: - From a capture (issue 39 point 2)
+
+    /// A capture of `gatt --read` (every procedure, every value) rebuilds the device the live clone sees, and its
+    /// Database Hash proves it complete.
+    func testACaptureOfEveryReadRebuildsTheDeviceALiveCloneSees() throws {
+        let sim = try SimulatorProcess(["--caching", "yes"])
+        defer { sim.stop() }
+        let snoop = file("gatt.btsnoop")
+        XCTAssertEqual(try MirrorProcess.run(["gatt", sim.target, "--read", "--no-cache", "--btsnoop", snoop]).status, 0)
+        let fromCapture = file("from-capture.json"), live = file("live.json")
+        let run = try MirrorProcess.run(["clone", "--from", snoop, "-o", fromCapture])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        XCTAssertTrue(run.stdout.contains("complete: the Database Hash it served is the one computed over what the capture showed"), run.stdout)
+        XCTAssertTrue(run.stdout.contains("the capture showed every handle range and every readable value"), run.stdout)
+        _ = try clone(sim.target, live)
+        let a = try deviceFile(fromCapture), b = try deviceFile(live)
+        for key in ["services", "readings", "databaseHash", "characteristics", "names", "unread"] {
+            XCTAssertEqual(a[key], b[key], key)
+        }
+    }
+
+    /// A capture that discovered nothing, and one that read one value: what they never showed, exactly.
+    func testAPartialCaptureSaysExactlyWhatItNeverSaw() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let byHandle = file("handle.btsnoop"), byName = file("name.btsnoop")
+        XCTAssertEqual(try MirrorProcess.run(["read", sim.target, "0x000C", "--btsnoop", byHandle]).status, 0)
+        XCTAssertEqual(try MirrorProcess.run(["read", sim.target, "scanState", "--no-cache", "--btsnoop", byName]).status, 0)
+        let nothing = try MirrorProcess.run(["clone", "--from", byHandle, "-o", file("nothing.json")])
+        XCTAssertEqual(nothing.status, 0, nothing.stderr)
+        XCTAssertTrue(nothing.stdout.contains("services never discovered in 0x0001-0xFFFF\n"), nothing.stdout)
+        let one = try MirrorProcess.run(["clone", "--from", byName, "-o", file("one.json"), "--json"])
+        let json = try one.json()
+        XCTAssertEqual(json["notDiscovered"]?["services"], .array([]))
+        XCTAssertEqual(json["notRead"], .array([3, 5, 9, 13, 15, 16, 18, 22, 24, 26, 28, 29].map { .int($0) }))
+        XCTAssertEqual(try deviceFile(file("one.json"))["readings"], .array([.object([("handle", 12), ("value", "00")])]))
+    }
+
+    /// Android's HCI snoop log (H4, datalink 1002) with L2CAP fragmented as a controller with a 27-byte ACL buffer
+    /// sends it, and two connections: tshark decodes the file's ATT (an independent reader agrees it is well formed),
+    /// the clone asks which connection, and either gives the clone the monitor capture gives.
+    func testAnH4CaptureWithFragmentsAndTwoConnections() throws {
+        let sim = try SimulatorProcess()
+        defer { sim.stop() }
+        let monitor = file("monitor.btsnoop")
+        XCTAssertEqual(try MirrorProcess.run(["gatt", sim.target, "--read", "--no-cache", "--btsnoop", monitor]).status, 0)
+        let capture = try BTSnoopCapture(path: monitor)
+        let attCount = LEConnectionTracker.connections(of: capture).first?.pdus.count ?? 0
+        XCTAssertGreaterThan(attCount, 20)
+        let h4 = file("android.btsnoop")
+        try Data(Self.h4(capture, handles: [0x0040, 0x0041])).write(to: URL(fileURLWithPath: h4))
+        let reading = try CaptureReading.read(h4)
+        XCTAssertEqual(reading.tsharkATT.count, 2 * attCount, "tshark decodes every ATT PDU of both connections: \(reading.tshark.stderr)")
+        let ambiguous = try MirrorProcess.run(["clone", "--from", h4, "-o", file("x.json")])
+        XCTAssertEqual(ambiguous.status, 2)
+        XCTAssertTrue(ambiguous.stderr.contains("the capture has 2 LE connections with ATT: choose one with --connection N or ADDRESS"), ambiguous.stderr)
+        XCTAssertTrue(ambiguous.stderr.contains("  2: C2:00:00:00:00:01 (random), handle 0x0041 on index 0"), ambiguous.stderr)
+        let second = try MirrorProcess.run(["clone", "--from", h4, "-o", file("second.json"), "--connection", "2"])
+        XCTAssertEqual(second.status, 0, second.stderr)
+        let first = try MirrorProcess.run(["clone", "--from", monitor, "-o", file("first.json")])
+        XCTAssertEqual(first.status, 0, first.stderr)
+        let a = try deviceFile(file("first.json")), b = try deviceFile(file("second.json"))
+        for key in ["services", "readings", "names", "unread"] { XCTAssertEqual(a[key], b[key], key) }
+    }
+
+    /// `capture` as Android writes its snoop log: H4 records (a type byte; flags bit 0 set on what the controller
+    /// sent up), each ACL packet cut into 27-byte fragments (Core Spec 5.4 Vol 4 Part E §5.4.2: the first with packet
+    /// boundary 0b10, the rest 0b01), once per handle in `handles`, as successive connections.
+    static func h4(_ capture: BTSnoopCapture, handles: [UInt16]) -> [UInt8] {
+        func be32(_ v: UInt32) -> [UInt8] { [UInt8(v >> 24), UInt8(v >> 16 & 0xFF), UInt8(v >> 8 & 0xFF), UInt8(v & 0xFF)] }
+        var out = Array("btsnoop\0".utf8) + be32(1) + be32(1002)
+        func record(_ bytes: [UInt8], received: Bool) {
+            out += be32(UInt32(bytes.count)) + be32(UInt32(bytes.count)) + be32(received ? 1 : 0) + be32(0)
+            out += [0x00, 0xE0, 0x3B, 0x6F, 0x00, 0x00, 0x00, 0x00] + bytes
+        }
+        for handle in handles {
+            for p in capture.packets {
+                switch p.kind {
+                case .command: record([0x01] + p.bytes, received: false)
+                case .event:
+                    var e = p.bytes
+                    if e.count >= 5, e[0] == 0x3E, e[2] == 0x01 || e[2] == 0x0A { e[4] = UInt8(handle & 0xFF); e[5] = UInt8(handle >> 8) }
+                    if e.count >= 5, e[0] == 0x05 { e[3] = UInt8(handle & 0xFF); e[4] = UInt8(handle >> 8) }
+                    record([0x04] + e, received: true)
+                case .aclSent, .aclReceived:
+                    let data = Array(p.bytes.dropFirst(4))
+                    var offset = 0
+                    repeat {
+                        let part = data[offset..<min(offset + 27, data.count)]
+                        let boundary: UInt8 = offset == 0 ? 0b10 : 0b01
+                        record([0x02, UInt8(handle & 0xFF), UInt8(handle >> 8) | boundary << 4, UInt8(part.count), 0] + part,
+                               received: p.kind == .aclReceived)
+                        offset += 27
+                    } while offset < data.count
+                }
+            }
+            // The link ends before the next one opens (Disconnection Complete, reason 0x13).
+            record([0x04, 0x05, 0x04, 0x00, UInt8(handle & 0xFF), UInt8(handle >> 8), 0x13], received: true)
+        }
+        return out
     }
 }

@@ -15,7 +15,7 @@ final class ReadmeTasksTests: XCTestCase {
     func testRunAScan() throws { try check("## Run a scan", steps: 1) }
     func testBenchmarkWrites() throws { try check("## Benchmark writes", steps: 1, numbersAsShape: true) }
     func testCaptureAndTrace() throws { try check("## Capture and trace", steps: 1) }
-    func testCloneADevice() throws { try check("## Clone a device", steps: 1) }
+    func testCloneADevice() throws { try check("## Clone a device", steps: 3) }
 
     /// The matcher itself: `...` takes any lines, none included; a line that differs fails.
     func testTheMatcherRefusesWhatDiffers() {

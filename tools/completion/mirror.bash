@@ -18,7 +18,7 @@ _mirror_options() {
         listen) echo "--count --duration --indicate --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         mtu) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         check) echo "--only --skip --writes --max-time --max-requests --list-rules --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --pair --repair --help" ;;
-        clone) echo "--output --redact --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
+        clone) echo "--output --redact --from --connection --diff --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         link) echo "--adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
         pair) echo "--io --passkey --passkey-file --accept-just-works --require-mitm --adapter --type --json --repair --help" ;;
         bench) echo "--handle --size --count --duration --mode --warmup --counter --rounds --bare-loop --loopback --plot --adapter --type --timeout --mtu --security --trace --btsnoop --json --profile --interval --latency --supervision-timeout --phy --data-length --no-cache --bearers --pair --repair --help" ;;
@@ -47,6 +47,8 @@ _mirror_option_value() {
         "check --max-requests") echo "any" ;;
         "clone --output") echo "file" ;;
         "clone --redact") echo "names" ;;
+        "clone --from") echo "any" ;;
+        "clone --connection") echo "any" ;;
         "clone --diff") echo "file" ;;
         "pair --io") echo "words display yesno keyboard none keyboard-display" ;;
         "pair --passkey") echo "any" ;;
