@@ -47,7 +47,7 @@ final class Session: Sendable {
     /// Names the mirror's characteristics (--profile, or the bundled profile).
     let profile: MirrorProfile
     /// The LE link under the bearer (nil over unix:, which has none).
-    var link: LinkSession? { peer.link }
+    var link: PeerLink? { peer.link }
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
     var linkRequests: [LinkRequestReport] { peer.linkRequests }
     /// The database known on this connection, its user descriptions, and the GATT cache under it (GATTPeer's FileDatabaseStore):
