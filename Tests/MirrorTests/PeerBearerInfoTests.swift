@@ -1,5 +1,5 @@
 // GATTPeer's list of a peer's ATT bearers (`Peer.bearerInfo`, what `mirror mtu` and `mirror link` print with
-// --bearers) in-process against the simulator serving Enhanced ATT over unix: (PATH.eatt).
+// --bearers) in-process against the simulator serving Enhanced ATT over unix: (PATH.eatt); a unix: peer's link.
 import GATTPeer
 import Mirror
 import MirrorSimulator
@@ -35,5 +35,17 @@ final class PeerBearerInfoTests: XCTestCase {
         XCTAssertEqual(rows.count, 1)
         XCTAssertEqual(rows.first?.enhanced, false)
         XCTAssertNil(peer.enhancedBearerOutcome)
+    }
+
+    /// A unix: peer's link (`Peer.linkState`): every value unknown, saying there is no radio.
+    func testAUnixPeersLinkIsUnknownWithWhy() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await Peer.connect(to: .unix(path: h.path), options: Peer.Options())
+        defer { peer.close() }
+        let s = peer.linkState()
+        XCTAssertNil(s.handle.value)
+        XCTAssertNil(s.txPHY.value)
+        XCTAssertTrue(s.intervalMilliseconds.unknownReason?.description.hasPrefix("not an LE link") == true, "\(s.intervalMilliseconds)")
     }
 }
