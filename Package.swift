@@ -103,8 +103,10 @@ let package = Package(
         .target(name: "LineEditor", dependencies: ["ATTStack", "CLibEdit", "CBlueZSocket", "HostEnvironment", "LinkCore", "LinuxBluetooth"]),
         // LineEditor with a fixed word list and a notification every 300 ms: what LineEditorTests drive in a pty.
         .executableTarget(name: "LineEditDemo", dependencies: ["LineEditor"], path: "tools/lineedit-demo"),
+        // The man page and the bash completion generated from the command table: what mirror-docs prints (not `mirror`).
+        .target(name: "MirrorReference", dependencies: ["MirrorCommandLine", "Mirror"]),
         // Prints the man page and the bash completion generated from the command table (tools/mirror-docs.sh).
-        .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine"], path: "tools/mirror-docs"),
+        .executableTarget(name: "MirrorDocs", dependencies: ["MirrorCommandLine", "MirrorReference"], path: "tools/mirror-docs"),
         // The simulated mirror: GATTServer with the mirror's state machine and faults.
         .target(name: "MirrorSimulator", dependencies: ["GATTVocabulary", "ATTStack", "LinkCore", "LinuxBluetooth", "GATTClient", "GATTServer", "GATTPeer", "Mirror", "JSON", "LinkCeiling"]),
         .executableTarget(name: "MirrorSim", dependencies: ["MirrorSimulator", "GATTPeer", "GATTServer", "JSON", "Mirror", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth"], path: "tools/mirror-sim"),
@@ -133,7 +135,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["GATTPeer", "GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "CaptureReader", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "CaptureReader", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorReference", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "Conformance", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",

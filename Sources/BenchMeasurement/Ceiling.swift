@@ -1,6 +1,7 @@
 // The bench against the radio's ceiling (docs/LINK-CEILING.md): for each mode, the most the link allows and the
 // fraction of it the run reached; no ceiling where there is no radio (unix:) or the link is not known.
 import LinkCeiling
+import LinuxBluetooth
 
 /// What the bench ran over, as far as the ceiling goes.
 public enum BenchRadio: Sendable, Equatable {
@@ -71,4 +72,25 @@ public func format2(_ v: Double) -> String {
     let hundredths = Int((v * 100).rounded())
     let frac = String(hundredths % 100)
     return "\(hundredths / 100).\(String(repeating: "0", count: 2 - frac.count))\(frac)"
+}
+
+extension LinkState {
+    /// The radio link the ceiling arithmetic needs, when its PHY, data length and interval are known (`mtu`: the
+    /// connection's ATT_MTU); nil otherwise, and the bench then says "unknown link".
+    public func ceilingInput(mtu: Int) -> LinkParameters? {
+        guard let phy = txPHY.value, let interval = intervalMilliseconds.value else { return nil }
+        // A link watched from its connect without a Data Length Change runs at the initial 27 octets (Vol 6 Part B
+        // §4.5.10); a link not watched has no known data length, and then no ceiling.
+        let octets: Int
+        if let d = dataLength.value {
+            octets = d.maxTxOctets
+        } else if case .notSeen? = dataLength.unknownReason {
+            octets = 27
+        } else {
+            return nil
+        }
+        let radio: RadioPHY = phy == .le1M ? .le1M : phy == .le2M ? .le2M : .codedS8
+        return LinkParameters(phy: radio, dataLength: octets, intervalMilliseconds: interval, mtu: mtu,
+                              encrypted: encrypted.value ?? false)
+    }
 }

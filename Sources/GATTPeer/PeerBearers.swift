@@ -63,3 +63,40 @@ extension Peer {
     /// What `Options.enhancedBearers` came to (nil when it asked for one bearer).
     public var enhancedBearerOutcome: EnhancedBearerOutcome? { enhanced.withLock { $0.outcome } }
 }
+
+/// One ATT bearer of a peer as a report lists it: CID 4 or an Enhanced ATT bearer, its channel IDs, MTU and load.
+public struct PeerBearerInfo: Sendable {
+    /// Its index in `GATTClient.bearers` (CID 4 is 0).
+    public var index: Int
+    /// An Enhanced ATT bearer (an ECRED channel), not CID 4.
+    public var enhanced: Bool
+    /// This side's and the peer's channel IDs: 0x0004 on the unenhanced bearer, the ECRED channel's on an
+    /// enhanced one (0x0040 + n over unix:); nil when the socket does not say.
+    public var cids: (local: UInt16, remote: UInt16)?
+    /// The bearer's ATT_MTU.
+    public var mtu: Int
+    /// Whether it is still open.
+    public var open: Bool
+    /// How many responses it matched.
+    public var requestsAnswered: Int
+    /// The channel's credits: no socket option gives an ECRED channel's credits, so they are said unknown.
+    public var credits: LinkValue<Int>
+}
+
+extension Peer {
+    /// Every ATT bearer of the connection, CID 4 first, with its channel IDs where the socket gives them.
+    public func bearerInfo() -> [PeerBearerInfo] {
+        let links = enhancedLinks
+        let noCredits = LinkValue<Int>.unknown(.unavailable("not reported: no socket option gives an ECRED channel's credits"))
+        return client.bearers.map { b in
+            guard b.isEnhanced else {
+                return PeerBearerInfo(index: b.index, enhanced: false, cids: (0x0004, 0x0004), mtu: b.mtu, open: !b.isClosed,
+                                      requestsAnswered: b.requestsAnswered,
+                                      credits: .unknown(.unavailable("none: the ATT fixed channel has no credit-based flow control")))
+            }
+            let cids = links.first { $0.index == b.index }?.bearer.channelIDs
+            return PeerBearerInfo(index: b.index, enhanced: true, cids: cids, mtu: b.mtu, open: !b.isClosed,
+                                  requestsAnswered: b.requestsAnswered, credits: noCredits)
+        }
+    }
+}

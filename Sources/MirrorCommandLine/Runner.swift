@@ -94,7 +94,7 @@ final class InvocationNotes: Sendable {
 
     func setLinkDrop(_ body: @escaping @Sendable () -> (text: String, reason: UInt8)?) { drop.withLock { $0 = body } }
 
-    /// The lost link's reason, waiting a bounded time for its Disconnection Complete (LinkSession.dropReason).
+    /// The lost link's reason, waiting a bounded time for its Disconnection Complete (PeerLink.dropReason).
     func linkDrop() -> (text: String, reason: UInt8)? { drop.current?() }
 }
 

@@ -5,6 +5,7 @@ import FoundationXML
 #endif
 import JSON
 import LinkCeiling
+import LinuxBluetooth
 @testable import BenchMeasurement
 @testable import MirrorCommandLine
 import XCTest
@@ -13,6 +14,22 @@ final class BenchCeilingTests: XCTestCase {
     /// 1M, 251 B, 7.5 ms: 3 packets of 2468 µs per event (docs/LINK-CEILING.md): Write Commands 400 writes/s,
     /// 244 B each 97600 B/s; Write Requests 1 per 15 ms, 66.7 writes/s.
     let link = LinkParameters(phy: .le1M, dataLength: 251, intervalMilliseconds: 7.5, mtu: 247)!
+
+    /// The link as read becomes the ceiling's input (BenchMeasurement's `LinkState.ceilingInput`) only with its PHY,
+    /// interval and data length known; a link watched from its connect without a Data Length Change is at 27 octets.
+    func testTheLinkAsReadIsTheCeilingsInputOnlyWhenKnown() {
+        var s = LinkState(allUnknown: .notSeen("no LE Connection Complete seen on this link"))
+        XCTAssertNil(s.ceilingInput(mtu: 247), "nothing known")
+        s.txPHY = .known(.le2M, source: .hciEvent("LE PHY Update Complete"))
+        s.intervalMilliseconds = .known(7.5, source: .hciEvent("LE Connection Complete"))
+        XCTAssertEqual(s.ceilingInput(mtu: 247), LinkParameters(phy: .le2M, dataLength: 27, intervalMilliseconds: 7.5, mtu: 247))
+        s.dataLength = .known(LinkDataLength(maxTxOctets: 251, maxTxTime: 2120, maxRxOctets: 251, maxRxTime: 2120),
+                              source: .hciEvent("LE Data Length Change"))
+        s.encrypted = .known(true, source: .socketOption("BT_SECURITY"))
+        XCTAssertEqual(s.ceilingInput(mtu: 247), LinkParameters(phy: .le2M, dataLength: 251, intervalMilliseconds: 7.5, mtu: 247, encrypted: true))
+        s.dataLength = .unknown(.unavailable("not watched"))
+        XCTAssertNil(s.ceilingInput(mtu: 247), "a data length not known on a link not watched: no ceiling")
+    }
 
     func testAKnownLinkGivesTheFractionReached() throws {
         let radio = BenchRadio(isUnix: false, link: link, mtu: 247)

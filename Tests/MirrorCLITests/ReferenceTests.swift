@@ -4,6 +4,7 @@
 import Foundation
 import Mirror
 import MirrorCommandLine
+import MirrorReference
 import TestSupport
 import XCTest
 

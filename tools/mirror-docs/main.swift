@@ -1,6 +1,7 @@
 // mirror-docs: prints what is generated from `mirror`'s command table: the man page (`man`) or the bash
 // completion (`completion`). tools/mirror-docs.sh writes both into docs/mirror.1 and tools/completion/mirror.bash.
 import MirrorCommandLine
+import MirrorReference
 
 #if canImport(Glibc)
 import Glibc

@@ -47,3 +47,12 @@ public let commandTable: [Command] = [
     doctorCommand,
     adaptersCommand,
 ]
+
+/// What `mirror shell` takes on a line, for the man page (MirrorReference): the one-shot commands it runs on its open
+/// connection, and its own commands.
+public enum ShellCommandTable {
+    /// The one-shot commands a shell line runs without their TARGET.
+    public static var passThrough: [String] { shellPassThrough }
+    /// The shell's own commands (connect, subscribe, wait, ...).
+    public static var own: [CommandSpec] { shellOwnCommands }
+}

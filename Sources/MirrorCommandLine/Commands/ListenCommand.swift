@@ -117,29 +117,10 @@ let listenCommand = Command(CommandSpec(
     return Interrupts.status == .terminated ? .terminated : .success
 }
 
-/// How many notifications and indications a listen dropped, counted by its stream (GATTNotificationStream's
-/// bound): those before every subscription completed (the stream is read only from then on) and those after,
-/// when the output fell behind the peer.
-final class ListenDrops: Sendable {
-    // Guards the stream watched and its drop count when the subscriptions completed.
-    private let state = Lock<(stream: GATTNotificationStream?, atSubscribed: Int?)>((nil, nil))
+/// How many notifications and indications a listen (or a scan) dropped: GATTPeer's count, worded here.
+typealias ListenDrops = NotificationDrops
 
-    func watch(_ stream: GATTNotificationStream) { state.withLock { $0 = (stream, nil) } }
-
-    /// From here on a drop is the output's: the values before were buffered while subscribing.
-    func subscriptionsCompleted() { state.withLock { $0.atSubscribed = $0.stream?.droppedCount } }
-
-    /// (output fell behind, before the subscription completed).
-    var counts: (fellBehind: Int, beforeSubscribed: Int) {
-        state.withLock { s in
-            let total = s.stream?.droppedCount ?? 0
-            let before = s.atSubscribed ?? total
-            return (total - before, before)
-        }
-    }
-
-    var total: Int { counts.fellBehind + counts.beforeSubscribed }
-
+extension NotificationDrops {
     /// `{"total", "outputFellBehind", "beforeSubscribed"}`.
     var json: JSONValue {
         let (behind, before) = counts
@@ -192,11 +173,9 @@ extension ListenEvent {
 }
 
 extension Session {
-    /// Subscribes to `references` (value handles, UUIDs or names; all that notify or indicate when empty: GATTPeer's
-    /// `subscribingResynchronized`, with the 0x12 retry) and calls `handler` for each notification and indication
-    /// until `count` arrived, the task is cancelled (Ctrl-C) or the link ends. `subscribed` is told each subscription
-    /// with its label and the value read right after it. `armed` is called once every CCCD write is answered (and
-    /// robust caching asked), before the wait; `duration` ends the wait that long after it.
+    /// GATTPeer's listen (`CharacteristicLookup.listen`) on this session's notifications from now on
+    /// (`procedureNotifications`), each value made a `ListenEvent` with its label and meaning; a characteristic
+    /// that cannot notify is bad usage, named as the user typed it.
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
                 drops: ListenDrops? = nil, duration: Duration? = nil,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
@@ -204,75 +183,21 @@ extension Session {
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
         let stream = try procedureNotifications()
         defer { endProcedureNotifications(stream) }
-        drops?.watch(stream)
         let profile = self.profile
-        // Each value handle's target (its label and UUID), from the latest resolution.
-        var targets: [UInt16: CharacteristicCatalog.Entry] = [:]
-        // Whether an error came while subscribing (not while resolving or resynchronizing).
-        var subscribing = false
         do {
-            _ = try await lookup.subscribingResynchronized(
-                references, preferIndications: preferIndications, locate: { try await self.characteristic($0, command: command) },
-                targeted: { entries in
-                    targets = Dictionary(entries.map { ($0.characteristic.valueHandle, $0) }, uniquingKeysWith: { a, _ in a })
-                    subscribing = true
-                },
-                resynchronizing: { subscribing = false },
-                subscribed: { entry, mode, value in subscribed(entry.characteristic, entry.label, mode, value) })
+            return try await lookup.listen(
+                references, on: stream, preferIndications: preferIndications, count: count, duration: duration, drops: drops,
+                locate: { try await self.characteristic($0, command: command) },
+                subscribed: { entry, mode, value in subscribed(entry.characteristic, entry.label, mode, value) },
+                armed: armed
+            ) { n, target in
+                handler(ListenEvent(time: unixNow(), handle: n.handle, name: target?.label,
+                                    decoded: ValueFormatter.decode(n.value, uuid: target?.characteristic.uuid, name: target?.label, profile: profile),
+                                    indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore))
+            }
         } catch let e as CharacteristicNotSubscribable {
             // The user's token is wrong: bad usage (exit 2), naming it as typed and offering those that notify.
             throw UsageError(e.description, token: e.reference, command: command ?? "listen")
-        } catch {
-            // The link ended while subscribing: print what arrived before it did (the stream ends after them).
-            if subscribing, case .disconnected? = error as? GATTError {
-                var received = 0
-                do {
-                    for try await n in stream {
-                        handler(Self.listenEvent(n, targets, profile: profile))
-                        received += 1
-                        if let count, received >= count { return received }
-                    }
-                } catch {}
-            }
-            throw error
         }
-        // Robust caching for the wait that follows (the peer answers 0x12 instead of serving moved handles).
-        try await databaseCache.enableRobustCaching()
-        drops?.subscriptionsCompleted()
-        let finalTargets = targets
-        let event = { @Sendable (n: GATTNotification) in Self.listenEvent(n, finalTargets, profile: profile) }
-        armed()
-        if let count, count <= 0 { return 0 }
-        // --duration: the stream is ended from the consumer's side when it is up (what is buffered is still read).
-        let timer = duration.map { limit in
-            Task {
-                try? await MonotonicClock().sleep(for: limit)
-                if !Task.isCancelled {
-                    stream.finish()
-                }
-            }
-        }
-        defer { timer?.cancel() }
-        // The values are printed off the link's loop: a stalled stdout must never stop the loop reading the link (the
-        // stream buffers what comes meanwhile and counts what it drops: ListenDrops), so printing runs on the pool.
-        let printer = Task(executorPreference: globalConcurrentExecutor) { () async throws -> Int in
-            var received = 0
-            for try await n in stream {
-                handler(event(n))
-                received += 1
-                if let count, received >= count { break }
-            }
-            return received
-        }
-        return try await withTaskCancellationHandler { try await printer.value } onCancel: { printer.cancel() }
-    }
-
-    /// One notification or indication as `listen` reports it, with its characteristic's label.
-    private static func listenEvent(_ n: GATTNotification, _ targets: [UInt16: CharacteristicCatalog.Entry],
-                                    profile: MirrorProfile) -> ListenEvent {
-        let name = targets[n.handle]?.label
-        return ListenEvent(time: unixNow(), handle: n.handle, name: name,
-                           decoded: ValueFormatter.decode(n.value, uuid: targets[n.handle]?.characteristic.uuid, name: name, profile: profile),
-                           indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
     }
 }

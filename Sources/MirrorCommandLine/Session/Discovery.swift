@@ -1,6 +1,7 @@
 // The LE scan behind `mirror discover`: the kernel's discovery through the management socket (Start Discovery,
 // Device Found: the advertising and scan response data of Core Spec 5.4 Vol 3 Part C §11), summarised per device.
 import ATTStack
+import GATTPeer
 import JSON
 import LinuxBluetooth
 import LinkCore
@@ -44,19 +45,9 @@ struct DiscoveredDevice: Sendable {
 }
 
 enum Discovery {
-    /// `--adapter`, or the first adapter that is up (else the first there is).
-    static func adapterName(_ adapter: String?) throws(TransportError) -> String {
-        if let adapter { return adapter }
-        let adapters = try HCIAdapter.list()
-        guard let a = adapters.first(where: \.isUp) ?? adapters.first else {
-            throw TransportError.noSuchAdapter("hci0", available: [])
-        }
-        return a.name
-    }
-
     /// Scans on `adapter` (default: the first adapter that is up) for `duration` seconds.
     static func scan(adapter: String?, duration: Double, stopper: LEScanner.Stopper = LEScanner.Stopper()) throws -> [DiscoveredDevice] {
-        let name = try adapterName(adapter)
+        let name = try HCIAdapter.chosen(adapter)
         // The capabilities live on the keeper until the management socket is bound (the kernel trusts it from then
         // on); an error before that drops them too.
         defer { Privilege.dropAll("after the management socket was opened") }

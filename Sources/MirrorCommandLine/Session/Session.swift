@@ -47,7 +47,7 @@ final class Session: Sendable {
     /// Names the mirror's characteristics (--profile, or the bundled profile).
     let profile: MirrorProfile
     /// The LE link under the bearer (nil over unix:, which has none).
-    var link: LinkSession? { peer.link }
+    var link: PeerLink? { peer.link }
     /// What the link options (--interval, --phy, ...) came to, in the order asked.
     var linkRequests: [LinkRequestReport] { peer.linkRequests }
     /// The database known on this connection, its user descriptions, and the GATT cache under it (GATTPeer's FileDatabaseStore):
@@ -183,8 +183,7 @@ final class Session: Sendable {
     /// unknown, the ATT MTU, and what the link options came to.
     /// `state`: the link as already read (the bench reads it once before its rounds); nil reads it now.
     func linkJSON(_ state: LinkState? = nil) -> JSONValue {
-        let state = state ?? link?.state() ?? (transport.inner as? ATTBearer).map { LinkState.read(bearer: $0) }
-            ?? LinkState(allUnknown: .unavailable("\(transport.label) has no radio link"))
+        let state = state ?? peer.linkState()
         var fields: [(String, JSONValue)] = []
         if case .object(let f) = state.jsonValue { fields = f }
         fields.append(("attMTU", .sortedObject([("value", .int(mtu)), ("source", .string("Exchange MTU"))])))

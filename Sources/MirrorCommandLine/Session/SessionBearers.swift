@@ -1,27 +1,12 @@
 // --bearers N: what the session's Enhanced ATT bearers (Core Spec 5.4 Vol 3 Part F §3.2.11, Part G §2.4; opened by
-// GATTPeer's PeerBearerSetup) came to, a bearer not opened said on stderr, and the bearers listed for `mirror mtu`
-// and `mirror link`.
+// GATTPeer's PeerBearerSetup, listed by its `bearerInfo`) came to, a bearer not opened said on stderr, and the
+// bearers listed for `mirror mtu` and `mirror link`.
 import ATTStack
 import GATTClient
 import GATTPeer
 import JSON
 import LinuxBluetooth
 import LinkCore
-
-/// One bearer as `mirror mtu` and `mirror link` list it.
-struct BearerRow: Sendable {
-    var index: Int
-    var enhanced: Bool
-    /// This side's and the peer's channel IDs: 0x0004 on the unenhanced bearer, the ECRED channel's on an
-    /// enhanced one (0x0040 + n over unix:); nil when the socket does not say.
-    var cids: (local: UInt16, remote: UInt16)?
-    var mtu: Int
-    var open: Bool
-    var requestsAnswered: Int
-    /// The channel's credits: no socket option gives an ECRED channel's credits, so they are said unknown.
-    var credits: LinkValue<Int>
-
-}
 
 extension Session {
     /// The notes for what `openEnhancedBearers` could not open: one line per problem, the last saying what the
@@ -40,21 +25,8 @@ extension Session {
     /// What `--bearers` came to, when it asked for more than one (nil otherwise: nothing is listed).
     var bearerOutcome: EnhancedBearerOutcome? { peer.enhancedBearerOutcome }
 
-    /// Every bearer of the connection, CID 4 first.
-    func bearerRows() -> [BearerRow] {
-        let links = peer.enhancedLinks
-        let noCredits = LinkValue<Int>.unknown(.unavailable("not reported: no socket option gives an ECRED channel's credits"))
-        return client.bearers.map { b in
-            guard b.isEnhanced else {
-                return BearerRow(index: b.index, enhanced: false, cids: (0x0004, 0x0004), mtu: b.mtu, open: !b.isClosed,
-                                 requestsAnswered: b.requestsAnswered,
-                                 credits: .unknown(.unavailable("none: the ATT fixed channel has no credit-based flow control")))
-            }
-            let cids = links.first { $0.index == b.index }?.bearer.channelIDs
-            return BearerRow(index: b.index, enhanced: true, cids: cids, mtu: b.mtu, open: !b.isClosed,
-                             requestsAnswered: b.requestsAnswered, credits: noCredits)
-        }
-    }
+    /// Every bearer of the connection, CID 4 first (GATTPeer's `bearerInfo`).
+    func bearerRows() -> [PeerBearerInfo] { peer.bearerInfo() }
 
     /// The `bearers` object of `mtu --json` and `link --json`: asked, each bearer, and the notes.
     func bearersJSON() -> JSONValue? {

@@ -1,6 +1,7 @@
 // The bash completion of `mirror`, generated from the command table and the global options (as the man page is):
 // tools/completion/mirror.bash is this text (`swift run mirror-docs completion`).
 import Mirror
+import MirrorCommandLine
 
 /// The completion script: tables generated from `commands`, and the one `_mirror` function that reads them.
 public func bashCompletion(_ commands: [CommandSpec]) -> String {

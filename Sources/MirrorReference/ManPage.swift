@@ -1,6 +1,8 @@
 // mirror(1), the man page, generated from the command table, the global options and the exit status table (as
 // `mirror --help` is), so that it cannot drift: docs/mirror.1 is this text (`swift run mirror-docs man`).
 
+import MirrorCommandLine
+
 /// The man page in roff (man macros), for `commands` (the command table's specs).
 public func manPage(_ commands: [CommandSpec]) -> String {
     var r = RoffText()
@@ -50,9 +52,9 @@ public func manPage(_ commands: [CommandSpec]) -> String {
 
     r.section("SHELL COMMANDS")
     r.text(roffEscape("In `mirror shell TARGET` each line is one command on the open connection: "
-                      + shellPassThrough.joined(separator: ", ")
+                      + ShellCommandTable.passThrough.joined(separator: ", ")
                       + " take the arguments and options of the one-shot command without its TARGET; the shell's own commands are:"))
-    for c in shellOwnCommands {
+    for c in ShellCommandTable.own {
         r.item(roffSynopsis(c, program: false), sentence(c.summary) + (c.options.isEmpty ? "" : " Options: " + c.options.map { $0.name + ": " + $0.help }.joined(separator: "; ") + "."))
         let shown = c.examples.filter { !$0.comment.isEmpty }
         if !shown.isEmpty {
