@@ -65,7 +65,7 @@ fi
 
 # A bounded fuzz run of each libFuzzer target under AddressSanitizer (FUZZ_SECONDS each, default 30): one item
 # each, failed on any crash, hang or leak.
-for target in fuzz-att-decode fuzz-engine; do
+for target in fuzz-att-decode fuzz-engine fuzz-capture; do
     if tools/fuzz/run.sh "$target" "${FUZZ_SECONDS:-30}"; then
         passed=$((passed + 1))
     else

@@ -66,14 +66,25 @@ public struct BTSnoopCapture: Sendable {
         defer { close(fd) }
         var st = stat()
         guard fstat(fd, &st) == 0, st.st_mode & S_IFMT == S_IFREG else { throw CaptureError("\(path) is not a regular file") }
-        let size = Int(st.st_size)
-        func read(_ count: Int, at offset: Int) -> [UInt8]? {
+        try self.init(name: path, size: Int(st.st_size)) { count, offset in
             var out = [UInt8](repeating: 0, count: count)
             let n = out.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
             return n == count ? out : nil
         }
-        guard size >= 16, let header = read(16, at: 0) else { throw CaptureError("\(path) is shorter than a btsnoop header (16 bytes)") }
-        guard Array(header[0..<8]) == Array("btsnoop\0".utf8) else { throw CaptureError("\(path) is not a btsnoop capture (no \"btsnoop\" magic)") }
+    }
+
+    /// Reads a capture held in memory (the fuzz target's input), as `init(path:)` reads a file.
+    public init(bytes: [UInt8], name: String = "the capture") throws(CaptureError) {
+        try self.init(name: name, size: bytes.count) { count, offset in
+            offset + count <= bytes.count ? Array(bytes[offset..<offset + count]) : nil
+        }
+    }
+
+    /// The one parser: `read(count, offset)` gives that many bytes at that offset, or nil; it is never asked for more
+    /// than a record header or `largestRecord` bytes, whatever a record claims.
+    init(name: String, size: Int, read: (Int, Int) -> [UInt8]?) throws(CaptureError) {
+        guard size >= 16, let header = read(16, 0) else { throw CaptureError("\(name) is shorter than a btsnoop header (16 bytes)") }
+        guard Array(header[0..<8]) == Array("btsnoop\0".utf8) else { throw CaptureError("\(name) is not a btsnoop capture (no \"btsnoop\" magic)") }
         let version = Self.be32(header, 8), link = Self.be32(header, 12)
         guard version == 1 else { throw CaptureError("btsnoop version \(version), this reader takes version 1") }
         guard let datalink = Datalink(rawValue: link) else {
@@ -84,7 +95,7 @@ public struct BTSnoopCapture: Sendable {
         var offset = 16, record = 0
         while offset < size {
             record += 1
-            guard offset + 24 <= size, let r = read(24, at: offset) else {
+            guard offset + 24 <= size, let r = read(24, offset) else {
                 throw CaptureError("truncated: \(size - offset) bytes left, a record header is 24", record: record, offset: offset)
             }
             let original = Int(Self.be32(r, 0)), included = Int(Self.be32(r, 4)), flags = Self.be32(r, 8)
@@ -94,10 +105,10 @@ public struct BTSnoopCapture: Sendable {
             guard included <= Self.largestRecord else {
                 throw CaptureError("length \(included) is above the largest HCI packet (\(Self.largestRecord) bytes)", record: record, offset: offset)
             }
-            guard offset + 24 + included <= size, let data = read(included, at: offset + 24) else {
+            guard offset + 24 + included <= size, let data = read(included, offset + 24) else {
                 throw CaptureError("truncated: the record says \(included) bytes, the file has \(size - offset - 24) left", record: record, offset: offset)
             }
-            let microseconds = Int64(bitPattern: UInt64(Self.be32(r, 16)) << 32 | UInt64(Self.be32(r, 20))) - Self.epochOffset
+            let microseconds = Int64(bitPattern: UInt64(Self.be32(r, 16)) << 32 | UInt64(Self.be32(r, 20))) &- Self.epochOffset
             if let p = Self.packet(data, flags: flags, datalink: datalink, timestamp: microseconds, record: record) { packets.append(p) }
             offset += 24 + included
         }

@@ -47,7 +47,7 @@ final class ExamplesTests: XCTestCase {
 
     /// An example runs here when it needs no adapter: a unix: target (the simulator's), --loopback, or no target.
     static func runsHere(_ example: String) -> Bool {
-        example.contains("unix:\(examplePath)") || example.contains("--loopback")
+        example.contains("unix:\(examplePath)") || example.contains("--loopback") || example.hasPrefix("mirror clone --from ")
             || ["mirror cache list", "mirror cache clear", "mirror bonds list", "mirror check --list-rules"].contains(example)
     }
 
@@ -118,6 +118,11 @@ final class ExamplesTests: XCTestCase {
         if words.contains("--diff"), let file = words.firstIndex(of: "--diff").map({ words[$0 + 1] }), file.hasSuffix(".device.json") {
             let made = try ToolProcess.run("mirror", ["clone", "unix:\(path)", "-o", file], environment: environment, directory: dir)
             guard made.status == 0 else { return "the clone it compares with: exit \(made.status): \(made.stderr.prefix(400))" }
+        }
+        // `clone --from CAPTURE` reads a capture of a connection to the simulator: it is made first.
+        if words.first == "clone", let i = words.firstIndex(of: "--from"), i + 1 < words.count {
+            let made = try ToolProcess.run("mirror", ["read", "unix:\(path)", "scanState", "--btsnoop", words[i + 1]], environment: environment, directory: dir)
+            guard made.status == 0 else { return "the capture it reads: exit \(made.status): \(made.stderr.prefix(400))" }
         }
         // listen streams until Ctrl-C (the simulator notifies only on a change, so --count may never be reached).
         if words.first == "listen" && !words.contains("--duration") {

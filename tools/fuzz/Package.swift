@@ -3,6 +3,7 @@
 // supplies it), so it links only when built with `--sanitize fuzzer`. Build and run with run.sh:
 //   tools/fuzz/run.sh fuzz-att-decode 60
 //   tools/fuzz/run.sh fuzz-engine 60
+//   tools/fuzz/run.sh fuzz-capture 60
 import PackageDescription
 
 let package = Package(
@@ -10,6 +11,7 @@ let package = Package(
     products: [
         .executable(name: "fuzz-att-decode", targets: ["FuzzATTDecode"]),
         .executable(name: "fuzz-engine", targets: ["FuzzEngine"]),
+        .executable(name: "fuzz-capture", targets: ["FuzzCapture"]),
     ],
     dependencies: [
         .package(name: "mirror", path: "../.."),
@@ -31,6 +33,11 @@ let package = Package(
                 // ManualClock; TestSupport has no XCTest.
                 .product(name: "TestSupport", package: "mirror"),
             ]
+        ),
+        // The btsnoop reader and the LE connections and ATT it follows (`mirror clone --from`).
+        .executableTarget(
+            name: "FuzzCapture",
+            dependencies: [.product(name: "ATTStack", package: "mirror"), .product(name: "CaptureReader", package: "mirror")]
         ),
     ],
     swiftLanguageModes: [.v6]
