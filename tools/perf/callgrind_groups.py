@@ -84,6 +84,9 @@ def group_of(name, obj):
     # The tracing decorator, wherever it lived: GATTPeer's ObservedTransport now, MirrorCommandLine's at 45100e5.
     if "ObservedTransport" in bare or "ObservingSink" in bare:
         return "transport decorator"
+    # The link's event loop, wherever it lived: LinkCore now, LinuxBluetooth at e81ea3c.
+    if "9EventLoop" in bare:
+        return "loop"
     # The C shim under the loop and the bearer (CBlueZSocket): the loop's epoll, eventfd, timerfd; the rest is the
     # bearer's socket calls.
     if bare.startswith(("cbz_epoll", "cbz_eventfd", "cbz_timerfd", "cbz_drain")):
@@ -197,37 +200,37 @@ def summarize(prefix):
         for (caller, callee), cost in edges.items():
             if cost > 0 and caller != callee:
                 callers.setdefault(callee, []).append((caller, cost))
-        dist_cache = {}
-
-        def dist(h, seen):
-            """Where a helper's instructions go: fractions per group, split over its callers by their call costs,
-            through helper callers up to the first caller that is not a helper."""
-            if h in dist_cache:
-                return dist_cache[h]
-            ins = callers.get(h, [])
-            whole = sum(c for _, c in ins)
-            out = {}
-            if whole == 0:
-                out[g(h)] = 1.0
-            else:
-                for c, cost in ins:
-                    share = cost / whole
-                    if g(c) in HELPERS and c not in seen and len(seen) < 30:
-                        for k, v in dist(c, seen | {c}).items():
-                            out[k] = out.get(k, 0) + share * v
-                    else:
-                        out[g(c)] = out.get(g(c), 0) + share
-            if not seen - {h}:
-                dist_cache[h] = out
-            return out
-
+        # The helpers' instructions flow to their callers, split by callgrind's inclusive call costs, round after
+        # round, until they reach a caller that is not a helper (or a helper nobody called in this thread's file,
+        # where they stay). A cycle among helpers (a release that runs a deinit that releases) only slows the flow.
         for name, cost in self_cost.items():
             self_g[g(name)] += cost
-            if g(name) in HELPERS:
-                for k, v in dist(name, {name}).items():
-                    incl_g[k] += cost * v
-            else:
+            if g(name) not in HELPERS:
                 incl_g[g(name)] += cost
+        mass = {name: float(cost) for name, cost in self_cost.items() if cost and g(name) in HELPERS}
+        for _ in range(60):
+            if not mass:
+                break
+            moved = {}
+            for h, m in mass.items():
+                ins = callers.get(h, [])
+                whole = sum(c for _, c in ins)
+                if whole == 0:
+                    incl_g[g(h)] += m
+                    continue
+                for c, cost in ins:
+                    part = m * cost / whole
+                    if g(c) in HELPERS:
+                        moved[c] = moved.get(c, 0.0) + part
+                    else:
+                        incl_g[g(c)] += part
+            mass = {h: m for h, m in moved.items() if m > 0.01}
+            if len(mass) < len(moved):
+                for h, m in moved.items():
+                    if m <= 0.01:
+                        incl_g[g(h)] += m
+        for h, m in mass.items():
+            incl_g[g(h)] += m
     return {"threads": threads, "total": total, "self": self_g, "charged": {k: round(v) for k, v in incl_g.items()}}
 
 
