@@ -21,6 +21,9 @@ PACKAGES+=(bluez-test-scripts python3-dbus python3-gi patch)
 PACKAGES+=(python3-cryptography openssl)
 # The syscalls per shell write (tools/perf/shell-syscalls.sh, a counted item of tools/test.sh): strace -f -c.
 PACKAGES+=(strace)
+# The write path's instruction budget (tools/perf/write-budget.sh, a counted item of tools/test.sh) and its breakdown
+# (tools/perf/write-breakdown.sh): valgrind's callgrind. tools/vm/blocks-per-request.sh: qemu-user.
+PACKAGES+=(valgrind qemu-user)
 # The bumble scenario's peer: Google Bumble (pip) in a venv of Debian's python3 (tools/vm/bumble-venv.sh).
 PACKAGES+=(python3-venv)
 

@@ -184,3 +184,34 @@ extension ATTOpcode {
         }
     }
 }
+
+/// A run of writes to one handle (`GATTClient.write(handle:contentsOf:)`, `writeWithoutResponse(handle:contentsOf:)`)
+/// that stopped at its first error: how many of the values went through before it, and the error as a single write
+/// would have thrown it. The values after the failed one were not sent.
+public struct GATTWritesError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// Write Requests (Part G §4.9.3) or Write Commands (§4.9.1).
+    public enum Mode: String, Sendable, Equatable {
+        case request = "Write Request"
+        case command = "Write Command"
+    }
+    /// The error of the value at index `completed`.
+    public var error: GATTError
+    /// The values that went through first: for Write Requests, each one answered by its Write Response; for Write
+    /// Commands, each one handed to the socket (the peer sends no answer to a command, Part F §3.4.5.3).
+    public var completed: Int
+    /// The values the call was given.
+    public var total: Int
+    public var mode: Mode
+
+    public init(error: GATTError, completed: Int, total: Int, mode: Mode) {
+        self.error = error
+        self.completed = completed
+        self.total = total
+        self.mode = mode
+    }
+
+    public var description: String {
+        let what = mode == .request ? "confirmed by a Write Response" : "sent"
+        return "\(error.description) (value \(completed + 1) of \(total): \(completed) \(mode.rawValue)\(completed == 1 ? "" : "s") \(what) before it, \(total - completed - 1) not sent)"
+    }
+}

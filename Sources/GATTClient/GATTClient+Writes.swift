@@ -62,6 +62,46 @@ extension GATTClient {
         try await engine.waitForPermit(command, handle: handle, valueLength: value.count, limit: timeout ?? configuration.permitTimeout)
     }
 
+    /// Several Write Requests to one handle (Part G §4.9.3), in order, each one sent when the one before it was
+    /// answered: one request at a time on the wire, as Part F §3.3.2 has it, so other callers' requests on the same
+    /// bearer may go between two of them. The call moves to the link's loop once, not once per value. Stops at the
+    /// first error: `GATTWritesError` says how many values were confirmed before it, and the rest are not sent.
+    nonisolated(nonsending) public func write(handle: UInt16, contentsOf values: [[UInt8]]) async throws(GATTWritesError) {
+        let (done, failure) = await runWrites(values) { (value) async throws(GATTError) in
+            try await self.write(handle: handle, value: value)
+        }
+        if let failure { throw GATTWritesError(error: failure, completed: done, total: values.count, mode: .request) }
+    }
+
+    /// Several Write Commands to one handle (Part G §4.9.1), in order, with the flow control of
+    /// `writeWithoutResponse(handle:value:timeout:)` for each (a full socket waits for room, at most `timeout` per
+    /// value). The call moves to the link's loop once, not once per value. Stops at the first error:
+    /// `GATTWritesError` says how many values were sent before it, and the rest are not sent.
+    nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, contentsOf values: [[UInt8]],
+                                                             timeout: Duration? = nil) async throws(GATTWritesError) {
+        let (done, failure) = await runWrites(values) { (value) async throws(GATTError) in
+            try await self.writeWithoutResponse(handle: handle, value: value, timeout: timeout)
+        }
+        if let failure { throw GATTWritesError(error: failure, completed: done, total: values.count, mode: .command) }
+    }
+
+    /// Runs `one` for each value in order on the link's loop until one fails: how many went through, and the error.
+    private func runWrites(_ values: [[UInt8]], _ one: (_ value: [UInt8]) async throws(GATTError) -> Void) async
+        -> (completed: Int, error: GATTError?) {
+        var done = 0
+        do throws(GATTError) {
+            try await onLinkLoop { () async throws(GATTError) -> Void in
+                for value in values {
+                    try await one(value)
+                    done += 1
+                }
+            }
+        } catch {
+            return (done, error)
+        }
+        return (done, nil)
+    }
+
 
     /// Prepare Write every part of every value, then Execute Write; cancel the queue on any problem.
     func writeQueued(_ writes: [(handle: UInt16, value: [UInt8])], compareEchoes: Bool) async throws(GATTError) {

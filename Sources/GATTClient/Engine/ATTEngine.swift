@@ -15,8 +15,13 @@ import Synchronization
 /// The ATT transaction engine for one bearer (Core Spec 5.4 Vol 3 Part F §3.3.2, §3.3.3): one request in flight,
 /// a FIFO of waiting requests, one outbox for everything sent, the notification fan-out.
 final class ATTEngine: ATTTransportSink {
-    /// A request the engine holds: in the slot or in the queue, as the bytes the codec encoded (small to move).
-    struct Pending: Sendable {
+    /// A request the engine holds: in the slot or in the queue, as the bytes the codec encoded. A class: a struct
+    /// this size with four reference fields and four optionals was copied and destroyed through its value witnesses
+    /// and tested as an Optional through the generic enum-tag entry points, about 1,500 instructions per Write
+    /// Request (tools/perf/write-breakdown.sh, docs/performance.md); a reference moves with one retain. It has one
+    /// owner at a time (the caller's thread makes it, then only the loop's thread touches it: submit, the slot or the
+    /// queue, answer), so it is never shared while mutated.
+    final class Pending: @unchecked Sendable {
         var id: UInt64
         /// Read-only once encoded (`ATTEncodedPDU`): the caller's thread makes it, the loop only reads it.
         nonisolated(unsafe) var bytes: ATTEncodedPDU
@@ -38,6 +43,21 @@ final class ATTEngine: ATTTransportSink {
         /// TransportError is large, and every request's Pending is moved on the hot path.
         var peerGone: PeerGone?
 
+        init(id: UInt64, bytes: ATTEncodedPDU, opcode: ATTOpcode, response: ATTOpcode, handle: UInt16?,
+             valueLength: Int?, budget: Int?, ignoresCancellation: Bool, continuation: EngineContinuation<ATTPDU>?,
+             deadline: ClockInstant, deferred: Bool) {
+            self.id = id
+            self.bytes = bytes
+            self.opcode = opcode
+            self.response = response
+            self.handle = handle
+            self.valueLength = valueLength
+            self.budget = budget
+            self.ignoresCancellation = ignoresCancellation
+            self.continuation = continuation
+            self.deadline = deadline
+            self.deferred = deferred
+        }
     }
 
     /// The send error of a request whose send met a closed peer (see `Pending.peerGone`).

@@ -99,7 +99,7 @@ extension ATTEngine {
     /// or in the queue behind it, or refuses it (a closed bearer, a cancelled caller, a value over the ATT_MTU's
     /// budget).
     func submit(_ request: consuming Pending, cancelled: Bool, writeValueLength: Int?) {
-        var p = request
+        let p = request
         enum Admitted { case refused(GATTError), kept, write }
         let admitted: Admitted = state.access { s in
             if let reason = s.closedReason {
@@ -137,7 +137,7 @@ extension ATTEngine {
 
     /// Moves the queue's first request into the empty slot, its deadline armed (in the state).
     func promoteNext(_ s: inout State) {
-        guard s.requests.inFlight == nil, s.closedReason == nil, var p = s.requests.queue.popFirst() else { return }
+        guard s.requests.inFlight == nil, s.closedReason == nil, let p = s.requests.queue.popFirst() else { return }
         p.deadline = deadlineFromNow()
         p.deferred = s.outbox.blocked
         armTimer(&s, at: p.deadline)
@@ -194,7 +194,7 @@ extension ATTEngine {
                 return
             }
             // The slot is moved out (not copied): the request leaves the state here whatever the response says.
-            guard s.requests.inFlight?.written == true, var slot = s.requests.inFlight.take() else {
+            guard s.requests.inFlight?.written == true, let slot = s.requests.inFlight.take() else {
                 violation = GATTProtocolViolation(received: pdu, expected: "no response (no request in flight)",
                                                   problem: "an unsolicited \(op.name)")
                 s.stats.protocolViolations += 1
