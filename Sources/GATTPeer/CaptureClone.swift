@@ -37,11 +37,19 @@ extension DeviceClone {
         var servedHash: [UInt8]?
         var undecodable = 0
         var pending: ATTPDU?  // this host's request the peer has not answered yet
+        var behaviours: [DeviceClone.WriteBehaviour] = []
+        var writtenAt: Int64 = 0  // when the last write went out
 
         for pdu in connection.pdus {
             let decoded: ATTPDU
             do { decoded = try ATTPDU.decode(pdu.bytes) } catch { undecodable += 1; continue }
             if !pdu.fromPeer {
+                switch decoded {
+                case .writeRequest(let h, let v), .writeCommand(let h, let v):
+                    behaviours.append(.init(handle: h, value: Array(v), withResponse: decoded.opcode == .writeRequest))
+                    writtenAt = pdu.timestamp
+                default: break
+                }
                 switch decoded {
                 case .exchangeMTURequest(let rx): clientMTU = rx
                 default: if decoded.opcode.kind == .request { pending = decoded }
@@ -49,6 +57,15 @@ extension DeviceClone {
                 continue
             }
             if case .exchangeMTUResponse(let rx) = decoded { serverMTU = rx }
+            // What followed the last write, until the next one: the peer's doing in answer to it (Part F §3.4.7).
+            switch decoded {
+            case .handleValueNotification(let h, let v), .handleValueIndication(let h, let v):
+                if !behaviours.isEmpty {
+                    behaviours[behaviours.count - 1].then.append(.init(after: max(0, pdu.timestamp - writtenAt), handle: h, value: Array(v),
+                                                                       indication: decoded.opcode == .handleValueIndication))
+                }
+            default: break
+            }
             guard let request = pending, decoded.opcode.kind == .response else { continue }
             pending = nil
             switch (request, decoded) {
@@ -63,6 +80,11 @@ extension DeviceClone {
                 if type == .primaryService { serviceCoverage.append(ATTHandleRange(start: range.start, end: last)) }
             case (.readByGroupTypeRequest(let range, let type), .errorResponse(_, _, let code)) where code == .attributeNotFound:
                 if type == .primaryService { serviceCoverage.append(range) }
+            case (.findByTypeValueRequest(_, let type, let value), .findByTypeValueResponse(let list)) where type == 0x2800:
+                // Discover Primary Service by Service UUID (Part G §4.4.2): the services of that one UUID.
+                if let uuid = BluetoothUUID(littleEndian: value) {
+                    for e in list { services[e.found] = (e.groupEnd, uuid, true) }
+                }
             case (.readByTypeRequest(let range, let type), .readByTypeResponse(let list)):
                 var last = range.start
                 for e in list {
@@ -90,12 +112,15 @@ extension DeviceClone {
             case (.findInformationRequest(let range), .errorResponse(_, _, let code)) where code == .attributeNotFound:
                 descriptorCoverage.append(range)
             case (.readRequest(let handle), .readResponse(let value)):
-                readings[handle] = .value(Array(value))
+                // The first read is the state the device started in; later ones show what writes made of it.
+                if readings[handle] == nil { readings[handle] = .value(Array(value)) }
             case (.readBlobRequest(let handle, let offset), .readBlobResponse(let value)):
                 // A part at the offset read so far continues the value (Part G §4.8.3); another offset is left alone.
                 if case .value(let sofar)? = readings[handle], sofar.count == Int(offset) { readings[handle] = .value(sofar + value) }
             case (.readRequest(let handle), .errorResponse(_, _, let code)):
                 readings[handle] = .refused(code)
+            case (.writeRequest, .errorResponse(_, _, let code)):
+                if !behaviours.isEmpty { behaviours[behaviours.count - 1].refusal = code }
             default:
                 break
             }
@@ -136,8 +161,9 @@ extension DeviceClone {
         let deviceName: String? = built.flatMap(\.characteristics).first { $0.uuid == .bit16(0x2A00) }
             .flatMap { c in if case .value(let v)? = readings[c.valueHandle] { String(decoding: v, as: UTF8.self) } else { nil } }
         let mtu = Int(min(clientMTU ?? 23, serverMTU ?? 23))
-        let clone = DeviceClone(name: deviceName ?? connection.peer, source: source, mtu: mtu, services: built,
+        var clone = DeviceClone(name: deviceName ?? connection.peer, source: source, mtu: mtu, services: built,
                                 readings: readings, names: labels, servedHash: servedHash)
+        clone.behaviours = behaviours
 
         // What no procedure looked at: the complement of each coverage within where it should have looked.
         func uncovered(_ within: ATTHandleRange, by covered: [ATTHandleRange]) -> [ATTHandleRange] {

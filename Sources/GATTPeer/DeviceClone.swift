@@ -37,6 +37,42 @@ public struct DeviceClone: Sendable, Equatable {
     public var names: [UInt16: String]
     /// The Database Hash the peer serves (0x2B2A), nil when it serves none.
     public var servedHash: [UInt8]?
+    /// What the peer did in answer to each write a capture shows, in the capture's order (none for a live clone).
+    public var behaviours: [WriteBehaviour] = []
+
+    /// One write a capture shows and what the peer did in answer (Part F §3.4.5): its Write Response or Error
+    /// Response, and the notifications and indications (§3.4.7) that came after it, before the next write.
+    public struct WriteBehaviour: Sendable, Equatable {
+        /// A notification or indication that followed, `after` microseconds after the write went out.
+        public struct Followed: Sendable, Equatable {
+            public var after: Int64
+            public var handle: UInt16
+            public var value: [UInt8]
+            public var indication: Bool
+            public init(after: Int64, handle: UInt16, value: [UInt8], indication: Bool) {
+                self.after = after
+                self.handle = handle
+                self.value = value
+                self.indication = indication
+            }
+        }
+
+        public var handle: UInt16
+        public var value: [UInt8]
+        /// A Write Request (true) or a Write Command.
+        public var withResponse: Bool
+        /// The peer's Error Response instead of a Write Response; nil when it accepted (or for a command).
+        public var refusal: ATTErrorCode?
+        public var then: [Followed]
+
+        public init(handle: UInt16, value: [UInt8], withResponse: Bool, refusal: ATTErrorCode? = nil, then: [Followed] = []) {
+            self.handle = handle
+            self.value = value
+            self.withResponse = withResponse
+            self.refusal = refusal
+            self.then = then
+        }
+    }
 
     public init(name: String, source: String, mtu: Int, services: [GATTService], readings: [UInt16: Reading],
                 names: [UInt16: String], servedHash: [UInt8]?) {
@@ -105,6 +141,15 @@ public struct DeviceClone: Sendable, Equatable {
             ("services", .array(services.map(GATTCachedDatabase.json(service:)))),
             ("readings", .array(readingsJSON)),
             ("unread", .array(unread.map { .int(Int($0)) })),
+            ("behaviours", .array(behaviours.map { b in
+                .object([("handle", .int(Int(b.handle))), ("value", .string(ATTHex.string(b.value))),
+                         ("response", .string(!b.withResponse ? "command" : b.refusal == nil ? "accepted" : "refused"))]
+                        + (b.refusal.map { [("error", JSONValue.int(Int($0.rawValue)))] } ?? [])
+                        + [("then", .array(b.then.map { f in
+                            .object([("afterMicroseconds", .int(Int(f.after))), ("handle", .int(Int(f.handle))),
+                                     ("value", .string(ATTHex.string(f.value))), ("kind", .string(f.indication ? "indication" : "notification"))])
+                        }))])
+            })),
         ])
     }
 
@@ -143,6 +188,24 @@ public struct DeviceClone: Sendable, Equatable {
             }
         }
         self.readings = readings
+        behaviours = try (json["behaviours"]?.items ?? []).map { (b: JSONValue) throws(DatabaseCacheProblem) in
+            let response = try GATTCachedDatabase.field(b, "response", \.string)
+            guard ["command", "accepted", "refused"].contains(response) else { throw DatabaseCacheProblem("behaviours: response \"\(response)\"") }
+            let refusal = try b["error"]?.integer.map { (code: Int) throws(DatabaseCacheProblem) in
+                guard let raw = UInt8(exactly: code) else { throw DatabaseCacheProblem("behaviours: error \(code) is not a byte") }
+                return ATTErrorCode(rawValue: raw)
+            }
+            return WriteBehaviour(
+                handle: try GATTCachedDatabase.handle(b, "handle"),
+                value: try GATTCachedDatabase.bytes(try GATTCachedDatabase.field(b, "value", \.string), "value"),
+                withResponse: response != "command", refusal: refusal,
+                then: try (b["then"]?.items ?? []).map { (f: JSONValue) throws(DatabaseCacheProblem) in
+                    WriteBehaviour.Followed(after: Int64(try GATTCachedDatabase.field(f, "afterMicroseconds", \.integer)),
+                                            handle: try GATTCachedDatabase.handle(f, "handle"),
+                                            value: try GATTCachedDatabase.bytes(try GATTCachedDatabase.field(f, "value", \.string), "value"),
+                                            indication: f["kind"] == .string("indication"))
+                })
+        }
     }
 }
 

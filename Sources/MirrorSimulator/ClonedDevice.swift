@@ -2,9 +2,12 @@
 // each value as it was read, each refusal as the device answered it (Core Spec 5.4 Vol 3 Part F §3.4.1.1), writes
 // stored. What the file never saw (a value not read) is answered with an empty value, and said in the log as a guess.
 import ATTStack
+import Dispatch
 import GATTPeer
 import GATTServer
 import GATTVocabulary
+import FoundationEssentials
+import Mirror
 
 /// How mirror-sim serves a `DeviceClone`.
 public enum ClonedDevice {
@@ -47,9 +50,21 @@ public enum ClonedDevice {
         }
     }
 
-    /// The read hook: a value the device refused is refused with its code; a readable value the file never saw is
-    /// served empty and logged as a guess, once per handle.
-    public static func hooks(_ clone: DeviceClone, log: @escaping @Sendable (String) -> Void) -> GATTServerHost.Hooks {
+    /// How the replay paces what followed a write: at the delays the capture recorded, or at once.
+    public enum Pace: String, Sendable, CaseIterable { case recorded, fast }
+
+    /// The hooks: a value the device refused is refused with its code; a readable value the file never saw is served
+    /// empty and logged as a guess, once per handle. A write the capture shows is answered as the device answered it
+    /// (the same Error Response, or accepted), then what followed it is sent (a notification or indication to a client
+    /// that enabled it, Part G §3.3.3.3), paced by `pace`; the same write again takes the capture's next occurrence,
+    /// then the last. A write the capture never showed is stored and accepted, and logged as a guess. `host` is the
+    /// host these hooks serve, given once it exists.
+    ///
+    /// A mirror's upload is not ATT, so no capture shows it: when the replay sends scanState `complete` (the profile's
+    /// name and byte), the clone posts the result ZIP to the URL in cloudToken as the mirror's protocol says a mirror
+    /// does (seed 000), and logs it as a guess.
+    public static func hooks(_ clone: DeviceClone, pace: Pace = .recorded, host: Lock<GATTServerHost?>, profile: MirrorProfile = .bundled,
+                             log: @escaping @Sendable (String) -> Void) -> GATTServerHost.Hooks {
         var hooks = GATTServerHost.Hooks()
         let unread = Set(clone.unread)
         let guessed = Lock<Set<UInt16>>([])
@@ -60,6 +75,62 @@ public enum ClonedDevice {
                 log("guess: \(ATTHex.handle(h)) was never read in \(clone.source): served as empty")
             }
             return .stored
+        }
+        struct Key: Hashable { var handle: UInt16; var value: [UInt8] }
+        let occurrences = Dictionary(grouping: clone.behaviours) { Key(handle: $0.handle, value: $0.value) }
+        let used = Lock<[Key: Int]>([:])
+        // The behaviour the next such write takes (written: taken, so a refused write's answer and its followers agree).
+        let next = Lock<[Key: DeviceClone.WriteBehaviour]>([:])
+        hooks.write = { write, _ in
+            let key = Key(handle: write.attribute.handle, value: write.value)
+            guard let list = occurrences[key] else {
+                log("guess: a write of [\(ATTHex.bytes(write.value))] to \(ATTHex.handle(key.handle)) never appears in \(clone.source): stored and accepted")
+                return .store
+            }
+            let i = used.withLock { u -> Int in
+                defer { u[key] = (u[key] ?? 0) + 1 }
+                return min(u[key] ?? 0, list.count - 1)
+            }
+            let b = list[i]
+            next.withLock { $0[key] = b }
+            if let refusal = b.refusal { return .rejected(refusal) }
+            return .store
+        }
+        hooks.answered = { pdu, c in
+            let key: Key
+            switch pdu {
+            case .writeRequest(let h, let v), .writeCommand(let h, let v): key = Key(handle: h, value: Array(v))
+            default: return
+            }
+            guard let b = next.withLock({ $0.removeValue(forKey: key) }), !b.then.isEmpty, let server = host.current else { return }
+            let start = DispatchTime.now()
+            let scanState = clone.names.first { $0.value == "scanState" }?.key
+            let cloudToken = clone.names.first { $0.value == "cloudToken" }?.key
+            let complete = profile.scanStateByte("complete")
+            for f in b.then {
+                let send: @Sendable () -> Void = {
+                    server.withContext { ctx in
+                        ctx.database.setValue(f.value, at: f.handle)
+                        guard ctx.session(of: c).subscribed(f.handle) else { return }
+                        if f.indication { ctx.indicate(handle: f.handle, value: f.value, to: c) } else { ctx.notify(handle: f.handle, value: f.value, to: c) }
+                    }
+                    guard f.handle == scanState, f.value == complete.map({ [$0] }), let cloudToken else { return }
+                    let token = String(decoding: server.database.attribute(cloudToken)?.value ?? [], as: UTF8.self)
+                    guard let url = URL(string: token), url.scheme == "http" else {
+                        log("guess: scanState complete, but cloudToken holds no http URL (\(token)): nothing posted")
+                        return
+                    }
+                    let body = ResultArchive.body(.zip, scanID: url.lastPathComponent)
+                    log("guess: the capture cannot show the upload (HTTP, not ATT): posting the result ZIP (\(body.count) bytes) to \(token)")
+                    Task {
+                        let outcome = await HTTPPoster.post(body, to: url)
+                        log("upload to \(token): \(outcome)")
+                    }
+                }
+                if pace == .fast { send() } else {
+                    DispatchQueue.global().asyncAfter(deadline: start + .microseconds(Int(f.after)), execute: send)
+                }
+            }
         }
         return hooks
     }

@@ -20,7 +20,9 @@ let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
       --profile FILE          mirror profile JSON (default: the bundled simulator profile)
       --from FILE             serve a device file of `mirror clone` instead of the mirror: its database at its handles,
-                              its values and refusals as read, writes stored (unix:PATH only; every mirror option refused)
+                              its values and refusals as read, writes stored (unix:PATH only; every mirror option refused);
+                              a write a capture showed is answered as the device did, and what followed it replayed
+      --pace recorded|fast    with --from: what followed a write at the capture's delays (default), or at once
       --scenario FILE         a JSON object of these options, e.g. {"scale":"misaligned","faults":["drop:cloudToken"]}
       --scale aligned|misaligned      initDeviceForScan scans, or notifies SCALE_ALIGNMENT in 60-90 ms (default aligned)
       --wifi connected|offline        offline: a cloudToken write latches ERROR / PROCESSOR_BUSY (default connected)
@@ -81,8 +83,9 @@ struct Arguments {
     /// The IO capability to pair as; nil: no agent (the kernel's pairing requests on the adapter go unanswered).
     var io: IOCapability?
     var passkey: UInt32?
-    /// `--from FILE`: the device file served instead of the mirror.
+    /// `--from FILE`: the device file served instead of the mirror, and how its recorded behaviour is paced.
     var from: String?
+    var pace: ClonedDevice.Pace = .recorded
 }
 
 func parseArguments(_ raw: [String]) -> Arguments {
@@ -93,8 +96,13 @@ func parseArguments(_ raw: [String]) -> Arguments {
         guard f + 1 < args.count else { fail("--from needs a device file (mirror clone TARGET -o FILE)") }
         r.from = args[f + 1]
         args.removeSubrange(f...(f + 1))
+        if let p = args.firstIndex(of: "--pace") {
+            guard p + 1 < args.count, let pace = ClonedDevice.Pace(rawValue: args[p + 1]) else { fail("--pace takes recorded or fast") }
+            r.pace = pace
+            args.removeSubrange(p...(p + 1))
+        }
         for a in args where !a.hasPrefix("unix:") && !["--quiet", "--verbose", "--once"].contains(a) {
-            fail("--from serves a device file as it is: \(a) is not taken with it (only unix:PATH, --quiet, --verbose, --once)")
+            fail("--from serves a device file as it is: \(a) is not taken with it (only unix:PATH, --pace, --quiet, --verbose, --once)")
         }
         r.unixPaths = args.filter { $0.hasPrefix("unix:") }.map { String($0.dropFirst(5)) }
         r.quiet = args.contains("--quiet")
@@ -176,9 +184,11 @@ if let file = parsed.from {
     guard let data = FileManager.default.contents(atPath: file) else { fail("cannot read the device file \(file)") }
     let clone: DeviceClone
     do { clone = try DeviceClone(json: try parseJSON(bytes: Array(data))) } catch { fail("device file \(file): \(error)") }
-    var hooks = ClonedDevice.hooks(clone, log: log)
+    let hostBox = Lock<GATTServerHost?>(nil)
+    var hooks = ClonedDevice.hooks(clone, pace: parsed.pace, host: hostBox, log: log)
     if exitAfterOne { hooks.closed = { _, _ in exit(0) } }
     let host = GATTServerHost(database: ClonedDevice.database(clone), hooks: hooks)
+    hostBox.withLock { $0 = host }
     var cloneListeners: [ATTBearerListener] = []
     do {
         for path in parsed.unixPaths { cloneListeners.append(try ATTBearerListener.unix(path: path)) }
