@@ -92,11 +92,14 @@ public struct DeviceClone: Sendable, Equatable {
     }
 
     /// Whether the database found is the whole one the peer serves: its served hash equals the computed one (in
-    /// either octet order, as `GATTDatabaseHash.order` accepts); nil when the peer serves no hash to prove it.
+    /// either octet order, as `GATTDatabaseHash.order` accepts, or as a BlueZ version computes it:
+    /// `GATTDatabaseHash.blueZHashes`); nil when the peer serves no hash to prove it.
     public var isComplete: Bool? {
         guard let servedHash else { return nil }
         guard let computedHash else { return false }
-        return GATTDatabaseHash.order(computed: computedHash, served: servedHash) != nil
+        if GATTDatabaseHash.order(computed: computedHash, served: servedHash) != nil { return true }
+        let blueZ = (try? GATTDatabaseHash.blueZHashes(services: services)) ?? nil
+        return blueZ?.contains { GATTDatabaseHash.order(computed: $0.hash, served: servedHash) != nil } ?? false
     }
 
     /// Every readable characteristic or descriptor never read (no read property, or not reached), by handle.
