@@ -20,7 +20,7 @@ let usage = """
     usage: mirror-sim [unix:PATH | --listen unix:PATH]... [--adapter hciN [--advertise NAME]] [options]
       --profile FILE          mirror profile JSON (default: the bundled simulator profile)
       --from FILE             serve a device file of `mirror clone` instead of the mirror: its database at its handles,
-                              its values and refusals as read, writes stored (unix:PATH only; every mirror option refused);
+                              its values and refusals as read, writes stored (unix:PATH or --adapter; no mirror option);
                               a write a capture showed is answered as the device did, and what followed it replayed
       --pace recorded|fast    with --from: what followed a write at the capture's delays (default), or at once
       --scenario FILE         a JSON object of these options, e.g. {"scale":"misaligned","faults":["drop:cloudToken"]}
@@ -101,13 +101,20 @@ func parseArguments(_ raw: [String]) -> Arguments {
             r.pace = pace
             args.removeSubrange(p...(p + 1))
         }
+        for flag in ["--adapter", "--advertise"] {
+            if let p = args.firstIndex(of: flag) {
+                guard p + 1 < args.count else { fail("\(flag) needs a value") }
+                if flag == "--adapter" { r.adapter = args[p + 1] } else { r.advertiseName = args[p + 1] }
+                args.removeSubrange(p...(p + 1))
+            }
+        }
         for a in args where !a.hasPrefix("unix:") && !["--quiet", "--verbose", "--once"].contains(a) {
-            fail("--from serves a device file as it is: \(a) is not taken with it (only unix:PATH, --pace, --quiet, --verbose, --once)")
+            fail("--from serves a device file as it is: \(a) is not taken with it (only unix:PATH, --adapter, --advertise, --pace, --quiet, --verbose, --once)")
         }
         r.unixPaths = args.filter { $0.hasPrefix("unix:") }.map { String($0.dropFirst(5)) }
         r.quiet = args.contains("--quiet")
         r.once = args.contains("--once")
-        guard !r.unixPaths.isEmpty else { fail("nothing to listen on: give unix:PATH\n\(usage)") }
+        guard !r.unixPaths.isEmpty || r.adapter != nil else { fail("nothing to listen on: give unix:PATH or --adapter hciN\n\(usage)") }
         return r
     }
     // The profile first, so that options naming enum values (--latched-error) see it.
@@ -187,12 +194,24 @@ if let file = parsed.from {
     let hostBox = Lock<GATTServerHost?>(nil)
     var hooks = ClonedDevice.hooks(clone, pace: parsed.pace, host: hostBox, log: log)
     if exitAfterOne { hooks.closed = { _, _ in exit(0) } }
-    let host = GATTServerHost(database: ClonedDevice.database(clone), hooks: hooks)
-    hostBox.withLock { $0 = host }
     var cloneListeners: [ATTBearerListener] = []
     do {
         for path in parsed.unixPaths { cloneListeners.append(try ATTBearerListener.unix(path: path)) }
+        // On an adapter: its LE CID 4, advertising through raw HCI as the mirror does (again after each disconnect).
+        if let adapter = parsed.adapter {
+            cloneListeners.append(try ATTBearerListener.le(adapter: adapter))
+            let name = parsed.advertiseName ?? clone.name
+            try LEAdvertiser.start(adapter: adapter, name: name)
+            log("advertising as \"\(name)\" on \(adapter)")
+            let previous = hooks.closed
+            hooks.closed = { c, reason in
+                previous(c, reason)
+                do { try LEAdvertiser.start(adapter: adapter, name: name) } catch { log("re-enabling advertising on \(adapter) failed: \(error)") }
+            }
+        }
     } catch { fail("\(error)") }
+    let host = GATTServerHost(database: ClonedDevice.database(clone), hooks: hooks)
+    hostBox.withLock { $0 = host }
     for listener in cloneListeners {
         host.acceptConnections(on: listener)
         FileHandle.standardOutput.write(Data("mirror-sim: listening on \(listener.label) (device file: \(clone.name), from \(clone.source))\n".utf8))
@@ -200,6 +219,7 @@ if let file = parsed.from {
     _ = StopSignals.wait()
     for l in cloneListeners { l.close() }
     host.disconnectAll(reason: "mirror-sim stopped")
+    if let adapter = parsed.adapter { try? LEAdvertiser.stop(adapter: adapter) }
     exit(0)
 }
 let advertiseAdapter = adapter
