@@ -182,11 +182,12 @@ final class Session: Sendable {
     /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
     /// unknown, the ATT MTU, and what the link options came to.
     /// `state`: the link as already read (the bench reads it once before its rounds); nil reads it now.
-    func linkJSON(_ state: LinkState? = nil) -> JSONValue {
+    /// `sayingOnce`: a reason every radio value shares is said once (`LinkState.jsonValueSayingOnce`: the scan's result).
+    func linkJSON(_ state: LinkState? = nil, sayingOnce: Bool = false) -> JSONValue {
         let state = state ?? link?.state() ?? (transport.inner as? ATTBearer).map { LinkState.read(bearer: $0) }
             ?? LinkState(allUnknown: .unavailable("\(transport.label) has no radio link"))
         var fields: [(String, JSONValue)] = []
-        if case .object(let f) = state.jsonValue { fields = f }
+        if case .object(let f) = sayingOnce ? state.jsonValueSayingOnce : state.jsonValue { fields = f }
         fields.append(("attMTU", .sortedObject([("value", .int(mtu)), ("source", .string("Exchange MTU"))])))
         fields.append(("requests", .array(linkRequests.map(\.json))))
         fields.append(("watch", link.map { l in l.monitorNote.map { .string($0) } ?? .string("every HCI event of the link") } ?? .null))
