@@ -202,8 +202,8 @@ extension Session {
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 armed: () -> Void = {},
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
-        let stream = try procedureNotifications()
-        defer { endProcedureNotifications(stream) }
+        let stream = try listenNotifications(count: count)
+        defer { endListenNotifications(stream) }
         drops?.watch(stream)
         let profile = self.profile
         // Each value handle's target (its label and UUID), from the latest resolution.
@@ -248,7 +248,7 @@ extension Session {
             Task {
                 try? await MonotonicClock().sleep(for: limit)
                 if !Task.isCancelled {
-                    stream.finish()
+                    self.endListenNotifications(stream, finish: true)
                 }
             }
         }

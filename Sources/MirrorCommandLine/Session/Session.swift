@@ -61,6 +61,11 @@ final class Session: Sendable {
     var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
+    /// The shell's one delivery path from the connection's values to its printers (GATTPeer's NotificationRouter): a
+    /// running listen's claim, else a background subscription's route; each value printed once. Nil one-shot.
+    let router: NotificationRouter?
+    /// The claim of the listen running in the shell, if any (`listenNotifications`).
+    private let listenClaim = Lock<UInt64?>(nil)
 
     private init(peer: Peer, clientRxMTU: Int, timeout: Duration, profile: MirrorProfile, heldByShell: Bool,
                  warn: @escaping @Sendable (String) -> Void) {
@@ -70,6 +75,7 @@ final class Session: Sendable {
         self.profile = profile
         self.timeout = timeout
         self.clientRxMTU = clientRxMTU
+        router = heldByShell ? NotificationRouter(client: peer.client) : nil
     }
 
     /// The ATT_MTU in effect.
@@ -156,6 +162,39 @@ final class Session: Sendable {
     /// only: the one-shot catch-all ends with the connection).
     func endProcedureNotifications(_ stream: GATTNotificationStream) {
         if heldByShell { stream.finish() }
+    }
+
+    /// The stream a listen reads: `procedureNotifications`, and in the shell a claim on the router armed in the same
+    /// turn of the loop as the stream (every value the stream has is the listen's to print, no background
+    /// subscription's), holding `count` values (nil: until `endListenNotifications`).
+    func listenNotifications(count: Int?) throws(GATTError) -> GATTNotificationStream {
+        guard let router else { return try procedureNotifications() }
+        let (id, armed) = router.claim(count: count) { [client] in
+            Result { () throws(GATTError) -> GATTNotificationStream in try client.notificationStream() }
+        }
+        switch armed {
+        case .success(let stream):
+            listenClaim.withLock { $0 = id }
+            return stream
+        case .failure(let error):
+            router.release(id)
+            throw error
+        }
+    }
+
+    /// Ends a listen's stream: in the shell, its claim released in the same turn of the loop as the stream is
+    /// finished (a value delivered before is the listen's, one after a background subscription's); one-shot the
+    /// stream is finished when `finish` (--duration is up), else left to the connection's end.
+    func endListenNotifications(_ stream: GATTNotificationStream, finish: Bool = false) {
+        guard let router else {
+            if finish { stream.finish() }
+            return
+        }
+        if let id = listenClaim.withLock({ $0 }) {
+            router.release(id) { stream.finish() }
+        } else {
+            stream.finish()
+        }
     }
 
     /// What a command does when it is done with its session: closes it, unless it is the shell's.
