@@ -78,9 +78,10 @@ public final class NotificationRouter: Sendable {
         }
     }
 
-    /// A route for `handle`'s values from now until `endRoute(handle:)`, buffered up to `limit` (then dropped, counted).
+    /// A route for `handle`'s values from now until `endRoute(handle:)`, buffered up to `limit` (then dropped, counted;
+    /// by default a GATT client stream's bound, `GATTClient.Configuration.notificationBufferLimit`'s 1024).
     /// A second route for the same handle replaces the first, which ends.
-    public func route(handle: UInt16, limit: Int = 4096) -> RoutedNotifications {
+    public func route(handle: UInt16, limit: Int = 1024) -> RoutedNotifications {
         let (stream, continuation) = AsyncStream<GATTNotification>.makeStream(bufferingPolicy: .bufferingOldest(limit))
         let counts = Lock<(pending: Int, total: Int)>((0, 0))
         let old = onLoop { self.state.withLock { s in

@@ -57,6 +57,7 @@ let readCommand = Command(CommandSpec(
     }
     // What each value is, however it was asked for (GATTPeer's AttributeIdentity): from the database known without
     // sending anything, or the UUID read; a raw handle neither knows stays raw, and a note says why.
+    await session.backgroundDiscoveryDone()
     let identities = await session.lookup.identify(values.map(\.handle), readAs: reference)
     let meanings = zip(values, identities).map { v, identity -> (name: String?, decoded: String?) in
         guard case .success(let identity) = identity else { return (nil, nil) }

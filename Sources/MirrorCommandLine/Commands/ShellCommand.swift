@@ -620,7 +620,8 @@ final class Shell: Sendable {
         questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
-            Task { _ = try? await session.catalog(describing: nil) }
+            // A read by handle awaits it before naming its value (Session.backgroundDiscoveryDone): named alike whenever it runs.
+            session.backgroundDiscovery.withLock { $0 = Task { _ = try? await session.catalog(describing: nil) } }
         }
         if json {
             console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
@@ -697,8 +698,8 @@ final class Shell: Sendable {
         let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
         let label = entry.label
         let profile = session.profile
-        // The stream was armed before the CCCD write; what it dropped until now came before the subscription completed.
-        let droppedBeforeSubscribed = stream.droppedCount
+        // The route was made before the CCCD write; what it dropped until now came before the subscription completed.
+        let droppedBeforeSubscribed = routed.droppedCount
         // The subscription ends with the client's stream (unsubscribe, or the connection's end): then its route does,
         // after the values it holds.
         Task {
@@ -712,10 +713,8 @@ final class Shell: Sendable {
                                         indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
                 self?.show(event)
             }
-            let behind = routed.droppedCount
-            if behind + droppedBeforeSubscribed > 0 {
-                self?.showDropped(c.valueHandle, fellBehind: behind, beforeSubscribed: droppedBeforeSubscribed)
-            }
+            let total = routed.droppedCount
+            if total > 0 { self?.showDropped(c.valueHandle, fellBehind: total - droppedBeforeSubscribed, beforeSubscribed: droppedBeforeSubscribed) }
         }
         state.withLock { $0.subscriptions[c.valueHandle] = Subscription(characteristic: c, label: label, task: task) }
         if json {

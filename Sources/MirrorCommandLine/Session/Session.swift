@@ -66,6 +66,15 @@ final class Session: Sendable {
     let router: NotificationRouter?
     /// The claim of the listen running in the shell, if any (`listenNotifications`).
     private let listenClaim = Lock<UInt64?>(nil)
+    /// The shell's discovery in the background at a terminal (for Tab), if one was started.
+    let backgroundDiscovery = Lock<Task<Void, Never>?>(nil)
+
+    /// Returns once the shell's background discovery, if any, has ended (it sends nothing more): what a value read by
+    /// handle is named from then does not depend on when the read ran.
+    func backgroundDiscoveryDone() async {
+        guard let task = backgroundDiscovery.withLock({ $0 }) else { return }
+        await task.value
+    }
 
     private init(peer: Peer, clientRxMTU: Int, timeout: Duration, profile: MirrorProfile, heldByShell: Bool,
                  warn: @escaping @Sendable (String) -> Void) {
