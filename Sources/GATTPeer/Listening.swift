@@ -38,7 +38,8 @@ extension CharacteristicLookup {
     /// armed before the first CCCD write) and its target, until `count` arrived, `duration` passed after the
     /// subscriptions were armed, the task is cancelled or the link ends; returns how many were handled.
     /// `subscribed` is told each subscription with the value read right after it; `armed` once every CCCD write is
-    /// answered, before the wait. If the link ends while subscribing, what arrived before is handled, then the
+    /// answered, before the wait; `finishing` ends the stream at `duration` when the caller shares it (the shell's
+    /// router; default: `stream.finish()`). If the link ends while subscribing, what arrived before is handled, then the
     /// error thrown. `handler` runs off the link's loop: a slow reader never stalls the link (the stream buffers).
     public func listen(_ references: [CharacteristicReference], on stream: GATTNotificationStream,
                        preferIndications: Bool = false, count: Int? = nil, duration: Duration? = nil,
@@ -46,6 +47,7 @@ extension CharacteristicLookup {
                        locate: ((CharacteristicReference) async throws -> CharacteristicCatalog.Entry)? = nil,
                        subscribed: (CharacteristicCatalog.Entry, GATTSubscriptionMode, [UInt8]?) -> Void = { _, _, _ in },
                        armed: () -> Void = {},
+                       finishing: (@Sendable () -> Void)? = nil,
                        _ handler: @escaping @Sendable (GATTNotification, CharacteristicCatalog.Entry?) -> Void) async throws -> Int {
         drops?.watch(stream)
         // Each value handle's target (its label and UUID), from the latest resolution.
@@ -86,7 +88,7 @@ extension CharacteristicLookup {
             Task {
                 try? await MonotonicClock().sleep(for: limit)
                 if !Task.isCancelled {
-                    stream.finish()
+                    if let finishing { finishing() } else { stream.finish() }
                 }
             }
         }

@@ -149,6 +149,17 @@ public struct LinkState: Sendable, Equatable {
         securityLevel = .unknown(reason); encrypted = .unknown(reason); adapterLEBuffers = .unknown(reason)
     }
 
+    /// The reason every value is unknown for, when they all are for the same one (a unix: link has no radio); nil
+    /// when any is known or two reasons differ.
+    public var sharedUnknown: LinkUnknown? {
+        let reasons = [handle.unknownReason, role.unknownReason, intervalMilliseconds.unknownReason,
+                       peripheralLatency.unknownReason, supervisionTimeoutMilliseconds.unknownReason, txPHY.unknownReason,
+                       rxPHY.unknownReason, dataLength.unknownReason, securityLevel.unknownReason, encrypted.unknownReason,
+                       adapterLEBuffers.unknownReason]
+        guard let first = reasons[0], reasons.allSatisfy({ $0 == first }) else { return nil }
+        return first
+    }
+
     /// Takes every value `other` knows, keeping this one's where `other` does not know it.
     public func updated(with other: LinkState) -> LinkState {
         var s = self
@@ -249,6 +260,14 @@ extension LinkValue {
 }
 
 extension LinkState {
+    /// The link as a JSON object with every key of `jsonValue`, the reason shared by every value said once: when
+    /// all are unknown for the same reason (`sharedUnknown`), `{"unknown": "why", "handle": null, ...}` (each value
+    /// null, the reason once first), else `jsonValue`. For output that would repeat one object eleven times.
+    public var jsonValueSayingOnce: JSONValue {
+        guard let reason = sharedUnknown, case .object(let fields) = jsonValue else { return jsonValue }
+        return .object([("unknown", .string(reason.description))] + fields.map { ($0.0, JSONValue.null) })
+    }
+
     /// The link as a JSON object, keys sorted; each value as LinkValue.jsonValue writes it.
     public var jsonValue: JSONValue {
         .sortedObject([

@@ -110,9 +110,14 @@ public struct DatabaseModel: Sendable, Equatable {
     /// The `--json` shape: {"mtu", "services": [{"uuid", "start", "end", "primary", "characteristics":
     /// [{"uuid", "handle", "valueHandle", "properties", "descriptors": [{"uuid", "handle"}]}]}]}.
     /// "includes" appears on a service only when it has include declarations; "value"/"text" (or
-    /// "readError") only after `--read`.
+    /// "readError") only after `--read`, with "decoded" when the value means something; "name" last on each
+    /// service, include, characteristic and descriptor the text names.
     public var json: JSONValue {
-        .object([
+        // "name" last, where the text shows one (the profile's name, else the well-known one).
+        func named(_ uuid: String?) -> [(String, JSONValue)] {
+            uuid.flatMap { names[$0] ?? wellKnownName($0) }.map { [("name", JSONValue.string($0))] } ?? []
+        }
+        return .object([
             ("mtu", .int(mtu)),
             ("services", .array(services.map { service in
                 var fields: [(String, JSONValue)] = [
@@ -122,7 +127,7 @@ public struct DatabaseModel: Sendable, Equatable {
                 if !service.includes.isEmpty {
                     fields.append(("includes", .array(service.includes.map { inc in
                         .object([("handle", .int(Int(inc.handle))), ("start", .int(Int(inc.start))),
-                                 ("end", .int(Int(inc.end))), ("uuid", inc.uuid.map { .string($0) } ?? .null)])
+                                 ("end", .int(Int(inc.end))), ("uuid", inc.uuid.map { .string($0) } ?? .null)] + named(inc.uuid))
                     })))
                 }
                 fields.append(("characteristics", .array(service.characteristics.map { c in
@@ -133,13 +138,13 @@ public struct DatabaseModel: Sendable, Equatable {
                         ("descriptors", .array(c.descriptors.map { d in
                             var df: [(String, JSONValue)] = [("uuid", .string(d.uuid)), ("handle", .int(Int(d.handle)))]
                             if let v = d.value { df += readOutcomeJSON(v, decoded: decoded[d.handle]) }
-                            return .object(df)
+                            return .object(df + named(d.uuid))
                         })),
                     ]
                     if let v = c.value { cf += readOutcomeJSON(v, decoded: decoded[c.valueHandle]) }
-                    return .object(cf)
+                    return .object(cf + named(c.uuid))
                 })))
-                return .object(fields)
+                return .object(fields + named(service.uuid))
             })),
         ])
     }

@@ -181,4 +181,25 @@ final class LinkEventParsingTests: XCTestCase {
         let known = LinkValue<Double>.known(7.5, source: .hciEvent("LE Connection Update Complete"))
         XCTAssertEqual(known.jsonValue { .double($0) }.compact, #"{"source":"HCI event LE Connection Update Complete","value":7.5}"#)
     }
+
+    /// Issue 37: one reason shared by every value is said once (the scan's JSON result), every key kept (null); a link
+    /// with one value known, or two reasons, is written as always.
+    func testAReasonEveryValueSharesIsSaidOnceWithEveryKeyKept() throws {
+        let reason = "not an LE link (client has no radio)"
+        let s = LinkState(allUnknown: .unavailable(reason))
+        XCTAssertEqual(s.sharedUnknown, .unavailable(reason))
+        guard case .object(let once) = s.jsonValueSayingOnce, case .object(let full) = s.jsonValue else { return XCTFail() }
+        XCTAssertEqual(once.first?.0, "unknown")
+        XCTAssertEqual(once.first?.1, .string(reason))
+        XCTAssertEqual(once.dropFirst().map(\.0), full.map(\.0), "every key of the link object is kept")
+        XCTAssertTrue(once.dropFirst().allSatisfy { $0.1 == .null })
+        XCTAssertEqual(s.jsonValueSayingOnce.compact.components(separatedBy: reason).count, 2, "the reason once")
+        var known = s
+        known.handle = .known(0x2A, source: .ioctl("HCIGETCONNINFO"))
+        XCTAssertNil(known.sharedUnknown)
+        XCTAssertEqual(known.jsonValueSayingOnce, known.jsonValue)
+        var two = s
+        two.role = .unknown(.notSeen("other"))
+        XCTAssertEqual(two.jsonValueSayingOnce, two.jsonValue)
+    }
 }

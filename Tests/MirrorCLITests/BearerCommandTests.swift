@@ -155,7 +155,10 @@ final class BearerCommandTests: XCTestCase {
             defer { peer.close() }
             let run = try MirrorProcess.run(["read", peer.target, peer.hexHandle("fast"), "--bearers", "3"])
             XCTAssertEqual(run.status, 0, run.stderr)
-            XCTAssertEqual(run.stderr, "mirror: --bearers 3: bearers 1-2: \(why); going on over CID 4 alone\n")
+            // And the note that a raw handle with no database known is not decoded (issue 37).
+            XCTAssertEqual(run.stderr, "mirror: --bearers 3: bearers 1-2: \(why); going on over CID 4 alone\n"
+                           + "note: \(peer.hexHandle("fast")) not named or decoded: a handle is read with no discovery, and no database of this peer is known or "
+                       + "cached; read it by name or UUID, or cache the database with `mirror gatt` (a peer with a Database Hash)\n")
             let plain = try MirrorProcess.run(["read", peer.target, peer.hexHandle("fast")])
             XCTAssertEqual(run.stdout, plain.stdout)
             XCTAssertEqual(peer.host.database.attribute(peer.handles["clientFeatures"]!)?.value, [0x00], "0x2B29 written without EATT")

@@ -59,6 +59,6 @@ final class CaptureFailureTests: XCTestCase {
         let run = try mirror(["shell", sim.target], fileSizeLimit: 600, input: "btsnoop \(file)\ngatt\nread 3\n")
         XCTAssertEqual(run.status, 1, run.stderr)
         XCTAssertTrue(run.stderr.contains("mirror: writing a btsnoop record to \(file): write failed with EFBIG (File too large)"), run.stderr)
-        XCTAssertTrue(run.stdout.contains("0x0003:"), "the lines after it still ran: \(run.stdout)")
+        XCTAssertTrue(run.stdout.contains("0x0003 Device Name:"), "the lines after it still ran (named from the database gatt found): \(run.stdout)")
     }
 }

@@ -26,13 +26,16 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(services.count, 3)
         // Generic Access first, exactly the documented keys in order.
         guard case .object(let ga) = services[0] else { return XCTFail() }
-        XCTAssertEqual(ga.map(\.0), ["uuid", "start", "end", "primary", "characteristics"])
+        // Issue 37: "name" added last where the text names it (never a key renamed).
+        XCTAssertEqual(ga.map(\.0), ["uuid", "start", "end", "primary", "characteristics", "name"])
+        XCTAssertEqual(services[0]["name"], "Generic Access")
         XCTAssertEqual(services[0]["uuid"], "1800")
         XCTAssertEqual(services[0]["start"], 1)
         XCTAssertEqual(services[0]["end"], 5)
         XCTAssertEqual(services[0]["primary"], true)
         guard case .array(let chars)? = services[0]["characteristics"], case .object(let name) = chars[0] else { return XCTFail() }
-        XCTAssertEqual(name.map(\.0), ["uuid", "handle", "valueHandle", "properties", "descriptors"])
+        XCTAssertEqual(name.map(\.0), ["uuid", "handle", "valueHandle", "properties", "descriptors", "name"])
+        XCTAssertEqual(chars[0]["name"], "Device Name")
         XCTAssertEqual(chars[0]["uuid"], "2a00")
         XCTAssertEqual(chars[0]["handle"], 2)
         XCTAssertEqual(chars[0]["valueHandle"], .int(Int(peer.handle("deviceName"))))
@@ -43,10 +46,11 @@ final class GATTCommandTests: XCTestCase {
         XCTAssertEqual(services[1]["primary"], false)
         guard case .array(let battery)? = services[1]["characteristics"] else { return XCTFail() }
         XCTAssertEqual(battery[0]["properties"], ["read", "notify"])
-        XCTAssertEqual(battery[0]["descriptors"], [.object([("uuid", "2902"), ("handle", .int(Int(peer.handle("batteryCCCD"))))])])
+        XCTAssertEqual(battery[0]["descriptors"], [.object([("uuid", "2902"), ("handle", .int(Int(peer.handle("batteryCCCD")))),
+                                                                ("name", "Client Characteristic Configuration")])])
         // The 128-bit service: full lowercase UUID, and its include.
         XCTAssertEqual(services[2]["uuid"], "6e400001-b5a3-f393-e0a9-e50e24dcca9e")
-        XCTAssertEqual(services[2]["includes"]?.compact, #"[{"handle":11,"start":6,"end":9,"uuid":"180f"}]"#)
+        XCTAssertEqual(services[2]["includes"]?.compact, #"[{"handle":11,"start":6,"end":9,"uuid":"180f","name":"Battery"}]"#)
     }
 
     func testGATTTextWithReadShowsValuesNamesAndErrors() throws {
@@ -90,7 +94,7 @@ final class GATTCommandTests: XCTestCase {
         let byUUID = try MirrorProcess.run(["read", peer.target, "2a00", "--json"])
         XCTAssertEqual(byUUID.status, 0, byUUID.stderr)
         XCTAssertEqual(try byUUID.json().compact,
-                       #"{"values":[{"handle":3,"value":"5363726970746564205065657","text":"Scripted Peer","length":13}]}"#
+                       #"{"values":[{"handle":3,"value":"5363726970746564205065657","text":"Scripted Peer","length":13,"decoded":"\"Scripted Peer\"","name":"Device Name"}]}"#
                            .replacingOccurrences(of: "5363726970746564205065657", with: ATTHex.string(Array("Scripted Peer".utf8))))
     }
 

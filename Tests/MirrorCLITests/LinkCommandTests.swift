@@ -38,7 +38,10 @@ final class LinkCommandTests: XCTestCase {
     func testOtherCommandsReportTheLinkOptionsAndGoOn() throws {
         let run = try MirrorProcess.run(["read", peer.target, peer.hexHandle("sink"), "--data-length", "251"])
         XCTAssertEqual(run.status, 0, run.stderr)
-        XCTAssertEqual(run.stderr, "link: --data-length 251: not asked: \(peer.target) is a unix socket, with no radio link\n")
+        // And the note that a raw handle with no database known is not decoded (issue 37).
+        XCTAssertEqual(run.stderr, "link: --data-length 251: not asked: \(peer.target) is a unix socket, with no radio link\n"
+                       + "note: \(peer.hexHandle("sink")) not named or decoded: a handle is read with no discovery, and no database of this peer is known or "
+                       + "cached; read it by name or UUID, or cache the database with `mirror gatt` (a peer with a Database Hash)\n")
         let bench = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "20",
                                            "--warmup", "2", "--rounds", "1", "--bare-loop", "none", "--json"])
         XCTAssertEqual(bench.status, 0, bench.stderr)

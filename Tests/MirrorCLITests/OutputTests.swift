@@ -101,7 +101,8 @@ final class OutputTests: XCTestCase {
             ]),
         ])
         XCTAssertEqual(db.json.compact,
-                       #"{"mtu":247,"services":[{"uuid":"1800","start":1,"end":5,"primary":true,"characteristics":[{"uuid":"2a00","handle":2,"valueHandle":3,"properties":["read","write"],"descriptors":[{"uuid":"2901","handle":4}]}]}]}"#)
+                       #"{"mtu":247,"services":[{"uuid":"1800","start":1,"end":5,"primary":true,"characteristics":[{"uuid":"2a00","handle":2,"valueHandle":3,"properties":["read","write"],"descriptors":[{"uuid":"2901","handle":4,"name":"Characteristic User Description"}],"name":"Device Name"}],"name":"Generic Access"}]}"#,
+                       "issue 37: \"name\" last where the text names it")
         XCTAssertEqual(db.text, [
             "MTU 247",
             "Primary service 1800 Generic Access  handles 0x0001-0x0005",

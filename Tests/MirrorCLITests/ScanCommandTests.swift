@@ -114,6 +114,15 @@ final class ScanCommandTests: XCTestCase {
         // The notifications dropped (none here), always in the result: before scanState and scanError were
         // subscribed, and after (the output fell behind).
         XCTAssertEqual(result["dropped"], .object([("total", 0), ("outputFellBehind", 0), ("beforeSubscribed", 0)]))
+        // Issue 37: a unix: link has no radio; the reason is said once, not once per value, and every key is kept.
+        let link = try XCTUnwrap(result["link"])
+        XCTAssertEqual(link["unknown"], .string("not an LE link (\(sim.target) has no radio)"))
+        for key in ["handle", "role", "intervalMs", "peripheralLatency", "supervisionTimeoutMs", "txPHY", "rxPHY", "dataLength",
+                    "securityLevel", "encrypted", "adapterLEBuffers"] {
+            XCTAssertEqual(link[key], .null, key)
+        }
+        XCTAssertEqual(link["attMTU"]?["value"], 517)
+        XCTAssertEqual(lines.last?.compact.components(separatedBy: "has no radio").count, 2, "said once: \(lines.last?.compact ?? "")")
         let upload = try XCTUnwrap(result["upload"])
         guard case .string(let path)? = upload["path"], case .string(let sha)? = upload["sha256"], case .int(let bytes)? = upload["bytes"] else {
             return XCTFail("upload: \(upload)")

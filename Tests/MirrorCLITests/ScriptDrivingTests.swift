@@ -74,7 +74,8 @@ final class ScriptDrivingTests: XCTestCase {
         XCTAssertLessThan(notification, waited, run.stdout)
         XCTAssertTrue(run.stderr.contains("mirror: timed out after 0.3 s waiting for 1 value of the background subscriptions (0 came)"),
                       run.stderr)
-        XCTAssertTrue(run.stdout.hasSuffix("> read 0x0003\n0x0003: 6d 69 72 72 6f 72 2d 73 69 6d  \"mirror-sim\"  (10 bytes)\n"),
+        // The database the shell discovered for `subscribe scanState` names the handle (issue 37).
+        XCTAssertTrue(run.stdout.hasSuffix("> read 0x0003\n0x0003 Device Name: \"mirror-sim\"  [6d 69 72 72 6f 72 2d 73 69 6d]  (10 bytes)\n"),
                       "the shell goes on after the timeout: \(run.stdout)")
 
         // No subscription and nothing left to count: at once, not after the limit.
@@ -94,7 +95,7 @@ final class ScriptDrivingTests: XCTestCase {
         let run = try MirrorProcess.run(["shell", sim.target, "--keep-going"], input: script, timeout: 60)
         XCTAssertEqual(run.status, 5, run.stderr)
         XCTAssertTrue(run.stderr.contains("mirror: timed out after 0.5 s waiting for listen to finish (the line's --timeout)"), run.stderr)
-        XCTAssertTrue(run.stdout.hasSuffix("> read 0x0003 --timeout 5\n0x0003: 6d 69 72 72 6f 72 2d 73 69 6d  \"mirror-sim\"  (10 bytes)\n"),
+        XCTAssertTrue(run.stdout.hasSuffix("> read 0x0003 --timeout 5\n0x0003 Device Name: \"mirror-sim\"  [6d 69 72 72 6f 72 2d 73 69 6d]  (10 bytes)\n"),
                       run.stdout)
         // Without --keep-going the script stops there with the timeout's status.
         let json = try MirrorProcess.run(["shell", sim.target, "--json"], input: script, timeout: 60)

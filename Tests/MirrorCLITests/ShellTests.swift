@@ -50,7 +50,8 @@ final class ShellTests: XCTestCase {
         XCTAssertTrue(lines[read + 1].hasPrefix("\(peer.hexHandle("deviceName")): "), lines[read + 1])
         XCTAssertTrue(lines[read + 1].contains("\"Scripted Peer\""), lines[read + 1])
         let byUUID = try XCTUnwrap(lines.firstIndex(of: "> read 2a00"))
-        XCTAssertTrue(lines[byUUID + 1].hasPrefix("\(peer.hexHandle("deviceName")): ") && lines[byUUID + 1].contains("\"ABC\""), lines[byUUID + 1])
+        // Issue 37: a read by UUID is named and decoded as a read by name.
+        XCTAssertTrue(lines[byUUID + 1].hasPrefix("\(peer.hexHandle("deviceName")) Device Name: \"ABC\"  [41 42 43]"), lines[byUUID + 1])
         XCTAssertTrue(run.stdout.contains("(Write Command, not confirmed)"), run.stdout)
         XCTAssertTrue(run.stdout.contains("(long write: Prepare Write + Execute Write, confirmed)"), run.stdout)
         XCTAssertTrue(run.stdout.contains("client Rx MTU 517, server Rx MTU 247: MTU 247"), run.stdout)
@@ -256,7 +257,7 @@ final class ShellTests: XCTestCase {
             step("send", "write scannerAction 32\r"), step("expect", "wrote 1 byte to 0x0014", 5), step("expect", prompt, 5),
             step("send", "read 0x00"), step("expect", "read 0x00", 5),
             step("expect", "notification 0x000C scanState: ", 5), step("expect", prompt + "read 0x00", 5),
-            step("send", "03\r"), step("expect", "0x0003: 6d 69 72 72 6f 72 2d 73 69 6d", 5),
+            step("send", "03\r"), step("expect", "0x0003 Device Name: \"mirror-sim\"  [6d 69 72 72 6f 72 2d 73 69 6d]", 5),
             step("send", "quit\r"), .array([.string("exit"), .double(10)]),
         ], home: home, target: sim.target)
         XCTAssertEqual(json["status"]?.integer, 0)
@@ -343,7 +344,7 @@ final class ShellTests: XCTestCase {
         let steps: [JSONValue] = [
             .array([.string("expect"), .string(prompt), .double(10)]),
             .array([.string("send"), .string("read 0x0003\r")]),
-            .array([.string("expect"), .string("0x0003: 53 63 72 69 70 74 65 64 20 50 65 65 72  \"Scripted Peer\""), .double(10)]),
+            .array([.string("expect"), .string("0x0003 Device Name: \"Scripted Peer\"  [53 63 72 69 70 74 65 64 20 50 65 65 72]"), .double(10)]),
             .array([.string("expect"), .string(prompt), .double(5)]),
         ] + listen + listen + [
             .array([.string("send"), .string("quit\r")]),

@@ -19,7 +19,9 @@ let gattCommand = Command(CommandSpec(
         --json prints {"mtu", "services": [{"uuid", "start", "end", "primary", "characteristics": [{"uuid", \
         "handle", "valueHandle", "properties", "descriptors": [{"uuid", "handle"}]}]}]}; UUIDs are lowercase, \
         4 hex digits for 16-bit ones. A service with include declarations also has "includes"; with --read \
-        characteristics and descriptors also have "value" (hex) and "text", or "readError".
+        characteristics and descriptors also have "value" (hex) and "text" (and "decoded" when the \
+        value means something), or "readError". Each service, include, characteristic and descriptor the text \
+        names has "name" last.
 
         With --diff, discovers the database afresh and prints what changed against the copy in the GATT cache         (`mirror cache`): each service, include, characteristic and descriptor added, removed or moved, with its         UUID and handles; the new database is then cached (when the peer's Database Hash is its hash). --json         prints {"target", "cached", "databaseHash", "changes": [{"change", "kind", "uuid", "handle", "from",         "parent"}]}.
         """,

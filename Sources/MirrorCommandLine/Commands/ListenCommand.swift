@@ -181,15 +181,15 @@ extension Session {
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 armed: () -> Void = {},
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
-        let stream = try procedureNotifications()
-        defer { endProcedureNotifications(stream) }
+        let stream = try listenNotifications(count: count)
+        defer { endListenNotifications(stream) }
         let profile = self.profile
         do {
             return try await lookup.listen(
                 references, on: stream, preferIndications: preferIndications, count: count, duration: duration, drops: drops,
                 locate: { try await self.characteristic($0, command: command) },
                 subscribed: { entry, mode, value in subscribed(entry.characteristic, entry.label, mode, value) },
-                armed: armed
+                armed: armed, finishing: { self.endListenNotifications(stream, finish: true) }
             ) { n, target in
                 handler(ListenEvent(time: unixNow(), handle: n.handle, name: target?.label,
                                     decoded: ValueFormatter.decode(n.value, uuid: target?.characteristic.uuid, name: target?.label, profile: profile),

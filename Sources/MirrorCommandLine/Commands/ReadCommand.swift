@@ -18,9 +18,12 @@ let readCommand = Command(CommandSpec(
         (exit status 2): the error lists the names known, or the candidates with their value handles. The name \
         `gatt` prints for a well-known UUID works too, quoted when it has spaces ("Device Name").
 
-        A value read by NAME is printed with what it means beside its hex: the profile's names (scanState \
-        invalid), a Device Name as text, Appearance by its name, CCCD bits, Battery Level, PnP ID (JSON adds \
-        "decoded" and "name"). A HANDLE or a UUID discovers nothing, so it prints the bytes only.
+        A value is printed with its name and what it means beside its hex, however it was asked for: the \
+        profile's names (scanState invalid), a Device Name as text, Appearance by its name, CCCD bits (a \
+        descriptor named with its characteristic), Battery Level, PnP ID (JSON adds "decoded" and "name"). A \
+        UUID says what its values are; a HANDLE is read with no discovery, so it is named from the database known \
+        without sending anything (the GATT cache's copy, or what the shell discovered), else printed raw with a \
+        note on stderr saying why.
         """,
     positionals: [
         PositionalSpec("TARGET", help: "the device address or unix:PATH"),
@@ -44,10 +47,6 @@ let readCommand = Command(CommandSpec(
     // A UUID keeps its meaning (Read By Type: every value of it); a name is one characteristic's value handle.
     // After Database Out Of Sync (0x12) the database is resynchronized and a UUID or name read again once.
     let byUUID: Bool
-    // A NAME was resolved in the discovered database, so its value is named and decoded; a raw HANDLE or a UUID
-    // discovers nothing (in the shell, whether its background discovery is done would decide the output).
-    let byName: Bool
-    if case .name = reference { byName = true } else { byName = false }
     let values: [(handle: UInt16, value: [UInt8])]
     if case .uuid(let u) = reference {
         byUUID = true
@@ -56,12 +55,20 @@ let readCommand = Command(CommandSpec(
         byUUID = false
         values = try await session.retryingOutOfSync(reference, command: "read") { h in [(h, try await session.lookup.read(handle: h))] }
     }
+    // What each value is, however it was asked for (GATTPeer's AttributeIdentity): from the database known without
+    // sending anything, or the UUID read; a raw handle neither knows stays raw, and a note says why.
+    await session.backgroundDiscoveryDone()
+    let identities = await session.lookup.identify(values.map(\.handle), readAs: reference)
+    let meanings = zip(values, identities).map { v, identity -> (name: String?, decoded: String?) in
+        guard case .success(let identity) = identity else { return (nil, nil) }
+        return session.meaning(of: v.value, identity)
+    }
+    for case .failure(let why) in identities { inv.console.err(notDecodedNote(why)) }
     if inv.global.json {
-        let items: [JSONValue] = values.map { v in
-            let m = byName ? session.meaning(of: v.value, at: v.handle) : (name: nil, decoded: nil)
-            return .object([("handle", .int(Int(v.handle))), ("value", .string(ATTHex.string(v.value))),
-                            ("text", .string(printableText(v.value))), ("length", .int(v.value.count))]
-                           + (m.decoded.map { [("decoded", JSONValue.string($0))] } ?? []) + (m.name.map { [("name", JSONValue.string($0))] } ?? []))
+        let items: [JSONValue] = zip(values, meanings).map { v, m in
+            .object([("handle", .int(Int(v.handle))), ("value", .string(ATTHex.string(v.value))),
+                     ("text", .string(printableText(v.value))), ("length", .int(v.value.count))]
+                    + (m.decoded.map { [("decoded", JSONValue.string($0))] } ?? []) + (m.name.map { [("name", JSONValue.string($0))] } ?? []))
         }
         if !byUUID, let only = items.first {
             inv.console.json(only)
@@ -69,10 +76,22 @@ let readCommand = Command(CommandSpec(
             inv.console.json(JSONValue.object([("values", .array(items))]))
         }
     } else {
-        for v in values {
-            let m = byName ? session.meaning(of: v.value, at: v.handle) : (name: nil, decoded: nil)
+        for (v, m) in zip(values, meanings) {
             inv.console.out("\(ATTHex.handle(v.handle))\(labelSuffix(m.name)): \(valueText(v.value, decoded: m.decoded))")
         }
     }
     return .success
+}
+
+/// Why a value read by handle is printed raw: "note: 0x000C not named or decoded: ...", with what would name it.
+func notDecodedNote(_ why: AttributeNotIdentified) -> String {
+    let handle = ATTHex.handle(why.handle)
+    switch why {
+    case .noDatabase:
+        return "note: \(handle) not named or decoded: a handle is read with no discovery, and no database of this peer is known or "
+            + "cached; read it by name or UUID, or cache the database with `mirror gatt` (a peer with a Database Hash)"
+    case .notInDatabase(_, let source):
+        return "note: \(handle) not named or decoded: the \(source == .cache ? "cached database" : "database") of this peer has no "
+            + "characteristic value or descriptor there"
+    }
 }

@@ -98,7 +98,8 @@ let scanCommand = Command(CommandSpec(
     let scanOptions = options
     let json = inv.global.json
     // The link the scan runs on, read before it starts (its result object carries it).
-    let linkJSON = json ? session.linkJSON() : .null
+    // A reason every radio value shares (a unix: link has none) is said once, not eleven times.
+    let linkJSON = json ? session.linkJSON(sayingOnce: true) : .null
     let console = inv.console
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
     let notifications = try session.procedureNotifications()

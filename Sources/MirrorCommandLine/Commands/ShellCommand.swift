@@ -620,7 +620,8 @@ final class Shell: Sendable {
         questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
-            Task { _ = try? await session.catalog(describing: nil) }
+            // A read by handle awaits it before naming its value (Session.backgroundDiscoveryDone): named alike whenever it runs.
+            session.backgroundDiscovery.withLock { $0 = Task { _ = try? await session.catalog(describing: nil) } }
         }
         if json {
             console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
@@ -682,24 +683,37 @@ final class Shell: Sendable {
             console.err("already subscribed to \(ATTHex.handle(c.valueHandle))\(labelSuffix(entry.label))")
             return
         }
-        let (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
+        // What is printed comes by the connection's router: each value this handle's route is given, which a running
+        // listen's claim did not hold when it was delivered (one notification, one line). Routed from before the
+        // CCCD write; the GATT client's own stream of the handle only says when the subscription ends.
+        guard let router = session.router else { throw GATTError.unsupported("background subscriptions need the shell's connection") }
+        let routed = router.route(handle: c.valueHandle)
+        let value: [UInt8]?, stream: GATTNotificationStream
+        do {
+            (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
+        } catch {
+            router.endRoute(handle: c.valueHandle)
+            throw error
+        }
         let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
         let label = entry.label
         let profile = session.profile
-        // The stream was armed before the CCCD write; what it dropped until now came before the subscription completed.
-        let droppedBeforeSubscribed = stream.droppedCount
+        // The route was made before the CCCD write; what it dropped until now came before the subscription completed.
+        let droppedBeforeSubscribed = routed.droppedCount
+        // The subscription ends with the client's stream (unsubscribe, or the connection's end): then its route does,
+        // after the values it holds.
+        Task {
+            do { for try await _ in stream {} } catch {}
+            router.endRoute(handle: c.valueHandle)
+        }
         let task = Task { [weak self] in
-            do {
-                for try await n in stream {
-                    let event = ListenEvent(time: unixNow(), handle: n.handle, name: label,
-                                            decoded: ValueFormatter.decode(n.value, uuid: c.uuid, name: label, profile: profile),
-                                            indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
-                    self?.show(event)
-                }
-            } catch {
-                // The stream ends with the connection, which `lost` reports.
+            for await n in routed {
+                let event = ListenEvent(time: unixNow(), handle: n.handle, name: label,
+                                        decoded: ValueFormatter.decode(n.value, uuid: c.uuid, name: label, profile: profile),
+                                        indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
+                self?.show(event)
             }
-            let total = stream.droppedCount
+            let total = routed.droppedCount
             if total > 0 { self?.showDropped(c.valueHandle, fellBehind: total - droppedBeforeSubscribed, beforeSubscribed: droppedBeforeSubscribed) }
         }
         state.withLock { $0.subscriptions[c.valueHandle] = Subscription(characteristic: c, label: label, task: task) }

@@ -45,15 +45,17 @@ extension Session {
     /// What a value at `handle` is, when this connection knows the database (discovered or cached; a raw HANDLE
     /// alone discovers nothing): the label of its characteristic (or descriptor) and its decoded form (ValueFormatter).
     func meaning(of bytes: [UInt8], at handle: UInt16) -> (name: String?, decoded: String?) {
-        switch lookup.knownAttribute(at: handle) {
-        case .value(let entry)?:
-            return (entry.label, ValueFormatter.decode(bytes, uuid: entry.characteristic.uuid, name: entry.label, profile: profile))
-        case .descriptor(let d, _)?:
-            let name = self.name(of: d.uuid)
-            return (name, ValueFormatter.decode(bytes, uuid: d.uuid, name: name, profile: profile))
-        case nil:
+        let known = lookup.databaseWithoutTraffic()
+        guard case .success(let identity) = CharacteristicLookup.identify(handle, readAs: .handle(handle), in: known, names: lookup.names) else {
             return (nil, nil)
         }
+        return meaning(of: bytes, identity)
+    }
+
+    /// A value's label and decoded form (ValueFormatter, with the profile's enums) from what it is (GATTPeer's
+    /// `AttributeIdentity`): alike whether it was read by name, by UUID or by handle.
+    func meaning(of bytes: [UInt8], _ identity: AttributeIdentity) -> (name: String?, decoded: String?) {
+        (identity.label, ValueFormatter.decode(bytes, uuid: identity.uuid, name: identity.isDescriptor ? nil : identity.label, profile: profile))
     }
 
     /// A characteristic's name: the mirror profile's, else the well-known one.

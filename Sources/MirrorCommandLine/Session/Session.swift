@@ -61,6 +61,20 @@ final class Session: Sendable {
     var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
+    /// The shell's one delivery path from the connection's values to its printers (GATTPeer's NotificationRouter): a
+    /// running listen's claim, else a background subscription's route; each value printed once. Nil one-shot.
+    let router: NotificationRouter?
+    /// The claim of the listen running in the shell, if any (`listenNotifications`).
+    private let listenClaim = Lock<UInt64?>(nil)
+    /// The shell's discovery in the background at a terminal (for Tab), if one was started.
+    let backgroundDiscovery = Lock<Task<Void, Never>?>(nil)
+
+    /// Returns once the shell's background discovery, if any, has ended (it sends nothing more): what a value read by
+    /// handle is named from then does not depend on when the read ran.
+    func backgroundDiscoveryDone() async {
+        guard let task = backgroundDiscovery.withLock({ $0 }) else { return }
+        await task.value
+    }
 
     private init(peer: Peer, clientRxMTU: Int, timeout: Duration, profile: MirrorProfile, heldByShell: Bool,
                  warn: @escaping @Sendable (String) -> Void) {
@@ -70,6 +84,7 @@ final class Session: Sendable {
         self.profile = profile
         self.timeout = timeout
         self.clientRxMTU = clientRxMTU
+        router = heldByShell ? NotificationRouter(client: peer.client) : nil
     }
 
     /// The ATT_MTU in effect.
@@ -158,6 +173,39 @@ final class Session: Sendable {
         if heldByShell { stream.finish() }
     }
 
+    /// The stream a listen reads: `procedureNotifications`, and in the shell a claim on the router armed in the same
+    /// turn of the loop as the stream (every value the stream has is the listen's to print, no background
+    /// subscription's), holding `count` values (nil: until `endListenNotifications`).
+    func listenNotifications(count: Int?) throws(GATTError) -> GATTNotificationStream {
+        guard let router else { return try procedureNotifications() }
+        let (id, armed) = router.claim(count: count) { [client] in
+            Result { () throws(GATTError) -> GATTNotificationStream in try client.notificationStream() }
+        }
+        switch armed {
+        case .success(let stream):
+            listenClaim.withLock { $0 = id }
+            return stream
+        case .failure(let error):
+            router.release(id)
+            throw error
+        }
+    }
+
+    /// Ends a listen's stream: in the shell, its claim released in the same turn of the loop as the stream is
+    /// finished (a value delivered before is the listen's, one after a background subscription's); one-shot the
+    /// stream is finished when `finish` (--duration is up), else left to the connection's end.
+    func endListenNotifications(_ stream: GATTNotificationStream, finish: Bool = false) {
+        guard let router else {
+            if finish { stream.finish() }
+            return
+        }
+        if let id = listenClaim.withLock({ $0 }) {
+            router.release(id) { stream.finish() }
+        } else {
+            stream.finish()
+        }
+    }
+
     /// What a command does when it is done with its session: closes it, unless it is the shell's.
     func close() {
         guard !heldByShell else { return }
@@ -182,10 +230,11 @@ final class Session: Sendable {
     /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
     /// unknown, the ATT MTU, and what the link options came to.
     /// `state`: the link as already read (the bench reads it once before its rounds); nil reads it now.
-    func linkJSON(_ state: LinkState? = nil) -> JSONValue {
+    /// `sayingOnce`: a reason every radio value shares is said once (`LinkState.jsonValueSayingOnce`: the scan's result).
+    func linkJSON(_ state: LinkState? = nil, sayingOnce: Bool = false) -> JSONValue {
         let state = state ?? peer.linkState()
         var fields: [(String, JSONValue)] = []
-        if case .object(let f) = state.jsonValue { fields = f }
+        if case .object(let f) = sayingOnce ? state.jsonValueSayingOnce : state.jsonValue { fields = f }
         fields.append(("attMTU", .sortedObject([("value", .int(mtu)), ("source", .string("Exchange MTU"))])))
         fields.append(("requests", .array(linkRequests.map(\.json))))
         fields.append(("watch", link.map { l in l.monitorNote.map { .string($0) } ?? .string("every HCI event of the link") } ?? .null))
