@@ -77,28 +77,7 @@ public struct BondStore: Sendable {
         let dir = adapterDirectory(bond.adapter)
         _ = try checkDirectories(to: dir, create: true)
         let file = path(adapter: bond.adapter, peer: bond.peer)
-        var random: UInt32 = 0
-        _ = cbz_random_bytes(&random, 4)
-        let temporary = dir + "/." + bond.peer.description + ".json.tmp-" + String(random, radix: 16)
-        let fd = cbz_create_private_new_file(temporary)
-        guard fd >= 0 else { throw .system(SocketError(syscall: "open", errno: .current, context: "creating the bond file \(temporary)")) }
-        var text = bond.json.pretty + "\n"
-        let written = text.withUTF8 { cbz_write_all(fd, $0.baseAddress, $0.count) }
-        let failure: SocketError? = if written != 0 {
-            SocketError(syscall: "write", errno: .current, context: "writing the bond file \(temporary)")
-        } else if fsync(fd) != 0 {
-            SocketError(syscall: "fsync", errno: .current, context: "writing the bond file \(temporary)")
-        } else { nil }
-        _ = cbz_close(fd)
-        if let failure {
-            unlink(temporary)
-            throw .system(failure)
-        }
-        guard rename(temporary, file) == 0 else {
-            let e = Errno.current
-            unlink(temporary)
-            throw .system(SocketError(syscall: "rename", errno: e, context: "replacing the bond file \(file)"))
-        }
+        do { try PrivateFile.replace(file, with: bond.json.pretty + "\n", what: "the bond file") } catch { throw .system(error) }
     }
 
     /// The bond of `peer` on `adapter`; nil when there is no file; throws when the file is there but not a bond.
