@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 #include <pthread.h>
 #include <openssl/core_names.h>
+#include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
 
@@ -41,6 +42,11 @@ static const char *load_error;  // NULL once every symbol is resolved
 static void load(void) {
     void *lib = dlopen(CCR_LIBCRYPTO, RTLD_NOW | RTLD_LOCAL);
     if (lib == NULL) { load_error = dlerror(); return; }
+    // No cleanup at exit: mirror exits from a task while its loop thread may still hold libcrypto's per-thread state,
+    // and OPENSSL_cleanup (an atexit handler) racing that thread's own destructor freed it twice ("double free or
+    // corruption", seen once in the VM). The process's end frees everything anyway (OPENSSL_init_crypto(3)).
+    __typeof__(&OPENSSL_init_crypto) init = (__typeof__(init))dlsym(lib, "OPENSSL_init_crypto");
+    if (init != NULL) init(OPENSSL_INIT_NO_ATEXIT, NULL);
     evp.ctx_new = (__typeof__(evp.ctx_new))dlsym(lib, "EVP_MD_CTX_new");
     evp.ctx_free = (__typeof__(evp.ctx_free))dlsym(lib, "EVP_MD_CTX_free");
     evp.ctx_copy_ex = (__typeof__(evp.ctx_copy_ex))dlsym(lib, "EVP_MD_CTX_copy_ex");
