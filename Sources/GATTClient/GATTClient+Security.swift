@@ -105,6 +105,11 @@ extension GATTClient {
             } catch {
                 throw GATTError.from(error, operation: "waiting for \(what)")
             }
+            // A wake-up that was the link's end is no link taking data: on a socket whose link is gone the kernel
+            // takes BT_SECURITY and starts nothing (l2cap_sock.c), so only this says the raise failed.
+            if let ended = engine.state.access({ $0.closedReason }) {
+                throw .disconnected(GATTDisconnectedError(reason: ended, during: "the pairing raising the link's security to \(level)"))
+            }
         }
     }
 }

@@ -22,8 +22,9 @@ public final class ObservedTransport: ATTTransport {
     /// Orders the trace's lines: held across a traced send and its line, and while a received PDU's line is
     /// printed (so `inner` must not deliver a PDU from within its own trySend).
     private let traceOrder = Lock<Void>(())
-    /// Guards the closure told when the transport closes (the shell's lost-connection line).
-    private let closeObserver = Lock<(@Sendable (TransportError) -> Void)?>(nil)
+    /// Guards the closure told when the transport closes (the shell's lost-connection line), or the close's reason
+    /// once it has closed: an observer that comes after the close learns it from `whenClosed`, not never.
+    private let closeWatch = Lock<CloseWatch>(.open(observer: nil))
     /// Guards the sink that takes the inbound PDUs instead of the GATT client while `mirror check` drives the bearer
     /// (`divert`); `diverting` says whether there is one without taking the lock on every PDU.
     private let diversion = Lock<(any ATTTransportSink)?>(nil)
@@ -62,8 +63,22 @@ public final class ObservedTransport: ATTTransport {
 
     public var isTracing: Bool { tracing.load(ordering: .relaxed) }
 
-    /// `body` is told the reason once the transport closes (either side).
-    public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) { closeObserver.withLock { $0 = body } }
+    /// `body` is told the reason once the transport closes (either side). Closed already (a link that ended between
+    /// its connect and this call): returns the reason and never calls `body`.
+    @discardableResult
+    public func whenClosed(_ body: @escaping @Sendable (TransportError) -> Void) -> TransportError? {
+        closeWatch.withLock { watch in
+            if case .closed(let reason) = watch { return reason }
+            watch = .open(observer: body)
+            return nil
+        }
+    }
+
+    /// The close's observer until the transport closes, then why it closed.
+    private enum CloseWatch {
+        case open(observer: (@Sendable (TransportError) -> Void)?)
+        case closed(TransportError)
+    }
 
     public var observations: Observations { observed.withLock { $0 } }
 
@@ -145,7 +160,12 @@ public final class ObservedTransport: ATTTransport {
 
     func closed(_ reason: TransportError) {
         if isTracing { traceClosed(reason) }
-        closeObserver.current?(reason)
+        let observer = closeWatch.withLock { watch -> (@Sendable (TransportError) -> Void)? in
+            guard case .open(let observer) = watch else { return nil }
+            watch = .closed(reason)
+            return observer
+        }
+        observer?(reason)
     }
 }
 

@@ -105,6 +105,19 @@ final class PairingTransport: ATTTransport, @unchecked Sendable {
         if let sink { queue.async { sink.transport(didCloseWith: .closedLocally(reason: reason)) } }
     }
 
+    /// The pairing fails and the link ends (the kernel's Authentication Failure): the close, then POLLOUT's waiters
+    /// woken by the end, as the bearer gives them.
+    func failPairingAndEndTheLink() {
+        let (sink, waiters): ((any ATTTransportSink)?, [@Sendable () -> Void]) = state.withLock { s in
+            defer { s.sink = nil; s.writableWaiters = [] }
+            return (s.sink, s.writableWaiters)
+        }
+        queue.async {
+            sink?.transport(didCloseWith: .closedByPeer)
+            for w in waiters { w() }
+        }
+    }
+
     var counts: (notConnected: Int, received: Int, writableRequests: Int) {
         state.withLock { ($0.notConnected, $0.received.count, $0.writableRequests) }
     }
@@ -153,6 +166,25 @@ final class PairingRetryTests: XCTestCase {
         }
         XCTAssertEqual(transport.counts.notConnected, 1)
         XCTAssertFalse(c.isClosed, "the wait fails the one request, not the bearer")
+    }
+
+    /// On a socket whose link is gone the kernel takes BT_SECURITY and starts nothing (l2cap_sock.c): the wake-up
+    /// that follows is the link's end, and the wait says so; never a raise reported done on a dead link.
+    func testAWaitWokenByTheLinksEndFailsNamingTheRaise() async throws {
+        let transport = PairingTransport(completesWhenWaitedOn: false)
+        let c = try await client(transport)
+        defer { c.close() }
+        try await c.setSecurityLevel(.high)
+        let wait = Task { try await c.waitForTheLink(after: .high) }
+        try await within(10, "the wait for POLLOUT") { try await transport.waitedOn.value() }
+        transport.failPairingAndEndTheLink()
+        do {
+            try await within(10) { try await wait.value }
+            XCTFail("the link's end was taken for the end of pairing")
+        } catch let error as GATTError {
+            guard case .disconnected(let d) = error else { return XCTFail("\(error)") }
+            XCTAssertEqual(d.during, "the pairing raising the link's security to high")
+        }
     }
 
     func testALinkThatStaysUnusableIsRetriedABoundedNumberOfTimes() async throws {

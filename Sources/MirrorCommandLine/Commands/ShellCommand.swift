@@ -613,9 +613,15 @@ final class Shell: Sendable {
             s.target = token
             s.options = options
         }
-        session.transport.whenClosed { [weak self, weak session] reason in
+        let endedAlready = session.transport.whenClosed { [weak self, weak session] reason in
             guard let self, let session else { return }
             self.lost(session, reason: reason)
+        }
+        // A link that ended between the connect and here (the kernel's pairing failed just after Exchange MTU)
+        // fails the connect: never a shell that runs its lines on a connection that is gone.
+        if let endedAlready {
+            state.withLock { s in if s.session === session { s.session = nil } }
+            throw GATTError.disconnected(GATTDisconnectedError(reason: "\(endedAlready)", during: "the connect to \(session.client.label)"))
         }
         questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
