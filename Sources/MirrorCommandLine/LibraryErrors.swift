@@ -198,6 +198,10 @@ extension ErrorReport {
             return ErrorReport(status: .unsupported, message: e.description,
                                hint: "without Bluetooth, the GATT commands still work against the simulator on a unix:PATH target",
                                fields: fields)
+        case .permissionDenied where e.syscall.hasPrefix("send") || e.syscall.hasPrefix("recv") || e.syscall == "SO_ERROR":
+            // An established link the kernel ended with Authentication Failure (HCI 0x05 as EACCES): the connection
+            // was lost, as when the same end arrives while a request waits; no capability changes it.
+            return ErrorReport(status: .connection, message: e.description, fields: fields)
         case .notPermitted, .permissionDenied:
             fields.append(("needs", "CAP_NET_RAW and CAP_NET_ADMIN"))
             let message = e.advice.isEmpty ? e.description + ": this needs CAP_NET_RAW and CAP_NET_ADMIN" : e.description

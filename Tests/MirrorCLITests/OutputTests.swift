@@ -137,6 +137,12 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(socket.status, .unsupported)
         XCTAssertEqual(socket.json["error"]?["errnoName"], "EAFNOSUPPORT")
         XCTAssertEqual(ErrorReport(TransportError.connectTimedOut(peer: "00:AA:01:01:00:01", seconds: 10)).status, .timeout)
+        // EACCES from a send on an established link is its authentication failure: the connection lost (6), as when
+        // the same end reaches a waiting request; from socket() it is the missing capability (7).
+        let ended = ErrorReport(TransportError.socket(LinuxBluetooth.socketError("send", EACCES, "sending a 3-byte PDU", .l2cap(peer: "00:AA:01:01:00:01"))))
+        XCTAssertEqual(ended.status, .connection)
+        XCTAssertNil(ended.json["error"]?["needs"])
+        XCTAssertEqual(ErrorReport(TransportError.socket(LinuxBluetooth.socketError("socket", EACCES, "opening", .l2cap(peer: "00:AA:01:01:00:01")))).status, .unsupported)
         XCTAssertEqual(ErrorReport(MirrorProcedureError("no mirror service")).status, .failure)
         do {
             _ = try MirrorProfile.load(path: "/nonexistent/profile.json")
