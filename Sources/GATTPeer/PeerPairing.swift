@@ -171,3 +171,36 @@ public enum Pairing {
         }, on: loop)
     }
 }
+
+extension Peer {
+    /// How long `raiseSecurity` waits for the keys after the link is encrypted (they follow at once, Vol 3 Part H
+    /// §3.6.1); a link encrypted with a key the kernel holds gets none, and waits it out.
+    public static let keysAfterRaiseWait: Duration = .seconds(1)
+
+    /// Raises the link's security to `level` when it is below (BT_SECURITY: the kernel runs SMP with this connection's
+    /// agent, `Options.pairing`, or encrypts with a key it holds) and waits for the link to take data again; returns
+    /// the level then and what the agent served since the connect or the last raise (a raise with no request answered
+    /// was Just Works or the kernel's held key: the New Long Term Key, awaited at most `keysWait`, tells them apart).
+    /// Throws `PairingUnavailableError` without an agent, or the raise's `GATTError`.
+    public func raiseSecurity(to level: BTSecurityLevel, keysWait: Duration = Peer.keysAfterRaiseWait) async throws
+        -> (level: BTSecurityLevel, served: ServedPairing) {
+        guard let agent = pairing else {
+            throw PairingUnavailableError("raising the security of \(target) needs this process's pairing agent: connect with Options.pairing")
+        }
+        return try await withLinkLoop(loop) { () async throws -> (level: BTSecurityLevel, served: ServedPairing) in
+            var raised = false
+            if client.securityLevel < level {
+                try await client.setSecurityLevel(level)
+                // The kernel holds the socket in BT_CONFIG until SMP ends: the link takes data again once encrypted.
+                try await client.waitForTheLink(after: level)
+                raised = true
+            }
+            let now = client.securityLevel
+            var served = agent.takeServed()
+            if raised, served.method == nil, served.longTermKeys == 0 {
+                served = await BlockingThread.shared.run { agent.takeServed(awaitingKeysFor: keysWait) }
+            }
+            return (now, served)
+        }
+    }
+}

@@ -156,19 +156,12 @@ let shellCommand = Command(CommandSpec(
 
 /// One `mirror shell`: its connection, its subscriptions, the line editor, and where lines go.
 final class Shell: Sendable {
-    struct Subscription: Sendable {
-        var characteristic: GATTCharacteristic
-        var label: String?
-        var task: Task<Void, Never>
-    }
-
     struct State: Sendable {
         var session: Session?
         /// The TARGET of the last connection, as typed.
         var target: String
         /// The options of the last connection: mirror shell's, with a connect line's laid over them.
         var options: GlobalOptions
-        var subscriptions: [UInt16: Subscription] = [:]
         /// `trace on|off`, kept for the next connection too.
         var trace: Bool
         /// `btsnoop FILE` (or --btsnoop): the capture every connection of the shell is written to until `btsnoop off`.
@@ -193,7 +186,7 @@ final class Shell: Sendable {
     let questions: EditorQuestions
     /// --pair's agent (the shell's, or a connect line's): --io, and its prompts through the editor.
     let agentSetup: Pairing.AgentSetup
-    /// Guards the connection, its subscriptions, the target and the trace switch.
+    /// Guards the connection (its background subscriptions are its `shared`'s), the target and the trace switch.
     let state: Lock<State>
 
     init(_ inv: Invocation, target: String, keepGoing: Bool) throws {
@@ -224,10 +217,6 @@ final class Shell: Sendable {
     static var specs: [CommandSpec] {
         commandTable.filter { shellPassThrough.contains($0.spec.name) }.map(\.spec) + shellOwnCommands
     }
-
-    /// How long the shell's `pair` waits for the keys after the link is encrypted (they follow at once, Vol 3 Part H
-    /// §3.6.1); a link encrypted with a held key gets none, and waits it out.
-    static let pairKeysWait: Duration = .seconds(1)
 
     /// The shell's `pair` result: the link's security, then the method of the pairing the agent served since the
     /// connect or the last `pair` (none: the kernel encrypted with a key it holds); --json: one object, both keys.
@@ -417,7 +406,7 @@ final class Shell: Sendable {
             let s = try session()
             var handles: [UInt16] = []
             if refs.isEmpty {
-                handles = state.withLock { $0.subscriptions.keys.sorted() }
+                handles = s.shared?.subscribedHandles ?? []
             } else {
                 for ref in refs { handles.append(try await s.characteristic(ref, command: name).characteristic.valueHandle) }
             }
@@ -427,11 +416,9 @@ final class Shell: Sendable {
                 }
             }
             for h in handles {
-                guard let sub = state.withLock({ $0.subscriptions[h] }) else {
+                guard let sub = try await s.shared?.unsubscribe(valueHandle: h) else {
                     throw UsageError("\(ATTHex.handle(h)) is not subscribed in this shell", token: ATTHex.handle(h), command: name)
                 }
-                try await s.client.unsubscribe(from: sub.characteristic)
-                _ = state.withLock { $0.subscriptions.removeValue(forKey: h) }
                 if json {
                     console.out(JSONValue.object([("unsubscribed", .int(Int(h))), ("name", sub.label.map { .string($0) } ?? .null)]).compact)
                 } else {
@@ -470,25 +457,13 @@ final class Shell: Sendable {
             }
         case "pair":
             let s = try session()
-            guard let agent = s.pairing else {
+            guard s.pairing != nil else {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
             let level: BTSecurityLevel = args.has("--high") ? .high : .medium
             // What the agent served since the connect or the last pair line counts: --pair's connect may have paired
             // already (smp.c sets AuthReq's MITM flag when this side has IO, Vol 3 Part H §3.5.1), and that is the method.
-            var raised = false
-            if s.client.securityLevel < level {
-                try await s.client.setSecurityLevel(level)
-                // The kernel holds the socket in BT_CONFIG until SMP ends: the link takes data again once encrypted.
-                try await s.client.waitForTheLink(after: level)
-                raised = true
-            }
-            let now = s.client.securityLevel
-            // A raise with no request answered was Just Works or the kernel's held key: the New LTK tells them apart.
-            var served = agent.takeServed()
-            if raised, served.method == nil, served.longTermKeys == 0 {
-                served = await BlockingThread.shared.run { agent.takeServed(awaitingKeysFor: Shell.pairKeysWait) }
-            }
+            let (now, served) = try await s.peer.raiseSecurity(to: level)
             for line in Shell.pairResult(security: "\(now)", served: served, json: json) { console.out(line) }
         case "disconnect":
             let target = try session().transport.label
@@ -534,7 +509,7 @@ final class Shell: Sendable {
     /// `wait`: returns once `count` values no wait counted yet were printed by the background subscriptions, and
     /// counts them; after `seconds` fails with a timeout naming how many came.
     private func waitForValues(_ count: Int, within seconds: Double) async throws {
-        let (available, subscribed) = (deliveries.withLock { $0.printed - $0.counted }, state.withLock { !$0.subscriptions.isEmpty })
+        let (available, subscribed) = (deliveries.withLock { $0.printed - $0.counted }, state.withLock { $0.session?.shared?.isSubscribed ?? false })
         guard available >= count || subscribed else {
             throw CLIError.failure("wait: no background subscription to wait on (subscribe first)")
         }
@@ -644,10 +619,10 @@ final class Shell: Sendable {
         let mine = state.withLock { s in
             guard s.session === session else { return false }
             s.session = nil
-            s.subscriptions = [:]
             return true
         }
         guard mine else { return }
+        _ = session.shared?.endAll()
         questions.setShellPrompt(Shell.prompt(connectedTo: nil))
         let json = base.global.json
         let console = self.console
@@ -672,57 +647,33 @@ final class Shell: Sendable {
     }
 
     /// The connection and its subscriptions, taken out of the state.
-    private func takeConnection() -> (Session?, [Subscription]) {
-        state.withLock { s in
-            let taken = (s.session, Array(s.subscriptions.values))
-            s.session = nil
-            s.subscriptions = [:]
-            return taken
+    private func takeConnection() -> (Session?, [SharedNotifications.Subscription]) {
+        let session = state.withLock { s in
+            defer { s.session = nil }
+            return s.session
         }
+        return (session, session?.shared?.endAll() ?? [])
     }
 
-    /// One background subscription: the CCCD written, then a task that prints each value as it comes.
+    /// One background subscription (GATTPeer's SharedNotifications: the route, then the CCCD write), each value
+    /// printed as it comes.
     private func subscribe(_ ref: CharacteristicReference, session: Session, preferIndications: Bool, json: Bool) async throws {
         let entry = try await session.characteristic(ref, command: "subscribe")
         let c = entry.characteristic
-        if state.withLock({ $0.subscriptions[c.valueHandle] != nil }) {
-            console.err("already subscribed to \(ATTHex.handle(c.valueHandle))\(labelSuffix(entry.label))")
-            return
-        }
-        // What is printed comes by the connection's router: each value this handle's route is given, which a running
-        // listen's claim did not hold when it was delivered (one notification, one line). Routed from before the
-        // CCCD write; the GATT client's own stream of the handle only says when the subscription ends.
-        guard let router = session.router else { throw GATTError.unsupported("background subscriptions need the shell's connection") }
-        let routed = router.route(handle: c.valueHandle)
-        let value: [UInt8]?, stream: GATTNotificationStream
-        do {
-            (value, stream) = try await session.client.subscribe(to: c, preferIndications: preferIndications)
-        } catch {
-            router.endRoute(handle: c.valueHandle)
-            throw error
-        }
-        let mode = GATTSubscriptionMode(for: c.properties, preferIndications: preferIndications) == .indicate ? "indications" : "notifications"
+        guard let shared = session.shared else { throw GATTError.unsupported("background subscriptions need the shell's connection") }
         let label = entry.label
         let profile = session.profile
-        // The route was made before the CCCD write; what it dropped until now came before the subscription completed.
-        let droppedBeforeSubscribed = routed.droppedCount
-        // The subscription ends with the client's stream (unsubscribe, or the connection's end): then its route does,
-        // after the values it holds.
-        Task {
-            do { for try await _ in stream {} } catch {}
-            router.endRoute(handle: c.valueHandle)
+        let subscribed = try await shared.subscribe(entry, preferIndications: preferIndications, deliver: { [weak self] n in
+            self?.show(ListenEvent(time: unixNow(), handle: n.handle, name: label,
+                                   decoded: ValueFormatter.decode(n.value, uuid: c.uuid, name: label, profile: profile),
+                                   indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore))
+        }, dropped: { [weak self] fellBehind, before in self?.showDropped(c.valueHandle, fellBehind: fellBehind, beforeSubscribed: before) })
+        guard let subscribed else {
+            console.err("already subscribed to \(ATTHex.handle(c.valueHandle))\(labelSuffix(label))")
+            return
         }
-        let task = Task { [weak self] in
-            for await n in routed {
-                let event = ListenEvent(time: unixNow(), handle: n.handle, name: label,
-                                        decoded: ValueFormatter.decode(n.value, uuid: c.uuid, name: label, profile: profile),
-                                        indication: n.kind == .indication, value: n.value, droppedBefore: n.droppedBefore)
-                self?.show(event)
-            }
-            let total = routed.droppedCount
-            if total > 0 { self?.showDropped(c.valueHandle, fellBehind: total - droppedBeforeSubscribed, beforeSubscribed: droppedBeforeSubscribed) }
-        }
-        state.withLock { $0.subscriptions[c.valueHandle] = Subscription(characteristic: c, label: label, task: task) }
+        let mode = subscribed.mode == .indicate ? "indications" : "notifications"
+        let value = subscribed.value
         if json {
             console.out(JSONValue.object([
                 ("subscribed", .int(Int(c.valueHandle))), ("name", label.map { .string($0) } ?? .null), ("mode", .string(mode)),
@@ -843,33 +794,5 @@ final class Shell: Sendable {
             if let d = known.descriptions[c.valueHandle] { words.append(d) }
         }
         return words
-    }
-}
-
-/// The one thread for the shell's blocking calls (the prompt's read when no line is buffered, the agent's wait for
-/// keys): started at the first call and kept, so a line costs a wake, never a new thread. Calls run one at a time,
-/// in order; the thread waits for the next with no limit (it only serves, and ends with the process).
-final class BlockingThread: Sendable {
-    static let shared = BlockingThread()
-    private let jobs = Lock<(queue: [@Sendable () -> Void], started: Bool)>(([], false))
-
-    /// Runs `body` on the thread; the caller's task is resumed on its own executor (the shell's loop) after.
-    func run<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
-        await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
-            let start = jobs.withLockBroadcasting { s -> Bool in
-                s.queue.append { continuation.resume(returning: body()) }
-                defer { s.started = true }
-                return !s.started
-            }
-            if start { startDetachedThread { [self] in serve() } }
-        }
-    }
-
-    private func serve() {
-        _ = cbz_set_thread_name("mirror-input")
-        while true {
-            let job = jobs.wait(until: { s -> (@Sendable () -> Void)? in s.queue.isEmpty ? nil : s.queue.removeFirst() })
-            job()
-        }
     }
 }

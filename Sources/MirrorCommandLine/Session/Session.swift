@@ -61,11 +61,9 @@ final class Session: Sendable {
     var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
-    /// The shell's one delivery path from the connection's values to its printers (GATTPeer's NotificationRouter): a
-    /// running listen's claim, else a background subscription's route; each value printed once. Nil one-shot.
-    let router: NotificationRouter?
-    /// The claim of the listen running in the shell, if any (`listenNotifications`).
-    private let listenClaim = Lock<UInt64?>(nil)
+    /// The shell's consumers of the connection's values (GATTPeer's SharedNotifications): a running listen's claim,
+    /// else a background subscription's route; each value printed once. Nil one-shot.
+    let shared: SharedNotifications?
     /// The shell's discovery in the background at a terminal (for Tab), if one was started.
     let backgroundDiscovery = Lock<Task<Void, Never>?>(nil)
 
@@ -84,7 +82,7 @@ final class Session: Sendable {
         self.profile = profile
         self.timeout = timeout
         self.clientRxMTU = clientRxMTU
-        router = heldByShell ? NotificationRouter(client: peer.client) : nil
+        shared = heldByShell ? SharedNotifications(client: peer.client) : nil
     }
 
     /// The ATT_MTU in effect.
@@ -173,37 +171,21 @@ final class Session: Sendable {
         if heldByShell { stream.finish() }
     }
 
-    /// The stream a listen reads: `procedureNotifications`, and in the shell a claim on the router armed in the same
-    /// turn of the loop as the stream (every value the stream has is the listen's to print, no background
-    /// subscription's), holding `count` values (nil: until `endListenNotifications`).
+    /// The stream a listen reads: `procedureNotifications`, and in the shell one claimed on the router
+    /// (`SharedNotifications.listenStream`), holding `count` values (nil: until `endListenNotifications`).
     func listenNotifications(count: Int?) throws(GATTError) -> GATTNotificationStream {
-        guard let router else { return try procedureNotifications() }
-        let (id, armed) = router.claim(count: count) { [client] in
-            Result { () throws(GATTError) -> GATTNotificationStream in try client.notificationStream() }
-        }
-        switch armed {
-        case .success(let stream):
-            listenClaim.withLock { $0 = id }
-            return stream
-        case .failure(let error):
-            router.release(id)
-            throw error
-        }
+        guard let shared else { return try procedureNotifications() }
+        return try shared.listenStream(count: count)
     }
 
-    /// Ends a listen's stream: in the shell, its claim released in the same turn of the loop as the stream is
-    /// finished (a value delivered before is the listen's, one after a background subscription's); one-shot the
-    /// stream is finished when `finish` (--duration is up), else left to the connection's end.
+    /// Ends a listen's stream: in the shell with its claim (`SharedNotifications.endListen`); one-shot the stream is
+    /// finished when `finish` (--duration is up), else left to the connection's end.
     func endListenNotifications(_ stream: GATTNotificationStream, finish: Bool = false) {
-        guard let router else {
+        guard let shared else {
             if finish { stream.finish() }
             return
         }
-        if let id = listenClaim.withLock({ $0 }) {
-            router.release(id) { stream.finish() }
-        } else {
-            stream.finish()
-        }
+        shared.endListen(stream)
     }
 
     /// What a command does when it is done with its session: closes it, unless it is the shell's.

@@ -1,0 +1,114 @@
+// GATTPeer's SharedNotifications (`mirror shell`'s background subscriptions and its listen's claim) in-process
+// against the simulator: each value handed once, to the claim while it holds, else to its subscription; a second
+// subscribe of one characteristic refused; unsubscribe and endAll end them. The CLI's ShellTests cover what it prints.
+import GATTPeer
+import Mirror
+import MirrorSimulator
+import XCTest
+
+final class SharedNotificationsTests: XCTestCase {
+    func connect(_ h: SimHarness) async throws -> Peer {
+        var o = Peer.Options()
+        o.names = CharacteristicNames(MirrorProfile.bundled.characteristics)
+        o.transactionTimeout = .seconds(5)
+        return try await Peer.connect(to: .unix(path: h.path), options: o)
+    }
+
+    /// The first `count` values of `stream`, waiting at most `seconds` (fewer when the limit came first).
+    func first(_ count: Int, of stream: AsyncStream<[UInt8]>, within seconds: Int = 10) async -> [[UInt8]] {
+        await withTaskGroup(of: [[UInt8]]?.self) { group in
+            group.addTask {
+                var values: [[UInt8]] = []
+                for await v in stream {
+                    values.append(v)
+                    if values.count == count { break }
+                }
+                return values
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(seconds))
+                return nil
+            }
+            let values = await group.next() ?? nil
+            group.cancelAll()
+            return values ?? []
+        }
+    }
+
+    /// Starts the simulator's scan, whose scanState notifications (0x01, 0x02, 0x03...) follow.
+    func startScan(_ peer: Peer) async throws {
+        try await peer.write(.name("cloudToken"), Array("http://127.0.0.1:9/shared".utf8))
+        try await peer.write(.name("scannerAction"), [MirrorProfile.bundled.initDeviceForScanCommand])
+    }
+
+    func testABackgroundSubscriptionHandsEachValueAndEndsWithUnsubscribe() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await connect(h)
+        defer { peer.close() }
+        let shared = SharedNotifications(client: peer.client)
+        let entry = try await peer.characteristic(.name("scanState"))
+        let (values, delivered) = AsyncStream.makeStream(of: [UInt8].self)
+        let subscribed = try await shared.subscribe(entry, preferIndications: false, deliver: { delivered.yield($0.value) },
+                                                    dropped: { _, _ in XCTFail("nothing dropped") })
+        XCTAssertEqual(subscribed?.mode, .notify)
+        XCTAssertEqual(subscribed?.value, [0x00], "the value read after the CCCD write")
+        let again = try await shared.subscribe(entry, preferIndications: false, deliver: { _ in XCTFail("subscribed once") }, dropped: { _, _ in })
+        XCTAssertNil(again, "a characteristic subscribed already is not subscribed again")
+        XCTAssertEqual(shared.subscribedHandles, [0x000C])
+        XCTAssertTrue(shared.isSubscribed)
+        try await startScan(peer)
+        let seen = await first(3, of: values)
+        XCTAssertEqual(seen, [[0x01], [0x02], [0x03]])
+        let ended = try await shared.unsubscribe(valueHandle: 0x000C)
+        XCTAssertEqual(ended?.label, "scanState")
+        XCTAssertEqual(ended?.characteristic.valueHandle, 0x000C)
+        XCTAssertFalse(shared.isSubscribed)
+        let none = try await shared.unsubscribe(valueHandle: 0x000C)
+        XCTAssertNil(none, "nothing left to end")
+    }
+
+    /// A listen's claim (count 2) takes the next two values whichever handle; the third is the subscription's.
+    func testAListensClaimTakesItsValuesAndTheSubscriptionTheOnesAfter() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await connect(h)
+        defer { peer.close() }
+        let shared = SharedNotifications(client: peer.client)
+        let entry = try await peer.characteristic(.name("scanState"))
+        let (values, delivered) = AsyncStream.makeStream(of: [UInt8].self)
+        _ = try await shared.subscribe(entry, preferIndications: false, deliver: { delivered.yield($0.value) }, dropped: { _, _ in })
+        let stream = try shared.listenStream(count: 2)
+        try await startScan(peer)
+        // The listen's reader ends when endListen finishes its stream.
+        let (claimedValues, claimedSink) = AsyncStream.makeStream(of: [UInt8].self)
+        let reader = Task {
+            do { for try await n in stream { claimedSink.yield(n.value) } } catch {}
+            claimedSink.finish()
+        }
+        let claimed = await first(2, of: claimedValues)
+        shared.endListen(stream)
+        await reader.value
+        XCTAssertEqual(claimed, [[0x01], [0x02]])
+        let routed = await first(1, of: values)
+        XCTAssertEqual(routed, [[0x03]], "the value after the claim let go is the subscription's, and only its")
+        let all = shared.endAll()
+        XCTAssertEqual(all.map(\.characteristic.valueHandle), [0x000C])
+        XCTAssertFalse(shared.isSubscribed)
+        for sub in all { sub.task.cancel() }
+    }
+
+    /// A raise of the link's security needs this process's pairing agent (none over unix:).
+    func testRaisingSecurityWithoutAnAgentIsRefused() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await connect(h)
+        defer { peer.close() }
+        do {
+            _ = try await peer.raiseSecurity(to: .medium)
+            XCTFail("no agent, no raise")
+        } catch let e as PairingUnavailableError {
+            XCTAssertTrue(e.description.contains("needs this process's pairing agent"), e.description)
+        }
+    }
+}
