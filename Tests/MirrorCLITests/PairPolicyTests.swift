@@ -3,6 +3,7 @@
 import Foundation
 import Bonding
 import GATTPeer
+import LineEditor
 import LinkCore
 import LinuxBluetooth
 @testable import MirrorCommandLine

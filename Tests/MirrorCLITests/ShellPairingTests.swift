@@ -1,4 +1,4 @@
-// mirror shell --pair's questions (EditorQuestions) over a fake editor: a question asked while a line runs is read
+// mirror shell --pair's questions (LineEditor's EditorQuestions, the CLI's pairingPrompts) over a fake editor: a question asked while a line runs is read
 // by the agent, one asked at the prompt is answered by the loop's next line, one reader at a time, the time limit on
 // both paths, Ctrl-C, an invalid passkey, and off a terminal the refusal that names --passkey; the option's usage.
 import Foundation

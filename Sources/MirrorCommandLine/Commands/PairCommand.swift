@@ -7,6 +7,7 @@ import GATTPeer
 import Glibc
 import HostEnvironment
 import JSON
+import LineEditor
 import LinuxBluetooth
 import LinkCore
 
@@ -156,30 +157,6 @@ extension Pairing.AgentSetup {
     static func standard(console: Console, acceptJustWorks: Bool = false) -> Pairing.AgentSetup {
         Pairing.AgentSetup(io: .noInputNoOutput, prompts: Pairing.terminalPrompts(passkey: nil, console: console, acceptJustWorks: acceptJustWorks),
                            say: { console.err($0) })
-    }
-}
-
-/// Where `mirror pair`'s and --pair's terminal questions read their answers: standard input, asked only when it and
-/// standard error are terminals, each answer awaited at most `limit` (the shell's, under SMP's 30 s: Vol 3 Part H §3.4).
-struct TerminalAnswers: Sendable {
-    var isTerminal: Bool
-    var fd: Int32
-    var limit: Duration
-    var readLine: @Sendable () -> String?
-
-    static func standard() -> TerminalAnswers {
-        TerminalAnswers(isTerminal: isatty(0) == 1 && isatty(2) == 1, fd: 0, limit: EditorQuestions.answerLimit,
-                        readLine: { Swift.readLine() })
-    }
-
-    /// The line typed after `question` (already printed), within `limit`. A prompt of --pair's agent holds the link's
-    /// loop, where the signals are read, so the wait takes them (BlockingWait) and Ctrl-C still ends the command.
-    func answer(_ question: String) throws(ShellQuestionError) -> String {
-        let ms = Int32(clamping: limit.nanosecondsClamped / 1_000_000)
-        let ready = BlockingWait.poll(fd: fd, events: Int16(POLLIN), timeoutMilliseconds: ms)
-        guard ready != 0 else { throw .timedOut(question: question, after: limit) }
-        guard ready > 0, let line = readLine() else { throw .ended(question: question) }
-        return line
     }
 }
 
