@@ -129,3 +129,68 @@ public final class SharedNotifications: Sendable {
         }
     }
 }
+
+/// How many values the background subscriptions' consumer took, and how many a `wait` counted: one for a program's
+/// life, across its connections (`mirror shell`'s `wait`: a value taken after the previous wait counts, even one
+/// that came before the wait began, so write-then-wait never misses the answer to the write).
+public final class DeliveryTally: Sendable {
+    private struct State {
+        var taken = 0
+        var counted = 0
+        var waiter: (count: Int, continuation: CheckedContinuation<Void, Never>)?
+    }
+
+    private let state = Lock(State())
+
+    /// No value taken yet.
+    public init() {}
+
+    /// One value taken (after its consumer is done with it): a wait waiting for it may go on.
+    public func add() {
+        state.withLock { d -> CheckedContinuation<Void, Never>? in
+            d.taken += 1
+            guard let w = d.waiter, d.taken - d.counted >= w.count else { return nil }
+            d.waiter = nil
+            return w.continuation
+        }?.resume()
+    }
+
+    /// The values taken that no wait counted yet.
+    public var uncounted: Int { state.withLock { $0.taken - $0.counted } }
+
+    /// Waits until `count` values no wait counted yet were taken, at most `limit`, or until the task is cancelled;
+    /// counts them when they came. Returns whether they came, and how many are left uncounted then.
+    public func awaitValues(_ count: Int, within limit: Duration) async -> (arrived: Bool, uncounted: Int) {
+        let arrived = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.taken(count); return !Task.isCancelled }
+            group.addTask {
+                try? await MonotonicClock().sleep(for: limit)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        let left = state.withLock { d in
+            if arrived { d.counted += count }
+            return d.taken - d.counted
+        }
+        return (arrived, left)
+    }
+
+    /// Returns once `count` values are taken and not yet counted, or when the task is cancelled.
+    private func taken(_ count: Int) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { d -> Bool in
+                    if d.taken - d.counted >= count || Task.isCancelled { return true }
+                    d.waiter = (count, c)
+                    return false
+                }
+                if now { c.resume() }
+            }
+        } onCancel: {
+            state.withLock { d in defer { d.waiter = nil }; return d.waiter?.continuation }?.resume()
+        }
+    }
+}

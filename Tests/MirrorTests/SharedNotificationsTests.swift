@@ -111,4 +111,31 @@ final class SharedNotificationsTests: XCTestCase {
             XCTAssertTrue(e.description.contains("needs this process's pairing agent"), e.description)
         }
     }
+
+    /// The shell's `wait` count: values taken before a wait count for it, each once; a wait short of its count ends
+    /// at its limit with the values left uncounted; one that begins before the values comes back as they come.
+    func testATallyCountsEachValueTakenForOneWaitAndAShortWaitEndsAtItsLimit() async {
+        let tally = DeliveryTally()
+        tally.add()
+        tally.add()
+        let first = await tally.awaitValues(1, within: .seconds(5))
+        XCTAssertTrue(first.arrived)
+        XCTAssertEqual(first.uncounted, 1, "one taken and not yet counted")
+        let started = ContinuousClock.now
+        let short = await tally.awaitValues(2, within: .milliseconds(100))
+        XCTAssertFalse(short.arrived)
+        XCTAssertEqual(short.uncounted, 1, "a wait that timed out counts nothing")
+        XCTAssertGreaterThanOrEqual(ContinuousClock.now - started, .milliseconds(100))
+        let waiting = Task { await tally.awaitValues(3, within: .seconds(10)) }
+        tally.add()
+        tally.add()
+        let late = await waiting.value
+        XCTAssertTrue(late.arrived)
+        XCTAssertEqual(late.uncounted, 0)
+        let cancelled = Task { await tally.awaitValues(1, within: .seconds(10)) }
+        cancelled.cancel()
+        let ended = await cancelled.value
+        XCTAssertFalse(ended.arrived, "a cancelled wait counts nothing")
+        XCTAssertEqual(tally.uncounted, 0)
+    }
 }

@@ -170,16 +170,10 @@ final class Shell: Sendable {
         var captureFailed = false
     }
 
-    /// The values the background subscriptions printed, those a `wait` counted, and the wait that waits for more.
-    struct Deliveries: Sendable {
-        var printed = 0
-        var counted = 0
-        var waiter: (count: Int, continuation: CheckedContinuation<Void, Never>)?
-    }
-
     let base: Invocation
     let console: Console
-    let deliveries = Lock(Deliveries())
+    /// The values the background subscriptions printed, and those a `wait` counted.
+    let deliveries = DeliveryTally()
     let keepGoing: Bool
     let editor: LineEditor
     /// The editor's one reader at a time: the loop's lines, and the pairing agent's questions (--pair).
@@ -507,46 +501,16 @@ final class Shell: Sendable {
     }
 
     /// `wait`: returns once `count` values no wait counted yet were printed by the background subscriptions, and
-    /// counts them; after `seconds` fails with a timeout naming how many came.
+    /// counts them (GATTPeer's DeliveryTally); after `seconds` fails with a timeout naming how many came.
     private func waitForValues(_ count: Int, within seconds: Double) async throws {
-        let (available, subscribed) = (deliveries.withLock { $0.printed - $0.counted }, state.withLock { $0.session?.shared?.isSubscribed ?? false })
+        let (available, subscribed) = (deliveries.uncounted, state.withLock { $0.session?.shared?.isSubscribed ?? false })
         guard available >= count || subscribed else {
             throw CLIError.failure("wait: no background subscription to wait on (subscribe first)")
         }
-        let deliveries = self.deliveries
-        let arrived = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await Shell.values(count, deliveries); return !Task.isCancelled }
-            group.addTask {
-                try? await MonotonicClock().sleep(for: .milliseconds(Int64((seconds * 1000).rounded())))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
-        let came = deliveries.withLock { d in
-            if arrived { d.counted += count }
-            return d.printed - d.counted
-        }
+        let (arrived, came) = await deliveries.awaitValues(count, within: .milliseconds(Int64((seconds * 1000).rounded())))
         if arrived { return }
         if Task.isCancelled { throw GATTError.cancelled(operation: "wait") }
         throw CLIError.timeout(what: "\(count) value\(count == 1 ? "" : "s") of the background subscriptions (\(came) came)", seconds: seconds)
-    }
-
-    /// Returns once `count` values are printed and not yet counted, or when the task is cancelled.
-    private static func values(_ count: Int, _ deliveries: Lock<Deliveries>) async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
-                let now = deliveries.withLock { d -> Bool in
-                    if d.printed - d.counted >= count || Task.isCancelled { return true }
-                    d.waiter = (count, c)
-                    return false
-                }
-                if now { c.resume() }
-            }
-        } onCancel: {
-            deliveries.withLock { d in defer { d.waiter = nil }; return d.waiter?.continuation }?.resume()
-        }
     }
 
     /// Opens `path` as the shell's capture (closing the one before it) and writes the connection to it from now on.
@@ -697,12 +661,7 @@ final class Shell: Sendable {
             console.out(line)
         }
         // Printed: a `wait` waiting for it may go on.
-        deliveries.withLock { d -> CheckedContinuation<Void, Never>? in
-            d.printed += 1
-            guard let w = d.waiter, d.printed - d.counted >= w.count else { return nil }
-            d.waiter = nil
-            return w.continuation
-        }?.resume()
+        deliveries.add()
     }
 
     /// At a subscription's end, when it dropped values: "N notifications dropped (...)" on stderr (above the line at
