@@ -97,6 +97,24 @@ public enum Pairing {
         return (outcome, adapter)
     }
 
+    /// `mirror pair`: refuses while bluetoothd runs (it answers the kernel's pairing requests too and owns the
+    /// adapter's keys), pairs (`pair`), and keeps the new bond (`BondKeys.save`, replacing a bonded identity's only
+    /// when `replacing`) unless the kernel already held keys. Returns the pairing, the adapter and the bond kept.
+    public static func bond(address: BluetoothAddress, type: LEAddressType, adapter name: String?, io: IOCapability,
+                            prompts: PairingPrompts, dropPrivileges: ((String) -> Void)?, requireMITM: Bool = false,
+                            replacing: Bool, now: Int, note: (String) -> Void) throws
+        -> (outcome: PairingOutcome, adapter: HCIAdapter, bond: (text: String, file: String?)?) {
+        let adapterName = try HCIAdapter.chosen(name)
+        if let pid = BluetoothDaemon.runningPID() {
+            throw PairingUnavailableError("bluetoothd runs (pid \(pid)) and owns pairing and the keys on this machine: pair with it (`bluetoothctl pair \(address)`, its agent answering), and mirror uses that bond; or stop it (`sudo systemctl stop bluetooth`) to pair with mirror")
+        }
+        let (outcome, adapter) = try pair(address: address, type: type, adapter: adapterName, io: io, prompts: prompts,
+                                          dropPrivileges: dropPrivileges, requireMITM: requireMITM, note: note)
+        let bond = outcome.alreadyPaired ? nil : try BondKeys.save(outcome.keyEvents, peer: outcome.address, method: BondMethod(outcome.method),
+                                                                   adapter: adapter, now: now, replacing: replacing)
+        return (outcome, adapter, bond)
+    }
+
     /// Under `required`, a pairing whose LTKs are unauthenticated (legacy Just Works asks user space nothing, so it
     /// is known only from New Long Term Key's Key_Type, Vol 3 Part H §2.3.1) is undone: Unpair Device on the agent's
     /// socket (trusted from its bind), then `PairingWithoutMITMError`.

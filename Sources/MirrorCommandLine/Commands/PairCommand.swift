@@ -122,19 +122,12 @@ let pairCommand = Command(CommandSpec(
         throw UsageError("--require-mitm needs an --io that can show or enter a passkey (display, yesno, keyboard, keyboard-display): with none every pairing is Just Works, without MITM protection",
                          token: "--require-mitm", command: "pair")
     }
-    let adapterName = try HCIAdapter.chosen(inv.global.adapter)
-    // Coexistence: bluetoothd answers the kernel's pairing requests too (negatively, when no agent of its asked), and
-    // it owns the adapter's keys: pairing goes through it, and mirror uses the bond it keeps.
-    if let pid = BluetoothDaemon.runningPID() {
-        throw CLIError.unsupported("bluetoothd runs (pid \(pid)) and owns pairing and the keys on this machine: pair with it (`bluetoothctl pair \(address)`, its agent answering), and mirror uses that bond; or stop it (`sudo systemctl stop bluetooth`) to pair with mirror")
-    }
     let prompts = Pairing.terminalPrompts(passkey: passkey, console: inv.console,
                                           acceptJustWorks: inv.arguments.has("--accept-just-works"))
-    let (outcome, adapter) = try Pairing.pair(address: address, type: target.addressType, adapter: adapterName, io: io,
-                                              prompts: prompts, dropPrivileges: { Privilege.dropAll($0) },
-                                              requireMITM: requireMITM, note: { inv.console.err("note: \($0)") })
-    let bond = outcome.alreadyPaired ? nil : try BondKeys.save(outcome.keyEvents, peer: outcome.address, method: BondMethod(outcome.method),
-                                                               adapter: adapter, now: Int(time(nil)), replacing: inv.global.repair)
+    // Coexistence: bluetoothd owns pairing and the keys while it runs (GATTPeer's Pairing.bond refuses then).
+    let (outcome, adapter, bond) = try Pairing.bond(address: address, type: target.addressType, adapter: inv.global.adapter, io: io,
+                                                    prompts: prompts, dropPrivileges: { Privilege.dropAll($0) }, requireMITM: requireMITM,
+                                                    replacing: inv.global.repair, now: Int(time(nil)), note: { inv.console.err("note: \($0)") })
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("address", .string(outcome.address.description)), ("type", .string(outcome.type.description)),
