@@ -7,19 +7,12 @@ import MirrorSimulator
 import XCTest
 
 final class PeerListenTests: XCTestCase {
-    func connect(_ h: SimHarness) async throws -> Peer {
-        var o = Peer.Options()
-        o.names = CharacteristicNames(MirrorProfile.bundled.characteristics)
-        o.transactionTimeout = .seconds(5)
-        return try await Peer.connect(to: .unix(path: h.path), options: o)
-    }
-
     /// scanState by name: told subscribed (notifications, the value read after the CCCD write), armed once before
     /// the wait, then the scan's first three states with the target's label, and no drop (bounded: 10 s).
     func testListenSubscribesArmsAndHandsEachValueWithItsTarget() async throws {
         let h = try SimHarness()
         defer { h.stop() }
-        let peer = try await connect(h)
+        let peer = try await h.peer()
         defer { peer.close() }
         // The scan the write below starts needs a cloud token first (the simulator's upload target).
         try await peer.write(.name("cloudToken"), Array("http://127.0.0.1:9/peer".utf8))
@@ -54,7 +47,7 @@ final class PeerListenTests: XCTestCase {
     func testDurationEndsAQuietListen() async throws {
         let h = try SimHarness()
         defer { h.stop() }
-        let peer = try await connect(h)
+        let peer = try await h.peer()
         defer { peer.close() }
         let stream = try peer.client.notificationStream()
         let started = ContinuousClock.now
@@ -70,7 +63,7 @@ final class PeerListenTests: XCTestCase {
     func testACharacteristicThatCannotNotifyIsRefusedByName() async throws {
         let h = try SimHarness()
         defer { h.stop() }
-        let peer = try await connect(h)
+        let peer = try await h.peer()
         defer { peer.close() }
         let stream = try peer.client.notificationStream()
         do {

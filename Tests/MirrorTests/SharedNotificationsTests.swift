@@ -7,13 +7,6 @@ import MirrorSimulator
 import XCTest
 
 final class SharedNotificationsTests: XCTestCase {
-    func connect(_ h: SimHarness) async throws -> Peer {
-        var o = Peer.Options()
-        o.names = CharacteristicNames(MirrorProfile.bundled.characteristics)
-        o.transactionTimeout = .seconds(5)
-        return try await Peer.connect(to: .unix(path: h.path), options: o)
-    }
-
     /// The first `count` values of `stream`, waiting at most `seconds` (fewer when the limit came first).
     func first(_ count: Int, of stream: AsyncStream<[UInt8]>, within seconds: Int = 10) async -> [[UInt8]] {
         await withTaskGroup(of: [[UInt8]]?.self) { group in
@@ -35,6 +28,30 @@ final class SharedNotificationsTests: XCTestCase {
         }
     }
 
+    /// What a test gets: the peer, its SharedNotifications with scanState subscribed in the background, what
+    /// subscribe said, and the values handed on.
+    struct Subscribed {
+        var peer: Peer
+        var shared: SharedNotifications
+        var entry: CharacteristicCatalog.Entry
+        var said: SharedNotifications.Subscribed?
+        var values: AsyncStream<[UInt8]>
+    }
+
+    /// Runs `body` with scanState subscribed in the background on a simulator of its own.
+    func withScanStateSubscribed(_ body: (Subscribed) async throws -> Void) async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await h.peer()
+        defer { peer.close() }
+        let shared = SharedNotifications(client: peer.client)
+        let entry = try await peer.characteristic(.name("scanState"))
+        let (values, delivered) = AsyncStream.makeStream(of: [UInt8].self)
+        let said = try await shared.subscribe(entry, preferIndications: false, deliver: { delivered.yield($0.value) },
+                                              dropped: { _, _ in XCTFail("nothing dropped") })
+        try await body(Subscribed(peer: peer, shared: shared, entry: entry, said: said, values: values))
+    }
+
     /// Starts the simulator's scan, whose scanState notifications (0x01, 0x02, 0x03...) follow.
     func startScan(_ peer: Peer) async throws {
         try await peer.write(.name("cloudToken"), Array("http://127.0.0.1:9/shared".utf8))
@@ -42,67 +59,56 @@ final class SharedNotificationsTests: XCTestCase {
     }
 
     func testABackgroundSubscriptionHandsEachValueAndEndsWithUnsubscribe() async throws {
-        let h = try SimHarness()
-        defer { h.stop() }
-        let peer = try await connect(h)
-        defer { peer.close() }
-        let shared = SharedNotifications(client: peer.client)
-        let entry = try await peer.characteristic(.name("scanState"))
-        let (values, delivered) = AsyncStream.makeStream(of: [UInt8].self)
-        let subscribed = try await shared.subscribe(entry, preferIndications: false, deliver: { delivered.yield($0.value) },
-                                                    dropped: { _, _ in XCTFail("nothing dropped") })
-        XCTAssertEqual(subscribed?.mode, .notify)
-        XCTAssertEqual(subscribed?.value, [0x00], "the value read after the CCCD write")
-        let again = try await shared.subscribe(entry, preferIndications: false, deliver: { _ in XCTFail("subscribed once") }, dropped: { _, _ in })
-        XCTAssertNil(again, "a characteristic subscribed already is not subscribed again")
-        XCTAssertEqual(shared.subscribedHandles, [0x000C])
-        XCTAssertTrue(shared.isSubscribed)
-        try await startScan(peer)
-        let seen = await first(3, of: values)
-        XCTAssertEqual(seen, [[0x01], [0x02], [0x03]])
-        let ended = try await shared.unsubscribe(valueHandle: 0x000C)
-        XCTAssertEqual(ended?.label, "scanState")
-        XCTAssertEqual(ended?.characteristic.valueHandle, 0x000C)
-        XCTAssertFalse(shared.isSubscribed)
-        let none = try await shared.unsubscribe(valueHandle: 0x000C)
-        XCTAssertNil(none, "nothing left to end")
+        try await withScanStateSubscribed { s in
+            let (peer, shared, entry, subscribed, values) = (s.peer, s.shared, s.entry, s.said, s.values)
+            XCTAssertEqual(subscribed?.mode, .notify)
+            XCTAssertEqual(subscribed?.value, [0x00], "the value read after the CCCD write")
+            let again = try await shared.subscribe(entry, preferIndications: false, deliver: { _ in XCTFail("subscribed once") }, dropped: { _, _ in })
+            XCTAssertNil(again, "a characteristic subscribed already is not subscribed again")
+            XCTAssertEqual(shared.subscribedHandles, [0x000C])
+            XCTAssertTrue(shared.isSubscribed)
+            try await startScan(peer)
+            let seen = await first(3, of: values)
+            XCTAssertEqual(seen, [[0x01], [0x02], [0x03]])
+            let ended = try await shared.unsubscribe(valueHandle: 0x000C)
+            XCTAssertEqual(ended?.label, "scanState")
+            XCTAssertEqual(ended?.characteristic.valueHandle, 0x000C)
+            XCTAssertFalse(shared.isSubscribed)
+            let none = try await shared.unsubscribe(valueHandle: 0x000C)
+            XCTAssertNil(none, "nothing left to end")
+        }
     }
 
     /// A listen's claim (count 2) takes the next two values whichever handle; the third is the subscription's.
     func testAListensClaimTakesItsValuesAndTheSubscriptionTheOnesAfter() async throws {
-        let h = try SimHarness()
-        defer { h.stop() }
-        let peer = try await connect(h)
-        defer { peer.close() }
-        let shared = SharedNotifications(client: peer.client)
-        let entry = try await peer.characteristic(.name("scanState"))
-        let (values, delivered) = AsyncStream.makeStream(of: [UInt8].self)
-        _ = try await shared.subscribe(entry, preferIndications: false, deliver: { delivered.yield($0.value) }, dropped: { _, _ in })
-        let stream = try shared.listenStream(count: 2)
-        try await startScan(peer)
-        // The listen's reader ends when endListen finishes its stream.
-        let (claimedValues, claimedSink) = AsyncStream.makeStream(of: [UInt8].self)
-        let reader = Task {
-            do { for try await n in stream { claimedSink.yield(n.value) } } catch {}
-            claimedSink.finish()
+        try await withScanStateSubscribed { s in
+            let (peer, shared, values) = (s.peer, s.shared, s.values)
+            let stream = try shared.listenStream(count: 2)
+            try await startScan(peer)
+            // The listen's reader ends when endListen finishes its stream.
+            let (claimedValues, claimedSink) = AsyncStream.makeStream(of: [UInt8].self)
+            let reader = Task {
+                do { for try await n in stream { claimedSink.yield(n.value) } } catch {}
+                claimedSink.finish()
+            }
+            let claimed = await first(2, of: claimedValues)
+            shared.endListen(stream)
+            await reader.value
+            XCTAssertEqual(claimed, [[0x01], [0x02]])
+            let routed = await first(1, of: values)
+            XCTAssertEqual(routed, [[0x03]], "the value after the claim let go is the subscription's, and only its")
+            let all = shared.endAll()
+            XCTAssertEqual(all.map(\.characteristic.valueHandle), [0x000C])
+            XCTAssertFalse(shared.isSubscribed)
+            for sub in all { sub.task.cancel() }
         }
-        let claimed = await first(2, of: claimedValues)
-        shared.endListen(stream)
-        await reader.value
-        XCTAssertEqual(claimed, [[0x01], [0x02]])
-        let routed = await first(1, of: values)
-        XCTAssertEqual(routed, [[0x03]], "the value after the claim let go is the subscription's, and only its")
-        let all = shared.endAll()
-        XCTAssertEqual(all.map(\.characteristic.valueHandle), [0x000C])
-        XCTAssertFalse(shared.isSubscribed)
-        for sub in all { sub.task.cancel() }
     }
 
     /// A raise of the link's security needs this process's pairing agent (none over unix:).
     func testRaisingSecurityWithoutAnAgentIsRefused() async throws {
         let h = try SimHarness()
         defer { h.stop() }
-        let peer = try await connect(h)
+        let peer = try await h.peer()
         defer { peer.close() }
         do {
             _ = try await peer.raiseSecurity(to: .medium)

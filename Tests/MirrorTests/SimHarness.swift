@@ -5,6 +5,7 @@ import LinuxBluetooth
 import LinkCore
 import Foundation
 import GATTClient
+import GATTPeer
 import Mirror
 import MirrorSimulator
 import XCTest
@@ -54,6 +55,14 @@ final class SimHarness: Sendable {
         let client = try await GATTClient.connect(transport: bearer, configuration: config)
         if exchangeMTU { _ = try await client.exchangeMTU() }
         return client
+    }
+
+    /// A GATTPeer Peer over unix:PATH with the bundled profile's names and a 5 s transaction timeout.
+    func peer() async throws -> Peer {
+        var o = Peer.Options()
+        o.names = CharacteristicNames(MirrorProfile.bundled.characteristics)
+        o.transactionTimeout = .seconds(5)
+        return try await Peer.connect(to: .unix(path: path), options: o)
     }
 
     func scanOptions(timeout: Duration = .seconds(10)) -> MirrorScanOptions {
