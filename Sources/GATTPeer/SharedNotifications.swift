@@ -97,7 +97,8 @@ public final class SharedNotifications: Sendable {
             do { for try await _ in stream {} } catch {}
             router.endRoute(handle: c.valueHandle)
         }
-        let task = Task {
+        // Handed on off the link's loop: a stalled consumer must never stop the loop reading the link (the route buffers).
+        let task = Task(executorPreference: globalConcurrentExecutor) {
             for await n in routed { deliver(n) }
             let total = routed.droppedCount
             if total > 0 { dropped(total - droppedBeforeSubscribed, droppedBeforeSubscribed) }
