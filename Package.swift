@@ -135,7 +135,7 @@ let package = Package(
         .testTarget(name: "MirrorTests", dependencies: ["GATTPeer", "GATTVocabulary", "TestSupport", "Mirror", "MirrorSimulator", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "JSON"]),
         // Parsers and formatting directly; the built `mirror` as a subprocess against a peer on unix: sockets
         // (GATTServer's host here, and `mirror-sim`).
-        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "CaptureReader", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorReference", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
+        .testTarget(name: "MirrorCLITests", dependencies: ["BenchMeasurement", "BareATT", "CaptureReader", "Conformance", "GATTPeer", "GATTVocabulary", "TestSupport", "MirrorCommandLine", "MirrorReference", "MirrorCLI", "MirrorSim", "ATTStack", "LinkCore", "LinuxBluetooth",
                                                          "GATTClient", "GATTServer", "Mirror", "JSON", "LinkCeiling"]),
         // The client against the hostile peer, fd and memory cycles, and the audit of every named wait.
         .testTarget(name: "ReliabilityTests", dependencies: ["TestSupport", "JSON", "HostilePeer", "Conformance", "GATTServer", "GATTClient", "ATTStack", "LinkCore", "LinuxBluetooth", "Mirror", "MirrorSimulator",

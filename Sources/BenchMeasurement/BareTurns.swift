@@ -60,3 +60,34 @@ extension BareLoop {
         return (RoundFigures(writes: writes, watch.elapsed()), counted)
     }
 }
+
+/// Where the bare loop runs (--bare-loop, else the target's default) and its socket: a second connection to a unix:
+/// peer with the client's MTU, or the GATT client's own socket, lent by its bearer (an LE link takes one ATT socket:
+/// a second connect on CID 4 to the same peer is EBUSY, l2cap_chan_connect finding the fixed channel taken).
+public enum BareLoopSetup {
+    /// The placement `option` asks for, or the target's default: a second connection for unix:, the same one for LE.
+    public static func placement(_ option: BareLoopOption?, isUnix: Bool) -> BareLoopPlacement? {
+        switch option ?? (isUnix ? .secondConnection : .sameConnection) {
+        case .secondConnection: return .secondConnection
+        case .sameConnection: return .sameConnection
+        case .none: return nil
+        }
+    }
+
+    /// The bare loop's socket for `option`: `unixPath` is the target's (nil for LE), `bearer` the socket bearer under
+    /// the GATT client (nil when it is not one). Nil for no bare loop.
+    public static func socket(_ option: BareLoopOption?, unixPath: String?, bearer: ATTBearer?, timeout: Double,
+                              clientRxMTU: Int) throws -> (socket: BareSocket, placement: BareLoopPlacement)? {
+        switch placement(option, isUnix: unixPath != nil) {
+        case .secondConnection:
+            guard let unixPath else { throw BenchFailure.secondConnectionNeedsUnixTarget }
+            // The same MTU as the GATT client's, so the peer takes the same values.
+            return (.own(try BareLoop(connectingTo: unixPath, timeout: timeout, clientRxMTU: UInt16(clientRxMTU))), .secondConnection)
+        case .sameConnection:
+            guard let bearer else { throw BenchFailure.sameConnectionNeedsSocketBearer }
+            return (.lent(bearer, timeout: timeout), .sameConnection)
+        case nil:
+            return nil
+        }
+    }
+}

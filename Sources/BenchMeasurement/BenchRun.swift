@@ -88,6 +88,10 @@ public enum BenchFailure: Error, Equatable {
     case noSizeAccepted(size: Int, handle: UInt16)
     /// The connection whose bearer (named) was to lend its socket ended before the bare loop's turn.
     case bearerEndedBeforeBareTurn(String)
+    /// --bare-loop second-connection on an LE target: the link takes one ATT socket.
+    case secondConnectionNeedsUnixTarget
+    /// --bare-loop same-connection with no socket bearer under the GATT client to lend.
+    case sameConnectionNeedsSocketBearer
 }
 
 /// The measurement: the run, and each of its loops (tools/gatt-bench times with the same loops).
@@ -150,6 +154,7 @@ public enum BenchRun {
         }
         if plan.mode != .withoutResponse {
             var figures = ModeFigures(mode: .withResponse, size: size)
+            if plan.batch { figures.batch = BatchFigures() }
             // Plain `client.write` calls, as `write`, the shell and `scan` make them, from a task that prefers the
             // link's event loop (as every command's task does): each continues on the loop when its response is read.
             try await phase("the Write Request warm-up", hooks, givenSize: givenSize) {
@@ -193,6 +198,11 @@ public enum BenchRun {
                 }
                 figures.rounds.append(round)
                 figures.latencies += latencies
+                if plan.batch {
+                    figures.batch!.rounds.append(try await phase("the \(BatchFigures.api(.withResponse)) batch of round \(index + 1)", hooks, givenSize: givenSize) {
+                        try await measureRequestBatch(client, handle: handle, value: value, writes: round.writes)
+                    })
+                }
                 if let bare {
                     figures.bare.append(try await bare.run { try $0.requests(handle: handle, value: value, writes: round.writes) })
                 }
@@ -202,12 +212,16 @@ public enum BenchRun {
               }
             }
             figures.confirmed = figures.writes
+            if let writes = figures.batch?.writes { figures.batch!.confirmed = writes }
             // Each bare Write Request counts only once its Write Response arrived.
             if bare != nil { figures.bareConfirmed = figures.bare.reduce(0) { $0 + $1.writes } }
             modes.append(figures)
         }
         if plan.mode != .withResponse {
             var figures = ModeFigures(mode: .withoutResponse, size: size)
+            if plan.batch { figures.batch = BatchFigures() }
+            var batchCounted: Int? = counter == nil ? nil : 0
+            var batchBlocked: (nanoseconds: UInt64, waits: Int) = (0, 0)
             try await phase("the Write Command warm-up", hooks, givenSize: givenSize) {
                 try await withTaskExecutorPreference(client.eventLoop) {
                     for _ in 0..<plan.warmup { try await client.writeWithoutResponse(handle: plan.handle, value: value, timeout: connection.timeout) }
@@ -220,6 +234,18 @@ public enum BenchRun {
             for index in 0..<plan.rounds {
               try await phase("Write Command round \(index + 1) of \(plan.rounds)", hooks, givenSize: givenSize) {
                 try await measureCommands(client, timeout: connection.timeout, plan: plan, value: value, into: &figures)
+                if plan.batch {
+                    let writes = figures.rounds.last!.writes
+                    let pressure = hooks.backpressure()
+                    let (round, counted) = try await phase("the \(BatchFigures.api(.withoutResponse)) batch of round \(index + 1)", hooks, givenSize: givenSize) {
+                        try await measureCommandBatch(client, timeout: connection.timeout, plan: plan, value: value, writes: writes)
+                    }
+                    let after = hooks.backpressure()
+                    batchBlocked.nanoseconds += after.blockedNanoseconds - pressure.blockedNanoseconds
+                    batchBlocked.waits += after.waits - pressure.waits
+                    figures.batch!.rounds.append(round)
+                    if let counted, let sum = batchCounted { batchCounted = sum + counted }
+                }
                 if let bare {
                     let writes = figures.rounds.last!.writes
                     let (round, counted) = try await bare.run { try $0.commands(handle: handle, value: value, writes: writes, counter: counter) }
@@ -230,12 +256,19 @@ public enum BenchRun {
               }
             }
             let pressureAfter = hooks.backpressure()
-            figures.blockedNanoseconds = pressureAfter.blockedNanoseconds - pressureBefore.blockedNanoseconds
-            figures.blockedWaits = pressureAfter.waits - pressureBefore.waits
+            // The batch rounds' waits are theirs, not the plain writes'.
+            figures.blockedNanoseconds = pressureAfter.blockedNanoseconds - pressureBefore.blockedNanoseconds - batchBlocked.nanoseconds
+            figures.blockedWaits = pressureAfter.waits - pressureBefore.waits - batchBlocked.waits
+            if plan.batch {
+                figures.batch!.blockedNanoseconds = batchBlocked.nanoseconds
+                figures.batch!.blockedWaits = batchBlocked.waits
+                figures.batch!.confirmed = batchCounted
+            }
             if bare != nil { figures.bareConfirmed = bareCounted }
-            // The counter counts the bare loop's commands too (same handle, same peer): take them out.
+            // The counter counts the bare loop's and the batch rounds' commands too (same handle, same peer): take
+            // them out.
             if let after = try await drain(client, plan: plan), let before {
-                figures.confirmed = after - before - (figures.bareConfirmed ?? 0)
+                figures.confirmed = after - before - (figures.bareConfirmed ?? 0) - (batchCounted ?? 0)
             }
             modes.append(figures)
         }
@@ -380,6 +413,38 @@ public enum BenchRun {
         let round = RoundFigures(writes: writes, watch.elapsed())
         figures.rounds.append(round)
         figures.series.closeRound(nanoseconds: round.nanoseconds)
+    }
+
+    /// One round of `writes` Write Requests through one `write(handle:contentsOf:)` call (each request sent when
+    /// the one before it was answered, Part F §3.3.2): its rate and CPU. A failure throws the value's GATT error.
+    public static func measureRequestBatch(_ client: GATTClient, handle: UInt16, value: [UInt8], writes: Int) async throws -> RoundFigures {
+        let values = Array(repeating: value, count: writes)
+        let watch = Stopwatch()
+        do {
+            try await client.write(handle: handle, contentsOf: values)
+        } catch {
+            throw error.error
+        }
+        return RoundFigures(writes: writes, watch.elapsed())
+    }
+
+    /// One round of `writes` Write Commands through one `writeWithoutResponse(handle:contentsOf:)` call, timed as
+    /// `measureCommands` is, until the drain's answer; with a counter, the peer's count of them (read before,
+    /// untimed, and by the drain).
+    public static func measureCommandBatch(_ client: GATTClient, timeout: Duration?, plan: BenchPlan, value: [UInt8],
+                                           writes: Int) async throws -> (RoundFigures, counted: Int?) {
+        let values = Array(repeating: value, count: writes)
+        let before = try await readCounter(client, plan.counter)
+        let watch = Stopwatch()
+        do {
+            try await client.writeWithoutResponse(handle: plan.handle, contentsOf: values, timeout: timeout)
+        } catch {
+            throw error.error
+        }
+        let after = try await drain(client, plan: plan)
+        let round = RoundFigures(writes: writes, watch.elapsed())
+        guard let before, let after else { return (round, nil) }
+        return (round, after - before)
     }
 
     /// A request whose answer proves every earlier command was handled: the counter's read when there is one

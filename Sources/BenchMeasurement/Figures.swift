@@ -26,9 +26,12 @@ public struct BenchPlan: Sendable {
     /// Where the bare socket loop runs (--bare-loop); nil for the target's default: a second connection for
     /// unix: targets, the same connection for LE ones.
     public var bareLoop: BareLoopOption?
+    /// --batch: after each mode's round, a round of as many writes through one batch call
+    /// (`write(handle:contentsOf:)`, `writeWithoutResponse(handle:contentsOf:)`), reported apart from the plain writes.
+    public var batch: Bool
 
     public init(handle: UInt16, size: Int?, count: Int?, duration: Double?, warmup: Int, mode: BenchMode,
-                counter: UInt16?, rounds: Int, bareLoop: BareLoopOption? = nil) {
+                counter: UInt16?, rounds: Int, bareLoop: BareLoopOption? = nil, batch: Bool = false) {
         self.handle = handle
         self.size = size
         self.count = count
@@ -38,6 +41,7 @@ public struct BenchPlan: Sendable {
         self.counter = counter
         self.rounds = rounds
         self.bareLoop = bareLoop
+        self.batch = batch
     }
 }
 
@@ -123,6 +127,8 @@ public struct ModeFigures: Sendable {
     public var ceiling: CeilingVerdict?
     /// Write Requests over several bearers (--bearers N with N > 1 open); nil over one.
     public var bearers: BearerFigures?
+    /// --batch: the rounds of one batch call each; nil without --batch. Not part of the figures above.
+    public var batch: BatchFigures?
 
     public init(mode: BenchMode, size: Int) {
         self.mode = mode
@@ -149,6 +155,31 @@ public struct ModeFigures: Sendable {
         let rank = Int((p / 100 * Double(sorted.count)).rounded(.up)) - 1
         return Double(sorted[max(0, min(sorted.count - 1, rank))]) / 1000
     }
+}
+
+/// The rounds of one batch call each (--batch): `write(handle:contentsOf:)` for Write Requests (one request at a
+/// time on the wire, Vol 3 Part F §3.3.2), `writeWithoutResponse(handle:contentsOf:)` for Write Commands.
+public struct BatchFigures: Sendable {
+    public var rounds: [RoundFigures] = []
+    /// Writes the peer confirmed: every request of a call that returned, or the counter's increase over each round
+    /// (commands); nil when nothing tells.
+    public var confirmed: Int?
+    /// Write Commands: time the socket was full over the batch rounds, and how many sends found it full.
+    public var blockedNanoseconds: UInt64?
+    public var blockedWaits: Int?
+
+    public init() {}
+
+    /// The API the rounds called, as the result names it.
+    public static func api(_ mode: BenchMode) -> String {
+        mode == .withResponse ? "write(handle:contentsOf:)" : "writeWithoutResponse(handle:contentsOf:)"
+    }
+
+    public var writes: Int { rounds.reduce(0) { $0 + $1.writes } }
+    public var seconds: Double { Double(rounds.reduce(0) { $0 + $1.nanoseconds }) / 1e9 }
+    /// The median round's rate, and its CPU per write (the whole process).
+    public var writesPerSecond: Double { median(rounds.map(\.writesPerSecond)) }
+    public var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
 }
 
 /// The figures of one run.

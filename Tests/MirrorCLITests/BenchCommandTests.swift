@@ -49,6 +49,47 @@ final class BenchCommandTests: XCTestCase {
         XCTAssertEqual(peer.counters.writeCommands, 20 + 600 + 20 + 600)
     }
 
+    /// --batch (issue 38 point 4): a round through one `write(handle:contentsOf:)` / `writeWithoutResponse(handle:
+    /// contentsOf:)` call after each round, under its own JSON key and lines; the plain figures and counts unchanged.
+    func testBatchCallsGetTheirOwnFigures() throws {
+        let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--count", "300",
+                                         "--warmup", "20", "--size", "100", "--counter", peer.hexHandle("writeCount"), "--rounds", "2",
+                                         "--batch", "--json"])
+        XCTAssertEqual(run.status, 0, run.stderr)
+        let json = try run.json()
+        for (i, api) in ["write(handle:contentsOf:)", "writeWithoutResponse(handle:contentsOf:)"].enumerated() {
+            let mode = json["modes"]?[i]
+            XCTAssertEqual(mode?["writes"], 600)
+            XCTAssertEqual(mode?["confirmed"], 600, "the plain writes' count leaves the batch rounds out")
+            XCTAssertEqual(mode?["bare"]?["writes"], 600)
+            let batch = mode?["batch"]
+            XCTAssertEqual(batch?["api"], .string(api))
+            XCTAssertEqual(batch?["writes"], 600, "as many writes as the plain rounds")
+            XCTAssertEqual(batch?["confirmed"], 600, "\(api): every write confirmed (Write Responses, or the counter)")
+            XCTAssertGreaterThan(batch?["writesPerSecond"]?.number ?? 0, 0)
+            XCTAssertGreaterThan(batch?["cpuRatioToBare"]?.number ?? 0, 0)
+            XCTAssertNotNil(batch?["ratioToPlain"]?.number)
+        }
+        XCTAssertNotNil(json["modes"]?[1]?["batch"]?["backpressure"]?["waits"])
+        XCTAssertEqual(peer.counters.writeCommands, 20 + 600 + 600 + 20 + 600)
+
+        let text = try MirrorProcess.run(["bench", "--loopback", "--count", "200", "--warmup", "10", "--size", "20", "--rounds", "1", "--batch"])
+        XCTAssertEqual(text.status, 0, text.stderr)
+        let lines = text.stdout.split(separator: "\n").map(String.init)
+        guard let header = lines.firstIndex(where: { $0.hasPrefix("batch calls (--batch: ") }) else { return XCTFail(text.stdout) }
+        XCTAssertGreaterThan(header, lines.lastIndex { $0.hasPrefix("  bare socket loop: ") } ?? .max, "after the modes' lines")
+        XCTAssertTrue(lines[header + 1].hasPrefix("with response, one write(handle:contentsOf:) call per round: "), text.stdout)
+        XCTAssertTrue(lines[header + 1].contains("(200 writes in "), text.stdout)
+        XCTAssertTrue(lines[header + 2].hasPrefix("  CPU per write: ") && lines[header + 2].contains("batch/bare CPU = "), text.stdout)
+        XCTAssertTrue(lines[header + 3].hasPrefix("without response, one writeWithoutResponse(handle:contentsOf:) call per round: "), text.stdout)
+        XCTAssertTrue(lines[header + 3].hasSuffix("peer confirmed 200"), text.stdout)
+        XCTAssertTrue(lines[header + 4].hasPrefix("  waiting on backpressure: "), text.stdout)
+
+        let plain = try MirrorProcess.run(["bench", "--loopback", "--count", "100", "--warmup", "10", "--rounds", "1", "--json"])
+        XCTAssertEqual(plain.status, 0, plain.stderr)
+        XCTAssertNil(try plain.json()["modes"]?[0]?["batch"], "no batch rounds without --batch")
+    }
+
     func testTextAndDurationAndSingleMode() throws {
         let run = try MirrorProcess.run(["bench", peer.target, "--handle", peer.hexHandle("sink"), "--duration", "0.3",
                                          "--mode", "without-response"])

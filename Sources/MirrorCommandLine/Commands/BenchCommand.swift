@@ -44,6 +44,11 @@ let benchCommand = Command(CommandSpec(
         radio timing). --json adds `ceiling` and `series` (writes and bytes per 100 ms) to each mode; --plot \
         FILE.svg draws the throughput over time of both modes, the ceilings dashed, and the Write Request \
         round-trip histogram.
+
+        --batch also measures the batch calls, `write(handle:contentsOf:)` and \
+        `writeWithoutResponse(handle:contentsOf:)`: after each round of a mode, a round of as many writes through \
+        one call (Write Requests still one at a time on the wire), printed after the modes' lines and not part \
+        of their figures (--json: `batch` in each mode).
         """,
     positionals: [PositionalSpec("TARGET", optional: true, help: "the device address or unix:PATH (not with --loopback)")],
     options: [
@@ -58,6 +63,7 @@ let benchCommand = Command(CommandSpec(
         .choice("--bare-loop", "WHERE", BareLoopOption.self, help: "second-connection (unix: default), same-connection (LE default) or none"),
         .flag("--loopback", help: "no TARGET: a plain peer in this process on a private unix socket, to see what the host stack costs"),
         .value("--plot", "FILE", help: "draw throughput over time and the round-trip histogram to FILE (SVG)"),
+        .flag("--batch", help: "also time write(handle:contentsOf:) and writeWithoutResponse(handle:contentsOf:), one call per round, reported apart"),
     ],
     globals: GlobalOptionName.connection,
     examples: [
@@ -68,6 +74,7 @@ let benchCommand = Command(CommandSpec(
         ("mirror bench --loopback --bearers 3 --mode with-response", "Write Requests on 3 bearers at once, against one bearer"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --duration 1 --rounds 1 --plot bench.svg", "one round of 1 s per mode, drawn to bench.svg"),
         ("mirror bench unix:/tmp/mirror-sim.sock --handle 0x0012 --bare-loop same-connection", "the bare loop as over LE: on the same socket, lent round by round"),
+        ("mirror bench --loopback --size 20 --batch", "the batch calls too, each round's writes in one call"),
     ]
 )) { inv in
     try inv.arguments.exclusive(["--count", "--duration"])
@@ -92,7 +99,7 @@ let benchCommand = Command(CommandSpec(
     let givenCounter = try inv.option("--counter", parseCharacteristicReference)
     let bareLoop = try inv.option("--bare-loop") { (s: String) throws(UsageError) in try parseChoice(s, BareLoopOption.self, what: "bare loop placement") }
     if bareLoop == .secondConnection, let givenTarget, !givenTarget.isUnix {
-        throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection",
+        throw UsageError(secondConnectionOnLE,
                          token: "second-connection", command: "bench")
     }
     let plotPath = inv.arguments.string("--plot")
@@ -108,7 +115,7 @@ let benchCommand = Command(CommandSpec(
     let plan = BenchPlan(handle: PlainPeer.sinkHandle, size: size,
                          count: duration == nil ? (count ?? 5000) : nil, duration: duration, warmup: warmup, mode: mode,
                          counter: loopback ? PlainPeer.counterHandle : nil, rounds: rounds,
-                         bareLoop: bareLoop)
+                         bareLoop: bareLoop, batch: inv.arguments.has("--batch"))
     // SIGINT or SIGTERM ends the run after printing the rounds done (exit 130 or 143): the link is closed first.
     let progress = BenchProgress()
     var result: BenchResult

@@ -51,10 +51,17 @@ func benchCLIError(_ error: any Error) -> any Error {
         return CLIError.failure("the peer refused every length from 1 to \(size) bytes on \(ATTHex.handle(handle)) with ATT error 0x0D Invalid Attribute Value Length: bench finds no size to write; check the handle, or give --size")
     case BenchFailure.bearerEndedBeforeBareTurn(let label):
         return CLIError.connection("the connection to \(label) ended before the bare socket loop's turn")
+    case BenchFailure.secondConnectionNeedsUnixTarget:
+        return UsageError(secondConnectionOnLE, command: "bench")
+    case BenchFailure.sameConnectionNeedsSocketBearer:
+        return CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
     default:
         return error
     }
 }
+
+/// --bare-loop second-connection given for an LE target, refused before connecting or by `BareLoopSetup`.
+let secondConnectionOnLE = "--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection"
 
 /// The bench's line about its link: what the ceiling is computed for, or which value is missing for one.
 func benchLinkLine(_ s: LinkState, ceilingInput: LinkParameters?) -> String {
@@ -106,32 +113,22 @@ enum Bench {
     }
 
     /// The link the run is on, read once before its first write (LE Read PHY goes out here, not during a round), and
-    /// the bare loop's socket. For unix: targets the loop has its own connection to the same peer, with the same
-    /// MTU. An LE link takes one ATT socket only (a second connect on CID 4 to the same peer is EBUSY: the kernel's
-    /// l2cap_chan_connect finds the fixed channel taken), so there the bearer lends the GATT client's own socket to
-    /// the bare loop for each of its turns: one owner at a time.
+    /// the bare loop's socket (BenchMeasurement's `BareLoopSetup`: a second connection for unix:, the bearer's own
+    /// socket lent for an LE link).
     static func prepare(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
                         link: LinkParameters?) throws -> BenchPreparation {
         let linkState = session.link?.state()
         let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
-        var preparation = BenchPreparation(link: link, linkJSON: session.linkJSON(linkState),
-                                           linkLine: linkState.map { benchLinkLine($0, ceilingInput: link) }, bare: nil)
-        switch plan.bareLoop ?? (target.isUnix ? .secondConnection : .sameConnection) {
-        case .secondConnection:
-            guard case .unix(let path) = target.target else {
-                throw UsageError("--bare-loop second-connection needs a unix: target: an LE link takes one ATT socket (a second connect on CID 4 to the same peer fails with EBUSY); use same-connection", command: "bench")
-            }
-            // A second connection with the same MTU as the GATT client's, so the peer takes the same values.
-            preparation.bare = (.own(try bareATT { try BareLoop(connectingTo: path, timeout: inv.global.timeout, clientRxMTU: UInt16(session.clientRxMTU)) }), .secondConnection)
-        case .sameConnection:
-            guard let bearer = session.transport.inner as? ATTBearer else {
-                throw CLIError.unsupported("--bare-loop same-connection needs a socket bearer under the GATT client")
-            }
-            preparation.bare = (.lent(bearer, timeout: inv.global.timeout), .sameConnection)
-        case .none:
-            break
+        var unixPath: String?
+        if case .unix(let path) = target.target { unixPath = path }
+        do {
+            let bare = try BareLoopSetup.socket(plan.bareLoop, unixPath: unixPath, bearer: session.transport.inner as? ATTBearer,
+                                                timeout: inv.global.timeout, clientRxMTU: session.clientRxMTU)
+            return BenchPreparation(link: link, linkJSON: session.linkJSON(linkState),
+                                    linkLine: linkState.map { benchLinkLine($0, ceilingInput: link) }, bare: bare)
+        } catch {
+            throw benchCLIError(error)
         }
-        return preparation
     }
 }
 

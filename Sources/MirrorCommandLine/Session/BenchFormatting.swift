@@ -62,6 +62,7 @@ extension ModeFigures {
         }
         if let ceiling { fields.append(("ceiling", ceiling.json)) }
         if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
+        if let batch { fields.append(("batch", batchJSON(batch))) }
         if let spread { fields.append(("roundSpread", spread.json)) }
         fields.append(("series", series.json(size: size)))
         return .object(fields)
@@ -95,6 +96,50 @@ extension ModeFigures {
     }
 }
 
+/// --batch: the batch calls' rounds, worded apart from the mode's plain writes (they are not its figures).
+extension ModeFigures {
+    /// CPU per write of the batch rounds over the plain rounds' and over the bare loop's; nil without either.
+    private func batchRatios(_ b: BatchFigures) -> (toPlainRate: Double?, toPlainCPU: Double?, toBareCPU: Double?) {
+        (writesPerSecond > 0 ? b.writesPerSecond / writesPerSecond : nil,
+         cpuPerWrite > 0 ? b.cpuPerWrite / cpuPerWrite : nil,
+         bareCPUPerWrite.flatMap { $0 > 0 ? b.cpuPerWrite / $0 : nil })
+    }
+
+    func batchJSON(_ b: BatchFigures) -> JSONValue {
+        let r = batchRatios(b)
+        func ratio(_ v: Double?) -> JSONValue { v.map { .double(($0 * 1000).rounded() / 1000) } ?? .null }
+        var fields: [(String, JSONValue)] = [
+            ("api", .string(BatchFigures.api(mode))), ("writes", .int(b.writes)), ("bytes", .int(b.writes * size)),
+            ("seconds", .double(b.seconds)), ("writesPerSecond", .double(b.writesPerSecond.rounded())),
+            ("bytesPerSecond", .double((b.writesPerSecond * Double(size)).rounded())),
+            ("cpuMicrosecondsPerWrite", .double((b.cpuPerWrite * 1000).rounded() / 1000)),
+        ]
+        if let ns = b.blockedNanoseconds, let waits = b.blockedWaits {
+            fields.append(("backpressure", .object([("seconds", .double(Double(ns) / 1e9)), ("waits", .int(waits))])))
+        }
+        fields += [("confirmed", b.confirmed.map { .int($0) } ?? .null), ("ratioToPlain", ratio(r.toPlainRate)),
+                   ("cpuRatioToPlain", ratio(r.toPlainCPU)), ("cpuRatioToBare", ratio(r.toBareCPU))]
+        return .object(fields)
+    }
+
+    /// "with response, one write(handle:contentsOf:) call per round: ..." and its detail lines; empty without --batch.
+    var batchText: [String] {
+        guard let b = batch else { return [] }
+        let r = batchRatios(b)
+        let name = mode == .withResponse ? "with response" : "without response"
+        var line = "\(name), one \(BatchFigures.api(mode)) call per round: \(rate(b.writesPerSecond * Double(size)))/s, \(Int(b.writesPerSecond.rounded())) writes/s (\(b.writes) writes in \(seconds3(b.seconds)) s)"
+        if let confirmed = b.confirmed { line += ", peer confirmed \(confirmed)" }
+        var lines = [line]
+        if let ns = b.blockedNanoseconds, let waits = b.blockedWaits {
+            lines.append("  waiting on backpressure: \(seconds3(Double(ns) / 1e9)) s (\(waits) send\(waits == 1 ? "" : "s") found the socket full)")
+        }
+        var cpu = "  CPU per write: \(format2(b.cpuPerWrite)) µs; batch/plain writes/s = \(r.toPlainRate.map(format2) ?? "-"), CPU = \(r.toPlainCPU.map(format2) ?? "-")"
+        if let bare = r.toBareCPU { cpu += "; batch/bare CPU = \(format2(bare))" }
+        lines.append(cpu)
+        return lines
+    }
+}
+
 extension BareLoopPlacement {
     var describe: String {
         switch self {
@@ -122,6 +167,14 @@ extension BenchResult {
             + (bareLoop.map { ["bare socket loop: \($0.describe)"] } ?? [])
             + table
             + modes.flatMap(\.text)
+            + batchLines
+    }
+
+    /// --batch: the batch calls' lines, after every mode's own (not the plain-write figures).
+    var batchLines: [String] {
+        let lines = modes.flatMap(\.batchText)
+        guard !lines.isEmpty else { return [] }
+        return ["batch calls (--batch: a round of as many writes through one call after each round; not the plain-write figures above):"] + lines
     }
 
     /// The figures at a glance, a column per mode (issue 37); the lines after it give each mode's detail.
