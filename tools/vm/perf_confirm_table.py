@@ -1,0 +1,45 @@
+"""The perf-confirm scenario's table (issue 38 point 5): per MTU and mode over the runs (mirror bench --json files
+named confirm-MTU-RUN.log), the median and min-max of mirror's CPU per write over its bare loop's (cpuRatioToBare),
+of its writes/s over the bare loop's (ratioToBare: the round trip's inverse for Write Requests, the command rate for
+Write Commands), of the batch call's CPU over the bare loop's, and the medians of the CPU per write and the p50
+round trip."""
+import json
+import re
+import statistics
+import sys
+
+rows = {}
+for path in sys.argv[1:]:
+    m = re.search(r"confirm-(\d+)-(\d+)\.log$", path)
+    if not m:
+        continue
+    try:
+        j = json.load(open(path))
+    except ValueError:
+        print("skipped %s: not a finished mirror bench --json" % path)
+        continue
+    for mode in j["modes"]:
+        rows.setdefault((int(m.group(1)), mode["mode"]), []).append(mode)
+
+
+def spread(xs):
+    xs = [x for x in xs if x is not None]
+    if not xs:
+        return "-"
+    return "%.2f (%.2f-%.2f)" % (statistics.median(xs), min(xs), max(xs))
+
+
+def med(xs, fmt="%.0f"):
+    xs = [x for x in xs if x is not None]
+    return fmt % statistics.median(xs) if xs else "-"
+
+
+print("%-4s %-17s %4s  %-20s %-20s %-20s %-11s %-11s %s" % (
+    "MTU", "mode", "runs", "CPU mirror/bare", "writes/s mirror/bare", "CPU batch/bare", "CPU us", "bare CPU us",
+    "p50 round trip us"))
+for (mtu, mode), ms in sorted(rows.items()):
+    print("%-4d %-17s %4d  %-20s %-20s %-20s %-11s %-11s %s" % (
+        mtu, mode, len(ms), spread([x.get("cpuRatioToBare") for x in ms]), spread([x.get("ratioToBare") for x in ms]),
+        spread([x.get("batch", {}).get("cpuRatioToBare") for x in ms]),
+        med([x["cpuMicrosecondsPerWrite"] for x in ms]), med([x.get("bare", {}).get("cpuMicrosecondsPerWrite") for x in ms]),
+        med([x.get("latencyMicroseconds", {}).get("p50") for x in ms])))
