@@ -268,6 +268,17 @@ vm_count() {
 # and a request behind them, which then times out after 30 s).
 vm_big_buffers() { vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608; }
 
+# vm_sim_link: a measurement's rig (writecmd-ab, perf-confirm): big buffers, the controllers without btmon's
+# capture, mirror-sim on hci1 (step sim); sets peer (its address) and n (its connections so far, for vm_wait_log).
+vm_sim_link() {
+  vm_big_buffers
+  VM_BTMON=0
+  vm_controllers
+  vm_sim sim
+  peer=00:AA:01:01:00:01
+  n=0
+}
+
 # vm_gatt_peer: BlueZ's own GATT server on hci1, as a peer nobody here wrote: the system D-Bus, bluetoothd,
 # and hci1 powered, connectable and advertising through bluetoothd (btmgmt); hci0 powered for the central.
 # Serves GAP 0x0001-0x0007 (Device Name value 0x0003 "BlueZ 5.66"), GATT 0x0008-0x0011, Device

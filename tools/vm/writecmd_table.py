@@ -1,6 +1,6 @@
 """The writecmd-ab scenario's table (issue 38 point 4): syscalls per Write Command from strace -f -c, each build
-alone and its bare loop (same-connection minus none), then user and system time per command (GNU time, 3500
-commands minus 500) and the backpressure per command, per run.
+alone and its bare loop (same-connection minus none), then user and system time per command (GNU time, 21000
+commands minus 1000) and the backpressure per command, per run.
 Usage: writecmd_table.py OUT_DIR SIDE..."""
 import json
 import os
@@ -46,20 +46,20 @@ for side in sides:
     row(side + " bare loop", diff, both_total - alone_total)
 
 print()
-print("per Write Command, GNU time (3500 - 500 commands), no strace: user and system us, voluntary and involuntary")
-print("context switches; from the 3500 run's JSON: CPU us per write (rounds), backpressure waits per command")
+print("per Write Command, GNU time (21000 - 1000 commands), no strace: user and system us, voluntary and involuntary")
+print("context switches; from the 21000 run's JSON: CPU us per write (rounds), backpressure waits per command")
 for side in sides:
     for run in (1, 2):
         try:
             t = {c: open(os.path.join(out, "time-%s-%d-%d.txt" % (side, run, c))).read().split("time:")[1].split()
-                 for c in (500, 3500)}
-            j = json.load(open(os.path.join(out, "time-%s-%d-3500.log" % (side, run))))["modes"][0]
+                 for c in (1000, 21000)}
+            j = json.load(open(os.path.join(out, "time-%s-%d-21000.log" % (side, run))))["modes"][0]
         except (OSError, IndexError, ValueError, KeyError) as e:
             print("%s run %d: %s" % (side, run, e))
             continue
-        d = [(float(t[3500][i]) - float(t[500][i])) for i in range(4)]
+        d = [(float(t[21000][i]) - float(t[1000][i])) for i in range(4)]
         bp = j.get("backpressure", {})
         print("%-5s run %d: user %.1f us, system %.1f us, %.2f voluntary, %.2f involuntary switches; CPU %.1f us/write; "
               "backpressure %.3f waits per command (%.3f s)" % (
-                  side, run, d[0] * 1e6 / 3000, d[1] * 1e6 / 3000, d[2] / 3000, d[3] / 3000,
+                  side, run, d[0] * 1e6 / 20000, d[1] * 1e6 / 20000, d[2] / 20000, d[3] / 20000,
                   j["cpuMicrosecondsPerWrite"], bp.get("waits", 0) / max(1, j["writes"]), bp.get("seconds", 0)))
