@@ -1,6 +1,7 @@
 """The writecmd-ab scenario's table (issue 38 point 4): syscalls per Write Command from strace -f -c, each build
 alone and its bare loop (same-connection minus none), then user and system time per command (GNU time, 21000
-commands minus 1000) and the backpressure per command, per run.
+commands minus 1000) and the backpressure per command, per run, then each build's CPU per command and command
+rate against its bare loop's, per run.
 Usage: writecmd_table.py OUT_DIR SIDE..."""
 import json
 import os
@@ -63,3 +64,17 @@ for side in sides:
               "backpressure %.3f waits per command (%.3f s)" % (
                   side, run, d[0] * 1e6 / 20000, d[1] * 1e6 / 20000, d[2] / 20000, d[3] / 20000,
                   j["cpuMicrosecondsPerWrite"], bp.get("waits", 0) / max(1, j["writes"]), bp.get("seconds", 0)))
+
+print()
+print("against the bare loop on the same link (3 rounds of 3000 per run): CPU per command mirror/bare, command rate")
+print("mirror/bare, CPU us per command mirror and bare")
+for side in sides:
+    for run in (1, 2, 3):
+        try:
+            j = json.load(open(os.path.join(out, "ratio-%s-%d.log" % (side, run))))["modes"][0]
+        except (OSError, ValueError, KeyError, IndexError) as e:
+            print("%s run %d: %s" % (side, run, e))
+            continue
+        print("%-5s run %d: CPU %.2fx, rate %.2fx; %.1f / %.1f us" % (
+            side, run, j.get("cpuRatioToBare", 0), j.get("ratioToBare", 0), j["cpuMicrosecondsPerWrite"],
+            j.get("bare", {}).get("cpuMicrosecondsPerWrite", 0)))

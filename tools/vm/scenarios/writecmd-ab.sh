@@ -36,7 +36,18 @@ for run in 1 2; do
     done
   done
 done
-# 3. sendmmsg on CID 4: 3000 Write Commands by send() one at a time, by sendmmsg in batches of 8 and of 32, three
+# 3. Each build's CPU per command against its bare loop on the same link (cpuRatioToBare, command rate), 3 rounds of
+#    3000 each, sides alternated, three runs.
+for run in 1 2 3; do
+  order="$sides"; [ $run = 2 ] && order=$(echo $sides | tr ' ' '\n' | tac | tr '\n' ' ')
+  for side in $order; do
+    n=$((n + 1))
+    vm_ok "ratio-$side-$run" 900 "$(binary $side)" bench $peer --adapter hci0 --handle 0x0012 --size 20 --mtu 23 \
+      --mode without-response --count 3000 --rounds 3 --warmup $warm --json
+    vm_wait_log sim "connection $n closed" 20
+  done
+done
+# 4. sendmmsg on CID 4: 3000 Write Commands by send() one at a time, by sendmmsg in batches of 8 and of 32, three
 #    times in turn; the peer's count says whether each message arrived as one PDU.
 if command -v cc >/dev/null; then
   vm_ok cc-sendmmsg 300 cc -O2 -o "$OUT/sendmmsg-cid4" "$REPO/tools/vm/probes/sendmmsg-cid4.c" -lbluetooth
