@@ -268,8 +268,9 @@ vm_count() {
 # and a request behind them, which then times out after 30 s).
 vm_big_buffers() { vm_ok sysctl 10 sysctl -w net.core.rmem_default=8388608 net.core.rmem_max=8388608; }
 
-# vm_sim_link: a measurement's rig (writecmd-ab, perf-confirm): big buffers, the controllers without btmon's
-# capture, mirror-sim on hci1 (step sim); sets peer (its address) and n (its connections so far, for vm_wait_log).
+# vm_sim_link: a measurement's rig (writecmd-ab, perf-confirm, syscalls-ab, perfprobe): big buffers, the
+# controllers without btmon's capture, mirror-sim on hci1 (step sim); sets peer (its address) and n (its
+# connections so far, for vm_wait_log).
 vm_sim_link() {
   vm_big_buffers
   VM_BTMON=0

@@ -5,12 +5,7 @@
 # perf record and perf stat's context-switch count oopsed this guest kernel under TCG (int3 in __schedule: the
 # static key they flip is patched while another vCPU runs it), so GNU time counts instead.
 vm_need mirror mirror-sim
-vm_big_buffers
-VM_BTMON=0
-vm_controllers
-vm_sim sim
-peer=00:AA:01:01:00:01
-n=0
+vm_sim_link
 
 # 1. What single operations cost in this guest (compiled here with the host's cc, when it has one).
 if command -v cc >/dev/null; then

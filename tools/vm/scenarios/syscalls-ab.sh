@@ -9,12 +9,7 @@ vm_need mirror mirror-sim
 base="$REPO/.build/perf-ab/mirror"
 [ -x "$base" ] || vm_fail "no base build at $base: tools/vm/perf-ab.sh REV builds one"
 command -v strace >/dev/null || vm_fail "no strace on the host (apt-get install strace)"
-vm_big_buffers
-VM_BTMON=0
-vm_controllers
-vm_sim sim
-peer=00:AA:01:01:00:01
-n=0
+vm_sim_link
 count=2000
 for side in base new; do
   bin="$BIN/mirror"; [ $side = base ] && bin="$base"
