@@ -105,7 +105,7 @@ struct LinkSetup {
         }
         // A raise after Insufficient Encryption / Authentication is only worth it when someone answers the kernel's
         // confirmation (an agent, a bond, bluetoothd); else SMP's 30 s timeout ends the link (Part H §3.4).
-        let mayRaiseSecurity = pairing != nil || loaded != nil || daemonRuns
+        let mayRaiseSecurity = pairing != nil || loaded != nil || (daemonRuns && options.raisesSecurityThroughDaemon)
         let security: BTSecurityLevel? = options.pairing != nil && !isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability.
         if isUnix { drop("at the connect (a unix: target needs none)") }

@@ -47,6 +47,13 @@ public struct HCICommand: Sendable, Equatable {
                           parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
     }
 
+    /// LE Set Scan Response Data (§7.8.8): up to 31 bytes of AD structures, zero-padded.
+    public static func leSetScanResponseData(_ data: [UInt8]) -> HCICommand {
+        let d = Array(data.prefix(31))
+        return HCICommand(ogf: leOGF, ocf: 0x0009, name: "LE Set Scan Response Data",
+                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+    }
+
     /// LE Set Advertising Enable (§7.8.9).
     public static func leSetAdvertisingEnable(_ on: Bool) -> HCICommand {
         HCICommand(ogf: leOGF, ocf: 0x000A, name: "LE Set Advertising Enable", parameters: [on ? 1 : 0])
@@ -265,11 +272,19 @@ public final class HCISocket: Sendable {
 public enum LEAdvertiser {
     /// Starts advertising `name` on `adapter`; a central can then connect and open ATT on CID 4.
     public static func start(adapter: String, name: String?, intervalMilliseconds: Double = 100) throws(TransportError) {
+        try start(adapter: adapter, data: HCICommand.advertisingData(name: name), intervalMilliseconds: intervalMilliseconds)
+    }
+
+    /// Starts advertising these AD structures (a device's recorded ones, `mirror-sim --from`), and the scan response
+    /// data when given (Vol 4 Part E §7.8.7, §7.8.8: each at most 31 bytes).
+    public static func start(adapter: String, data: [UInt8], scanResponse: [UInt8]? = nil,
+                             intervalMilliseconds: Double = 100) throws(TransportError) {
         let hci = try HCISocket(adapter: adapter)
         // Stop first: parameters cannot change while advertising (Command Disallowed is fine here).
         _ = try? hci.run(.leSetAdvertisingEnable(false))
         try hci.run(.leSetAdvertisingParameters(intervalMilliseconds: intervalMilliseconds))
-        try hci.run(.leSetAdvertisingData(HCICommand.advertisingData(name: name)))
+        try hci.run(.leSetAdvertisingData(data))
+        if let scanResponse { try hci.run(.leSetScanResponseData(scanResponse)) }
         try hci.run(.leSetAdvertisingEnable(true))
     }
 
