@@ -175,7 +175,9 @@ struct LinkSetup {
         }
         return LinkConnection(bearer: bearer, link: link, requests: requests, pairing: pairing, capture: capture,
                               security: isUnix ? nil : security, mayRaiseSecurity: mayRaiseSecurity,
-                              raiseLimit: pairing == nil && !daemonRuns && loaded.map { !$0.authenticated } == true ? .medium : nil)
+                              raiseLimit: pairing == nil && !daemonRuns && loaded.map { !$0.authenticated } == true ? .medium
+                                  // An agent with no input and no output pairs by Just Works only: never MITM (Vol 3 Part H §2.3.5.1).
+                                  : pairing != nil && options.pairing?.io == .noInputNoOutput && loaded?.authenticated != true ? .medium : nil)
     }
 
     /// Whether `error` is the socket's EACCES (a security failure on an L2CAP socket).
