@@ -1,4 +1,4 @@
-# vm-about: mirror clone of a device this project did not write (Google Bumble on hci1, its own host stack, no bluetoothd), live and from the capture of mirror gatt --read's connection: both clones hold the same database and values, complete by the Database Hash Bumble serves; served by mirror-sim --from on hci1, mirror gatt --json --read against the clone equals it against Bumble (handles, UUIDs, properties, values, the encrypted values' refusals); a partial capture names what it never saw
+# vm-about: mirror clone of two devices this project did not write, Google Bumble (its own host stack on hci1, no bluetoothd) and bluetoothd with BlueZ's example-gatt-server: live (complete by each one's Database Hash, the encrypted values' refusals kept without pairing, or read after clone --pair) and from captures (of mirror gatt --read's connection; a btmon capture of BlueZ's gatttool surveying bluetoothd: equal to the live clone where seen, the values never read listed exactly); each served by mirror-sim --from on hci1 (bluetoothd's recorded advertising data advertised again), mirror gatt --json --read against the clone equal to it against the original (handles, UUIDs, properties, values, refusals, Database Hash); a partial capture names what it never saw
 # vm-timeout: 480
 vm_need mirror
 [ -n "${VM_BUMBLE:-}" ] && [ -x "$VM_BUMBLE" ] \
@@ -42,6 +42,22 @@ print("same database (%d services) and the same %d values; both complete by the 
       len(live["services"]), len(values(live)), live["databaseHash"]["served"]))
 PY
 sed 's/^/    | /' "$OUT/compare-clones.log"
+
+# 3b. clone --pair: this process pairs first (Just Works, its own state directory: the later steps stay unbonded),
+#     and reads the encrypted value; the authenticated one stays refused (0x05) at once: a NoInputNoOutput agent never
+#     gives the MITM protection a raise to high would need.
+vm_no_le_link
+vm_ok clone-pair 60 env XDG_STATE_HOME="$OUT/state-paired" "$BIN/mirror" clone $peer --adapter hci0 --pair -o "$OUT/paired.json" --json
+vm_json "$OUT/clone-pair.log" 'j["complete"] is True and j["refused"] == 1' "clone --pair reads the encrypted value; only the authenticated one is refused"
+vm_ok paired-values 10 python3 -I -S -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+refused = [r for r in d["readings"] if "error" in r]
+assert [r["error"] for r in refused] == [5], refused
+assert any(r.get("value") == b"secret: encrypted link".hex() for r in d["readings"]), "no encrypted value read"
+print("clone --pair: the encrypted value read, 0x%04X refused 0x05 Insufficient Authentication" % refused[0]["handle"])' "$OUT/paired.json"
+sed 's/^/    | /' "$OUT/paired-values.log"
+vm_run unpair 15 btmgmt -i hci0 unpair -t 1 $peer
 
 # 4. The clone served on hci1 in Bumble's place: mirror gatt --read against it is what it was against Bumble.
 vm_stop bumble 10 INT
