@@ -108,10 +108,11 @@ vm_stop clone-sim2 5 TERM
 vm_stop btvirt 5 TERM
 vm_wait "hci0 and hci1 gone" 15 sh -c '! test -e /sys/class/bluetooth/hci0 && ! test -e /sys/class/bluetooth/hci1'
 VM_BTMON=0 vm_example_gatt_peer
+# Each within 25 s, under SMP's 30 s timeout (Vol 3 Part H §3.4): a raise that started a pairing would fail the step.
 vm_no_le_link
-vm_ok bluez-original 60 "$BIN/mirror" gatt $peer --adapter hci0 --json --read --no-cache
+vm_ok bluez-original 25 "$BIN/mirror" gatt $peer --adapter hci0 --json --read --no-cache
 vm_no_le_link
-vm_ok bluez-clone 60 "$BIN/mirror" clone $peer --adapter hci0 -o "$OUT/bluez.json" --json
+vm_ok bluez-clone 25 "$BIN/mirror" clone $peer --adapter hci0 -o "$OUT/bluez.json" --json
 vm_json "$OUT/bluez-clone.log" 'j["complete"] is True and j["refused"] >= 1' \
   "the live clone of bluetoothd's server is complete by the Database Hash it serves, its encrypted values' refusals kept"
 vm_ok bluez-advertising 10 python3 -I -S -c '
