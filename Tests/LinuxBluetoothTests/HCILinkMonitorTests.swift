@@ -342,6 +342,16 @@ final class HCILinkMonitorTests: XCTestCase {
         XCTAssertEqual(seen.first?.data, [0x02, 0x01, 0x06, 0x03, 0x09, 0x43, 0x44], "the last ADV_IND's data")
         XCTAssertEqual(seen.last?.data, [0x03, 0x19, 0x40, 0x03])
         XCTAssertEqual(seen.first?.rssi, -60)
+        // A controller with extended scanning reports the same legacy PDU as LE Extended Advertising Report (0x0D):
+        // Event_Type 0x0013 (legacy ADV_IND); an extended PDU's (0x0001) data is left out.
+        let other = BluetoothAddress(uncheckedBytes: [0xC0, 1, 2, 3, 4, 5])
+        func extended(_ type: UInt16, _ data: [UInt8]) -> [UInt8] {
+            [UInt8(type & 0xFF), UInt8(type >> 8), 0x01] + other.bytes.reversed() + [1, 0, 0xFF, 0x7F, 0xB0, 0, 0, 0] + [UInt8](repeating: 0, count: 6)
+                + [UInt8(data.count)] + data
+        }
+        controller.send(hciEvent(0x3E, [0x0D, 2] + extended(0x0001, [0x02, 0x01, 0x05]) + extended(0x0013, [0x02, 0x01, 0x06])))
+        XCTAssertTrue(waitFor { !monitor.advertising(of: other).isEmpty })
+        XCTAssertEqual(monitor.advertising(of: other), [LEAdvertisingReport(eventType: 0, addressType: .random, address: other, data: [0x02, 0x01, 0x06], rssi: -80)])
     }
 
     /// Polls `condition` for up to 5 s.
