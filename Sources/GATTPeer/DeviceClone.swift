@@ -4,9 +4,11 @@
 // computed over what was found (Part G §7.3.1): equal, the clone is complete. As a device file (JSON), a superset of
 // the mirror profile's schema (`name`, `characteristics`) that mirror-sim serves with `--from FILE`.
 import ATTStack
+import FoundationEssentials
 import GATTClient
 import GATTVocabulary
 import JSON
+import LinuxBluetooth
 
 /// A device as a client saw it.
 public struct DeviceClone: Sendable, Equatable {
@@ -39,6 +41,41 @@ public struct DeviceClone: Sendable, Equatable {
     public var servedHash: [UInt8]?
     /// What the peer did in answer to each write a capture shows, in the capture's order (none for a live clone).
     public var behaviours: [WriteBehaviour] = []
+    /// The advertising reports seen from the target before the connect (Vol 6 Part B §2.3; the AD structures: Core
+    /// Spec Supplement Part A), one per PDU type (ADV_IND, SCAN_RSP...); empty when it was not discovered over the air.
+    public var advertising: [Advertisement] = []
+
+    /// One advertising PDU's data as a report carried it (Vol 4 Part E §7.7.65.2).
+    public struct Advertisement: Sendable, Equatable {
+        /// The report's Event_Type: 0 ADV_IND, 1 ADV_DIRECT_IND, 2 ADV_SCAN_IND, 3 ADV_NONCONN_IND, 4 SCAN_RSP.
+        public var eventType: UInt8
+        /// The advertiser's address, as the report gave it.
+        public var address: String
+        public var addressIsRandom: Bool
+        /// The AD structures, as sent (at most 31 bytes in a legacy PDU).
+        public var data: [UInt8]
+        public init(eventType: UInt8, address: String, addressIsRandom: Bool, data: [UInt8]) {
+            self.eventType = eventType
+            self.address = address
+            self.addressIsRandom = addressIsRandom
+            self.data = data
+        }
+
+        /// The PDU type's name (Vol 6 Part B §2.3).
+        public var kind: String {
+            switch eventType {
+            case 0: "ADV_IND"
+            case 1: "ADV_DIRECT_IND"
+            case 2: "ADV_SCAN_IND"
+            case 3: "ADV_NONCONN_IND"
+            case 4: "SCAN_RSP"
+            default: "event type \(eventType)"
+            }
+        }
+
+        /// The advertising data a peripheral serves again (not a scan response).
+        public var isAdvertisingData: Bool { eventType != 4 }
+    }
 
     /// One write a capture shows and what the peer did in answer (Part F §3.4.5): its Write Response or Error
     /// Response, and the notifications and indications (§3.4.7) that came after it, before the next write.
@@ -109,7 +146,29 @@ public struct DeviceClone: Sendable, Equatable {
         }.filter { readings[$0] == nil }
     }
 
+    /// How a list names `handle`: a characteristic value by its name, a descriptor by its type's name and its
+    /// characteristic's ("Client Characteristic Configuration of Battery Level"); nil for an unnamed value.
+    public func label(of handle: UInt16) -> String? {
+        if let n = names[handle] { return n }
+        for c in services.flatMap(\.characteristics) {
+            guard let d = c.descriptors.first(where: { $0.handle == handle }) else { continue }
+            return (d.uuid.name ?? d.uuid.description) + " of " + (names[c.valueHandle] ?? c.uuid.name ?? c.uuid.description)
+        }
+        return nil
+    }
+
     // MARK: - The device file
+
+    /// Reads and parses the device file at `path` (what `mirror clone -o` wrote): `mirror clone --diff`'s and
+    /// `mirror-sim --from`'s one loader. Throws what is wrong, naming the file.
+    public init(contentsOf path: String) throws(DeviceFileError) {
+        guard let data = FileManager.default.contents(atPath: path) else { throw DeviceFileError("cannot read the device file \(path)") }
+        do {
+            self = try DeviceClone(json: try parseJSON(bytes: Array(data)))
+        } catch {
+            throw DeviceFileError("device file \(path): \(error)")
+        }
+    }
 
     /// The device file: the profile schema's `name` and `characteristics` (name to UUID, for each named value), then
     /// the database in the GATT cache's form and the readings.
@@ -144,6 +203,10 @@ public struct DeviceClone: Sendable, Equatable {
             ("services", .array(services.map(GATTCachedDatabase.json(service:)))),
             ("readings", .array(readingsJSON)),
             ("unread", .array(unread.map { .int(Int($0)) })),
+            ("advertising", .array(advertising.map { a in
+                .object([("kind", .string(a.kind)), ("eventType", .int(Int(a.eventType))), ("address", .string(a.address)),
+                         ("addressType", .string(a.addressIsRandom ? "random" : "public")), ("data", .string(ATTHex.string(a.data)))])
+            })),
             ("behaviours", .array(behaviours.map { b in
                 .object([("handle", .int(Int(b.handle))), ("value", .string(ATTHex.string(b.value))),
                          ("response", .string(!b.withResponse ? "command" : b.refusal == nil ? "accepted" : "refused"))]
@@ -191,6 +254,14 @@ public struct DeviceClone: Sendable, Equatable {
             }
         }
         self.readings = readings
+        advertising = try (json["advertising"]?.items ?? []).map { (a: JSONValue) throws(DatabaseCacheProblem) in
+            let type = try GATTCachedDatabase.field(a, "eventType", \.integer)
+            guard let eventType = UInt8(exactly: type), eventType <= 4 else { throw DatabaseCacheProblem("advertising: eventType \(type) is not 0-4") }
+            let data = try GATTCachedDatabase.bytes(try GATTCachedDatabase.field(a, "data", \.string), "advertising.data")
+            guard data.count <= 31 else { throw DatabaseCacheProblem("advertising: \(data.count) bytes of data, more than a legacy PDU's 31") }
+            return Advertisement(eventType: eventType, address: try GATTCachedDatabase.field(a, "address", \.string),
+                                 addressIsRandom: a["addressType"] == .string("random"), data: data)
+        }
         behaviours = try (json["behaviours"]?.items ?? []).map { (b: JSONValue) throws(DatabaseCacheProblem) in
             let response = try GATTCachedDatabase.field(b, "response", \.string)
             guard ["command", "accepted", "refused"].contains(response) else { throw DatabaseCacheProblem("behaviours: response \"\(response)\"") }
@@ -239,10 +310,22 @@ extension Peer {
             for e in catalog.entries { if let label = e.label { names[e.characteristic.valueHandle] = label } }
             let deviceName = services.flatMap(\.characteristics).first { $0.uuid == .bit16(0x2A00) }
                 .flatMap { c -> String? in if case .value(let v)? = readings[c.valueHandle] { String(decoding: v, as: UTF8.self) } else { nil } }
-            return DeviceClone(name: deviceName ?? target.description, source: source, mtu: client.mtu, services: services,
-                               readings: readings, names: names, servedHash: served)
+            var clone = DeviceClone(name: deviceName ?? target.description, source: source, mtu: client.mtu, services: services,
+                                    readings: readings, names: names, servedHash: served)
+            if case .bluetooth(let address) = target, let monitor = link?.monitor {
+                clone.advertising = monitor.advertising(of: address).map {
+                    .init(eventType: $0.eventType, address: $0.address.description, addressIsRandom: $0.addressType == .random, data: $0.data)
+                }
+            }
+            return clone
         }
     }
+}
+
+/// A device file that could not be read, in words naming the file.
+public struct DeviceFileError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
 }
 
 /// What differs between two clones of a device (or a clone and the device now): the database's structure

@@ -105,7 +105,7 @@ struct LinkSetup {
         }
         // A raise after Insufficient Encryption / Authentication is only worth it when someone answers the kernel's
         // confirmation (an agent, a bond, bluetoothd); else SMP's 30 s timeout ends the link (Part H §3.4).
-        let mayRaiseSecurity = pairing != nil || loaded != nil || daemonRuns
+        let mayRaiseSecurity = pairing != nil || loaded != nil || (daemonRuns && options.raisesSecurityThroughDaemon)
         let security: BTSecurityLevel? = options.pairing != nil && !isUnix && (asked?.rawValue ?? 0) < BTSecurityLevel.medium.rawValue ? .medium : asked
         // A unix: target needs no capability.
         if isUnix { drop("at the connect (a unix: target needs none)") }
@@ -175,7 +175,9 @@ struct LinkSetup {
         }
         return LinkConnection(bearer: bearer, link: link, requests: requests, pairing: pairing, capture: capture,
                               security: isUnix ? nil : security, mayRaiseSecurity: mayRaiseSecurity,
-                              raiseLimit: pairing == nil && !daemonRuns && loaded.map { !$0.authenticated } == true ? .medium : nil)
+                              raiseLimit: pairing == nil && !daemonRuns && loaded.map { !$0.authenticated } == true ? .medium
+                                  // An agent with no input and no output pairs by Just Works only: never MITM (Vol 3 Part H §2.3.5.1).
+                                  : pairing != nil && options.pairing?.io == .noInputNoOutput && loaded?.authenticated != true ? .medium : nil)
     }
 
     /// Whether `error` is the socket's EACCES (a security failure on an L2CAP socket).

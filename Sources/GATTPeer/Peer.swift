@@ -42,6 +42,10 @@ public final class Peer: Sendable {
         /// This process answers the kernel's pairing requests for the connection's life (an LE target only), and the
         /// link asks for at least medium security (Vol 3 Part H §2.3); nil: no agent here.
         public var pairing: Pairing.AgentSetup?
+        /// Whether a peer's Insufficient Encryption / Authentication (Vol 3 Part F §3.4.1.1) may raise the link's
+        /// security when only bluetoothd would answer the pairing that starts (its agent's prompt, or SMP's 30 s
+        /// timeout, Part H §3.4); false takes the refusal as the answer (`mirror clone` without --pair).
+        public var raisesSecurityThroughDaemon = true
         /// After a lost bond (the peer's Encryption Change failed with 0x06, PIN or Key Missing), this host's bond is
         /// removed, the peer paired again with these prompts, and the connect made afresh once; nil: the error.
         public var repair: PairingPrompts?

@@ -560,6 +560,12 @@ public final class HCILinkMonitor: Sendable {
         _ = readDatagrams(socket.fd, wake: wake, capacity: 260, receive)
     }
 
+    /// The advertising reports seen from `address` since the monitor opened (the kernel's scan before its LE
+    /// Create Connection), one per PDU type, in Event_Type order.
+    public func advertising(of address: BluetoothAddress) -> [LEAdvertisingReport] {
+        state.withLock { s in (s.advertising[address] ?? [:]).sorted { $0.key < $1.key }.map(\.value) }
+    }
+
     /// Keeps one event and hands it to the sink when it is our link's, or one of our commands' answers.
     func receive(_ packet: [UInt8]) {
         guard let event = HCIEvent.parse(packet) else { return }
@@ -584,6 +590,10 @@ struct MonitorState {
     var nextSeq = 0
     var unbound: [(handles: [UInt16], record: HCILinkRecord)] = []
     var sentOpcodes: Set<UInt16> = []
+    /// The last advertising report of each PDU type from each advertiser (the kernel's scan before an LE connect,
+    /// Vol 4 Part E §7.7.65.2), at most `advertisersLimit` advertisers, the first seen kept.
+    var advertising: [BluetoothAddress: [UInt8: LEAdvertisingReport]] = [:]
+    static let advertisersLimit = 64
     var closing = false
     var readerDone = false
 
@@ -664,7 +674,12 @@ struct MonitorState {
             handles = entries.map(\.handle)
         case .commandComplete(let op, _), .commandStatus(let op, _):
             return sentOpcodes.contains(op)
-        case .leAdvertisingReports, .other:
+        case .leAdvertisingReports(let reports):
+            for r in reports where advertising[r.address] != nil || advertising.count < Self.advertisersLimit {
+                advertising[r.address, default: [:]][r.eventType] = r
+            }
+            return false
+        case .other:
             return false
         }
         if let bound { return handles.contains(bound) }

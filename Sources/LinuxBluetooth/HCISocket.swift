@@ -47,6 +47,13 @@ public struct HCICommand: Sendable, Equatable {
                           parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
     }
 
+    /// LE Set Scan Response Data (§7.8.8): up to 31 bytes of AD structures, zero-padded.
+    public static func leSetScanResponseData(_ data: [UInt8]) -> HCICommand {
+        let d = Array(data.prefix(31))
+        return HCICommand(ogf: leOGF, ocf: 0x0009, name: "LE Set Scan Response Data",
+                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+    }
+
     /// LE Set Advertising Enable (§7.8.9).
     public static func leSetAdvertisingEnable(_ on: Bool) -> HCICommand {
         HCICommand(ogf: leOGF, ocf: 0x000A, name: "LE Set Advertising Enable", parameters: [on ? 1 : 0])
@@ -110,7 +117,7 @@ public enum HCIEvent: Sendable, Equatable {
     case commandComplete(opcode: UInt16, returnParameters: [UInt8])
     /// Command Status (0x0F).
     case commandStatus(opcode: UInt16, status: UInt8)
-    /// LE Meta (0x3E) subevent 0x02: advertising reports.
+    /// LE Meta (0x3E) subevent 0x02: advertising reports; also subevent 0x0D's legacy PDUs (extended scanning, §7.7.65.13).
     case leAdvertisingReports([LEAdvertisingReport])
     /// Disconnection Complete (0x05, §7.7.5): the handle and the reason (an HCI status code).
     case disconnectionComplete(status: UInt8, handle: UInt16, reason: UInt8)
@@ -128,6 +135,30 @@ public enum HCIEvent: Sendable, Equatable {
     case lePHYUpdateComplete(status: UInt8, handle: UInt16, txPHY: UInt8, rxPHY: UInt8)
     /// Anything else: event code and parameters.
     case other(code: UInt8, parameters: [UInt8])
+
+    /// LE Extended Advertising Report (§7.7.65.13), as a controller with extended scanning gives the kernel's scan:
+    /// its legacy PDUs (Event_Type bit 4) as the legacy report's types; an extended PDU's data is left out.
+    static func parseExtendedAdvertisingReports(_ p: [UInt8]) -> HCIEvent? {
+        guard p.count >= 2 else { return nil }
+        // §7.7.65.13's Event_Type of a legacy PDU (bit 4 set) to the legacy report's Event_Type (§7.7.65.2).
+        let legacy: [UInt16: UInt8] = [0x13: 0, 0x15: 1, 0x12: 2, 0x10: 3, 0x1B: 4, 0x1A: 4]
+        var reports: [LEAdvertisingReport] = []
+        var i = 2
+        for _ in 0..<Int(p[1]) {
+            guard i + 24 <= p.count else { return nil }
+            let type = p.littleEndianUInt16(at: i), addrType = p[i + 2]
+            let address = BluetoothAddress(uncheckedBytes: p[(i + 3)..<(i + 9)].reversed())
+            let rssi = Int8(bitPattern: p[i + 13])
+            let len = Int(p[i + 23])
+            guard i + 24 + len <= p.count else { return nil }
+            if let eventType = legacy[type] {
+                reports.append(LEAdvertisingReport(eventType: eventType, addressType: addrType & 0x01 == 0 ? .public : .random,
+                                                   address: address, data: Array(p[(i + 24)..<(i + 24 + len)]), rssi: rssi))
+            }
+            i += 24 + len
+        }
+        return .leAdvertisingReports(reports)
+    }
 
     /// Parses an HCI event packet: 0x04, event code, parameter length, parameters. Nil if malformed.
     public static func parse(_ packet: [UInt8]) -> HCIEvent? {
@@ -165,6 +196,8 @@ public enum HCIEvent: Sendable, Equatable {
                 i += 10 + len
             }
             return .leAdvertisingReports(reports)
+        case 0x3E where p.first == 0x0D:
+            return parseExtendedAdvertisingReports(p)
         default:
             return .other(code: code, parameters: p)
         }
@@ -265,11 +298,19 @@ public final class HCISocket: Sendable {
 public enum LEAdvertiser {
     /// Starts advertising `name` on `adapter`; a central can then connect and open ATT on CID 4.
     public static func start(adapter: String, name: String?, intervalMilliseconds: Double = 100) throws(TransportError) {
+        try start(adapter: adapter, data: HCICommand.advertisingData(name: name), intervalMilliseconds: intervalMilliseconds)
+    }
+
+    /// Starts advertising these AD structures (a device's recorded ones, `mirror-sim --from`), and the scan response
+    /// data when given (Vol 4 Part E §7.8.7, §7.8.8: each at most 31 bytes).
+    public static func start(adapter: String, data: [UInt8], scanResponse: [UInt8]? = nil,
+                             intervalMilliseconds: Double = 100) throws(TransportError) {
         let hci = try HCISocket(adapter: adapter)
         // Stop first: parameters cannot change while advertising (Command Disallowed is fine here).
         _ = try? hci.run(.leSetAdvertisingEnable(false))
         try hci.run(.leSetAdvertisingParameters(intervalMilliseconds: intervalMilliseconds))
-        try hci.run(.leSetAdvertisingData(HCICommand.advertisingData(name: name)))
+        try hci.run(.leSetAdvertisingData(data))
+        if let scanResponse { try hci.run(.leSetScanResponseData(scanResponse)) }
         try hci.run(.leSetAdvertisingEnable(true))
     }
 

@@ -322,6 +322,38 @@ final class HCILinkMonitorTests: XCTestCase {
         XCTAssertEqual(t.txPHY.unknownReason, .unavailable("no LE PHY Update Complete seen on this link, and LE Read PHY was refused with 0x0C Command Disallowed"))
     }
 
+    /// The advertising seen before a connect (the kernel's scan, Vol 4 Part E §7.7.65.2) is kept per advertiser and
+    /// PDU type, the last of each (`mirror clone` records the target's); another advertiser's stays apart.
+    func testTheAdvertisingReportsSeenAreKeptPerAdvertiserAndPDUType() throws {
+        let pair = try SocketPair()
+        let (monitor, controller) = try rig(pair) { _ in [] }
+        defer { monitor.close() }
+        let target = BluetoothAddress(uncheckedBytes: [0x00, 0xAA, 0x01, 0x01, 0x00, 0x01])
+        func report(_ type: UInt8, _ address: [UInt8], _ data: [UInt8]) -> [UInt8] {
+            hciEvent(0x3E, [0x02, 1, type, 0x00] + address.reversed() + [UInt8(data.count)] + data + [0xC4])
+        }
+        controller.send(report(0, target.bytes, [0x02, 0x01, 0x06, 0x03, 0x09, 0x41, 0x42]))
+        controller.send(report(0, target.bytes, [0x02, 0x01, 0x06, 0x03, 0x09, 0x43, 0x44]))
+        controller.send(report(4, target.bytes, [0x03, 0x19, 0x40, 0x03]))
+        controller.send(report(0, [1, 2, 3, 4, 5, 6], [0x02, 0x01, 0x04]))
+        XCTAssertTrue(waitFor { monitor.advertising(of: BluetoothAddress(uncheckedBytes: [1, 2, 3, 4, 5, 6])).count == 1 })
+        let seen = monitor.advertising(of: target)
+        XCTAssertEqual(seen.map(\.eventType), [0, 4])
+        XCTAssertEqual(seen.first?.data, [0x02, 0x01, 0x06, 0x03, 0x09, 0x43, 0x44], "the last ADV_IND's data")
+        XCTAssertEqual(seen.last?.data, [0x03, 0x19, 0x40, 0x03])
+        XCTAssertEqual(seen.first?.rssi, -60)
+        // A controller with extended scanning reports the same legacy PDU as LE Extended Advertising Report (0x0D):
+        // Event_Type 0x0013 (legacy ADV_IND); an extended PDU's (0x0001) data is left out.
+        let other = BluetoothAddress(uncheckedBytes: [0xC0, 1, 2, 3, 4, 5])
+        func extended(_ type: UInt16, _ data: [UInt8]) -> [UInt8] {
+            [UInt8(type & 0xFF), UInt8(type >> 8), 0x01] + other.bytes.reversed() + [1, 0, 0xFF, 0x7F, 0xB0, 0, 0, 0] + [UInt8](repeating: 0, count: 6)
+                + [UInt8(data.count)] + data
+        }
+        controller.send(hciEvent(0x3E, [0x0D, 2] + extended(0x0001, [0x02, 0x01, 0x05]) + extended(0x0013, [0x02, 0x01, 0x06])))
+        XCTAssertTrue(waitFor { !monitor.advertising(of: other).isEmpty })
+        XCTAssertEqual(monitor.advertising(of: other), [LEAdvertisingReport(eventType: 0, addressType: .random, address: other, data: [0x02, 0x01, 0x06], rssi: -80)])
+    }
+
     /// Polls `condition` for up to 5 s.
     func waitFor(_ condition: () -> Bool) -> Bool {
         let end = ContinuousClock.now + .seconds(5)

@@ -181,6 +181,11 @@ final class CloneTests: XCTestCase {
         XCTAssertEqual(json["notDiscovered"]?["services"], .array([]))
         XCTAssertEqual(json["notRead"], .array([3, 5, 9, 13, 15, 16, 18, 22, 24, 26, 28, 29].map { .int($0) }))
         XCTAssertEqual(try deviceFile(file("one.json"))["readings"], .array([.object([("handle", 12), ("value", "00")])]))
+        // In words, each by its name: a descriptor by its type's and its characteristic's.
+        let words = try MirrorProcess.run(["clone", "--from", byName, "-o", file("one.json")])
+        XCTAssertTrue(words.stdout.contains("values never read: 0x0003 (Device Name), 0x0005 (Appearance), "
+                                            + "0x0009 (Client Characteristic Configuration of Service Changed), "
+                                            + "0x000D (Client Characteristic Configuration of scanState), 0x000F (scanError), "), words.stdout)
     }
 
     /// Android's HCI snoop log (H4, datalink 1002) with L2CAP fragmented as a controller with a 27-byte ACL buffer

@@ -23,6 +23,7 @@ let usage = """
                               its values and refusals as read, writes stored (unix:PATH or --adapter; no mirror option);
                               a write a capture showed is answered as the device did, and what followed it replayed
       --pace recorded|fast    with --from: what followed a write at the capture's delays (default), or at once
+                              (with --from and --adapter: the advertising data the file recorded, unless --advertise NAME)
       --scenario FILE         a JSON object of these options, e.g. {"scale":"misaligned","faults":["drop:cloudToken"]}
       --scale aligned|misaligned      initDeviceForScan scans, or notifies SCALE_ALIGNMENT in 60-90 ms (default aligned)
       --wifi connected|offline        offline: a cloudToken write latches ERROR / PROCESSOR_BUSY (default connected)
@@ -188,9 +189,8 @@ let exitAfterOne = parsed.once
 
 // `--from FILE`: the clone's database, served until a signal; the mirror below never starts.
 if let file = parsed.from {
-    guard let data = FileManager.default.contents(atPath: file) else { fail("cannot read the device file \(file)") }
     let clone: DeviceClone
-    do { clone = try DeviceClone(json: try parseJSON(bytes: Array(data))) } catch { fail("device file \(file): \(error)") }
+    do { clone = try DeviceClone(contentsOf: file) } catch { fail(error.description) }
     let hostBox = Lock<GATTServerHost?>(nil)
     var hooks = ClonedDevice.hooks(clone, pace: parsed.pace, host: hostBox, log: log)
     if exitAfterOne { hooks.closed = { _, _ in exit(0) } }
@@ -200,13 +200,20 @@ if let file = parsed.from {
         // On an adapter: its LE CID 4, advertising through raw HCI as the mirror does (again after each disconnect).
         if let adapter = parsed.adapter {
             cloneListeners.append(try ATTBearerListener.le(adapter: adapter))
-            let name = parsed.advertiseName ?? clone.name
-            try LEAdvertiser.start(adapter: adapter, name: name)
-            log("advertising as \"\(name)\" on \(adapter)")
+            // The device's own advertising data when the file recorded it (and no --advertise NAME replaces it).
+            let recorded = parsed.advertiseName == nil ? clone.advertising.first(where: \.isAdvertisingData) : nil
+            let data = recorded?.data ?? HCICommand.advertisingData(name: parsed.advertiseName ?? clone.name)
+            let scanResponse = recorded == nil ? nil : clone.advertising.first { !$0.isAdvertisingData }?.data
+            try LEAdvertiser.start(adapter: adapter, data: data, scanResponse: scanResponse)
+            if let recorded {
+                log("advertising the recorded \(recorded.kind) data [\(ATTHex.string(data))]\(scanResponse.map { " and scan response [\(ATTHex.string($0))]" } ?? "") on \(adapter)")
+            } else {
+                log("advertising as \"\(TerminalText.escaped(parsed.advertiseName ?? clone.name))\" on \(adapter)")
+            }
             let previous = hooks.closed
             hooks.closed = { c, reason in
                 previous(c, reason)
-                do { try LEAdvertiser.start(adapter: adapter, name: name) } catch { log("re-enabling advertising on \(adapter) failed: \(error)") }
+                do { try LEAdvertiser.start(adapter: adapter, data: data, scanResponse: scanResponse) } catch { log("re-enabling advertising on \(adapter) failed: \(error)") }
             }
         }
     } catch { fail("\(error)") }

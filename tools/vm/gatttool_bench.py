@@ -62,14 +62,18 @@ class Gatttool:
         self.tail = chunk[-keep:]
 
     def wait(self, marker, n, what):
+        self.wait_until(lambda: self.count(marker) >= n, what, lambda: f"{self.count(marker)} of {n} '{marker}'")
+
+    def wait_until(self, done, what, progress=lambda: "not yet"):
+        """Pumps both ways until done() holds; fails on a failure marker or after the timeout."""
         deadline = time.monotonic() + self.timeout
-        while self.count(marker) < n:
+        while not done():
             for failure in FAILURES:
                 if self.count(failure):
                     self.fail(f"gatttool said '{failure}' while waiting for {what}")
             left = deadline - time.monotonic()
             if left <= 0:
-                self.fail(f"waited {self.timeout} s for {what} ({self.count(marker)} of {n} '{marker}')")
+                self.fail(f"waited {self.timeout} s for {what} ({progress()})")
             r, w, _ = select.select([self.fd], [self.fd] if self.pending else [], [], left)
             if w:
                 try:

@@ -20,7 +20,12 @@ let cloneCommand = Command(CommandSpec(
         error. The file records the Database Hash the device serves and the one computed over what was found: \
         equal, the clone is complete ("databaseHash": {"served", "computed", "complete"}); a device that serves \
         none leaves "complete" null. --redact NAME|HANDLE keeps only the length of a value that must not leave \
-        the building. Values that could not be read are listed ("unread"), and each refusal kept with its code.
+        the building. Values that could not be read are listed ("unread"), and each refusal kept with its code: \
+        a value that needs encryption is recorded as refused (the permission it reveals) and starts no pairing, \
+        unless --pair (this process pairs, Just Works, then reads it) or a bond of this host's encrypts the link. \
+        A target reached over the air also leaves the advertising data seen before the connect ("advertising": \
+        {"kind", "eventType", "address", "addressType", "data"} per PDU type), which `mirror-sim --from FILE \
+        --adapter hciN` advertises again.
 
         With --from CAPTURE (and no TARGET), the device file comes from a capture alone: btsnoop as btmon writes \
         it (Linux monitor format), as Android's HCI snoop log writes it (H4) and this tool's --btsnoop files. \
@@ -58,7 +63,7 @@ let cloneCommand = Command(CommandSpec(
     let redactions = try (inv.arguments.values["--redact"] ?? []).map { (s: String) throws(UsageError) in
         (s, try parseCharacteristicReference(s))
     }
-    let session = try await Session.open(target, inv)
+    let session = try await Session.open(target, inv, surveying: true)
     defer { session.close() }
     var redacting: Set<UInt16> = []
     for (token, reference) in redactions {
@@ -103,7 +108,7 @@ private func cloneDifferences(_ saved: String, _ inv: Invocation) async throws -
         new = try loadDeviceFile(other)
     } else {
         let target = try inv.target()
-        let session = try await Session.open(target, inv)
+        let session = try await Session.open(target, inv, surveying: true)
         defer { session.close() }
         new = try await session.peer.clone(source: "live \(target.description)")
     }
@@ -136,14 +141,9 @@ private func cloneDifferences(_ saved: String, _ inv: Invocation) async throws -
     return .success
 }
 
-/// A device file, read and parsed; what is wrong with it names the file.
+/// A device file, read and parsed (`DeviceClone(contentsOf:)`); what is wrong with it names the file.
 private func loadDeviceFile(_ path: String) throws -> DeviceClone {
-    guard let data = FileManager.default.contents(atPath: path) else { throw CLIError.failure("cannot read the device file \(path)") }
-    do {
-        return try DeviceClone(json: try parseJSON(bytes: Array(data)))
-    } catch {
-        throw CLIError.failure("device file \(path): \(error)")
-    }
+    do { return try DeviceClone(contentsOf: path) } catch { throw CLIError.failure(error.description) }
 }
 
 /// `mirror clone --from CAPTURE -o FILE [--connection N|ADDRESS]`.
@@ -183,7 +183,7 @@ private func cloneFromCapture(_ path: String, output: String, _ inv: Invocation)
                                                            names: CharacteristicNames(profile.characteristics))
     try PrivateFile.replace(output, with: clone.json.pretty + "\n", what: "the device file")
     func ranges(_ r: [ATTHandleRange]) -> String { r.map(\.description).joined(separator: ", ") }
-    let notRead = gaps.valuesNotRead.map { h in ATTHex.handle(h) + (clone.names[h].map { " (\(TerminalText.escaped($0)))" } ?? "") }
+    let notRead = gaps.valuesNotRead.map { h in ATTHex.handle(h) + (clone.label(of: h).map { " (\(TerminalText.escaped($0)))" } ?? "") }
     if inv.global.json {
         func json(_ r: [ATTHandleRange]) -> JSONValue { .array(r.map { .object([("start", .int(Int($0.start))), ("end", .int(Int($0.end)))]) }) }
         inv.console.json(.object([

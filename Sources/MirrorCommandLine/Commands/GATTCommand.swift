@@ -62,7 +62,7 @@ let gattCommand = Command(CommandSpec(
         }
         return .success
     }
-    let session = try await Session.open(target, inv)
+    let session = try await Session.open(target, inv, surveying: readValues)
     defer { session.close() }
     let database = try await session.database(readValues: readValues)
     // Why a second gatt is not faster: the cache keys on the peer's Database Hash.

@@ -100,9 +100,12 @@ final class Session: Sendable {
     /// `capture`: a btsnoop writer of the caller's (the shell's) to capture into instead of opening --btsnoop's.
     /// `exchangeMTU`: false for `mirror check`, which sends its own Exchange MTU (and opens no Enhanced ATT bearer).
     /// `agent`: how --pair's agent answers (the shell's: --io, --passkey, questions at its prompt); default Just Works.
+    /// `surveying`: the command reads every value (`gatt --read`, `clone`): a refusal for security is the answer,
+    /// recorded as the permission it reveals, unless --pair or a bond of ours can answer the pairing a raise starts
+    /// (`Peer.Options.raisesSecurityThroughDaemon`: no pairing by bluetoothd's agent as a survey's side effect).
     static func open(_ target: TargetArgument, _ inv: Invocation, announceLink: Bool = true,
                      heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
-                     exchangeMTU: Bool = true, agent: Pairing.AgentSetup? = nil) async throws -> Session {
+                     exchangeMTU: Bool = true, agent: Pairing.AgentSetup? = nil, surveying: Bool = false) async throws -> Session {
         if let attached = inv.attached {
             inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
             return attached
@@ -131,6 +134,7 @@ final class Session: Sendable {
         // --pair: this process answers the kernel's pairing requests; --repair: a lost bond is paired again.
         options.pairing = g.pair ? agent ?? .standard(console: console) : nil
         options.repair = g.repair ? Pairing.terminalPrompts(passkey: nil, console: console) : nil
+        options.raisesSecurityThroughDaemon = !surveying
         options.linkRequests = g.link
         options.records = LinkRecordSink(tracing: g.trace) { console.err($0) }
         options.trace = { console.err($0) }

@@ -105,10 +105,12 @@ done
 vm_ok bluez-btmon 60 btmon -r "$OUT/bluez-bench.btsnoop"
 vm_grep "$OUT/bluez-btmon.log" "ATT: Write Request" "btmon -r decodes mirror's Write Requests"
 # gatt --read with 3 bearers: the values are read 3 at a time, one per bearer. The example's encrypted characteristics
-# answer Insufficient Encryption, and the pairing the raise starts has not finished in this VM (no agent runs on either
-# side): so the reads before it are what is checked; the command ends at its --timeout naming that wait (exit 5).
+# answer Insufficient Encryption: gatt --read reads every value, so it keeps the refusal and starts no pairing (only
+# bluetoothd's agent, absent here, could answer one; it used to end at its --timeout, exit 5).
 vm_no_le_link
 vm_run bluez-gatt3 60 "$BIN/mirror" gatt $peer --adapter hci0 --read --bearers 3 --trace --timeout 5 || true
 vm_log "bluetoothd: gatt --read --bearers 3 exited $VM_RC: $(tail -n 1 "$OUT/bluez-gatt3.log")"
+[ "$VM_RC" = 0 ] || vm_fail "gatt --read against bluetoothd's encrypted values exited $VM_RC (expected 0: each refusal kept)"
+vm_grep "$OUT/bluez-gatt3.log" "Insufficient Encryption" "bluetoothd: the encrypted values' refusals kept"
 vm_grep "$OUT/bluez-gatt3.log" "> \[b1 cid 0x00[0-9A-Fa-f]{2}\] Read Request" "bluetoothd: gatt --read sends Read Requests on ECRED bearer 1"
 vm_grep "$OUT/bluez-gatt3.log" "> \[b2 cid 0x00[0-9A-Fa-f]{2}\] Read Request" "bluetoothd: and on ECRED bearer 2"
