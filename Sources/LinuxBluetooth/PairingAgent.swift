@@ -357,7 +357,7 @@ public final class PairingAgent: Sendable {
         let ended = { @Sendable [self] (syscall: String) in
             report("pairing agent on \(socket.adapter) stopped: \(lastSocketError(syscall, "waiting for a pairing request", .hci(adapter: socket.adapter)))")
         }
-        guard let loop else {
+        guard loop != nil else {
             startDetachedThread { [self] in
                 _ = cbz_set_thread_name("pair-agent")
                 defer { service.finished() }
