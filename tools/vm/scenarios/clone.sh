@@ -1,4 +1,4 @@
-# vm-about: mirror clone of two devices this project did not write, Google Bumble (its own host stack on hci1, no bluetoothd) and bluetoothd with BlueZ's example-gatt-server: live (complete by each one's Database Hash, the encrypted values' refusals kept without pairing, or read after clone --pair) and from captures (of mirror gatt --read's connection; a btmon capture of BlueZ's gatttool surveying bluetoothd: equal to the live clone where seen, the values never read listed exactly); each served by mirror-sim --from on hci1 (bluetoothd's recorded advertising data advertised again), mirror gatt --json --read against the clone equal to it against the original (handles, UUIDs, properties, values, refusals, Database Hash); a partial capture names what it never saw
+# vm-about: mirror clone of two devices this project did not write, Google Bumble (its own host stack on hci1, no bluetoothd) and bluetoothd with BlueZ's example-gatt-server: live (complete by each one's Database Hash, the encrypted values' refusals kept without pairing, or read after clone --pair) and from captures (of mirror gatt --read's connection; btmon captures of BlueZ's gatttool surveying each: equal to the live clone where seen, the values never read listed exactly); each served by mirror-sim --from on hci1 (bluetoothd's recorded advertising data advertised again), mirror gatt --json --read against the clone equal to it against the original (handles, UUIDs, properties, values, refusals, Database Hash); a partial capture names what it never saw
 # vm-timeout: 480
 vm_need mirror
 [ -n "${VM_BUMBLE:-}" ] && [ -x "$VM_BUMBLE" ] \
@@ -42,6 +42,40 @@ print("same database (%d services) and the same %d values; both complete by the 
       len(live["services"]), len(values(live)), live["databaseHash"]["served"]))
 PY
 sed 's/^/    | /' "$OUT/compare-clones.log"
+
+# 3a. A btmon capture of BlueZ's own gatttool surveying Bumble (compare_capture.py: the same database, the values read
+#     equal to the live clone's, and the ones not asked for, Bumble's refused values, named as never read).
+cat > "$OUT/compare_capture.py" <<'PY'
+# compare_capture.py LIVE CAPTURE UNSEEN DEVICE: a clone from gatttool's capture equals the live clone where seen.
+import json, sys
+live, capture = (json.load(open(p)) for p in sys.argv[1:3])
+unseen = [int(h, 16) for h in sys.argv[3].split(",")]  # the values gatttool was not asked to read
+assert live["services"] == capture["services"], "the databases differ:\n%s\n%s" % (live["services"], capture["services"])
+def values(d): return {r["handle"]: r for r in d["readings"]}
+lv, cv = values(live), values(capture)
+assert set(cv) == set(lv) - set(unseen), "read in one only: %s" % sorted(set(cv) ^ set(lv))
+assert all(cv[h] == lv[h] for h in cv), "the values differ: %s" % [(lv[h], cv[h]) for h in cv if cv[h] != lv[h]]
+assert capture["unread"] == unseen, (capture["unread"], unseen)
+assert live["databaseHash"]["served"] == capture["databaseHash"]["served"] and capture["databaseHash"]["complete"] is True
+print("gatttool's capture of %s: the same database (%d services, every range discovered) and the same %d values; never read, "
+      "listed exactly: %s; both complete by the served hash %s" % (sys.argv[4], len(live["services"]), len(cv), sys.argv[3], live["databaseHash"]["served"]))
+PY
+bumble_reads=$(python3 -I -S -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+print(",".join("0x%04X" % r["handle"] for r in d["readings"] if "error" in r),
+      ",".join("0x%04x" % r["handle"] for r in d["readings"] if "error" not in r))' "$OUT/live.json")
+vm_bg btmon-bumble sh -c 'exec btmon -w "$1" >/dev/null' btmon "$OUT/gatttool-bumble.btsnoop"
+vm_wait "btmon writing" 10 test -s "$OUT/gatttool-bumble.btsnoop"
+vm_no_le_link
+vm_ok bumble-gatttool 90 python3 -I -S "$REPO/tools/vm/gatttool_survey.py" hci0 $peer "$OUT/live.json" --read "${bumble_reads#* }"
+sed 's/^/    | /' "$OUT/bumble-gatttool.log" | tail -n 1
+vm_no_le_link
+vm_stop btmon-bumble 5 INT
+vm_ok bumble-gatttool-clone 30 "$BIN/mirror" clone --from "$OUT/gatttool-bumble.btsnoop" --connection $peer -o "$OUT/gatttool-bumble.json"
+sed 's/^/    | /' "$OUT/bumble-gatttool-clone.log"
+vm_ok compare-bumble-gatttool 30 python3 -I -S "$OUT/compare_capture.py" "$OUT/live.json" "$OUT/gatttool-bumble.json" "${bumble_reads%% *}" Bumble
+sed 's/^/    | /' "$OUT/compare-bumble-gatttool.log"
 
 # 3b. clone --pair: this process pairs first (Just Works, its own state directory: the later steps stay unbonded),
 #     and reads the encrypted value; the authenticated one stays refused (0x05) at once: a NoInputNoOutput agent never
@@ -146,20 +180,7 @@ sed 's/^/    | /' "$OUT/bluez-capture.log"
 vm_grep "$OUT/bluez-capture.log" "^values never read: $(echo "$unseen" | sed 's/,/( [^,]*)?, /g')( [^,]*)?$" \
   "the clone from gatttool's capture names each value gatttool never read ($unseen)"
 vm_no_grep "$OUT/bluez-capture.log" "never discovered" "gatttool's discovery covered every handle range"
-vm_ok compare-bluez-clones 30 python3 -I -S - "$OUT/bluez.json" "$OUT/gatttool.json" "$unseen" <<'PY'
-import json, sys
-live, capture = (json.load(open(p)) for p in sys.argv[1:3])
-unseen = [int(h, 16) for h in sys.argv[3].split(",")]
-assert live["services"] == capture["services"], "the databases differ:\n%s\n%s" % (live["services"], capture["services"])
-def values(d): return {r["handle"]: r for r in d["readings"]}
-lv, cv = values(live), values(capture)
-assert set(cv) == set(lv) - set(unseen), "read in one only: %s" % sorted(set(cv) ^ set(lv))
-assert all(cv[h] == lv[h] for h in cv), "the values differ: %s" % [(lv[h], cv[h]) for h in cv if cv[h] != lv[h]]
-assert capture["unread"] == unseen, (capture["unread"], unseen)
-assert live["databaseHash"]["served"] == capture["databaseHash"]["served"] and capture["databaseHash"]["complete"] is True
-print("gatttool's capture: the same database (%d services, every range discovered) and the same %d values; never read, "
-      "listed exactly: %s; both complete by the served hash %s" % (len(live["services"]), len(cv), sys.argv[3], live["databaseHash"]["served"]))
-PY
+vm_ok compare-bluez-clones 30 python3 -I -S "$OUT/compare_capture.py" "$OUT/bluez.json" "$OUT/gatttool.json" "$unseen" bluetoothd
 sed 's/^/    | /' "$OUT/compare-bluez-clones.log"
 
 # 8. The clone served on hci1 in bluetoothd's place (bluetoothd stopped: it powers the adapters off as it ends), with
