@@ -52,9 +52,9 @@ extension ATTPDU {
              .writeCommand(let handle, _), .prepareWriteRequest(let handle, _, _),
              .prepareWriteResponse(let handle, _, _), .handleValueNotification(let handle, _),
              .handleValueIndication(let handle, _):
-            guard handle != 0 else { throw zero(.attributeHandle) }
+            try ATTPDU.validateAttributeHandle(handle, of: op)
         case .signedWriteCommand(let handle, _, let signature):
-            guard handle != 0 else { throw zero(.attributeHandle) }
+            try ATTPDU.validateAttributeHandle(handle, of: op)
             guard signature.count == ATTPDU.signatureLength else {
                 throw .invalidField(opcode: op, field: .authenticationSignature,
                                     problem: .wrongLength(expected: ATTPDU.signatureLength, actual: signature.count))
@@ -160,8 +160,7 @@ extension ATTPDU {
             return 2 + p.attCopy(list.bytes, at: 2)
         case .writeRequest(let handle, let value), .writeCommand(let handle, let value),
              .handleValueNotification(let handle, let value), .handleValueIndication(let handle, let value):
-            p.attStoreLE16(handle, at: 1)
-            return 3 + p.attCopy(value, at: 3)
+            return ATTPDU.encodeHandleValue(opcode, handle: handle, value: value, into: p)
         case .signedWriteCommand(let handle, let value, let signature):
             p.attStoreLE16(handle, at: 1)
             let n = 3 + p.attCopy(value, at: 3)
@@ -214,5 +213,26 @@ extension ATTPDU {
             _ = encodeUnchecked(into: UnsafeMutableRawBufferPointer(start: p, count: n))
         }
         return storage
+    }
+}
+
+extension ATTPDU {
+    /// The Attribute Handle rule `validate()` applies: 0x0000 is reserved and never names an attribute (Core Spec 5.4
+    /// Vol 3 Part F §3.2.2). For a sender that checks one field without building the PDU (the Write Command fast path).
+    @inlinable
+    public static func validateAttributeHandle(_ handle: UInt16, of opcode: ATTOpcode) throws(ATTEncodeError) {
+        guard handle != 0 else { throw .invalidField(opcode: opcode, field: .attributeHandle, problem: .zeroHandle) }
+    }
+
+    /// The layout the handle-and-value PDUs share (Write Request and Command, Notification, Indication: Part F
+    /// §3.4.5.1, §3.4.5.3, §3.4.7.1, §3.4.7.2): opcode, handle little-endian, value. `p` holds at least
+    /// 3 + value.count bytes; returns the byte count. `encodeUnchecked` writes these PDUs with it, and a sender of
+    /// back-to-back Write Commands calls it with no ATTPDU built.
+    @inlinable @inline(__always)
+    public static func encodeHandleValue(_ opcode: ATTOpcode, handle: UInt16, value: ArraySlice<UInt8>,
+                                         into p: UnsafeMutableRawBufferPointer) -> Int {
+        p[0] = opcode.rawValue
+        p.attStoreLE16(handle, at: 1)
+        return 3 + p.attCopy(value, at: 3)
     }
 }

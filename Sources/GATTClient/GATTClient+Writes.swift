@@ -47,18 +47,34 @@ extension GATTClient {
     /// `permitTimeout`). Never drops or cuts a value; a value over MTU-3 bytes is refused locally.
     /// Runs on the caller's executor: from a task that prefers `eventLoop`, the fast path sends on the loop's thread
     /// and takes no suspension; from elsewhere the call moves to the loop first (`withLinkLoop`) and back after.
+    /// Inlined into the caller, so the fast path costs a synchronous call and no async frame of its own.
+    @inlinable
     nonisolated(nonsending) public func writeWithoutResponse(handle: UInt16, value: [UInt8], timeout: Duration? = nil) async throws(GATTError) {
+        if try sendCommandNow(handle: handle, value: value) { return }
+        try await writeWithoutResponseWaiting(handle: handle, value: value, timeout: timeout)
+    }
+
+    /// The fast path: true when the Write Command went out now (on the link's loop, with nothing waiting before
+    /// it); false when it must wait for a permit or move to the loop. A value over MTU-3 bytes is refused here.
+    @usableFromInline
+    func sendCommandNow(handle: UInt16, value: [UInt8]) throws(GATTError) -> Bool {
+        switch try engine.trySendCommandFast(handle: handle, value: value) {
+        case .sent: return true
+        case .tooLong(let m, let budget):
+            throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
+        case .mustWait: return false
+        }
+    }
+
+    /// The slow path: off the loop, the call moves there and tries the fast path again; on it, the command queues
+    /// for a permit (the socket is full or others wait before it).
+    @usableFromInline
+    nonisolated(nonsending) func writeWithoutResponseWaiting(handle: UInt16, value: [UInt8], timeout: Duration?) async throws(GATTError) {
         guard eventLoop.inEventLoop else {
             return try await onLinkLoop { () async throws(GATTError) in try await writeWithoutResponse(handle: handle, value: value, timeout: timeout) }
         }
-        // A view of the caller's value: the codec encodes it at the send, on the stack (no copy, no allocation).
+        // A view of the caller's value: the waiter keeps its encoded bytes (waitForPermit).
         let command = ATTPDU.writeCommand(handle: handle, value: value[...])
-        switch try engine.trySendCommandFast(command, handle: handle, valueLength: value.count) {
-        case .sent: return
-        case .tooLong(let m, let budget):
-            throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
-        case .mustWait: break
-        }
         try await engine.waitForPermit(command, handle: handle, valueLength: value.count, limit: timeout ?? configuration.permitTimeout)
     }
 

@@ -318,6 +318,27 @@ final class ProcedureTests: XCTestCase {
         peer.assertScriptDone()
     }
 
+    /// The Write Command fast path writes the PDU's bytes with no ATTPDU built; the codec's handle rule (Part F
+    /// §3.2.2: 0x0000 is reserved) still refuses it, in `validate()`'s words, on the loop and off it.
+    func testWriteCommandToHandleZeroIsRefusedInTheCodecsWordsAndNothingIsSent() async throws {
+        let peer = ScriptedPeer(raw("02 05 02", "03 f7 00"))
+        let client = try await makeClient(peer)
+        try await client.exchangeMTU()
+        let expected = "cannot be sent: \(ATTEncodeError.invalidField(opcode: .writeCommand, field: .attributeHandle, problem: .zeroHandle))"
+        do { try await client.writeWithoutResponse(handle: 0, value: [1]); XCTFail() } catch {
+            guard case .unsupported(let text) = error else { return XCTFail("\(error)") }
+            XCTAssertTrue(text.hasSuffix(expected), text)
+        }
+        try await withTaskExecutorPreference(client.eventLoop) {
+            do { try await client.writeWithoutResponse(handle: 0, value: [1]); XCTFail() } catch {
+                guard case .unsupported(let text)? = error as? GATTError else { return XCTFail("\(error)") }
+                XCTAssertTrue(text.hasSuffix(expected), text)
+            }
+        }
+        XCTAssertEqual(peer.sent.count, 1, "a refused Write Command was sent")
+        peer.assertScriptDone()
+    }
+
     func testPeersInvalidAttributeValueLengthWithinTheBudgetIsTheApplicationLayersRejection() async throws {
         let value = [UInt8](repeating: 0x41, count: 41)
         let peer = ScriptedPeer(raw("02 05 02", "03 f7 00")

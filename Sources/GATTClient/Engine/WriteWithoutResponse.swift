@@ -15,13 +15,15 @@ extension ATTEngine {
     }
 
     /// The fast path of a write without response, on the loop's thread (a task that prefers the loop): one look at
-    /// the state (closed, the budget, the outbox idle), the codec encodes on the stack, one send. Off the loop, and
-    /// when others wait before it, the caller queues for a permit (`waitForPermit`), which the loop serves in order.
-    func trySendCommandFast(_ pdu: ATTPDU, handle: UInt16, valueLength: Int) throws(GATTError) -> FastCommand {
-        do throws(ATTEncodeError) { try pdu.validate() } catch {
+    /// the state (closed, the budget, the outbox idle), the codec writes the Write Command's bytes on the stack from
+    /// the caller's value (no ATTPDU, no copy on the heap), one send. Off the loop, and when others wait before it,
+    /// the caller queues for a permit (`waitForPermit`), which the loop serves in order.
+    func trySendCommandFast(handle: UInt16, value: [UInt8]) throws(GATTError) -> FastCommand {
+        do throws(ATTEncodeError) { try ATTPDU.validateAttributeHandle(handle, of: .writeCommand) } catch {
             throw .unsupported("\(describe(.writeCommand, handle: handle)) cannot be sent: \(error)")
         }
         guard loop.inEventLoop else { return .mustWait }
+        let valueLength = value.count
         enum Claim { case closed(String), tooLong(mtu: Int, budget: Int), wait, claimed }
         let claim: Claim = state.access { s in
             if let r = s.closedReason { return .closed(r) }
@@ -38,7 +40,11 @@ extension ATTEngine {
         case .wait: return .mustWait
         case .claimed: break
         }
-        switch send(pdu) {
+        let sent = withUnsafeTemporaryAllocation(byteCount: 3 + valueLength, alignment: 1) { buffer in
+            send(UnsafeRawBufferPointer(rebasing: buffer[..<ATTPDU.encodeHandleValue(.writeCommand, handle: handle,
+                                                                                     value: value[...], into: buffer)]))
+        }
+        switch sent {
         case .success(.sent): return .sent
         case .success(.wouldBlock):
             // Nothing was sent: the socket is full, so everything waits for POLLOUT, this command in the permit queue.
