@@ -180,7 +180,7 @@ final class ConformanceRun {
             }
         }
         let selected = Set(options.rules.map(\.id))
-        if let stopped {
+        if stopped != nil {
             for rule in ConformanceRule.catalogue where !judged.contains(rule.id) && !notRun.contains(where: { $0.rule == rule }) {
                 notRun.append(ConformanceSkip(rule: rule, reason: ConformanceReport.stoppedBefore))
             }
