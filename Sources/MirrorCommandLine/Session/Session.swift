@@ -227,23 +227,3 @@ final class Session: Sendable {
         return .object(fields)
     }
 }
-
-extension DatabaseModel {
-    /// The CLI's model of what the GATT client discovered.
-    init(services: [GATTService], mtu: Int) {
-        self.init(mtu: mtu, services: services.map { s in
-            DatabaseModel.Service(
-                uuid: s.uuid.description, start: s.startHandle, end: s.endHandle, primary: s.isPrimary,
-                includes: s.includedServices.map {
-                    DatabaseModel.Include(handle: $0.declarationHandle, start: $0.startHandle, end: $0.endHandle,
-                                          uuid: $0.uuid.description)
-                },
-                characteristics: s.characteristics.map { c in
-                    DatabaseModel.Characteristic(
-                        uuid: c.uuid.description, handle: c.declarationHandle, valueHandle: c.valueHandle,
-                        properties: c.properties.rawValue,
-                        descriptors: c.descriptors.map { DatabaseModel.Descriptor(uuid: $0.uuid.description, handle: $0.handle) })
-                })
-        })
-    }
-}
