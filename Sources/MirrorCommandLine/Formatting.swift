@@ -147,9 +147,3 @@ public func propertyNames(_ properties: UInt8) -> [String] {
         String(name.flatMap { $0.isUppercase ? ["-", Character($0.lowercased())] : [$0] })
     }
 }
-
-/// Names of well-known 16-bit UUIDs (Bluetooth Assigned Numbers): declarations, services, characteristics,
-/// descriptors. `uuid` is the canonical lowercase form.
-public func wellKnownName(_ uuid: String) -> String? {
-    BluetoothUUID(string: uuid)?.name
-}

@@ -42,21 +42,21 @@ let gattCommand = Command(CommandSpec(
         let session = try await Session.open(target, inv)
         defer { session.close() }
         // The shell's connection may have been opened with --no-cache.
-        guard session.databaseCache.store != nil else {
+        guard session.peer.database.store != nil else {
             throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
         }
-        let (cached, peerHash, changes) = try await session.databaseCache.changesSinceStored()
+        let (cached, peerHash, changes) = try await session.peer.database.changesSinceStored()
         if inv.global.json {
             inv.console.json(.object([
-                ("target", .string(session.cacheTarget)), ("cached", .bool(cached != nil)),
+                ("target", .string(session.peer.database.target)), ("cached", .bool(cached != nil)),
                 ("databaseHash", peerHash.map { .string(ATTHex.string($0)) } ?? .null),
                 ("changes", .array(changes.map(\.json))),
             ]))
         } else if cached == nil {
-            inv.console.out("no cached copy of \(session.cacheTarget) to compare with"
+            inv.console.out("no cached copy of \(session.peer.database.target) to compare with"
                             + (peerHash == nil ? " (it serves no Database Hash, so none is kept)" : ""))
         } else if changes.isEmpty {
-            inv.console.out("no change against the cached copy of \(session.cacheTarget)")
+            inv.console.out("no change against the cached copy of \(session.peer.database.target)")
         } else {
             for c in changes { inv.console.out(c.description) }
         }
@@ -90,10 +90,10 @@ extension Session {
     /// prints it, with every readable value read (GATTPeer's `readEveryValue(of:)`) and decoded when `readValues`.
     func database(readValues: Bool) async throws -> DatabaseListing {
         // Kept for the connection, so that names resolve later without discovering again (the shell).
-        let services = try await discovered().services
-        var listing = DatabaseListing(mtu: mtu, services: services)
+        let services = try await peer.database.discovered().services
+        var listing = DatabaseListing(mtu: peer.mtu, services: services)
         for c in services.flatMap(\.characteristics) {
-            if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
+            if let name = peer.lookup.names.label(c.uuid, userDescription: nil) { peer.client.setName(name, for: c.valueHandle) }
             if let name = profile.characteristicName(c.uuid) { listing.names[c.uuid.description] = name }
         }
         if services.contains(where: { $0.uuid == profile.service }) {
@@ -101,12 +101,12 @@ extension Session {
         }
         guard readValues else { return listing }
         // The outcomes by handle; what each value means (ValueFormatter) with its Presentation Format.
-        for read in try await lookup.readEveryValue(of: services).joined() {
+        for read in try await peer.lookup.readEveryValue(of: services).joined() {
             let c = read.characteristic
             if let outcome = read.value {
                 listing.readings[c.valueHandle] = outcome
                 if case .success(let v) = outcome {
-                    listing.decoded[c.valueHandle] = ValueFormatter.decode(v, uuid: c.uuid, name: label(c.uuid, userDescription: nil),
+                    listing.decoded[c.valueHandle] = ValueFormatter.decode(v, uuid: c.uuid, name: peer.lookup.names.label(c.uuid, userDescription: nil),
                                                                            profile: profile, presentation: read.presentationFormat)
                 }
             }

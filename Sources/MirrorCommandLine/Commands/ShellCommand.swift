@@ -428,12 +428,12 @@ final class Shell: Sendable {
                 st.trace = word == "on"
                 return st.session
             }
-            s?.setTracing(word == "on")
+            s?.peer.setTracing(word == "on")
         case "btsnoop":
             let word = args.positionals[0]
             if word == "off" {
                 let (session, writer) = state.withLock { s in defer { s.capture = nil }; return (s.session, s.capture) }
-                session?.stopCapture()
+                session?.peer.stopCapture()
                 writer?.close()
                 if json {
                     console.out(JSONValue.object([("btsnoop", .null), ("closed", writer.map { .string($0.path) } ?? .null)]).compact)
@@ -451,7 +451,7 @@ final class Shell: Sendable {
             }
         case "pair":
             let s = try session()
-            guard s.pairing != nil else {
+            guard s.peer.pairing != nil else {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
             let level: BTSecurityLevel = args.has("--high") ? .high : .medium
@@ -460,7 +460,7 @@ final class Shell: Sendable {
             let (now, served) = try await s.peer.raiseSecurity(to: level)
             for line in Shell.pairResult(security: "\(now)", served: served, json: json) { console.out(line) }
         case "disconnect":
-            let target = try session().transport.label
+            let target = try session().peer.transport.label
             await disconnect(reason: "disconnect asked in the shell")
             if json { console.out(JSONValue.object([("disconnected", .string(target))]).compact) } else { console.out("disconnected from \(target)") }
         case "connect":
@@ -525,7 +525,7 @@ final class Shell: Sendable {
             defer { s.capture = writer }
             return (s.session, s.capture)
         }
-        session?.startCapture(writer)
+        session?.peer.startCapture(writer)
         old?.close()
         return writer
     }
@@ -552,7 +552,7 @@ final class Shell: Sendable {
             s.target = token
             s.options = options
         }
-        let endedAlready = session.transport.whenClosed { [weak self, weak session] reason in
+        let endedAlready = session.peer.transport.whenClosed { [weak self, weak session] reason in
             guard let self, let session else { return }
             self.lost(session, reason: reason)
         }
@@ -560,19 +560,19 @@ final class Shell: Sendable {
         // fails the connect: never a shell that runs its lines on a connection that is gone.
         if let endedAlready {
             state.withLock { s in if s.session === session { s.session = nil } }
-            throw GATTError.disconnected(GATTDisconnectedError(reason: "\(endedAlready)", during: "the connect to \(session.client.label)"))
+            throw GATTError.disconnected(GATTDisconnectedError(reason: "\(endedAlready)", during: "the connect to \(session.peer.client.label)"))
         }
         questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
             // A read by handle awaits it before naming its value (Session.backgroundDiscoveryDone): named alike whenever it runs.
-            session.backgroundDiscovery.withLock { $0 = Task { _ = try? await session.catalog(describing: nil) } }
+            session.backgroundDiscovery.withLock { $0 = Task { _ = try? await session.peer.lookup.catalog(describing: nil) } }
         }
         if json {
-            console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
+            console.out(JSONValue.object([("connected", .string(session.peer.client.label)), ("mtu", .int(session.peer.mtu)),
                                           ("link", session.linkJSON())] + (session.bearersJSON().map { [("bearers", $0)] } ?? [])).compact)
         } else {
-            console.out("connected to \(session.client.label): MTU \(session.mtu)")
+            console.out("connected to \(session.peer.client.label): MTU \(session.peer.mtu)")
             for line in linkText(session, target: target) + session.bearerText() { console.out(line) }
         }
     }
@@ -595,7 +595,7 @@ final class Shell: Sendable {
             let line = json ? JSONValue.object([("lost", .string(text))]).compact : "mirror: \(text)"
             if editor.isTerminal { editor.printAbove(line) } else if json { console.out(line) } else { console.err(line) }
         }
-        guard let link = session.link else { return say(nil) }
+        guard let link = session.peer.link else { return say(nil) }
         // The link's Disconnection Complete may come a moment after the socket's end (a bounded wait, off this thread).
         Task.detached { say(link.dropReason()) }
     }
@@ -744,7 +744,7 @@ final class Shell: Sendable {
         }
         if command == "trace" { return ["on", "off"] }
         if command == "btsnoop" { return ["off"] }
-        guard let session = state.withLock({ $0.session }), let known = session.databaseCache.known else { return [] }
+        guard let session = state.withLock({ $0.session }), let known = session.peer.database.known else { return [] }
         var words: [String] = []
         for c in known.services.flatMap(\.characteristics) {
             words.append(ATTHex.handle(c.valueHandle))
