@@ -379,15 +379,11 @@ final class Shell: Sendable {
             return s
         }
         func references() throws(UsageError) -> [CharacteristicReference] {
-            var refs: [CharacteristicReference] = []
-            for token in args.positionals {
-                do { refs.append(try parseCharacteristicReference(token)) } catch {
-                    var e = error
-                    e.command = name
-                    throw e
-                }
+            try UsageError.of(name) { () throws(UsageError) in
+                var refs: [CharacteristicReference] = []
+                for token in args.positionals { refs.append(try parseCharacteristicReference(token)) }
+                return refs
             }
-            return refs
         }
         switch name {
         case "subscribe":
@@ -474,22 +470,14 @@ final class Shell: Sendable {
             if given.contains(.btsnoop), let path = lineGlobal.btsnoop { try startCapture(path) }
             try await connect(args.positionals.first ?? lastTarget, options: options, json: json)
         case "sleep":
-            let seconds: Double
-            do { seconds = try parseSeconds(args.positionals[0]) } catch {
-                var e = error
-                e.command = name
-                throw e
-            }
+            let seconds = try UsageError.of(name) { () throws(UsageError) in try parseSeconds(args.positionals[0]) }
             do { try await MonotonicClock().sleep(for: .milliseconds(Int64((seconds * 1000).rounded()))) } catch {
                 throw GATTError.cancelled(operation: "sleep \(formatSeconds(seconds))")
             }
             if json { console.out(JSONValue.object([("slept", .double(seconds))]).compact) }
         case "wait":
-            let count: Int
-            do { count = try args.value("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") } ?? 1 } catch {
-                var e = error
-                e.command = name
-                throw e
+            let count = try UsageError.of(name) { () throws(UsageError) in
+                try args.value("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") } ?? 1
             }
             try await waitForValues(count, within: limit)
             if json { console.out(JSONValue.object([("waited", .int(count))]).compact) } else {
@@ -535,12 +523,7 @@ final class Shell: Sendable {
     private func connect(_ token: String, options: GlobalOptions, json: Bool) async throws {
         var global = options
         global.trace = state.withLock { $0.trace }
-        let target: TargetArgument
-        do { target = try parseTarget(token, global: global) } catch {
-            var e = error
-            e.command = "connect"
-            throw e
-        }
+        let target = try UsageError.of("connect") { () throws(UsageError) in try parseTarget(token, global: global) }
         // The capture is the shell's (btsnoop FILE|off), not the connection's.
         global.btsnoop = nil
         var inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
