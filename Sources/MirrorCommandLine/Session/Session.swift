@@ -100,13 +100,7 @@ final class Session: Sendable {
         options.loop = inv.loop
         options.adapter = g.adapter
         options.addressType = target.addressType
-        options.security = g.security.map { level -> BTSecurityLevel in
-            switch level {
-            case .low: return .low
-            case .medium: return .medium
-            case .high: return .high
-            }
-        }
+        options.security = g.security.flatMap { BTSecurityLevel(name: $0.rawValue) }
         options.mtu = g.mtu ?? ATTMTU.maximum
         options.exchangesMTU = exchangeMTU
         options.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
