@@ -691,12 +691,7 @@ final class Shell: Sendable {
         if !options.isEmpty { usage.append("[OPTIONS]") }
         var s = "\(spec.name): \(spec.summary)\n\nUsage: \(usage.joined(separator: " "))\n"
         if !spec.discussion.isEmpty { s += "\n" + wrap(spec.discussion, width: 100) + "\n" }
-        if !positionals.isEmpty {
-            s += "\nArguments:\n"
-            let width = max((positionals.map(\.synopsis.count).max() ?? 0) + 2, 24)
-            for p in positionals { s += "  " + pad(p.synopsis, width) + p.help + "\n" }
-        }
-        if !options.isEmpty { s += "\nOptions:\n" + optionLines(options) }
+        s += argumentsAndOptions(positionals, options)
         // The one-shot examples as lines: "mirror read unix:/tmp/mirror-sim.sock 0x0003" becomes "read 0x0003".
         let examples: [(command: String, comment: String)] = spec.examples.compactMap { e in
             guard passThrough else { return e }

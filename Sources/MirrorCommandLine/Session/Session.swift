@@ -16,7 +16,7 @@ import GATTVocabulary
 struct ListenEvent: Sendable {
     var time: Double
     var handle: UInt16
-    /// Its characteristic's label (`Session.label`), when it has one.
+    /// Its characteristic's label (GATTPeer's `CharacteristicNames.label`), when it has one.
     var name: String?
     /// What the value means (ValueFormatter), when known.
     var decoded: String? = nil
