@@ -723,13 +723,9 @@ final class Shell: Sendable {
         if command == "trace" { return ["on", "off"] }
         if command == "btsnoop" { return ["off"] }
         guard let session = state.withLock({ $0.session }), let known = session.peer.database.known else { return [] }
-        var words: [String] = []
-        for c in known.services.flatMap(\.characteristics) {
-            words.append(ATTHex.handle(c.valueHandle))
-            words.append(c.uuid.description)
-            if let name = session.profile.characteristicName(c.uuid) { words.append(name) }
-            if let d = known.descriptions[c.valueHandle] { words.append(d) }
+        // What each characteristic answers to (GATTPeer's catalog): its value handle, UUID, profile name, User Description.
+        return CharacteristicCatalog(known, names: session.peer.lookup.names).entries.flatMap { e in
+            [ATTHex.handle(e.characteristic.valueHandle), e.characteristic.uuid.description] + [e.profileName, e.userDescription].compactMap { $0 }
         }
-        return words
     }
 }
