@@ -103,6 +103,12 @@ public struct BearerFigures: Sendable {
     }
 
     public var oneBearerWritesPerSecond: Double { median(oneBearer.map(\.writesPerSecond)) }
+
+    /// `writesPerSecond` (the writers' at once) over one writer's on one bearer: the gain; nil when one wrote nothing.
+    public func ratioToOneBearer(_ writesPerSecond: Double) -> Double? {
+        let one = oneBearerWritesPerSecond
+        return one > 0 ? writesPerSecond / one : nil
+    }
 }
 
 /// The figures of one mode over every round.
@@ -145,8 +151,18 @@ public struct ModeFigures: Sendable {
     /// CPU per write, median of the rounds (the whole process: with --loopback that includes the peer).
     public var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
     public var bareCPUPerWrite: Double? { bare.isEmpty ? nil : median(bare.map(\.cpuMicrosecondsPerWrite)) }
+    /// CPU per write over the bare loop's; nil without a bare loop, or when it took no CPU.
+    public var cpuRatioToBare: Double? { bareCPUPerWrite.flatMap { $0 > 0 ? cpuPerWrite / $0 : nil } }
     /// How far the rounds' writes/s disagree (nil with one round).
     public var spread: RoundSpread? { RoundSpread(rounds.map(\.writesPerSecond)) }
+
+    /// --batch: the batch rounds' writes/s and CPU per write over the plain rounds', and their CPU per write over the
+    /// bare loop's; each nil when its divisor is missing or zero.
+    public func batchRatios(_ b: BatchFigures) -> (toPlainRate: Double?, toPlainCPU: Double?, toBareCPU: Double?) {
+        (writesPerSecond > 0 ? b.writesPerSecond / writesPerSecond : nil,
+         cpuPerWrite > 0 ? b.cpuPerWrite / cpuPerWrite : nil,
+         bareCPUPerWrite.flatMap { $0 > 0 ? b.cpuPerWrite / $0 : nil })
+    }
 
     /// The `p`th percentile of the round trips, in microseconds; nil without any.
     public func percentile(_ p: Double) -> Double? {

@@ -92,6 +92,9 @@ public struct LEAdvertisingReport: Sendable, Equatable {
     /// dBm; 127 means not available.
     public var rssi: Int8
 
+    /// The RSSI in dBm, nil for 127, "not available" (Vol 4 Part E §7.7.65.2).
+    public var knownRSSI: Int? { rssi == 127 ? nil : Int(rssi) }
+
     /// Whether a central can connect (ADV_IND or ADV_DIRECT_IND).
     public var isConnectable: Bool { eventType == 0 || eventType == 1 }
 

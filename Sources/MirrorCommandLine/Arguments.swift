@@ -212,6 +212,15 @@ public struct UsageError: Error, Sendable, Equatable, CustomStringConvertible {
         copy.message = "\(option): \(message)"
         return copy
     }
+
+    /// `parse`'s result; its usage error said to be `command`'s (the hint names its --help).
+    static func of<T>(_ command: String?, _ parse: () throws(UsageError) -> T) throws(UsageError) -> T {
+        do { return try parse() } catch {
+            var e = error
+            e.command = command
+            throw e
+        }
+    }
 }
 
 /// Parses `arguments` (without the program name) against the command table. `implicitTarget` (`mirror shell`'s

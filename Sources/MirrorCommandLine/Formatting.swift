@@ -13,98 +13,23 @@ import GATTVocabulary
 #endif
 
 /// A discovered GATT database as `mirror gatt` prints it (Core Spec Vol 3 Part G §3: services, includes,
-/// characteristic declarations and descriptors).
-public struct DatabaseModel: Sendable, Equatable {
+/// characteristic declarations and descriptors): the GATT client's services, and what `--read` read (GATTPeer's
+/// `readings(of:)`, by handle; a handle absent was not read).
+public struct DatabaseListing: Sendable, Equatable {
     public var mtu: Int
-    public var services: [Service]
+    public var services: [GATTService]
+    public var readings: [UInt16: Result<[UInt8], GATTAttributeError>]
     /// Names for UUIDs that are not well known (the mirror profile's), by canonical UUID; text output only.
     public var names: [String: String]
     /// What each value read means (ValueFormatter), by its handle; `--read` fills it.
     public var decoded: [UInt16: String] = [:]
 
-    public init(mtu: Int, services: [Service], names: [String: String] = [:]) {
+    public init(mtu: Int, services: [GATTService], readings: [UInt16: Result<[UInt8], GATTAttributeError>] = [:],
+                names: [String: String] = [:]) {
         self.mtu = mtu
         self.services = services
+        self.readings = readings
         self.names = names
-    }
-
-    /// A service and what it contains.
-    public struct Service: Sendable, Equatable {
-        /// Canonical lowercase UUID: 4 hex digits for 16-bit, the full form for 128-bit.
-        public var uuid: String
-        public var start: UInt16
-        public var end: UInt16
-        public var primary: Bool
-        public var includes: [Include]
-        public var characteristics: [Characteristic]
-
-        public init(uuid: String, start: UInt16, end: UInt16, primary: Bool = true, includes: [Include] = [],
-                    characteristics: [Characteristic] = []) {
-            self.uuid = uuid
-            self.start = start
-            self.end = end
-            self.primary = primary
-            self.includes = includes
-            self.characteristics = characteristics
-        }
-    }
-
-    /// An include declaration (Core Spec Vol 3 Part G §3.2).
-    public struct Include: Sendable, Equatable {
-        public var handle: UInt16
-        public var start: UInt16
-        public var end: UInt16
-        /// Nil when the included service has a 128-bit UUID not in the declaration and it was not read.
-        public var uuid: String?
-
-        public init(handle: UInt16, start: UInt16, end: UInt16, uuid: String?) {
-            self.handle = handle
-            self.start = start
-            self.end = end
-            self.uuid = uuid
-        }
-    }
-
-    /// A characteristic declaration with its descriptors (Core Spec Vol 3 Part G §3.3).
-    public struct Characteristic: Sendable, Equatable {
-        public var uuid: String
-        /// The declaration's handle.
-        public var handle: UInt16
-        public var valueHandle: UInt16
-        /// The properties byte (Core Spec Vol 3 Part G §3.3.1.1).
-        public var properties: UInt8
-        public var descriptors: [Descriptor]
-        /// The value, when `--read` read it.
-        public var value: ReadOutcome?
-
-        public init(uuid: String, handle: UInt16, valueHandle: UInt16, properties: UInt8,
-                    descriptors: [Descriptor] = [], value: ReadOutcome? = nil) {
-            self.uuid = uuid
-            self.handle = handle
-            self.valueHandle = valueHandle
-            self.properties = properties
-            self.descriptors = descriptors
-            self.value = value
-        }
-    }
-
-    /// A characteristic descriptor.
-    public struct Descriptor: Sendable, Equatable {
-        public var uuid: String
-        public var handle: UInt16
-        public var value: ReadOutcome?
-
-        public init(uuid: String, handle: UInt16, value: ReadOutcome? = nil) {
-            self.uuid = uuid
-            self.handle = handle
-            self.value = value
-        }
-    }
-
-    /// What reading a value gave.
-    public enum ReadOutcome: Sendable, Equatable {
-        case value([UInt8])
-        case error(ATTErrorFacts)
     }
 
     /// The `--json` shape: {"mtu", "services": [{"uuid", "start", "end", "primary", "characteristics":
@@ -114,35 +39,34 @@ public struct DatabaseModel: Sendable, Equatable {
     /// service, include, characteristic and descriptor the text names.
     public var json: JSONValue {
         // "name" last, where the text shows one (the profile's name, else the well-known one).
-        func named(_ uuid: String?) -> [(String, JSONValue)] {
-            uuid.flatMap { names[$0] ?? wellKnownName($0) }.map { [("name", JSONValue.string($0))] } ?? []
+        func named(_ uuid: BluetoothUUID) -> [(String, JSONValue)] {
+            (names[uuid.description] ?? uuid.name).map { [("name", JSONValue.string($0))] } ?? []
+        }
+        func read(_ handle: UInt16) -> [(String, JSONValue)] {
+            readings[handle].map { readOutcomeJSON($0, decoded: decoded[handle]) } ?? []
         }
         return .object([
             ("mtu", .int(mtu)),
             ("services", .array(services.map { service in
                 var fields: [(String, JSONValue)] = [
-                    ("uuid", .string(service.uuid)), ("start", .int(Int(service.start))),
-                    ("end", .int(Int(service.end))), ("primary", .bool(service.primary)),
+                    ("uuid", .string(service.uuid.description)), ("start", .int(Int(service.startHandle))),
+                    ("end", .int(Int(service.endHandle))), ("primary", .bool(service.isPrimary)),
                 ]
-                if !service.includes.isEmpty {
-                    fields.append(("includes", .array(service.includes.map { inc in
-                        .object([("handle", .int(Int(inc.handle))), ("start", .int(Int(inc.start))),
-                                 ("end", .int(Int(inc.end))), ("uuid", inc.uuid.map { .string($0) } ?? .null)] + named(inc.uuid))
+                if !service.includedServices.isEmpty {
+                    fields.append(("includes", .array(service.includedServices.map { inc in
+                        .object([("handle", .int(Int(inc.declarationHandle))), ("start", .int(Int(inc.startHandle))),
+                                 ("end", .int(Int(inc.endHandle))), ("uuid", .string(inc.uuid.description))] + named(inc.uuid))
                     })))
                 }
                 fields.append(("characteristics", .array(service.characteristics.map { c in
-                    var cf: [(String, JSONValue)] = [
-                        ("uuid", .string(c.uuid)), ("handle", .int(Int(c.handle))),
+                    .object([
+                        ("uuid", .string(c.uuid.description)), ("handle", .int(Int(c.declarationHandle))),
                         ("valueHandle", .int(Int(c.valueHandle))),
-                        ("properties", .array(propertyNames(c.properties).map { .string($0) })),
+                        ("properties", .array(propertyNames(c.properties.rawValue).map { .string($0) })),
                         ("descriptors", .array(c.descriptors.map { d in
-                            var df: [(String, JSONValue)] = [("uuid", .string(d.uuid)), ("handle", .int(Int(d.handle)))]
-                            if let v = d.value { df += readOutcomeJSON(v, decoded: decoded[d.handle]) }
-                            return .object(df + named(d.uuid))
+                            .object([("uuid", .string(d.uuid.description)), ("handle", .int(Int(d.handle)))] + read(d.handle) + named(d.uuid))
                         })),
-                    ]
-                    if let v = c.value { cf += readOutcomeJSON(v, decoded: decoded[c.valueHandle]) }
-                    return .object(cf + named(c.uuid))
+                    ] + read(c.valueHandle) + named(c.uuid))
                 })))
                 return .object(fields + named(service.uuid))
             })),
@@ -151,21 +75,21 @@ public struct DatabaseModel: Sendable, Equatable {
 
     /// The text form, one line per attribute, indented by level.
     public var text: [String] {
-        func nameSuffix(_ uuid: String) -> String {
-            (names[uuid] ?? wellKnownName(uuid)).map { " \($0)" } ?? ""
+        func nameSuffix(_ uuid: BluetoothUUID) -> String {
+            (names[uuid.description] ?? uuid.name).map { " \($0)" } ?? ""
         }
         var lines = ["MTU \(mtu)"]
         for s in services {
-            lines.append("\(s.primary ? "Primary" : "Secondary") service \(s.uuid)\(nameSuffix(s.uuid))  handles \(ATTHex.handle(s.start))-\(ATTHex.handle(s.end))")
-            for inc in s.includes {
-                lines.append("  Include \(ATTHex.handle(inc.handle)): service \(inc.uuid ?? "(128-bit)")\(inc.uuid.map(nameSuffix) ?? "")  handles \(ATTHex.handle(inc.start))-\(ATTHex.handle(inc.end))")
+            lines.append("\(s.isPrimary ? "Primary" : "Secondary") service \(s.uuid)\(nameSuffix(s.uuid))  handles \(ATTHex.handle(s.startHandle))-\(ATTHex.handle(s.endHandle))")
+            for inc in s.includedServices {
+                lines.append("  Include \(ATTHex.handle(inc.declarationHandle)): service \(inc.uuid)\(nameSuffix(inc.uuid))  handles \(ATTHex.handle(inc.startHandle))-\(ATTHex.handle(inc.endHandle))")
             }
             for c in s.characteristics {
-                lines.append("  Characteristic \(c.uuid)\(nameSuffix(c.uuid))  handle \(ATTHex.handle(c.handle))  value handle \(ATTHex.handle(c.valueHandle))  [\(propertyNames(c.properties).joined(separator: ", "))]")
-                if let v = c.value { lines.append("    value: " + readOutcomeText(v, decoded: decoded[c.valueHandle])) }
+                lines.append("  Characteristic \(c.uuid)\(nameSuffix(c.uuid))  handle \(ATTHex.handle(c.declarationHandle))  value handle \(ATTHex.handle(c.valueHandle))  [\(propertyNames(c.properties.rawValue).joined(separator: ", "))]")
+                if let v = readings[c.valueHandle] { lines.append("    value: " + readOutcomeText(v, decoded: decoded[c.valueHandle])) }
                 for d in c.descriptors {
                     lines.append("    Descriptor \(d.uuid)\(nameSuffix(d.uuid))  handle \(ATTHex.handle(d.handle))")
-                    if let v = d.value { lines.append("      value: " + readOutcomeText(v, decoded: decoded[d.handle])) }
+                    if let v = readings[d.handle] { lines.append("      value: " + readOutcomeText(v, decoded: decoded[d.handle])) }
                 }
             }
         }
@@ -173,18 +97,18 @@ public struct DatabaseModel: Sendable, Equatable {
     }
 }
 
-func readOutcomeJSON(_ outcome: DatabaseModel.ReadOutcome, decoded: String? = nil) -> [(String, JSONValue)] {
+func readOutcomeJSON(_ outcome: Result<[UInt8], GATTAttributeError>, decoded: String? = nil) -> [(String, JSONValue)] {
     switch outcome {
-    case .value(let bytes):
+    case .success(let bytes):
         return [("value", .string(ATTHex.string(bytes))), ("text", .string(printableText(bytes)))] + (decoded.map { [("decoded", .string($0))] } ?? [])
-    case .error(let facts): return [("readError", .object(facts.jsonFields))]
+    case .failure(let e): return [("readError", .object(ATTErrorFacts(e).jsonFields))]
     }
 }
 
-func readOutcomeText(_ outcome: DatabaseModel.ReadOutcome, decoded: String? = nil) -> String {
+func readOutcomeText(_ outcome: Result<[UInt8], GATTAttributeError>, decoded: String? = nil) -> String {
     switch outcome {
-    case .value(let bytes): return valueText(bytes, decoded: decoded)
-    case .error(let facts): return "(not read: " + TerminalText.escaped(facts.message) + ")"
+    case .success(let bytes): return valueText(bytes, decoded: decoded)
+    case .failure(let e): return "(not read: " + TerminalText.escaped(ATTErrorFacts(e).message) + ")"
     }
 }
 
@@ -222,10 +146,4 @@ public func propertyNames(_ properties: UInt8) -> [String] {
     GATTCharacteristicProperties(rawValue: properties).names.map { name in
         String(name.flatMap { $0.isUppercase ? ["-", Character($0.lowercased())] : [$0] })
     }
-}
-
-/// Names of well-known 16-bit UUIDs (Bluetooth Assigned Numbers): declarations, services, characteristics,
-/// descriptors. `uuid` is the canonical lowercase form.
-public func wellKnownName(_ uuid: String) -> String? {
-    BluetoothUUID(string: uuid)?.name
 }

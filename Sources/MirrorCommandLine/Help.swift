@@ -44,7 +44,7 @@ public func toolHelp(_ commands: [CommandSpec]) -> String {
 /// `mirror help COMMAND`, the global options in `mirror help options`, the exit statuses in `mirror help exit-codes`.
 public func commandHelp(_ spec: CommandSpec) -> String {
     var s = "mirror \(spec.name): \(spec.summary)\n\nUsage: \(spec.synopsis)\n"
-    s += argumentsAndOptions(spec)
+    s += argumentsAndOptions(spec.positionals, spec.options)
     let globals = globalOptions(of: spec)
     if !globals.isEmpty {
         s += "\n" + wrap("Global options it takes (what each does: mirror help options): " + globals.map(\.name).joined(separator: ", "), width: 100) + "\n"
@@ -96,7 +96,7 @@ public func commandManual(_ spec: CommandSpec) -> String {
     if !spec.discussion.isEmpty {
         s += "\n" + wrap(spec.discussion, width: 100) + "\n"
     }
-    s += argumentsAndOptions(spec)
+    s += argumentsAndOptions(spec.positionals, spec.options)
     let globals = globalOptions(of: spec)
     if !globals.isEmpty {
         s += "\nGlobal options it takes:\n" + optionLines(globals)
@@ -111,18 +111,18 @@ public func commandManual(_ spec: CommandSpec) -> String {
     return s
 }
 
-/// The command's arguments, then its own options.
-func argumentsAndOptions(_ spec: CommandSpec) -> String {
+/// The command's arguments, then its own options (a shell line's: without TARGET, with --json and --timeout).
+func argumentsAndOptions(_ positionals: [PositionalSpec], _ options: [OptionSpec]) -> String {
     var s = ""
-    if !spec.positionals.isEmpty {
+    if !positionals.isEmpty {
         s += "\nArguments:\n"
-        let width = (spec.positionals.map(\.synopsis.count).max() ?? 0) + 2
-        for p in spec.positionals {
+        let width = (positionals.map(\.synopsis.count).max() ?? 0) + 2
+        for p in positionals {
             s += "  " + pad(p.synopsis, max(width, 24)) + p.help + "\n"
         }
     }
-    if !spec.options.isEmpty {
-        s += "\nOptions:\n" + optionLines(spec.options)
+    if !options.isEmpty {
+        s += "\nOptions:\n" + optionLines(options)
     }
     return s
 }

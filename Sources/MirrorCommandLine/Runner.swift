@@ -54,35 +54,17 @@ public struct Invocation: Sendable {
         guard index < arguments.positionals.count else {
             throw UsageError("missing TARGET (an address as in 00:AA:01:01:00:01, or unix:PATH)", command: arguments.command)
         }
-        do {
-            return try parseTarget(arguments.positionals[index], global: global)
-        } catch {
-            var e = error
-            e.command = arguments.command
-            throw e
-        }
+        return try UsageError.of(arguments.command) { () throws(UsageError) in try parseTarget(arguments.positionals[index], global: global) }
     }
 
     /// A positional converted by `parse`, with the command's name on the error.
     public func positional<T>(_ index: Int, _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> T? {
-        do {
-            return try arguments.positional(index, parse)
-        } catch {
-            var e = error
-            e.command = arguments.command
-            throw e
-        }
+        try UsageError.of(arguments.command) { () throws(UsageError) in try arguments.positional(index, parse) }
     }
 
     /// An option's value converted by `parse`, with the command's name on the error.
     public func option<T>(_ name: String, _ parse: (String) throws(UsageError) -> T) throws(UsageError) -> T? {
-        do {
-            return try arguments.value(name, parse)
-        } catch {
-            var e = error
-            e.command = arguments.command
-            throw e
-        }
+        try UsageError.of(arguments.command) { () throws(UsageError) in try arguments.value(name, parse) }
     }
 }
 

@@ -178,4 +178,14 @@ final class AdvertisingDataTests: XCTestCase {
         let report = LEAdvertisingReport(eventType: 0, addressType: .public, address: BluetoothAddress(bytes: [1, 2, 3, 4, 5, 6])!, data: data, rssi: -40)
         XCTAssertEqual(report.serviceUUIDs, LEAdvertisingReport.serviceUUIDs(in: data))
     }
+
+    /// An RSSI of 127 is "not available" (Vol 4 Part E §7.7.65.2): `mirror discover`'s null, not 127 dBm.
+    func testRSSI127IsNotAvailable() {
+        var report = LEAdvertisingReport(eventType: 0, addressType: .public, address: BluetoothAddress(bytes: [1, 2, 3, 4, 5, 6])!, data: [], rssi: -40)
+        XCTAssertEqual(report.knownRSSI, -40)
+        report.rssi = 127
+        XCTAssertNil(report.knownRSSI)
+        report.rssi = 126
+        XCTAssertEqual(report.knownRSSI, 126)
+    }
 }

@@ -127,6 +127,27 @@ final class BenchCeilingTests: XCTestCase {
         XCTAssertTrue(u.texts.contains("no Write Requests in this run (--mode without-response)"), "\(u.texts)")
     }
 
+    /// The ratios the bench reports are BenchMeasurement's: mirror/bare CPU, batch over plain and bare, several bearers
+    /// over one; each nil where its divisor is missing or zero.
+    func testTheRatiosAreTheFiguresOwn() {
+        var m = ModeFigures(mode: .withoutResponse, size: 20)
+        m.rounds = [RoundFigures(writes: 1000, nanoseconds: 1_000_000_000, cpuNanoseconds: 4_000_000)]
+        XCTAssertNil(m.cpuRatioToBare, "no bare loop")
+        m.bare = [RoundFigures(writes: 2000, nanoseconds: 1_000_000_000, cpuNanoseconds: 2_000_000)]
+        XCTAssertEqual(try XCTUnwrap(m.cpuRatioToBare), 4, accuracy: 1e-9)
+        var b = BatchFigures()
+        b.rounds = [RoundFigures(writes: 500, nanoseconds: 250_000_000, cpuNanoseconds: 1_000_000)]
+        let r = m.batchRatios(b)
+        XCTAssertEqual(try XCTUnwrap(r.toPlainRate), 2, accuracy: 1e-9)
+        XCTAssertEqual(try XCTUnwrap(r.toPlainCPU), 0.5, accuracy: 1e-9)
+        XCTAssertEqual(try XCTUnwrap(r.toBareCPU), 2, accuracy: 1e-9)
+        XCTAssertNil(ModeFigures(mode: .withResponse, size: 20).batchRatios(BatchFigures()).toBareCPU)
+        var bearers = BearerFigures(writers: 3)
+        XCTAssertNil(bearers.ratioToOneBearer(900), "no one-bearer round")
+        bearers.oneBearer = [RoundFigures(writes: 300, nanoseconds: 1_000_000_000, cpuNanoseconds: 0)]
+        XCTAssertEqual(try XCTUnwrap(bearers.ratioToOneBearer(900)), 3, accuracy: 1e-9)
+    }
+
     func testXMLEscaping() {
         XCTAssertEqual(xmlEscaped(#"a&b<c>"d'e"#), "a&amp;b&lt;c&gt;&quot;d&apos;e")
         XCTAssertEqual(xmlEscaped("µs ✓"), "µs ✓")

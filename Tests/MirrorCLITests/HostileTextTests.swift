@@ -131,7 +131,7 @@ final class HostileTextTests: XCTestCase {
         let name = Array(hostileText.utf8)
         let report = LEAdvertisingReport(eventType: 0, addressType: .random, address: try BluetoothAddress(parsing: "C0:11:22:33:44:55"),
                                          data: [UInt8(name.count + 1), 0x09] + name, rssi: -40)
-        let device = DiscoveredDevice(report)
+        let device = report
         XCTAssertFalse(device.text.unicodeScalars.contains(where: TerminalText.isUnsafe), String(reflecting: device.text))
         XCTAssertTrue(device.text.contains("\"\(hostileEscaped)\""), device.text)
         XCTAssertEqual(device.json["name"], JSONValue.string(hostileText), "exact in the JSON")

@@ -4,6 +4,7 @@ import ATTStack
 import LinuxBluetooth
 import LinkCore
 import GATTClient
+import GATTVocabulary
 import JSON
 import Mirror
 @testable import MirrorCommandLine
@@ -95,9 +96,10 @@ final class OutputTests: XCTestCase {
     }
 
     func testDatabaseJSONShape() throws {
-        let db = DatabaseModel(mtu: 247, services: [
-            .init(uuid: "1800", start: 1, end: 5, characteristics: [
-                .init(uuid: "2a00", handle: 2, valueHandle: 3, properties: 0x0A, descriptors: [.init(uuid: "2901", handle: 4)]),
+        let db = DatabaseListing(mtu: 247, services: [
+            GATTService(uuid: .bit16(0x1800), startHandle: 1, endHandle: 5, characteristics: [
+                GATTCharacteristic(uuid: .bit16(0x2A00), declarationHandle: 2, valueHandle: 3, properties: GATTCharacteristicProperties(rawValue: 0x0A),
+                                   endHandle: 4, descriptors: [GATTDescriptor(handle: 4, uuid: .bit16(0x2901))]),
             ]),
         ])
         XCTAssertEqual(db.json.compact,

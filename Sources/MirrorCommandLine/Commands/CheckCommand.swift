@@ -123,7 +123,7 @@ let checkCommand = Command(CommandSpec(
     defer { session.close() }
     let limit = Duration.milliseconds(Int64((inv.global.timeout * 1000).rounded()))
     var options = ConformanceOptions(target: target.description, clientRxMTU: inv.global.mtu ?? ATTMTU.maximum, limit: limit,
-                                     agreedMTU: shell ? session.mtu : nil, rules: rules)
+                                     agreedMTU: shell ? session.peer.mtu : nil, rules: rules)
     options.writes = writes
     if let maxTime { options.deadline = .milliseconds(Int64((maxTime * 1000).rounded())) }
     if let maxRequests { options.requestBudget = maxRequests }
@@ -131,11 +131,11 @@ let checkCommand = Command(CommandSpec(
     let progress = CheckProgressLine(enabled: !shell && isatty(2) == 1)
     options.progress = { step, requests, attributes in progress.draw("checking \(target.description): \(step), \(requests) requests, \(attributes) attributes") }
     // Every inbound PDU goes to the probe while it runs; the GATT client sends nothing meanwhile.
-    let probe = ATTProbe(transport: session.transport)
-    session.transport.divert(to: probe)
+    let probe = ATTProbe(transport: session.peer.transport)
+    session.peer.transport.divert(to: probe)
     let report = await runConformanceCheck(probe, options)
     progress.clear()
-    session.transport.divert(to: nil)
+    session.peer.transport.divert(to: nil)
     if inv.global.json {
         inv.console.json(report.json)
     } else {

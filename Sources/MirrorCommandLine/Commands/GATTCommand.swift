@@ -42,21 +42,21 @@ let gattCommand = Command(CommandSpec(
         let session = try await Session.open(target, inv)
         defer { session.close() }
         // The shell's connection may have been opened with --no-cache.
-        guard session.databaseCache.store != nil else {
+        guard session.peer.database.store != nil else {
             throw UsageError("--diff compares with the GATT cache: it cannot be given with --no-cache", token: "--diff", command: "gatt")
         }
-        let (cached, peerHash, changes) = try await session.databaseCache.changesSinceStored()
+        let (cached, peerHash, changes) = try await session.peer.database.changesSinceStored()
         if inv.global.json {
             inv.console.json(.object([
-                ("target", .string(session.cacheTarget)), ("cached", .bool(cached != nil)),
+                ("target", .string(session.peer.database.target)), ("cached", .bool(cached != nil)),
                 ("databaseHash", peerHash.map { .string(ATTHex.string($0)) } ?? .null),
                 ("changes", .array(changes.map(\.json))),
             ]))
         } else if cached == nil {
-            inv.console.out("no cached copy of \(session.cacheTarget) to compare with"
+            inv.console.out("no cached copy of \(session.peer.database.target) to compare with"
                             + (peerHash == nil ? " (it serves no Database Hash, so none is kept)" : ""))
         } else if changes.isEmpty {
-            inv.console.out("no change against the cached copy of \(session.cacheTarget)")
+            inv.console.out("no change against the cached copy of \(session.peer.database.target)")
         } else {
             for c in changes { inv.console.out(c.description) }
         }
@@ -88,43 +88,33 @@ extension GATTDatabaseChange {
 extension Session {
     /// The whole database (primary services, their includes, and the secondary services they include) as `gatt`
     /// prints it, with every readable value read (GATTPeer's `readEveryValue(of:)`) and decoded when `readValues`.
-    func database(readValues: Bool) async throws -> DatabaseModel {
+    func database(readValues: Bool) async throws -> DatabaseListing {
         // Kept for the connection, so that names resolve later without discovering again (the shell).
-        let services = try await discovered().services
-        var model = DatabaseModel(services: services, mtu: mtu)
+        let services = try await peer.database.discovered().services
+        var listing = DatabaseListing(mtu: peer.mtu, services: services)
         for c in services.flatMap(\.characteristics) {
-            if let name = name(of: c.uuid) { client.setName(name, for: c.valueHandle) }
-            if let name = profile.characteristicName(c.uuid) { model.names[c.uuid.description] = name }
+            if let name = peer.lookup.names.label(c.uuid, userDescription: nil) { peer.client.setName(name, for: c.valueHandle) }
+            if let name = profile.characteristicName(c.uuid) { listing.names[c.uuid.description] = name }
         }
         if services.contains(where: { $0.uuid == profile.service }) {
-            model.names[profile.service.description] = "mirror service"
+            listing.names[profile.service.description] = "mirror service"
         }
-        guard readValues else { return model }
-        func outcome(_ r: Result<[UInt8], GATTAttributeError>) -> DatabaseModel.ReadOutcome {
-            switch r {
-            case .success(let value): return .value(value)
-            case .failure(let e): return .error(ATTErrorFacts(e))
-            }
-        }
-        // The outcomes go back to their places; what each value means (ValueFormatter) with its Presentation Format.
-        for (s, characteristics) in try await lookup.readEveryValue(of: services).enumerated() {
-            for (c, read) in characteristics.enumerated() {
-                let characteristic = read.characteristic
-                model.services[s].characteristics[c].value = read.value.map(outcome)
-                if case .success(let v)? = read.value {
-                    model.decoded[characteristic.valueHandle] = ValueFormatter.decode(
-                        v, uuid: characteristic.uuid, name: label(characteristic.uuid, userDescription: nil),
-                        profile: profile, presentation: read.presentationFormat)
-                }
-                for (d, r) in read.descriptors.enumerated() {
-                    model.services[s].characteristics[c].descriptors[d].value = outcome(r)
-                    if case .success(let v) = r {
-                        let descriptor = characteristic.descriptors[d]
-                        model.decoded[descriptor.handle] = ValueFormatter.decode(v, uuid: descriptor.uuid, name: nil, profile: profile)
-                    }
+        guard readValues else { return listing }
+        // The outcomes by handle; what each value means (ValueFormatter) with its Presentation Format.
+        for read in try await peer.lookup.readEveryValue(of: services).joined() {
+            let c = read.characteristic
+            if let outcome = read.value {
+                listing.readings[c.valueHandle] = outcome
+                if case .success(let v) = outcome {
+                    listing.decoded[c.valueHandle] = ValueFormatter.decode(v, uuid: c.uuid, name: peer.lookup.names.label(c.uuid, userDescription: nil),
+                                                                           profile: profile, presentation: read.presentationFormat)
                 }
             }
+            for (d, outcome) in zip(c.descriptors, read.descriptors) {
+                listing.readings[d.handle] = outcome
+                if case .success(let v) = outcome { listing.decoded[d.handle] = ValueFormatter.decode(v, uuid: d.uuid, name: nil, profile: profile) }
+            }
         }
-        return model
+        return listing
     }
 }

@@ -42,9 +42,9 @@ let linkCommand = Command(CommandSpec(
 
 /// The text form of `mirror link`: one value a line with its source, then the requests.
 func linkText(_ session: Session, target: TargetArgument) -> [String] {
-    guard let link = session.link else {
-        return ["link to \(target.target): none (a unix socket has no radio link)", "  ATT MTU             \(session.mtu)"]
-            + (session.linkRequests.isEmpty ? [] : ["asked:"] + session.linkRequests.map { "  \($0.text)" })
+    guard let link = session.peer.link else {
+        return ["link to \(target.target): none (a unix socket has no radio link)", "  ATT MTU             \(session.peer.mtu)"]
+            + (session.peer.linkRequests.isEmpty ? [] : ["asked:"] + session.peer.linkRequests.map { "  \($0.text)" })
     }
     let s = link.state()
     var lines = ["link to \(target.target)\(link.monitor.map { " on \($0.adapter.name)" } ?? "")"]
@@ -66,14 +66,14 @@ func linkText(_ session: Session, target: TargetArgument) -> [String] {
     row("TX PHY", s.txPHY) { $0.rawValue }
     row("RX PHY", s.rxPHY) { $0.rawValue }
     row("data length", s.dataLength) { "TX \($0.maxTxOctets) octets \($0.maxTxTime) µs, RX \($0.maxRxOctets) octets \($0.maxRxTime) µs" }
-    lines.append("  \("ATT MTU".padded(toLength: 20))\(String(session.mtu).padded(toLength: 24)) (Exchange MTU)")
+    lines.append("  \("ATT MTU".padded(toLength: 20))\(String(session.peer.mtu).padded(toLength: 24)) (Exchange MTU)")
     row("security", s.securityLevel) { $0.description }
     row("encrypted", s.encrypted) { $0 ? "yes" : "no" }
     row("LE ACL buffers", s.adapterLEBuffers) { "\($0.size) bytes x \($0.count)" }
     if let note = link.monitorNote { lines.append("  watch: \(note)") }
-    if !session.linkRequests.isEmpty {
+    if !session.peer.linkRequests.isEmpty {
         lines.append("asked:")
-        for r in session.linkRequests { lines.append("  \(r.text)") }
+        for r in session.peer.linkRequests { lines.append("  \(r.text)") }
     }
     return lines
 }

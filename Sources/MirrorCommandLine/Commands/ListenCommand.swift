@@ -185,7 +185,7 @@ extension Session {
         defer { endListenNotifications(stream) }
         let profile = self.profile
         do {
-            return try await lookup.listen(
+            return try await peer.lookup.listen(
                 references, on: stream, preferIndications: preferIndications, count: count, duration: duration, drops: drops,
                 locate: { try await self.characteristic($0, command: command) },
                 subscribed: { entry, mode, value in subscribed(entry.characteristic, entry.label, mode, value) },

@@ -26,7 +26,7 @@ let mtuCommand = Command(CommandSpec(
     let session = try await Session.open(target, inv)
     defer { session.close() }
     let exchange = session.mtuExchange
-    let mtu = session.mtu
+    let mtu = session.peer.mtu
     // The budgets as ATTMTU computes them (MTU-3, MTU-5, MTU-1, Core Spec Vol 3 Part F §3.4; at most 512, §3.2.9).
     let write = ATTMTU.writeValueLimit(mtu), prepare = ATTMTU.prepareWritePartLimit(mtu), blob = ATTMTU.readPartLimit(mtu)
     if inv.global.json {

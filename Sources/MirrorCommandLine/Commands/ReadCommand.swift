@@ -50,15 +50,15 @@ let readCommand = Command(CommandSpec(
     let values: [(handle: UInt16, value: [UInt8])]
     if case .uuid(let u) = reference {
         byUUID = true
-        values = try await session.databaseCache.retryingOutOfSync { try await session.lookup.read(uuid: u) }
+        values = try await session.peer.database.retryingOutOfSync { try await session.peer.lookup.read(uuid: u) }
     } else {
         byUUID = false
-        values = try await session.retryingOutOfSync(reference, command: "read") { h in [(h, try await session.lookup.read(handle: h))] }
+        values = try await session.retryingOutOfSync(reference, command: "read") { h in [(h, try await session.peer.lookup.read(handle: h))] }
     }
     // What each value is, however it was asked for (GATTPeer's AttributeIdentity): from the database known without
     // sending anything, or the UUID read; a raw handle neither knows stays raw, and a note says why.
     await session.backgroundDiscoveryDone()
-    let identities = await session.lookup.identify(values.map(\.handle), readAs: reference)
+    let identities = await session.peer.lookup.identify(values.map(\.handle), readAs: reference)
     let meanings = zip(values, identities).map { v, identity -> (name: String?, decoded: String?) in
         guard case .success(let identity) = identity else { return (nil, nil) }
         return session.meaning(of: v.value, identity)

@@ -92,7 +92,7 @@ let scanCommand = Command(CommandSpec(
     // The notifications dropped before scanState and scanError were subscribed, and after (ListenCommand.swift).
     let drops = ListenDrops()
     options.afterSubscribing = { [session] in
-        if robust { try await session.databaseCache.enableRobustCaching() }
+        if robust { try await session.peer.database.enableRobustCaching() }
         drops.subscriptionsCompleted()
     }
     let scanOptions = options
@@ -107,7 +107,7 @@ let scanCommand = Command(CommandSpec(
     drops.watch(notifications)
     status.start()
     let scanResult = try await Interrupts.whileInterruptible {
-        try await MirrorScan.run(client: session.client, options: scanOptions, notifications: notifications) { event in
+        try await MirrorScan.run(client: session.peer.client, options: scanOptions, notifications: notifications) { event in
             if json {
                 console.out(mirrorEventJSON(event).compact)
             } else {

@@ -379,15 +379,11 @@ final class Shell: Sendable {
             return s
         }
         func references() throws(UsageError) -> [CharacteristicReference] {
-            var refs: [CharacteristicReference] = []
-            for token in args.positionals {
-                do { refs.append(try parseCharacteristicReference(token)) } catch {
-                    var e = error
-                    e.command = name
-                    throw e
-                }
+            try UsageError.of(name) { () throws(UsageError) in
+                var refs: [CharacteristicReference] = []
+                for token in args.positionals { refs.append(try parseCharacteristicReference(token)) }
+                return refs
             }
-            return refs
         }
         switch name {
         case "subscribe":
@@ -428,12 +424,12 @@ final class Shell: Sendable {
                 st.trace = word == "on"
                 return st.session
             }
-            s?.setTracing(word == "on")
+            s?.peer.setTracing(word == "on")
         case "btsnoop":
             let word = args.positionals[0]
             if word == "off" {
                 let (session, writer) = state.withLock { s in defer { s.capture = nil }; return (s.session, s.capture) }
-                session?.stopCapture()
+                session?.peer.stopCapture()
                 writer?.close()
                 if json {
                     console.out(JSONValue.object([("btsnoop", .null), ("closed", writer.map { .string($0.path) } ?? .null)]).compact)
@@ -451,7 +447,7 @@ final class Shell: Sendable {
             }
         case "pair":
             let s = try session()
-            guard s.pairing != nil else {
+            guard s.peer.pairing != nil else {
                 throw CLIError.unsupported("pair: this shell has no pairing agent: start it with mirror shell TARGET --pair (the agent's management socket needs CAP_NET_ADMIN, which mirror gives up after the connect)")
             }
             let level: BTSecurityLevel = args.has("--high") ? .high : .medium
@@ -460,7 +456,7 @@ final class Shell: Sendable {
             let (now, served) = try await s.peer.raiseSecurity(to: level)
             for line in Shell.pairResult(security: "\(now)", served: served, json: json) { console.out(line) }
         case "disconnect":
-            let target = try session().transport.label
+            let target = try session().peer.transport.label
             await disconnect(reason: "disconnect asked in the shell")
             if json { console.out(JSONValue.object([("disconnected", .string(target))]).compact) } else { console.out("disconnected from \(target)") }
         case "connect":
@@ -474,22 +470,14 @@ final class Shell: Sendable {
             if given.contains(.btsnoop), let path = lineGlobal.btsnoop { try startCapture(path) }
             try await connect(args.positionals.first ?? lastTarget, options: options, json: json)
         case "sleep":
-            let seconds: Double
-            do { seconds = try parseSeconds(args.positionals[0]) } catch {
-                var e = error
-                e.command = name
-                throw e
-            }
+            let seconds = try UsageError.of(name) { () throws(UsageError) in try parseSeconds(args.positionals[0]) }
             do { try await MonotonicClock().sleep(for: .milliseconds(Int64((seconds * 1000).rounded()))) } catch {
                 throw GATTError.cancelled(operation: "sleep \(formatSeconds(seconds))")
             }
             if json { console.out(JSONValue.object([("slept", .double(seconds))]).compact) }
         case "wait":
-            let count: Int
-            do { count = try args.value("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") } ?? 1 } catch {
-                var e = error
-                e.command = name
-                throw e
+            let count = try UsageError.of(name) { () throws(UsageError) in
+                try args.value("--count") { (s: String) throws(UsageError) in try parseCount(s, in: 1...Int(Int32.max), what: "count") } ?? 1
             }
             try await waitForValues(count, within: limit)
             if json { console.out(JSONValue.object([("waited", .int(count))]).compact) } else {
@@ -525,7 +513,7 @@ final class Shell: Sendable {
             defer { s.capture = writer }
             return (s.session, s.capture)
         }
-        session?.startCapture(writer)
+        session?.peer.startCapture(writer)
         old?.close()
         return writer
     }
@@ -535,12 +523,7 @@ final class Shell: Sendable {
     private func connect(_ token: String, options: GlobalOptions, json: Bool) async throws {
         var global = options
         global.trace = state.withLock { $0.trace }
-        let target: TargetArgument
-        do { target = try parseTarget(token, global: global) } catch {
-            var e = error
-            e.command = "connect"
-            throw e
-        }
+        let target = try UsageError.of("connect") { () throws(UsageError) in try parseTarget(token, global: global) }
         // The capture is the shell's (btsnoop FILE|off), not the connection's.
         global.btsnoop = nil
         var inv = Invocation(arguments: ParsedArguments(command: "shell", positionals: [token]), global: global, console: base.console)
@@ -552,7 +535,7 @@ final class Shell: Sendable {
             s.target = token
             s.options = options
         }
-        let endedAlready = session.transport.whenClosed { [weak self, weak session] reason in
+        let endedAlready = session.peer.transport.whenClosed { [weak self, weak session] reason in
             guard let self, let session else { return }
             self.lost(session, reason: reason)
         }
@@ -560,19 +543,19 @@ final class Shell: Sendable {
         // fails the connect: never a shell that runs its lines on a connection that is gone.
         if let endedAlready {
             state.withLock { s in if s.session === session { s.session = nil } }
-            throw GATTError.disconnected(GATTDisconnectedError(reason: "\(endedAlready)", during: "the connect to \(session.client.label)"))
+            throw GATTError.disconnected(GATTDisconnectedError(reason: "\(endedAlready)", during: "the connect to \(session.peer.client.label)"))
         }
         questions.setShellPrompt(Shell.prompt(connectedTo: token))
         if editor.isTerminal {
             // Tab's handles and names: the database and its user descriptions, discovered while the user types.
             // A read by handle awaits it before naming its value (Session.backgroundDiscoveryDone): named alike whenever it runs.
-            session.backgroundDiscovery.withLock { $0 = Task { _ = try? await session.catalog(describing: nil) } }
+            session.backgroundDiscovery.withLock { $0 = Task { _ = try? await session.peer.lookup.catalog(describing: nil) } }
         }
         if json {
-            console.out(JSONValue.object([("connected", .string(session.client.label)), ("mtu", .int(session.mtu)),
+            console.out(JSONValue.object([("connected", .string(session.peer.client.label)), ("mtu", .int(session.peer.mtu)),
                                           ("link", session.linkJSON())] + (session.bearersJSON().map { [("bearers", $0)] } ?? [])).compact)
         } else {
-            console.out("connected to \(session.client.label): MTU \(session.mtu)")
+            console.out("connected to \(session.peer.client.label): MTU \(session.peer.mtu)")
             for line in linkText(session, target: target) + session.bearerText() { console.out(line) }
         }
     }
@@ -595,7 +578,7 @@ final class Shell: Sendable {
             let line = json ? JSONValue.object([("lost", .string(text))]).compact : "mirror: \(text)"
             if editor.isTerminal { editor.printAbove(line) } else if json { console.out(line) } else { console.err(line) }
         }
-        guard let link = session.link else { return say(nil) }
+        guard let link = session.peer.link else { return say(nil) }
         // The link's Disconnection Complete may come a moment after the socket's end (a bounded wait, off this thread).
         Task.detached { say(link.dropReason()) }
     }
@@ -708,12 +691,7 @@ final class Shell: Sendable {
         if !options.isEmpty { usage.append("[OPTIONS]") }
         var s = "\(spec.name): \(spec.summary)\n\nUsage: \(usage.joined(separator: " "))\n"
         if !spec.discussion.isEmpty { s += "\n" + wrap(spec.discussion, width: 100) + "\n" }
-        if !positionals.isEmpty {
-            s += "\nArguments:\n"
-            let width = max((positionals.map(\.synopsis.count).max() ?? 0) + 2, 24)
-            for p in positionals { s += "  " + pad(p.synopsis, width) + p.help + "\n" }
-        }
-        if !options.isEmpty { s += "\nOptions:\n" + optionLines(options) }
+        s += argumentsAndOptions(positionals, options)
         // The one-shot examples as lines: "mirror read unix:/tmp/mirror-sim.sock 0x0003" becomes "read 0x0003".
         let examples: [(command: String, comment: String)] = spec.examples.compactMap { e in
             guard passThrough else { return e }
@@ -744,14 +722,10 @@ final class Shell: Sendable {
         }
         if command == "trace" { return ["on", "off"] }
         if command == "btsnoop" { return ["off"] }
-        guard let session = state.withLock({ $0.session }), let known = session.databaseCache.known else { return [] }
-        var words: [String] = []
-        for c in known.services.flatMap(\.characteristics) {
-            words.append(ATTHex.handle(c.valueHandle))
-            words.append(c.uuid.description)
-            if let name = session.profile.characteristicName(c.uuid) { words.append(name) }
-            if let d = known.descriptions[c.valueHandle] { words.append(d) }
+        guard let session = state.withLock({ $0.session }), let known = session.peer.database.known else { return [] }
+        // What each characteristic answers to (GATTPeer's catalog): its value handle, UUID, profile name, User Description.
+        return CharacteristicCatalog(known, names: session.peer.lookup.names).entries.flatMap { e in
+            [ATTHex.handle(e.characteristic.valueHandle), e.characteristic.uuid.description] + [e.profileName, e.userDescription].compactMap { $0 }
         }
-        return words
     }
 }

@@ -61,7 +61,7 @@ let wifiCommand = Command(CommandSpec(
     let database = try await session.cachedDatabase()
     switch action {
     case "list":
-        let ssids = try await MirrorWiFi.list(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
+        let ssids = try await MirrorWiFi.list(client: session.peer.client, profile: profile, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([("event", "result"), ("networks", .array(ssids.map { .string($0) }))]).compact)
         } else {
@@ -72,7 +72,7 @@ let wifiCommand = Command(CommandSpec(
         return .success
     default:
         let status = action == "status"
-            ? try await MirrorWiFi.status(client: session.client, profile: profile, timeout: limit, database: database, emit: emit)
+            ? try await MirrorWiFi.status(client: session.peer.client, profile: profile, timeout: limit, database: database, emit: emit)
             : try await joinWiFi(session, profile: profile, ssid: ssid!, timeout: limit, database: database, emit: emit)
         if json {
             console.out(JSONValue.object([
@@ -93,8 +93,8 @@ private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, 
     let notifications = try session.procedureNotifications()
     defer { session.endProcedureNotifications(notifications) }
     var robustCaching: (@Sendable () async throws -> Void)?
-    if database != nil { robustCaching = { @Sendable in try await session.databaseCache.enableRobustCaching() } }
-    return try await MirrorWiFi.join(client: session.client, profile: profile, ssid: ssid, timeout: timeout,
+    if database != nil { robustCaching = { @Sendable in try await session.peer.database.enableRobustCaching() } }
+    return try await MirrorWiFi.join(client: session.peer.client, profile: profile, ssid: ssid, timeout: timeout,
                                      database: database, notifications: notifications, afterSubscribing: robustCaching,
                                      emit: emit)
 }

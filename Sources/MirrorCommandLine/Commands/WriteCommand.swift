@@ -68,13 +68,13 @@ let writeCommand = Command(CommandSpec(
     // A UUID or name is resolved again, and the write retried once, after Database Out Of Sync (0x12).
     let handle = try await session.retryingOutOfSync(reference, command: "write") { h in
         if case .enumName(let name) = written { value = [try await session.enumByte(name, at: h)] }
-        try await session.lookup.write(handle: h, value: value, mode: mode, timeout: session.timeout)
+        try await session.peer.lookup.write(handle: h, value: value, mode: mode, timeout: session.timeout)
         return h
     }
     if inv.global.json {
         inv.console.json(JSONValue.object([
             ("handle", .int(Int(handle))), ("length", .int(value.count)), ("mode", .string(mode.rawValue)),
-            ("mtu", .int(session.mtu)), ("confirmed", .bool(mode != .command)),
+            ("mtu", .int(session.peer.mtu)), ("confirmed", .bool(mode != .command)),
         ]))
     } else {
         inv.console.out("wrote \(value.count) byte\(value.count == 1 ? "" : "s") to \(ATTHex.handle(handle)) (\(mode.describe))")

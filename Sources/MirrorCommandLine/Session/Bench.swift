@@ -88,19 +88,19 @@ enum Bench {
         do {
             return try await run(session, target: target, plan: plan, inv: inv, link: link, progress: progress)
         } catch let error as GATTError {
-            throw await session.lookup.labelled(error)
+            throw await session.peer.lookup.labelled(error)
         }
     }
 
     static func run(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
                     link: LinkParameters? = nil, progress: BenchProgress? = nil) async throws -> BenchResult {
-        let connection = BenchConnection(client: session.client, target: target.description, isUnix: target.isUnix,
-                                         mtu: session.mtu, timeout: session.timeout)
+        let connection = BenchConnection(client: session.peer.client, target: target.description, isUnix: target.isUnix,
+                                         mtu: session.peer.mtu, timeout: session.timeout)
         let hooks = BenchHooks(
             prepare: { try prepare(session, target: target, plan: plan, inv: inv, link: link) },
-            label: { await session.lookup.labelled($0) },
+            label: { await session.peer.lookup.labelled($0) },
             backpressure: {
-                let o = session.transport.observations
+                let o = session.peer.transport.observations
                 return (o.blockedNanoseconds, o.wouldBlockCount)
             },
             sizeProbed: { inv.console.err("bench: \($0.text(handle: plan.handle))") },
@@ -117,12 +117,12 @@ enum Bench {
     /// socket lent for an LE link).
     static func prepare(_ session: Session, target: TargetArgument, plan: BenchPlan, inv: Invocation,
                         link: LinkParameters?) throws -> BenchPreparation {
-        let linkState = session.link?.state()
-        let link = link ?? linkState?.ceilingInput(mtu: session.mtu)
+        let linkState = session.peer.link?.state()
+        let link = link ?? linkState?.ceilingInput(mtu: session.peer.mtu)
         var unixPath: String?
         if case .unix(let path) = target.target { unixPath = path }
         do {
-            let bare = try BareLoopSetup.socket(plan.bareLoop, unixPath: unixPath, bearer: session.transport.inner as? ATTBearer,
+            let bare = try BareLoopSetup.socket(plan.bareLoop, unixPath: unixPath, bearer: session.peer.transport.inner as? ATTBearer,
                                                 timeout: inv.global.timeout, clientRxMTU: session.clientRxMTU)
             return BenchPreparation(link: link, linkJSON: session.linkJSON(linkState),
                                     linkLine: linkState.map { benchLinkLine($0, ceilingInput: link) }, bare: bare)

@@ -6,25 +6,23 @@ import JSON
 
 extension BearerFigures {
     func json(writesPerSecond: Double) -> JSONValue {
-        let one = oneBearerWritesPerSecond
-        return .object([
+        .object([
             ("writers", .int(writers)),
             ("perBearer", .array(perBearer.enumerated().map { .object([("index", .int($0)), ("writes", .int($1))]) })),
             ("total", .int(total)),
             ("peerCounted", peerCounted.map { .int($0) } ?? .null),
             ("oneBearer", .object([("writes", .int(oneBearer.reduce(0) { $0 + $1.writes })),
-                                   ("writesPerSecond", .double(one.rounded()))])),
-            ("ratioToOneBearer", one > 0 ? .double((writesPerSecond / one * 1000).rounded() / 1000) : .null),
+                                   ("writesPerSecond", .double(oneBearerWritesPerSecond.rounded()))])),
+            ("ratioToOneBearer", ratioToOneBearer(writesPerSecond).map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
         ])
     }
 
     func text(writesPerSecond: Double) -> [String] {
         let counts = perBearer.enumerated().map { "bearer \($0) \($1)" }.joined(separator: ", ")
-        let one = oneBearerWritesPerSecond
         return ["  \(writers) writers at once on \(perBearer.count) bearers: \(counts); total \(total)"
                     + (peerCounted.map { ", peer counted \($0)" } ?? ""),
-                "  one writer, one bearer (same run): \(Int(one.rounded())) writes/s; \(writers) bearers / one = "
-                    + (one > 0 ? format2(writesPerSecond / one) : "unknown")]
+                "  one writer, one bearer (same run): \(Int(oneBearerWritesPerSecond.rounded())) writes/s; \(writers) bearers / one = "
+                    + (ratioToOneBearer(writesPerSecond).map(format2) ?? "unknown")]
     }
 }
 
@@ -56,9 +54,7 @@ extension ModeFigures {
                 ("confirmed", bareConfirmed.map { .int($0) } ?? .null),
             ])))
             fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
-            if let bareCPU = bareCPUPerWrite, bareCPU > 0 {
-                fields.append(("cpuRatioToBare", .double((cpuPerWrite / bareCPU * 1000).rounded() / 1000)))
-            }
+            if let cpuRatioToBare { fields.append(("cpuRatioToBare", .double((cpuRatioToBare * 1000).rounded() / 1000))) }
         }
         if let ceiling { fields.append(("ceiling", ceiling.json)) }
         if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
@@ -98,13 +94,6 @@ extension ModeFigures {
 
 /// --batch: the batch calls' rounds, worded apart from the mode's plain writes (they are not its figures).
 extension ModeFigures {
-    /// CPU per write of the batch rounds over the plain rounds' and over the bare loop's; nil without either.
-    private func batchRatios(_ b: BatchFigures) -> (toPlainRate: Double?, toPlainCPU: Double?, toBareCPU: Double?) {
-        (writesPerSecond > 0 ? b.writesPerSecond / writesPerSecond : nil,
-         cpuPerWrite > 0 ? b.cpuPerWrite / cpuPerWrite : nil,
-         bareCPUPerWrite.flatMap { $0 > 0 ? b.cpuPerWrite / $0 : nil })
-    }
-
     func batchJSON(_ b: BatchFigures) -> JSONValue {
         let r = batchRatios(b)
         func ratio(_ v: Double?) -> JSONValue { v.map { .double(($0 * 1000).rounded() / 1000) } ?? .null }
@@ -190,7 +179,7 @@ extension BenchResult {
             ("CPU per write", { "\(format2($0.cpuPerWrite)) µs" }),
             ("bare loop writes/s", { m in m.bareWritesPerSecond.map { "\(Int($0.rounded()))" } ?? dash }),
             ("mirror/bare writes/s", { ratio($0.ratio) }),
-            ("mirror/bare CPU", { m in ratio(m.bareCPUPerWrite.flatMap { $0 > 0 ? m.cpuPerWrite / $0 : nil }) }),
+            ("mirror/bare CPU", { ratio($0.cpuRatioToBare) }),
         ]
         let header = [""] + modes.map { $0.mode == .withResponse ? "with response" : "without response" }
         let cells = [header] + rows.map { row in [row.0] + modes.map(row.1) }

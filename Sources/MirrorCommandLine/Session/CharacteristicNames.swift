@@ -11,13 +11,13 @@ extension Session {
     /// The value handle `reference` names: a handle as given, with no traffic; a UUID or a name by discovery,
     /// exactly one characteristic, else a usage error (exit status 2) listing the candidates or the names known.
     func resolve(_ reference: CharacteristicReference, command: String?) async throws -> UInt16 {
-        try await usage(reference, command: command) { try await lookup.valueHandle(reference) }
+        try await usage(reference, command: command) { try await peer.lookup.valueHandle(reference) }
     }
 
     /// The one characteristic a UUID or name names (a handle: the characteristic whose value or declaration it
     /// is), with its names (GATTPeer's CharacteristicLookup). Throws a usage error (exit status 2) for none or several.
     func characteristic(_ reference: CharacteristicReference, command: String?) async throws -> CharacteristicCatalog.Entry {
-        try await usage(reference, command: command) { try await lookup.characteristic(reference) }
+        try await usage(reference, command: command) { try await peer.lookup.characteristic(reference) }
     }
 
     /// `body`, a reference that names no characteristic or several a usage error (exit status 2) of `command`.
@@ -29,24 +29,11 @@ extension Session {
         }
     }
 
-    /// The database with names, discovered once per connection; the user descriptions of `describing` (value
-    /// handles; nil: every characteristic) read if not read before (`GATTDatabaseCache.describing`).
-    func catalog(describing handles: Set<UInt16>?) async throws -> CharacteristicCatalog {
-        try await lookup.catalog(describing: handles)
-    }
-
-    /// The resolver of this connection's names: the profile's, the User Descriptions, the well-known ones.
-    var lookup: CharacteristicLookup { CharacteristicLookup(database: databaseCache, names: CharacteristicNames(profile.characteristics)) }
-
-    /// The database as discovered on this connection (Part G §4.4-4.7, once), or from the GATT cache when the
-    /// peer's Database Hash matches the cached copy's (`GATTDatabaseCache.discovered`).
-    func discovered() async throws(GATTError) -> GATTKnownDatabase { try await databaseCache.discovered() }
-
     /// What a value at `handle` is, when this connection knows the database (discovered or cached; a raw HANDLE
     /// alone discovers nothing): the label of its characteristic (or descriptor) and its decoded form (ValueFormatter).
     func meaning(of bytes: [UInt8], at handle: UInt16) -> (name: String?, decoded: String?) {
-        let known = lookup.databaseWithoutTraffic()
-        guard case .success(let identity) = CharacteristicLookup.identify(handle, readAs: .handle(handle), in: known, names: lookup.names) else {
+        let known = peer.lookup.databaseWithoutTraffic()
+        guard case .success(let identity) = CharacteristicLookup.identify(handle, readAs: .handle(handle), in: known, names: peer.lookup.names) else {
             return (nil, nil)
         }
         return meaning(of: bytes, identity)
@@ -58,16 +45,11 @@ extension Session {
         (identity.label, ValueFormatter.decode(bytes, uuid: identity.uuid, name: identity.isDescriptor ? nil : identity.label, profile: profile))
     }
 
-    /// A characteristic's name: the mirror profile's, else the well-known one.
-    func name(of uuid: BluetoothUUID) -> String? {
-        profile.characteristicName(uuid) ?? uuid.name ?? wellKnownName(uuid.description)
-    }
-
     /// The byte a profile name stands for when written to the characteristic at `handle`: a scannerAction command
     /// (initDeviceForScan), a scanState, a scanError or a wifiConnectionStatus name; case does not matter. The
     /// database is discovered if this connection has not yet (the characteristic decides which table).
     func enumByte(_ name: String, at handle: UInt16) async throws -> UInt8 {
-        let characteristics = try await discovered().services.flatMap(\.characteristics)
+        let characteristics = try await peer.database.discovered().services.flatMap(\.characteristics)
         let which = characteristics.first { $0.valueHandle == handle }.flatMap { profile.characteristicName($0.uuid) }
         guard let table = profile.namedValues(of: which) else {
             throw UsageError("invalid value \"\(name)\": \(ATTHex.handle(handle))\(which.map { " (\($0))" } ?? "") has no named values in the profile; give hex, text:STRING or u8:N", token: name, command: "write")
@@ -76,11 +58,5 @@ extension Session {
             throw UsageError("invalid value \"\(name)\": not a name of \(which ?? "this characteristic")'s values; the profile names \(table.sorted { $0.value < $1.value }.map { "\($0.key) (\(ATTHex.byte($0.value)))" }.joined(separator: ", "))", token: name, command: "write")
         }
         return byte
-    }
-
-    /// What output calls a characteristic, in one place (CharacteristicNames.label): the profile's name for its
-    /// UUID, else its user description, else the UUID's well-known name.
-    func label(_ uuid: BluetoothUUID, userDescription: String?) -> String? {
-        CharacteristicNames(profile.characteristics).label(uuid, userDescription: userDescription)
     }
 }

@@ -49,13 +49,13 @@ extension Session {
     /// known on this connection or by the cache, its profile characteristics verified first as a name is
     /// (GATTPeer's `knownOrStored(verifying:inService:)`); nil when neither has it.
     func cachedDatabase() async throws(GATTError) -> [GATTService]? {
-        try await databaseCache.knownOrStored(verifying: Set(profile.characteristics.values), inService: profile.service)
+        try await peer.database.knownOrStored(verifying: Set(profile.characteristics.values), inService: profile.service)
     }
 
     /// The note `gatt` prints when the cache is on and the peer serves no Database Hash; nil otherwise.
     var noHashNote: String? {
-        guard databaseCache.store != nil, databaseCache.servesNoDatabaseHash else { return nil }
-        return "note: \(cacheTarget) serves no Database Hash (0x2B2A, Core Spec Vol 3 Part G §7.3): its database is discovered "
+        guard peer.database.store != nil, peer.database.servesNoDatabaseHash else { return nil }
+        return "note: \(peer.database.target) serves no Database Hash (0x2B2A, Core Spec Vol 3 Part G §7.3): its database is discovered "
             + "on every connection and not cached"
     }
 
@@ -63,6 +63,6 @@ extension Session {
     /// or name resolved again (GATTPeer's `CharacteristicLookup.retryingOutOfSync`; a raw handle is not remapped).
     func retryingOutOfSync<T>(_ reference: CharacteristicReference, command: String?,
                               _ body: (UInt16) async throws -> T) async throws -> T {
-        try await lookup.retryingOutOfSync(reference, locate: { try await self.resolve($0, command: command) }, body)
+        try await peer.lookup.retryingOutOfSync(reference, locate: { try await self.resolve($0, command: command) }, body)
     }
 }

@@ -16,7 +16,7 @@ import GATTVocabulary
 struct ListenEvent: Sendable {
     var time: Double
     var handle: UInt16
-    /// Its characteristic's label (`Session.label`), when it has one.
+    /// Its characteristic's label (GATTPeer's `CharacteristicNames.label`), when it has one.
     var name: String?
     /// What the value means (ValueFormatter), when known.
     var decoded: String? = nil
@@ -37,28 +37,13 @@ struct MTUExchangeInfo: Sendable {
 final class Session: Sendable {
     /// The connection: the link, its bearers, the GATT client and the cache (GATTPeer).
     let peer: Peer
-    var client: GATTClient { peer.client }
-    var transport: ObservedTransport { peer.transport }
     let clientRxMTU: Int
-    /// Where the link monitor's HCI records go (--trace lines, the capture).
-    var records: LinkRecordSink { peer.records }
     /// The ATT transaction timeout (--timeout).
     let timeout: Duration
     /// Names the mirror's characteristics (--profile, or the bundled profile).
     let profile: MirrorProfile
-    /// The LE link under the bearer (nil over unix:, which has none).
-    var link: PeerLink? { peer.link }
-    /// What the link options (--interval, --phy, ...) came to, in the order asked.
-    var linkRequests: [LinkRequestReport] { peer.linkRequests }
-    /// The database known on this connection, its user descriptions, and the GATT cache under it (GATTPeer's FileDatabaseStore):
-    /// the GATT client's, with the cache files as its store (nil store with --no-cache).
-    var databaseCache: GATTDatabaseCache { peer.database }
-    /// This process's pairing agent for the connection (--pair), stopped with it.
-    var pairing: PairingService? { peer.pairing }
     /// The shell's connection: a command's `close()` leaves it open; only the shell ends it (`closeConnection`).
     let heldByShell: Bool
-    /// This peer's key in the GATT cache (the TARGET as given).
-    var cacheTarget: String { databaseCache.target }
     /// Where the cache's warnings and findings go (stderr).
     let warn: @Sendable (String) -> Void
     /// The shell's consumers of the connection's values (GATTPeer's SharedNotifications): a running listen's claim,
@@ -85,11 +70,8 @@ final class Session: Sendable {
         shared = heldByShell ? SharedNotifications(client: peer.client) : nil
     }
 
-    /// The ATT_MTU in effect.
-    var mtu: Int { client.mtu }
-
     var mtuExchange: MTUExchangeInfo {
-        MTUExchangeInfo(clientRxMTU: clientRxMTU, serverRxMTU: client.serverRxMTU)
+        MTUExchangeInfo(clientRxMTU: clientRxMTU, serverRxMTU: peer.client.serverRxMTU)
     }
 
     /// Connects to `target` with the global options (adapter, type, timeout, security, btsnoop, trace, the link
@@ -107,7 +89,7 @@ final class Session: Sendable {
                      heldByShell: Bool = false, capture shellCapture: BTSnoopWriter? = nil,
                      exchangeMTU: Bool = true, agent: Pairing.AgentSetup? = nil, surveying: Bool = false) async throws -> Session {
         if let attached = inv.attached {
-            inv.notes.setLinkDrop { [link = attached.link] in link?.dropReason() }
+            inv.notes.setLinkDrop { [link = attached.peer.link] in link?.dropReason() }
             return attached
         }
         let g = inv.global
@@ -118,13 +100,7 @@ final class Session: Sendable {
         options.loop = inv.loop
         options.adapter = g.adapter
         options.addressType = target.addressType
-        options.security = g.security.map { level -> BTSecurityLevel in
-            switch level {
-            case .low: return .low
-            case .medium: return .medium
-            case .high: return .high
-            }
-        }
+        options.security = g.security.flatMap { BTSecurityLevel(name: $0.rawValue) }
         options.mtu = g.mtu ?? ATTMTU.maximum
         options.exchangesMTU = exchangeMTU
         options.transactionTimeout = .milliseconds(Int64((g.timeout * 1000).rounded()))
@@ -166,7 +142,7 @@ final class Session: Sendable {
     /// catch-all, which holds what came since the connect. In the shell: a stream of the procedure's own from now
     /// on, since the catch-all holds every value since the connect and ends for good with its first reader.
     func procedureNotifications() throws(GATTError) -> GATTNotificationStream {
-        heldByShell ? try client.notificationStream() : client.notifications
+        heldByShell ? try peer.client.notificationStream() : peer.client.notifications
     }
 
     /// Ends a stream `procedureNotifications` gave, once its procedure is done with it (the shell's own streams
@@ -201,18 +177,6 @@ final class Session: Sendable {
     /// Ends the connection (the GATT client, the link watch, the agent, the btsnoop file it opened).
     func closeConnection(reason: String = "mirror is done") { peer.close(reason: reason) }
 
-    /// The btsnoop file this connection is written to, if any.
-    var snoop: BTSnoopWriter? { peer.snoop }
-
-    /// Writes this connection's ATT PDUs and its link's HCI records to `writer` from now on (`mirror shell`'s btsnoop FILE).
-    func startCapture(_ writer: BTSnoopWriter) { peer.startCapture(writer) }
-
-    /// Stops writing the capture (closing its file when the session opened it).
-    func stopCapture() { peer.stopCapture() }
-
-    /// Starts or stops --trace: every ATT PDU, and the link's HCI commands and events where a monitor watches it.
-    func setTracing(_ on: Bool) { peer.setTracing(on) }
-
     /// The `link` object of `mtu`, `bench`, `scan` and `link --json`: every value with its source or why it is
     /// unknown, the ATT MTU, and what the link options came to.
     /// `state`: the link as already read (the bench reads it once before its rounds); nil reads it now.
@@ -221,29 +185,9 @@ final class Session: Sendable {
         let state = state ?? peer.linkState()
         var fields: [(String, JSONValue)] = []
         if case .object(let f) = sayingOnce ? state.jsonValueSayingOnce : state.jsonValue { fields = f }
-        fields.append(("attMTU", .sortedObject([("value", .int(mtu)), ("source", .string("Exchange MTU"))])))
-        fields.append(("requests", .array(linkRequests.map(\.json))))
-        fields.append(("watch", link.map { l in l.monitorNote.map { .string($0) } ?? .string("every HCI event of the link") } ?? .null))
+        fields.append(("attMTU", .sortedObject([("value", .int(peer.mtu)), ("source", .string("Exchange MTU"))])))
+        fields.append(("requests", .array(peer.linkRequests.map(\.json))))
+        fields.append(("watch", peer.link.map { l in l.monitorNote.map { .string($0) } ?? .string("every HCI event of the link") } ?? .null))
         return .object(fields)
-    }
-}
-
-extension DatabaseModel {
-    /// The CLI's model of what the GATT client discovered.
-    init(services: [GATTService], mtu: Int) {
-        self.init(mtu: mtu, services: services.map { s in
-            DatabaseModel.Service(
-                uuid: s.uuid.description, start: s.startHandle, end: s.endHandle, primary: s.isPrimary,
-                includes: s.includedServices.map {
-                    DatabaseModel.Include(handle: $0.declarationHandle, start: $0.startHandle, end: $0.endHandle,
-                                          uuid: $0.uuid.description)
-                },
-                characteristics: s.characteristics.map { c in
-                    DatabaseModel.Characteristic(
-                        uuid: c.uuid.description, handle: c.declarationHandle, valueHandle: c.valueHandle,
-                        properties: c.properties.rawValue,
-                        descriptors: c.descriptors.map { DatabaseModel.Descriptor(uuid: $0.uuid.description, handle: $0.handle) })
-                })
-        })
     }
 }

@@ -22,16 +22,10 @@ extension Session {
         }
     }
 
-    /// What `--bearers` came to, when it asked for more than one (nil otherwise: nothing is listed).
-    var bearerOutcome: EnhancedBearerOutcome? { peer.enhancedBearerOutcome }
-
-    /// Every bearer of the connection, CID 4 first (GATTPeer's `bearerInfo`).
-    func bearerRows() -> [PeerBearerInfo] { peer.bearerInfo() }
-
     /// The `bearers` object of `mtu --json` and `link --json`: asked, each bearer, and the notes.
     func bearersJSON() -> JSONValue? {
-        guard let outcome = bearerOutcome else { return nil }
-        let rows = bearerRows().map { r -> JSONValue in
+        guard let outcome = peer.enhancedBearerOutcome else { return nil }
+        let rows = peer.bearerInfo().map { r -> JSONValue in
             .object([
                 ("index", .int(r.index)), ("enhanced", .bool(r.enhanced)),
                 ("cid", r.cids.map { .int(Int($0.local)) } ?? .null),
@@ -50,8 +44,8 @@ extension Session {
 
     /// The text lines of the bearers (`mtu`, `link`), when `--bearers` asked for more than one.
     func bearerText() -> [String] {
-        guard let outcome = bearerOutcome else { return [] }
-        let rows = bearerRows()
+        guard let outcome = peer.enhancedBearerOutcome else { return [] }
+        let rows = peer.bearerInfo()
         var lines = ["bearers: \(rows.count { $0.open }) open of \(outcome.requested) asked"]
         for r in rows {
             let kind = r.enhanced ? "EATT" : "ATT "
