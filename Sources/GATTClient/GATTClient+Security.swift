@@ -90,7 +90,7 @@ extension GATTClient {
     }
 
     /// Waits for POLLOUT on the transport after a raise to `level`: the link takes data again once pairing is
-    /// done (or the wake-up shows the link lost, which the next send reports). Bounded by the transaction timeout.
+    /// done. A wake-up that was the link's end throws `.disconnected` naming the raise. Bounded by the transaction timeout.
     public func waitForTheLink(after level: BTSecurityLevel) async throws(GATTError) {
         try await onLinkLoop { () async throws(GATTError) -> Void in
             let what = "the link to take data again after raising security to \(level) (pairing)"
