@@ -202,7 +202,7 @@ extension Peer {
     /// their own; a capture before it stops (`stopCapture`).
     public func startCapture(_ writer: BTSnoopWriter) {
         stopCapture()
-        guard let bearer = transport.inner as? ATTBearer else { return }
+        let bearer = transport.bearer
         // The link's LE Connection Complete came before this capture: it starts with a synthesized one.
         let opening = PeerLink.linkOpening(bearer: bearer, monitor: link?.monitor, afterConnect: true, monitorNote: nil)
         let index = Peer.attach(writer, bearer: bearer, records: records, link: opening)
@@ -213,7 +213,7 @@ extension Peer {
     /// Stops writing the capture (closing its file when the connection opened it).
     public func stopCapture() {
         guard let c = capture.withLock({ s in defer { s = nil }; return s }) else { return }
-        (transport.inner as? ATTBearer)?.endCapture()
+        transport.bearer.endCapture()
         for link in enhancedLinks { link.bearer.endCapture() }
         records.capture.withLock { $0 = nil }
         if c.owned { c.writer.close() }

@@ -1,54 +1,41 @@
-// A view of the PDUs between a GATT client and its bearer: a trace (every ATT PDU, decoded, with its direction and a
-// timestamp, as lines to the caller's callback: the CLI's --trace) and the time Write Commands spent waiting on the
-// socket's backpressure (`mirror bench`). The MTU is the client's to know (`GATTClient.mtu`), not sniffed here.
+// A watch on the PDUs between a GATT client and its bearer: a trace (every ATT PDU, decoded, with its direction and a
+// timestamp, as lines to the caller's callback: the CLI's --trace), the bearer's backpressure (`mirror bench`), the
+// close (the shell's lost-connection line) and `mirror check`'s diversion; a tap on the bearer, not a decorator.
 import ATTStack
 import LinkCore
+import LinuxBluetooth
 import Synchronization
 
-/// An `ATTTransport` that forwards everything to another one and watches the PDUs go by (Core Spec Vol 3
-/// Part F §3.4): while tracing, gives each as one line to `lines`
-/// (`22:41:07.123456 > Write Request handle 0x0012 value [01 02]`; on an Enhanced ATT bearer the bearer follows the
-/// direction: `> [b1 cid 0x0041] Write Request ...`); always notes how long sends waited after the socket reported EAGAIN.
-public final class ObservedTransport: ATTTransport {
-    public let inner: any ATTTransport
+/// The watch on one socket bearer (Core Spec Vol 3 Part F §3.4), kept out of its data path: the bearer calls it
+/// (`ATTBearerTap`) only while tracing, on this host's close and at its end, so an untraced bearer's PDUs pass no
+/// decorator. While tracing, gives each PDU as one line to `lines` (`22:41:07.123456 > Write Request handle 0x0012
+/// value [01 02]`; on an Enhanced ATT bearer its name follows the direction: `> [b1 cid 0x0041] Write Request ...`).
+public final class ObservedTransport: ATTBearerTap {
+    /// The bearer watched; the GATT client sends on it directly.
+    public let bearer: ATTBearer
     /// Where the trace's lines go (the CLI's stderr); never called while not tracing.
     let lines: @Sendable (String) -> Void
     /// The bearer named on each trace line ("b1 cid 0x0041"), nil on the unenhanced bearer (lines as they always were).
-    public let bearer: String?
-    /// Whether PDUs are traced now (`--trace`; the shell's `trace on|off` changes it).
+    public let name: String?
+    /// Whether PDUs are traced now (`--trace`; the shell's `trace on|off` changes it); the bearer holds its own copy.
     let tracing: Atomic<Bool>
-    /// Guards what was observed: the backpressure accounting.
-    let observed = Lock<Observations>(Observations())
-    /// Orders the trace's lines: held across a traced send and its line, and while a received PDU's line is
-    /// printed (so `inner` must not deliver a PDU from within its own trySend).
-    private let traceOrder = Lock<Void>(())
     /// Guards the closure told when the transport closes (the shell's lost-connection line), or the close's reason
     /// once it has closed: an observer that comes after the close learns it from `whenClosed`, not never.
     private let closeWatch = Lock<CloseWatch>(.open(observer: nil))
-    /// Guards the sink that takes the inbound PDUs instead of the GATT client while `mirror check` drives the bearer
-    /// (`divert`); `diverting` says whether there is one without taking the lock on every PDU.
-    private let diversion = Lock<(any ATTTransportSink)?>(nil)
-    private let diverting = Atomic<Bool>(false)
     /// Whether the trace has its `closed:` line: said once, by this host's close as it is asked (so that a process
     /// that exits right after closing still prints it), else when the bearer reports the end.
     private let closeTraced = Atomic<Bool>(false)
 
-    /// What went by.
-    public struct Observations: Sendable {
-        /// Sends that found the socket full (EAGAIN).
-        public var wouldBlockCount = 0
-        /// Total time from a send finding the socket full to the socket becoming writable, in nanoseconds.
-        public var blockedNanoseconds: UInt64 = 0
-        /// When the current wait began (0 when none is running).
-        var blockedSince: UInt64 = 0
-    }
+    /// What went by: the bearer's backpressure (sends that found the socket full, and the time they waited).
+    public typealias Observations = ATTBearer.Backpressure
 
-    /// Watches `inner`; gives every PDU's line to `lines` while tracing (`setTracing`), naming `bearer` on each.
-    public init(_ inner: any ATTTransport, tracing: Bool, bearer: String? = nil, lines: @escaping @Sendable (String) -> Void) {
-        self.inner = inner
-        self.lines = lines
+    /// Watches `bearer`; gives every PDU's line to `lines` while tracing (`setTracing`), naming `name` on each.
+    public init(_ bearer: ATTBearer, tracing: Bool, name: String? = nil, lines: @escaping @Sendable (String) -> Void) {
         self.bearer = bearer
+        self.lines = lines
+        self.name = name
         self.tracing = Atomic(tracing)
+        bearer.observe(with: self, tracing: tracing)
     }
 
     /// How a trace names an Enhanced ATT bearer: its index among the client's bearers and, when it is an L2CAP
@@ -59,9 +46,15 @@ public final class ObservedTransport: ATTTransport {
     }
 
     /// Starts or stops tracing PDUs.
-    public func setTracing(_ on: Bool) { tracing.store(on, ordering: .relaxed) }
+    public func setTracing(_ on: Bool) {
+        tracing.store(on, ordering: .relaxed)
+        bearer.setTracing(on)
+    }
 
     public var isTracing: Bool { tracing.load(ordering: .relaxed) }
+
+    /// The bearer's label ("unix:/tmp/sim.sock", "00:AA:01:01:00:01 (LE public) via hci0").
+    public var label: String { bearer.label }
 
     /// `body` is told the reason once the transport closes (either side). Closed already (a link that ended between
     /// its connect and this call): returns the reason and never calls `body`.
@@ -80,85 +73,25 @@ public final class ObservedTransport: ATTTransport {
         case closed(TransportError)
     }
 
-    public var observations: Observations { observed.withLock { $0 } }
+    public var observations: Observations { bearer.backpressure }
 
     /// From now on every inbound PDU goes to `sink` instead of the GATT client above (nil: to the client again);
     /// the close goes to both. For `mirror check`, which reads every PDU itself while the client sends nothing.
-    public func divert(to sink: (any ATTTransportSink)?) {
-        diversion.withLock { $0 = sink }
-        diverting.store(sink != nil, ordering: .releasing)
+    public func divert(to sink: (any ATTTransportSink)?) { bearer.divert(to: sink) }
+
+    // MARK: ATTBearerTap
+
+    public func bearer(sent pdu: UnsafeRawBufferPointer) {
+        lines(traceLine(direction: ">", bytes: Array(pdu), at: unixNow(), bearer: name))
     }
 
-    /// The sink taking the inbound PDUs now, if diverted.
-    var diverted: (any ATTTransportSink)? {
-        diverting.load(ordering: .acquiring) ? diversion.withLock { $0 } : nil
+    public func bearer(received pdu: UnsafeRawBufferPointer) {
+        lines(traceLine(direction: "<", bytes: Array(pdu), at: unixNow(), bearer: name))
     }
 
-    public var label: String { inner.label }
+    public func bearer(closing reason: TransportError) { traceClosed(reason) }
 
-    public func start(_ sink: any ATTTransportSink) {
-        inner.start(ObservingSink(sink, transport: self))
-    }
-
-    /// The inner transport's loop: the engine above runs on it, and every delivery goes through `ObservingSink`.
-    public var eventLoop: EventLoop? { inner.eventLoop }
-
-    public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        let result: ATTSendResult
-        if isTracing {
-            // The send and its line under `traceOrder`: the reader prints the answer under it too, so a request's
-            // line always precedes its response's, though the answer can arrive before trySend returns.
-            result = try traceOrder.withLock { _ throws(TransportError) in
-                let r = try inner.trySend(pdu)
-                if r == .sent {
-                    lines(traceLine(direction: ">", bytes: Array(pdu.bindMemory(to: UInt8.self)), at: unixNow(), bearer: bearer))
-                }
-                return r
-            }
-        } else {
-            result = try inner.trySend(pdu)
-        }
-        if result != .sent {
-            let now = monotonicNanoseconds()
-            observed.withLock { o in
-                o.wouldBlockCount += 1
-                if o.blockedSince == 0 { o.blockedSince = now }
-            }
-        }
-        return result
-    }
-
-    public func whenWritable(_ callback: @escaping @Sendable () -> Void) {
-        inner.whenWritable { [self] in
-            let now = monotonicNanoseconds()
-            observed.withLock { o in
-                if o.blockedSince != 0 {
-                    o.blockedNanoseconds += now - o.blockedSince
-                    o.blockedSince = 0
-                }
-            }
-            callback()
-        }
-    }
-
-    public func close(reason: String) {
-        if isTracing { traceClosed(.closedLocally(reason: reason)) }
-        inner.close(reason: reason)
-    }
-
-    /// The trace's one `closed:` line.
-    private func traceClosed(_ reason: TransportError) {
-        guard !closeTraced.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        lines("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(bearer.map { " [\($0)]" } ?? "") closed: \(reason)")
-    }
-
-    func received(_ pdu: [UInt8]) {
-        if isTracing {
-            traceOrder.withLock { _ in lines(traceLine(direction: "<", bytes: pdu, at: unixNow(), bearer: bearer)) }
-        }
-    }
-
-    func closed(_ reason: TransportError) {
+    public func bearer(ended reason: TransportError) {
         if isTracing { traceClosed(reason) }
         let observer = closeWatch.withLock { watch -> (@Sendable (TransportError) -> Void)? in
             guard case .open(let observer) = watch else { return nil }
@@ -167,36 +100,11 @@ public final class ObservedTransport: ATTTransport {
         }
         observer?(reason)
     }
-}
 
-/// Notes what arrives, then passes it on.
-final class ObservingSink: ATTTransportSink {
-    let next: any ATTTransportSink
-    let transport: ObservedTransport
-
-    init(_ next: any ATTTransportSink, transport: ObservedTransport) {
-        self.next = next
-        self.transport = transport
-    }
-
-    func transport(didReceive pdu: [UInt8]) {
-        transport.received(pdu)
-        (transport.diverted ?? next).transport(didReceive: pdu)
-    }
-
-    /// Without a trace nothing here reads the PDU: it goes on in the bearer's buffer, uncopied.
-    func transport(didReceiveBytes pdu: UnsafeRawBufferPointer) {
-        if !transport.isTracing {
-            (transport.diverted ?? next).transport(didReceiveBytes: pdu)
-        } else {
-            transport(didReceive: Array(pdu))
-        }
-    }
-
-    func transport(didCloseWith reason: TransportError) {
-        transport.closed(reason)
-        transport.diverted?.transport(didCloseWith: reason)
-        next.transport(didCloseWith: reason)
+    /// The trace's one `closed:` line.
+    private func traceClosed(_ reason: TransportError) {
+        guard !closeTraced.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        lines("\(clockTime(unixSeconds: unixNow(), digits: 6)) -\(name.map { " [\($0)]" } ?? "") closed: \(reason)")
     }
 }
 

@@ -76,7 +76,7 @@ public final class Peer: Sendable {
     public let database: GATTDatabaseCache
     /// The resolver from handle, UUID or name to a characteristic.
     public let lookup: CharacteristicLookup
-    /// CID 4 as the client sees it: traced to `Options.trace`, its backpressure counted, its PDUs divertible.
+    /// The watch on CID 4's bearer: its trace to `Options.trace`, its backpressure, its close, its PDUs divertible.
     public let transport: ObservedTransport
     /// The LE link under CID 4 (nil over unix:, which has none).
     public let link: PeerLink?
@@ -135,7 +135,7 @@ public final class Peer: Sendable {
                 if let security = connection.security { configuration.initialSecurityLevel = max(security, .low) }
             }
             let client: GATTClient
-            do { client = try await GATTClient.connect(transport: transport, configuration: configuration) } catch {
+            do { client = try await GATTClient.connect(transport: connection.bearer, configuration: configuration) } catch {
                 connection.close(reason: "the GATT client did not start")
                 throw error
             }

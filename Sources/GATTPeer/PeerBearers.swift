@@ -11,7 +11,7 @@ public struct PeerEnhancedBearer: Sendable {
     public var index: Int
     /// The ECRED channel's socket.
     public var bearer: ATTBearer
-    /// The bearer as the GATT client sees it, traced.
+    /// The watch on it: its trace.
     public var observed: ObservedTransport
 }
 
@@ -41,11 +41,11 @@ struct PeerBearerSetup {
             let channel = try EnhancedBearerChannel(bearer)
             // The trace names the bearer on its lines; btsnoop records it on the link's index, on its channel's CIDs.
             let observed = ObservedTransport(bearer, tracing: peer.transport.isTracing,
-                                             bearer: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local),
+                                             name: ObservedTransport.bearerName(index: n, localCID: bearer.channelIDs?.local),
                                              lines: options.trace ?? { _ in })
             if let c = peer.records.capture.withLock({ $0 }) { bearer.capture(into: c.writer, linkIndex: c.index) }
             opened.withLock { $0.append((bearer, observed)) }
-            return EnhancedBearerChannel(transport: observed, mtu: channel.mtu)
+            return EnhancedBearerChannel(transport: bearer, mtu: channel.mtu)
         }
         // The bearers opened are the first connects, in order (the first failure ends the attempt).
         let links = zip(outcome.opened, opened.withLock { $0 }).map { PeerEnhancedBearer(index: $0, bearer: $1.bearer, observed: $1.observed) }

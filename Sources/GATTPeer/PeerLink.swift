@@ -310,7 +310,6 @@ extension Peer {
     /// The link under CID 4 as it is now: the HCI link monitor's state over LE, else what the socket gives, else
     /// every value unknown and why (a unix: socket has no radio).
     public func linkState() -> LinkState {
-        link?.state() ?? (transport.inner as? ATTBearer).map { LinkState.read(bearer: $0) }
-            ?? LinkState(allUnknown: .unavailable("\(transport.label) has no radio link"))
+        link?.state() ?? LinkState.read(bearer: transport.bearer)
     }
 }

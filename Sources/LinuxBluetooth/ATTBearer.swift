@@ -46,9 +46,9 @@ public final class ATTBearer: ATTTransport {
     /// send pass MSG_DONTWAIT.
     private let fd: Int32
     private let state: Lock<State>
-    /// True once a capture is attached or `close(reason:)` was called: only then does the reader take the lock
-    /// for each received PDU (to record it, or to drop it after close). Set under the lock with those fields.
-    private let receiveNeedsLock = Atomic<Bool>(false)
+    /// `State.needsLock`, published for the lock-free paths: while false (no capture, trace, diversion or close) the
+    /// loop thread sends and delivers without the lock. Stored under the lock whenever one of those fields changes.
+    private let needsLock = Atomic<Bool>(false)
 
     /// The loop's side, touched only on the loop's thread: the sink, the receive buffer, the epoll source's token.
     /// Unchecked exclusivity: only the loop's thread touches them, one event at a time.
@@ -73,7 +73,43 @@ public final class ATTBearer: ATTTransport {
         var nextLoan: UInt64 = 0
         /// A loan is running: `trySend` answers `.wouldBlock` (its waiter wakes on EPOLLOUT after the loan).
         var lent = false
+        /// The sends that found the socket full, and how long they waited for EPOLLOUT.
+        var backpressure = Backpressure()
+        /// Who watches this bearer (`observe(with:tracing:)`): told of this host's close and of the end, and of each
+        /// PDU while `tracing`. Weak: the watcher (GATTPeer's ObservedTransport) holds the bearer.
+        weak var tap: (any ATTBearerTap)?
+        var tracing = false
+        /// Takes the inbound PDUs instead of the sink while set (`divert(to:)`; the close goes to both).
+        var diverted: (any ATTTransportSink)?
+
+        /// Whether a send or a delivery must take the lock: to record, trace or divert a PDU, or after a close.
+        var needsLock: Bool { snoop != nil || tracing || diverted != nil || closeRequested != nil || released }
     }
+
+    /// The sends that found the socket full (EAGAIN, ENOBUFS, or a loan running) and the time until it polled
+    /// writable (`mirror bench`'s backpressure figures).
+    public struct Backpressure: Sendable {
+        /// Sends that found the socket full.
+        public var wouldBlockCount = 0
+        /// Total time from a send finding the socket full to the socket becoming writable, in nanoseconds.
+        public var blockedNanoseconds: UInt64 = 0
+        /// When the current wait began (0 when none is running).
+        var blockedSince: UInt64 = 0
+
+        mutating func blocked(at now: UInt64) {
+            wouldBlockCount += 1
+            if blockedSince == 0 { blockedSince = now }
+        }
+
+        mutating func writable(at now: UInt64) {
+            guard blockedSince != 0 else { return }
+            blockedNanoseconds += now - blockedSince
+            blockedSince = 0
+        }
+    }
+
+    /// Publishes `s.needsLock` to the lock-free paths; call under the lock after changing what it reads.
+    private func publish(_ s: State) { needsLock.store(s.needsLock, ordering: .releasing) }
 
     /// Takes ownership of a connected SOCK_SEQPACKET socket, as a source of `loop` (a new loop when nil).
     /// On failure the socket is closed.
@@ -136,7 +172,8 @@ public final class ATTBearer: ATTTransport {
 
     /// On the loop: the socket joins the loop's epoll set, or, when the bearer already ended, the sink hears why.
     private func attach(_ sink: any ATTTransportSink) {
-        if let already = state.withLock({ s in s.released ? (s.finalReason ?? .closedLocally(reason: s.closeRequested ?? "closed")) : nil }) {
+        if let (already, tap) = state.withLock({ s in s.released ? (s.finalReason ?? .closedLocally(reason: s.closeRequested ?? "closed"), s.tap) : nil }) {
+            tap?.bearer(ended: already)
             sink.transport(didCloseWith: already)
             return
         }
@@ -155,7 +192,7 @@ public final class ATTBearer: ATTTransport {
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         // On the loop thread, with no capture attached and no close requested, nothing else can release the fd
         // or lend the socket meanwhile (only this thread does either): the send needs no lock.
-        if !receiveNeedsLock.load(ordering: .acquiring), loop.inEventLoop {
+        if !needsLock.load(ordering: .acquiring), loop.inEventLoop {
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
             return try sent(n, n < 0 ? cbz_errno() : 0, pdu.count)
         }
@@ -165,10 +202,11 @@ public final class ATTBearer: ATTTransport {
         let outcome: (n: Int, errno: Int32) = try state.withLock { s throws(TransportError) in
             if let reason = s.finalReason { throw reason }
             if let reason = s.closeRequested { throw TransportError.closedLocally(reason: reason) }
-            if s.lent { return (-1, EAGAIN) }
+            if s.lent { return (-1, EAGAIN) } // counted as backpressure by `sent`, as the socket's own EAGAIN
             let n = cbz_send(fd, pdu.baseAddress, pdu.count)
             if n < 0 { return (n, cbz_errno()) }
             if let snoop = s.snoop { snoop.record(.sent, pdu) }
+            if s.tracing { s.tap?.bearer(sent: pdu) }
             return (n, 0)
         }
         return try sent(outcome.n, outcome.errno, pdu.count)
@@ -180,6 +218,8 @@ public final class ATTBearer: ATTTransport {
         if n >= 0 { return .sent }
         switch code {
         case EAGAIN, ENOBUFS:
+            let now = monotonicNanoseconds()
+            state.withLock { $0.backpressure.blocked(at: now) }
             return .wouldBlock
         default:
             throw .socket(socketError("send", code, "sending a \(count)-byte PDU to \(label)", domain))
@@ -208,27 +248,63 @@ public final class ATTBearer: ATTTransport {
     /// `close(reason:)`; with `interruptingLoan`, a running loan's socket is shut down too, so that a body blocked in
     /// it on its peer (a send, a poll) returns, and the bearer ends when it does. Without, the close waits for the loan.
     public func close(reason: String, interruptingLoan: Bool) {
-        let waiters = state.withLock { s -> [@Sendable () -> Void] in
-            guard !s.released, s.closeRequested == nil || (interruptingLoan && s.lent) else { return [] }
+        let (waiters, tracer) = state.withLock { s -> ([@Sendable () -> Void], (any ATTBearerTap)?) in
+            guard !s.released, s.closeRequested == nil || (interruptingLoan && s.lent) else { return ([], nil) }
+            // A traced bearer's `closed:` line is said as the close is asked, so a process exiting right after prints it.
+            let tracer = s.closeRequested == nil && s.tracing ? s.tap : nil
             if s.closeRequested == nil { s.closeRequested = reason }
-            receiveNeedsLock.store(true, ordering: .releasing)
+            publish(s)
             if s.started {
                 // The loop owns the teardown; the fd is still open because `released` is false. shutdown makes
                 // the socket readable (recvmsg returns 0), which wakes the loop, and reaches the peer as end of file.
                 // Under a loan the socket stays whole unless the loan is interrupted: the loop ends the bearer when
                 // the loan returns.
                 if !s.lent || interruptingLoan { _ = cbz_shutdown(fd) }
-                return []
+                return ([], tracer)
             }
             // No loop yet: release now (a later start() still delivers didCloseWith once) and wake writers.
             s.released = true
             s.finalReason = .closedLocally(reason: reason)
             _ = cbz_close(fd)
             defer { s.writableWaiters = [] }
-            return s.writableWaiters
+            return (s.writableWaiters, tracer)
         }
+        tracer?.bearer(closing: .closedLocally(reason: reason))
         for w in waiters { w() }
     }
+
+    // MARK: Watching
+
+    /// From now on `tap` is told of this host's close and of the bearer's end, and of every PDU sent and received
+    /// while `tracing` (under the bearer's lock, so a request's report precedes its answer's). Only a traced, captured,
+    /// diverted or closing bearer takes its lock per PDU: an untraced one sends and delivers with no call out.
+    public func observe(with tap: any ATTBearerTap, tracing: Bool) {
+        state.withLock { s in
+            s.tap = tap
+            s.tracing = tracing
+            publish(s)
+        }
+    }
+
+    /// Starts or stops telling the tap of each PDU.
+    public func setTracing(_ on: Bool) {
+        state.withLock { s in
+            s.tracing = on
+            publish(s)
+        }
+    }
+
+    /// From now on every inbound PDU goes to `sink` instead of the bearer's own (nil: to it again); the close goes to
+    /// both. For `mirror check`, which reads every PDU itself while the GATT client above sends nothing.
+    public func divert(to sink: (any ATTTransportSink)?) {
+        state.withLock { s in
+            s.diverted = sink
+            publish(s)
+        }
+    }
+
+    /// The sends that found the socket full so far, and how long they waited.
+    public var backpressure: Backpressure { state.withLock { $0.backpressure } }
 
     /// Lends the connected socket to `body`, which the loop thread runs between two events: while it runs, the
     /// bearer reads nothing (the body owns the socket: it sends and receives as it likes) and `trySend` answers
@@ -284,7 +360,7 @@ public final class ATTBearer: ATTTransport {
         }
         state.withLock { s in
             s.snoop = BearerCapture(writer: writer, index: index, channel: nil)
-            receiveNeedsLock.store(true, ordering: .releasing)
+            publish(s)
         }
         return index
     }
@@ -299,14 +375,17 @@ public final class ATTBearer: ATTTransport {
         writer.openCreditBasedChannel(index: index, channel: channel, mtu: (try? enhancedMTU()) ?? ATTBearer.minimumEnhancedMTU)
         state.withLock { s in
             s.snoop = BearerCapture(writer: writer, index: index, channel: channel)
-            receiveNeedsLock.store(true, ordering: .releasing)
+            publish(s)
         }
         return index
     }
 
     /// Stops what `capture(into:)` started: no PDU goes to its file from now on (the file is its owner's to close).
     public func endCapture() {
-        state.withLock { $0.snoop = nil }
+        state.withLock { s in
+            s.snoop = nil
+            publish(s)
+        }
     }
 
     private var peerAddress: BluetoothAddress {
@@ -435,14 +514,19 @@ public final class ATTBearer: ATTTransport {
         if truncated != 0 { return .truncated(received: got, bufferSize: buffer.count) }
         let pdu = UnsafeRawBufferPointer(rebasing: buffer[0..<got])
         // After close(reason:) no PDU is delivered, even one already read.
-        if receiveNeedsLock.load(ordering: .acquiring) {
-            let closing = state.withLock { s -> String? in
-                if s.closeRequested == nil, let snoop = s.snoop {
-                    snoop.record(.received, pdu)
+        if needsLock.load(ordering: .acquiring) {
+            let (closing, diverted) = state.withLock { s -> (String?, (any ATTTransportSink)?) in
+                if s.closeRequested == nil {
+                    if let snoop = s.snoop { snoop.record(.received, pdu) }
+                    if s.tracing { s.tap?.bearer(received: pdu) }
                 }
-                return s.closeRequested
+                return (s.closeRequested, s.diverted)
             }
             if let closing { return .closedLocally(reason: closing) }
+            if let diverted {
+                diverted.transport(didReceiveBytes: pdu)
+                return nil
+            }
         }
         sink.transport(didReceiveBytes: pdu)
         return nil
@@ -450,7 +534,7 @@ public final class ATTBearer: ATTTransport {
 
     /// The close reason once `close(reason:)` has been called.
     private func closeRequested() -> TransportError? {
-        guard receiveNeedsLock.load(ordering: .acquiring) else { return nil }
+        guard needsLock.load(ordering: .acquiring) else { return nil }
         return state.withLock { $0.closeRequested }.map { .closedLocally(reason: $0) }
     }
 
@@ -478,7 +562,8 @@ public final class ATTBearer: ATTTransport {
         if got == 0 {
             // End of file, or an empty datagram: the peer's hang-up tells them apart.
             if cbz_peer_hung_up(fd) != 0 { return .ended(.closedByPeer) }
-            sink.transport(didReceive: []) // an empty datagram (no hang-up): the engine rejects it
+            // An empty datagram (no hang-up): delivered (traced, diverted) like any other; the engine rejects it.
+            if let end = deliver(0, truncated: 0, buffer, sink) { return .ended(end) }
             return .delivered
         }
         let code = cbz_errno()
@@ -493,9 +578,11 @@ public final class ATTBearer: ATTTransport {
 
     /// EPOLLOUT: takes EPOLLOUT out of the set and calls the writable waiters (each once).
     private func fireWritable() {
+        let now = monotonicNanoseconds()
         let waiters = state.withLock { s -> [@Sendable () -> Void] in
             guard s.pollOutArmed, !s.released else { return [] }
             s.pollOutArmed = false
+            s.backpressure.writable(at: now)
             _ = loop.modify(fd: fd, token: token, events: CBZ_EPOLLIN)
             defer { s.writableWaiters.removeAll(keepingCapacity: true) }
             return s.writableWaiters
@@ -507,24 +594,42 @@ public final class ATTBearer: ATTTransport {
     /// (a loan with nil), then the sink hears why, once. The loop's reference to the bearer goes with the source.
     private func finish(_ reason: TransportError) {
         let sink = self.sink
-        let waiters = state.withLock { s -> [@Sendable () -> Void] in
-            if s.released { return [] }
+        let (waiters, tap, diverted) = state.withLock { s -> ([@Sendable () -> Void], (any ATTBearerTap)?, (any ATTTransportSink)?) in
+            if s.released { return ([], nil, nil) }
             s.released = true
             s.finalReason = reason
+            publish(s)
             loop.deregister(fd: fd, token: token)
             _ = cbz_close(fd)
             let w = s.writableWaiters
             s.writableWaiters = []
             let loans = s.loans.sorted { $0.key < $1.key }.map(\.value)
             s.loans = [:]
-            return w + loans.map { loan in { loan(nil) } }
+            defer { s.diverted = nil }
+            return (w + loans.map { loan in { loan(nil) } }, s.tap, s.diverted)
         }
         self.sink = nil
         buffer?.deallocate()
         buffer = nil
         for w in waiters { w() }
+        // The tap first (the shell's lost-connection line, the trace's `closed:`), then a diversion, then the sink.
+        tap?.bearer(ended: reason)
+        diverted?.transport(didCloseWith: reason)
         sink?.transport(didCloseWith: reason)
     }
+}
+
+/// What watches a socket bearer from inside it (GATTPeer's `ObservedTransport`: --trace, the shell's lost-connection
+/// line): called on the bearer's slow path only (`ATTBearer.observe(with:tracing:)`), never per PDU while untraced.
+public protocol ATTBearerTap: AnyObject, Sendable {
+    /// A PDU went out (while tracing), under the bearer's lock: its answer's `received` comes after this returns.
+    func bearer(sent pdu: UnsafeRawBufferPointer)
+    /// A PDU came in (while tracing), before it is delivered, under the bearer's lock.
+    func bearer(received pdu: UnsafeRawBufferPointer)
+    /// This host asked the bearer to close (said while tracing, once, as it is asked).
+    func bearer(closing reason: TransportError)
+    /// The bearer ended, for either side's reason: once, before its sink hears it.
+    func bearer(ended reason: TransportError)
 }
 
 /// Where a bearer's PDUs are captured: the writer, the index, and an Enhanced ATT bearer's channel (its PDUs then on

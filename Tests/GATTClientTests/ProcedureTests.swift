@@ -329,7 +329,7 @@ final class ProcedureTests: XCTestCase {
             guard case .unsupported(let text) = error else { return XCTFail("\(error)") }
             XCTAssertTrue(text.hasSuffix(expected), text)
         }
-        try await withTaskExecutorPreference(client.eventLoop) {
+        await withTaskExecutorPreference(client.eventLoop) {
             do { try await client.writeWithoutResponse(handle: 0, value: [1]); XCTFail() } catch {
                 guard case .unsupported(let text)? = error as? GATTError else { return XCTFail("\(error)") }
                 XCTAssertTrue(text.hasSuffix(expected), text)

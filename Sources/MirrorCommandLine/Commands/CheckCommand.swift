@@ -131,7 +131,7 @@ let checkCommand = Command(CommandSpec(
     let progress = CheckProgressLine(enabled: !shell && isatty(2) == 1)
     options.progress = { step, requests, attributes in progress.draw("checking \(target.description): \(step), \(requests) requests, \(attributes) attributes") }
     // Every inbound PDU goes to the probe while it runs; the GATT client sends nothing meanwhile.
-    let probe = ATTProbe(transport: session.peer.transport)
+    let probe = ATTProbe(transport: session.peer.transport.bearer)
     session.peer.transport.divert(to: probe)
     let report = await runConformanceCheck(probe, options)
     progress.clear()

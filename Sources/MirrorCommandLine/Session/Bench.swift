@@ -122,7 +122,7 @@ enum Bench {
         var unixPath: String?
         if case .unix(let path) = target.target { unixPath = path }
         do {
-            let bare = try BareLoopSetup.socket(plan.bareLoop, unixPath: unixPath, bearer: session.peer.transport.inner as? ATTBearer,
+            let bare = try BareLoopSetup.socket(plan.bareLoop, unixPath: unixPath, bearer: session.peer.transport.bearer,
                                                 timeout: inv.global.timeout, clientRxMTU: session.clientRxMTU)
             return BenchPreparation(link: link, linkJSON: session.linkJSON(linkState),
                                     linkLine: linkState.map { benchLinkLine($0, ceilingInput: link) }, bare: bare)
