@@ -36,6 +36,9 @@ public protocol ATTTransport: AnyObject, Sendable {
     func start(_ sink: any ATTTransportSink)
     /// Sends one whole PDU without blocking. Never sends part of a PDU.
     func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult
+    /// `trySend` from the thread of `eventLoop`, where the engine above sends every PDU: a transport that asks per
+    /// send which thread it is on may skip that question. Without a loop (a test double) it is `trySend`.
+    func trySendOnItsLoop(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult
     /// Calls `callback` once, on a thread of the transport (the socket bearer's loop), when the socket can take
     /// more data (POLLOUT), or when the transport closes (so that a waiter always wakes). Never from inside
     /// `whenWritable` itself unless the transport is already closed.
@@ -50,6 +53,7 @@ public protocol ATTTransport: AnyObject, Sendable {
 
 extension ATTTransport {
     public var eventLoop: EventLoop? { nil }
+    public func trySendOnItsLoop(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult { try trySend(pdu) }
 }
 
 /// A transport on an Enhanced ATT bearer's channel (Vol 3 Part F §3.2.11): its ATT_MTU is the smaller of the

@@ -190,12 +190,20 @@ public final class ATTBearer: ATTTransport {
     }
 
     public func trySend(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
-        // On the loop thread, with no capture attached and no close requested, nothing else can release the fd
-        // or lend the socket meanwhile (only this thread does either): the send needs no lock.
-        if !needsLock.load(ordering: .acquiring), loop.inEventLoop {
-            let n = cbz_send(fd, pdu.baseAddress, pdu.count)
-            return try sent(n, n < 0 ? cbz_errno() : 0, pdu.count)
-        }
+        loop.inEventLoop ? try trySendOnItsLoop(pdu) : try sendLocked(pdu)
+    }
+
+    /// On the loop thread, with no capture, trace, diversion or close, nothing else can release the fd or lend the
+    /// socket meanwhile (only this thread does either): the send needs no lock. The engine sends only from here.
+    public func trySendOnItsLoop(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
+        assert(loop.inEventLoop, "trySendOnItsLoop off the bearer's loop thread")
+        guard !needsLock.load(ordering: .acquiring) else { return try sendLocked(pdu) }
+        let n = cbz_send(fd, pdu.baseAddress, pdu.count)
+        return try sent(n, n < 0 ? cbz_errno() : 0, pdu.count)
+    }
+
+    /// A send under the lock: off the loop thread, or while a capture, trace, diversion or close needs it.
+    private func sendLocked(_ pdu: UnsafeRawBufferPointer) throws(TransportError) -> ATTSendResult {
         // The lock keeps the fd open for the duration of the send (the loop closes it under the same lock).
         // A capture records the PDU before the lock is released, so that its answer, which the loop records
         // under the same lock, always follows it in the file.

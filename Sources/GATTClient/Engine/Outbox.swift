@@ -197,9 +197,10 @@ extension ATTEngine {
         }
     }
 
+    /// Sends on the loop's thread (the transport's own loop when it has one: `trySendOnItsLoop`).
     func send(_ buffer: UnsafeRawBufferPointer) -> Result<ATTSendResult, TransportError> {
         do throws(TransportError) {
-            return .success(try transport.trySend(buffer))
+            return .success(try transport.trySendOnItsLoop(buffer))
         } catch {
             return .failure(error)
         }
