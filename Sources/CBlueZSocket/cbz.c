@@ -862,6 +862,8 @@ int cbz_ipv4_addresses(char *buf, size_t len) {
     return 0;
 }
 
+__thread uintptr_t cbz_thread_loop = 0;
+
 int cbz_set_thread_name(const char *name) {
     char buf[16];
     snprintf(buf, sizeof buf, "%s", name);

@@ -58,12 +58,7 @@ extension GATTClient {
     /// it); false when it must wait for a permit or move to the loop. A value over MTU-3 bytes is refused here.
     @usableFromInline
     func sendCommandNow(handle: UInt16, value: [UInt8]) throws(GATTError) -> Bool {
-        switch try engine.trySendCommandFast(handle: handle, value: value) {
-        case .sent: return true
-        case .tooLong(let m, let budget):
-            throw localLimit(.writeCommand, handle: handle, length: value.count, budget: budget, mtu: m)
-        case .mustWait: return false
-        }
+        try engine.trySendCommandFast(handle: handle, value: value)
     }
 
     /// The slow path: off the loop, the call moves there and tries the fast path again; on it, the command queues

@@ -20,17 +20,24 @@ public final class EventLoop: TaskExecutor {
     private let thread: pthread_t
     /// No thread of its own: the creator's thread runs the work when it calls `runUntilIdle()`.
     private let embedded: Bool
+    /// What the loop's thread holds in `cbz_thread_loop` (its core's address: the thread holds the core until it
+    /// ends, so no other loop's can equal it meanwhile); an embedded loop's thread is compared with pthread_equal.
+    private let identity: UInt
 
     /// Starts the loop's thread. Fails only when the kernel refuses an fd (epoll, eventfd, timerfd): errno named.
     public init() throws(TransportError) {
         let core = try LoopCore()
         self.core = core
+        let identity = UInt(bitPattern: Unmanaged.passUnretained(core).toOpaque())
+        self.identity = identity
         Self.counts.withLock { $0.live += 1 }
         let started = Lock<pthread_t?>(nil)
         startDetachedThread {
             _ = cbz_set_thread_name("att-bearer")
+            cbz_set_current_loop(identity)
             started.withLockBroadcasting { $0 = pthread_self() }
             core.run()
+            cbz_set_current_loop(0)
         }
         thread = started.wait(until: { $0 })
         embedded = false
@@ -42,6 +49,7 @@ public final class EventLoop: TaskExecutor {
     /// the driver's own (`GATTClock.schedule(at:on:)` then runs the deadline's work on this thread).
     public init(embedded: Void) throws(TransportError) {
         core = try LoopCore()
+        identity = UInt(bitPattern: Unmanaged.passUnretained(core).toOpaque())
         thread = pthread_self()
         self.embedded = true
     }
@@ -81,8 +89,10 @@ public final class EventLoop: TaskExecutor {
         counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
     }
 
-    /// True on the loop's thread.
-    public var inEventLoop: Bool { pthread_equal(pthread_self(), thread) != 0 }
+    /// True on the loop's thread: its thread-local mark, or for an embedded loop its creator's thread.
+    public var inEventLoop: Bool {
+        cbz_current_loop() == identity || (embedded && pthread_equal(pthread_self(), thread) != 0)
+    }
 
     /// Runs `work` on the loop's thread, after what it is doing now, in the order posted (from any thread).
     public func execute(_ work: @escaping @Sendable () -> Void) {

@@ -288,6 +288,11 @@ int cbz_ipv4_addresses(char *buf, size_t len);
 
 /// Names the calling thread (PR_SET_NAME; cut to 15 bytes).
 int cbz_set_thread_name(const char *name);
+/// The event loop whose thread this is (LinkCore's EventLoop sets it on its thread; NULL on every other thread), so
+/// that EventLoop.inEventLoop is one thread-local load with no call (pthread_self and pthread_equal are two).
+extern __thread uintptr_t cbz_thread_loop;
+static inline uintptr_t cbz_current_loop(void) { return cbz_thread_loop; }
+static inline void cbz_set_current_loop(uintptr_t loop) { cbz_thread_loop = loop; }
 /// Pins the calling thread, and so every thread it starts afterwards, to the CPU it runs on now
 /// (sched_getcpu, sched_setaffinity): a benchmark's loops then wake each other on one core, not across idle
 /// cores. Returns the CPU, or -1 with errno.

@@ -4,25 +4,16 @@ import ATTStack
 import LinkCore
 
 extension ATTEngine {
-    /// What the fast path of a write without response did.
-    enum FastCommand {
-        /// The PDU went out.
-        case sent
-        /// The caller must queue for a permit (`waitForPermit`): the socket is full or others wait before it.
-        case mustWait
-        /// The value does not fit one Write Command at this MTU: nothing was sent.
-        case tooLong(mtu: Int, budget: Int)
-    }
-
     /// The fast path of a write without response, on the loop's thread (a task that prefers the loop): one look at
     /// the state (closed, the budget, the outbox idle), the codec writes the Write Command's bytes on the stack from
     /// the caller's value (no ATTPDU, no copy on the heap), one send. Off the loop, and when others wait before it,
-    /// the caller queues for a permit (`waitForPermit`), which the loop serves in order.
-    func trySendCommandFast(handle: UInt16, value: [UInt8]) throws(GATTError) -> FastCommand {
+    /// the caller queues for a permit (`waitForPermit`), which the loop serves in order. True: the PDU went out;
+    /// false: the caller must queue. A value over MTU-3 bytes is refused here (this host's limit, nothing sent).
+    func trySendCommandFast(handle: UInt16, value: [UInt8]) throws(GATTError) -> Bool {
         do throws(ATTEncodeError) { try ATTPDU.validateAttributeHandle(handle, of: .writeCommand) } catch {
             throw .unsupported("\(describe(.writeCommand, handle: handle)) cannot be sent: \(error)")
         }
-        guard loop.inEventLoop else { return .mustWait }
+        guard loop.inEventLoop else { return false }
         let valueLength = value.count
         enum Claim { case closed(String), tooLong(mtu: Int, budget: Int), wait, claimed }
         let claim: Claim = state.access { s in
@@ -36,8 +27,9 @@ extension ATTEngine {
         switch claim {
         case .closed(let r):
             throw .disconnected(GATTDisconnectedError(reason: r, during: describe(.writeCommand, handle: handle)))
-        case .tooLong(let mtu, let budget): return .tooLong(mtu: mtu, budget: budget)
-        case .wait: return .mustWait
+        case .tooLong(let mtu, let budget):
+            throw localLimit(.writeCommand, handle: handle, length: valueLength, budget: budget, mtu: mtu)
+        case .wait: return false
         case .claimed: break
         }
         let sent = withUnsafeTemporaryAllocation(byteCount: 3 + valueLength, alignment: 1) { buffer in
@@ -45,7 +37,7 @@ extension ATTEngine {
                                                                                      value: value[...], into: buffer)]))
         }
         switch sent {
-        case .success(.sent): return .sent
+        case .success(.sent): return true
         case .success(.wouldBlock):
             // Nothing was sent: the socket is full, so everything waits for POLLOUT, this command in the permit queue.
             let register = state.access { s in
@@ -53,7 +45,7 @@ extension ATTEngine {
                 return s.closedReason == nil && armWritable(&s)
             }
             if register { registerWritable() }
-            return .mustWait
+            return false
         case .failure(let error): throw GATTError.sendFailure(error, operation: describe(.writeCommand, handle: handle))
         }
     }
