@@ -159,19 +159,16 @@ public final class DeliveryTally: Sendable {
     /// The values taken that no wait counted yet.
     public var uncounted: Int { state.withLock { $0.taken - $0.counted } }
 
-    /// Waits until `count` values no wait counted yet were taken, at most `limit`, or until the task is cancelled;
-    /// counts them when they came. Returns whether they came, and how many are left uncounted then.
-    public func awaitValues(_ count: Int, within limit: Duration) async -> (arrived: Bool, uncounted: Int) {
-        let arrived = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await self.taken(count); return !Task.isCancelled }
-            group.addTask {
-                try? await MonotonicClock().sleep(for: limit)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+    /// Waits until `count` values no wait counted yet were taken, at most `limit` on `clock`, or until the task is
+    /// cancelled; counts them when they came. Returns whether they came, and how many are left uncounted then.
+    public func awaitValues(_ count: Int, within limit: Duration,
+                            clock: any GATTClock = MonotonicClock()) async -> (arrived: Bool, uncounted: Int) {
+        // GATTClient's one deadline: armed before the wait, first to finish wins, so a late value and the limit
+        // cannot both count; the limit's timeout and a cancellation are "not arrived".
+        let arrived = (try? await withDeadline(limit, waitingFor: "\(count) values", clock: clock) {
+            await self.taken(count)
+            return !Task.isCancelled
+        }) ?? false
         let left = state.withLock { d in
             if arrived { d.counted += count }
             return d.taken - d.counted

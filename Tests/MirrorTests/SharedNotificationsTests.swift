@@ -2,6 +2,7 @@
 // against the simulator: each value handed once, to the claim while it holds, else to its subscription; a second
 // subscribe of one characteristic refused; unsubscribe and endAll end them. The CLI's ShellTests cover what it prints.
 import GATTPeer
+import TestSupport
 import Mirror
 import MirrorSimulator
 import XCTest
@@ -143,5 +144,22 @@ final class SharedNotificationsTests: XCTestCase {
         let ended = await cancelled.value
         XCTAssertFalse(ended.arrived, "a cancelled wait counts nothing")
         XCTAssertEqual(tally.uncounted, 0)
+    }
+
+    /// The wait's limit is the one deadline (withDeadline) on the caller's clock: it passes when the clock says so,
+    /// with nothing counted, and a value taken after it is left for the next wait.
+    func testAWaitEndsWhenItsClockPassesTheLimitAndLeavesLateValuesUncounted() async throws {
+        let tally = DeliveryTally()
+        let clock = ManualClock()
+        let waiting = Task { await tally.awaitValues(1, within: .seconds(30), clock: clock) }
+        while clock.pendingWakeups == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        clock.advance(by: .seconds(30))
+        let ended = await waiting.value
+        XCTAssertFalse(ended.arrived, "the limit passed on the wait's clock")
+        tally.add()
+        XCTAssertEqual(tally.uncounted, 1, "a value after the limit is the next wait's")
+        let next = await tally.awaitValues(1, within: .seconds(30), clock: clock)
+        XCTAssertTrue(next.arrived)
+        XCTAssertEqual(next.uncounted, 0)
     }
 }
