@@ -92,6 +92,29 @@ public struct LEAdvertisingReport: Sendable, Equatable {
     /// dBm; 127 means not available.
     public var rssi: Int8
 
+    public init(eventType: UInt8, addressType: LEAddressType, address: BluetoothAddress, data: [UInt8], rssi: Int8 = 127) {
+        self.eventType = eventType
+        self.addressType = addressType
+        self.address = address
+        self.data = data
+        self.rssi = rssi
+    }
+
+    /// The PDU type's name (Vol 6 Part B §2.3).
+    public var kind: String {
+        switch eventType {
+        case 0: "ADV_IND"
+        case 1: "ADV_DIRECT_IND"
+        case 2: "ADV_SCAN_IND"
+        case 3: "ADV_NONCONN_IND"
+        case 4: "SCAN_RSP"
+        default: "event type \(eventType)"
+        }
+    }
+
+    /// The advertising data a peripheral serves again (not a scan response).
+    public var isAdvertisingData: Bool { eventType != 4 }
+
     /// The RSSI in dBm, nil for 127, "not available" (Vol 4 Part E §7.7.65.2).
     public var knownRSSI: Int? { rssi == 127 ? nil : Int(rssi) }
 
