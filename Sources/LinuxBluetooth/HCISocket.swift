@@ -42,16 +42,19 @@ public struct HCICommand: Sendable, Equatable {
 
     /// LE Set Advertising Data (§7.8.7): up to 31 bytes of AD structures, zero-padded.
     public static func leSetAdvertisingData(_ data: [UInt8]) -> HCICommand {
-        let d = Array(data.prefix(31))
-        return HCICommand(ogf: leOGF, ocf: 0x0008, name: "LE Set Advertising Data",
-                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+        HCICommand(ogf: leOGF, ocf: 0x0008, name: "LE Set Advertising Data", parameters: significantPart(data))
     }
 
     /// LE Set Scan Response Data (§7.8.8): up to 31 bytes of AD structures, zero-padded.
     public static func leSetScanResponseData(_ data: [UInt8]) -> HCICommand {
+        HCICommand(ogf: leOGF, ocf: 0x0009, name: "LE Set Scan Response Data", parameters: significantPart(data))
+    }
+
+    /// Both data commands' parameters: the significant part's length, then 31 octets (the first 31 of `data`,
+    /// zero-padded; Vol 3 Part C §11: the non-significant part is zeros).
+    static func significantPart(_ data: [UInt8]) -> [UInt8] {
         let d = Array(data.prefix(31))
-        return HCICommand(ogf: leOGF, ocf: 0x0009, name: "LE Set Scan Response Data",
-                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+        return [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count)
     }
 
     /// LE Set Advertising Enable (§7.8.9).
