@@ -1,5 +1,6 @@
 // What a bench measures and what it found: the plan, one timed round, one mode over its rounds (with the bare
-// loop's and the bearers' figures), one run. Data and arithmetic only: `mirror bench` words them (text, JSON, plot).
+// loop's and the bearers' figures), one run. Data and arithmetic only: their --json record is BenchRecord.swift;
+// `mirror bench` words them (text, plot).
 import JSON
 
 /// Which write modes a bench measures.
@@ -103,6 +104,8 @@ public struct BearerFigures: Sendable {
     }
 
     public var oneBearerWritesPerSecond: Double { median(oneBearer.map(\.writesPerSecond)) }
+    /// The one-writer rounds' writes, in all.
+    public var oneBearerWrites: Int { oneBearer.reduce(0) { $0 + $1.writes } }
 
     /// `writesPerSecond` (the writers' at once) over one writer's on one bearer: the gain; nil when one wrote nothing.
     public func ratioToOneBearer(_ writesPerSecond: Double) -> Double? {
@@ -147,6 +150,8 @@ public struct ModeFigures: Sendable {
     public var writesPerSecond: Double { median(rounds.map(\.writesPerSecond)) }
     public var bytesPerSecond: Double { writesPerSecond * Double(size) }
     public var bareWritesPerSecond: Double? { bare.isEmpty ? nil : median(bare.map(\.writesPerSecond)) }
+    /// The bare loop's writes over its rounds, in all.
+    public var bareWrites: Int { bare.reduce(0) { $0 + $1.writes } }
     public var ratio: Double? { bareWritesPerSecond.map { writesPerSecond / $0 } }
     /// CPU per write, median of the rounds (the whole process: with --loopback that includes the peer).
     public var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
