@@ -102,8 +102,8 @@ let scanCommand = Command(CommandSpec(
     let linkJSON = json ? session.linkJSON(sayingOnce: true) : .null
     let console = inv.console
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
-    let notifications = try session.procedureNotifications()
-    defer { session.endProcedureNotifications(notifications) }
+    let notifications = try session.notifications.stream()
+    defer { session.notifications.end(notifications) }
     drops.watch(notifications)
     status.start()
     let scanResult = try await Interrupts.whileInterruptible {
