@@ -121,7 +121,7 @@ final class Session: Sendable {
         options.capture = shellCapture.map { .writer($0) } ?? g.btsnoop.map { .file($0) }
         options.enhancedBearers = g.bearers
         options.dropPrivileges = { Privilege.dropAll($0) }
-        options.progress = { [key = target.cacheKey] event in
+        options.progress = { [key = target.target.description] event in
             switch event {
             case .note(let s): console.err("note: \(s)")
             case .repair(let s): console.err("repair: \(s)")
