@@ -169,6 +169,19 @@ public struct ModeFigures: Sendable {
          bareCPUPerWrite.flatMap { $0 > 0 ? b.cpuPerWrite / $0 : nil })
     }
 
+    /// The round trips counted in `bins` equal bins from 0 to `top` (microseconds over `divisor`: the caller's unit),
+    /// and how many lie above `top`.
+    public func latencyHistogram(top: Double, bins: Int, divisor: Double = 1) -> (counts: [Int], above: Int) {
+        let binWidth = top / Double(bins)
+        var counts = [Int](repeating: 0, count: bins)
+        var above = 0
+        for ns in latencies {
+            let v = Double(ns) / 1000 / divisor
+            if v > top { above += 1 } else { counts[min(bins - 1, Int(v / binWidth))] += 1 }
+        }
+        return (counts, above)
+    }
+
     /// The `p`th percentile of the round trips, in microseconds; nil without any.
     public func percentile(_ p: Double) -> Double? {
         guard !latencies.isEmpty else { return nil }

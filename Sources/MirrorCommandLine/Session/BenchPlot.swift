@@ -105,12 +105,7 @@ enum BenchPlot {
         let x = Axis(max: max(p99 / divisor * 1.05, 1 / divisor))
         let bins = 50
         let binWidth = x.top / Double(bins)
-        var counts = [Int](repeating: 0, count: bins)
-        var above = 0
-        for ns in figures.latencies {
-            let v = Double(ns) / 1000 / divisor
-            if v > x.top { above += 1 } else { counts[min(bins - 1, Int(v / binWidth))] += 1 }
-        }
+        let (counts, above) = figures.latencyHistogram(top: x.top, bins: bins, divisor: divisor)
         let y = Axis(max: Double(counts.max() ?? 1))
         svg.frame(a, x: x, y: y, xLabel: "round trip (\(unit)), bins of \(shortNumber(binWidth)) \(unit)", yLabel: "writes")
         let pxPerBin = (a.x1 - a.x0) / Double(bins)
