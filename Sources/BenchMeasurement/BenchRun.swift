@@ -73,6 +73,14 @@ public struct BenchHooks {
     }
 }
 
+/// The rounds measured so far, recorded after each one (`BenchHooks.roundDone`): what an interrupted run reports.
+public final class BenchProgress: Sendable {
+    private let last = Lock<BenchResult?>(nil)
+    public init() {}
+    public func record(_ r: BenchResult) { last.withLock { $0 = r } }
+    public var result: BenchResult? { last.current }
+}
+
 /// A bench phase that failed ("the Write Request warm-up", "Write Command round 2 of 3"): the error as it is (a
 /// GATT error named by `BenchHooks.label`), said to have happened there.
 public struct BenchPhaseError: Error {

@@ -1,5 +1,6 @@
 // What a bench measures and what it found: the plan, one timed round, one mode over its rounds (with the bare
-// loop's and the bearers' figures), one run. Data and arithmetic only: `mirror bench` words them (text, JSON, plot).
+// loop's and the bearers' figures), one run. Data and arithmetic only: their --json record is BenchRecord.swift;
+// `mirror bench` words them (text, plot).
 import JSON
 
 /// Which write modes a bench measures.
@@ -103,6 +104,8 @@ public struct BearerFigures: Sendable {
     }
 
     public var oneBearerWritesPerSecond: Double { median(oneBearer.map(\.writesPerSecond)) }
+    /// The one-writer rounds' writes, in all.
+    public var oneBearerWrites: Int { oneBearer.reduce(0) { $0 + $1.writes } }
 
     /// `writesPerSecond` (the writers' at once) over one writer's on one bearer: the gain; nil when one wrote nothing.
     public func ratioToOneBearer(_ writesPerSecond: Double) -> Double? {
@@ -147,6 +150,8 @@ public struct ModeFigures: Sendable {
     public var writesPerSecond: Double { median(rounds.map(\.writesPerSecond)) }
     public var bytesPerSecond: Double { writesPerSecond * Double(size) }
     public var bareWritesPerSecond: Double? { bare.isEmpty ? nil : median(bare.map(\.writesPerSecond)) }
+    /// The bare loop's writes over its rounds, in all.
+    public var bareWrites: Int { bare.reduce(0) { $0 + $1.writes } }
     public var ratio: Double? { bareWritesPerSecond.map { writesPerSecond / $0 } }
     /// CPU per write, median of the rounds (the whole process: with --loopback that includes the peer).
     public var cpuPerWrite: Double { median(rounds.map(\.cpuMicrosecondsPerWrite)) }
@@ -162,6 +167,19 @@ public struct ModeFigures: Sendable {
         (writesPerSecond > 0 ? b.writesPerSecond / writesPerSecond : nil,
          cpuPerWrite > 0 ? b.cpuPerWrite / cpuPerWrite : nil,
          bareCPUPerWrite.flatMap { $0 > 0 ? b.cpuPerWrite / $0 : nil })
+    }
+
+    /// The round trips counted in `bins` equal bins from 0 to `top` (microseconds over `divisor`: the caller's unit),
+    /// and how many lie above `top`.
+    public func latencyHistogram(top: Double, bins: Int, divisor: Double = 1) -> (counts: [Int], above: Int) {
+        let binWidth = top / Double(bins)
+        var counts = [Int](repeating: 0, count: bins)
+        var above = 0
+        for ns in latencies {
+            let v = Double(ns) / 1000 / divisor
+            if v > top { above += 1 } else { counts[min(bins - 1, Int(v / binWidth))] += 1 }
+        }
+        return (counts, above)
     }
 
     /// The `p`th percentile of the round trips, in microseconds; nil without any.

@@ -29,8 +29,19 @@ public struct CapturedConnection: Sendable {
     public var brokenFrames = 0
 }
 
+extension CapturedConnection {
+    /// Whether `token` names this connection as `mirror clone --connection` takes it: its number, or the peer's
+    /// address in either case.
+    public func isNamed(by token: String) -> Bool { String(number) == token || peer == token.uppercased() }
+}
+
 /// Follows the capture's LE connections and the ATT on each.
 public enum LEConnectionTracker {
+    /// The connections of `capture` that carried ATT: the ones a device can be rebuilt from.
+    public static func connectionsWithATT(of capture: BTSnoopCapture) -> [CapturedConnection] {
+        connections(of: capture).filter { !$0.pdus.isEmpty }
+    }
+
     /// The connections of `capture`, each with its ATT PDUs. ACL data of a handle with no LE connection open is left
     /// out (an ATT PDU on a BR/EDR link or one the capture began after).
     public static func connections(of capture: BTSnoopCapture) -> [CapturedConnection] {

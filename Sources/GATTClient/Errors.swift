@@ -45,12 +45,13 @@ public enum GATTError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// A send that failed in the transport: a closed transport is a disconnect, and so is a send that raced the
-    /// peer's close (EPIPE, ECONNRESET: the reader has not seen the end of file yet); anything else a transport error.
+    /// peer's close (EPIPE, ECONNRESET: the reader has not seen the end of file yet) or the kernel's end of the link on
+    /// an Authentication Failure (EACCES: `SocketError.isAuthenticationFailure`); anything else a transport error.
     static func sendFailure(_ e: TransportError, operation: String) -> GATTError {
         switch e {
         case .closedByPeer, .closedLocally:
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
-        case .socket(let s) where s.syscall == "send" && (s.errno == .brokenPipe || s.errno == .connectionReset):
+        case .socket(let s) where (s.syscall == "send" && (s.errno == .brokenPipe || s.errno == .connectionReset)) || s.isAuthenticationFailure:
             return .disconnected(GATTDisconnectedError(reason: e.description, during: operation))
         default:
             return .transport(e, operation: operation)

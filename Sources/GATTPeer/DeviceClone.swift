@@ -43,39 +43,8 @@ public struct DeviceClone: Sendable, Equatable {
     public var behaviours: [WriteBehaviour] = []
     /// The advertising reports seen from the target before the connect (Vol 6 Part B §2.3; the AD structures: Core
     /// Spec Supplement Part A), one per PDU type (ADV_IND, SCAN_RSP...); empty when it was not discovered over the air.
-    public var advertising: [Advertisement] = []
-
-    /// One advertising PDU's data as a report carried it (Vol 4 Part E §7.7.65.2).
-    public struct Advertisement: Sendable, Equatable {
-        /// The report's Event_Type: 0 ADV_IND, 1 ADV_DIRECT_IND, 2 ADV_SCAN_IND, 3 ADV_NONCONN_IND, 4 SCAN_RSP.
-        public var eventType: UInt8
-        /// The advertiser's address, as the report gave it.
-        public var address: String
-        public var addressIsRandom: Bool
-        /// The AD structures, as sent (at most 31 bytes in a legacy PDU).
-        public var data: [UInt8]
-        public init(eventType: UInt8, address: String, addressIsRandom: Bool, data: [UInt8]) {
-            self.eventType = eventType
-            self.address = address
-            self.addressIsRandom = addressIsRandom
-            self.data = data
-        }
-
-        /// The PDU type's name (Vol 6 Part B §2.3).
-        public var kind: String {
-            switch eventType {
-            case 0: "ADV_IND"
-            case 1: "ADV_DIRECT_IND"
-            case 2: "ADV_SCAN_IND"
-            case 3: "ADV_NONCONN_IND"
-            case 4: "SCAN_RSP"
-            default: "event type \(eventType)"
-            }
-        }
-
-        /// The advertising data a peripheral serves again (not a scan response).
-        public var isAdvertisingData: Bool { eventType != 4 }
-    }
+    /// The device file keeps each one's type, address and data, not its RSSI (read back as 127, not available).
+    public var advertising: [LEAdvertisingReport] = []
 
     /// One write a capture shows and what the peer did in answer (Part F §3.4.5): its Write Response or Error
     /// Response, and the notifications and indications (§3.4.7) that came after it, before the next write.
@@ -204,8 +173,8 @@ public struct DeviceClone: Sendable, Equatable {
             ("readings", .array(readingsJSON)),
             ("unread", .array(unread.map { .int(Int($0)) })),
             ("advertising", .array(advertising.map { a in
-                .object([("kind", .string(a.kind)), ("eventType", .int(Int(a.eventType))), ("address", .string(a.address)),
-                         ("addressType", .string(a.addressIsRandom ? "random" : "public")), ("data", .string(ATTHex.string(a.data)))])
+                .object([("kind", .string(a.kind)), ("eventType", .int(Int(a.eventType))), ("address", .string(a.address.description)),
+                         ("addressType", .string(a.addressType == .random ? "random" : "public")), ("data", .string(ATTHex.string(a.data)))])
             })),
             ("behaviours", .array(behaviours.map { b in
                 .object([("handle", .int(Int(b.handle))), ("value", .string(ATTHex.string(b.value))),
@@ -259,8 +228,10 @@ public struct DeviceClone: Sendable, Equatable {
             guard let eventType = UInt8(exactly: type), eventType <= 4 else { throw DatabaseCacheProblem("advertising: eventType \(type) is not 0-4") }
             let data = try GATTCachedDatabase.bytes(try GATTCachedDatabase.field(a, "data", \.string), "advertising.data")
             guard data.count <= 31 else { throw DatabaseCacheProblem("advertising: \(data.count) bytes of data, more than a legacy PDU's 31") }
-            return Advertisement(eventType: eventType, address: try GATTCachedDatabase.field(a, "address", \.string),
-                                 addressIsRandom: a["addressType"] == .string("random"), data: data)
+            let text = try GATTCachedDatabase.field(a, "address", \.string)
+            guard let address = try? BluetoothAddress(parsing: text) else { throw DatabaseCacheProblem("advertising: address \"\(text)\" is not AA:BB:CC:DD:EE:FF") }
+            return LEAdvertisingReport(eventType: eventType, addressType: a["addressType"] == .string("random") ? .random : .public,
+                                       address: address, data: data)
         }
         behaviours = try (json["behaviours"]?.items ?? []).map { (b: JSONValue) throws(DatabaseCacheProblem) in
             let response = try GATTCachedDatabase.field(b, "response", \.string)
@@ -313,9 +284,7 @@ extension Peer {
             var clone = DeviceClone(name: deviceName ?? target.description, source: source, mtu: client.mtu, services: services,
                                     readings: readings, names: names, servedHash: served)
             if case .bluetooth(let address) = target, let monitor = link?.monitor {
-                clone.advertising = monitor.advertising(of: address).map {
-                    .init(eventType: $0.eventType, address: $0.address.description, addressIsRandom: $0.addressType == .random, data: $0.data)
-                }
+                clone.advertising = monitor.advertising(of: address)
             }
             return clone
         }

@@ -172,6 +172,38 @@ extension CharacteristicLookup {
         }
     }
 
+    /// `readEveryValue(of:)` by handle (each value's and each descriptor's outcome), and what each value read means
+    /// as `decode` says: the bytes, the UUID, the characteristic's label (nil for a descriptor) and its Presentation
+    /// Format (0x2904; nil for a descriptor).
+    public func readEveryValueByHandle(of services: [GATTService],
+                                       decode: ([UInt8], BluetoothUUID, String?, [UInt8]?) -> String?) async throws(GATTError)
+        -> (outcomes: [UInt16: Result<[UInt8], GATTAttributeError>], decoded: [UInt16: String])
+    {
+        var outcomes: [UInt16: Result<[UInt8], GATTAttributeError>] = [:], decoded: [UInt16: String] = [:]
+        for read in try await readEveryValue(of: services).joined() {
+            let c = read.characteristic
+            if let outcome = read.value {
+                outcomes[c.valueHandle] = outcome
+                if case .success(let v) = outcome {
+                    decoded[c.valueHandle] = decode(v, c.uuid, names.label(c.uuid, userDescription: nil), read.presentationFormat)
+                }
+            }
+            for (d, outcome) in zip(c.descriptors, read.descriptors) {
+                outcomes[d.handle] = outcome
+                if case .success(let v) = outcome { decoded[d.handle] = decode(v, d.uuid, nil, nil) }
+            }
+        }
+        return (outcomes, decoded)
+    }
+
+    /// Names each characteristic's value handle of `services` in the GATT client's errors and trace by its label
+    /// (the profile's name or the well-known one), where it has one.
+    public func nameValueHandles(in services: [GATTService]) {
+        for c in services.flatMap(\.characteristics) {
+            if let name = names.label(c.uuid, userDescription: nil) { client.setName(name, for: c.valueHandle) }
+        }
+    }
+
     /// What is at `handle` in the database this connection knows (discovered or cached; nothing is sent): a
     /// characteristic's value with its names, or a descriptor; nil when unknown.
     public func knownAttribute(at handle: UInt16) -> KnownAttribute? {

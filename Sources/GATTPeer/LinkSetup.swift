@@ -173,11 +173,13 @@ struct LinkSetup {
             link = PeerLink(bearer: bearer, monitor: monitor, monitorNote: monitorNote)
             say(.linked(link!))
         }
+        // No raise above medium with a Just Works bond and nobody to pair again, nor with an agent that has no input
+        // and no output: it pairs by Just Works only, never MITM (Vol 3 Part H §2.3.5.1).
+        let justWorksBond = pairing == nil && !daemonRuns && loaded.map { !$0.authenticated } == true
+        let justWorksAgent = pairing != nil && options.pairing?.io == .noInputNoOutput && loaded?.authenticated != true
         return LinkConnection(bearer: bearer, link: link, requests: requests, pairing: pairing, capture: capture,
                               security: isUnix ? nil : security, mayRaiseSecurity: mayRaiseSecurity,
-                              raiseLimit: pairing == nil && !daemonRuns && loaded.map { !$0.authenticated } == true ? .medium
-                                  // An agent with no input and no output pairs by Just Works only: never MITM (Vol 3 Part H §2.3.5.1).
-                                  : pairing != nil && options.pairing?.io == .noInputNoOutput && loaded?.authenticated != true ? .medium : nil)
+                              raiseLimit: justWorksBond || justWorksAgent ? .medium : nil)
     }
 
     /// Whether `error` is the socket's EACCES (a security failure on an L2CAP socket).

@@ -287,10 +287,19 @@ public struct LinkRequestOptions: Sendable, Equatable {
 
     /// True when a connection update is asked for (interval, latency or supervision timeout).
     public var asksForConnectionUpdate: Bool { interval != nil || latency != nil || supervisionTimeoutMilliseconds != nil }
+
+    /// The spec's rule between them, when all are known (Vol 6 Part B §4.5.2): the supervision timeout must be
+    /// larger than (1 + latency) x interval max x 2. Nil when they agree; else what is wrong, in --option words.
+    public var inconsistency: String? {
+        guard let timeout = supervisionTimeoutMilliseconds, let interval else { return nil }
+        let least = Double(1 + (latency ?? 0)) * interval.upperBound * 2
+        guard Double(timeout) <= least else { return nil }
+        return "--supervision-timeout: \(timeout) ms must be larger than (1 + latency \(latency ?? 0)) x interval max \(formatMilliseconds(interval.upperBound)) ms x 2 = \(formatMilliseconds(least)) ms (Core Spec Vol 6 Part B §4.5.2)"
+    }
 }
 
 /// "7.5", "30", "1.25": a millisecond figure without float noise.
-func formatMilliseconds(_ ms: Double) -> String {
+public func formatMilliseconds(_ ms: Double) -> String {
     ms == ms.rounded() ? String(Int(ms)) : String(ms)
 }
 

@@ -131,6 +131,48 @@ public final class SharedNotifications: Sendable {
     }
 }
 
+/// The stream a procedure (a listen, the mirror's scan, a Wi-Fi join) reads its notifications from. One-shot (no
+/// `shared`): the GATT client's catch-all, which holds what came since the connect. Shared (`mirror shell`): a
+/// stream of its own from now on, since the catch-all holds every value since the connect and ends for good with
+/// its first reader; a listen's is claimed on the router (`SharedNotifications.listenStream`).
+public struct ProcedureNotifications: Sendable {
+    public let client: GATTClient
+    /// The connection's shared consumers; nil one-shot.
+    public let shared: SharedNotifications?
+
+    public init(client: GATTClient, shared: SharedNotifications?) {
+        self.client = client
+        self.shared = shared
+    }
+
+    /// The notifications a procedure reads from its start.
+    public func stream() throws(GATTError) -> GATTNotificationStream {
+        shared == nil ? client.notifications : try client.notificationStream()
+    }
+
+    /// Ends a stream `stream()` gave, once its procedure is done with it (a shared connection's own streams only:
+    /// the one-shot catch-all ends with the connection).
+    public func end(_ stream: GATTNotificationStream) {
+        if shared != nil { stream.finish() }
+    }
+
+    /// A listen's stream holding `count` values (nil: until `endListen`): shared, claimed on the router.
+    public func listenStream(count: Int?) throws(GATTError) -> GATTNotificationStream {
+        guard let shared else { return try stream() }
+        return try shared.listenStream(count: count)
+    }
+
+    /// Ends a listen's stream: shared, with its claim; one-shot the stream is finished when `finish` (a duration
+    /// is up), else left to the connection's end.
+    public func endListen(_ stream: GATTNotificationStream, finish: Bool = false) {
+        guard let shared else {
+            if finish { stream.finish() }
+            return
+        }
+        shared.endListen(stream)
+    }
+}
+
 /// How many values the background subscriptions' consumer took, and how many a `wait` counted: one for a program's
 /// life, across its connections (`mirror shell`'s `wait`: a value taken after the previous wait counts, even one
 /// that came before the wait began, so write-then-wait never misses the answer to the write).
@@ -159,19 +201,16 @@ public final class DeliveryTally: Sendable {
     /// The values taken that no wait counted yet.
     public var uncounted: Int { state.withLock { $0.taken - $0.counted } }
 
-    /// Waits until `count` values no wait counted yet were taken, at most `limit`, or until the task is cancelled;
-    /// counts them when they came. Returns whether they came, and how many are left uncounted then.
-    public func awaitValues(_ count: Int, within limit: Duration) async -> (arrived: Bool, uncounted: Int) {
-        let arrived = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await self.taken(count); return !Task.isCancelled }
-            group.addTask {
-                try? await MonotonicClock().sleep(for: limit)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+    /// Waits until `count` values no wait counted yet were taken, at most `limit` on `clock`, or until the task is
+    /// cancelled; counts them when they came. Returns whether they came, and how many are left uncounted then.
+    public func awaitValues(_ count: Int, within limit: Duration,
+                            clock: any GATTClock = MonotonicClock()) async -> (arrived: Bool, uncounted: Int) {
+        // GATTClient's one deadline: armed before the wait, first to finish wins, so a late value and the limit
+        // cannot both count; the limit's timeout and a cancellation are "not arrived".
+        let arrived = (try? await withDeadline(limit, waitingFor: "\(count) values", clock: clock) {
+            await self.taken(count)
+            return !Task.isCancelled
+        }) ?? false
         let left = state.withLock { d in
             if arrived { d.counted += count }
             return d.taken - d.counted

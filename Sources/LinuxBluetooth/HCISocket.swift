@@ -42,16 +42,19 @@ public struct HCICommand: Sendable, Equatable {
 
     /// LE Set Advertising Data (§7.8.7): up to 31 bytes of AD structures, zero-padded.
     public static func leSetAdvertisingData(_ data: [UInt8]) -> HCICommand {
-        let d = Array(data.prefix(31))
-        return HCICommand(ogf: leOGF, ocf: 0x0008, name: "LE Set Advertising Data",
-                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+        HCICommand(ogf: leOGF, ocf: 0x0008, name: "LE Set Advertising Data", parameters: significantPart(data))
     }
 
     /// LE Set Scan Response Data (§7.8.8): up to 31 bytes of AD structures, zero-padded.
     public static func leSetScanResponseData(_ data: [UInt8]) -> HCICommand {
+        HCICommand(ogf: leOGF, ocf: 0x0009, name: "LE Set Scan Response Data", parameters: significantPart(data))
+    }
+
+    /// Both data commands' parameters: the significant part's length, then 31 octets (the first 31 of `data`,
+    /// zero-padded; Vol 3 Part C §11: the non-significant part is zeros).
+    static func significantPart(_ data: [UInt8]) -> [UInt8] {
         let d = Array(data.prefix(31))
-        return HCICommand(ogf: leOGF, ocf: 0x0009, name: "LE Set Scan Response Data",
-                          parameters: [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count))
+        return [UInt8(d.count)] + d + [UInt8](repeating: 0, count: 31 - d.count)
     }
 
     /// LE Set Advertising Enable (§7.8.9).
@@ -91,6 +94,29 @@ public struct LEAdvertisingReport: Sendable, Equatable {
     public var data: [UInt8]
     /// dBm; 127 means not available.
     public var rssi: Int8
+
+    public init(eventType: UInt8, addressType: LEAddressType, address: BluetoothAddress, data: [UInt8], rssi: Int8 = 127) {
+        self.eventType = eventType
+        self.addressType = addressType
+        self.address = address
+        self.data = data
+        self.rssi = rssi
+    }
+
+    /// The PDU type's name (Vol 6 Part B §2.3).
+    public var kind: String {
+        switch eventType {
+        case 0: "ADV_IND"
+        case 1: "ADV_DIRECT_IND"
+        case 2: "ADV_SCAN_IND"
+        case 3: "ADV_NONCONN_IND"
+        case 4: "SCAN_RSP"
+        default: "event type \(eventType)"
+        }
+    }
+
+    /// The advertising data a peripheral serves again (not a scan response).
+    public var isAdvertisingData: Bool { eventType != 4 }
 
     /// The RSSI in dBm, nil for 127, "not available" (Vol 4 Part E §7.7.65.2).
     public var knownRSSI: Int? { rssi == 127 ? nil : Int(rssi) }

@@ -49,6 +49,17 @@ public struct MirrorProfile: Sendable, Equatable {
         characteristics.first { $0.value == uuid }?.key
     }
 
+    /// The names the profile gives the UUIDs of `services`, by UUID text: each of its characteristics found there,
+    /// and its service as "mirror service" (what `mirror gatt` calls the UUIDs that are not well known).
+    public func names(in services: [GATTService]) -> [String: String] {
+        var names: [String: String] = [:]
+        for c in services.flatMap(\.characteristics) {
+            if let name = characteristicName(c.uuid) { names[c.uuid.description] = name }
+        }
+        if services.contains(where: { $0.uuid == service }) { names[service.description] = "mirror service" }
+        return names
+    }
+
     /// The bytes a characteristic's values are named by, by name: scannerAction's commands, scanState's,
     /// scanError's and wifiConnectionStatus's names; nil for any other characteristic (a name of the profile's).
     public func namedValues(of characteristic: String?) -> [String: UInt8]? {

@@ -494,4 +494,24 @@ extension MirrorScan {
             return parts.count == 4 && parts.allSatisfy { UInt8($0) != nil } && !a.hasPrefix("127.")
         }
     }
+
+    /// Why the upload's addresses cannot be used: no host to post to, or an address the receiver cannot bind.
+    public enum UploadAddressProblem: Error, Equatable {
+        /// No host given, and this machine has no IPv4 address the mirror could post to.
+        case noHost
+        /// The bind address given is not numeric.
+        case bindNotNumeric(String)
+        /// No bind address given, and the host, which the receiver then binds, is not numeric.
+        case hostNotNumeric(String)
+    }
+
+    /// Where the mirror posts (`host`, else 127.0.0.1 for a simulator on a unix: socket, else `defaultHost`) and
+    /// the address the receiver binds (`bind`, else the host): libmicrohttpd binds a numeric address, not a name.
+    public static func uploadAddresses(host: String?, bind: String?, overUnixSocket: Bool,
+                                       defaultHost: () -> String? = defaultUploadHost) -> Result<(host: String, bind: String?), UploadAddressProblem> {
+        guard let host = host ?? (overUnixSocket ? "127.0.0.1" : defaultHost()) else { return .failure(.noHost) }
+        if let bind, !isNumericAddress(bind) { return .failure(.bindNotNumeric(bind)) }
+        if bind == nil, !isNumericAddress(host) { return .failure(.hostNotNumeric(host)) }
+        return .success((host, bind))
+    }
 }

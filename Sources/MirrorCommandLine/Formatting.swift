@@ -14,7 +14,7 @@ import GATTVocabulary
 
 /// A discovered GATT database as `mirror gatt` prints it (Core Spec Vol 3 Part G §3: services, includes,
 /// characteristic declarations and descriptors): the GATT client's services, and what `--read` read (GATTPeer's
-/// `readEveryValue(of:)`, by handle; a handle absent was not read).
+/// `readEveryValueByHandle(of:decode:)`; a handle absent was not read).
 public struct DatabaseListing: Sendable, Equatable {
     public var mtu: Int
     public var services: [GATTService]

@@ -172,23 +172,6 @@ public struct GlobalOptions: Sendable, Equatable {
     }
 }
 
-/// The PHY `--phy` asks for, both ways (Core Spec Vol 4 Part E §7.8.49 LE Set PHY).
-extension LinkRequestOptions {
-    /// The spec's rule between them, when all are known (Vol 6 Part B §4.5.2): the supervision timeout must be
-    /// larger than (1 + latency) x interval max x 2.
-    var inconsistency: String? {
-        guard let timeout = supervisionTimeoutMilliseconds, let interval else { return nil }
-        let least = Double(1 + (latency ?? 0)) * interval.upperBound * 2
-        guard Double(timeout) <= least else { return nil }
-        return "--supervision-timeout: \(timeout) ms must be larger than (1 + latency \(latency ?? 0)) x interval max \(formatMilliseconds(interval.upperBound)) ms x 2 = \(formatMilliseconds(least)) ms (Core Spec Vol 6 Part B §4.5.2)"
-    }
-}
-
-/// "7.5", "30", "1.25": a millisecond figure without float noise.
-func formatMilliseconds(_ ms: Double) -> String {
-    ms == ms.rounded() ? String(Int(ms)) : String(ms)
-}
-
 /// Parses `--interval MIN[-MAX]` in ms: 7.5-4000 in steps of 1.25 ms, MIN <= MAX ("7.5", "15-30").
 public func parseConnectionInterval(_ token: String) throws(UsageError) -> ClosedRange<Double> {
     let parts = token.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)

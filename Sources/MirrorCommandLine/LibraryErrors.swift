@@ -198,7 +198,7 @@ extension ErrorReport {
             return ErrorReport(status: .unsupported, message: e.description,
                                hint: "without Bluetooth, the GATT commands still work against the simulator on a unix:PATH target",
                                fields: fields)
-        case .permissionDenied where e.syscall.hasPrefix("send") || e.syscall.hasPrefix("recv") || e.syscall == "SO_ERROR":
+        case .permissionDenied where e.isAuthenticationFailure:
             // An established link the kernel ended with Authentication Failure (HCI 0x05 as EACCES): the connection
             // was lost, as when the same end arrives while a request waits; no capability changes it.
             return ErrorReport(status: .connection, message: e.description, fields: fields)

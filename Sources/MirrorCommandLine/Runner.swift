@@ -2,6 +2,7 @@
 // exit status through the one error table.
 
 import ATTStack
+import CBlueZSocket
 import LinuxBluetooth
 import LinkCore
 import JSON
@@ -104,23 +105,10 @@ public final class Console: Sendable {
     /// Text as is on stdout (for help text that ends with its own newline).
     public func outRaw(_ text: String) { write(fd: outFD, text) }
 
+    /// The shim's one write-all loop (EINTR retried); EPIPE and friends: the reader went away, nothing useful to do.
     private func write(fd: Int32, _ text: String) {
         var text = text
-        text.withUTF8 { buf in
-            var offset = 0
-            while offset < buf.count {
-                #if canImport(Glibc)
-                let n = Glibc.write(fd, buf.baseAddress! + offset, buf.count - offset)
-                #else
-                let n = Darwin.write(fd, buf.baseAddress! + offset, buf.count - offset)
-                #endif
-                if n < 0 {
-                    if errno == EINTR { continue }
-                    return  // EPIPE and friends: the reader went away; nothing useful to do.
-                }
-                offset += n
-            }
-        }
+        text.withUTF8 { buf in _ = cbz_write_all(fd, buf.baseAddress, buf.count) }
     }
 }
 

@@ -25,14 +25,6 @@ public struct TargetArgument: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
-    /// The peer's key in the GATT cache: "unix:PATH" as given, or the address.
-    var cacheKey: String {
-        switch target {
-        case .bluetooth(let a): return a.description
-        case .unix(let p): return "unix:\(p)"
-        }
-    }
-
     /// Whether this is a unix: socket target.
     public var isUnix: Bool {
         if case .unix = target { return true }

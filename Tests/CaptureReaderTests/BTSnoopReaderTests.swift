@@ -61,5 +61,13 @@ final class BTSnoopReaderTests: XCTestCase {
         XCTAssertEqual(connections[0].pdus.map(\.bytes), [[0x0B, 1, 2, 3, 4, 5]])
         XCTAssertTrue(connections[0].pdus[0].fromPeer)
         XCTAssertEqual(connections[0].brokenFrames, 1, "the continuation with no start")
+        // `clone --connection` names it by its number or its peer's address, in either case.
+        XCTAssertTrue(connections[0].isNamed(by: "1"))
+        XCTAssertTrue(connections[0].isNamed(by: "00:aa:01:01:00:01"))
+        XCTAssertFalse(connections[0].isNamed(by: "2"))
+        XCTAssertEqual(LEConnectionTracker.connectionsWithATT(of: try BTSnoopCapture(path: try write(capture))).count, 1)
+        let silent = Self.file(datalink: 1002, [(0, [0x04] + Self.connected, nil)])
+        XCTAssertEqual(LEConnectionTracker.connections(of: try BTSnoopCapture(path: try write(silent))).count, 1)
+        XCTAssertEqual(LEConnectionTracker.connectionsWithATT(of: try BTSnoopCapture(path: try write(silent))).count, 0, "no ATT on it")
     }
 }

@@ -86,6 +86,11 @@ final class BearerErrorTests: XCTestCase {
         XCTAssertTrue(auth.hasPrefix("the link to 00:AA:01:01:00:01 ended with an authentication failure (HCI 0x05)"), auth)
         XCTAssertFalse(auth.contains("setcap"), auth)
         XCTAssertTrue(LinuxBluetooth.socketError("socket", EACCES, "opening", peer).advice.contains("CAP_NET_RAW"))
+        // The one predicate behind that advice, the GATT client's disconnect and the CLI's exit status 6.
+        XCTAssertTrue(SocketError(syscall: "send", errno: .permissionDenied, context: "").isAuthenticationFailure)
+        XCTAssertTrue(SocketError(syscall: "recvmsg", errno: .permissionDenied, context: "").isAuthenticationFailure)
+        XCTAssertFalse(SocketError(syscall: "socket", errno: .permissionDenied, context: "").isAuthenticationFailure)
+        XCTAssertFalse(SocketError(syscall: "send", errno: .brokenPipe, context: "").isAuthenticationFailure)
         XCTAssertEqual(LinuxBluetooth.socketError("connect", EHOSTUNREACH, "c", peer).advice, "no powered adapter can reach the peer: check `mirror adapters` (is an adapter present and up?)")
         XCTAssertEqual(TransportError.connectTimedOut(peer: "00:AA:01:01:00:09 (LE public) via hci0", seconds: 2.5).description,
                        "connecting to 00:AA:01:01:00:09 (LE public) via hci0 got no answer in 2.5 s: the peer is not reachable; check that it is advertising as connectable, in range, and not already connected to another central")

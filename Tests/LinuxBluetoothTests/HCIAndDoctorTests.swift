@@ -17,6 +17,12 @@ final class HCICommandTests: XCTestCase {
         XCTAssertEqual(d.parameters.count, 32)
         XCTAssertEqual(Array(d.parameters.prefix(12)), [11, 0x02, 0x01, 0x06, 0x07, 0x09] + Array("mirror".utf8))
         XCTAssertEqual(HCICommand.leSetAdvertisingEnable(true).opcode, 0x200A)
+        // The scan response is laid out as the advertising data: its length, then 31 octets, zero-padded or cut.
+        let r = HCICommand.leSetScanResponseData([0x02, 0x0A, 0x00])
+        XCTAssertEqual(r.opcode, 0x2009)
+        XCTAssertEqual(r.parameters, [3, 0x02, 0x0A, 0x00] + [UInt8](repeating: 0, count: 28))
+        XCTAssertEqual(HCICommand.leSetScanResponseData([UInt8](repeating: 7, count: 40)).parameters, [31] + [UInt8](repeating: 7, count: 31))
+        XCTAssertEqual(HCICommand.leSetScanResponseData([]).parameters, [UInt8](repeating: 0, count: 32))
         XCTAssertEqual(HCICommand.leSetScanParameters(active: true).parameters, [1, 0x10, 0, 0x10, 0, 0, 0])
         XCTAssertEqual(HCICommand.leSetScanEnable(true).opcode, 0x200C)
         // A name too long for 31 bytes becomes a Shortened Local Name.

@@ -148,6 +148,35 @@ final class BenchCeilingTests: XCTestCase {
         XCTAssertEqual(try XCTUnwrap(bearers.ratioToOneBearer(900)), 3, accuracy: 1e-9)
     }
 
+    /// The plot's histogram is BenchMeasurement's: equal bins up to the top, the rest counted above it.
+    func testTheRoundTripHistogramBinsUpToItsTopAndCountsTheRest() {
+        var m = ModeFigures(mode: .withResponse, size: 20)
+        m.latencies = [100_000, 150_000, 990_000, 1_000_000, 2_500_000]   // 100 µs ... 2.5 ms
+        let us = m.latencyHistogram(top: 1000, bins: 10)
+        XCTAssertEqual(us.counts, [0, 2, 0, 0, 0, 0, 0, 0, 0, 2])
+        XCTAssertEqual(us.above, 1)
+        let ms = m.latencyHistogram(top: 5, bins: 5, divisor: 1000)
+        XCTAssertEqual(ms.counts, [3, 1, 1, 0, 0])
+        XCTAssertEqual(ms.above, 0)
+    }
+
+    /// The --json record is BenchMeasurement's: each total is the rounds' sum, each ratio rounded to three places.
+    func testTheRecordSumsTheRoundsAndRoundsItsRatios() {
+        var m = ModeFigures(mode: .withoutResponse, size: 20)
+        m.rounds = [RoundFigures(writes: 1000, nanoseconds: 1_000_000_000, cpuNanoseconds: 8_000_000)]
+        m.bare = [RoundFigures(writes: 2000, nanoseconds: 1_000_000_000, cpuNanoseconds: 2_000_000),
+                  RoundFigures(writes: 1000, nanoseconds: 1_000_000_000, cpuNanoseconds: 1_000_000)]
+        XCTAssertEqual(m.bareWrites, 3000)
+        XCTAssertEqual(m.json["bare"]?["writes"], 3000)
+        XCTAssertEqual(m.json["ratioToBare"], .double(0.667))
+        var bearers = BearerFigures(writers: 2)
+        bearers.oneBearer = [RoundFigures(writes: 300, nanoseconds: 1_000_000_000, cpuNanoseconds: 0),
+                             RoundFigures(writes: 200, nanoseconds: 1_000_000_000, cpuNanoseconds: 0)]
+        XCTAssertEqual(bearers.oneBearerWrites, 500)
+        XCTAssertEqual(bearers.json(writesPerSecond: 500)["oneBearer"]?["writes"], 500)
+        XCTAssertEqual(bearers.json(writesPerSecond: 500)["ratioToOneBearer"], .double(2))
+    }
+
     func testXMLEscaping() {
         XCTAssertEqual(xmlEscaped(#"a&b<c>"d'e"#), "a&amp;b&lt;c&gt;&quot;d&apos;e")
         XCTAssertEqual(xmlEscaped("µs ✓"), "µs ✓")

@@ -29,19 +29,22 @@ final class DeviceCloneTests: XCTestCase {
         c.readings = [3: .value([0x55]), 4: .refused(.readNotPermitted)]
         c.behaviours = [.init(handle: 3, value: [1], withResponse: true, refusal: .writeNotPermitted,
                               then: [.init(after: 1500, handle: 3, value: [2], indication: true)])]
-        c.advertising = [.init(eventType: 0, address: "00:AA:01:01:00:01", addressIsRandom: false, data: [0x02, 0x01, 0x06]),
-                         .init(eventType: 4, address: "00:AA:01:01:00:01", addressIsRandom: false, data: [])]
+        let address = try BluetoothAddress(parsing: "00:AA:01:01:00:01")
+        c.advertising = [.init(eventType: 0, addressType: .public, address: address, data: [0x02, 0x01, 0x06]),
+                         .init(eventType: 4, addressType: .random, address: address, data: [])]
         XCTAssertEqual(try DeviceClone(json: c.json), c)
-        XCTAssertEqual(c.json["advertising"]?.items?.first?["kind"], .string("ADV_IND"))
+        // The file's form is the one it always had: the PDU type's name, the address as text, its type in words.
+        XCTAssertEqual(c.json["advertising"]?.compact, #"[{"kind":"ADV_IND","eventType":0,"address":"00:AA:01:01:00:01","addressType":"public","data":"020106"},{"kind":"SCAN_RSP","eventType":4,"address":"00:AA:01:01:00:01","addressType":"random","data":""}]"#)
     }
 
     /// A file without "advertising" (written before the key was added) reads as none; a bad one is named.
     func testAdvertisingIsOptionalAndABadOneIsNamed() throws {
         var c = clone(served: nil)
         XCTAssertEqual(try DeviceClone(json: c.json).advertising, [])
-        c.advertising = [.init(eventType: 0, address: "00:AA:01:01:00:01", addressIsRandom: false, data: [UInt8](repeating: 1, count: 32))]
+        let address = try BluetoothAddress(parsing: "00:AA:01:01:00:01")
+        c.advertising = [.init(eventType: 0, addressType: .public, address: address, data: [UInt8](repeating: 1, count: 32))]
         XCTAssertThrowsError(try DeviceClone(json: c.json)) { XCTAssertEqual("\($0)", "advertising: 32 bytes of data, more than a legacy PDU's 31") }
-        c.advertising = [.init(eventType: 9, address: "00:AA:01:01:00:01", addressIsRandom: false, data: [])]
+        c.advertising = [.init(eventType: 9, addressType: .public, address: address, data: [])]
         XCTAssertThrowsError(try DeviceClone(json: c.json)) { XCTAssertEqual("\($0)", "advertising: eventType 9 is not 0-4") }
     }
 

@@ -90,6 +90,30 @@ final class GATTProceduresTests: XCTestCase {
         XCTAssertNil(state.presentationFormat)
     }
 
+    /// `mirror gatt --read`'s readings: every outcome by handle, each value decoded with its characteristic's label
+    /// (a descriptor's with none), and the profile's names for the UUIDs that are not well known.
+    func testEveryValueByHandleIsDecodedWithItsLabelAndTheProfileNamesItsUUIDs() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await Peer.connect(to: .unix(path: h.path), options: options())
+        defer { peer.close() }
+        let services = try await peer.discover()
+        let (outcomes, decoded) = try await peer.lookup.readEveryValueByHandle(of: services) { v, uuid, name, _ in
+            name == "scanState" ? "state \(v)" : nil
+        }
+        let state = try handle(h, "scanState")
+        XCTAssertEqual(decoded[state], "state [0]")
+        XCTAssertEqual(decoded.count, 1, "only what decode named")
+        let deviceName = try XCTUnwrap(services.flatMap(\.characteristics).first { $0.uuid == .bit16(0x2A00) })
+        XCTAssertEqual(try outcomes[deviceName.valueHandle]?.get(), Array("mirror-sim".utf8))
+        let cccd = try XCTUnwrap(services.flatMap(\.characteristics).first { $0.valueHandle == state }?.descriptors.first)
+        XCTAssertEqual(try outcomes[cccd.handle]?.get(), [0x00, 0x00])
+        let names = MirrorProfile.bundled.names(in: services)
+        XCTAssertEqual(names[MirrorProfile.bundled.service.description], "mirror service")
+        XCTAssertEqual(names[MirrorProfile.bundled.characteristics["scanState"]!.description], "scanState")
+        XCTAssertNil(names[BluetoothUUID.bit16(0x2A00).description], "a well-known UUID is not the profile's")
+    }
+
     /// A characteristic's Presentation Format is its 0x2904 descriptor's value, when that was read.
     func testThePresentationFormatIsThe2904DescriptorsValue() {
         let c = GATTCharacteristic(uuid: .batteryLevel, declarationHandle: 2, valueHandle: 3, properties: [.read], endHandle: 5,

@@ -514,4 +514,23 @@ func freeFourDigitPort() throws -> UInt16 {
         if bound == 0 { return port }
     }
     throw POSIXError(.EADDRINUSE)
+
+    /// The upload's addresses: the host given, else 127.0.0.1 over unix:, else this machine's; the receiver binds
+    /// the bind address given, else the host, and either must be numeric.
+    func testTheUploadAddressesAndWhatTheReceiverBinds() {
+        func addresses(_ host: String?, _ bind: String?, unix: Bool = false, local: String? = "192.168.1.23") -> Result<(host: String, bind: String?), MirrorScan.UploadAddressProblem> {
+            MirrorScan.uploadAddresses(host: host, bind: bind, overUnixSocket: unix, defaultHost: { local })
+        }
+        XCTAssertEqual(try addresses(nil, nil, unix: true).get().host, "127.0.0.1")
+        XCTAssertEqual(try addresses(nil, nil).get().host, "192.168.1.23")
+        XCTAssertEqual(try addresses("10.0.0.2", nil).get().host, "10.0.0.2")
+        XCTAssertEqual(try addresses("mirror-host.local", "0.0.0.0").get().bind, "0.0.0.0")
+        XCTAssertThrowsError(try addresses(nil, nil, local: nil).get()) { XCTAssertEqual($0 as? MirrorScan.UploadAddressProblem, .noHost) }
+        XCTAssertThrowsError(try addresses("mirror-host.local", nil).get()) {
+            XCTAssertEqual($0 as? MirrorScan.UploadAddressProblem, .hostNotNumeric("mirror-host.local"))
+        }
+        XCTAssertThrowsError(try addresses("10.0.0.2", "localhost").get()) {
+            XCTAssertEqual($0 as? MirrorScan.UploadAddressProblem, .bindNotNumeric("localhost"))
+        }
+    }
 }

@@ -132,4 +132,21 @@ final class PeerConnectTests: XCTestCase {
         XCTAssertEqual(lines.withLock { $0.count }, 1)
         XCTAssertTrue(lines.withLock { $0.first?.contains("HCI < ") ?? false }, "\(lines.withLock { $0 })")
     }
+
+    /// The link options' one cross-field rule (Vol 6 Part B §4.5.2): the supervision timeout must exceed
+    /// (1 + latency) x interval max x 2; checked only when both the timeout and the interval are asked.
+    func testTheSupervisionTimeoutMustExceedTwiceTheLatencyTimesTheIntervalMax() {
+        var o = LinkRequestOptions()
+        o.supervisionTimeoutMilliseconds = 100
+        XCTAssertNil(o.inconsistency, "no interval asked")
+        o.interval = 7.5...30
+        o.latency = 1
+        XCTAssertEqual(o.inconsistency, "--supervision-timeout: 100 ms must be larger than (1 + latency 1) x interval max 30 ms x 2 = 120 ms (Core Spec Vol 6 Part B §4.5.2)")
+        o.supervisionTimeoutMilliseconds = 130
+        XCTAssertNil(o.inconsistency)
+        o.interval = 7.5...7.5
+        o.latency = nil
+        o.supervisionTimeoutMilliseconds = 10
+        XCTAssertEqual(o.inconsistency, "--supervision-timeout: 10 ms must be larger than (1 + latency 0) x interval max 7.5 ms x 2 = 15 ms (Core Spec Vol 6 Part B §4.5.2)")
+    }
 }

@@ -2,6 +2,8 @@
 // against the simulator: each value handed once, to the claim while it holds, else to its subscription; a second
 // subscribe of one characteristic refused; unsubscribe and endAll end them. The CLI's ShellTests cover what it prints.
 import GATTPeer
+import LinkCore
+import TestSupport
 import Mirror
 import MirrorSimulator
 import XCTest
@@ -143,5 +145,49 @@ final class SharedNotificationsTests: XCTestCase {
         let ended = await cancelled.value
         XCTAssertFalse(ended.arrived, "a cancelled wait counts nothing")
         XCTAssertEqual(tally.uncounted, 0)
+    }
+
+    /// The wait's limit is the one deadline (withDeadline) on the caller's clock: it passes when the clock says so,
+    /// with nothing counted, and a value taken after it is left for the next wait.
+    func testAWaitEndsWhenItsClockPassesTheLimitAndLeavesLateValuesUncounted() async throws {
+        let tally = DeliveryTally()
+        let clock = ManualClock()
+        let waiting = Task { await tally.awaitValues(1, within: .seconds(30), clock: clock) }
+        while clock.pendingWakeups == 0 { try await Task.sleep(for: .milliseconds(5)) }
+        clock.advance(by: .seconds(30))
+        let ended = await waiting.value
+        XCTAssertFalse(ended.arrived, "the limit passed on the wait's clock")
+        tally.add()
+        XCTAssertEqual(tally.uncounted, 1, "a value after the limit is the next wait's")
+        let next = await tally.awaitValues(1, within: .seconds(30), clock: clock)
+        XCTAssertTrue(next.arrived)
+        XCTAssertEqual(next.uncounted, 0)
+    }
+
+    /// Where a procedure reads (GATTPeer's ProcedureNotifications): shared, a stream of its own that `end` finishes;
+    /// one-shot, the connection's catch-all, which `end` leaves open until the connection ends.
+    func testAProcedureReadsAStreamOfItsOwnWhenSharedAndTheCatchAllOneShot() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await h.peer()
+        let shared = ProcedureNotifications(client: peer.client, shared: SharedNotifications(client: peer.client))
+        let own = try shared.stream()
+        shared.end(own)
+        var values = 0
+        for try await _ in own { values += 1 }
+        XCTAssertEqual(values, 0, "finished by end(): the procedure's own stream")
+        let oneShot = ProcedureNotifications(client: peer.client, shared: nil)
+        let catchAll = try oneShot.stream()
+        oneShot.end(catchAll)
+        let ended = Lock(false)
+        let reader = Task {
+            do { for try await _ in catchAll {} } catch {}
+            ended.withLock { $0 = true }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        XCTAssertFalse(ended.current, "the catch-all is the connection's: end() leaves it open")
+        peer.close()
+        await reader.value
+        XCTAssertTrue(ended.current)
     }
 }

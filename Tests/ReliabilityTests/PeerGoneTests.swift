@@ -1,5 +1,6 @@
 // A send that races the peer's close fails with EPIPE (or ECONNRESET) before the reader sees the end of file:
-// that is the peer going away, a disconnect, not an unexplained socket error.
+// that is the peer going away, a disconnect, not an unexplained socket error; so is EACCES, the kernel's end of the
+// link on an Authentication Failure (HCI 0x05).
 import TestSupport
 import ATTStack
 import LinuxBluetooth
@@ -29,12 +30,12 @@ final class GoneTransport: ATTTransport, @unchecked Sendable {
 
 final class PeerGoneTests: XCTestCase {
     func testASendThatRacesThePeersCloseIsADisconnect() async throws {
-        for code in [EPIPE, ECONNRESET] {
+        for code in [EPIPE, ECONNRESET, EACCES] {
             let c = try await GATTClient.connect(transport: GoneTransport(code))
             do { _ = try await c.read(handle: 3); XCTFail("read succeeded") } catch {
                 guard case .disconnected(let d) = error else { XCTFail("\(error)"); continue }
                 XCTAssertEqual(d.during, "Read Request of handle 0x0003")
-                XCTAssertTrue(d.reason.contains("send failed with \(code == EPIPE ? "EPIPE" : "ECONNRESET")"), d.reason)
+                XCTAssertTrue(d.reason.contains("send failed with \(Errno(code).name)"), d.reason)
             }
             do { try await c.writeWithoutResponse(handle: 3, value: [1]); XCTFail("write succeeded") } catch {
                 XCTAssertTrue(error.isDisconnected, "\(error)")

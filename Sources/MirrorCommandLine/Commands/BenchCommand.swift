@@ -1,6 +1,7 @@
 // mirror bench TARGET --handle H: write throughput with and without response, side by side.
 import BareATT
 import BenchMeasurement
+import HostEnvironment
 import JSON
 
 let benchCommand = Command(CommandSpec(
@@ -105,7 +106,7 @@ let benchCommand = Command(CommandSpec(
     let plotPath = inv.arguments.string("--plot")
     if let plotPath, plotPath.isEmpty { throw UsageError("--plot: empty file name", token: plotPath, command: "bench") }
     // Created before connecting, so a bad path fails before the run, not after it.
-    let plot = try plotPath.map { try PlotFile(path: $0) }
+    let plot = try plotPath.map { try ReservedFile(path: $0, what: "the plot file") }
     var plotted = false
     defer { if !plotted { plot?.discard() } }
     let peer = loopback ? try PlainPeer.loopback(enhancedATT: inv.global.bearers > 1) : nil
@@ -136,7 +137,7 @@ let benchCommand = Command(CommandSpec(
     }
     if let plot {
         plotted = true
-        try BenchPlot.write(BenchPlot.svg(result), to: plot)
+        try plot.write(BenchPlot.svg(result), what: "the plot")
     }
     if inv.global.json {
         inv.console.json(result.json)

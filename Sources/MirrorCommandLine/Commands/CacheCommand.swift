@@ -36,11 +36,11 @@ let cacheCommand = Command(CommandSpec(
         throw CLIError.unsupported("no cache directory: neither XDG_CACHE_HOME nor HOME is set")
     }
     if action == "clear" {
-        let removed = try cache.remove(target: target?.cacheKey, adapter: target.map { $0.isUnix ? nil : inv.global.adapter } ?? nil)
+        let removed = try cache.remove(target: target?.target.description, adapter: target.map { $0.isUnix ? nil : inv.global.adapter } ?? nil)
         if inv.global.json {
             inv.console.json(.object([("removed", .array(removed.map { .string($0) }))]))
         } else if removed.isEmpty {
-            inv.console.out(target.map { "no cached database of \($0.cacheKey) in \(cache.directory)" } ?? "no cached databases in \(cache.directory)")
+            inv.console.out(target.map { "no cached database of \($0.target.description) in \(cache.directory)" } ?? "no cached databases in \(cache.directory)")
         } else {
             for path in removed { inv.console.out("removed \(path)") }
         }
@@ -48,7 +48,7 @@ let cacheCommand = Command(CommandSpec(
     }
     let entries = cache.entries().filter { e in
         guard let target else { return true }
-        if case .success(let db) = e.entry { return db.target == target.cacheKey }
+        if case .success(let db) = e.entry { return db.target == target.target.description }
         return false
     }
     if inv.global.json {

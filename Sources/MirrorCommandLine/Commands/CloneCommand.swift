@@ -156,7 +156,7 @@ private func cloneFromCapture(_ path: String, output: String, _ inv: Invocation)
     }
     let capture: BTSnoopCapture
     do { capture = try BTSnoopCapture(path: path) } catch { throw CLIError.failure("capture \(path): \(error)") }
-    let connections = LEConnectionTracker.connections(of: capture).filter { !$0.pdus.isEmpty }
+    let connections = LEConnectionTracker.connectionsWithATT(of: capture)
     func listing() -> String {
         connections.map { c in
             "  \(c.number): \(c.peer) (\(c.peerIsRandom ? "random" : "public")), handle \(ATTHex.handle(c.handle)) on index \(c.adapter), \(c.pdus.count) ATT PDUs"
@@ -167,7 +167,7 @@ private func cloneFromCapture(_ path: String, output: String, _ inv: Invocation)
     }
     let chosen: CapturedConnection
     if let wanted = inv.arguments.string("--connection") {
-        guard let c = connections.first(where: { String($0.number) == wanted || $0.peer == wanted.uppercased() }) else {
+        guard let c = connections.first(where: { $0.isNamed(by: wanted) }) else {
             throw UsageError("--connection \(wanted): the capture has no such LE connection with ATT; it has:\n\(listing())", token: wanted, command: "clone")
         }
         chosen = c

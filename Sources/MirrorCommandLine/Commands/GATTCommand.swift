@@ -87,33 +87,18 @@ extension GATTDatabaseChange {
 
 extension Session {
     /// The whole database (primary services, their includes, and the secondary services they include) as `gatt`
-    /// prints it, with every readable value read (GATTPeer's `readEveryValue(of:)`) and decoded when `readValues`.
+    /// prints it, with every readable value read (GATTPeer's `readEveryValueByHandle(of:decode:)`) and decoded when
+    /// `readValues`.
     func database(readValues: Bool) async throws -> DatabaseListing {
         // Kept for the connection, so that names resolve later without discovering again (the shell).
         let services = try await peer.database.discovered().services
-        var listing = DatabaseListing(mtu: peer.mtu, services: services)
-        for c in services.flatMap(\.characteristics) {
-            if let name = peer.lookup.names.label(c.uuid, userDescription: nil) { peer.client.setName(name, for: c.valueHandle) }
-            if let name = profile.characteristicName(c.uuid) { listing.names[c.uuid.description] = name }
-        }
-        if services.contains(where: { $0.uuid == profile.service }) {
-            listing.names[profile.service.description] = "mirror service"
-        }
+        peer.lookup.nameValueHandles(in: services)
+        var listing = DatabaseListing(mtu: peer.mtu, services: services, names: profile.names(in: services))
         guard readValues else { return listing }
-        // The outcomes by handle; what each value means (ValueFormatter) with its Presentation Format.
-        for read in try await peer.lookup.readEveryValue(of: services).joined() {
-            let c = read.characteristic
-            if let outcome = read.value {
-                listing.readings[c.valueHandle] = outcome
-                if case .success(let v) = outcome {
-                    listing.decoded[c.valueHandle] = ValueFormatter.decode(v, uuid: c.uuid, name: peer.lookup.names.label(c.uuid, userDescription: nil),
-                                                                           profile: profile, presentation: read.presentationFormat)
-                }
-            }
-            for (d, outcome) in zip(c.descriptors, read.descriptors) {
-                listing.readings[d.handle] = outcome
-                if case .success(let v) = outcome { listing.decoded[d.handle] = ValueFormatter.decode(v, uuid: d.uuid, name: nil, profile: profile) }
-            }
+        // What each value means (ValueFormatter, with the profile's enums) with its Presentation Format.
+        let profile = self.profile
+        (listing.readings, listing.decoded) = try await peer.lookup.readEveryValueByHandle(of: services) { v, uuid, name, presentation in
+            ValueFormatter.decode(v, uuid: uuid, name: name, profile: profile, presentation: presentation)
         }
         return listing
     }

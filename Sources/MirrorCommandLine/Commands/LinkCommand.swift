@@ -1,6 +1,7 @@
 // mirror link TARGET: the LE link under the ATT bearer (each value with where it came from), and what the link
 // options asked for came to.
 import ATTStack
+import GATTPeer
 import JSON
 import LinuxBluetooth
 import LinkCore

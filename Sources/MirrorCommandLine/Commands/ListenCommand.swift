@@ -174,22 +174,22 @@ extension ListenEvent {
 
 extension Session {
     /// GATTPeer's listen (`CharacteristicLookup.listen`) on this session's notifications from now on
-    /// (`procedureNotifications`), each value made a `ListenEvent` with its label and meaning; a characteristic
+    /// (GATTPeer's `ProcedureNotifications`), each value made a `ListenEvent` with its label and meaning; a characteristic
     /// that cannot notify is bad usage, named as the user typed it.
     func listen(_ references: [CharacteristicReference], command: String?, preferIndications: Bool, count: Int?,
                 drops: ListenDrops? = nil, duration: Duration? = nil,
                 subscribed: (GATTCharacteristic, String?, GATTSubscriptionMode, [UInt8]?) -> Void,
                 armed: () -> Void = {},
                 _ handler: @escaping @Sendable (ListenEvent) -> Void) async throws -> Int {
-        let stream = try listenNotifications(count: count)
-        defer { endListenNotifications(stream) }
+        let stream = try notifications.listenStream(count: count)
+        defer { notifications.endListen(stream) }
         let profile = self.profile
         do {
             return try await peer.lookup.listen(
                 references, on: stream, preferIndications: preferIndications, count: count, duration: duration, drops: drops,
                 locate: { try await self.characteristic($0, command: command) },
                 subscribed: { entry, mode, value in subscribed(entry.characteristic, entry.label, mode, value) },
-                armed: armed, finishing: { self.endListenNotifications(stream, finish: true) }
+                armed: armed, finishing: { self.notifications.endListen(stream, finish: true) }
             ) { n, target in
                 handler(ListenEvent(time: unixNow(), handle: n.handle, name: target?.label,
                                     decoded: ValueFormatter.decode(n.value, uuid: target?.characteristic.uuid, name: target?.label, profile: profile),

@@ -57,21 +57,15 @@ let scanCommand = Command(CommandSpec(
     let settle = try inv.option("--settle") { (s: String) throws(UsageError) in try parseSeconds(s) }
     // --timeout is the scan's deadline here (default 90 s); the ATT transaction timeout stays the spec's 30 s.
     let deadline = try inv.option("--timeout") { (s: String) throws(UsageError) in try parseSeconds(s) } ?? 90
-    let host: String
-    if let h = inv.arguments.string("--upload-host") {
-        host = h
-    } else if target.isUnix {
-        host = "127.0.0.1"
-    } else if let h = MirrorScan.defaultUploadHost() {
-        host = h
-    } else {
+    let host: String, bind: String?
+    switch MirrorScan.uploadAddresses(host: inv.arguments.string("--upload-host"), bind: inv.arguments.string("--upload-bind"),
+                                      overUnixSocket: target.isUnix) {
+    case .success(let addresses): (host, bind) = addresses
+    case .failure(.noHost):
         throw UsageError("this machine has no IPv4 address the mirror could post to: give --upload-host", command: "scan")
-    }
-    let bind = inv.arguments.string("--upload-bind")
-    if let bind, !MirrorScan.isNumericAddress(bind) {
+    case .failure(.bindNotNumeric(let bind)):
         throw UsageError("--upload-bind \(bind): expected a numeric IPv4 or IPv6 address", command: "scan")
-    }
-    if bind == nil, !MirrorScan.isNumericAddress(host) {
+    case .failure(.hostNotNumeric(let host)):
         throw UsageError("--upload-host \(host) is not a numeric address: give --upload-bind ADDR, the local address the mirror reaches "
                          + "(0.0.0.0 for every one)", command: "scan")
     }
@@ -102,8 +96,8 @@ let scanCommand = Command(CommandSpec(
     let linkJSON = json ? session.linkJSON(sayingOnce: true) : .null
     let console = inv.console
     let status = StatusLine(enabled: !json && isatty(2) == 1, deadline: deadline)
-    let notifications = try session.procedureNotifications()
-    defer { session.endProcedureNotifications(notifications) }
+    let notifications = try session.notifications.stream()
+    defer { session.notifications.end(notifications) }
     drops.watch(notifications)
     status.start()
     let scanResult = try await Interrupts.whileInterruptible {

@@ -17,7 +17,7 @@ import Mirror
 
 /// The one-shot commands a shell line may run on the shell's connection, the connection's TARGET in the place of
 /// theirs. Those that read notifications (listen, scan, wifi join) each get a stream of their own from their start
-/// (`Session.procedureNotifications`), so they run again and again beside the background subscriptions.
+/// (GATTPeer's `ProcedureNotifications`), so they run again and again beside the background subscriptions.
 let shellPassThrough: [String] = ["gatt", "read", "write", "listen", "mtu", "check", "link", "bench", "scan", "wifi"]
 
 /// The shell's own commands, parsed by `parseCommandLine` like the others.

@@ -87,11 +87,11 @@ let wifiCommand = Command(CommandSpec(
     }
 }
 
-/// MirrorWiFi.join on the session's notifications from this moment (`Session.procedureNotifications`).
+/// MirrorWiFi.join on the session's notifications from this moment (GATTPeer's `ProcedureNotifications`).
 private func joinWiFi(_ session: Session, profile: MirrorProfile, ssid: String, timeout: Duration, database: [GATTService]?,
                       emit: @escaping @Sendable (MirrorEvent) -> Void) async throws -> MirrorWiFiStatus {
-    let notifications = try session.procedureNotifications()
-    defer { session.endProcedureNotifications(notifications) }
+    let notifications = try session.notifications.stream()
+    defer { session.notifications.end(notifications) }
     var robustCaching: (@Sendable () async throws -> Void)?
     if database != nil { robustCaching = { @Sendable in try await session.peer.database.enableRobustCaching() } }
     return try await MirrorWiFi.join(client: session.peer.client, profile: profile, ssid: ssid, timeout: timeout,

@@ -13,13 +13,6 @@ import LinkCeiling
 import Glibc
 #endif
 
-/// The rounds measured so far, recorded after each one: what an interrupted bench prints (README: SIGINT and SIGTERM).
-final class BenchProgress: Sendable {
-    private let last = Lock<BenchResult?>(nil)
-    func record(_ r: BenchResult) { last.withLock { $0 = r } }
-    var result: BenchResult? { last.current }
-}
-
 /// A bench phase that failed ("the Write Request warm-up", "Write Command round 2 of 3"): the error as it is,
 /// said to have happened there, with what to do where the bench knows.
 struct PhaseError: Error, Sendable {

@@ -1,22 +1,9 @@
-// `mirror bench`'s words for BenchMeasurement's figures: the text lines and the --json object of a run, a mode,
-// its bearers, spread, series and ceiling, and the numbers in them.
+// `mirror bench`'s words for BenchMeasurement's figures: the text lines of a run, a mode, its bearers, spread,
+// series and ceiling, and the numbers in them (the --json record is BenchMeasurement's BenchRecord.swift).
 import ATTStack
 import BenchMeasurement
-import JSON
 
 extension BearerFigures {
-    func json(writesPerSecond: Double) -> JSONValue {
-        .object([
-            ("writers", .int(writers)),
-            ("perBearer", .array(perBearer.enumerated().map { .object([("index", .int($0)), ("writes", .int($1))]) })),
-            ("total", .int(total)),
-            ("peerCounted", peerCounted.map { .int($0) } ?? .null),
-            ("oneBearer", .object([("writes", .int(oneBearer.reduce(0) { $0 + $1.writes })),
-                                   ("writesPerSecond", .double(oneBearerWritesPerSecond.rounded()))])),
-            ("ratioToOneBearer", ratioToOneBearer(writesPerSecond).map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
-        ])
-    }
-
     func text(writesPerSecond: Double) -> [String] {
         let counts = perBearer.enumerated().map { "bearer \($0) \($1)" }.joined(separator: ", ")
         return ["  \(writers) writers at once on \(perBearer.count) bearers: \(counts); total \(total)"
@@ -27,43 +14,6 @@ extension BearerFigures {
 }
 
 extension ModeFigures {
-    var json: JSONValue {
-        var fields: [(String, JSONValue)] = [
-            ("mode", .string(mode.rawValue)), ("writes", .int(writes)), ("bytes", .int(writes * size)),
-            ("seconds", .double(seconds)), ("bytesPerSecond", .double(bytesPerSecond.rounded())),
-            ("writesPerSecond", .double(writesPerSecond.rounded())),
-            ("cpuMicrosecondsPerWrite", .double((cpuPerWrite * 1000).rounded() / 1000)),
-        ]
-        if !latencies.isEmpty {
-            fields.append(("latencyMicroseconds", .object([
-                ("p50", .double(percentile(50)!)), ("p90", .double(percentile(90)!)),
-                ("p99", .double(percentile(99)!)), ("max", .double(percentile(100)!)),
-            ])))
-        }
-        if let blockedNanoseconds, let blockedWaits {
-            fields.append(("backpressure", .object([("seconds", .double(Double(blockedNanoseconds) / 1e9)),
-                                                     ("waits", .int(blockedWaits))])))
-        }
-        fields.append(("confirmed", confirmed.map { .int($0) } ?? .null))
-        if let bareRate = bareWritesPerSecond, let ratio {
-            fields.append(("bare", .object([
-                ("writes", .int(bare.reduce(0) { $0 + $1.writes })),
-                ("bytesPerSecond", .double((bareRate * Double(size)).rounded())),
-                ("writesPerSecond", .double(bareRate.rounded())),
-                ("cpuMicrosecondsPerWrite", .double(((bareCPUPerWrite ?? 0) * 1000).rounded() / 1000)),
-                ("confirmed", bareConfirmed.map { .int($0) } ?? .null),
-            ])))
-            fields.append(("ratioToBare", .double((ratio * 1000).rounded() / 1000)))
-            if let cpuRatioToBare { fields.append(("cpuRatioToBare", .double((cpuRatioToBare * 1000).rounded() / 1000))) }
-        }
-        if let ceiling { fields.append(("ceiling", ceiling.json)) }
-        if let bearers { fields.append(("bearers", bearers.json(writesPerSecond: writesPerSecond))) }
-        if let batch { fields.append(("batch", batchJSON(batch))) }
-        if let spread { fields.append(("roundSpread", spread.json)) }
-        fields.append(("series", series.json(size: size)))
-        return .object(fields)
-    }
-
     var text: [String] {
         let title = mode == .withResponse ? "with response (Write Request):" : "without response (Write Command):"
         var line = "\(title) \(rate(bytesPerSecond))/s, \(Int(writesPerSecond.rounded())) writes/s (\(writes) writes in \(seconds3(seconds)) s)"
@@ -94,23 +44,6 @@ extension ModeFigures {
 
 /// --batch: the batch calls' rounds, worded apart from the mode's plain writes (they are not its figures).
 extension ModeFigures {
-    func batchJSON(_ b: BatchFigures) -> JSONValue {
-        let r = batchRatios(b)
-        func ratio(_ v: Double?) -> JSONValue { v.map { .double(($0 * 1000).rounded() / 1000) } ?? .null }
-        var fields: [(String, JSONValue)] = [
-            ("api", .string(BatchFigures.api(mode))), ("writes", .int(b.writes)), ("bytes", .int(b.writes * size)),
-            ("seconds", .double(b.seconds)), ("writesPerSecond", .double(b.writesPerSecond.rounded())),
-            ("bytesPerSecond", .double((b.writesPerSecond * Double(size)).rounded())),
-            ("cpuMicrosecondsPerWrite", .double((b.cpuPerWrite * 1000).rounded() / 1000)),
-        ]
-        if let ns = b.blockedNanoseconds, let waits = b.blockedWaits {
-            fields.append(("backpressure", .object([("seconds", .double(Double(ns) / 1e9)), ("waits", .int(waits))])))
-        }
-        fields += [("confirmed", b.confirmed.map { .int($0) } ?? .null), ("ratioToPlain", ratio(r.toPlainRate)),
-                   ("cpuRatioToPlain", ratio(r.toPlainCPU)), ("cpuRatioToBare", ratio(r.toBareCPU))]
-        return .object(fields)
-    }
-
     /// "with response, one write(handle:contentsOf:) call per round: ..." and its detail lines; empty without --batch.
     var batchText: [String] {
         guard let b = batch else { return [] }
@@ -139,16 +72,6 @@ extension BareLoopPlacement {
 }
 
 extension BenchResult {
-    var json: JSONValue {
-        .object([
-            ("target", .string(target)), ("handle", .int(Int(handle))), ("size", .int(size)), ("mtu", .int(mtu)),
-            ("warmup", .int(warmup)), ("rounds", .int(rounds)),
-            ("bareLoop", bareLoop.map { .string($0.rawValue) } ?? .null), ("modes", .array(modes.map(\.json))),
-            ("link", link),
-        ] + (sizeProbe.map { [("sizeProbe", $0.json)] } ?? [])
-          + (interruptedBy.map { [("interrupted", .object([("signal", .string($0)), ("roundsDone", .int(roundsDone))]))] } ?? []))
-    }
-
     var text: [String] {
         ["bench \(target) handle \(ATTHex.handle(handle)): \(size)-byte values, MTU \(mtu), \(warmup) warm-up writes, median of \(rounds) round\(rounds == 1 ? "" : "s")"]
             + (interruptedBy.map { ["interrupted by \($0) after \(roundsDone) round\(roundsDone == 1 ? "" : "s") (of \(rounds) per mode): the figures are those of the rounds done"] } ?? [])
@@ -194,19 +117,9 @@ extension SizeProbe {
     func text(handle: UInt16) -> String {
         "the peer refused \(tried)-byte values on \(ATTHex.handle(handle)) (ATT error 0x0D Invalid Attribute Value Length, its own limit); benching with \(chosen)-byte values, the largest it accepted (give --size to choose)"
     }
-
-    var json: JSONValue {
-        .object([("tried", .int(tried)), ("refused", refused.map { .int($0) } ?? .null), ("chosen", .int(chosen))])
-    }
 }
 
 extension RoundSpread {
-    var json: JSONValue {
-        .object([("slowestWritesPerSecond", .double(slowest.rounded())), ("fastestWritesPerSecond", .double(fastest.rounded())),
-                 ("ratio", ratio.isFinite ? .double((ratio * 1000).rounded() / 1000) : .null), ("limit", .double(Self.limit)),
-                 ("flagged", .bool(flagged))])
-    }
-
     var text: String {
         let r = ratio.isFinite ? format2(ratio) + "x" : "unbounded (a round wrote nothing)"
         var line = "  rounds: slowest \(Int(slowest.rounded())), fastest \(Int(fastest.rounded())) writes/s, spread \(r)"
@@ -217,34 +130,7 @@ extension RoundSpread {
     }
 }
 
-extension WriteSeries {
-    /// "series: ... under 5 buckets ...", or nil when the run is long enough to draw.
-    var tooShortWarning: String? {
-        guard isTooShort else { return nil }
-        let ms = Int(Self.bucketNanoseconds / 1_000_000)
-        return "series: the measured rounds lasted \(Int((Double(nanoseconds) / 1e6).rounded())) ms, under \(Self.minimumBuckets) buckets of \(ms) ms: no throughput-over-time line is drawn for this mode (run longer: --duration)"
-    }
-
-    func json(size: Int) -> JSONValue {
-        var fields: [(String, JSONValue)] = [
-            ("bucketMilliseconds", .int(Int(Self.bucketNanoseconds / 1_000_000))),
-            ("writes", .array(writes.map { .int($0) })), ("bytes", .array(writes.map { .int($0 * size) })),
-        ]
-        if let tooShortWarning { fields.append(("warning", .string(tooShortWarning))) }
-        return .object(fields)
-    }
-}
-
 extension CeilingVerdict {
-    var json: JSONValue {
-        .object([
-            ("bytesPerSecond", ceiling.map { .double($0.bytesPerSecond.rounded()) } ?? .null),
-            ("writesPerSecond", ceiling.map { .double(($0.writesPerSecond * 10).rounded() / 10) } ?? .null),
-            ("fraction", fraction.map { .double(($0 * 1000).rounded() / 1000) } ?? .null),
-            ("basis", .string(basis)), ("note", .string(note)),
-        ])
-    }
-
     /// "  ceiling: 97.60 kB/s, 400.0 writes/s on 1M, 251 B, 7.5 ms, MTU 247; reached 62.3 % of the ceiling"
     var text: String {
         guard let ceiling else { return "  ceiling: \(note)" }

@@ -2,9 +2,7 @@
 // dashed) and the Write Request round-trip histogram. Hand-written SVG: Debian's -dev packages have no maintained
 // SVG library worth a C shim for two line plots and a histogram, and SVG is plain XML text.
 import BenchMeasurement
-import CBlueZSocket
 import Glibc
-import LinuxBluetooth
 import LinkCore
 
 enum BenchPlot {
@@ -105,12 +103,7 @@ enum BenchPlot {
         let x = Axis(max: max(p99 / divisor * 1.05, 1 / divisor))
         let bins = 50
         let binWidth = x.top / Double(bins)
-        var counts = [Int](repeating: 0, count: bins)
-        var above = 0
-        for ns in figures.latencies {
-            let v = Double(ns) / 1000 / divisor
-            if v > x.top { above += 1 } else { counts[min(bins - 1, Int(v / binWidth))] += 1 }
-        }
+        let (counts, above) = figures.latencyHistogram(top: x.top, bins: bins, divisor: divisor)
         let y = Axis(max: Double(counts.max() ?? 1))
         svg.frame(a, x: x, y: y, xLabel: "round trip (\(unit)), bins of \(shortNumber(binWidth)) \(unit)", yLabel: "writes")
         let pxPerBin = (a.x1 - a.x0) / Double(bins)
@@ -121,48 +114,6 @@ enum BenchPlot {
         var note = "\(figures.latencies.count) round trips; p50 \(micro(figures.percentile(50)!)), p99 \(micro(p99)), max \(micro(maximum))"
         if above > 0 { note += "; \(above) above \(micro(x.top * divisor)) not drawn" }
         svg.text(x: a.x1, y: a.y0 - 14, note, size: 12, anchor: "end", colour: "#444")
-    }
-
-    /// Writes the drawing to the file opened by `create`.
-    static func write(_ svg: String, to file: PlotFile) throws {
-        var bytes = Array(svg.utf8)
-        let failed = bytes.withUnsafeMutableBytes { cbz_write_all(file.fd, $0.baseAddress, $0.count) < 0 }
-        let error = failed ? SocketError(syscall: "write", errno: .current, context: "writing the plot to \(file.path)") : nil
-        _ = cbz_close(file.fd)
-        if let error {
-            file.removeIfOurs()   // half a drawing is no drawing
-            throw error
-        }
-    }
-}
-
-/// The --plot file, opened before the run so a bad path fails at once. A file this run created is removed when
-/// there is nothing (or half a drawing) to put in it; a path that existed (an older plot, /dev/stdout, a FIFO) is
-/// only written, never removed.
-struct PlotFile {
-    let path: String
-    let fd: Int32
-    /// This run created the file (O_EXCL succeeded).
-    let created: Bool
-
-    init(path: String) throws {
-        var fd = cbz_create_new_file(path)
-        let created = fd >= 0
-        if fd < 0 && Errno.current == Errno(EEXIST) { fd = cbz_create_file(path) }
-        if fd < 0 { throw SocketError(syscall: "open", errno: .current, context: "creating the plot file \(path)") }
-        self.path = path
-        self.fd = fd
-        self.created = created
-    }
-
-    /// The run failed: nothing to draw.
-    func discard() {
-        _ = cbz_close(fd)
-        removeIfOurs()
-    }
-
-    func removeIfOurs() {
-        if created { _ = cbz_unlink(path) }
     }
 }
 

@@ -49,6 +49,8 @@ final class Session: Sendable {
     /// The shell's consumers of the connection's values (GATTPeer's SharedNotifications): a running listen's claim,
     /// else a background subscription's route; each value printed once. Nil one-shot.
     let shared: SharedNotifications?
+    /// Where a procedure (listen, scan, wifi join) reads its notifications: GATTPeer's choice, one-shot or shared.
+    let notifications: ProcedureNotifications
     /// The shell's discovery in the background at a terminal (for Tab), if one was started.
     let backgroundDiscovery = Lock<Task<Void, Never>?>(nil)
 
@@ -68,6 +70,7 @@ final class Session: Sendable {
         self.timeout = timeout
         self.clientRxMTU = clientRxMTU
         shared = heldByShell ? SharedNotifications(client: peer.client) : nil
+        notifications = ProcedureNotifications(client: peer.client, shared: shared)
     }
 
     var mtuExchange: MTUExchangeInfo {
@@ -118,7 +121,7 @@ final class Session: Sendable {
         options.capture = shellCapture.map { .writer($0) } ?? g.btsnoop.map { .file($0) }
         options.enhancedBearers = g.bearers
         options.dropPrivileges = { Privilege.dropAll($0) }
-        options.progress = { [key = target.cacheKey] event in
+        options.progress = { [key = target.target.description] event in
             switch event {
             case .note(let s): console.err("note: \(s)")
             case .repair(let s): console.err("repair: \(s)")
@@ -136,36 +139,6 @@ final class Session: Sendable {
         let peer = try await Peer.connect(to: target.target, options: options)
         return Session(peer: peer, clientRxMTU: g.mtu ?? ATTMTU.maximum, timeout: options.transactionTimeout, profile: profile,
                        heldByShell: heldByShell, warn: warn)
-    }
-
-    /// The notifications a procedure (listen, scan, wifi join) reads from its start. One-shot: the bearer's
-    /// catch-all, which holds what came since the connect. In the shell: a stream of the procedure's own from now
-    /// on, since the catch-all holds every value since the connect and ends for good with its first reader.
-    func procedureNotifications() throws(GATTError) -> GATTNotificationStream {
-        heldByShell ? try peer.client.notificationStream() : peer.client.notifications
-    }
-
-    /// Ends a stream `procedureNotifications` gave, once its procedure is done with it (the shell's own streams
-    /// only: the one-shot catch-all ends with the connection).
-    func endProcedureNotifications(_ stream: GATTNotificationStream) {
-        if heldByShell { stream.finish() }
-    }
-
-    /// The stream a listen reads: `procedureNotifications`, and in the shell one claimed on the router
-    /// (`SharedNotifications.listenStream`), holding `count` values (nil: until `endListenNotifications`).
-    func listenNotifications(count: Int?) throws(GATTError) -> GATTNotificationStream {
-        guard let shared else { return try procedureNotifications() }
-        return try shared.listenStream(count: count)
-    }
-
-    /// Ends a listen's stream: in the shell with its claim (`SharedNotifications.endListen`); one-shot the stream is
-    /// finished when `finish` (--duration is up), else left to the connection's end.
-    func endListenNotifications(_ stream: GATTNotificationStream, finish: Bool = false) {
-        guard let shared else {
-            if finish { stream.finish() }
-            return
-        }
-        shared.endListen(stream)
     }
 
     /// What a command does when it is done with its session: closes it, unless it is the shell's.
