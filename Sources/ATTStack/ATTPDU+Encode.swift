@@ -219,7 +219,7 @@ extension ATTPDU {
 extension ATTPDU {
     /// The Attribute Handle rule `validate()` applies: 0x0000 is reserved and never names an attribute (Core Spec 5.4
     /// Vol 3 Part F §3.2.2). For a sender that checks one field without building the PDU (the Write Command fast path).
-    @inlinable
+    @inlinable @inline(__always)
     public static func validateAttributeHandle(_ handle: UInt16, of opcode: ATTOpcode) throws(ATTEncodeError) {
         guard handle != 0 else { throw .invalidField(opcode: opcode, field: .attributeHandle, problem: .zeroHandle) }
     }

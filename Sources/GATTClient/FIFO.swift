@@ -5,7 +5,7 @@ struct FIFO<Element> {
     private var storage: [Element] = []
     private var head = 0
 
-    var isEmpty: Bool { head == storage.count }
+    @inline(__always) var isEmpty: Bool { head == storage.count }
     var count: Int { storage.count - head }
     var first: Element? { head < storage.count ? storage[head] : nil }
 

@@ -17,12 +17,12 @@ import Synchronization
 public final class EventLoop: TaskExecutor {
     let core: LoopCore
     /// The loop's thread (pthread_self there), published before `init` returns.
-    private let thread: pthread_t
+    @usableFromInline let thread: pthread_t
     /// No thread of its own: the creator's thread runs the work when it calls `runUntilIdle()`.
-    private let embedded: Bool
+    @usableFromInline let embedded: Bool
     /// What the loop's thread holds in `cbz_thread_loop` (its core's address: the thread holds the core until it
     /// ends, so no other loop's can equal it meanwhile); an embedded loop's thread is compared with pthread_equal.
-    private let identity: UInt
+    @usableFromInline let identity: UInt
 
     /// Starts the loop's thread. Fails only when the kernel refuses an fd (epoll, eventfd, timerfd): errno named.
     public init() throws(TransportError) {
@@ -89,8 +89,9 @@ public final class EventLoop: TaskExecutor {
         counts.wait(until: { $0.live <= count ? true : nil }, timeoutNanoseconds: Int(seconds * 1e9)) != nil
     }
 
-    /// True on the loop's thread: its thread-local mark, or for an embedded loop its creator's thread.
-    public var inEventLoop: Bool {
+    /// True on the loop's thread: its thread-local mark, or for an embedded loop its creator's thread. Inlined into
+    /// its callers (the engine asks it per Write Command): one thread-local load and a compare.
+    @inlinable public var inEventLoop: Bool {
         cbz_current_loop() == identity || (embedded && pthread_equal(pthread_self(), thread) != 0)
     }
 

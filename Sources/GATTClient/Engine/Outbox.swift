@@ -198,6 +198,7 @@ extension ATTEngine {
     }
 
     /// Sends on the loop's thread (the transport's own loop when it has one: `trySendOnItsLoop`).
+    @inline(__always)
     func send(_ buffer: UnsafeRawBufferPointer) -> Result<ATTSendResult, TransportError> {
         do throws(TransportError) {
             return .success(try transport.trySendOnItsLoop(buffer))
