@@ -13,16 +13,9 @@ cd "$(dirname "$0")/../.."
 top=8
 if [ "${1:-}" = "--top" ]; then top=$2; shift 2; fi
 bin=${1:-.build/release}
-command -v qemu-x86_64 >/dev/null || { echo "blocks-per-command: needs qemu-x86_64 (apt-get install qemu-user)" >&2; exit 2; }
-work=$(mktemp -d /tmp/blocks.XXXXXX)
-sock="$work/sim.sock"
-"$bin/mirror-sim" "unix:$sock" --quiet >"$work/sim.log" 2>&1 &
-sim=$!
-trap 'kill $sim 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-[ -S "$sock" ] || { echo "blocks-per-command: mirror-sim did not listen at $sock within 5 s" >&2; exit 1; }
-qemu-x86_64 -cpu max -d exec,nochain -D "$work/exec.log" "$bin/mirror" bench "unix:$sock" --handle 0x0012 \
-  --size 20 --mode without-response --count 1000 --rounds 1 --warmup 10 --bare-loop same-connection >/dev/null
+. tools/vm/blocks-trace.sh
+blocks_trace blocks-per-command "$bin" --handle 0x0012 --size 20 --mode without-response --count 1000 --rounds 1 \
+  --warmup 10 --bare-loop same-connection
 python3 - "$work/exec.log" "$bin/mirror" "$top" <<'PY'
 import bisect, collections, subprocess, sys
 log, binary, top = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -7,16 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=${1:-.build/release}
-command -v qemu-x86_64 >/dev/null || { echo "blocks-per-request: needs qemu-x86_64 (apt-get install qemu-user)" >&2; exit 2; }
-work=$(mktemp -d /tmp/blocks.XXXXXX)
-sock="$work/sim.sock"
-"$bin/mirror-sim" "unix:$sock" --quiet >"$work/sim.log" 2>&1 &
-sim=$!
-trap 'kill $sim 2>/dev/null; rm -rf "$work"' EXIT
-for _ in $(seq 100); do [ -S "$sock" ] && break; sleep 0.05; done
-[ -S "$sock" ] || { echo "blocks-per-request: mirror-sim did not listen at $sock within 5 s" >&2; exit 1; }
-qemu-x86_64 -cpu max -d exec,nochain -D "$work/exec.log" "$bin/mirror" bench "unix:$sock" --handle 0x0012 --size 20 \
-  --mode with-response --count 400 --rounds 1 --warmup 10 --bare-loop none >/dev/null
+. tools/vm/blocks-trace.sh
+blocks_trace blocks-per-request "$bin" --handle 0x0012 --size 20 --mode with-response --count 400 --rounds 1 --warmup 10 \
+  --bare-loop none
 # The first block of ATTEngine.answer(_:opcode:raw:), where qemu-user loads the executable (0x4000000000).
 entry=$(nm "$bin/mirror" | awk '$3 == "$s10GATTClient9ATTEngineC6answer_6opcode3rawyAC8ReceivedO_8ATTStack9ATTOpcodeVSays5UInt8VGtF" { print $1 }')
 [ -n "$entry" ] || { echo "blocks-per-request: no ATTEngine.answer symbol in $bin/mirror" >&2; exit 1; }
