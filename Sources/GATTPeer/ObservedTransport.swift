@@ -17,8 +17,6 @@ public final class ObservedTransport: ATTBearerTap {
     let lines: @Sendable (String) -> Void
     /// The bearer named on each trace line ("b1 cid 0x0041"), nil on the unenhanced bearer (lines as they always were).
     public let name: String?
-    /// Whether PDUs are traced now (`--trace`; the shell's `trace on|off` changes it); the bearer holds its own copy.
-    let tracing: Atomic<Bool>
     /// Guards the closure told when the transport closes (the shell's lost-connection line), or the close's reason
     /// once it has closed: an observer that comes after the close learns it from `whenClosed`, not never.
     private let closeWatch = Lock<CloseWatch>(.open(observer: nil))
@@ -34,7 +32,6 @@ public final class ObservedTransport: ATTBearerTap {
         self.bearer = bearer
         self.lines = lines
         self.name = name
-        self.tracing = Atomic(tracing)
         bearer.observe(with: self, tracing: tracing)
     }
 
@@ -46,12 +43,11 @@ public final class ObservedTransport: ATTBearerTap {
     }
 
     /// Starts or stops tracing PDUs.
-    public func setTracing(_ on: Bool) {
-        tracing.store(on, ordering: .relaxed)
-        bearer.setTracing(on)
-    }
+    public func setTracing(_ on: Bool) { bearer.setTracing(on) }
 
-    public var isTracing: Bool { tracing.load(ordering: .relaxed) }
+    /// Whether PDUs are traced now (`--trace`; the shell's `trace on|off` changes it): the bearer's flag, the one it
+    /// calls the tap by.
+    public var isTracing: Bool { bearer.isTracing }
 
     /// The bearer's label ("unix:/tmp/sim.sock", "00:AA:01:01:00:01 (LE public) via hci0").
     public var label: String { bearer.label }

@@ -294,6 +294,9 @@ public final class ATTBearer: ATTTransport {
         }
     }
 
+    /// Whether the tap is told of each PDU.
+    public var isTracing: Bool { state.withLock { $0.tracing } }
+
     /// Starts or stops telling the tap of each PDU.
     public func setTracing(_ on: Bool) {
         state.withLock { s in

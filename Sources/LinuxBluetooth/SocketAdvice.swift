@@ -30,7 +30,7 @@ public func socketError(_ syscall: String, _ code: Int32, _ context: String, _ d
 /// One sentence on what to do about `code` from `syscall` in `domain`; empty when there is nothing specific.
 func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String {
     switch (code, domain) {
-    case (.permissionDenied, .l2cap(let peer)) where SocketError(syscall: syscall, errno: code, context: "").isAuthenticationFailure:
+    case (.permissionDenied, .l2cap(let peer)) where SocketError.isAuthenticationFailure(syscall: syscall, errno: code):
         // An established link the kernel ended with Authentication Failure (HCI 0x05; net/bluetooth's bt_to_errno
         // maps it to EACCES): pairing or encryption failed, which no capability changes.
         return "the link to \(peer) ended with an authentication failure (HCI 0x05): pairing or encryption with it failed (no agent or input on the peer, or keys that no longer match: remove the pairing on both sides and try again)"
