@@ -65,7 +65,18 @@ final class EnhancedBearerHostTests: XCTestCase {
     }
 
     func testABearerReadsAndWritesTheOneDatabaseWithTheChannelsMTUAndTheClientsCCCDs() async throws {
-        let served = try Served(host: GATTServerHost(database: database, serverRxMTU: 200), tag: "host-eatt")
+        // Armed before "many at once" below: the next Read Request is answered 300 ms late, so the bearer it went on
+        // stays busy while the rest are placed (on a fast machine each read could be answered before the next is sent).
+        let holdNextRead = Lock<Bool>(false)
+        var hooks = GATTServerHost.Hooks()
+        hooks.inbound = { bytes, _ in
+            holdNextRead.withLock { hold in
+                guard hold, bytes.first == ATTOpcode.readRequest.rawValue else { return .serve }
+                hold = false
+                return .delay(milliseconds: 300)
+            }
+        }
+        let served = try Served(host: GATTServerHost(database: database, serverRxMTU: 200, hooks: hooks), tag: "host-eatt")
         served.start()
         defer { served.stop() }
         let client = try await GATTClient.connect(transport: try ATTBearer.connect(unixPath: served.path))
@@ -87,7 +98,8 @@ final class EnhancedBearerHostTests: XCTestCase {
         try await client.write(handle: 0x0006, value: [9, 9])
         XCTAssertEqual(served.host.database.attribute(0x0006)?.value, [9, 9])
         XCTAssertEqual(client.bearers.map(\.mtu), [23, 150])
-        // Many at once: some go out on the enhanced bearer (CID 4 is busy with the others).
+        // Many at once: some go out on the enhanced bearer (CID 4 is busy with the others, the first held 300 ms).
+        holdNextRead.withLock { $0 = true }
         try await withThrowingTaskGroup(of: [UInt8].self) { group in
             for _ in 0..<20 { group.addTask { try await client.read(handle: 0x0006) } }
             for try await v in group { XCTAssertEqual(v, [9, 9]) }

@@ -60,7 +60,10 @@ final class SimulatorEATTTests: XCTestCase {
     }
 
     func testParallelWritesSpreadOverBearersAndEveryOneIsCountedAtThePeer() async throws {
-        let h = try SimHarness { $0.eatt = true }
+        // The first Write Request's answer is held 300 ms, so the bearer it went on stays busy while the rest are
+        // placed: on a fast machine each write could otherwise be answered before the next is submitted, and the
+        // least busy bearer would always be the unenhanced one (CI saw all 60 there).
+        let h = try SimHarness { $0.eatt = true; $0.faults = [SimFault(.delay(milliseconds: 300), "cloudToken")] }
         defer { h.stop() }
         let client = try await h.connect()
         for _ in 0..<2 {
