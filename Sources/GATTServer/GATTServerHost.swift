@@ -93,7 +93,10 @@ public final class GATTServerHost: Sendable {
 
     let hooks: Hooks
     let state: Lock<Context>
-    let timers = DispatchQueue(label: "gatt-server.timers")
+    /// The one serial queue of the host's timed work: delayed answers (`ATTServerReply.later`, `ATTInterception.delay`).
+    /// An app schedules its own timed events here (a notification due before a delayed Write Response), so what is due
+    /// first goes out first: two queues' timers fired in one wake run on two threads in either order.
+    public let timers = DispatchQueue(label: "gatt-server.timers")
     /// The most Enhanced ATT bearers one client may open beside its unenhanced one; more get "no resources available".
     public let enhancedBearerLimit: Int
     /// Each client gets its own copy of `database` as it was at the start, so no client sees another's writes (a test

@@ -473,7 +473,7 @@ public final class PairingService: Sendable {
     /// What the source does once stopped (the queued failures), run once on the loop.
     private let onStop = Lock<(@Sendable () -> Void)?>(nil)
     /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted).
-    private let stopAsked = Lock(false)
+    let stopAsked = Lock(false)
     /// The SMP watch the agent reports failures with, closed at stop().
     let watch: SMPFailureWatch?
     /// Guards whether the serving thread has ended.

@@ -246,8 +246,8 @@ final class BearerSetSocketPairTests: XCTestCase {
     func testTwoReadsInParallelOverTwoSocketPairs() async throws {
         let (a0, b0) = try ATTBearer.pair(labels: ("cid4:client", "cid4:peer"))
         let (a1, b1) = try ATTBearer.pair(labels: ("eatt1:client", "eatt1:peer"))
-        // The unenhanced bearer's peer answers late, so the second read finds it busy and goes to the other one.
-        let slow = SocketScriptPeer(bearer: b0, steps: raw("0a 21 00", "0b aa"), replyDelay: .milliseconds(300))
+        // The unenhanced bearer's peer holds its answer until told, so the second read finds it busy and goes to the other one.
+        let slow = SocketScriptPeer(bearer: b0, steps: raw("0a 21 00", "0b aa"), holdingReplies: true)
         let fast = SocketScriptPeer(bearer: b1, steps: raw("0a 22 00", "0b bb", "1b 30 00 01"))
         slow.start()
         fast.start()
@@ -260,6 +260,7 @@ final class BearerSetSocketPairTests: XCTestCase {
             let second = try await client.read(handle: 0x22)
             XCTAssertEqual(second, [0xBB])
             XCTAssertEqual(client.bearers.map(\.requestsAnswered), [0, 1], "the CID 4 read answered before its reply was sent")
+            slow.releaseReplies()
             let one = try await first.value
             XCTAssertEqual(one, [0xAA])
             let n = try await it.next()

@@ -28,10 +28,13 @@ final class SocketScriptPeer: ATTTransportSink {
 
     /// When set, replies go out this long after the client PDU that triggers them (network latency).
     let replyDelay: DispatchTimeInterval?
+    /// While true, no reply goes out until `releaseReplies()` (a peer that answers when the test says, not after a time).
+    let repliesHeld: Atomic<Bool>
 
-    init(bearer: ATTBearer, steps: [Step], gated: Bool = false, replyDelay: DispatchTimeInterval? = nil) {
+    init(bearer: ATTBearer, steps: [Step], gated: Bool = false, replyDelay: DispatchTimeInterval? = nil, holdingReplies: Bool = false) {
         self.bearer = bearer
         self.replyDelay = replyDelay
+        self.repliesHeld = Atomic(holdingReplies)
         self.state = Lock(State(steps: steps))
         self.gate = gated ? DispatchSemaphore(value: 0) : nil
         if gated { gateOpen.store(false, ordering: .sequentiallyConsistent) }
@@ -48,7 +51,14 @@ final class SocketScriptPeer: ATTTransportSink {
         gate?.signal()
     }
 
+    /// Sends the replies held so far, and from now on replies as they fall due.
+    func releaseReplies() {
+        repliesHeld.store(false, ordering: .sequentiallyConsistent)
+        sendReplies()
+    }
+
     private func sendReplies() {
+        guard !repliesHeld.load(ordering: .sequentiallyConsistent) else { return }
         let replies: [[UInt8]] = state.withLock { s in
             var out: [[UInt8]] = []
             while s.next < s.steps.count {

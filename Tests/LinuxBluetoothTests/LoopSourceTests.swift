@@ -137,13 +137,14 @@ final class LoopSourceTests: XCTestCase {
         XCTAssertEqual(pipe(&fds), 0)
         defer { close(fds[0]); close(fds[1]) }
         let taken = Lock(0)
-        BlockingWait.setInterruptSource(fd: interrupt, take: {
+        // The line is typed only after the interrupt was taken (150 ms later), however late the timers fire.
+        BlockingWait.setInterruptSource(fd: interrupt, take: { [w = fds[1]] in
             _ = cbz_eventfd_drain(interrupt)
             taken.withLockBroadcasting { $0 += 1 }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.15) { _ = write(w, "y\n", 2) }
         })
         defer { BlockingWait.clearInterruptSource() }
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { _ = cbz_eventfd_signal(interrupt) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { [w = fds[1]] in _ = write(w, "y\n", 2) }
         XCTAssertGreaterThan(BlockingWait.poll(fd: fds[0], events: Int16(CBZ_POLLIN), timeoutMilliseconds: -1), 0)
         XCTAssertEqual(taken.withLock { $0 }, 1)
     }
@@ -154,13 +155,14 @@ final class LoopSourceTests: XCTestCase {
         let pair = try SocketPair()
         defer { _ = cbz_close(interrupt) }
         let taken = Lock(0)
-        BlockingWait.setInterruptSource(fd: interrupt, take: {
+        // The datagram is sent only after the interrupt was taken (250 ms later), however late the timers fire.
+        BlockingWait.setInterruptSource(fd: interrupt, take: { [b = pair.b] in
             _ = cbz_eventfd_drain(interrupt)
             taken.withLockBroadcasting { $0 += 1 }
+            DispatchQueue.global().asyncAfter(deadline: .now() + 0.25) { sendDatagram(b, [1]) }
         })
         defer { BlockingWait.clearInterruptSource() }
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.05) { _ = cbz_eventfd_signal(interrupt) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { [b = pair.b] in sendDatagram(b, [1]) }
         let start = ContinuousClock.now
         let ready = BlockingWait.poll(fd: pair.a, events: Int16(CBZ_POLLIN), timeoutMilliseconds: 5000)
         XCTAssertGreaterThan(ready, 0)

@@ -414,7 +414,11 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertEqual(write(k, failed, failed.count), failed.count)
         let confirm = event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00])
         XCTAssertEqual(write(k, confirm, confirm.count), confirm.count)
-        DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) { prompt.withLockBroadcasting { $0.1 = true } }
+        // The prompt is released only once the stop was asked (bounded at 5 s), never before it however slow this thread.
+        DispatchQueue.global().async {
+            for _ in 0..<500 where !service.stopAsked.withLock({ $0 }) { usleep(10_000) }
+            prompt.withLockBroadcasting { $0.1 = true }
+        }
         service.stop(limit: .seconds(5))
         XCTAssertEqual(reports.withLock { $0 }, [
             "pairing with 00:AA:01:01:00:01 (public): Passkey Entry, answered",

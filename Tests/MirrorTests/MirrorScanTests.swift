@@ -410,8 +410,8 @@ final class MirrorScanTests: XCTestCase {
         try await client.write(handle: action, value: [0x33])
         do {
             _ = try await client.read(handle: h.sim.valueHandle("scanState")!)
-            // The read may beat the reboot's disconnect; the next one cannot.
-            try await Task.sleep(for: .milliseconds(200))
+            // The read may beat the reboot's disconnect (20 ms after the write); the next one, once it came, cannot.
+            for _ in 0..<500 where !client.isClosed { try await Task.sleep(for: .milliseconds(10)) }
             _ = try await client.read(handle: h.sim.valueHandle("scanState")!)
             XCTFail("the connection should have dropped")
         } catch let e as GATTError {

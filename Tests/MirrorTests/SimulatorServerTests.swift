@@ -173,6 +173,23 @@ final class SimulatorServerTests: XCTestCase {
         XCTAssertEqual(notes.map { show($0) }, [show([0x1B] + le16(stateH) + [0]), show([0x1B] + le16(errorH) + [0])])
     }
 
+    /// The latched ERROR's notifications are due 5 ms after the write, its Write Response 10 ms after: with the timer
+    /// queue stalled past both (a loaded machine), they still go out in that order, as they share the host's one queue.
+    func testNotificationsDueBeforeADelayedWriteResponseGoFirstWhenBothFireLate() {
+        for round in 0..<8 {
+            let (sim, t) = makeSim { $0.wifiConnected = false }
+            subscribe(sim, t, ["scanState", "scanError"])
+            let token = sim.valueHandle("cloudToken")!
+            let stateH = sim.valueHandle("scanState")!, errorH = sim.valueHandle("scanError")!
+            let stalled = DispatchSemaphore(value: 0)
+            sim.timers.async { stalled.signal(); usleep(60_000) }
+            stalled.wait()
+            var notes: [[UInt8]] = []
+            XCTAssertEqual(show(t.request([0x12] + le16(token) + Array("http://debug.local:7777/upload/t".utf8), notes: &notes)), show([0x13]))
+            XCTAssertEqual(notes.map { show($0) }, [show([0x1B] + le16(stateH) + [9]), show([0x1B] + le16(errorH) + [5])], "round \(round)")
+        }
+    }
+
     func testMisalignedScaleNotifiesScaleAlignmentWithin60To90MillisecondsBeforeTheWriteResponse() {
         let (sim, t) = makeSim { $0.scaleAligned = false }
         subscribe(sim, t, ["scanState", "scanError"])
