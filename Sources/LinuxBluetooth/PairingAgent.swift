@@ -472,7 +472,8 @@ public final class PairingService: Sendable {
     let token: UInt64
     /// What the source does once stopped (the queued failures), run once on the loop.
     private let onStop = Lock<(@Sendable () -> Void)?>(nil)
-    /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted).
+    /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted). Internal:
+    /// a test releases a held prompt only once it is set.
     let stopAsked = Lock(false)
     /// The SMP watch the agent reports failures with, closed at stop().
     let watch: SMPFailureWatch?

@@ -14,15 +14,16 @@ import GATTVocabulary
 /// A simulated body-scanning mirror: a `GATTServerHost` (connections, Enhanced ATT bearers, outboxes, indications)
 /// with the mirror's behaviour in its hooks: read and write handlers for the values (Part F §3.4), `serve` for the
 /// faults and Database Out Of Sync (Part G §2.5.2.1). The mirror's state has its own lock, always taken inside the
-/// host's (hooks and `withContext`), never around a call into the host. Timers run on the host's serial queue and check a
-/// generation before acting.
+/// host's (hooks and `withContext`), never around a call into the host. Timers run on the host's serial queue and
+/// check a generation before acting.
 public final class SimulatedMirror: Sendable {
     public let options: SimOptions
     /// The attribute database as it is now (the fault change-database changes it during a connection).
     public var database: AttributeDatabase { host.database }
     private let host: GATTServerHost
     /// The host's timer queue: the mirror's notifications and the host's delayed Write Responses are ordered on one
-    /// serial queue, so SCALE_ALIGNMENT (or a latched ERROR) is notified before the answer it precedes, however late both fire.
+    /// serial queue, so SCALE_ALIGNMENT (or a latched ERROR) goes out before the answer it precedes, however late both
+    /// fire.
     var timers: DispatchQueue { host.timers }
     /// The mirror's state (internal: the conformance faults' extension reads and marks a connection's faults).
     let state: Lock<DeviceState>
