@@ -135,15 +135,11 @@ public struct SocketError: Error, Sendable, Equatable, CustomStringConvertible {
     public var context: String
     /// What the user can do about it, one sentence ("this kernel has no Bluetooth support: ..."); may be empty.
     public var advice: String
-    /// The socket is an L2CAP one (an LE link's): there EACCES from its connect is the link's authentication failure
-    /// too (`isAuthenticationFailure`).
-    public var onL2CAPLink: Bool
-    public init(syscall: String, errno: Errno, context: String, advice: String = "", onL2CAPLink: Bool = false) {
+    public init(syscall: String, errno: Errno, context: String, advice: String = "") {
         self.syscall = syscall
         self.errno = errno
         self.context = context
         self.advice = advice
-        self.onL2CAPLink = onL2CAPLink
     }
     /// errno's symbolic name: "ECONNREFUSED" (`Errno.name`).
     public var errnoName: String { errno.name }

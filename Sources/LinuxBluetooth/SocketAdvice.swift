@@ -10,8 +10,6 @@ public enum SocketDomain: Sendable {
     case unix(path: String)
     case hci(adapter: String)
     case local
-
-    var isL2CAP: Bool { if case .l2cap = self { return true } else { return false } }
 }
 
 /// The exact command that grants the capabilities raw HCI work needs, for the running binary.
@@ -26,14 +24,13 @@ func lastSocketError(_ syscall: String, _ context: String, _ domain: SocketDomai
 
 /// A SocketError for `code`, with advice for the domain.
 public func socketError(_ syscall: String, _ code: Int32, _ context: String, _ domain: SocketDomain) -> SocketError {
-    SocketError(syscall: syscall, errno: Errno(code), context: context, advice: advice(syscall, Errno(code), domain),
-                onL2CAPLink: domain.isL2CAP)
+    SocketError(syscall: syscall, errno: Errno(code), context: context, advice: advice(syscall, Errno(code), domain))
 }
 
 /// One sentence on what to do about `code` from `syscall` in `domain`; empty when there is nothing specific.
 func advice(_ syscall: String, _ code: Errno, _ domain: SocketDomain) -> String {
     switch (code, domain) {
-    case (.permissionDenied, .l2cap(let peer)) where SocketError.isAuthenticationFailure(syscall: syscall, errno: code, onL2CAPLink: true):
+    case (.permissionDenied, .l2cap(let peer)) where SocketError.isAuthenticationFailure(syscall: syscall, errno: code):
         // An established link the kernel ended with Authentication Failure (HCI 0x05; net/bluetooth's bt_to_errno
         // maps it to EACCES): pairing or encryption failed, which no capability changes.
         return "the link to \(peer) ended with an authentication failure (HCI 0x05): pairing or encryption with it failed (no agent or input on the peer, or keys that no longer match: remove the pairing on both sides and try again)"

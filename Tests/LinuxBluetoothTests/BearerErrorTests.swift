@@ -86,15 +86,6 @@ final class BearerErrorTests: XCTestCase {
         XCTAssertTrue(auth.hasPrefix("the link to 00:AA:01:01:00:01 ended with an authentication failure (HCI 0x05)"), auth)
         XCTAssertFalse(auth.contains("setcap"), auth)
         XCTAssertTrue(LinuxBluetooth.socketError("socket", EACCES, "opening", peer).advice.contains("CAP_NET_RAW"))
-        // So is EACCES from an L2CAP socket's connect: the kernel ended the link while it was made, pairing having
-        // failed (seen in the VM: SMP Pairing Failed, then the connect's SO_ERROR); from a unix: connect it is the file's.
-        let connectAuth = LinuxBluetooth.socketError("connect", EACCES, "connecting to 00:AA:01:01:00:01 (LE public) via hci0", peer)
-        XCTAssertTrue(connectAuth.isAuthenticationFailure)
-        XCTAssertTrue(connectAuth.advice.hasPrefix("the link to 00:AA:01:01:00:01 ended with an authentication failure (HCI 0x05)"), connectAuth.advice)
-        XCTAssertFalse(connectAuth.advice.contains("setcap"), connectAuth.advice)
-        let unixConnect = LinuxBluetooth.socketError("connect", EACCES, "connecting to unix:/tmp/x.sock", .unix(path: "/tmp/x.sock"))
-        XCTAssertFalse(unixConnect.isAuthenticationFailure)
-        XCTAssertFalse(SocketError(syscall: "connect", errno: .permissionDenied, context: "").isAuthenticationFailure)
         // The one predicate behind that advice, the GATT client's disconnect and the CLI's exit status 6.
         XCTAssertTrue(SocketError(syscall: "send", errno: .permissionDenied, context: "").isAuthenticationFailure)
         XCTAssertTrue(SocketError(syscall: "recvmsg", errno: .permissionDenied, context: "").isAuthenticationFailure)

@@ -145,14 +145,6 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(ended.status, .connection)
         XCTAssertNil(ended.json["error"]?["needs"])
         XCTAssertEqual(ErrorReport(TransportError.socket(LinuxBluetooth.socketError("socket", EACCES, "opening", .l2cap(peer: "00:AA:01:01:00:01")))).status, .unsupported)
-        // From an L2CAP connect it is the link ended while it was made (pairing failed): lost (6), as from a send;
-        // a unix: connect's EACCES keeps the status it had.
-        let refusedWhileMade = ErrorReport(TransportError.socket(LinuxBluetooth.socketError("connect", EACCES, "connecting", .l2cap(peer: "00:AA:01:01:00:01"))))
-        XCTAssertEqual(refusedWhileMade.status, .connection)
-        XCTAssertNil(refusedWhileMade.json["error"]?["needs"])
-        let unixBefore = ErrorReport(TransportError.socket(SocketError(syscall: "connect", errno: .permissionDenied, context: "connecting")))
-        XCTAssertEqual(ErrorReport(TransportError.socket(LinuxBluetooth.socketError("connect", EACCES, "connecting", .unix(path: "/tmp/x.sock")))).status,
-                       unixBefore.status)
         XCTAssertEqual(ErrorReport(MirrorProcedureError("no mirror service")).status, .failure)
         do {
             _ = try MirrorProfile.load(path: "/nonexistent/profile.json")
