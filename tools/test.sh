@@ -10,8 +10,13 @@
 # TSAN_SKIP=1 the ThreadSanitizer stage.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# stage NAME: prints how long the stage before it took ("time: NAME N s"), for the 40-minute budget.
+stage_t=$SECONDS
+stage() { echo "time: $1 $((SECONDS - stage_t)) s"; stage_t=$SECONDS; }
 tools/setup.sh --no-build
+stage setup
 swift build
+stage build
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
@@ -28,6 +33,7 @@ failed=$(( $(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary") + $(skipped_o
 [ -n "$ran" ] || { echo "tests: swift test printed no summary (exit $status)"; exit 1; }
 passed=$((ran - failed))
 [ "$failed" -eq 0 ] || status=1
+stage xctest
 
 # The whole suite under ThreadSanitizer, in a build directory of its own, but for fan-outs of subprocesses that the
 # plain stage runs whole and that hold no concurrency of their own (every example against a fresh simulator; one
@@ -58,6 +64,7 @@ if [ "${TSAN_SKIP:-0}" != 1 ]; then
         if [ "$tsan_status" -ne 0 ] || [ "$tsan_failed" -gt 0 ] || [ "$races" -gt 0 ]; then status=1; fi
     fi
 fi
+stage tsan
 
 # The list of waits (tools/lint/waits.py): every wait in Sources/ is listed with its bound and a test that runs into
 # it. One item, failed on an unlisted wait, a stale entry or a missing trigger test.
@@ -67,6 +74,7 @@ else
     failed=$((failed + 1))
     status=1
 fi
+stage lint
 
 # A bounded fuzz run of each libFuzzer target under AddressSanitizer (FUZZ_SECONDS each, default 15): one item
 # each, failed on any crash, hang or leak.
@@ -78,6 +86,7 @@ for target in fuzz-att-decode fuzz-engine fuzz-capture; do
         status=1
     fi
 done
+stage fuzz
 
 # The library as an embedder meets it: the GATTPeer DocC catalog (a broken symbol link fails it) and Examples/embed
 # built by path and run against mirror-sim, its output compared line for line. One item each.
@@ -89,6 +98,7 @@ for check in docs example; do
         status=1
     fi
 done
+stage library-check
 # One concurrency rule made true: a shell write runs on the link's loop (at most 8 syscalls, no clone, at most 1
 # futex per write; strace counts, not times). One item.
 if tools/perf/shell-syscalls.sh 300; then
@@ -97,6 +107,7 @@ else
     failed=$((failed + 1))
     status=1
 fi
+stage shell-syscalls
 
 # The write path's instruction budget (tools/perf/write-budget.sh): client-only instructions per Write Request and per
 # Write Command of the release `mirror bench --loopback` under callgrind, against a ceiling (fails when over) and the
@@ -108,6 +119,7 @@ else
     failed=$((failed + 1))
     status=1
 fi
+stage write-budget
 
 # The VM stage: the release products, then every scenario in tools/vm/scenarios/.
 if [ "${VM_SKIP:-0}" != 1 ]; then
@@ -135,6 +147,8 @@ if [ "${VM_SKIP:-0}" != 1 ]; then
   fi
   set -e
 fi
+stage vm
 [ "$failed" -eq 0 ] || status=1
+echo "time: all $SECONDS s"
 echo "tests: $passed passed, $failed failed"
 exit "$status"
