@@ -62,35 +62,57 @@ vm_no_grep "$OUT/dmesg.log" "security requested but not available|Unable to crea
 # ---- 2. bluetoothd runs, bonded through bluetoothctl: its bond is used, mirror's store is left alone ----
 # mirror's store keeps part 1's bond with the same address: it must be neither loaded nor rewritten.
 store_before=$(cd "$XDG_STATE_HOME" && find . -type f -exec sha256sum {} + | sort)
-vm_gatt_peer_conf --example
-# bluetoothctl as the agent of both adapters (agents are bluetoothd's, not an adapter's), driven over a fifo: what
-# bluetoothd does not confirm itself (the side whose Pair() asked for the pairing) it asks the agent, answered yes
-# here (one RequestConfirmation, "Confirm passkey N (yes/no)", in the runs so far).
-rm -f /tmp/btctl.in; mkfifo /tmp/btctl.in
-vm_bg btctl sh -c 'exec bluetoothctl <"$1"' btctl /tmp/btctl.in
-exec 5<>/tmp/btctl.in
-trap '' PIPE
-vm_wait_log btctl "\[bluetooth\]" 30
-echo "agent NoInputNoOutput" >&5
-vm_wait_log btctl "Agent registered" 30
-echo default-agent >&5
-vm_wait_log btctl "Default agent request successful" 30
-# bluetoothd's discovery lists an LE device only when its advertising flags say discoverable (adapter.c).
-vm_ok hci1-discoverable 15 btmgmt -i hci1 discov yes
-printf '%s\n' "select $CENTRAL" "scan on" >&5
-vm_wait_log btctl "Device $SIM" 40
-printf '%s\n' "scan off" "pair $SIM" >&5
-vm_log "bluetoothctl: pair $SIM"
-answers=0
-deadline=$(( $(vm_now) + $(vm_scaled 60) * 1000000 ))
-until grep -qE "Pairing successful|Failed to pair" "$OUT/btctl.log"; do
-  [ "$(vm_now)" -gt $deadline ] && vm_fail "waited $(vm_scaled 60) s for bluetoothctl's pairing to end ($answers questions answered)"
-  # One "Request confirmation" (or authorization) line per question; its "(yes/no)" prompt is redrawn with every
-  # line bluetoothctl prints after it, so the prompts are not counted.
-  n=$(grep -oE "Request (confirmation|authorization)" "$OUT/btctl.log" | wc -l)
-  [ "$n" -gt $answers ] && { echo yes >&5; answers=$n; vm_log "bluetoothctl's agent: answered yes"; }
-  sleep 0.2
-done
+# bluetoothd 5.66 (Debian's, not this project's code) has died with SIGSEGV during bluetoothctl's pairing twice in
+# the runs on record (once in CI, once in a local run of the test command), right after the agent's "yes" (lib.sh:
+# "Segmentation fault ... bluetoothd"; bluetoothctl then aborts in libdbus). So the pairing below is tried twice at
+# most: when bluetoothd died, the scenario says so (with the kernel's segfault line), starts the whole bluetoothd side
+# again from a clean /var/lib/bluetooth, and pairs again.
+bluez_pair() {
+  local attempt=$1
+  vm_gatt_peer_conf --example
+  # bluetoothctl as the agent of both adapters (agents are bluetoothd's, not an adapter's), driven over a fifo: what
+  # bluetoothd does not confirm itself (the side whose Pair() asked for the pairing) it asks the agent, answered yes
+  # here (one RequestConfirmation, "Confirm passkey N (yes/no)", in the runs so far).
+  rm -f /tmp/btctl.in; mkfifo /tmp/btctl.in
+  vm_bg btctl sh -c 'exec bluetoothctl <"$1"' btctl /tmp/btctl.in
+  exec 5<>/tmp/btctl.in
+  trap '' PIPE
+  vm_wait_log btctl "\[bluetooth\]" 30
+  echo "agent NoInputNoOutput" >&5
+  vm_wait_log btctl "Agent registered" 30
+  echo default-agent >&5
+  vm_wait_log btctl "Default agent request successful" 30
+  # bluetoothd's discovery lists an LE device only when its advertising flags say discoverable (adapter.c).
+  vm_ok hci1-discoverable 15 btmgmt -i hci1 discov yes
+  printf '%s\n' "select $CENTRAL" "scan on" >&5
+  vm_wait_log btctl "Device $SIM" 40
+  printf '%s\n' "scan off" "pair $SIM" >&5
+  vm_log "bluetoothctl: pair $SIM (attempt $attempt)"
+  local answers=0 n
+  local deadline=$(( $(vm_now) + $(vm_scaled 60) * 1000000 ))
+  until grep -qE "Pairing successful|Failed to pair" "$OUT/btctl.log"; do
+    kill -0 "$(vm_pid bluetoothd)" 2>/dev/null || return 1
+    [ "$(vm_now)" -gt $deadline ] && vm_fail "waited $(vm_scaled 60) s for bluetoothctl's pairing to end ($answers questions answered)"
+    # One "Request confirmation" (or authorization) line per question; its "(yes/no)" prompt is redrawn with every
+    # line bluetoothctl prints after it, so the prompts are not counted.
+    n=$(grep -oE "Request (confirmation|authorization)" "$OUT/btctl.log" | wc -l)
+    [ "$n" -gt $answers ] && { echo yes >&5; answers=$n; vm_log "bluetoothctl's agent: answered yes"; }
+    # VM_FAULT=bluetoothd-segv: the crash seen in CI, made on purpose in the first attempt (tests the recovery).
+    [ "${VM_FAULT:-}" = bluetoothd-segv ] && [ "$attempt" = 1 ] && [ "$answers" -gt 0 ] && kill -SEGV "$(vm_pid bluetoothd)"
+    sleep 0.2
+  done
+}
+bluez_dmesg_start=$(dmesg | wc -l)
+if ! bluez_pair 1; then
+  wait "$(vm_pid bluetoothd)" 2>/dev/null; rc=$?
+  vm_log "bluetoothd died (exit $rc$([ $rc -gt 128 ] && echo ", signal $((rc - 128))")) during bluetoothctl's pairing, a defect of BlueZ 5.66, not of this project: kernel: $(dmesg | tail -n +$((bluez_dmesg_start + 1)) | grep -m1 'bluetoothd.*segfault' || echo 'no segfault line')"
+  tail -n 6 "$OUT/btctl.log" | cat -v | sed 's/^/    btctl| /'
+  for step in btctl example dbus; do vm_stop $step 5 TERM; done
+  mv "$OUT/btctl.log" "$OUT/btctl-attempt1.log"; mv "$OUT/bluetoothd.log" "$OUT/bluetoothd-attempt1.log"
+  rm -rf /var/lib/bluetooth/$CENTRAL /var/lib/bluetooth/$SIM
+  vm_log "the bluetoothd side starts again, and pairs once more (the last try)"
+  bluez_pair 2 || vm_fail "bluetoothd died again during bluetoothctl's pairing (see bluetoothd.log)"
+fi
 vm_grep "$OUT/btctl.log" "Pairing successful" "bluetoothctl: Pairing successful"
 printf '%s\n' "disconnect $SIM" >&5
 vm_no_le_link
