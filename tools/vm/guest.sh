@@ -6,7 +6,7 @@
 RUNS=${1:?usage: guest.sh RUNS_DIR}
 # shellcheck disable=SC1090
 . "$RUNS/env"
-export REPO VM_TIMEOUT_SCALE VM_BTVIRT VM_BTVIRT_SETPHY VM_BUMBLE VM_FAULT
+export REPO VM_TIMEOUT_SCALE VM_BTVIRT VM_BTVIRT_SETPHY VM_BUMBLE VM_FAULT VM_PAIRLOOP
 export BIN="$REPO/.build/release"
 ip link set lo up || echo "guest: ip link set lo up failed" >&2
 uptime_s() { cut -d' ' -f1 /proc/uptime; }

@@ -330,6 +330,23 @@ vm_example_gatt_peer() {
   vm_grep "$OUT/example.log" "^GATT application registered" "example-gatt-server registered its application with bluetoothd on hci1"
 }
 
+# vm_btctl_agent: bluetoothctl (step btctl) driven over the fifo /tmp/btctl.in, open on fd 5, registered as
+# bluetoothd's NoInputNoOutput default agent (agents are bluetoothd's, not an adapter's: it serves both; each command
+# only after bluetoothctl's answer to the one before, or the registration fails), and hci1 made discoverable
+# (bluetoothd's discovery lists an LE device only when its advertising flags say so: adapter.c).
+vm_btctl_agent() {
+  rm -f /tmp/btctl.in; mkfifo /tmp/btctl.in
+  vm_bg btctl sh -c 'exec bluetoothctl <"$1"' btctl /tmp/btctl.in
+  exec 5<>/tmp/btctl.in
+  trap '' PIPE
+  vm_wait_log btctl "\[bluetooth\]" 30
+  echo "agent NoInputNoOutput" >&5
+  vm_wait_log btctl "Agent registered" 30
+  echo default-agent >&5
+  vm_wait_log btctl "Default agent request successful" 30
+  vm_ok hci1-discoverable 15 btmgmt -i hci1 discov yes
+}
+
 # vm_sim STEP [FLAGS...]: starts mirror-sim on hci1 (LE CID 4, advertising through its own raw HCI code)
 # with the given simulator flags, and waits until it listens.
 vm_sim() {

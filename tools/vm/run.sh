@@ -12,7 +12,7 @@
 # VM_TIMEOUT_SCALE (multiplies every scenario's time limit, default 1), VM_ISOLATE=1 (one boot per scenario),
 # VM_QEMU_EXTRA (more qemu options), VM_BTVIRT (the btvirt vm_controllers_dual starts), VM_BTVIRT_SETPHY (the one link-phy starts; default:
 # tools/vm/btvirt-setphy.sh builds it into the cache), VM_FAULT (a fault a scenario injects into its own rig, to
-# test its recovery: bluetoothd-segv, pair-bluez). The guest also gets VM_BUMBLE (the python3 of prepare.sh's Bumble venv).
+# test its recovery: bluetoothd-segv, pair-bluez), VM_PAIRLOOP (pairloop-bluez's rounds, default 20). The guest also gets VM_BUMBLE (the python3 of prepare.sh's Bumble venv).
 # The time printed per scenario is measured in the guest (the boot is printed once, on stderr).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -87,6 +87,7 @@ boot() {
     printf 'VM_BTVIRT_SETPHY=%q\n' "${VM_BTVIRT_SETPHY:-}"
     printf 'VM_BUMBLE=%q\n' "${VM_BUMBLE:-}"
     printf 'VM_FAULT=%q\n' "${VM_FAULT:-}"
+    printf 'VM_PAIRLOOP=%q\n' "${VM_PAIRLOOP:-}"
     printf 'SCENARIOS=%q\n' "${names[*]}"
     for n in "${names[@]}"; do printf 'LIMIT_%s=%q\n' "${n//[^A-Za-z0-9_]/_}" "${limits[$n]}"; done
   } > "$runs/env"

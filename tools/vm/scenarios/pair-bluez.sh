@@ -70,20 +70,9 @@ store_before=$(cd "$XDG_STATE_HOME" && find . -type f -exec sha256sum {} + | sor
 bluez_pair() {
   local attempt=$1
   vm_gatt_peer_conf --example
-  # bluetoothctl as the agent of both adapters (agents are bluetoothd's, not an adapter's), driven over a fifo: what
-  # bluetoothd does not confirm itself (the side whose Pair() asked for the pairing) it asks the agent, answered yes
-  # here (one RequestConfirmation, "Confirm passkey N (yes/no)", in the runs so far).
-  rm -f /tmp/btctl.in; mkfifo /tmp/btctl.in
-  vm_bg btctl sh -c 'exec bluetoothctl <"$1"' btctl /tmp/btctl.in
-  exec 5<>/tmp/btctl.in
-  trap '' PIPE
-  vm_wait_log btctl "\[bluetooth\]" 30
-  echo "agent NoInputNoOutput" >&5
-  vm_wait_log btctl "Agent registered" 30
-  echo default-agent >&5
-  vm_wait_log btctl "Default agent request successful" 30
-  # bluetoothd's discovery lists an LE device only when its advertising flags say discoverable (adapter.c).
-  vm_ok hci1-discoverable 15 btmgmt -i hci1 discov yes
+  # bluetoothctl as the agent: what bluetoothd does not confirm itself (the side whose Pair() asked for the pairing)
+  # it asks the agent, answered yes here (one RequestConfirmation, "Confirm passkey N (yes/no)", in the runs so far).
+  vm_btctl_agent
   printf '%s\n' "select $CENTRAL" "scan on" >&5
   vm_wait_log btctl "Device $SIM" 40
   printf '%s\n' "scan off" "pair $SIM" >&5
