@@ -472,8 +472,8 @@ public final class PairingService: Sendable {
     let token: UInt64
     /// What the source does once stopped (the queued failures), run once on the loop.
     private let onStop = Lock<(@Sendable () -> Void)?>(nil)
-    /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted). Internal:
-    /// a test releases a held prompt only once it is set.
+    /// Set by `stop()` at once: the source answers nothing read after it (the stop's own work is posted). Internal
+    /// and broadcast: a test waits on it (`wait(until:)`) to release a held prompt only once it is set.
     let stopAsked = Lock(false)
     /// The SMP watch the agent reports failures with, closed at stop().
     let watch: SMPFailureWatch?
@@ -553,7 +553,7 @@ public final class PairingService: Sendable {
     /// Ends the agent's thread and waits for it at most `limit` (an answer under way, a prompt the user has not
     /// answered, may hold it); it answers nothing after it has ended.
     public func stop(limit: Duration = .seconds(2)) {
-        stopAsked.withLock { $0 = true }
+        stopAsked.withLockBroadcasting { $0 = true }
         if let loop {
             if loop.inEventLoop { endSource(drain: true) } else { loop.execute { [self] in endSource(drain: true) } }
         } else {

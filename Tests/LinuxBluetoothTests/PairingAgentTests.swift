@@ -414,9 +414,10 @@ final class PairingAgentTests: XCTestCase {
         XCTAssertEqual(write(k, failed, failed.count), failed.count)
         let confirm = event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00])
         XCTAssertEqual(write(k, confirm, confirm.count), confirm.count)
-        // The prompt is released only once the stop was asked (bounded at 5 s), never before it however slow this thread.
+        // The prompt is released only once the stop was asked (waited for up to 5 s), never before it however slow
+        // this thread.
         DispatchQueue.global().async {
-            for _ in 0..<500 where !service.stopAsked.withLock({ $0 }) { usleep(10_000) }
+            _ = service.stopAsked.wait(until: { $0 ? () : nil }, timeoutNanoseconds: 5_000_000_000)
             prompt.withLockBroadcasting { $0.1 = true }
         }
         service.stop(limit: .seconds(5))
