@@ -325,6 +325,12 @@ public final class PairingAgent: Sendable {
         // One management event (mgmt-api.txt): a key to keep, a request to answer, a failure to report.
         let serve = { @Sendable [self] (packet: [UInt8]) in
             let parsed = ManagementEvent.parse(packet)
+            // Read after stop() was asked (the thread's poll saw the event before stop's wake-up): treated as the
+            // drain treats it, a failure reported and nothing answered, as the loop's source does before each read.
+            if service.stopAsked.withLock({ $0 }) {
+                if case .pairing(let i, .authenticationFailed(let a, _, let status))? = parsed, Int(i) == index { failed(a, status) }
+                return
+            }
             if let parsed, parsed.keyIndex == UInt16(index) {
                 if case .newLongTermKey = parsed { service.record { $0.longTermKeys += 1 } }
                 keys(parsed)
