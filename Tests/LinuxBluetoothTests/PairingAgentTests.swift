@@ -430,6 +430,26 @@ final class PairingAgentTests: XCTestCase {
                        "the queued confirmation was not answered")
     }
 
+    /// The agent's own thread between stop() being asked and its wake-up being seen: a request it reads then is not
+    /// answered, and a failure read then is still reported (stopAsked is set here without the wake-up, so the order
+    /// is certain rather than a race the poll usually wins).
+    func testARequestReadAfterTheStopWasAskedIsNotAnsweredAndAFailureStillReported() throws {
+        let reports = Lock<[String]>([])
+        let (agent, k) = kernel([])
+        defer { close(k) }
+        let service = try agent.startServing { line in reports.withLockBroadcasting { $0.append(line) } }
+        service.stopAsked.withLock { $0 = true }
+        let confirm = event(0x0F, peerField + [0x00, 0x40, 0xE2, 0x01, 0x00])
+        XCTAssertEqual(write(k, confirm, confirm.count), confirm.count)
+        let failed = event(0x11, peerField + [0x05])
+        XCTAssertEqual(write(k, failed, failed.count), failed.count)
+        // The failure comes after the request on the socket: once it is reported, the request was read.
+        XCTAssertNotNil(reports.wait(until: { $0.isEmpty ? nil : () }, timeoutNanoseconds: 5_000_000_000), "the failure was reported")
+        service.stop(limit: .seconds(5))
+        XCTAssertEqual(reports.withLock { $0 }, ["pairing with 00:AA:01:01:00:01 failed: Authentication Failed, HCI status 0x05"])
+        XCTAssertEqual(sent(k), [], "the request read after the stop was asked was not answered")
+    }
+
     func testTheWaitForKeysAfterARaiseEndsAtItsLimit() throws {
         // A link encrypted with a key the kernel holds: no New Long Term Key comes, and the wait gives up (pairing.keys).
         let (agent, k) = kernel([])
