@@ -220,8 +220,16 @@ extension ATTBearer {
     static func connectOutcome(fd: Int32, label: String, domain: SocketDomain) -> Result<Void, TransportError> {
         var soError: Int32 = 0
         if cbz_socket_error(fd, &soError) < 0 { soError = cbz_errno() }
-        if soError != 0 { return .failure(.socket(socketError("connect", soError, "connecting to \(label)", domain))) }
+        if soError != 0 { return .failure(.socket(connectFailure(soError, label: label, domain: domain))) }
         return .success(())
+    }
+
+    /// The error of a connect whose SO_ERROR is `code`. EACCES there is the link ended with Authentication Failure
+    /// while it was made (HCI 0x05 as net/bluetooth's bt_to_errno maps it: pairing failed before the channel opened,
+    /// no capability involved), so it is named SO_ERROR, which `SocketError.isAuthenticationFailure` reads as such;
+    /// any other errno stays the connect's.
+    static func connectFailure(_ code: Int32, label: String, domain: SocketDomain) -> SocketError {
+        socketError(code == EACCES ? "SO_ERROR" : "connect", code, "connecting to \(label)", domain)
     }
 
     /// `waitForConnection` as a source of `loop`: the task suspends until POLLOUT (then SO_ERROR) or `timeout`

@@ -86,6 +86,16 @@ final class BearerErrorTests: XCTestCase {
         XCTAssertTrue(auth.hasPrefix("the link to 00:AA:01:01:00:01 ended with an authentication failure (HCI 0x05)"), auth)
         XCTAssertFalse(auth.contains("setcap"), auth)
         XCTAssertTrue(LinuxBluetooth.socketError("socket", EACCES, "opening", peer).advice.contains("CAP_NET_RAW"))
+        // So is EACCES as a non-blocking connect's outcome (its SO_ERROR): the link ended while it was made, pairing
+        // having failed before the channel opened (the VM's pair scenario on a slow machine); other errnos stay the connect's.
+        let whileMade = ATTBearer.connectFailure(EACCES, label: "00:AA:01:01:00:01 (LE public) via hci0", domain: peer)
+        XCTAssertTrue(whileMade.isAuthenticationFailure)
+        XCTAssertTrue(whileMade.advice.hasPrefix("the link to 00:AA:01:01:00:01 ended with an authentication failure (HCI 0x05)"), whileMade.advice)
+        XCTAssertFalse(whileMade.advice.contains("setcap"), whileMade.advice)
+        XCTAssertEqual(whileMade.context, "connecting to 00:AA:01:01:00:01 (LE public) via hci0")
+        let refused = ATTBearer.connectFailure(ECONNREFUSED, label: "00:AA:01:01:00:01 (LE public) via hci0", domain: peer)
+        XCTAssertEqual(refused.syscall, "connect")
+        XCTAssertFalse(refused.isAuthenticationFailure)
         // The one predicate behind that advice, the GATT client's disconnect and the CLI's exit status 6.
         XCTAssertTrue(SocketError(syscall: "send", errno: .permissionDenied, context: "").isAuthenticationFailure)
         XCTAssertTrue(SocketError(syscall: "recvmsg", errno: .permissionDenied, context: "").isAuthenticationFailure)

@@ -145,6 +145,10 @@ final class OutputTests: XCTestCase {
         XCTAssertEqual(ended.status, .connection)
         XCTAssertNil(ended.json["error"]?["needs"])
         XCTAssertEqual(ErrorReport(TransportError.socket(LinuxBluetooth.socketError("socket", EACCES, "opening", .l2cap(peer: "00:AA:01:01:00:01")))).status, .unsupported)
+        // A connect's SO_ERROR of EACCES is the link ended while it was made (pairing failed): lost (6), as from a send.
+        let endedWhileMade = ErrorReport(TransportError.socket(LinuxBluetooth.socketError("SO_ERROR", EACCES, "connecting", .l2cap(peer: "00:AA:01:01:00:01"))))
+        XCTAssertEqual(endedWhileMade.status, .connection)
+        XCTAssertNil(endedWhileMade.json["error"]?["needs"])
         XCTAssertEqual(ErrorReport(MirrorProcedureError("no mirror service")).status, .failure)
         do {
             _ = try MirrorProfile.load(path: "/nonexistent/profile.json")
