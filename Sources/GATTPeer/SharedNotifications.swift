@@ -113,11 +113,15 @@ public final class SharedNotifications: Sendable {
     /// Whether any background subscription holds.
     public var isSubscribed: Bool { subscriptions.withLock { !$0.isEmpty } }
 
-    /// Ends the background subscription of `valueHandle` (its CCCD cleared); nil when there is none.
+    /// Ends the background subscription of `valueHandle` (its CCCD cleared); nil when there is none. Returns once
+    /// every value received before the CCCD write's answer has been handed to `deliver` (its task has ended), so a
+    /// caller that goes on, or exits, loses none: the client's stream ended with the write, its route after the
+    /// values it holds.
     public func unsubscribe(valueHandle: UInt16) async throws -> Subscription? {
         guard let sub = subscriptions.withLock({ $0[valueHandle] }) else { return nil }
         try await withLinkLoop(client.eventLoop) { () async throws in try await client.unsubscribe(from: sub.characteristic) }
         _ = subscriptions.withLock { $0.removeValue(forKey: valueHandle) }
+        await sub.task.value
         return sub
     }
 

@@ -81,6 +81,29 @@ final class SharedNotificationsTests: XCTestCase {
         }
     }
 
+    /// unsubscribe returns only once the values received before its CCCD write's answer were handed on: a consumer
+    /// still handing one on (held 300 ms here, a slow terminal) holds it, so a shell that prints "unsubscribed" and
+    /// ends loses none (ShellTests' script-mode subscribe lost its notification that way on a loaded machine).
+    func testUnsubscribeReturnsOnceEveryValueReceivedBeforeItWasHandedOn() async throws {
+        let h = try SimHarness()
+        defer { h.stop() }
+        let peer = try await h.peer()
+        defer { peer.close() }
+        let shared = SharedNotifications(client: peer.client)
+        let entry = try await peer.characteristic(.name("scanState"))
+        let counts = Lock((started: 0, finished: 0))
+        _ = try await shared.subscribe(entry, preferIndications: false, deliver: { _ in
+            counts.withLockBroadcasting { $0.started += 1 }
+            usleep(300_000)
+            counts.withLockBroadcasting { $0.finished += 1 }
+        }, dropped: { _, _ in })
+        try await startScan(peer)
+        XCTAssertNotNil(counts.wait(until: { $0.started > 0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "a value is being handed on")
+        _ = try await shared.unsubscribe(valueHandle: 0x000C)
+        let c = counts.withLock { $0 }
+        XCTAssertEqual(c.finished, c.started, "unsubscribe returned while a value was still being handed on")
+    }
+
     /// A listen's claim (count 2) takes the next two values whichever handle; the third is the subscription's.
     func testAListensClaimTakesItsValuesAndTheSubscriptionTheOnesAfter() async throws {
         try await withScanStateSubscribed { s in
