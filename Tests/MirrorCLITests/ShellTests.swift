@@ -162,10 +162,16 @@ final class ShellTests: XCTestCase {
         XCTAssertNotNil(notification.range(of: #"^\d\d:\d\d:\d\d\.\d{3}  notification"#, options: .regularExpression), notification)
         XCTAssertTrue(lines.contains("unsubscribed from 0x000C scanState"), run.stdout)
 
-        let json = try MirrorProcess.run(["shell", sim.target, "--json"], input: "subscribe scanState\nwrite scannerAction 36\n")
+        // A mirror latched at ERROR again (the first one's scanState is reset now: no change, no notification).
+        let latched = try simulator(["--latched-error"])
+        defer { latched.stop() }
+        let json = try MirrorProcess.run(["shell", latched.target, "--json"], input: "subscribe scanState\nwrite scannerAction 36\n")
         XCTAssertEqual(json.status, 0, json.stderr)
         let objects = try json.jsonLines()
         XCTAssertTrue(objects.contains { $0["subscribed"] == 12 && $0["name"] == "scanState" }, json.stdout)
+        // The script ends right after the write, still subscribed: the notification it triggered is printed, not
+        // lost to the shell's end.
+        XCTAssertTrue(objects.contains { $0["kind"] == "notification" && $0["handle"] == 12 && $0["value"] == "00" }, json.stdout)
     }
 
     /// A subscription whose stream overflowed before the CCCD's Write Response says so when it ends (disconnect).

@@ -245,7 +245,7 @@ final class Shell: Sendable {
         }
         if first != 0 { return ExitStatus(rawValue: first) ?? .failure }
         var firstFailure: Int32?
-        while true {
+        lines: while true {
             // A script's next line is usually read already: taken here on the loop, with no thread and no syscall.
             let event: Result<LineEvent, LineEditorError>
             if let buffered = questions.bufferedLine() {
@@ -258,7 +258,7 @@ final class Shell: Sendable {
             case .failure(let error):
                 console.err("mirror: \(error)")
                 return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .failure
-            case .success(.end): return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .success
+            case .success(.end): break lines
             case .success(.interrupt): continue
             case .success(.line(let text)): line = text
             }
@@ -272,6 +272,8 @@ final class Shell: Sendable {
             }
             if quit { break }
         }
+        // The input's end, quit or a script's failure: values already received are printed, as at `disconnect`.
+        await disconnect(reason: "the shell ended")
         return firstFailure.flatMap { ExitStatus(rawValue: $0) } ?? .success
     }
 
@@ -583,9 +585,8 @@ final class Shell: Sendable {
         Task.detached { say(link.dropReason()) }
     }
 
-    /// Closes the connection, if there is one, and ends its subscriptions. The connection closes first: each
-    /// subscription's stream then ends after the values already received, and its task prints them before this
-    /// returns, so a notification that came before `disconnect` is printed before "disconnected", never lost to it.
+    /// Closes the connection, if any, then ends its subscriptions: each task prints the values already received
+    /// before this returns, so a notification that came before `disconnect` (or the shell's end) is never lost to it.
     private func disconnect(reason: String) async {
         let (session, subs) = takeConnection()
         session?.closeConnection(reason: reason)
