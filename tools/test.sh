@@ -23,16 +23,23 @@ set +e
 swift test --disable-swift-testing 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
-# XCTest's last summary line, "Executed N tests, with [K tests skipped and] F failures": a skipped test is not a
-# passed one, so it counts as failed.
+# XCTest's summary of the whole run, "Executed N tests, with [K tests skipped and] F failures" under "Test Suite 'All
+# tests'": a skipped test is not a passed one, so it counts as failed. A run that died before it (a crash, a signal)
+# has only some suite's line: that is no summary, one failure, with the log's end shown.
 summary_re="Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?"
+all_summary() { grep -A1 -E "^Test Suite 'All tests' (passed|failed)" "$1" | grep -E "$summary_re" | tail -n 1; }
 skipped_of() { sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p' <<<"$1" | grep . || echo 0; }
-summary=$(grep -E "$summary_re" "$log" | tail -n 1)
-ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
-failed=$(( $(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary") + $(skipped_of "$summary") ))
-[ -n "$ran" ] || { echo "tests: swift test printed no summary (exit $status)"; exit 1; }
-passed=$((ran - failed))
-[ "$failed" -eq 0 ] || status=1
+summary=$(all_summary "$log")
+if [ -z "$summary" ]; then
+    tail -n 40 "$log"
+    echo "tests: swift test printed no summary of all tests (exit $status): it ended before its end"
+    passed=0; failed=1; status=1
+else
+    ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$summary")
+    failed=$(( $(sed -E 's/.* ([0-9]+) failures?.*/\1/' <<<"$summary") + $(skipped_of "$summary") ))
+    passed=$((ran - failed))
+    [ "$failed" -eq 0 ] || status=1
+fi
 stage xctest
 
 # The whole suite under ThreadSanitizer, in a build directory of its own, but for fan-outs of subprocesses that the
@@ -47,11 +54,11 @@ if [ "${TSAN_SKIP:-0}" != 1 ]; then
         --skip HostileCheckTests --skip PackageTests >"$log" 2>&1
     tsan_status=$?
     set -e
-    tsan_summary=$(grep -E "$summary_re" "$log" | tail -n 1)
+    tsan_summary=$(all_summary "$log")
     races=$(grep -c "WARNING: ThreadSanitizer" "$log" || true)
     if [ -z "$tsan_summary" ]; then
         tail -n 40 "$log"
-        echo "tsan: swift test --sanitize=thread printed no summary (exit $tsan_status)"
+        echo "tsan: swift test --sanitize=thread printed no summary of all tests (exit $tsan_status): it ended before its end"
         failed=$((failed + 1)); status=1
     else
         tsan_ran=$(sed -E 's/.*Executed ([0-9]+) tests?.*/\1/' <<<"$tsan_summary")
