@@ -40,8 +40,9 @@ final class SharedNotificationsTests: XCTestCase {
         var values: AsyncStream<[UInt8]>
     }
 
-    /// Runs `body` with scanState subscribed in the background on a simulator of its own.
-    func withScanStateSubscribed(_ body: (Subscribed) async throws -> Void) async throws {
+    /// Runs `body` with scanState subscribed in the background on a simulator of its own; each value goes to `also`
+    /// (when given) before it is in `values`.
+    func withScanStateSubscribed(also: (@Sendable ([UInt8]) -> Void)? = nil, _ body: (Subscribed) async throws -> Void) async throws {
         let h = try SimHarness()
         defer { h.stop() }
         let peer = try await h.peer()
@@ -49,7 +50,7 @@ final class SharedNotificationsTests: XCTestCase {
         let shared = SharedNotifications(client: peer.client)
         let entry = try await peer.characteristic(.name("scanState"))
         let (values, delivered) = AsyncStream.makeStream(of: [UInt8].self)
-        let said = try await shared.subscribe(entry, preferIndications: false, deliver: { delivered.yield($0.value) },
+        let said = try await shared.subscribe(entry, preferIndications: false, deliver: { also?($0.value); delivered.yield($0.value) },
                                               dropped: { _, _ in XCTFail("nothing dropped") })
         try await body(Subscribed(peer: peer, shared: shared, entry: entry, said: said, values: values))
     }
@@ -85,23 +86,18 @@ final class SharedNotificationsTests: XCTestCase {
     /// still handing one on (held 300 ms here, a slow terminal) holds it, so a shell that prints "unsubscribed" and
     /// ends loses none (ShellTests' script-mode subscribe lost its notification that way on a loaded machine).
     func testUnsubscribeReturnsOnceEveryValueReceivedBeforeItWasHandedOn() async throws {
-        let h = try SimHarness()
-        defer { h.stop() }
-        let peer = try await h.peer()
-        defer { peer.close() }
-        let shared = SharedNotifications(client: peer.client)
-        let entry = try await peer.characteristic(.name("scanState"))
         let counts = Lock((started: 0, finished: 0))
-        _ = try await shared.subscribe(entry, preferIndications: false, deliver: { _ in
+        try await withScanStateSubscribed(also: { _ in
             counts.withLockBroadcasting { $0.started += 1 }
             usleep(300_000)
             counts.withLockBroadcasting { $0.finished += 1 }
-        }, dropped: { _, _ in })
-        try await startScan(peer)
-        XCTAssertNotNil(counts.wait(until: { $0.started > 0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "a value is being handed on")
-        _ = try await shared.unsubscribe(valueHandle: 0x000C)
-        let c = counts.withLock { $0 }
-        XCTAssertEqual(c.finished, c.started, "unsubscribe returned while a value was still being handed on")
+        }) { s in
+            try await startScan(s.peer)
+            XCTAssertNotNil(counts.wait(until: { $0.started > 0 ? () : nil }, timeoutNanoseconds: 5_000_000_000), "a value is being handed on")
+            _ = try await s.shared.unsubscribe(valueHandle: 0x000C)
+            let c = counts.withLock { $0 }
+            XCTAssertEqual(c.finished, c.started, "unsubscribe returned while a value was still being handed on")
+        }
     }
 
     /// A listen's claim (count 2) takes the next two values whichever handle; the third is the subscription's.
