@@ -24,10 +24,11 @@ swift test --disable-swift-testing 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 # XCTest's summary of the whole run, "Executed N tests, with [K tests skipped and] F failures" under "Test Suite 'All
-# tests'": a skipped test is not a passed one, so it counts as failed. A run that died before it (a crash, a signal)
-# has only some suite's line: that is no summary, one failure, with the log's end shown.
+# tests'" ('Selected tests' when tests are skipped, as in the sanitizer stage): a skipped test is not a passed one, so
+# it counts as failed. A run that died before it (a crash, a signal) has only some suite's line: that is no summary,
+# one failure, with the log's end shown (never an exit of this script: the function does not fail).
 summary_re="Executed [0-9]+ tests?, with ([0-9]+ tests? skipped and )?[0-9]+ failures?"
-all_summary() { grep -A1 -E "^Test Suite 'All tests' (passed|failed)" "$1" | grep -E "$summary_re" | tail -n 1; }
+all_summary() { { grep -A1 -E "^Test Suite '(All|Selected) tests' (passed|failed)" "$1" | grep -E "$summary_re" | tail -n 1; } || true; }
 skipped_of() { sed -nE 's/.*with ([0-9]+) tests? skipped.*/\1/p' <<<"$1" | grep . || echo 0; }
 summary=$(all_summary "$log")
 if [ -z "$summary" ]; then
